@@ -1,0 +1,48 @@
+# Shoal's build, test and benchmark entry points. `make test` is the test
+# command CI runs.
+GO      ?= go
+PKGS    := ./...
+BENCHTIME ?= 1x
+FUZZTIME  ?= 10s
+PERF_OUT  := perf/out
+
+.PHONY: build test vet perf fuzz fmt
+
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o bin/shoal ./cmd/shoal
+
+vet:
+	$(GO) vet $(PKGS)
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	  if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
+
+test: vet
+	$(GO) test -count=1 -timeout 9m $(PKGS)
+
+# Each package's benchmarks with CPU and heap profiles under perf/out/, then
+# one summary table. BENCH selects benchmarks (a go test -bench regexp).
+BENCH ?= .
+PERF_PKGS ?= statemachine ipam sched engine control
+perf:
+	@mkdir -p $(PERF_OUT)
+	@for p in $(PERF_PKGS); do \
+	  [ -d $$p ] || continue; \
+	  ls $$p/*_test.go >/dev/null 2>&1 || continue; \
+	  echo "== $$p"; \
+	  $(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -count 1 \
+	    -cpuprofile $(PERF_OUT)/$$p.cpu.prof -memprofile $(PERF_OUT)/$$p.mem.prof \
+	    -o $(PERF_OUT)/$$p.test ./$$p/ | tee $(PERF_OUT)/$$p.bench.txt || exit 1; \
+	done
+	@$(GO) run ./perf/summary $(PERF_OUT)/*.bench.txt
+
+# Short runs of every fuzz target.
+fuzz:
+	@for pkg in $$($(GO) list ./...); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+	    echo "== $$pkg $$f"; \
+	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	  done; \
+	done
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')

@@ -1,0 +1,232 @@
+package statemachine
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+)
+
+// batchVersion is the first byte of every encoded batch; a replica that
+// meets a version it does not know rejects the entry instead of guessing.
+const batchVersion = 1
+
+// AppendBatch appends the encoding of a batch of commands to dst.
+func AppendBatch(dst []byte, batch []Command) []byte {
+	e := encoder{b: dst}
+	e.byte1(batchVersion)
+	e.u(uint64(len(batch)))
+	for i := range batch {
+		encodeCommand(&e, &batch[i])
+	}
+	return e.b
+}
+
+// DecodeBatch decodes a batch written by AppendBatch. Corrupt input yields an
+// error wrapping ErrCorrupt, never a panic.
+func DecodeBatch(b []byte) ([]Command, error) {
+	d := decoder{b: b}
+	if v := d.byte1(); d.err == nil && v != batchVersion {
+		return nil, fmt.Errorf("%w: batch version %d, this build knows %d", ErrCorrupt, v, batchVersion)
+	}
+	n := d.count(1)
+	batch := make([]Command, n)
+	for i := range batch {
+		decodeCommand(&d, &batch[i])
+	}
+	if d.err == nil && d.off != len(b) {
+		d.fail("trailing bytes")
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	return batch, nil
+}
+
+func encodeCommand(e *encoder, c *Command) {
+	e.byte1(uint8(c.Kind))
+	e.byte1(uint8(c.State))
+	e.byte1(uint8(c.NodeStatus))
+	e.byte1(uint8(c.Availability))
+	e.i(int64(c.ExitCode))
+	e.u(uint64(c.Node))
+	e.u(uint64(c.Task))
+	e.str(c.Name)
+	e.str(c.Message)
+	var flags uint8
+	if c.Spec != nil {
+		flags |= 1
+	}
+	if c.NodeSpec != nil {
+		flags |= 2
+	}
+	if c.NetworkSpec != nil {
+		flags |= 4
+	}
+	e.byte1(flags)
+	if c.Spec != nil {
+		encodeSpec(e, c.Spec)
+	}
+	if c.NodeSpec != nil {
+		encodeNodeSpec(e, c.NodeSpec)
+	}
+	if c.NetworkSpec != nil {
+		encodeNetwork(e, c.NetworkSpec)
+	}
+}
+
+func decodeCommand(d *decoder, c *Command) {
+	c.Kind = CmdKind(d.un(uint64(numCmdKinds)-1, "command kind"))
+	c.State = TaskState(d.un(uint64(numTaskStates)-1, "task state"))
+	c.NodeStatus = NodeStatus(d.un(uint64(numNodeStatuses)-1, "node status"))
+	c.Availability = Availability(d.un(uint64(numAvailabilities)-1, "availability"))
+	c.ExitCode = int32(d.i())
+	c.Node = NodeID(d.un(1<<32-1, "node id"))
+	c.Task = TaskID(d.u())
+	c.Name = d.str()
+	c.Message = d.str()
+	flags := d.byte1()
+	if flags&^7 != 0 {
+		d.fail("bad command flags")
+		return
+	}
+	if flags&1 != 0 {
+		c.Spec = new(ServiceSpec)
+		decodeSpec(d, c.Spec)
+	}
+	if flags&2 != 0 {
+		c.NodeSpec = new(Node)
+		decodeNodeSpec(d, c.NodeSpec)
+	}
+	if flags&4 != 0 {
+		c.NetworkSpec = new(Network)
+		decodeNetwork(d, c.NetworkSpec)
+	}
+}
+
+func encodeStrings(e *encoder, ss []string) {
+	e.u(uint64(len(ss)))
+	for _, s := range ss {
+		e.str(s)
+	}
+}
+
+func decodeStrings(d *decoder) []string {
+	n := d.count(1)
+	if n == 0 {
+		return nil
+	}
+	ss := make([]string, n)
+	for i := range ss {
+		ss[i] = d.str()
+	}
+	return ss
+}
+
+func encodeSpec(e *encoder, s *ServiceSpec) {
+	e.str(s.Name)
+	e.byte1(uint8(s.Mode))
+	e.u(uint64(s.Replicas))
+	e.str(s.Image)
+	e.byte1(uint8(s.Restart.Condition))
+	e.i(s.Restart.Delay)
+	e.u(uint64(s.Restart.MaxAttempts))
+	e.i(s.Restart.Window)
+	encodeStrings(e, s.Constraints)
+	encodeStrings(e, s.Networks)
+	e.i(s.CPU)
+	e.i(s.Memory)
+}
+
+func decodeSpec(d *decoder, s *ServiceSpec) {
+	s.Name = d.str()
+	s.Mode = ServiceMode(d.un(uint64(ModeGlobal), "service mode"))
+	s.Replicas = uint32(d.un(1<<32-1, "replicas"))
+	s.Image = d.str()
+	s.Restart.Condition = RestartCondition(d.un(uint64(RestartNone), "restart condition"))
+	s.Restart.Delay = d.i()
+	s.Restart.MaxAttempts = uint32(d.un(1<<32-1, "max attempts"))
+	s.Restart.Window = d.i()
+	s.Constraints = decodeStrings(d)
+	s.Networks = decodeStrings(d)
+	s.CPU = d.i()
+	s.Memory = d.i()
+}
+
+// encodeNodeSpec writes a node's declared fields and status (not its task
+// list, which is an index rebuilt from tasks).
+func encodeNodeSpec(e *encoder, n *Node) {
+	e.u(uint64(n.ID))
+	e.str(n.Name)
+	e.str(n.Role)
+	keys := slices.Sorted(maps.Keys(n.Labels))
+	e.u(uint64(len(keys)))
+	for _, k := range keys {
+		e.str(k)
+		e.str(n.Labels[k])
+	}
+	e.i(n.CPU)
+	e.i(n.Memory)
+	e.byte1(uint8(n.Availability))
+	e.byte1(uint8(n.Status))
+	e.i(n.StatusAt)
+	e.u(n.AssignSeq)
+}
+
+func decodeNodeSpec(d *decoder, n *Node) {
+	n.ID = NodeID(d.un(1<<32-1, "node id"))
+	n.Name = d.str()
+	n.Role = d.str()
+	if k := d.count(2); k > 0 {
+		n.Labels = make(map[string]string, k)
+		for range k {
+			key := d.str()
+			n.Labels[key] = d.str()
+		}
+	}
+	n.CPU = d.i()
+	n.Memory = d.i()
+	n.Availability = Availability(d.un(uint64(numAvailabilities)-1, "availability"))
+	n.Status = NodeStatus(d.un(uint64(numNodeStatuses)-1, "node status"))
+	n.StatusAt = d.i()
+	n.AssignSeq = d.u()
+}
+
+func encodeNetwork(e *encoder, n *Network) {
+	e.u(uint64(n.ID))
+	e.str(n.Name)
+	e.str(n.Subnet)
+}
+
+func decodeNetwork(d *decoder, n *Network) {
+	n.ID = NetworkID(d.un(1<<32-1, "network id"))
+	n.Name = d.str()
+	n.Subnet = d.str()
+}
+
+// AppendResults appends the encoding of a batch's results to dst.
+func AppendResults(dst []byte, rs []Result) []byte {
+	e := encoder{b: dst}
+	e.u(uint64(len(rs)))
+	for _, r := range rs {
+		e.byte1(uint8(r.Code))
+		e.u(r.ID)
+		e.str(r.Msg)
+	}
+	return e.b
+}
+
+// DecodeResults decodes what AppendResults wrote.
+func DecodeResults(b []byte) ([]Result, error) {
+	d := decoder{b: b}
+	n := d.count(3)
+	rs := make([]Result, n)
+	for i := range rs {
+		rs[i].Code = Code(d.un(uint64(numCodes)-1, "result code"))
+		rs[i].ID = d.u()
+		rs[i].Msg = d.str()
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	return rs, nil
+}

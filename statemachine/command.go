@@ -1,0 +1,169 @@
+package statemachine
+
+import (
+	"errors"
+	"fmt"
+)
+
+// CmdKind says what a command does.
+type CmdKind uint8
+
+// Command kinds. The component that may issue each is fixed: user commands
+// come through the API, CmdAssign from the scheduler, CmdTaskStatus from an
+// agent, CmdSetNodeStatus/CmdOrphan from the node monitor, and
+// CmdReconcile/CmdAllocate/CmdReap are the reactions that Apply runs by itself
+// unless Config.ManualReactions is set.
+const (
+	CmdNop CmdKind = iota
+	CmdCreateService
+	CmdUpdateService
+	CmdRemoveService
+	CmdUpsertNode
+	CmdRemoveNode
+	CmdSetNodeStatus
+	CmdSetAvailability
+	CmdAssign
+	CmdTaskStatus
+	CmdOrphan
+	CmdReconcile
+	CmdAllocate
+	CmdReap
+	CmdCreateNetwork
+	CmdRemoveNetwork
+	numCmdKinds
+)
+
+var cmdNames = [...]string{"nop", "create-service", "update-service", "remove-service",
+	"upsert-node", "remove-node", "set-node-status", "set-availability", "assign",
+	"task-status", "orphan", "reconcile", "allocate", "reap", "create-network", "remove-network"}
+
+func (k CmdKind) String() string {
+	if k < numCmdKinds {
+		return cmdNames[k]
+	}
+	return fmt.Sprintf("CmdKind(%d)", uint8(k))
+}
+
+// Command is one change proposed to the state. Which fields matter depends
+// on Kind:
+//
+//	CmdCreateService, CmdUpdateService: Spec
+//	CmdRemoveService, CmdReconcile:     Name (service name)
+//	CmdUpsertNode:                      NodeSpec
+//	CmdRemoveNode:                      Node
+//	CmdSetNodeStatus:                   Node, NodeStatus
+//	CmdSetAvailability:                 Node, Availability
+//	CmdAssign:                          Task, Node
+//	CmdTaskStatus:                      Task, Node (reporting node), State, ExitCode, Message
+//	CmdOrphan, CmdAllocate, CmdReap:    Task
+//	CmdCreateNetwork:                   NetworkSpec
+//	CmdRemoveNetwork:                   Name (network name)
+type Command struct {
+	Kind         CmdKind
+	State        TaskState
+	NodeStatus   NodeStatus
+	Availability Availability
+	ExitCode     int32
+	Node         NodeID
+	Task         TaskID
+	Name         string
+	Message      string
+	Spec         *ServiceSpec
+	NodeSpec     *Node
+	NetworkSpec  *Network
+}
+
+// Sentinel errors for rejected commands. A result's Err wraps one of them.
+var (
+	ErrInvalid        = errors.New("statemachine: invalid command")
+	ErrNotFound       = errors.New("statemachine: not found")
+	ErrExists         = errors.New("statemachine: already exists")
+	ErrWrongComponent = errors.New("statemachine: transition not owned by this component")
+	ErrLowerRank      = errors.New("statemachine: transition to a state of lower or equal rank")
+	ErrWrongNode      = errors.New("statemachine: task is not on the reporting node")
+	ErrNodeNotReady   = errors.New("statemachine: node does not accept task updates")
+	ErrNotAllowed     = errors.New("statemachine: not allowed in the current state")
+	ErrCorrupt        = errors.New("statemachine: corrupt data")
+)
+
+// Code is a result code: which sentinel a rejection wraps. It travels in
+// encoded results so errors.Is works on the proposer's side too.
+type Code uint8
+
+// Result codes, one per sentinel.
+const (
+	CodeOK Code = iota
+	CodeInvalid
+	CodeNotFound
+	CodeExists
+	CodeWrongComponent
+	CodeLowerRank
+	CodeWrongNode
+	CodeNodeNotReady
+	CodeNotAllowed
+	CodeCorrupt
+	numCodes
+)
+
+var codeErrs = [numCodes]error{nil, ErrInvalid, ErrNotFound, ErrExists, ErrWrongComponent,
+	ErrLowerRank, ErrWrongNode, ErrNodeNotReady, ErrNotAllowed, ErrCorrupt}
+
+// Result is the outcome of one command.
+type Result struct {
+	Code Code
+	// Msg says what was wrong (empty on success).
+	Msg string
+	// ID is the object a command created or acted on (service or task ID).
+	ID uint64
+}
+
+// Err returns nil on success, else an error wrapping the code's sentinel.
+func (r Result) Err() error {
+	if r.Code == CodeOK {
+		return nil
+	}
+	base := ErrInvalid
+	if r.Code < numCodes {
+		base = codeErrs[r.Code]
+	}
+	return fmt.Errorf("%w: %s", base, r.Msg)
+}
+
+func reject(code Code, format string, args ...any) Result {
+	return Result{Code: code, Msg: fmt.Sprintf(format, args...)}
+}
+
+// EffectKind says what an effect asks the engine to do.
+type EffectKind uint8
+
+// Effects that Apply emits for the engine to carry out.
+const (
+	// EffAssignments: the assignment set of Node changed (watchers wake).
+	EffAssignments EffectKind = iota
+	// EffTaskDeleted: Task was deleted by the reaper.
+	EffTaskDeleted
+	// EffServiceDeleted: Service was deleted after its last task.
+	EffServiceDeleted
+	// EffPending: Task became pending and waits for the scheduler.
+	EffPending
+)
+
+// Effect is a consequence of Apply for the outside world, as data.
+type Effect struct {
+	Kind    EffectKind
+	Node    NodeID
+	Task    TaskID
+	Service ServiceID
+}
+
+// Output receives Apply's results (one per command, in order) and effects.
+// Reuse one Output across calls to avoid allocation.
+type Output struct {
+	Results []Result
+	Effects []Effect
+}
+
+func (o *Output) reset() {
+	o.Results = o.Results[:0]
+	o.Effects = o.Effects[:0]
+}

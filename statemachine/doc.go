@@ -1,0 +1,29 @@
+// Package statemachine holds Shoal's replicated state and its deterministic
+// apply function.
+//
+// The one idea: the whole control-plane state (services, tasks, nodes,
+// networks) changes only through Apply, a pure function of (state, batch of
+// commands, Raft index, time). Apply never reads the wall clock, performs no
+// I/O and starts no goroutines; time and the index arrive inside the Raft
+// entry. One batch may carry thousands of commands, and each command succeeds
+// or is rejected on its own: a rejected command never rejects its batch.
+//
+// Contract:
+//
+//   - The task lifecycle of DESIGN.md is enforced per transition: a task's
+//     observed state only ever moves to a higher rank, and only the component
+//     that owns a transition may make it (see CanTransition). Every applied
+//     transition records its component in the task's bounded history.
+//   - Orchestrator, allocator and reaper reactions run inside Apply after the
+//     batch's commands (unless Config.ManualReactions is set, in which case
+//     they are explicit commands — the model checker uses that to interleave
+//     them with everything else).
+//   - Tasks are never deleted before their shutdown is confirmed: the reaper
+//     deletes only what DESIGN.md allows.
+//   - Replays are harmless: an entry whose index is at or below the last
+//     applied index changes nothing.
+//   - Save/Load round-trip the whole state (zstd-compressed canonical
+//     encoding); Hash is a digest of that canonical encoding, so equal hashes
+//     mean equal states. Load and DecodeBatch return errors on corrupt input,
+//     never panic.
+package statemachine

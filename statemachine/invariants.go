@@ -1,0 +1,79 @@
+package statemachine
+
+import (
+	"errors"
+	"fmt"
+)
+
+// CheckInvariants checks the state invariants of DESIGN.md that a single
+// state can show (1–4 and 7, plus the consistency of every index) and returns
+// all violations joined, or nil. Invariants about steps (5) and addresses (6)
+// need two states or the address pools; see CheckStep.
+func (s *State) CheckInvariants() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	inSlots := 0
+	for _, sid := range s.ServiceIDs() {
+		svc := s.services[sid]
+		if s.serviceByName[svc.Spec.Name] != sid {
+			bad("service %d %q missing from the name index", sid, svc.Spec.Name)
+		}
+		if svc.Remove && len(svc.slots) == 0 {
+			bad("inv7: service %q is flagged for removal with no tasks but was not deleted", svc.Spec.Name)
+		}
+		for _, n := range sortedKeys(svc.slots) {
+			sl := svc.slots[n]
+			if len(sl.tasks) == 0 {
+				bad("service %q slot %d is empty but listed", svc.Spec.Name, n)
+			}
+			for i, t := range sl.tasks {
+				inSlots++
+				if s.tasks[t.ID] != t {
+					bad("service %q slot %d lists task %d that the store does not hold", svc.Spec.Name, n, t.ID)
+				}
+				if t.Service != sid || t.Slot != n {
+					bad("task %d listed in %q slot %d but says service %d slot %d", t.ID, svc.Spec.Name, n, t.Service, t.Slot)
+				}
+				if i > 0 && sl.tasks[i-1].ID >= t.ID {
+					bad("service %q slot %d tasks out of order", svc.Spec.Name, n)
+				}
+			}
+		}
+	}
+	for _, id := range s.TaskIDs() {
+		t := s.tasks[id]
+		if t.ID != id {
+			bad("inv4: task stored under %d has ID %d", id, t.ID)
+		}
+		if s.services[t.Service] == nil {
+			bad("inv1: task %d belongs to service %d, which does not exist", id, t.Service)
+		}
+		if !t.Status.State.Valid() {
+			bad("inv3: task %d has observed state %d, which is not a task state", id, t.Status.State)
+		}
+		if t.Desired >= numDesiredStates {
+			bad("task %d has desired state %d", id, t.Desired)
+		}
+		if t.Status.State >= StateAssigned && t.Node == 0 && t.Status.State != StateRejected {
+			bad("inv2: task %d is %s without a node", id, t.Status.State)
+		}
+		if n := s.nodes[t.Node]; n != nil {
+			if t.nodePos < 0 || int(t.nodePos) >= len(n.tasks) || n.tasks[t.nodePos] != t {
+				bad("task %d is not listed on its node %d", id, t.Node)
+			}
+		} else if t.nodePos >= 0 {
+			bad("task %d has a node position but node %d does not exist", id, t.Node)
+		}
+	}
+	if inSlots != len(s.tasks) {
+		bad("inv4: %d tasks in slots but %d in the store (a task lost or listed twice)", inSlots, len(s.tasks))
+	}
+	for _, nid := range s.NodeIDs() {
+		for i, t := range s.nodes[nid].tasks {
+			if t.Node != nid || int(t.nodePos) != i || s.tasks[t.ID] != t {
+				bad("node %d lists task %d wrongly", nid, t.ID)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,165 @@
+package statemachine
+
+// TaskID identifies a task across every group: the top 16 bits are the
+// group that created it, the rest a per-group counter.
+type TaskID uint64
+
+// NodeID identifies a node; 0 means "no node".
+type NodeID uint32
+
+// ServiceID identifies a service inside its group; 0 means "none".
+type ServiceID uint32
+
+// NetworkID identifies a network; 0 means "none".
+type NetworkID uint32
+
+// RestartPolicy says when and how a dead task in a live slot is replaced.
+type RestartPolicy struct {
+	Condition RestartCondition
+	// Delay before a replacement may start, in nanoseconds (default 5s;
+	// enforced by the control plane, carried here).
+	Delay int64
+	// MaxAttempts per slot and spec version; 0 means unlimited.
+	MaxAttempts uint32
+	// Window over which attempts are counted, in nanoseconds; 0 means forever.
+	Window int64
+}
+
+// ServiceSpec is what a user declares.
+type ServiceSpec struct {
+	Name     string
+	Mode     ServiceMode
+	Replicas uint32 // replicated services only
+	// Image is opaque to the control plane; agents interpret it.
+	Image       string
+	Restart     RestartPolicy
+	Constraints []string // e.g. "node.labels.zone==a"
+	Networks    []string // network names, one address per network per task
+	CPU         int64    // milli-cores reserved per task
+	Memory      int64    // bytes reserved per task
+}
+
+// Service is a declared service and its bookkeeping.
+type Service struct {
+	ID          ServiceID
+	Spec        ServiceSpec
+	SpecVersion uint32
+	PrevSpec    *ServiceSpec // the spec before the last update, for rollback
+	// Remove is set when the user removed the service; it is deleted, and
+	// its resources freed, only when its last task is gone.
+	Remove bool
+
+	slots map[uint32]*slot // index: slot number (node ID for global) → tasks
+
+	// end-of-batch work, empty between Apply calls
+	queued     bool     // in State.dirty
+	full       bool     // reconcile every slot
+	dirtySlots []uint32 // else only these
+}
+
+// slot holds the tasks of one slot, oldest first (task IDs ascend).
+type slot struct {
+	tasks []*Task
+	dirty bool // listed in its service's dirtySlots
+}
+
+// TaskStatus is what was last observed of a task.
+type TaskStatus struct {
+	State     TaskState
+	ExitCode  int32
+	Message   string
+	Timestamp int64 // unix nanoseconds of the entry that set it
+}
+
+// HistoryEntry records one change to a task: a state transition (with the
+// component that made it), a desired-state change, or a connectivity marker.
+type HistoryEntry struct {
+	At    int64 // unix nanoseconds
+	State TaskState
+	Kind  HistoryKind
+	By    Component
+	// Desired is the desired state after a HistDesired entry.
+	Desired DesiredState
+}
+
+// historyCap bounds each task's history; the oldest entries drop first.
+const historyCap = 8
+
+// History is a bounded ring of a task's most recent entries.
+type History struct {
+	ring  [historyCap]HistoryEntry
+	start uint8
+	n     uint8
+}
+
+// Len returns the number of retained entries.
+func (h *History) Len() int { return int(h.n) }
+
+// At returns the i-th retained entry, oldest first.
+func (h *History) At(i int) HistoryEntry { return h.ring[(int(h.start)+i)%historyCap] }
+
+// Last returns the newest entry and whether there is one.
+func (h *History) Last() (HistoryEntry, bool) {
+	if h.n == 0 {
+		return HistoryEntry{}, false
+	}
+	return h.At(int(h.n) - 1), true
+}
+
+func (h *History) add(e HistoryEntry) {
+	if h.n < historyCap {
+		h.ring[(int(h.start)+int(h.n))%historyCap] = e
+		h.n++
+		return
+	}
+	h.ring[h.start] = e
+	h.start = (h.start + 1) % historyCap
+}
+
+// Attachment is a task's address on one network (IPv4 as a uint32).
+type Attachment struct {
+	Network NetworkID
+	Addr    uint32
+}
+
+// Task is one instance of a service on (at most) one node.
+type Task struct {
+	ID          TaskID
+	Service     ServiceID
+	Slot        uint32 // replicated: 1..replicas; global: the node ID
+	SpecVersion uint32
+	Node        NodeID
+	Desired     DesiredState
+	Status      TaskStatus
+	History     History
+	Attachments []Attachment
+
+	nodePos int32 // position in its node's task list, -1 when not listed
+}
+
+// Node is a machine that runs tasks. Service groups hold a mirror of every
+// node's record (fanned out from the cluster group) so that they can check
+// updates and follow global services without crossing groups.
+type Node struct {
+	ID           NodeID
+	Name         string
+	Role         string // "manager" or "worker"
+	Labels       map[string]string
+	CPU          int64 // milli-cores
+	Memory       int64 // bytes
+	Availability Availability
+	Status       NodeStatus
+	StatusAt     int64 // unix nanoseconds of the last status change
+	// AssignSeq grows with every change to the node's assignment set in
+	// this group; agent syncs are fenced by it.
+	AssignSeq uint64
+
+	tasks []*Task // tasks whose Node is this node
+}
+
+// Network is an overlay network services attach to.
+type Network struct {
+	ID     NetworkID
+	Name   string
+	Subnet string // CIDR
+}

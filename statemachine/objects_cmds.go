@@ -1,0 +1,292 @@
+package statemachine
+
+import (
+	"slices"
+	"strings"
+)
+
+// Limits on user input, so one bad command cannot bloat every replica.
+const (
+	maxNameLen  = 63
+	maxReplicas = 1 << 20
+)
+
+func validName(name string) bool {
+	if name == "" || len(name) > maxNameLen {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_' || (c >= 'A' && c <= 'Z')) {
+			return false
+		}
+	}
+	return true
+}
+
+// ValidateSpec says what is wrong with a service spec, or returns nil.
+func ValidateSpec(spec *ServiceSpec) error {
+	if r := validateSpec(spec); r.Code != CodeOK {
+		return r.Err()
+	}
+	return nil
+}
+
+func validateSpec(spec *ServiceSpec) Result {
+	if spec == nil {
+		return reject(CodeInvalid, "missing service spec")
+	}
+	if !validName(spec.Name) {
+		return reject(CodeInvalid, "service name %q: use 1-%d letters, digits, '-' or '_'", spec.Name, maxNameLen)
+	}
+	if spec.Mode > ModeGlobal {
+		return reject(CodeInvalid, "service %q: unknown mode %d", spec.Name, spec.Mode)
+	}
+	if spec.Mode == ModeReplicated && spec.Replicas > maxReplicas {
+		return reject(CodeInvalid, "service %q: %d replicas is more than the limit of %d", spec.Name, spec.Replicas, maxReplicas)
+	}
+	if spec.Restart.Condition > RestartNone {
+		return reject(CodeInvalid, "service %q: unknown restart condition %d", spec.Name, spec.Restart.Condition)
+	}
+	if spec.Restart.Delay < 0 || spec.Restart.Window < 0 {
+		return reject(CodeInvalid, "service %q: restart delay and window must not be negative", spec.Name)
+	}
+	if spec.CPU < 0 || spec.Memory < 0 {
+		return reject(CodeInvalid, "service %q: CPU and memory reservations must not be negative", spec.Name)
+	}
+	for _, c := range spec.Constraints {
+		if !strings.Contains(c, "==") && !strings.Contains(c, "!=") {
+			return reject(CodeInvalid, "service %q: constraint %q needs == or !=", spec.Name, c)
+		}
+	}
+	return Result{}
+}
+
+func cloneSpec(spec *ServiceSpec) ServiceSpec {
+	c := *spec
+	c.Constraints = slices.Clone(spec.Constraints)
+	c.Networks = slices.Clone(spec.Networks)
+	return c
+}
+
+func (s *State) checkNetworks(spec *ServiceSpec) Result {
+	for _, name := range spec.Networks {
+		if s.networkByName(name) == nil {
+			return reject(CodeNotFound, "service %q: network %q does not exist; create it first", spec.Name, name)
+		}
+	}
+	return Result{}
+}
+
+func (s *State) createService(spec *ServiceSpec) Result {
+	if r := validateSpec(spec); r.Code != CodeOK {
+		return r
+	}
+	if old := s.ServiceByName(spec.Name); old != nil {
+		if old.Remove {
+			return reject(CodeExists, "service %q is being removed; wait until its tasks are gone", spec.Name)
+		}
+		return reject(CodeExists, "service %q already exists", spec.Name)
+	}
+	if r := s.checkNetworks(spec); r.Code != CodeOK {
+		return r
+	}
+	svc := &Service{ID: s.nextService, Spec: cloneSpec(spec), SpecVersion: 1, slots: make(map[uint32]*slot)}
+	s.nextService++
+	s.services[svc.ID] = svc
+	s.serviceByName[spec.Name] = svc.ID
+	s.markDirty(svc)
+	return Result{ID: uint64(svc.ID)}
+}
+
+func (s *State) updateService(spec *ServiceSpec) Result {
+	if r := validateSpec(spec); r.Code != CodeOK {
+		return r
+	}
+	svc := s.ServiceByName(spec.Name)
+	if svc == nil {
+		return reject(CodeNotFound, "service %q does not exist", spec.Name)
+	}
+	if svc.Remove {
+		return reject(CodeNotAllowed, "service %q is being removed", spec.Name)
+	}
+	if spec.Mode != svc.Spec.Mode {
+		return reject(CodeInvalid, "service %q: mode cannot change from %s to %s", spec.Name, svc.Spec.Mode, spec.Mode)
+	}
+	if r := s.checkNetworks(spec); r.Code != CodeOK {
+		return r
+	}
+	prev := svc.Spec
+	next := cloneSpec(spec)
+	if !specChangesTasks(&prev, &next) {
+		svc.Spec = next // a scale: same tasks, different count
+	} else {
+		svc.PrevSpec = &prev
+		svc.Spec = next
+		svc.SpecVersion++
+	}
+	s.markDirty(svc)
+	return Result{ID: uint64(svc.ID)}
+}
+
+// specChangesTasks reports whether running tasks must be replaced to match
+// next (anything but the replica count).
+func specChangesTasks(prev, next *ServiceSpec) bool {
+	a, b := *prev, *next
+	a.Replicas, b.Replicas = 0, 0
+	return a.Image != b.Image || a.Restart != b.Restart || a.CPU != b.CPU || a.Memory != b.Memory ||
+		!slices.Equal(a.Constraints, b.Constraints) || !slices.Equal(a.Networks, b.Networks)
+}
+
+func (s *State) removeService(name string) Result {
+	svc := s.ServiceByName(name)
+	if svc == nil {
+		return reject(CodeNotFound, "service %q does not exist", name)
+	}
+	if svc.Remove {
+		return Result{ID: uint64(svc.ID)} // already being removed
+	}
+	svc.Remove = true
+	s.markDirty(svc)
+	return Result{ID: uint64(svc.ID)}
+}
+
+// markNodeServices queues the services with tasks on n, and every global
+// service, for reconciling.
+func (s *State) markNodeServices(n *Node) {
+	for _, t := range n.tasks {
+		s.markSlot(s.services[t.Service], t.Slot)
+	}
+	for _, id := range s.ServiceIDs() {
+		if svc := s.services[id]; svc.Spec.Mode == ModeGlobal {
+			s.markDirty(svc)
+		}
+	}
+}
+
+func (s *State) upsertNode(spec *Node) Result {
+	if spec == nil || spec.ID == 0 {
+		return reject(CodeInvalid, "node needs a non-zero ID")
+	}
+	if spec.Name == "" || len(spec.Name) > 253 {
+		return reject(CodeInvalid, "node %d: name must be 1-253 characters", spec.ID)
+	}
+	if spec.Availability > AvailDrain || spec.Status > NodeDown {
+		return reject(CodeInvalid, "node %d: unknown availability or status", spec.ID)
+	}
+	if spec.CPU < 0 || spec.Memory < 0 {
+		return reject(CodeInvalid, "node %d: resources must not be negative", spec.ID)
+	}
+	n := s.nodes[spec.ID]
+	if _, gone := s.removedNodes[spec.ID]; gone {
+		return reject(CodeExists, "node id %d was removed; node IDs are never reused", spec.ID)
+	}
+	if n == nil {
+		n = &Node{ID: spec.ID, Status: spec.Status, StatusAt: s.now}
+		s.nodes[spec.ID] = n
+	}
+	n.Name, n.Role, n.CPU, n.Memory, n.Availability = spec.Name, spec.Role, spec.CPU, spec.Memory, spec.Availability
+	n.Labels = make(map[string]string, len(spec.Labels))
+	for k, v := range spec.Labels {
+		n.Labels[k] = v
+	}
+	s.markNodeServices(n)
+	return Result{ID: uint64(n.ID)}
+}
+
+func (s *State) removeNode(id NodeID) Result {
+	n := s.nodes[id]
+	if n == nil {
+		return reject(CodeNotFound, "node %d does not exist", id)
+	}
+	if n.Status != NodeDown {
+		return reject(CodeNotAllowed, "node %d is %s; only a down node can be removed", id, n.Status)
+	}
+	for _, t := range n.tasks {
+		if !t.Status.State.Terminal() {
+			return reject(CodeNotAllowed, "node %d still has task %d (%s); it must be orphaned first", id, t.ID, t.Status.State)
+		}
+	}
+	for _, t := range slices.Clone(n.tasks) {
+		s.detach(t)
+	}
+	delete(s.nodes, id)
+	s.removedNodes[id] = struct{}{}
+	s.markNodeServices(n)
+	return Result{ID: uint64(id)}
+}
+
+// nodeStatusSteps lists the node status changes the node monitor may make.
+var nodeStatusSteps = [numNodeStatuses][numNodeStatuses]bool{
+	NodeReady:        {NodeDisconnected: true, NodeDown: true},
+	NodeDisconnected: {NodeInitializing: true, NodeDown: true},
+	NodeInitializing: {NodeReady: true, NodeDown: true, NodeDisconnected: true},
+	NodeDown:         {NodeInitializing: true},
+}
+
+func (s *State) setNodeStatus(id NodeID, st NodeStatus) Result {
+	n := s.nodes[id]
+	if n == nil {
+		return reject(CodeNotFound, "node %d does not exist", id)
+	}
+	if st > NodeDown {
+		return reject(CodeInvalid, "node %d: unknown status %d", id, st)
+	}
+	if n.Status == st {
+		return Result{ID: uint64(id)}
+	}
+	if !nodeStatusSteps[n.Status][st] {
+		return reject(CodeNotAllowed, "node %d cannot go from %s to %s", id, n.Status, st)
+	}
+	n.Status, n.StatusAt = st, s.now
+	s.markNodeServices(n)
+	return Result{ID: uint64(id)}
+}
+
+func (s *State) setAvailability(id NodeID, a Availability) Result {
+	n := s.nodes[id]
+	if n == nil {
+		return reject(CodeNotFound, "node %d does not exist", id)
+	}
+	if a > AvailDrain {
+		return reject(CodeInvalid, "node %d: unknown availability %d", id, a)
+	}
+	n.Availability = a
+	s.markNodeServices(n)
+	return Result{ID: uint64(id)}
+}
+
+func (s *State) networkByName(name string) *Network {
+	for _, nw := range s.networks {
+		if nw.Name == name {
+			return nw
+		}
+	}
+	return nil
+}
+
+func (s *State) createNetwork(spec *Network) Result {
+	if spec == nil || spec.ID == 0 || !validName(spec.Name) {
+		return reject(CodeInvalid, "network needs a non-zero ID and a name of 1-%d letters, digits, '-' or '_'", maxNameLen)
+	}
+	if s.networks[spec.ID] != nil || s.networkByName(spec.Name) != nil {
+		return reject(CodeExists, "network %q (id %d) already exists", spec.Name, spec.ID)
+	}
+	nw := *spec
+	s.networks[nw.ID] = &nw
+	return Result{ID: uint64(nw.ID)}
+}
+
+func (s *State) removeNetwork(name string) Result {
+	nw := s.networkByName(name)
+	if nw == nil {
+		return reject(CodeNotFound, "network %q does not exist", name)
+	}
+	for _, id := range s.ServiceIDs() {
+		if slices.Contains(s.services[id].Spec.Networks, name) {
+			return reject(CodeNotAllowed, "network %q is used by service %q; remove or update it first", name, s.services[id].Spec.Name)
+		}
+	}
+	delete(s.networks, nw.ID)
+	return Result{ID: uint64(nw.ID)}
+}

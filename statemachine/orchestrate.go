@@ -1,0 +1,277 @@
+package statemachine
+
+// reconcile makes one service's tasks match its spec (the orchestrator).
+func (s *State) reconcile(svc *Service) { s.reconcileSlots(svc) }
+
+// reconcileSlots reconciles the queued slots of svc (all of them when the
+// service is marked whole) and returns the slot numbers it looked at, for the
+// reaper.
+func (s *State) reconcileSlots(svc *Service) []uint32 {
+	slots, full := s.takeWork(svc)
+	if svc.Remove {
+		for _, n := range slots {
+			if sl := svc.slots[n]; sl != nil {
+				for _, t := range sl.tasks {
+					s.setDesired(t, DesiredRemove)
+				}
+			}
+		}
+		s.maybeDeleteService(svc)
+		return slots
+	}
+	if svc.Spec.Mode == ModeGlobal {
+		return s.reconcileGlobal(svc)
+	}
+	for _, n := range slots {
+		sl := svc.slots[n]
+		if n > svc.Spec.Replicas || n == 0 {
+			if sl != nil {
+				for _, t := range sl.tasks {
+					s.setDesired(t, DesiredRemove)
+				}
+			}
+			continue
+		}
+		if sl == nil {
+			s.newTask(svc, n)
+			continue
+		}
+		s.reconcileSlot(svc, sl, true, true)
+	}
+	if full {
+		for n := uint32(1); n <= svc.Spec.Replicas; n++ {
+			if svc.slots[n] == nil {
+				s.newTask(svc, n)
+				slots = append(slots, n)
+			}
+		}
+	}
+	return slots
+}
+
+// reconcileGlobal keeps one task on every eligible node.
+func (s *State) reconcileGlobal(svc *Service) []uint32 {
+	nodes := s.NodeIDs()
+	for _, id := range nodes {
+		n := s.nodes[id]
+		keep := n.Status != NodeDown && n.Availability != AvailDrain
+		create := keep && n.Availability == AvailActive
+		if sl := svc.slots[uint32(id)]; sl != nil {
+			s.reconcileSlot(svc, sl, keep, create)
+		} else if create {
+			s.newTask(svc, uint32(id))
+		}
+	}
+	slots := sortedKeys(svc.slots)
+	for _, n := range slots {
+		if s.nodes[NodeID(n)] == nil {
+			for _, t := range svc.slots[n].tasks {
+				s.stopTask(t)
+			}
+		}
+	}
+	return slots
+}
+
+// runnable: wanted, not finished, and not on a down node.
+func (s *State) runnable(t *Task) bool {
+	return !t.Desired.Stopping() && !t.Status.State.Terminal() && !s.onDownNode(t)
+}
+
+func (s *State) onDownNode(t *Task) bool {
+	if t.Node == 0 {
+		return false
+	}
+	n := s.nodes[t.Node]
+	return n == nil || n.Status == NodeDown
+}
+
+// stopTask asks a task to stop. A task that never reached a node has nobody
+// to stop it, so it is flagged remove and the reaper deletes it.
+func (s *State) stopTask(t *Task) {
+	if t.Status.State <= StatePending {
+		s.setDesired(t, DesiredRemove)
+		return
+	}
+	s.setDesired(t, DesiredShutdown)
+}
+
+// reconcileSlot keeps at most one runnable, current task in a live slot,
+// stops dead and surplus ones, and starts a replacement when the restart
+// policy, an update or a re-opened slot calls for it. keep=false stops every
+// task (a global service's node left or drained); create=false never starts
+// one (a paused node).
+func (s *State) reconcileSlot(svc *Service, sl *slot, keep, create bool) {
+	var survivor, lastDead *Task
+	for _, t := range sl.tasks {
+		if t.Desired.Stopping() {
+			continue
+		}
+		if !keep {
+			s.stopTask(t)
+			continue
+		}
+		if !s.runnable(t) {
+			s.stopTask(t)
+			lastDead = t
+			continue
+		}
+		if survivor == nil || newer(t, survivor) {
+			if survivor != nil {
+				s.stopTask(survivor)
+			}
+			survivor = t
+		} else {
+			s.stopTask(t)
+		}
+	}
+	updated := false
+	if survivor != nil && survivor.SpecVersion < svc.SpecVersion {
+		s.stopTask(survivor)
+		survivor, updated = nil, true
+	}
+	if survivor != nil || !keep || !create {
+		return
+	}
+	newest := sl.tasks[len(sl.tasks)-1]
+	if updated || newest.Desired == DesiredRemove || newest.SpecVersion < svc.SpecVersion ||
+		(lastDead != nil && s.shouldRestart(svc, lastDead)) {
+		s.newTask(svc, slotNumber(sl))
+	}
+}
+
+func slotNumber(sl *slot) uint32 { return sl.tasks[0].Slot }
+
+// newer orders two tasks of a slot: a newer spec version wins, then the
+// later-created task.
+func newer(a, b *Task) bool {
+	if a.SpecVersion != b.SpecVersion {
+		return a.SpecVersion > b.SpecVersion
+	}
+	return a.ID > b.ID
+}
+
+// shouldRestart applies the service's restart condition to a dead task.
+func (s *State) shouldRestart(svc *Service, t *Task) bool {
+	switch svc.Spec.Restart.Condition {
+	case RestartNone:
+		return false
+	case RestartOnFailure:
+		return t.Status.State != StateComplete
+	}
+	return true
+}
+
+// ShouldRestart reports whether svc's restart condition replaces a task that
+// ended in state st (used by the model checker's liveness condition).
+func ShouldRestart(cond RestartCondition, st TaskState) bool {
+	switch cond {
+	case RestartNone:
+		return false
+	case RestartOnFailure:
+		return st != StateComplete
+	}
+	return true
+}
+
+func (s *State) maybeDeleteService(svc *Service) {
+	if !svc.Remove || len(svc.slots) != 0 {
+		return
+	}
+	delete(s.services, svc.ID)
+	delete(s.serviceByName, svc.Spec.Name)
+	s.emit(Effect{Kind: EffServiceDeleted, Service: svc.ID})
+}
+
+// Reapable reports whether the reaper may delete t (DESIGN.md): never-placed
+// tasks flagged remove, terminal tasks flagged remove, and orphaned tasks
+// that are wanted stopped. History beyond retention is handled per slot.
+func (s *State) reapable(t *Task) bool {
+	st := t.Status.State
+	if t.Desired == DesiredRemove && (st <= StatePending || st.Terminal()) {
+		return true
+	}
+	if st == StateOrphaned && t.Desired.Stopping() {
+		return true
+	}
+	return s.cfg.bugReapLive && st == StateRunning
+}
+
+// reapSlots deletes what the reaper may in the given slots of svc: flagged
+// tasks, and the oldest finished tasks beyond the slot's history retention.
+func (s *State) reapSlots(svc *Service, slots []uint32) {
+	for _, n := range slots {
+		s.reapSlot(svc, n)
+	}
+	s.maybeDeleteService(svc)
+}
+
+func (s *State) reapSlot(svc *Service, n uint32) {
+	sl := svc.slots[n]
+	if sl == nil {
+		return
+	}
+	for i := 0; i < len(sl.tasks); {
+		t := sl.tasks[i]
+		if s.reapable(t) {
+			s.deleteTask(t)
+			if svc.slots[n] == nil {
+				return
+			}
+			continue
+		}
+		i++
+	}
+	for i := 0; len(sl.tasks) > s.cfg.HistoryRetention && i < len(sl.tasks); {
+		t := sl.tasks[i]
+		if t.Status.State.Terminal() && t.Desired.Stopping() {
+			s.deleteTask(t)
+			if svc.slots[n] == nil {
+				return
+			}
+			continue
+		}
+		i++
+	}
+}
+
+// reapCmd is the reaper's explicit form: delete one task if allowed.
+func (s *State) reapCmd(id TaskID) Result {
+	t := s.tasks[id]
+	if t == nil {
+		return reject(CodeNotFound, "task %d does not exist", id)
+	}
+	svc := s.services[t.Service]
+	if !s.reapable(t) && !s.beyondRetention(svc, t) {
+		return reject(CodeNotAllowed, "task %d (%s, desired %s) may not be deleted yet", id, t.Status.State, t.Desired)
+	}
+	s.deleteTask(t)
+	if svc != nil {
+		s.maybeDeleteService(svc)
+	}
+	return Result{ID: uint64(id)}
+}
+
+// beyondRetention reports whether t is the oldest finished task of a slot
+// holding more than the retention limit.
+func (s *State) beyondRetention(svc *Service, t *Task) bool {
+	if svc == nil || !t.Status.State.Terminal() || !t.Desired.Stopping() {
+		return false
+	}
+	sl := svc.slots[t.Slot]
+	if sl == nil || len(sl.tasks) <= s.cfg.HistoryRetention {
+		return false
+	}
+	for _, x := range sl.tasks {
+		if x.Status.State.Terminal() && x.Desired.Stopping() {
+			return x == t
+		}
+	}
+	return false
+}
+
+// Reapable reports whether the reaper may delete the task now.
+func (s *State) Reapable(id TaskID) bool {
+	t := s.tasks[id]
+	return t != nil && (s.reapable(t) || s.beyondRetention(s.services[t.Service], t))
+}

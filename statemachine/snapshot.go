@@ -1,0 +1,278 @@
+package statemachine
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"slices"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/klauspost/compress/zstd"
+)
+
+// snapshotMagic opens every canonical encoding; the last byte is the format
+// version.
+const snapshotMagic = "SHOALSM\x01"
+
+// flushAt is how much canonical encoding is buffered before it is written.
+const flushAt = 1 << 20
+
+// Save writes the whole state, zstd-compressed, to w.
+func (s *State) Save(w io.Writer) error {
+	zw, err := zstd.NewWriter(w, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1))
+	if err != nil {
+		return fmt.Errorf("statemachine: save: %w", err)
+	}
+	if err := s.writeCanonical(zw); err != nil {
+		zw.Close()
+		return fmt.Errorf("statemachine: save: %w", err)
+	}
+	if err := zw.Close(); err != nil {
+		return fmt.Errorf("statemachine: save: %w", err)
+	}
+	return nil
+}
+
+// Hash returns a digest of the canonical encoding: equal states (and only
+// those, up to hash collisions) have equal hashes.
+func (s *State) Hash() uint64 {
+	h := xxhash.New()
+	_ = s.writeCanonical(h) // a hash never fails to write
+	return h.Sum64()
+}
+
+// Canonical returns the uncompressed canonical encoding (for tests and the
+// model checker's state copies).
+func (s *State) Canonical() []byte {
+	var buf bytes.Buffer
+	_ = s.writeCanonical(&buf)
+	return buf.Bytes()
+}
+
+func (s *State) writeCanonical(w io.Writer) error {
+	e := encoder{b: make([]byte, 0, 64<<10)}
+	flush := func(force bool) error {
+		if len(e.b) < flushAt && !force {
+			return nil
+		}
+		_, err := w.Write(e.b)
+		e.b = e.b[:0]
+		return err
+	}
+	e.b = append(e.b, snapshotMagic...)
+	e.u(uint64(s.cfg.Group))
+	e.u(uint64(s.cfg.HistoryRetention))
+	e.bool(s.cfg.ManualReactions)
+	e.u(s.lastIndex)
+	e.u(s.nextTask)
+	e.u(uint64(s.nextService))
+	removed := sortedKeys(s.removedNodes)
+	e.u(uint64(len(removed)))
+	for _, id := range removed {
+		e.u(uint64(id))
+	}
+	nodes := s.NodeIDs()
+	e.u(uint64(len(nodes)))
+	for _, id := range nodes {
+		encodeNodeSpec(&e, s.nodes[id])
+	}
+	nets := sortedKeys(s.networks)
+	e.u(uint64(len(nets)))
+	for _, id := range nets {
+		encodeNetwork(&e, s.networks[id])
+	}
+	svcs := s.ServiceIDs()
+	e.u(uint64(len(svcs)))
+	for _, id := range svcs {
+		svc := s.services[id]
+		e.u(uint64(svc.ID))
+		encodeSpec(&e, &svc.Spec)
+		e.u(uint64(svc.SpecVersion))
+		e.bool(svc.Remove)
+		e.bool(svc.PrevSpec != nil)
+		if svc.PrevSpec != nil {
+			encodeSpec(&e, svc.PrevSpec)
+		}
+	}
+	ids := s.TaskIDs()
+	e.u(uint64(len(ids)))
+	for _, id := range ids {
+		encodeTask(&e, s.tasks[id])
+		if err := flush(false); err != nil {
+			return err
+		}
+	}
+	return flush(true)
+}
+
+func encodeTask(e *encoder, t *Task) {
+	e.u(uint64(t.ID))
+	e.u(uint64(t.Service))
+	e.u(uint64(t.Slot))
+	e.u(uint64(t.SpecVersion))
+	e.u(uint64(t.Node))
+	e.byte1(uint8(t.Desired))
+	e.byte1(uint8(t.Status.State))
+	e.i(int64(t.Status.ExitCode))
+	e.str(t.Status.Message)
+	e.i(t.Status.Timestamp)
+	e.byte1(t.History.n)
+	for i := 0; i < t.History.Len(); i++ {
+		h := t.History.At(i)
+		e.i(h.At)
+		e.byte1(uint8(h.State))
+		e.byte1(uint8(h.Kind))
+		e.byte1(uint8(h.By))
+		e.byte1(uint8(h.Desired))
+	}
+	e.u(uint64(len(t.Attachments)))
+	for _, a := range t.Attachments {
+		e.u(uint64(a.Network))
+		e.u(uint64(a.Addr))
+	}
+}
+
+func decodeTask(d *decoder, t *Task) {
+	t.ID = TaskID(d.u())
+	t.Service = ServiceID(d.un(1<<32-1, "service id"))
+	t.Slot = uint32(d.un(1<<32-1, "slot"))
+	t.SpecVersion = uint32(d.un(1<<32-1, "spec version"))
+	t.Node = NodeID(d.un(1<<32-1, "node id"))
+	t.Desired = DesiredState(d.un(uint64(numDesiredStates)-1, "desired state"))
+	t.Status.State = TaskState(d.un(uint64(numTaskStates)-1, "task state"))
+	t.Status.ExitCode = int32(d.i())
+	t.Status.Message = d.str()
+	t.Status.Timestamp = d.i()
+	n := int(d.un(historyCap, "history length"))
+	for range n {
+		var h HistoryEntry
+		h.At = d.i()
+		h.State = TaskState(d.un(uint64(numTaskStates)-1, "history state"))
+		h.Kind = HistoryKind(d.un(uint64(HistLost), "history kind"))
+		h.By = Component(d.un(uint64(numComponents)-1, "component"))
+		h.Desired = DesiredState(d.un(uint64(numDesiredStates)-1, "desired state"))
+		t.History.add(h)
+	}
+	if k := d.count(2); k > 0 {
+		t.Attachments = make([]Attachment, k)
+		for i := range t.Attachments {
+			t.Attachments[i].Network = NetworkID(d.un(1<<32-1, "network id"))
+			t.Attachments[i].Addr = uint32(d.un(1<<32-1, "address"))
+		}
+	}
+	t.nodePos = -1
+}
+
+// maxSnapshot bounds a decompressed snapshot (a state of millions of tasks
+// stays far below it); a larger one is refused as corrupt.
+const maxSnapshot = 8 << 30
+
+// Load replaces the state with one written by Save. On error the state is
+// unchanged.
+func (s *State) Load(r io.Reader) error {
+	zr, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(maxSnapshot))
+	if err != nil {
+		return fmt.Errorf("statemachine: load: %w", err)
+	}
+	defer zr.Close()
+	raw, err := io.ReadAll(zr)
+	if err != nil {
+		return fmt.Errorf("%w: load: %w", ErrCorrupt, err)
+	}
+	ns, err := decodeCanonical(raw)
+	if err != nil {
+		return fmt.Errorf("statemachine: load: %w", err)
+	}
+	*s = *ns
+	return nil
+}
+
+// FromCanonical builds a state from Canonical's output.
+func FromCanonical(b []byte) (*State, error) { return decodeCanonical(b) }
+
+func decodeCanonical(b []byte) (*State, error) {
+	if !bytes.HasPrefix(b, []byte(snapshotMagic)) {
+		return nil, fmt.Errorf("%w: not a Shoal state snapshot (bad magic)", ErrCorrupt)
+	}
+	d := decoder{b: b, off: len(snapshotMagic)}
+	var cfg Config
+	cfg.Group = uint16(d.un(1<<16-1, "group"))
+	cfg.HistoryRetention = int(d.un(1<<16, "history retention"))
+	cfg.ManualReactions = d.bool()
+	s := New(cfg)
+	s.lastIndex = d.u()
+	s.nextTask = d.u()
+	s.nextService = ServiceID(d.un(1<<32-1, "next service"))
+	for range d.count(1) {
+		s.removedNodes[NodeID(d.un(1<<32-1, "node id"))] = struct{}{}
+	}
+	for range d.count(8) {
+		n := new(Node)
+		decodeNodeSpec(&d, n)
+		if d.err == nil && (n.ID == 0 || s.nodes[n.ID] != nil) {
+			d.fail(fmt.Sprintf("node id %d zero or repeated", n.ID))
+		}
+		s.nodes[n.ID] = n
+	}
+	for range d.count(3) {
+		nw := new(Network)
+		decodeNetwork(&d, nw)
+		if d.err == nil && (nw.ID == 0 || s.networks[nw.ID] != nil) {
+			d.fail(fmt.Sprintf("network id %d zero or repeated", nw.ID))
+		}
+		s.networks[nw.ID] = nw
+	}
+	for range d.count(8) {
+		svc := &Service{slots: make(map[uint32]*slot)}
+		svc.ID = ServiceID(d.un(1<<32-1, "service id"))
+		decodeSpec(&d, &svc.Spec)
+		svc.SpecVersion = uint32(d.un(1<<32-1, "spec version"))
+		svc.Remove = d.bool()
+		if d.bool() {
+			svc.PrevSpec = new(ServiceSpec)
+			decodeSpec(&d, svc.PrevSpec)
+		}
+		if d.err == nil && (svc.ID == 0 || s.services[svc.ID] != nil || s.serviceByName[svc.Spec.Name] != 0) {
+			d.fail(fmt.Sprintf("service %d %q zero or repeated", svc.ID, svc.Spec.Name))
+		}
+		s.services[svc.ID] = svc
+		s.serviceByName[svc.Spec.Name] = svc.ID
+	}
+	var prev TaskID
+	for range d.count(16) {
+		t := new(Task)
+		decodeTask(&d, t)
+		if d.err != nil {
+			break
+		}
+		svc := s.services[t.Service]
+		if svc == nil || t.ID <= prev {
+			d.fail(fmt.Sprintf("task %d: unknown service %d or IDs out of order", t.ID, t.Service))
+			break
+		}
+		prev = t.ID
+		s.tasks[t.ID] = t
+		sl := svc.slots[t.Slot]
+		if sl == nil {
+			sl = &slot{}
+			svc.slots[t.Slot] = sl
+		}
+		sl.tasks = append(sl.tasks, t)
+		if n := s.nodes[t.Node]; n != nil {
+			s.attach(t, n)
+		}
+	}
+	if d.err == nil && d.off != len(b) {
+		d.fail("trailing bytes")
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	for _, n := range s.nodes {
+		slices.SortFunc(n.tasks, func(a, b *Task) int { return cmpID(a.ID, b.ID) })
+		for i, t := range n.tasks {
+			t.nodePos = int32(i)
+		}
+	}
+	return s, nil
+}

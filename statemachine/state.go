@@ -1,0 +1,327 @@
+package statemachine
+
+import (
+	"slices"
+)
+
+// Config fixes a state machine's behaviour. Every replica of a group must use
+// the same Config; the fields that affect apply are stored in snapshots.
+type Config struct {
+	// Group is this state's group number (0 = cluster group); it forms the
+	// top 16 bits of every task ID created here, so IDs never collide across
+	// groups.
+	Group uint16
+	// HistoryRetention is the most tasks a slot keeps, counting its live
+	// task, as SwarmKit counts (default 5): at most HistoryRetention-1
+	// terminated tasks remain beside a running one.
+	HistoryRetention int
+	// ManualReactions turns off the orchestrator, allocator and reaper
+	// reactions inside Apply; they then run only as explicit CmdReconcile,
+	// CmdAllocate and CmdReap commands. For the model checker.
+	ManualReactions bool
+
+	// bugReapLive seeds a bug for the model checker's self-test: the reaper
+	// may delete tasks that are still running.
+	bugReapLive bool
+}
+
+// DefaultHistoryRetention is SwarmKit's default task history limit.
+const DefaultHistoryRetention = 5
+
+// State is the replicated state of one group.
+type State struct {
+	cfg         Config
+	lastIndex   uint64
+	nextTask    uint64
+	nextService ServiceID
+
+	services      map[ServiceID]*Service
+	serviceByName map[string]ServiceID
+	tasks         map[TaskID]*Task
+	nodes         map[NodeID]*Node
+	networks      map[NetworkID]*Network
+	// removedNodes remembers removed node IDs: IDs are never reused, so a
+	// finished task's node reference can never point at a newcomer.
+	removedNodes map[NodeID]struct{}
+
+	// scratch, empty between Apply calls
+	now      int64
+	out      *Output
+	dirty    []*Service
+	newTasks []*Task
+}
+
+// New returns an empty state.
+func New(cfg Config) *State {
+	if cfg.HistoryRetention <= 0 {
+		cfg.HistoryRetention = DefaultHistoryRetention
+	}
+	return &State{
+		cfg:           cfg,
+		nextService:   1,
+		services:      make(map[ServiceID]*Service),
+		serviceByName: make(map[string]ServiceID),
+		tasks:         make(map[TaskID]*Task),
+		nodes:         make(map[NodeID]*Node),
+		networks:      make(map[NetworkID]*Network),
+		removedNodes:  make(map[NodeID]struct{}),
+	}
+}
+
+// Config returns the state's configuration.
+func (s *State) Config() Config { return s.cfg }
+
+// LastIndex is the Raft index of the last applied entry.
+func (s *State) LastIndex() uint64 { return s.lastIndex }
+
+// Task returns a task by ID (nil if absent). The caller must not modify it.
+func (s *State) Task(id TaskID) *Task { return s.tasks[id] }
+
+// Node returns a node by ID (nil if absent). The caller must not modify it.
+func (s *State) Node(id NodeID) *Node { return s.nodes[id] }
+
+// Service returns a service by ID (nil if absent). The caller must not modify it.
+func (s *State) Service(id ServiceID) *Service { return s.services[id] }
+
+// ServiceByName returns a service by name (nil if absent).
+func (s *State) ServiceByName(name string) *Service {
+	return s.services[s.serviceByName[name]]
+}
+
+// NumTasks returns how many tasks the state holds.
+func (s *State) NumTasks() int { return len(s.tasks) }
+
+// TaskIDs returns every task ID in ascending order.
+func (s *State) TaskIDs() []TaskID {
+	ids := make([]TaskID, 0, len(s.tasks))
+	for id := range s.tasks {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// ServiceIDs returns every service ID in ascending order.
+func (s *State) ServiceIDs() []ServiceID {
+	return sortedKeys(s.services)
+}
+
+// NodeIDs returns every node ID in ascending order.
+func (s *State) NodeIDs() []NodeID {
+	return sortedKeys(s.nodes)
+}
+
+// NodeTasks returns the tasks on a node in ascending ID order.
+func (s *State) NodeTasks(id NodeID) []*Task {
+	n := s.nodes[id]
+	if n == nil {
+		return nil
+	}
+	ts := slices.Clone(n.tasks)
+	slices.SortFunc(ts, func(a, b *Task) int { return cmpID(a.ID, b.ID) })
+	return ts
+}
+
+// SlotTasks returns a service's slot numbers in order and, per slot, its
+// tasks oldest first.
+func (s *State) SlotTasks(id ServiceID) (slots []uint32, tasks [][]*Task) {
+	svc := s.services[id]
+	if svc == nil {
+		return nil, nil
+	}
+	slots = sortedKeys(svc.slots)
+	for _, n := range slots {
+		tasks = append(tasks, slices.Clone(svc.slots[n].tasks))
+	}
+	return slots, tasks
+}
+
+func sortedKeys[K ~uint32 | ~uint64, V any](m map[K]V) []K {
+	keys := make([]K, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+func cmpID[T ~uint64 | ~uint32](a, b T) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// Apply applies a batch of commands carried by the Raft entry at index,
+// proposed at time now (unix nanoseconds). out receives one result per
+// command and the effects. An entry at or below the last applied index is a
+// replay and changes nothing (its results are all OK with no effects).
+func (s *State) Apply(batch []Command, index uint64, now int64, out *Output) {
+	out.reset()
+	if index != 0 && index <= s.lastIndex {
+		for range batch {
+			out.Results = append(out.Results, Result{Msg: "replay"})
+		}
+		return
+	}
+	s.now, s.out = now, out
+	for i := range batch {
+		out.Results = append(out.Results, s.applyOne(&batch[i]))
+	}
+	if !s.cfg.ManualReactions {
+		s.react()
+	}
+	for _, svc := range s.dirty {
+		s.takeWork(svc)
+	}
+	clear(s.dirty)
+	s.dirty = s.dirty[:0]
+	clear(s.newTasks)
+	s.newTasks = s.newTasks[:0]
+	s.out = nil
+	if index != 0 {
+		s.lastIndex = index
+	}
+}
+
+func (s *State) applyOne(c *Command) Result {
+	switch c.Kind {
+	case CmdNop:
+		return Result{}
+	case CmdCreateService:
+		return s.createService(c.Spec)
+	case CmdUpdateService:
+		return s.updateService(c.Spec)
+	case CmdRemoveService:
+		return s.removeService(c.Name)
+	case CmdUpsertNode:
+		return s.upsertNode(c.NodeSpec)
+	case CmdRemoveNode:
+		return s.removeNode(c.Node)
+	case CmdSetNodeStatus:
+		return s.setNodeStatus(c.Node, c.NodeStatus)
+	case CmdSetAvailability:
+		return s.setAvailability(c.Node, c.Availability)
+	case CmdAssign:
+		return s.assign(c.Task, c.Node)
+	case CmdTaskStatus:
+		return s.agentStatus(c)
+	case CmdOrphan:
+		return s.orphan(c.Task)
+	case CmdReconcile:
+		svc := s.ServiceByName(c.Name)
+		if svc == nil {
+			return reject(CodeNotFound, "service %q does not exist", c.Name)
+		}
+		s.markDirty(svc)
+		s.reconcile(svc)
+		return Result{ID: uint64(svc.ID)}
+	case CmdAllocate:
+		return s.allocate(c.Task)
+	case CmdReap:
+		return s.reapCmd(c.Task)
+	case CmdCreateNetwork:
+		return s.createNetwork(c.NetworkSpec)
+	case CmdRemoveNetwork:
+		return s.removeNetwork(c.Name)
+	}
+	return reject(CodeInvalid, "unknown command kind %d", uint8(c.Kind))
+}
+
+// markDirty queues a whole service for the end-of-batch reactions.
+func (s *State) markDirty(svc *Service) {
+	if svc == nil {
+		return
+	}
+	svc.full = true
+	s.queue(svc)
+}
+
+// markSlot queues one slot of a service for the end-of-batch reactions.
+func (s *State) markSlot(svc *Service, n uint32) {
+	if svc == nil || svc.full {
+		s.markDirty(svc)
+		return
+	}
+	if sl := svc.slots[n]; sl != nil {
+		if sl.dirty {
+			return
+		}
+		sl.dirty = true
+	}
+	svc.dirtySlots = append(svc.dirtySlots, n)
+	s.queue(svc)
+}
+
+func (s *State) queue(svc *Service) {
+	if !svc.queued {
+		svc.queued = true
+		s.dirty = append(s.dirty, svc)
+	}
+}
+
+// takeWork returns the slots of svc to look at (all of them when the whole
+// service is dirty) and clears its marks.
+func (s *State) takeWork(svc *Service) (slots []uint32, full bool) {
+	full = svc.full
+	slots = svc.dirtySlots
+	svc.full, svc.queued, svc.dirtySlots = false, false, nil
+	if full {
+		for _, sl := range svc.slots {
+			sl.dirty = false
+		}
+		return sortedKeys(svc.slots), true
+	}
+	for _, n := range slots {
+		if sl := svc.slots[n]; sl != nil {
+			sl.dirty = false
+		}
+	}
+	slices.Sort(slots)
+	return slices.Compact(slots), false
+}
+
+// react runs the orchestrator, allocator and reaper over what the batch
+// touched, until nothing changes (bounded: each pass can only delete tasks
+// or fill empty slots, so a few passes reach the fixpoint).
+func (s *State) react() {
+	for pass := 0; pass < 4 && (len(s.dirty) > 0 || len(s.newTasks) > 0); pass++ {
+		work := slices.Clone(s.dirty)
+		clear(s.dirty)
+		s.dirty = s.dirty[:0]
+		slices.SortFunc(work, func(a, b *Service) int { return cmpID(a.ID, b.ID) })
+		slotLists := make([][]uint32, len(work))
+		for i, svc := range work {
+			slotLists[i] = s.reconcileSlots(svc)
+		}
+		for _, t := range s.newTasks {
+			if t.Status.State == StateNew && s.tasks[t.ID] == t {
+				s.allocateTask(t)
+			}
+		}
+		clear(s.newTasks)
+		s.newTasks = s.newTasks[:0]
+		for i, svc := range work {
+			if s.services[svc.ID] == svc {
+				s.reapSlots(svc, slotLists[i])
+			}
+		}
+	}
+}
+
+func (s *State) emit(e Effect) {
+	if s.out != nil {
+		s.out.Effects = append(s.out.Effects, e)
+	}
+}
+
+// nodeChanged bumps a node's assignment sequence and tells watchers.
+func (s *State) nodeChanged(id NodeID) {
+	if n := s.nodes[id]; n != nil {
+		n.AssignSeq++
+		s.emit(Effect{Kind: EffAssignments, Node: id})
+	}
+}

@@ -1,0 +1,232 @@
+package statemachine
+
+// CanTransition reports whether component c may move a task's observed
+// state from `from` to `to` (DESIGN.md's ownership table). Agent reports may
+// be coalesced: any target reachable from `from` through agent transitions
+// alone is allowed.
+func CanTransition(c Component, from, to TaskState) bool {
+	if !from.Valid() || !to.Valid() || to <= from {
+		return false
+	}
+	switch c {
+	case CompAllocator:
+		return from == StateNew && to == StatePending
+	case CompScheduler:
+		return from == StatePending && to == StateAssigned
+	case CompAgent:
+		if from < StateAssigned || from > StateRunning {
+			return false
+		}
+		switch to {
+		case StateAccepted, StatePreparing, StateReady, StateStarting, StateRunning,
+			StateComplete, StateFailed, StateShutdown:
+			return true
+		case StateRejected:
+			return from <= StateStarting
+		}
+		return false
+	case CompNodeMonitor:
+		return from >= StateAssigned && from <= StateRunning && to == StateOrphaned
+	}
+	return false
+}
+
+// transition moves t to state `to` on behalf of component by, recording it.
+func (s *State) transition(t *Task, to TaskState, by Component) {
+	t.Status.State = to
+	t.Status.Timestamp = s.now
+	t.History.add(HistoryEntry{At: s.now, State: to, Kind: HistTransition, By: by, Desired: t.Desired})
+	if to.Terminal() {
+		s.markSlot(s.services[t.Service], t.Slot)
+	}
+}
+
+// setDesired raises t's desired state (never lowers it, except ready →
+// running). It reports whether anything changed.
+func (s *State) setDesired(t *Task, d DesiredState) bool {
+	if d == t.Desired || (d < t.Desired && !(t.Desired == DesiredReady && d == DesiredRunning)) {
+		return false
+	}
+	t.Desired = d
+	t.History.add(HistoryEntry{At: s.now, State: t.Status.State, Kind: HistDesired, By: CompOrchestrator, Desired: d})
+	if t.Node != 0 {
+		s.nodeChanged(t.Node)
+	}
+	return true
+}
+
+// assign is the scheduler's pending → assigned.
+func (s *State) assign(id TaskID, node NodeID) Result {
+	t := s.tasks[id]
+	if t == nil {
+		return reject(CodeNotFound, "task %d does not exist", id)
+	}
+	if t.Status.State != StatePending {
+		return reject(CodeNotAllowed, "task %d is %s, not pending", id, t.Status.State)
+	}
+	if t.Desired.Stopping() {
+		return reject(CodeNotAllowed, "task %d is wanted %s; not placing it", id, t.Desired)
+	}
+	n := s.nodes[node]
+	if n == nil {
+		return reject(CodeNotFound, "node %d does not exist", node)
+	}
+	if n.Status != NodeReady || n.Availability != AvailActive {
+		return reject(CodeNodeNotReady, "node %d is %s/%s; it takes no new tasks", node, n.Status, n.Availability)
+	}
+	if svc := s.services[t.Service]; svc != nil && svc.Spec.Mode == ModeGlobal && NodeID(t.Slot) != node {
+		return reject(CodeWrongNode, "task %d of global service %q belongs on node %d, not %d",
+			id, svc.Spec.Name, t.Slot, node)
+	}
+	s.attach(t, n)
+	s.transition(t, StateAssigned, CompScheduler)
+	s.nodeChanged(node)
+	return Result{ID: uint64(id)}
+}
+
+// agentStatus is an agent's report for a task on its own node.
+func (s *State) agentStatus(c *Command) Result {
+	t := s.tasks[c.Task]
+	if t == nil {
+		return reject(CodeNotFound, "task %d does not exist", c.Task)
+	}
+	if t.Node == 0 || t.Node != c.Node {
+		return reject(CodeWrongNode, "task %d is on node %d, reported by node %d", c.Task, t.Node, c.Node)
+	}
+	n := s.nodes[c.Node]
+	if n == nil {
+		return reject(CodeNotFound, "node %d does not exist", c.Node)
+	}
+	if !n.Status.AcceptsUpdates() {
+		return reject(CodeNodeNotReady, "node %d is %s: heartbeat first, then report", c.Node, n.Status)
+	}
+	from := t.Status.State
+	if c.State == from {
+		return Result{ID: uint64(c.Task)} // a re-report: nothing new
+	}
+	if c.State < from {
+		return reject(CodeLowerRank, "task %d is %s; cannot go back to %s", c.Task, from, c.State)
+	}
+	if !CanTransition(CompAgent, from, c.State) {
+		return reject(CodeWrongComponent, "agent may not move task %d from %s to %s", c.Task, from, c.State)
+	}
+	t.Status.ExitCode = c.ExitCode
+	t.Status.Message = c.Message
+	s.transition(t, c.State, CompAgent)
+	return Result{ID: uint64(c.Task)}
+}
+
+// orphan is the node monitor giving up on a task of a down node.
+func (s *State) orphan(id TaskID) Result {
+	t := s.tasks[id]
+	if t == nil {
+		return reject(CodeNotFound, "task %d does not exist", id)
+	}
+	n := s.nodes[t.Node]
+	if n != nil && n.Status != NodeDown {
+		return reject(CodeNotAllowed, "task %d: node %d is %s, not down", id, t.Node, n.Status)
+	}
+	if !CanTransition(CompNodeMonitor, t.Status.State, StateOrphaned) {
+		return reject(CodeNotAllowed, "task %d is %s; only assigned..running tasks can be orphaned", id, t.Status.State)
+	}
+	s.transition(t, StateOrphaned, CompNodeMonitor)
+	return Result{ID: uint64(id)}
+}
+
+// allocate is the allocator's new → pending (explicit form).
+func (s *State) allocate(id TaskID) Result {
+	t := s.tasks[id]
+	if t == nil {
+		return reject(CodeNotFound, "task %d does not exist", id)
+	}
+	if t.Status.State != StateNew {
+		return reject(CodeNotAllowed, "task %d is %s, not new", id, t.Status.State)
+	}
+	s.allocateTask(t)
+	return Result{ID: uint64(id)}
+}
+
+func (s *State) allocateTask(t *Task) {
+	if t.Desired.Stopping() {
+		return // the reaper deletes it; no resources for a task nobody wants
+	}
+	s.transition(t, StatePending, CompAllocator)
+	s.emit(Effect{Kind: EffPending, Task: t.ID, Service: t.Service})
+}
+
+// newTask creates a task in a slot (the orchestrator's only creation path).
+func (s *State) newTask(svc *Service, slotNum uint32) *Task {
+	s.nextTask++
+	t := &Task{
+		ID:          TaskID(uint64(s.cfg.Group)<<48 | s.nextTask),
+		Service:     svc.ID,
+		Slot:        slotNum,
+		SpecVersion: svc.SpecVersion,
+		Desired:     DesiredRunning,
+		nodePos:     -1,
+	}
+	t.Status = TaskStatus{State: StateNew, Timestamp: s.now}
+	t.History.add(HistoryEntry{At: s.now, State: StateNew, Kind: HistTransition, By: CompOrchestrator, Desired: DesiredRunning})
+	s.tasks[t.ID] = t
+	sl := svc.slots[slotNum]
+	if sl == nil {
+		sl = &slot{}
+		svc.slots[slotNum] = sl
+	}
+	sl.tasks = append(sl.tasks, t)
+	s.newTasks = append(s.newTasks, t)
+	return t
+}
+
+// attach lists t on node n.
+func (s *State) attach(t *Task, n *Node) {
+	t.Node = n.ID
+	t.nodePos = int32(len(n.tasks))
+	n.tasks = append(n.tasks, t)
+}
+
+// detach removes t from its node's list (swap-remove).
+func (s *State) detach(t *Task) {
+	n := s.nodes[t.Node]
+	if n == nil || t.nodePos < 0 {
+		return
+	}
+	last := len(n.tasks) - 1
+	moved := n.tasks[last]
+	n.tasks[t.nodePos] = moved
+	moved.nodePos = t.nodePos
+	n.tasks[last] = nil
+	n.tasks = n.tasks[:last]
+	t.nodePos = -1
+}
+
+// deleteTask removes t from the store and every index.
+func (s *State) deleteTask(t *Task) {
+	svc := s.services[t.Service]
+	if svc != nil {
+		if sl := svc.slots[t.Slot]; sl != nil {
+			if i := indexOf(sl.tasks, t); i >= 0 {
+				sl.tasks = append(sl.tasks[:i], sl.tasks[i+1:]...)
+			}
+			if len(sl.tasks) == 0 {
+				delete(svc.slots, t.Slot)
+				s.markSlot(svc, t.Slot) // an empty slot may need a task, or the service may go
+			}
+		}
+	}
+	if t.Node != 0 {
+		s.detach(t)
+		s.nodeChanged(t.Node)
+	}
+	delete(s.tasks, t.ID)
+	s.emit(Effect{Kind: EffTaskDeleted, Task: t.ID, Node: t.Node, Service: t.Service})
+}
+
+func indexOf(ts []*Task, t *Task) int {
+	for i, x := range ts {
+		if x == t {
+			return i
+		}
+	}
+	return -1
+}
