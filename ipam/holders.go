@@ -1,0 +1,50 @@
+package ipam
+
+// chunkBits sets the holder table's chunk size: 256 slots of 8 bytes.
+const (
+	chunkBits = 8
+	chunkSize = 1 << chunkBits
+)
+
+// holderTable maps offsets to holder IDs (0 = none). Memory is allocated per
+// chunk of chunkSize offsets while the chunk has an occupied slot, so a
+// sparse pool costs little and a dense one 8 bytes an address.
+type holderTable struct {
+	chunks []*[chunkSize]uint64
+	live   []uint16 // occupied slots per chunk
+}
+
+func newHolderTable(size uint32) holderTable {
+	n := (size + chunkSize - 1) >> chunkBits
+	return holderTable{chunks: make([]*[chunkSize]uint64, n), live: make([]uint16, n)}
+}
+
+func (t *holderTable) get(off uint32) uint64 {
+	c := t.chunks[off>>chunkBits]
+	if c == nil {
+		return 0
+	}
+	return c[off&(chunkSize-1)]
+}
+
+// set records id (not 0) at an unoccupied offset.
+func (t *holderTable) set(off uint32, id uint64) {
+	i := off >> chunkBits
+	c := t.chunks[i]
+	if c == nil {
+		c = new([chunkSize]uint64)
+		t.chunks[i] = c
+	}
+	c[off&(chunkSize-1)] = id
+	t.live[i]++
+}
+
+// clear empties an occupied offset and drops its chunk when it empties.
+func (t *holderTable) clear(off uint32) {
+	i := off >> chunkBits
+	t.chunks[i][off&(chunkSize-1)] = 0
+	t.live[i]--
+	if t.live[i] == 0 {
+		t.chunks[i] = nil
+	}
+}
