@@ -27,6 +27,7 @@ func newRoot() *cobra.Command {
 			fmt.Fprintln(cmd.OutOrStdout(), "shoal", version)
 		},
 	})
+	root.AddCommand(newServeCmd())
 	return root
 }
 

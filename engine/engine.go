@@ -1,0 +1,356 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/lni/dragonboat/v4"
+	"github.com/lni/dragonboat/v4/config"
+	sm "github.com/lni/dragonboat/v4/statemachine"
+
+	"shoal/statemachine"
+)
+
+// Engine is one replica of every group, hosted by one dragonboat NodeHost.
+// Its methods are safe for concurrent use.
+type Engine struct {
+	cfg   Config
+	nh    *dragonboat.NodeHost
+	props []*proposer // index: group
+	lead  *leadership
+
+	closeOnce sync.Once
+}
+
+// Open starts this replica of the cluster group and every service group.
+// It returns once the groups are started, not once they have leaders (see
+// WaitReady).
+func Open(cfg Config) (*Engine, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if err := resolveMeta(&cfg); err != nil {
+		return nil, err
+	}
+	peers := cfg.Peers
+	if len(peers) == 0 {
+		peers = map[uint64]string{cfg.ReplicaID: cfg.RaftAddr}
+	}
+	setLogLevel(cfg.RaftLogLevel)
+	e := &Engine{cfg: cfg, lead: newLeadership(cfg.ReplicaID, cfg.Groups)}
+	nh, err := dragonboat.NewNodeHost(e.nodeHostConfig())
+	if err != nil {
+		e.lead.close()
+		return nil, fmt.Errorf("engine: start raft host at %s in %s: %w", cfg.RaftAddr, cfg.DataDir, err)
+	}
+	e.nh = nh
+	for g := 0; g <= cfg.Groups; g++ {
+		create := func(shard, _ uint64) sm.IConcurrentStateMachine {
+			return newReplica(groupOf(shard), cfg.OnApply)
+		}
+		if err := nh.StartConcurrentReplica(peers, false, create, e.raftConfig(g)); err != nil {
+			e.Close()
+			if errors.Is(err, dragonboat.ErrInvalidShardSettings) {
+				return nil, fmt.Errorf("%w: group %d was created with other peers than %v: %w", ErrDataDir, g, peers, err)
+			}
+			return nil, fmt.Errorf("engine: start group %d: %w", g, err)
+		}
+	}
+	e.props = make([]*proposer, cfg.Groups+1)
+	for g := range e.props {
+		e.props[g] = newProposer(nh, &e.cfg, g)
+	}
+	return e, nil
+}
+
+func (e *Engine) nodeHostConfig() config.NodeHostConfig {
+	logdb := config.GetTinyMemLogDBConfig()
+	logdb.Shards = e.cfg.LogDBShards
+	w := e.cfg.Workers
+	return config.NodeHostConfig{
+		NodeHostDir:       filepath.Join(e.cfg.DataDir, "raft"),
+		RTTMillisecond:    uint64(e.cfg.RTT / time.Millisecond),
+		RaftAddress:       e.cfg.RaftAddr,
+		RaftEventListener: e.lead,
+		Expert: config.ExpertConfig{
+			LogDB: logdb,
+			Engine: config.EngineConfig{
+				ExecShards: w, CommitShards: w, ApplyShards: w, SnapshotShards: w, CloseShards: w,
+			},
+		},
+	}
+}
+
+func (e *Engine) raftConfig(group int) config.Config {
+	return config.Config{
+		ShardID:            shardID(group),
+		ReplicaID:          e.cfg.ReplicaID,
+		CheckQuorum:        true,
+		PreVote:            true,
+		ElectionRTT:        e.cfg.ElectionRTT,
+		HeartbeatRTT:       e.cfg.HeartbeatRTT,
+		SnapshotEntries:    e.cfg.SnapshotEntries,
+		CompactionOverhead: e.cfg.CompactionOverhead,
+		MaxInMemLogSize:    e.cfg.MaxInMemLogSize,
+		// Snapshots are zstd-compressed by the replica already.
+		SnapshotCompressionType: config.NoCompression,
+	}
+}
+
+// Close stops the proposers (queued submissions fail with ErrClosed), the
+// duties and the NodeHost. It is safe to call more than once.
+func (e *Engine) Close() {
+	e.closeOnce.Do(func() {
+		for _, p := range e.props {
+			p.close()
+		}
+		e.lead.close()
+		if e.nh != nil {
+			e.nh.Close()
+		}
+	})
+}
+
+// ReplicaID returns this replica's Raft ID.
+func (e *Engine) ReplicaID() uint64 { return e.cfg.ReplicaID }
+
+// RaftAddr returns the address this replica serves Raft on.
+func (e *Engine) RaftAddr() string { return e.cfg.RaftAddr }
+
+// Groups returns the number of service groups (the cluster group is extra).
+func (e *Engine) Groups() int { return e.cfg.Groups }
+
+// GroupOfService returns the service group that owns a service.
+func (e *Engine) GroupOfService(name string) int { return ServiceGroup(name, e.cfg.Groups) }
+
+// AddDuty registers leader-only work; it starts at once if this replica
+// leads the cluster group now.
+func (e *Engine) AddDuty(d Duty) { e.lead.add(d) }
+
+// Leading reports whether this replica's duties are running: it leads the
+// cluster group as far as it knows.
+func (e *Engine) Leading() bool { return e.lead.leading() }
+
+// Leader returns the leader of a group as this replica knows it (ok=false
+// while unknown).
+func (e *Engine) Leader(group int) (replicaID uint64, ok bool) {
+	id, _, ok, err := e.nh.GetLeaderID(shardID(group))
+	if err != nil || !ok || id == 0 {
+		return 0, false
+	}
+	return id, true
+}
+
+// WaitReady waits until every group has a known leader.
+func (e *Engine) WaitReady(ctx context.Context) error {
+	for {
+		ready := true
+		for g := 0; g <= e.cfg.Groups && ready; g++ {
+			_, ready = e.Leader(g)
+		}
+		if ready {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("engine: waiting for leaders: %w", ctx.Err())
+		case <-e.cfg.Clock.After(e.cfg.RTT):
+		}
+	}
+}
+
+// Submit routes one command, waits until it is applied on this replica and
+// returns its result; the error is the command's rejection (wrapping a
+// statemachine sentinel) or why it was not applied (ErrTimeout, ...).
+func (e *Engine) Submit(ctx context.Context, cmd statemachine.Command) (statemachine.Result, error) {
+	o := e.SubmitMany(ctx, []statemachine.Command{cmd})[0]
+	return o.Result, o.Err()
+}
+
+// SubmitMany routes every command to its group(s), queues them behind
+// whatever is already queued there, and waits for all of them. Commands for
+// one group keep their order. A fanned-out command (nodes, networks) reports
+// the cluster group's result unless a service group rejected it or failed.
+// If ctx ends first, the commands not yet applied report ctx's error (they
+// may still be applied later).
+func (e *Engine) SubmitMany(ctx context.Context, cmds []statemachine.Command) []Outcome {
+	out := make([]Outcome, len(cmds))
+	type span struct{ first, n int }
+	spans := make([]span, len(cmds))
+	perGroup := make([][]call, e.cfg.Groups+1)
+	w := &waiter{done: make(chan struct{})}
+	var targets [1]int
+	slots := 0
+	for i := range cmds {
+		gs, rej := route(&cmds[i], e.cfg.Groups, targets[:0])
+		if rej.Code == statemachine.CodeOK {
+			rej = checkEncodable(&cmds[i])
+		}
+		if rej.Code != statemachine.CodeOK {
+			out[i].Result = rej
+			continue
+		}
+		size := approxSize(&cmds[i])
+		spans[i] = span{slots, len(gs)}
+		for _, g := range gs {
+			perGroup[g] = append(perGroup[g], call{cmd: cmds[i], size: size, w: w, slot: slots})
+			slots++
+		}
+	}
+	if slots == 0 {
+		return out
+	}
+	w.out = make([]Outcome, slots)
+	w.left.Store(int32(slots))
+	for g, calls := range perGroup {
+		if len(calls) == 0 {
+			continue
+		}
+		if err := e.props[g].enqueue(ctx, calls); err != nil {
+			for _, c := range calls {
+				w.deliver(c.slot, Outcome{Failed: err})
+			}
+		}
+	}
+	select {
+	case <-w.done:
+	case <-ctx.Done():
+		for i, sp := range spans {
+			if sp.n > 0 {
+				out[i] = Outcome{Failed: ctx.Err()}
+			}
+		}
+		return out
+	}
+	for i, sp := range spans {
+		if sp.n == 0 {
+			continue
+		}
+		o := w.out[sp.first]
+		for _, x := range w.out[sp.first+1 : sp.first+sp.n] {
+			if o.Failed == nil && (x.Failed != nil || (o.Result.Code == statemachine.CodeOK && x.Result.Code != statemachine.CodeOK)) {
+				o = x
+			}
+		}
+		out[i] = o
+	}
+	return out
+}
+
+// Read runs fn over a group's state once this replica has applied
+// everything committed before Read was called (a linearizable ReadIndex
+// read). fn runs under the group's read lock: it must be quick and must not
+// keep or modify anything it sees. Without a deadline in ctx, Read gives up
+// after Config.ProposeTimeout.
+func (e *Engine) Read(ctx context.Context, group int, fn func(*statemachine.State)) error {
+	if err := e.checkGroup(group); err != nil {
+		return err
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, e.cfg.ProposeTimeout)
+		defer cancel()
+	}
+	backoff := e.cfg.RTT
+	for {
+		_, err := e.nh.SyncRead(ctx, shardID(group), readFunc(fn))
+		if err == nil || !dragonboat.IsTempError(err) || errors.Is(err, dragonboat.ErrClosed) || ctx.Err() != nil {
+			if err != nil {
+				return fmt.Errorf("engine: read group %d: %w", group, err)
+			}
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("engine: read group %d: %w (last: %w)", group, ctx.Err(), err)
+		case <-e.cfg.Clock.After(backoff):
+		}
+		backoff = min(2*backoff, 20*e.cfg.RTT)
+	}
+}
+
+// ReadLocal runs fn over this replica's state of a group as applied so far,
+// which may lag the leader (a stale read). The rules for fn are Read's.
+func (e *Engine) ReadLocal(group int, fn func(*statemachine.State)) error {
+	if err := e.checkGroup(group); err != nil {
+		return err
+	}
+	_, err := e.nh.StaleRead(shardID(group), readFunc(fn))
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, dragonboat.ErrShardNotInitialized):
+		return fmt.Errorf("%w: group %d: %w", ErrNotReady, group, err)
+	case errors.Is(err, dragonboat.ErrClosed):
+		return ErrClosed
+	}
+	return fmt.Errorf("engine: local read of group %d: %w", group, err)
+}
+
+// ErrNotReady: this replica is still loading the group (snapshot and log
+// replay after a start); try again shortly.
+var ErrNotReady = errors.New("engine: group not loaded on this replica yet")
+
+// ErrNoGroup is returned for a group number the cluster does not have.
+var ErrNoGroup = errors.New("engine: no such group")
+
+func (e *Engine) checkGroup(group int) error {
+	if group < 0 || group > e.cfg.Groups {
+		return fmt.Errorf("%w: %d (this cluster has 0..%d)", ErrNoGroup, group, e.cfg.Groups)
+	}
+	return nil
+}
+
+// GroupStatus is a summary of one group on this replica.
+type GroupStatus struct {
+	Group     int    `json:"group"`
+	Leader    uint64 `json:"leader"` // 0 when unknown
+	LastIndex uint64 `json:"last_index"`
+	Hash      uint64 `json:"hash"`
+	Services  int    `json:"services"`
+	Tasks     int    `json:"tasks"`
+	Nodes     int    `json:"nodes"`
+}
+
+// Status summarizes every group as this replica has applied it. Hashing
+// encodes the whole state: use it for checks, not on a hot path.
+func (e *Engine) Status() ([]GroupStatus, error) {
+	out := make([]GroupStatus, e.cfg.Groups+1)
+	for g := range out {
+		gs := &out[g]
+		gs.Group = g
+		gs.Leader, _ = e.Leader(g)
+		err := e.ReadLocal(g, func(s *statemachine.State) {
+			gs.LastIndex, gs.Hash = s.LastIndex(), s.Hash()
+			gs.Services, gs.Tasks, gs.Nodes = len(s.ServiceIDs()), s.NumTasks(), len(s.NodeIDs())
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// proposeRaw proposes raw bytes as one entry of a group, bypassing the
+// encoder (the test hook for corrupt entries).
+func (e *Engine) proposeRaw(ctx context.Context, group int, ent []byte) Outcome {
+	w := &waiter{out: make([]Outcome, 1), done: make(chan struct{})}
+	w.left.Store(1)
+	p := e.props[group]
+	p.mu.Lock()
+	p.mu.inflight += len(ent)
+	p.mu.entries++
+	p.mu.Unlock()
+	p.send(ent, []call{{w: w, size: len(ent)}}, len(ent), e.cfg.Clock.Now().Add(e.cfg.ProposeTimeout))
+	select {
+	case <-w.done:
+		return w.out[0]
+	case <-ctx.Done():
+		return Outcome{Failed: ctx.Err()}
+	}
+}

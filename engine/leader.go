@@ -1,0 +1,150 @@
+package engine
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+
+	"github.com/lni/dragonboat/v4/raftio"
+)
+
+// Duty is leader-only work (node monitor, scheduler driver, timers). Run
+// starts when this replica becomes leader of the cluster group; its context
+// is cancelled when leadership is lost or the engine closes, and Run should
+// then return promptly. A later term calls Run again.
+type Duty interface {
+	Run(ctx context.Context)
+}
+
+// DutyFunc adapts a function to Duty.
+type DutyFunc func(ctx context.Context)
+
+// Run calls f(ctx).
+func (f DutyFunc) Run(ctx context.Context) { f(ctx) }
+
+// leadership follows dragonboat's leader notifications: it records every
+// group's leader as this replica sees it and runs the duties while this
+// replica leads the cluster group.
+type leadership struct {
+	self    uint64
+	leaders []atomic.Uint64 // per group: leader replica ID, 0 if unknown
+	terms   []atomic.Uint64 // per group: term of the last notification
+	changed chan struct{}   // cap 1: the cluster group's leader changed
+	stop    chan struct{}
+	done    chan struct{}
+
+	mu struct {
+		sync.Mutex
+		duties []Duty
+		ctx    context.Context // non-nil while duties run
+		cancel context.CancelFunc
+		wg     sync.WaitGroup
+	}
+}
+
+var _ raftio.IRaftEventListener = (*leadership)(nil)
+
+func newLeadership(self uint64, groups int) *leadership {
+	l := &leadership{
+		self:    self,
+		leaders: make([]atomic.Uint64, groups+1),
+		terms:   make([]atomic.Uint64, groups+1),
+		changed: make(chan struct{}, 1),
+		stop:    make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+	go l.run()
+	return l
+}
+
+// LeaderUpdated is dragonboat's notification; it must not block.
+func (l *leadership) LeaderUpdated(info raftio.LeaderInfo) {
+	g := groupOf(info.ShardID)
+	if g < 0 || g >= len(l.leaders) {
+		return
+	}
+	l.leaders[g].Store(info.LeaderID)
+	l.terms[g].Store(info.Term)
+	if g == ClusterGroup {
+		select {
+		case l.changed <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (l *leadership) run() {
+	defer close(l.done)
+	for {
+		select {
+		case <-l.changed:
+			if l.leaders[ClusterGroup].Load() == l.self {
+				l.startDuties()
+			} else {
+				l.stopDuties()
+			}
+		case <-l.stop:
+			l.stopDuties()
+			return
+		}
+	}
+}
+
+func (l *leadership) startDuties() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.mu.ctx != nil {
+		return
+	}
+	l.mu.ctx, l.mu.cancel = context.WithCancel(context.Background())
+	for _, d := range l.mu.duties {
+		l.startLocked(d)
+	}
+}
+
+func (l *leadership) startLocked(d Duty) {
+	ctx := l.mu.ctx
+	l.mu.wg.Add(1)
+	go func() {
+		defer l.mu.wg.Done()
+		d.Run(ctx)
+	}()
+}
+
+// stopDuties cancels the running duties and waits until they returned.
+func (l *leadership) stopDuties() {
+	l.mu.Lock()
+	if l.mu.ctx == nil {
+		l.mu.Unlock()
+		return
+	}
+	l.mu.cancel()
+	l.mu.ctx, l.mu.cancel = nil, nil
+	l.mu.Unlock()
+	l.mu.wg.Wait()
+}
+
+func (l *leadership) add(d Duty) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.mu.duties = append(l.mu.duties, d)
+	if l.mu.ctx != nil {
+		l.startLocked(d)
+	}
+}
+
+// leading reports whether duties are running now.
+func (l *leadership) leading() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.mu.ctx != nil
+}
+
+func (l *leadership) close() {
+	select {
+	case <-l.stop:
+	default:
+		close(l.stop)
+	}
+	<-l.done
+}

@@ -1,0 +1,135 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"shoal/statemachine"
+)
+
+// dutyLog records which replicas run their leader duty right now.
+type dutyLog struct {
+	mu      sync.Mutex
+	running map[uint64]bool
+}
+
+func (d *dutyLog) duty(id uint64) Duty {
+	return DutyFunc(func(ctx context.Context) {
+		d.set(id, true)
+		<-ctx.Done()
+		d.set(id, false)
+	})
+}
+
+func (d *dutyLog) set(id uint64, on bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.running[id] = on
+}
+
+// only reports whether exactly replica id runs the duty.
+func (d *dutyLog) only(id uint64) (bool, string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for r, on := range d.running {
+		if on != (r == id) {
+			return false, fmt.Sprintf("duty running on %v, want only on %d", d.running, id)
+		}
+	}
+	return d.running[id], fmt.Sprintf("duty running on %v, want only on %d", d.running, id)
+}
+
+// Stopping the leader's NodeHost: the others elect a new leader, writes
+// resume, and the leader-only duty moves to the new cluster-group leader.
+func TestLeaderLoss(t *testing.T) {
+	l := startLocal(t, 3, testConfig(2))
+	log := &dutyLog{running: map[uint64]bool{}}
+	for _, e := range l.Engines() {
+		e.AddDuty(log.duty(e.ReplicaID()))
+	}
+	old, ok := l.Engine(1).Leader(ClusterGroup)
+	if !ok {
+		t.Fatal("no cluster-group leader after WaitReady")
+	}
+	eventually(t, 10*time.Second, func() (bool, string) { return log.only(old) })
+	submitAll(t, l.Engine(1), addNodes(3))
+
+	l.Stop(old)
+	var rest []*Engine
+	var ids []uint64
+	for _, e := range l.Engines() {
+		rest, ids = append(rest, e), append(ids, e.ReplicaID())
+	}
+	waitLeaderAmong(t, rest, ids...)
+	leader, _ := rest[0].Leader(ClusterGroup)
+	eventually(t, 10*time.Second, func() (bool, string) { return log.only(leader) })
+
+	// Writes to every group go through under the new leaders.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i := range 8 {
+		name := fmt.Sprintf("after-loss-%d", i)
+		if _, err := rest[i%2].Submit(ctx, statemachine.Command{Kind: statemachine.CmdCreateService,
+			Spec: &statemachine.ServiceSpec{Name: name, Replicas: 2}}); err != nil {
+			t.Fatalf("write after leader loss: %v", err)
+		}
+		var found bool
+		if err := rest[(i+1)%2].Read(ctx, rest[0].GroupOfService(name), func(s *statemachine.State) { found = s.ServiceByName(name) != nil }); err != nil || !found {
+			t.Fatalf("service %s not visible on the other replica (err %v)", name, err)
+		}
+	}
+	if _, err := rest[0].Submit(ctx, statemachine.Command{Kind: statemachine.CmdSetNodeStatus, Node: 1, NodeStatus: statemachine.NodeDown}); err != nil {
+		t.Fatalf("fanned-out write after leader loss: %v", err)
+	}
+
+	// The old leader comes back; the duty runs on exactly one replica, the
+	// cluster group's leader.
+	if err := l.Restart(old); err != nil {
+		t.Fatal(err)
+	}
+	l.Engine(old).AddDuty(log.duty(old))
+	converged(t, l.Engines())
+	eventually(t, 10*time.Second, func() (bool, string) {
+		cur, ok := rest[0].Leader(ClusterGroup)
+		if !ok {
+			return false, "no cluster-group leader"
+		}
+		return log.only(cur)
+	})
+}
+
+// Garbage in the log is rejected by every replica with ErrCorrupt, never
+// a panic, and the replicas stay identical.
+func TestCorruptEntries(t *testing.T) {
+	l := startLocal(t, 3, testConfig(1))
+	e := l.Engine(1)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	submitAll(t, e, addNodes(2))
+	valid := encodeEntry(5, createServices("ok", 1, 1), 0)
+	garbage := map[string][]byte{
+		"short header":    {entryVersion, 1, 2},
+		"unknown version": append([]byte{99}, valid[1:]...),
+		"garbage batch":   append(appendEntryHeader(nil, 5), 0xde, 0xad, 0xbe, 0xef),
+		"truncated batch": valid[:len(valid)-3],
+		"trailing bytes":  append(append([]byte(nil), valid...), 0),
+		"huge count":      append(appendEntryHeader(nil, 5), 1, 0xff, 0xff, 0xff, 0xff, 0x0f),
+	}
+	for name, ent := range garbage {
+		for _, g := range []int{ClusterGroup, 1} {
+			o := e.proposeRaw(ctx, g, ent)
+			if o.Failed != nil || !errors.Is(o.Err(), statemachine.ErrCorrupt) {
+				t.Errorf("%s in group %d: got %+v, want an ErrCorrupt result", name, g, o)
+			}
+		}
+	}
+	// The groups still work, and every replica applied the same things.
+	if _, err := e.Submit(ctx, createServices("after-garbage", 1, 3)[0]); err != nil {
+		t.Fatal(err)
+	}
+	converged(t, l.Engines())
+}

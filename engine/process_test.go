@@ -1,0 +1,152 @@
+package engine
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Three `shoal serve` processes on loopback form one cluster from their
+// flags: they elect leaders, a service created through one of them shows up
+// on all three, and on SIGTERM each exits cleanly with the same group hashes.
+func TestThreeProcesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs three processes")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "shoal")
+	build := exec.Command("go", "build", "-o", bin, "shoal/cmd/shoal")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	var addrs, peers []string
+	for i := 1; i <= 3; i++ {
+		a, err := freeLoopbackAddr()
+		if err != nil {
+			t.Fatal(err)
+		}
+		addrs = append(addrs, a)
+		peers = append(peers, fmt.Sprintf("%d=%s", i, a))
+	}
+	type proc struct {
+		cmd    *exec.Cmd
+		out    *syncBuffer
+		status string
+		exited chan error
+	}
+	procs := make([]*proc, 3)
+	for i := range procs {
+		p := &proc{out: &syncBuffer{}, status: filepath.Join(dir, fmt.Sprintf("status-%d.json", i+1)), exited: make(chan error, 1)}
+		args := []string{"serve", "--id", fmt.Sprint(i + 1), "--raft-addr", addrs[i],
+			"--peers", strings.Join(peers, ","), "--data-dir", filepath.Join(dir, fmt.Sprintf("data-%d", i+1)),
+			"--groups", "2", "--status-file", p.status, "--raft-log-level", "critical"}
+		if i == 0 {
+			args = append(args, "--create-service", "web:3")
+		}
+		p.cmd = exec.Command(bin, args...)
+		p.cmd.Dir = dir // never pick up a dragonboat-soft-settings.json
+		p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+		if err := p.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		go func() { p.exited <- p.cmd.Wait() }()
+		t.Cleanup(func() {
+			if p.cmd.ProcessState == nil {
+				p.cmd.Process.Kill()
+				<-p.exited
+			}
+		})
+		procs[i] = p
+	}
+
+	webGroup := ServiceGroup("web", 2)
+	eventually(t, 60*time.Second, func() (bool, string) {
+		var docs []processStatus
+		for _, p := range procs {
+			var doc processStatus
+			b, err := os.ReadFile(p.status)
+			if err != nil || json.Unmarshal(b, &doc) != nil || len(doc.Groups) != 3 {
+				return false, fmt.Sprintf("status file %s not written yet; output so far:\n%s", p.status, p.out.String())
+			}
+			docs = append(docs, doc)
+		}
+		for _, d := range docs {
+			if w := d.Groups[webGroup]; w.Services != 1 || w.Tasks != 3 {
+				return false, fmt.Sprintf("replica %d: group %d holds %d services, %d tasks", d.Replica, webGroup, w.Services, w.Tasks)
+			}
+			for g, gs := range d.Groups {
+				if gs.Leader == 0 || gs.Leader != docs[0].Groups[g].Leader || gs.Hash != docs[0].Groups[g].Hash {
+					return false, fmt.Sprintf("group %d: replicas disagree: %+v vs %+v", g, gs, docs[0].Groups[g])
+				}
+			}
+		}
+		return true, ""
+	})
+
+	for _, p := range procs {
+		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var lines []string
+	for i, p := range procs {
+		select {
+		case err := <-p.exited:
+			if err != nil {
+				t.Fatalf("replica %d exited with %v:\n%s", i+1, err, p.out.String())
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("replica %d did not exit on SIGTERM:\n%s", i+1, p.out.String())
+		}
+		var line string
+		for _, l := range strings.Split(p.out.String(), "\n") {
+			if strings.HasPrefix(l, "shoal: stopped ") {
+				line = l
+			}
+		}
+		if line == "" {
+			t.Fatalf("replica %d printed no stop line:\n%s", i+1, p.out.String())
+		}
+		lines = append(lines, line[strings.Index(line, " g0="):])
+	}
+	if lines[0] != lines[1] || lines[0] != lines[2] {
+		t.Fatalf("replicas stopped with different states:\n%s", strings.Join(lines, "\n"))
+	}
+}
+
+type processStatus struct {
+	Replica uint64 `json:"replica"`
+	Groups  []struct {
+		Leader   uint64 `json:"leader"`
+		Hash     string `json:"hash"`
+		Services int    `json:"services"`
+		Tasks    int    `json:"tasks"`
+	} `json:"groups"`
+}
+
+// syncBuffer is a bytes.Buffer safe for a process writing while the test
+// reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

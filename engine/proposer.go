@@ -1,0 +1,346 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/lni/dragonboat/v4"
+	"github.com/lni/dragonboat/v4/client"
+	sm "github.com/lni/dragonboat/v4/statemachine"
+
+	"shoal/statemachine"
+)
+
+// Errors a submission can end with besides a command's own rejection.
+var (
+	// ErrClosed: the engine closed before the command was applied here.
+	ErrClosed = errors.New("engine: closed")
+	// ErrTimeout: the command's entry was proposed but not seen applied in
+	// time; it may or may not take effect. Check before resubmitting.
+	ErrTimeout = errors.New("engine: proposal timed out; it may or may not have been applied")
+	// ErrNotProposed: dragonboat kept refusing the entry (no leader, system
+	// busy) until the deadline; the command was not applied.
+	ErrNotProposed = errors.New("engine: proposal not accepted before the deadline; nothing was applied")
+	// ErrRejected: dragonboat rejected the entry; nothing was applied.
+	ErrRejected = errors.New("engine: proposal rejected by raft")
+)
+
+// Outcome is what became of one submitted command.
+type Outcome struct {
+	// Result is the state machine's verdict; zero when Failed is set.
+	Result statemachine.Result
+	// Failed is set when the command's entry was not applied on this
+	// replica: ErrClosed, ErrTimeout, ErrNotProposed, ErrRejected or the
+	// submitter's context error.
+	Failed error
+}
+
+// Err returns Failed, else the result's rejection, else nil.
+func (o Outcome) Err() error {
+	if o.Failed != nil {
+		return o.Failed
+	}
+	return o.Result.Err()
+}
+
+// waiter collects the outcomes of one submission, one slot per (command,
+// group) pair.
+type waiter struct {
+	out  []Outcome
+	left atomic.Int32
+	done chan struct{}
+}
+
+func (w *waiter) deliver(slot int, o Outcome) {
+	w.out[slot] = o
+	if w.left.Add(-1) == 0 {
+		close(w.done)
+	}
+}
+
+// call is one command queued for one group.
+type call struct {
+	cmd  statemachine.Command
+	size int
+	w    *waiter
+	slot int
+}
+
+// proposer coalesces one group's submissions into Raft entries: one
+// goroutine takes queued calls in order, encodes them into an entry
+// stamped with the clock, and proposes it; each entry in flight has its own
+// goroutine waiting for the result. In-flight and queued bytes are bounded.
+type proposer struct {
+	nh      *dragonboat.NodeHost
+	cfg     *Config
+	group   int
+	session *client.Session
+	kick    chan struct{}
+	stop    chan struct{}
+	done    chan struct{}
+	scratch []statemachine.Command // the loop goroutine's encoding buffer
+
+	mu struct {
+		sync.Mutex
+		queue    []call
+		queued   int // bytes in queue
+		inflight int // bytes proposed, not yet applied here
+		entries  int // entries proposed, not yet applied here
+		closed   bool
+		space    chan struct{} // closed (and replaced) when bytes free up
+	}
+}
+
+func newProposer(nh *dragonboat.NodeHost, cfg *Config, group int) *proposer {
+	p := &proposer{
+		nh:      nh,
+		cfg:     cfg,
+		group:   group,
+		session: nh.GetNoOPSession(shardID(group)),
+		kick:    make(chan struct{}, 1),
+		stop:    make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+	p.mu.space = make(chan struct{})
+	go p.run()
+	return p
+}
+
+// enqueue adds calls to the queue in order, waiting while the queue is full.
+func (p *proposer) enqueue(ctx context.Context, calls []call) error {
+	size := 0
+	for i := range calls {
+		size += calls[i].size
+	}
+	p.mu.Lock()
+	for !p.mu.closed && p.mu.queued > 0 && p.mu.queued+size > p.cfg.MaxQueuedBytes {
+		space := p.mu.space
+		p.mu.Unlock()
+		select {
+		case <-space:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-p.stop:
+		}
+		p.mu.Lock()
+	}
+	if p.mu.closed {
+		p.mu.Unlock()
+		return ErrClosed
+	}
+	p.mu.queue = append(p.mu.queue, calls...)
+	p.mu.queued += size
+	p.mu.Unlock()
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// freeLocked wakes everyone waiting for queue or in-flight space.
+func (p *proposer) freeLocked() {
+	close(p.mu.space)
+	p.mu.space = make(chan struct{})
+}
+
+// take removes the next batch from the queue. With nothing to take it
+// returns nil and, if an in-flight limit is what stops it, a channel that
+// closes when space frees.
+func (p *proposer) take() (batch []call, size int, wait <-chan struct{}) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	q := p.mu.queue
+	if len(q) == 0 {
+		return nil, 0, nil
+	}
+	if p.mu.inflight >= p.cfg.MaxInFlightBytes || p.mu.entries >= p.cfg.MaxInFlightEntries {
+		return nil, 0, p.mu.space
+	}
+	n := 0
+	for n < len(q) && n < p.cfg.MaxBatchRecords {
+		if n > 0 && size+q[n].size > p.cfg.MaxBatchBytes {
+			break
+		}
+		size += q[n].size
+		n++
+	}
+	batch = q[:n:n]
+	if n == len(q) {
+		p.mu.queue = nil
+	} else {
+		p.mu.queue = q[n:]
+	}
+	p.mu.queued -= size
+	p.mu.inflight += size
+	p.mu.entries++
+	p.freeLocked()
+	return batch, size, nil
+}
+
+func (p *proposer) run() {
+	defer close(p.done)
+	for {
+		select {
+		case <-p.kick:
+		case <-p.stop:
+			return
+		}
+		for {
+			batch, size, wait := p.take()
+			if batch == nil {
+				if wait == nil {
+					break
+				}
+				select {
+				case <-wait:
+					continue
+				case <-p.stop:
+					return
+				}
+			}
+			p.propose(batch, size)
+		}
+	}
+}
+
+// propose encodes and proposes one batch, and leaves a goroutine waiting
+// for its result.
+func (p *proposer) propose(batch []call, size int) {
+	cmds := p.scratch[:0]
+	for i := range batch {
+		cmds = append(cmds, batch[i].cmd)
+	}
+	now := p.cfg.Clock.Now()
+	ent := encodeEntry(now.UnixNano(), cmds, size)
+	clear(cmds) // drop references to specs
+	p.scratch = cmds[:0]
+	p.send(ent, batch, size, now.Add(p.cfg.ProposeTimeout))
+}
+
+// send proposes a raw entry for batch (the test hook proposes garbage this
+// way too) and hands the request to a waiting goroutine.
+func (p *proposer) send(ent []byte, batch []call, size int, deadline time.Time) {
+	rs, err := p.proposeRetry(ent, deadline)
+	if err != nil {
+		p.finish(batch, size, func(int) Outcome { return Outcome{Failed: err} })
+		return
+	}
+	go p.await(rs, ent, batch, size, deadline)
+}
+
+// proposeRetry proposes ent, backing off while dragonboat reports a
+// temporary refusal (busy, no leader yet), until the deadline.
+func (p *proposer) proposeRetry(ent []byte, deadline time.Time) (*dragonboat.RequestState, error) {
+	backoff := p.cfg.RTT
+	for attempt := 0; ; attempt++ {
+		left := deadline.Sub(p.cfg.Clock.Now())
+		if left < 2*p.cfg.RTT {
+			return nil, fmt.Errorf("%w (group %d, %d attempts)", ErrNotProposed, p.group, attempt)
+		}
+		rs, err := p.nh.Propose(p.session, ent, left)
+		if err == nil {
+			return rs, nil
+		}
+		switch {
+		case errors.Is(err, dragonboat.ErrClosed), errors.Is(err, dragonboat.ErrShardClosed):
+			return nil, ErrClosed
+		case !dragonboat.IsTempError(err):
+			return nil, fmt.Errorf("engine: propose to group %d: %w", p.group, err)
+		}
+		select {
+		case <-p.cfg.Clock.After(backoff):
+		case <-p.stop:
+			return nil, ErrClosed
+		}
+		backoff = min(2*backoff, 20*p.cfg.RTT)
+	}
+}
+
+// await waits for one entry's result and delivers it; an entry dropped
+// before it was proposed (no leader) is proposed again.
+func (p *proposer) await(rs *dragonboat.RequestState, ent []byte, batch []call, size int, deadline time.Time) {
+	for {
+		r := <-rs.ResultC()
+		rs.Release()
+		var failed error
+		switch {
+		case r.Completed():
+			p.deliver(batch, size, r.GetResult())
+			return
+		case r.Dropped():
+			var err error
+			if rs, err = p.proposeRetry(ent, deadline); err == nil {
+				continue
+			}
+			failed = err
+		case r.Timeout():
+			failed = fmt.Errorf("%w (group %d)", ErrTimeout, p.group)
+		case r.Terminated():
+			failed = ErrClosed
+		case r.Rejected():
+			failed = fmt.Errorf("%w (group %d)", ErrRejected, p.group)
+		default:
+			failed = fmt.Errorf("%w (group %d: aborted)", ErrRejected, p.group)
+		}
+		p.finish(batch, size, func(int) Outcome { return Outcome{Failed: failed} })
+		return
+	}
+}
+
+// deliver hands each call its result from an applied entry.
+func (p *proposer) deliver(batch []call, size int, res sm.Result) {
+	rs, err := statemachine.DecodeResults(res.Data)
+	switch {
+	case err == nil && res.Value == resultCorrupt && len(rs) == 1:
+		// The whole entry was rejected as corrupt: every command shares why.
+		p.finish(batch, size, func(int) Outcome { return Outcome{Result: rs[0]} })
+		return
+	case err == nil && len(rs) != len(batch):
+		err = fmt.Errorf("%w: %d results for %d commands", statemachine.ErrCorrupt, len(rs), len(batch))
+	}
+	if err != nil {
+		failed := fmt.Errorf("engine: group %d results: %w", p.group, err)
+		p.finish(batch, size, func(int) Outcome { return Outcome{Failed: failed} })
+		return
+	}
+	p.finish(batch, size, func(i int) Outcome { return Outcome{Result: rs[i]} })
+}
+
+// finish delivers an outcome to every call of a batch and frees its
+// in-flight bytes.
+func (p *proposer) finish(batch []call, size int, outcome func(i int) Outcome) {
+	for i := range batch {
+		batch[i].w.deliver(batch[i].slot, outcome(i))
+	}
+	p.mu.Lock()
+	p.mu.inflight -= size
+	p.mu.entries--
+	p.freeLocked()
+	p.mu.Unlock()
+}
+
+// close stops the loop and fails whatever is still queued. Entries in
+// flight end when dragonboat terminates their requests.
+func (p *proposer) close() {
+	p.mu.Lock()
+	if p.mu.closed {
+		p.mu.Unlock()
+		return
+	}
+	p.mu.closed = true
+	close(p.stop)
+	p.mu.Unlock()
+	<-p.done
+	p.mu.Lock()
+	q := p.mu.queue
+	p.mu.queue, p.mu.queued = nil, 0
+	p.mu.Unlock()
+	for i := range q {
+		q[i].w.deliver(q[i].slot, Outcome{Failed: ErrClosed})
+	}
+}
