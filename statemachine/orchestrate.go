@@ -102,18 +102,13 @@ func (s *State) stopTask(t *Task) {
 // task (a global service's node left or drained); create=false never starts
 // one (a paused node).
 func (s *State) reconcileSlot(svc *Service, sl *slot, keep, create bool) {
-	var survivor, lastDead *Task
+	var survivor *Task
 	for _, t := range sl.tasks {
 		if t.Desired.Stopping() {
 			continue
 		}
-		if !keep {
+		if !keep || !s.runnable(t) {
 			s.stopTask(t)
-			continue
-		}
-		if !s.runnable(t) {
-			s.stopTask(t)
-			lastDead = t
 			continue
 		}
 		if survivor == nil || newer(t, survivor) {
@@ -134,8 +129,16 @@ func (s *State) reconcileSlot(svc *Service, sl *slot, keep, create bool) {
 		return
 	}
 	newest := sl.tasks[len(sl.tasks)-1]
-	if updated || newest.Desired == DesiredRemove || newest.SpecVersion < svc.SpecVersion ||
-		(lastDead != nil && s.shouldRestart(svc, lastDead)) {
+	var start bool
+	switch {
+	case updated || newest.Desired == DesiredRemove || newest.SpecVersion < svc.SpecVersion:
+		start = true // an update, or a slot that was scaled away and is back
+	case newest.Status.State.Terminal() || s.onDownNode(newest):
+		start = s.shouldRestart(svc, newest) // it died: the restart condition decides
+	default:
+		start = true // stopped by the orchestrator (its node left or drained), not by failure
+	}
+	if start {
 		s.newTask(svc, slotNumber(sl))
 	}
 }
@@ -178,6 +181,9 @@ func (s *State) maybeDeleteService(svc *Service) {
 	if !svc.Remove || len(svc.slots) != 0 {
 		return
 	}
+	if s.observe != nil {
+		s.observe.svcDeleted(svc)
+	}
 	delete(s.services, svc.ID)
 	delete(s.serviceByName, svc.Spec.Name)
 	s.emit(Effect{Kind: EffServiceDeleted, Service: svc.ID})
@@ -214,7 +220,7 @@ func (s *State) reapSlot(svc *Service, n uint32) {
 	for i := 0; i < len(sl.tasks); {
 		t := sl.tasks[i]
 		if s.reapable(t) {
-			s.deleteTask(t)
+			s.deleteTask(t, false)
 			if svc.slots[n] == nil {
 				return
 			}
@@ -225,7 +231,7 @@ func (s *State) reapSlot(svc *Service, n uint32) {
 	for i := 0; len(sl.tasks) > s.cfg.HistoryRetention && i < len(sl.tasks); {
 		t := sl.tasks[i]
 		if t.Status.State.Terminal() && t.Desired.Stopping() {
-			s.deleteTask(t)
+			s.deleteTask(t, true)
 			if svc.slots[n] == nil {
 				return
 			}
@@ -242,10 +248,11 @@ func (s *State) reapCmd(id TaskID) Result {
 		return reject(CodeNotFound, "task %d does not exist", id)
 	}
 	svc := s.services[t.Service]
-	if !s.reapable(t) && !s.beyondRetention(svc, t) {
+	beyond := s.beyondRetention(svc, t)
+	if !s.reapable(t) && !beyond {
 		return reject(CodeNotAllowed, "task %d (%s, desired %s) may not be deleted yet", id, t.Status.State, t.Desired)
 	}
-	s.deleteTask(t)
+	s.deleteTask(t, beyond && !s.reapable(t))
 	if svc != nil {
 		s.maybeDeleteService(svc)
 	}

@@ -50,7 +50,7 @@ func (s *State) Canonical() []byte {
 }
 
 func (s *State) writeCanonical(w io.Writer) error {
-	e := encoder{b: make([]byte, 0, 64<<10)}
+	e := encoder{b: make([]byte, 0, 1024)}
 	flush := func(force bool) error {
 		if len(e.b) < flushAt && !force {
 			return nil
@@ -239,7 +239,9 @@ func decodeCanonical(b []byte) (*State, error) {
 		s.serviceByName[svc.Spec.Name] = svc.ID
 	}
 	var prev TaskID
-	for range d.count(16) {
+	nt := d.count(16)
+	s.tasks = make(map[TaskID]*Task, nt)
+	for range nt {
 		t := new(Task)
 		decodeTask(&d, t)
 		if d.err != nil {

@@ -44,6 +44,10 @@ type State struct {
 	// finished task's node reference can never point at a newcomer.
 	removedNodes map[NodeID]struct{}
 
+	// observe, when set, sees every change as it is made (the model
+	// checker's independent legality checks); never serialized.
+	observe *observer
+
 	// scratch, empty between Apply calls
 	now      int64
 	out      *Output
@@ -324,4 +328,13 @@ func (s *State) nodeChanged(id NodeID) {
 		n.AssignSeq++
 		s.emit(Effect{Kind: EffAssignments, Node: id})
 	}
+}
+
+// observer receives every change Apply makes, at the moment it makes it.
+type observer struct {
+	transition func(t *Task, from, to TaskState, by Component)
+	desired    func(t *Task, from, to DesiredState)
+	created    func(t *Task)
+	deleted    func(t *Task, beyondRetention bool)
+	svcDeleted func(svc *Service)
 }

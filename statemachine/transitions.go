@@ -33,6 +33,9 @@ func CanTransition(c Component, from, to TaskState) bool {
 
 // transition moves t to state `to` on behalf of component by, recording it.
 func (s *State) transition(t *Task, to TaskState, by Component) {
+	if s.observe != nil {
+		s.observe.transition(t, t.Status.State, to, by)
+	}
 	t.Status.State = to
 	t.Status.Timestamp = s.now
 	t.History.add(HistoryEntry{At: s.now, State: to, Kind: HistTransition, By: by, Desired: t.Desired})
@@ -46,6 +49,9 @@ func (s *State) transition(t *Task, to TaskState, by Component) {
 func (s *State) setDesired(t *Task, d DesiredState) bool {
 	if d == t.Desired || (d < t.Desired && !(t.Desired == DesiredReady && d == DesiredRunning)) {
 		return false
+	}
+	if s.observe != nil {
+		s.observe.desired(t, t.Desired, d)
 	}
 	t.Desired = d
 	t.History.add(HistoryEntry{At: s.now, State: t.Status.State, Kind: HistDesired, By: CompOrchestrator, Desired: d})
@@ -168,6 +174,9 @@ func (s *State) newTask(svc *Service, slotNum uint32) *Task {
 	t.Status = TaskStatus{State: StateNew, Timestamp: s.now}
 	t.History.add(HistoryEntry{At: s.now, State: StateNew, Kind: HistTransition, By: CompOrchestrator, Desired: DesiredRunning})
 	s.tasks[t.ID] = t
+	if s.observe != nil {
+		s.observe.created(t)
+	}
 	sl := svc.slots[slotNum]
 	if sl == nil {
 		sl = &slot{}
@@ -200,8 +209,12 @@ func (s *State) detach(t *Task) {
 	t.nodePos = -1
 }
 
-// deleteTask removes t from the store and every index.
-func (s *State) deleteTask(t *Task) {
+// deleteTask removes t from the store and every index. beyondRetention
+// says the reaper deletes it as surplus history (else it is reapable).
+func (s *State) deleteTask(t *Task, beyondRetention bool) {
+	if s.observe != nil {
+		s.observe.deleted(t, beyondRetention)
+	}
 	svc := s.services[t.Service]
 	if svc != nil {
 		if sl := svc.slots[t.Slot]; sl != nil {

@@ -1,0 +1,198 @@
+package statemachine
+
+import (
+	"bytes"
+	"fmt"
+	"runtime"
+	"testing"
+)
+
+// buildRunning returns a state with services×replicas tasks, all running,
+// spread over nodes nodes.
+func buildRunning(tb testing.TB, services, replicas, nodes int) *State {
+	s := New(Config{Group: 1})
+	var out Output
+	index := uint64(0)
+	apply := func(cmds []Command) {
+		index++
+		s.Apply(cmds, index, int64(index)*1e6, &out)
+		for i, r := range out.Results {
+			if r.Code != CodeOK {
+				tb.Fatalf("setup command %d (%s): %v", i, cmds[i].Kind, r.Err())
+			}
+		}
+	}
+	var cmds []Command
+	for i := 1; i <= nodes; i++ {
+		cmds = append(cmds, Command{Kind: CmdUpsertNode, NodeSpec: &Node{ID: NodeID(i), Name: fmt.Sprintf("node-%d", i)}})
+	}
+	apply(cmds)
+	for i := 0; i < services; i++ {
+		apply([]Command{{Kind: CmdCreateService, Spec: &ServiceSpec{Name: fmt.Sprintf("svc-%d", i), Replicas: uint32(replicas)}}})
+	}
+	ids := s.TaskIDs()
+	cmds = cmds[:0]
+	for i, id := range ids {
+		cmds = append(cmds, Command{Kind: CmdAssign, Task: id, Node: NodeID(i%nodes + 1)})
+		if len(cmds) == 10000 {
+			apply(cmds)
+			cmds = cmds[:0]
+		}
+	}
+	apply(cmds)
+	cmds = cmds[:0]
+	for i, id := range ids {
+		cmds = append(cmds, Command{Kind: CmdTaskStatus, Task: id, Node: NodeID(i%nodes + 1), State: StateRunning})
+		if len(cmds) == 10000 {
+			apply(cmds)
+			cmds = cmds[:0]
+		}
+	}
+	apply(cmds)
+	return s
+}
+
+// statusBatches returns, for tasks assigned to nodes round-robin, the five
+// batches of agent reports that take them from assigned to running.
+func statusBatches(ids []TaskID, nodes int) [][]Command {
+	var batches [][]Command
+	for _, st := range []TaskState{StateAccepted, StatePreparing, StateReady, StateStarting, StateRunning} {
+		b := make([]Command, len(ids))
+		for i, id := range ids {
+			b[i] = Command{Kind: CmdTaskStatus, Task: id, Node: NodeID(i%nodes + 1), State: st}
+		}
+		batches = append(batches, b)
+	}
+	return batches
+}
+
+// assignedSnapshot is a state of n assigned tasks, saved so each benchmark
+// round starts from it.
+func assignedSnapshot(tb testing.TB, n, nodes int) ([]byte, []TaskID) {
+	s := New(Config{Group: 1})
+	var out Output
+	var cmds []Command
+	for i := 1; i <= nodes; i++ {
+		cmds = append(cmds, Command{Kind: CmdUpsertNode, NodeSpec: &Node{ID: NodeID(i), Name: fmt.Sprintf("node-%d", i)}})
+	}
+	cmds = append(cmds, Command{Kind: CmdCreateService, Spec: &ServiceSpec{Name: "web", Replicas: uint32(n)}})
+	s.Apply(cmds, 1, 1, &out)
+	ids := s.TaskIDs()
+	cmds = cmds[:0]
+	for i, id := range ids {
+		cmds = append(cmds, Command{Kind: CmdAssign, Task: id, Node: NodeID(i%nodes + 1)})
+	}
+	s.Apply(cmds, 2, 2, &out)
+	var buf bytes.Buffer
+	if err := s.Save(&buf); err != nil {
+		tb.Fatal(err)
+	}
+	return buf.Bytes(), ids
+}
+
+// BenchmarkApplyStatusReports applies batches of 10,000 agent status
+// reports (assigned → accepted → … → running, five batches per round).
+func BenchmarkApplyStatusReports(b *testing.B) {
+	const tasks, nodes = 10000, 100
+	snap, ids := assignedSnapshot(b, tasks, nodes)
+	batches := statusBatches(ids, nodes)
+	var out Output
+	var transitions, mallocs uint64
+	var ms runtime.MemStats
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		b.StopTimer()
+		s := New(Config{})
+		if err := s.Load(bytes.NewReader(snap)); err != nil {
+			b.Fatal(err)
+		}
+		runtime.ReadMemStats(&ms)
+		before := ms.Mallocs
+		b.StartTimer()
+		for i, batch := range batches {
+			s.Apply(batch, s.LastIndex()+uint64(i)+1, int64(i), &out)
+		}
+		b.StopTimer()
+		runtime.ReadMemStats(&ms)
+		mallocs += ms.Mallocs - before
+		transitions += uint64(len(batches) * tasks)
+		b.StartTimer()
+	}
+	b.StopTimer()
+	sec := b.Elapsed().Seconds()
+	b.ReportMetric(float64(transitions)/sec, "transitions/s")
+	b.ReportMetric(float64(mallocs)/float64(transitions), "allocs/transition")
+}
+
+// TestApplyStatusAllocs guards the hot path: applying agent reports
+// allocates nothing per transition once the output buffers exist.
+func TestApplyStatusAllocs(t *testing.T) {
+	snap, ids := assignedSnapshot(t, 1000, 10)
+	s := New(Config{})
+	if err := s.Load(bytes.NewReader(snap)); err != nil {
+		t.Fatal(err)
+	}
+	batches := statusBatches(ids, 10)
+	out := Output{Results: make([]Result, 0, 1000), Effects: make([]Effect, 0, 16)}
+	i := 0
+	allocs := testing.AllocsPerRun(4, func() {
+		s.Apply(batches[i], s.LastIndex()+1, int64(i), &out)
+		i++
+	})
+	if allocs > 2 {
+		t.Fatalf("a batch of 1000 reports allocated %.0f times; want ~0 per transition", allocs)
+	}
+	for _, r := range out.Results {
+		if r.Code != CodeOK {
+			t.Fatalf("report rejected: %v", r.Err())
+		}
+	}
+}
+
+// BenchmarkHeapPerTask measures live heap bytes per task in a state of
+// 1,000,000 running tasks (100 services × 10,000 replicas on 1,000 nodes).
+func BenchmarkHeapPerTask(b *testing.B) {
+	for b.Loop() {
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		s := buildRunning(b, 100, 10000, 1000)
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(s.NumTasks()), "heap-bytes/task")
+		runtime.KeepAlive(s)
+	}
+}
+
+// BenchmarkSnapshot1M saves and loads a state of 1,000,000 tasks; MB/s is
+// of the canonical (uncompressed) encoding.
+func BenchmarkSnapshot1M(b *testing.B) {
+	s := buildRunning(b, 100, 10000, 1000)
+	raw := float64(len(s.Canonical()))
+	var buf bytes.Buffer
+	if err := s.Save(&buf); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("save", func(b *testing.B) {
+		var out bytes.Buffer
+		for b.Loop() {
+			out.Reset()
+			if err := s.Save(&out); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(raw/1e6/(b.Elapsed().Seconds()/float64(b.N)), "MB/s")
+		b.ReportMetric(float64(out.Len()), "snapshot-bytes")
+		b.ReportMetric(raw, "canonical-bytes")
+	})
+	b.Run("load", func(b *testing.B) {
+		for b.Loop() {
+			l := New(Config{})
+			if err := l.Load(bytes.NewReader(buf.Bytes())); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(raw/1e6/(b.Elapsed().Seconds()/float64(b.N)), "MB/s")
+	})
+}

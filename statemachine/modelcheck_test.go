@@ -1,0 +1,606 @@
+package statemachine
+
+import (
+	"flag"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// The model checker explores every interleaving of component actions over the
+// real Apply (with Config.ManualReactions, so orchestrator, allocator and
+// reaper are separate steps), from the empty state, within bounds, and
+// de-duplicates states by hash. At every state it checks the state
+// invariants; at every step that the change was legal for the component that
+// made it; and from every state that, once user actions and failures stop,
+// progress reaches the desired state.
+
+var (
+	mcEvents       = flag.Int("mc.events", 1, "model checker: most event actions (update, node down, reject, exit) per behaviour")
+	mcManualEvents = flag.Int("mc.manual-events", 0, "model checker with separate reaction steps: most event actions per behaviour")
+)
+
+type mcBounds struct {
+	nodes    int
+	replicas uint32 // the replicated service starts at this count and may scale to 1
+	retained int    // terminated tasks kept per slot beside the live one
+	events   int
+	manual   bool // orchestrator, allocator and reaper as separate steps
+	bug      bool
+}
+
+// mcMeta is what the checker tracks beside the state: bounded budgets.
+type mcMeta struct {
+	events  uint8
+	created uint8 // bit i: service i was created (each is created once)
+}
+
+type mcAction struct {
+	desc  string
+	by    Component
+	cmd   Command
+	event bool
+	meta  func(m *mcMeta)
+}
+
+// mcServices are the two services: a replicated one (restart on-failure) and
+// a global one (restart any).
+func mcServices(b mcBounds) [2]ServiceSpec {
+	return [2]ServiceSpec{
+		{Name: "web", Replicas: b.replicas, Restart: RestartPolicy{Condition: RestartOnFailure}},
+		{Name: "mon", Mode: ModeGlobal},
+	}
+}
+
+// mcActions lists every action enabled (or possibly enabled: Apply decides)
+// in s. progressOnly keeps the actions of fair progress: no user actions, no
+// events, no new failures.
+func mcActions(s *State, m mcMeta, b mcBounds, progressOnly bool) []mcAction {
+	var acts []mcAction
+	add := func(by Component, event bool, cmd Command, format string, args ...any) {
+		acts = append(acts, mcAction{desc: fmt.Sprintf(format, args...), by: by, cmd: cmd, event: event})
+	}
+	canEvent := !progressOnly && int(m.events) < b.events
+	specs := mcServices(b)
+	if !progressOnly {
+		for i := range specs {
+			spec := specs[i]
+			if m.created&(1<<i) == 0 {
+				bit := uint8(1 << i)
+				acts = append(acts, mcAction{desc: "user create " + spec.Name, by: CompUser,
+					cmd: Command{Kind: CmdCreateService, Spec: &spec}, meta: func(m *mcMeta) { m.created |= bit }})
+			}
+			svc := s.ServiceByName(spec.Name)
+			if svc == nil || svc.Remove {
+				continue
+			}
+			add(CompUser, false, Command{Kind: CmdRemoveService, Name: spec.Name}, "user remove %s", spec.Name)
+			if canEvent {
+				up := cloneSpec(&svc.Spec)
+				up.Image = fmt.Sprintf("v%d", svc.SpecVersion+1)
+				add(CompUser, true, Command{Kind: CmdUpdateService, Spec: &up}, "user update %s image %s", spec.Name, up.Image)
+				if spec.Mode == ModeReplicated && b.replicas > 1 {
+					sc := cloneSpec(&svc.Spec)
+					sc.Replicas = b.replicas + 1 - svc.Spec.Replicas
+					if sc.Replicas > b.replicas {
+						sc.Replicas = b.replicas
+					}
+					if sc.Replicas != svc.Spec.Replicas {
+						add(CompUser, true, Command{Kind: CmdUpdateService, Spec: &sc}, "user scale %s to %d", spec.Name, sc.Replicas)
+					}
+				}
+			}
+		}
+	}
+	for _, id := range s.ServiceIDs() {
+		if !b.manual {
+			break // reactions run inside Apply
+		}
+		add(CompOrchestrator, false, Command{Kind: CmdReconcile, Name: s.services[id].Spec.Name}, "orchestrator reconcile %s", s.services[id].Spec.Name)
+	}
+	for _, nid := range s.NodeIDs() {
+		n := s.nodes[nid]
+		switch n.Status {
+		case NodeReady:
+			if canEvent {
+				add(CompNodeMonitor, true, Command{Kind: CmdSetNodeStatus, Node: nid, NodeStatus: NodeDown}, "node n%d down", nid)
+			}
+		case NodeDown:
+			if !progressOnly {
+				add(CompNodeMonitor, false, Command{Kind: CmdSetNodeStatus, Node: nid, NodeStatus: NodeInitializing}, "node n%d reconnects", nid)
+			}
+		case NodeInitializing:
+			add(CompNodeMonitor, false, Command{Kind: CmdSetNodeStatus, Node: nid, NodeStatus: NodeReady}, "node n%d ready", nid)
+		}
+	}
+	for _, id := range s.TaskIDs() {
+		t := s.tasks[id]
+		name := s.taskName(t)
+		st := t.Status.State
+		switch {
+		case st == StateNew && b.manual:
+			add(CompAllocator, false, Command{Kind: CmdAllocate, Task: id}, "allocator %s pending", name)
+		case st == StatePending:
+			for _, nid := range s.NodeIDs() {
+				add(CompScheduler, false, Command{Kind: CmdAssign, Task: id, Node: nid}, "scheduler %s -> n%d", name, nid)
+			}
+		case st >= StateAssigned && st <= StateRunning:
+			n := s.nodes[t.Node]
+			if n != nil && n.Status == NodeDown {
+				add(CompNodeMonitor, false, Command{Kind: CmdOrphan, Task: id}, "node-monitor %s orphaned", name)
+			}
+			report := func(to TaskState, event bool) {
+				add(CompAgent, event, Command{Kind: CmdTaskStatus, Task: id, Node: t.Node, State: to}, "agent n%d %s %s", t.Node, name, to)
+			}
+			if t.Desired.Stopping() {
+				report(StateShutdown, false)
+			} else if st < StateRunning {
+				report(StateRunning, false) // a coalesced report: assigned → running
+			}
+			if canEvent {
+				if st <= StateStarting {
+					report(StateRejected, true)
+				}
+				if st == StateRunning {
+					report(StateFailed, true)
+					report(StateComplete, true)
+				}
+			}
+		}
+		if b.manual && s.Reapable(id) {
+			add(CompReaper, false, Command{Kind: CmdReap, Task: id}, "reaper delete %s", name)
+		}
+	}
+	if b.bug && b.manual {
+		// The seeded bug's reaper also offers running tasks.
+		for _, id := range s.TaskIDs() {
+			if t := s.tasks[id]; t.Status.State == StateRunning && !s.Reapable(id) {
+				add(CompReaper, false, Command{Kind: CmdReap, Task: id}, "reaper delete %s", s.taskName(t))
+			}
+		}
+	}
+	return acts
+}
+
+func (s *State) taskName(t *Task) string {
+	name := "?"
+	if svc := s.services[t.Service]; svc != nil {
+		name = svc.Spec.Name
+	}
+	return fmt.Sprintf("%s.%d#%d", name, t.Slot, uint64(t.ID)&(1<<48-1))
+}
+
+// mcWatch installs an observer on st that checks every change the action
+// makes, at the moment it is made, against DESIGN.md's ownership table
+// (written out again here, independently of the code under test). In manual
+// mode every change must come from the acting component; otherwise the
+// orchestrator, allocator and reaper react inside the same Apply.
+func mcWatch(st *State, a mcAction, manual bool, retention int) *error {
+	var firstErr error
+	fail := func(format string, args ...any) {
+		if firstErr == nil {
+			firstErr = fmt.Errorf(format, args...)
+		}
+	}
+	acting := func(c Component) bool {
+		return c == a.by || (!manual && (c == CompOrchestrator || c == CompAllocator || c == CompReaper))
+	}
+	st.observe = &observer{
+		transition: func(t *Task, from, to TaskState, by Component) {
+			switch {
+			case to <= from:
+				fail("task %s went from %s to %s, not up in rank", st.taskName(t), from, to)
+			case !acting(by):
+				fail("%s moved task %s during a %s step", by, st.taskName(t), a.by)
+			case !mcOwns(by, from, to):
+				fail("%s moved task %s from %s to %s, which it does not own", by, st.taskName(t), from, to)
+			case by == CompAgent && (a.cmd.Node != t.Node || !st.nodes[t.Node].Status.AcceptsUpdates()):
+				fail("agent of node %d moved task %s on node %d (%s)", a.cmd.Node, st.taskName(t), t.Node, st.nodes[t.Node].Status)
+			}
+		},
+		desired: func(t *Task, from, to DesiredState) {
+			if !acting(CompOrchestrator) {
+				fail("desired state of %s changed during a %s step; only the orchestrator may", st.taskName(t), a.by)
+			}
+			if to < from && !(from == DesiredReady && to == DesiredRunning) {
+				fail("desired state of %s went back from %s to %s", st.taskName(t), from, to)
+			}
+		},
+		created: func(t *Task) {
+			if !acting(CompOrchestrator) || t.Status.State != StateNew || t.Node != 0 {
+				fail("task %s created during a %s step in state %s on node %d", st.taskName(t), a.by, t.Status.State, t.Node)
+			}
+		},
+		deleted: func(t *Task, beyond bool) {
+			ts := t.Status.State
+			ok := (t.Desired == DesiredRemove && (ts <= StatePending || ts.Terminal())) ||
+				(ts == StateOrphaned && t.Desired.Stopping())
+			if !ok && beyond && ts.Terminal() && t.Desired.Stopping() {
+				sl := st.services[t.Service].slots[t.Slot]
+				ok = sl != nil && len(sl.tasks) > retention
+			}
+			if !acting(CompReaper) {
+				fail("task %s deleted during a %s step; only the reaper deletes", st.taskName(t), a.by)
+			} else if !ok {
+				fail("reaper deleted task %s while it was %s with desired %s", st.taskName(t), ts, t.Desired)
+			}
+		},
+		svcDeleted: func(svc *Service) {
+			if !svc.Remove || len(svc.slots) != 0 {
+				fail("inv7: service %q deleted while flagged=%v with %d slots", svc.Spec.Name, svc.Remove, len(svc.slots))
+			}
+		},
+	}
+	return &firstErr
+}
+
+// mcOwns is DESIGN.md's table: which component may move a task between
+// observed states (agent reports may coalesce several agent steps).
+func mcOwns(c Component, from, to TaskState) bool {
+	agentChain := map[TaskState]bool{StateAccepted: true, StatePreparing: true, StateReady: true, StateStarting: true, StateRunning: true}
+	switch c {
+	case CompAllocator:
+		return from == StateNew && to == StatePending
+	case CompScheduler:
+		return from == StatePending && to == StateAssigned
+	case CompNodeMonitor:
+		return from >= StateAssigned && from <= StateRunning && to == StateOrphaned
+	case CompAgent:
+		if from < StateAssigned || from > StateRunning {
+			return false
+		}
+		return agentChain[to] || to == StateComplete || to == StateFailed || to == StateShutdown ||
+			(to == StateRejected && from <= StateStarting)
+	}
+	return false
+}
+
+// mcDesired checks that s is at the desired state: every live service has
+// its tasks running (or stopped for good by its restart condition), removed
+// services are gone, and no slot keeps more than the retention limit.
+func mcDesired(s *State, b mcBounds, retention int) error {
+	for _, sid := range s.ServiceIDs() {
+		svc := s.services[sid]
+		if svc.Remove {
+			return fmt.Errorf("service %q flagged for removal still exists", svc.Spec.Name)
+		}
+		want := map[uint32]bool{}
+		if svc.Spec.Mode == ModeReplicated {
+			for n := uint32(1); n <= svc.Spec.Replicas; n++ {
+				want[n] = true
+			}
+		} else {
+			for _, nid := range s.NodeIDs() {
+				if n := s.nodes[nid]; n.Status == NodeReady && n.Availability == AvailActive {
+					want[uint32(nid)] = true
+				}
+			}
+		}
+		slotNums, slots := s.SlotTasks(sid)
+		seen := map[uint32]bool{}
+		for i, n := range slotNums {
+			ts := slots[i]
+			seen[n] = true
+			if len(ts) > retention {
+				return fmt.Errorf("service %q slot %d keeps %d tasks, more than %d", svc.Spec.Name, n, len(ts), retention)
+			}
+			live := 0
+			for _, t := range ts {
+				if !t.Status.State.Terminal() {
+					if !want[n] || t.Status.State != StateRunning || t.Desired != DesiredRunning {
+						return fmt.Errorf("service %q slot %d: task %s is %s with desired %s", svc.Spec.Name, n, s.taskName(t), t.Status.State, t.Desired)
+					}
+					live++
+				}
+			}
+			if want[n] && live != 1 {
+				last := ts[len(ts)-1]
+				if live == 0 && !ShouldRestart(svc.Spec.Restart.Condition, last.Status.State) && last.SpecVersion == svc.SpecVersion {
+					continue // stopped for good by its restart condition
+				}
+				return fmt.Errorf("service %q slot %d has %d running tasks", svc.Spec.Name, n, live)
+			}
+		}
+		for n := range want {
+			if !seen[n] {
+				return fmt.Errorf("service %q slot %d has no task", svc.Spec.Name, n)
+			}
+		}
+	}
+	return nil
+}
+
+type mcNode struct {
+	canon  []byte
+	meta   mcMeta
+	parent int32
+	action string
+}
+
+type mcResult struct {
+	states, transitions int
+	violation           string // empty when none
+}
+
+// mcKey identifies a state for de-duplication. It abstracts what cannot
+// change any future behaviour: task IDs (only their order inside a slot
+// matters, so a task is named by service, slot and position), the ID counter,
+// timestamps, history older than the last entry (reconciliation reads only
+// the last), and the names of the nodes, which start identical (the key is
+// the least over every renaming of the nodes). Two states with one key have
+// the same futures up to those names, so exploring one of them is enough.
+func mcKey(s *State, m mcMeta) uint64 {
+	ids := s.NodeIDs()
+	perm := make(map[NodeID]NodeID, len(ids))
+	var best uint64
+	first := true
+	var rec func(i int, used uint64)
+	rec = func(i int, used uint64) {
+		if i == len(ids) {
+			if k := mcKeyPerm(s, m, perm); first || k < best {
+				best, first = k, false
+			}
+			return
+		}
+		for j := range ids {
+			if used&(1<<j) == 0 {
+				perm[ids[i]] = ids[j]
+				rec(i+1, used|1<<j)
+			}
+		}
+	}
+	rec(0, 0)
+	return best
+}
+
+func mcKeyPerm(s *State, m mcMeta, perm map[NodeID]NodeID) uint64 {
+	mapNode := func(n NodeID) NodeID {
+		if p, ok := perm[n]; ok {
+			return p
+		}
+		return n
+	}
+	e := encoder{}
+	e.byte1(m.events)
+	e.byte1(m.created)
+	nodes := s.NodeIDs()
+	byName := make([]NodeID, len(nodes))
+	for i, id := range nodes {
+		byName[i] = mapNode(id)
+	}
+	slices.Sort(byName)
+	inv := make(map[NodeID]NodeID, len(perm))
+	for k, v := range perm {
+		inv[v] = k
+	}
+	for _, pid := range byName {
+		n := s.nodes[inv[pid]]
+		e.u(uint64(pid))
+		e.byte1(uint8(n.Status))
+		e.byte1(uint8(n.Availability))
+	}
+	for _, sid := range s.ServiceIDs() {
+		svc := s.services[sid]
+		e.u(uint64(sid))
+		e.str(svc.Spec.Image)
+		e.u(uint64(svc.Spec.Replicas))
+		e.u(uint64(svc.SpecVersion))
+		e.bool(svc.Remove)
+		slotNums, tasks := s.SlotTasks(sid)
+		order := make([]int, len(slotNums))
+		name := func(i int) uint32 {
+			if svc.Spec.Mode == ModeGlobal {
+				return uint32(mapNode(NodeID(slotNums[i])))
+			}
+			return slotNums[i]
+		}
+		for i := range order {
+			order[i] = i
+		}
+		slices.SortFunc(order, func(a, b int) int { return cmpID(name(a), name(b)) })
+		for _, i := range order {
+			e.u(uint64(name(i)))
+			e.u(uint64(len(tasks[i])))
+			for _, t := range tasks[i] {
+				e.u(uint64(t.SpecVersion))
+				e.u(uint64(mapNode(t.Node)))
+				e.byte1(uint8(t.Desired))
+				e.byte1(uint8(t.Status.State))
+				last, _ := t.History.Last()
+				e.byte1(uint8(last.Kind))
+			}
+		}
+	}
+	return xxhash.Sum64(e.b)
+}
+
+
+// mcClone decodes a state; the seeded bug is not part of the encoding, so
+// it is set again on every copy.
+func mcClone(canon []byte, bug bool) *State {
+	s, err := FromCanonical(canon)
+	if err != nil {
+		panic(fmt.Sprintf("model checker: state does not decode: %v", err))
+	}
+	s.cfg.bugReapLive = bug
+	return s
+}
+
+// mcApply applies one action to a copy of the state and returns the new
+// state's encoding, nil when Apply rejected the action or it changed nothing,
+// and the first illegal change the observer saw.
+func (c *mcChecker) apply(canon []byte, a mcAction) (after *State, next []byte, err error) {
+	after = mcClone(canon, c.b.bug)
+	stepErr := mcWatch(after, a, c.b.manual, c.retention)
+	var out Output
+	after.Apply([]Command{a.cmd}, 0, 1, &out)
+	if *stepErr != nil {
+		return nil, nil, *stepErr
+	}
+	if out.Results[0].Code != CodeOK {
+		return nil, nil, nil
+	}
+	after.observe = nil
+	next = after.Canonical()
+	if string(next) == string(canon) {
+		return nil, nil, nil
+	}
+	return after, next, nil
+}
+
+func (r *mcChecker) trace(i int32, last string) string {
+	var steps []string
+	if last != "" {
+		steps = append(steps, last)
+	}
+	for ; i > 0; i = r.nodes[i].parent {
+		steps = append(steps, r.nodes[i].action)
+	}
+	var sb strings.Builder
+	for j := len(steps) - 1; j >= 0; j-- {
+		fmt.Fprintf(&sb, "  %d. %s\n", len(steps)-j, steps[j])
+	}
+	return sb.String()
+}
+
+type mcChecker struct {
+	b         mcBounds
+	retention int
+	nodes     []mcNode
+	converges map[uint64]bool // states from which progress is known to reach the desired state
+}
+
+func runModelCheck(b mcBounds) mcResult {
+	c := &mcChecker{b: b, retention: b.retained + 1, converges: map[uint64]bool{}}
+	cfg := Config{Group: 1, HistoryRetention: c.retention, ManualReactions: b.manual, bugReapLive: b.bug}
+	init := New(cfg)
+	var out Output
+	for i := 1; i <= b.nodes; i++ {
+		init.Apply([]Command{{Kind: CmdUpsertNode, NodeSpec: &Node{ID: NodeID(i), Name: fmt.Sprintf("n%d", i)}}}, 0, 1, &out)
+	}
+	c.nodes = append(c.nodes, mcNode{canon: init.Canonical(), parent: -1, action: "init"})
+	seen := map[uint64]int32{mcKey(init, mcMeta{}): 0}
+	res := mcResult{}
+	// Safety first: invariants at every state, legality at every step.
+	for q := 0; q < len(c.nodes) && res.violation == ""; q++ {
+		if testing.Verbose() && q%500000 == 0 && q > 0 {
+			fmt.Printf("modelcheck: %d states expanded, %d found\n", q, len(c.nodes))
+		}
+		cur := c.nodes[q]
+		before := mcClone(cur.canon, b.bug)
+		if err := before.CheckInvariants(); err != nil {
+			res.violation = fmt.Sprintf("invariant broken: %v\ntrace:\n%s", err, c.trace(int32(q), ""))
+			break
+		}
+		for _, a := range mcActions(before, cur.meta, b, false) {
+			after, canon, err := c.apply(cur.canon, a)
+			if err != nil {
+				res.violation = fmt.Sprintf("illegal step: %v\ntrace:\n%s", err, c.trace(int32(q), a.desc))
+				break
+			}
+			if canon == nil {
+				continue
+			}
+			res.transitions++
+			m := cur.meta
+			if a.event {
+				m.events++
+			}
+			if a.meta != nil {
+				a.meta(&m)
+			}
+			k := mcKey(after, m)
+			if _, ok := seen[k]; ok {
+				continue
+			}
+			seen[k] = int32(len(c.nodes))
+			c.nodes = append(c.nodes, mcNode{canon: canon, meta: m, parent: int32(q), action: a.desc})
+		}
+	}
+	// Then liveness from every reachable state.
+	for q := 0; q < len(c.nodes) && res.violation == ""; q++ {
+		if err := c.checkProgress(c.nodes[q].canon); err != nil {
+			res.violation = fmt.Sprintf("liveness: %v\ntrace:\n%s", err, c.trace(int32(q), ""))
+		}
+	}
+	res.states = len(c.nodes)
+	return res
+}
+
+// checkProgress runs fair progress from a state (no user actions, no
+// failures; time passes, so down nodes' tasks get orphaned) until nothing is
+// enabled, and checks that the result is the desired state.
+func (c *mcChecker) checkProgress(canon []byte) error {
+	var path []uint64
+	for step := 0; step < 500; step++ {
+		s := mcClone(canon, c.b.bug)
+		k := mcKey(s, mcMeta{})
+		if c.converges[k] {
+			break
+		}
+		path = append(path, k)
+		moved := false
+		for _, a := range mcActions(s, mcMeta{}, c.b, true) {
+			_, next, err := c.apply(canon, a)
+			if err != nil {
+				return fmt.Errorf("illegal progress step %q: %w", a.desc, err)
+			}
+			if next != nil {
+				canon, moved = next, true
+				break
+			}
+		}
+		if !moved {
+			if err := mcDesired(s, c.b, c.retention); err != nil {
+				return fmt.Errorf("progress stopped short of the desired state: %w", err)
+			}
+			break
+		}
+		if step == 499 {
+			return fmt.Errorf("no fixpoint after 500 progress steps (livelock)")
+		}
+	}
+	for _, k := range path {
+		c.converges[k] = true
+	}
+	return nil
+}
+
+func mcReport(t *testing.T, name string, b mcBounds) {
+	res := runModelCheck(b)
+	fmt.Printf("%s: nodes=%d services=2 replicas=%d retained=%d events=%d states=%d transitions=%d\n",
+		name, b.nodes, b.replicas, b.retained, b.events, res.states, res.transitions)
+	if res.violation != "" {
+		t.Fatal(res.violation)
+	}
+}
+
+// TestModelCheck: reactions run inside Apply, as in production; every
+// interleaving of user, scheduler, agent and node-monitor actions.
+func TestModelCheck(t *testing.T) {
+	mcReport(t, "modelcheck", mcBounds{nodes: 2, replicas: 2, retained: 1, events: *mcEvents})
+}
+
+// TestModelCheckManualReactions: the orchestrator, allocator and reaper are
+// separate steps too, so their every interleaving with the rest is explored
+// (smaller bounds: the state space is far larger).
+func TestModelCheckManualReactions(t *testing.T) {
+	mcReport(t, "modelcheck-manual", mcBounds{nodes: 2, replicas: 2, retained: 1, events: *mcManualEvents, manual: true})
+}
+
+func TestModelCheckFindsSeededBug(t *testing.T) {
+	for _, manual := range []bool{false, true} {
+		b := mcBounds{nodes: 1, replicas: 1, retained: 1, events: 0, bug: true, manual: manual}
+		res := runModelCheck(b)
+		if res.violation == "" {
+			t.Fatalf("manual=%v: the checker explored %d states and missed a reaper that deletes running tasks", manual, res.states)
+		}
+		if !strings.Contains(res.violation, "reaper deleted task") || !strings.Contains(res.violation, "1. user create") {
+			t.Fatalf("violation lacks a readable trace:\n%s", res.violation)
+		}
+		t.Logf("manual=%v found, as expected:\n%s", manual, res.violation)
+	}
+}
