@@ -417,7 +417,6 @@ func mcKeyPerm(s *State, m mcMeta, perm map[NodeID]NodeID) uint64 {
 	return xxhash.Sum64(e.b)
 }
 
-
 // mcClone decodes a state; the seeded bug is not part of the encoding, so
 // it is set again on every copy.
 func mcClone(canon []byte, bug bool) *State {
