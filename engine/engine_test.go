@@ -151,7 +151,7 @@ func TestRouting(t *testing.T) {
 
 // The replica's snapshot is what statemachine.State.Load reads.
 func TestSnapshotRoundTrip(t *testing.T) {
-	r := newReplica(2, nil)
+	r := newReplica(2, 8, nil)
 	ent := encodeEntry(42, createServices("svc", 3, 5), 0)
 	r.mu.st.Apply(mustDecode(t, ent), 7, 42, &r.mu.out)
 	ctx, err := r.PrepareSnapshot()
@@ -162,14 +162,14 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	if err := r.SaveSnapshot(ctx, &buf, nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	r2 := newReplica(2, nil)
+	r2 := newReplica(2, 8, nil)
 	if err := r2.RecoverFromSnapshot(strings.NewReader(buf.String()), nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if r2.mu.st.Hash() != r.mu.st.Hash() || r2.mu.st.NumTasks() != 15 {
 		t.Fatalf("snapshot round trip lost state: %d tasks", r2.mu.st.NumTasks())
 	}
-	if err := newReplica(3, nil).RecoverFromSnapshot(strings.NewReader(buf.String()), nil, nil); err == nil {
+	if err := newReplica(3, 8, nil).RecoverFromSnapshot(strings.NewReader(buf.String()), nil, nil); err == nil {
 		t.Fatal("a snapshot of group 2 must not load into group 3")
 	}
 }

@@ -16,6 +16,7 @@ import (
 // other and never with Update.
 type replica struct {
 	group   int
+	groups  int // service groups in the cluster (address blocks are split by it)
 	onApply func(group int, index uint64, effects []statemachine.Effect)
 
 	mu struct {
@@ -34,10 +35,15 @@ const resultCorrupt = 1<<64 - 1
 // readFunc is the query type replica.Lookup accepts.
 type readFunc func(*statemachine.State)
 
-func newReplica(group int, onApply func(int, uint64, []statemachine.Effect)) *replica {
-	r := &replica{group: group, onApply: onApply}
-	r.mu.st = statemachine.New(statemachine.Config{Group: uint16(group)})
+func newReplica(group, groups int, onApply func(int, uint64, []statemachine.Effect)) *replica {
+	r := &replica{group: group, groups: groups, onApply: onApply}
+	r.mu.st = statemachine.New(r.stateConfig())
 	return r
+}
+
+// stateConfig is the state machine configuration of this replica's group.
+func (r *replica) stateConfig() statemachine.Config {
+	return statemachine.Config{Group: uint16(r.group), Groups: r.groups}
 }
 
 // Update applies committed entries in order.
@@ -118,7 +124,7 @@ func (r *replica) SaveSnapshot(ctx any, w io.Writer, _ sm.ISnapshotFileCollectio
 
 // RecoverFromSnapshot replaces the state with a saved one.
 func (r *replica) RecoverFromSnapshot(rd io.Reader, _ []sm.SnapshotFile, _ <-chan struct{}) error {
-	st := statemachine.New(statemachine.Config{Group: uint16(r.group)})
+	st := statemachine.New(r.stateConfig())
 	if err := st.Load(rd); err != nil {
 		return fmt.Errorf("engine: recover group %d from snapshot: %w", r.group, err)
 	}

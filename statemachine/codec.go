@@ -50,6 +50,11 @@ func encodeCommand(e *encoder, c *Command) {
 	e.i(int64(c.ExitCode))
 	e.u(uint64(c.Node))
 	e.u(uint64(c.Task))
+	e.u(c.Seq)
+	e.u(uint64(len(c.Tasks)))
+	for _, id := range c.Tasks {
+		e.u(uint64(id))
+	}
 	e.str(c.Name)
 	e.str(c.Message)
 	var flags uint8
@@ -82,6 +87,13 @@ func decodeCommand(d *decoder, c *Command) {
 	c.ExitCode = int32(d.i())
 	c.Node = NodeID(d.un(1<<32-1, "node id"))
 	c.Task = TaskID(d.u())
+	c.Seq = d.u()
+	if n := d.count(1); n > 0 {
+		c.Tasks = make([]TaskID, n)
+		for i := range c.Tasks {
+			c.Tasks[i] = TaskID(d.u())
+		}
+	}
 	c.Name = d.str()
 	c.Message = d.str()
 	flags := d.byte1()

@@ -30,12 +30,13 @@ const (
 	CmdReap
 	CmdCreateNetwork
 	CmdRemoveNetwork
+	CmdNodeSync
 	numCmdKinds
 )
 
 var cmdNames = [...]string{"nop", "create-service", "update-service", "remove-service",
 	"upsert-node", "remove-node", "set-node-status", "set-availability", "assign",
-	"task-status", "orphan", "reconcile", "allocate", "reap", "create-network", "remove-network"}
+	"task-status", "orphan", "reconcile", "allocate", "reap", "create-network", "remove-network", "node-sync"}
 
 func (k CmdKind) String() string {
 	if k < numCmdKinds {
@@ -58,6 +59,7 @@ func (k CmdKind) String() string {
 //	CmdOrphan, CmdAllocate, CmdReap:    Task
 //	CmdCreateNetwork:                   NetworkSpec
 //	CmdRemoveNetwork:                   Name (network name)
+//	CmdNodeSync:                        Node, Seq (last applied assignment sequence), Tasks (handles still held)
 type Command struct {
 	Kind         CmdKind
 	State        TaskState
@@ -66,6 +68,8 @@ type Command struct {
 	ExitCode     int32
 	Node         NodeID
 	Task         TaskID
+	Seq          uint64
+	Tasks        []TaskID
 	Name         string
 	Message      string
 	Spec         *ServiceSpec

@@ -72,5 +72,6 @@ func (s *State) CheckInvariants() error {
 			}
 		}
 	}
+	errs = append(errs, s.checkAddresses()...)
 	return errors.Join(errs...)
 }

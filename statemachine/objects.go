@@ -120,6 +120,10 @@ func (h *History) add(e HistoryEntry) {
 type Attachment struct {
 	Network NetworkID
 	Addr    uint32
+	// Released is set once the task's node confirmed it no longer holds the
+	// address (a sync, or the orphan timeout); only then may the pool give
+	// it to another task.
+	Released bool
 }
 
 // Task is one instance of a service on (at most) one node.

@@ -93,6 +93,10 @@ func (s *State) createService(spec *ServiceSpec) Result {
 	}
 	svc := &Service{ID: s.nextService, Spec: cloneSpec(spec), SpecVersion: 1, slots: make(map[uint32]*slot)}
 	s.nextService++
+	if r := s.allocateVIPs(svc); r.Code != CodeOK {
+		s.releaseVIPs(svc)
+		return r
+	}
 	s.services[svc.ID] = svc
 	s.serviceByName[spec.Name] = svc.ID
 	s.markDirty(svc)
@@ -118,6 +122,9 @@ func (s *State) updateService(spec *ServiceSpec) Result {
 	}
 	prev := svc.Spec
 	next := cloneSpec(spec)
+	if r := s.allocateVIPs(&Service{ID: svc.ID, Spec: next}); r.Code != CodeOK {
+		return r // VIPs already taken for new networks stay with the service until it is deleted
+	}
 	if !specChangesTasks(&prev, &next) {
 		svc.Spec = next // a scale: same tasks, different count
 	} else {
@@ -254,39 +261,4 @@ func (s *State) setAvailability(id NodeID, a Availability) Result {
 	n.Availability = a
 	s.markNodeServices(n)
 	return Result{ID: uint64(id)}
-}
-
-func (s *State) networkByName(name string) *Network {
-	for _, nw := range s.networks {
-		if nw.Name == name {
-			return nw
-		}
-	}
-	return nil
-}
-
-func (s *State) createNetwork(spec *Network) Result {
-	if spec == nil || spec.ID == 0 || !validName(spec.Name) {
-		return reject(CodeInvalid, "network needs a non-zero ID and a name of 1-%d letters, digits, '-' or '_'", maxNameLen)
-	}
-	if s.networks[spec.ID] != nil || s.networkByName(spec.Name) != nil {
-		return reject(CodeExists, "network %q (id %d) already exists", spec.Name, spec.ID)
-	}
-	nw := *spec
-	s.networks[nw.ID] = &nw
-	return Result{ID: uint64(nw.ID)}
-}
-
-func (s *State) removeNetwork(name string) Result {
-	nw := s.networkByName(name)
-	if nw == nil {
-		return reject(CodeNotFound, "network %q does not exist", name)
-	}
-	for _, id := range s.ServiceIDs() {
-		if slices.Contains(s.services[id].Spec.Networks, name) {
-			return reject(CodeNotAllowed, "network %q is used by service %q; remove or update it first", name, s.services[id].Spec.Name)
-		}
-	}
-	delete(s.networks, nw.ID)
-	return Result{ID: uint64(nw.ID)}
 }

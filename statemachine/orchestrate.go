@@ -184,6 +184,7 @@ func (s *State) maybeDeleteService(svc *Service) {
 	if s.observe != nil {
 		s.observe.svcDeleted(svc)
 	}
+	s.releaseVIPs(svc)
 	delete(s.services, svc.ID)
 	delete(s.serviceByName, svc.Spec.Name)
 	s.emit(Effect{Kind: EffServiceDeleted, Service: svc.ID})

@@ -6,6 +6,8 @@ import (
 	"io"
 	"slices"
 
+	"shoal/ipam"
+
 	"github.com/cespare/xxhash/v2"
 	"github.com/klauspost/compress/zstd"
 )
@@ -61,6 +63,7 @@ func (s *State) writeCanonical(w io.Writer) error {
 	}
 	e.b = append(e.b, snapshotMagic...)
 	e.u(uint64(s.cfg.Group))
+	e.u(uint64(s.cfg.Groups))
 	e.u(uint64(s.cfg.HistoryRetention))
 	e.bool(s.cfg.ManualReactions)
 	e.u(s.lastIndex)
@@ -80,6 +83,11 @@ func (s *State) writeCanonical(w io.Writer) error {
 	e.u(uint64(len(nets)))
 	for _, id := range nets {
 		encodeNetwork(&e, s.networks[id])
+		raw, err := s.pools[id].MarshalBinary()
+		if err != nil {
+			return err
+		}
+		e.str(string(raw))
 	}
 	svcs := s.ServiceIDs()
 	e.u(uint64(len(svcs)))
@@ -129,6 +137,7 @@ func encodeTask(e *encoder, t *Task) {
 	for _, a := range t.Attachments {
 		e.u(uint64(a.Network))
 		e.u(uint64(a.Addr))
+		e.bool(a.Released)
 	}
 }
 
@@ -158,6 +167,7 @@ func decodeTask(d *decoder, t *Task) {
 		for i := range t.Attachments {
 			t.Attachments[i].Network = NetworkID(d.un(1<<32-1, "network id"))
 			t.Attachments[i].Addr = uint32(d.un(1<<32-1, "address"))
+			t.Attachments[i].Released = d.bool()
 		}
 	}
 	t.nodePos = -1
@@ -197,6 +207,7 @@ func decodeCanonical(b []byte) (*State, error) {
 	d := decoder{b: b, off: len(snapshotMagic)}
 	var cfg Config
 	cfg.Group = uint16(d.un(1<<16-1, "group"))
+	cfg.Groups = int(d.un(1<<16, "groups"))
 	cfg.HistoryRetention = int(d.un(1<<16, "history retention"))
 	cfg.ManualReactions = d.bool()
 	s := New(cfg)
@@ -221,6 +232,14 @@ func decodeCanonical(b []byte) (*State, error) {
 			d.fail(fmt.Sprintf("network id %d zero or repeated", nw.ID))
 		}
 		s.networks[nw.ID] = nw
+		raw := d.str()
+		if d.err == nil {
+			p := new(ipam.Pool)
+			if err := p.UnmarshalBinary([]byte(raw)); err != nil {
+				d.fail(fmt.Sprintf("network %d pool: %v", nw.ID, err))
+			}
+			s.pools[nw.ID] = p
+		}
 	}
 	for range d.count(8) {
 		svc := &Service{slots: make(map[uint32]*slot)}
@@ -254,6 +273,9 @@ func decodeCanonical(b []byte) (*State, error) {
 		}
 		prev = t.ID
 		s.tasks[t.ID] = t
+		if t.Status.State == StateNew {
+			s.waiting[t.ID] = t
+		}
 		sl := svc.slots[t.Slot]
 		if sl == nil {
 			sl = &slot{}

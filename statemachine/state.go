@@ -2,6 +2,8 @@ package statemachine
 
 import (
 	"slices"
+
+	"shoal/ipam"
 )
 
 // Config fixes a state machine's behaviour. Every replica of a group must use
@@ -11,6 +13,9 @@ type Config struct {
 	// top 16 bits of every task ID created here, so IDs never collide across
 	// groups.
 	Group uint16
+	// Groups is the number of service groups (default 1); group k owns the
+	// address blocks b with b mod Groups == k-1 of every network.
+	Groups int
 	// HistoryRetention is the most tasks a slot keeps, counting its live
 	// task, as SwarmKit counts (default 5): at most HistoryRetention-1
 	// terminated tasks remain beside a running one.
@@ -43,6 +48,9 @@ type State struct {
 	// removedNodes remembers removed node IDs: IDs are never reused, so a
 	// finished task's node reference can never point at a newcomer.
 	removedNodes map[NodeID]struct{}
+	pools        map[NetworkID]*ipam.Pool
+	// waiting indexes the tasks still new (waiting for addresses).
+	waiting map[TaskID]*Task
 
 	// observe, when set, sees every change as it is made (the model
 	// checker's independent legality checks); never serialized.
@@ -69,6 +77,8 @@ func New(cfg Config) *State {
 		nodes:         make(map[NodeID]*Node),
 		networks:      make(map[NetworkID]*Network),
 		removedNodes:  make(map[NodeID]struct{}),
+		pools:         make(map[NetworkID]*ipam.Pool),
+		waiting:       make(map[TaskID]*Task),
 	}
 }
 
@@ -231,6 +241,8 @@ func (s *State) applyOne(c *Command) Result {
 		return s.createNetwork(c.NetworkSpec)
 	case CmdRemoveNetwork:
 		return s.removeNetwork(c.Name)
+	case CmdNodeSync:
+		return s.nodeSync(c)
 	}
 	return reject(CodeInvalid, "unknown command kind %d", uint8(c.Kind))
 }

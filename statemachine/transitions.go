@@ -36,10 +36,14 @@ func (s *State) transition(t *Task, to TaskState, by Component) {
 	if s.observe != nil {
 		s.observe.transition(t, t.Status.State, to, by)
 	}
+	if t.Status.State == StateNew {
+		delete(s.waiting, t.ID)
+	}
 	t.Status.State = to
 	t.Status.Timestamp = s.now
 	t.History.add(HistoryEntry{At: s.now, State: to, Kind: HistTransition, By: by, Desired: t.Desired})
 	if to.Terminal() {
+		s.releaseAddresses(t)
 		s.markSlot(s.services[t.Service], t.Slot)
 	}
 }
@@ -136,6 +140,7 @@ func (s *State) orphan(id TaskID) Result {
 		return reject(CodeNotAllowed, "task %d is %s; only assigned..running tasks can be orphaned", id, t.Status.State)
 	}
 	s.transition(t, StateOrphaned, CompNodeMonitor)
+	s.expireNode(t.Node) // past the orphan timeout its containers are gone
 	return Result{ID: uint64(id)}
 }
 
@@ -156,6 +161,11 @@ func (s *State) allocateTask(t *Task) {
 	if t.Desired.Stopping() {
 		return // the reaper deletes it; no resources for a task nobody wants
 	}
+	if err := s.allocateAddresses(t); err != nil {
+		t.Status.Message = "waiting for addresses: " + err.Error()
+		return // stays new; retried when addresses are freed
+	}
+	t.Status.Message = ""
 	s.transition(t, StatePending, CompAllocator)
 	s.emit(Effect{Kind: EffPending, Task: t.ID, Service: t.Service})
 }
@@ -174,6 +184,7 @@ func (s *State) newTask(svc *Service, slotNum uint32) *Task {
 	t.Status = TaskStatus{State: StateNew, Timestamp: s.now}
 	t.History.add(HistoryEntry{At: s.now, State: StateNew, Kind: HistTransition, By: CompOrchestrator, Desired: DesiredRunning})
 	s.tasks[t.ID] = t
+	s.waiting[t.ID] = t
 	if s.observe != nil {
 		s.observe.created(t)
 	}
@@ -215,6 +226,10 @@ func (s *State) deleteTask(t *Task, beyondRetention bool) {
 	if s.observe != nil {
 		s.observe.deleted(t, beyondRetention)
 	}
+	if t.Status.State <= StatePending {
+		s.freeAttachments(t.ID, t.Attachments) // no node ever saw them
+	}
+	delete(s.waiting, t.ID)
 	svc := s.services[t.Service]
 	if svc != nil {
 		if sl := svc.slots[t.Slot]; sl != nil {

@@ -1,0 +1,335 @@
+package statemachine
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+
+	"shoal/ipam"
+)
+
+// Addresses follow DESIGN.md: a task gets one address per network when the
+// allocator moves it new → pending; it holds them until it is confirmed
+// terminal, when they go to quarantine tagged with (node, the node's
+// assignment sequence); they are freed by a node sync at or past that
+// sequence that no longer lists the task, or when the node stays down past
+// the orphan timeout. A task deleted before it reached a node frees its
+// addresses at once. A service's VIPs are freed only when the service is
+// deleted, after its last task.
+//
+// Every group holds a pool per network, and group k (of Config.Groups
+// service groups) owns the blocks b with b mod Groups == k-1, so allocation
+// never crosses groups. The cluster group (0) allocates nothing.
+
+func (s *State) networkByName(name string) *Network {
+	for _, id := range sortedKeys(s.networks) {
+		if nw := s.networks[id]; nw.Name == name {
+			return nw
+		}
+	}
+	return nil
+}
+
+// owner is this group's block owner number in every pool.
+func (s *State) owner() uint32 { return uint32(s.cfg.Group) }
+
+func (s *State) groups() int {
+	if s.cfg.Groups <= 0 {
+		return 1
+	}
+	return s.cfg.Groups
+}
+
+func (s *State) createNetwork(spec *Network) Result {
+	if spec == nil || spec.ID == 0 || !validName(spec.Name) {
+		return reject(CodeInvalid, "network needs a non-zero ID and a name of 1-%d letters, digits, '-' or '_'", maxNameLen)
+	}
+	if s.networks[spec.ID] != nil || s.networkByName(spec.Name) != nil {
+		return reject(CodeExists, "network %q (id %d) already exists", spec.Name, spec.ID)
+	}
+	prefix, err := netip.ParsePrefix(spec.Subnet)
+	if err != nil {
+		return reject(CodeInvalid, "network %q: %v: %q is not a CIDR such as 10.1.0.0/16", spec.Name, ipam.ErrInvalidCIDR, spec.Subnet)
+	}
+	var existing []netip.Prefix
+	for _, id := range sortedKeys(s.pools) {
+		existing = append(existing, s.pools[id].Prefix())
+	}
+	if err := ipam.CheckOverlap(existing, prefix); err != nil {
+		return reject(CodeInvalid, "network %q: %v", spec.Name, err)
+	}
+	pool, err := ipam.New(ipam.Config{Name: spec.Name, Subnet: prefix})
+	if err != nil {
+		return reject(CodeInvalid, "network %q: %v", spec.Name, err)
+	}
+	if g := s.owner(); g > 0 {
+		n := uint32(s.groups())
+		for b := 0; b < pool.NumBlocks(); b++ {
+			if uint32(b)%n == (g-1)%n {
+				if err := pool.LeaseBlockAt(g, ipam.BlockID(b)); err != nil {
+					return reject(CodeInvalid, "network %q: leasing block %d: %v", spec.Name, b, err)
+				}
+			}
+		}
+	}
+	nw := *spec
+	s.networks[nw.ID] = &nw
+	s.pools[nw.ID] = pool
+	return Result{ID: uint64(nw.ID)}
+}
+
+func (s *State) removeNetwork(name string) Result {
+	nw := s.networkByName(name)
+	if nw == nil {
+		return reject(CodeNotFound, "network %q does not exist", name)
+	}
+	for _, id := range s.ServiceIDs() {
+		if slices.Contains(s.services[id].Spec.Networks, name) {
+			return reject(CodeNotAllowed, "network %q is used by service %q; remove or update it first", name, s.services[id].Spec.Name)
+		}
+	}
+	if p := s.pools[nw.ID]; p != nil && (p.Held() > 0 || p.Quarantined() > 0) {
+		return reject(CodeNotAllowed, "network %q still has %d held and %d quarantined addresses; wait until tasks are gone and their nodes have synced",
+			name, p.Held(), p.Quarantined())
+	}
+	delete(s.networks, nw.ID)
+	delete(s.pools, nw.ID)
+	return Result{ID: uint64(nw.ID)}
+}
+
+// allocateVIPs gives svc a VIP on each of its networks it has none on yet.
+func (s *State) allocateVIPs(svc *Service) Result {
+	if s.owner() == 0 {
+		return Result{}
+	}
+	for _, name := range svc.Spec.Networks {
+		nw := s.networkByName(name)
+		pool := s.pools[nw.ID]
+		if len(pool.VIPs(uint64(svc.ID))) > 0 {
+			continue
+		}
+		if _, err := pool.AllocateVIP(s.owner(), uint64(svc.ID)); err != nil {
+			return reject(CodeNotAllowed, "service %q: VIP on network %q: %v", svc.Spec.Name, name, err)
+		}
+	}
+	return Result{}
+}
+
+func (s *State) releaseVIPs(svc *Service) {
+	for _, id := range sortedKeys(s.pools) {
+		s.pools[id].ReleaseVIP(uint64(svc.ID))
+	}
+}
+
+// allocateAddresses gives t one address per network of its service. On
+// failure it holds nothing and says why.
+func (s *State) allocateAddresses(t *Task) error {
+	svc := s.services[t.Service]
+	if svc == nil || len(svc.Spec.Networks) == 0 {
+		return nil
+	}
+	if s.owner() == 0 {
+		return fmt.Errorf("%w: the cluster group holds no tasks", ErrNotAllowed)
+	}
+	atts := make([]Attachment, 0, len(svc.Spec.Networks))
+	for _, name := range svc.Spec.Networks {
+		nw := s.networkByName(name)
+		if nw == nil {
+			s.freeAttachments(t.ID, atts)
+			return fmt.Errorf("%w: network %q does not exist", ErrNotFound, name)
+		}
+		a, err := s.pools[nw.ID].Allocate(s.owner(), uint64(t.ID))
+		if err != nil {
+			s.freeAttachments(t.ID, atts)
+			return err
+		}
+		atts = append(atts, Attachment{Network: nw.ID, Addr: addrU32(a)})
+	}
+	t.Attachments = atts
+	return nil
+}
+
+// freeAttachments frees at once addresses no node ever saw.
+func (s *State) freeAttachments(id TaskID, atts []Attachment) {
+	for _, at := range atts {
+		if p := s.pools[at.Network]; p != nil {
+			_ = p.FreeUnassigned(u32Addr(at.Addr), uint64(id)) // not held: nothing to free
+		}
+	}
+}
+
+// releaseAddresses puts a terminal task's addresses into quarantine on its
+// node, tagged with the node's assignment sequence after this change.
+func (s *State) releaseAddresses(t *Task) {
+	if len(t.Attachments) == 0 {
+		return
+	}
+	if t.Node == 0 {
+		s.freeAttachments(t.ID, t.Attachments)
+		return
+	}
+	s.nodeChanged(t.Node)
+	seq := uint64(0)
+	if n := s.nodes[t.Node]; n != nil {
+		seq = n.AssignSeq
+	}
+	for _, at := range t.Attachments {
+		if p := s.pools[at.Network]; p != nil {
+			_ = p.Release(u32Addr(at.Addr), uint64(t.ID), uint32(t.Node), seq) // already released: nothing to do
+		}
+	}
+}
+
+// nodeSync is an agent's sync report: it applied its assignment set up to
+// seq and still holds the listed tasks. Quarantined addresses it released at
+// or before seq and no longer holds are freed.
+func (s *State) nodeSync(c *Command) Result {
+	n := s.nodes[c.Node]
+	if n == nil {
+		return reject(CodeNotFound, "node %d does not exist", c.Node)
+	}
+	if !n.Status.AcceptsUpdates() {
+		return reject(CodeNodeNotReady, "node %d is %s: heartbeat first, then sync", c.Node, n.Status)
+	}
+	if c.Seq > n.AssignSeq {
+		return reject(CodeInvalid, "node %d reports assignment sequence %d, but the newest is %d", c.Node, c.Seq, n.AssignSeq)
+	}
+	holds := make(map[uint64]struct{}, len(c.Tasks))
+	for _, id := range c.Tasks {
+		holds[uint64(id)] = struct{}{}
+	}
+	freed := 0
+	for _, id := range sortedKeys(s.pools) {
+		p := s.pools[id]
+		owners := quarantineOwners(p, c.Node)
+		addrs := p.ConfirmSync(uint32(c.Node), c.Seq, func(_ netip.Addr, holder uint64) bool {
+			_, ok := holds[holder]
+			return ok
+		})
+		s.markReleased(id, addrs, owners)
+		freed += len(addrs)
+	}
+	if freed > 0 {
+		s.retryAllocation()
+	}
+	return Result{ID: uint64(freed)}
+}
+
+// expireNode frees a down node's quarantine (its orphan timeout passed).
+func (s *State) expireNode(id NodeID) {
+	freed := 0
+	for _, pid := range sortedKeys(s.pools) {
+		p := s.pools[pid]
+		owners := quarantineOwners(p, id)
+		addrs := p.ExpireNode(uint32(id))
+		s.markReleased(pid, addrs, owners)
+		freed += len(addrs)
+	}
+	if freed > 0 {
+		s.retryAllocation()
+	}
+}
+
+// quarantineOwners maps each address quarantined on node to the task that
+// released it.
+func quarantineOwners(p *ipam.Pool, node NodeID) map[netip.Addr]TaskID {
+	q := p.Quarantine(uint32(node))
+	m := make(map[netip.Addr]TaskID, len(q))
+	for _, e := range q {
+		m[e.Addr] = TaskID(e.Holder)
+	}
+	return m
+}
+
+// markReleased records on each task that its freed address is no longer its.
+func (s *State) markReleased(nw NetworkID, addrs []netip.Addr, owners map[netip.Addr]TaskID) {
+	for _, a := range addrs {
+		t := s.tasks[owners[a]]
+		if t == nil {
+			continue // already deleted
+		}
+		for i := range t.Attachments {
+			if at := &t.Attachments[i]; at.Network == nw && at.Addr == addrU32(a) {
+				at.Released = true
+			}
+		}
+	}
+}
+
+// retryAllocation moves tasks that waited for addresses to pending, oldest
+// first, once addresses were freed.
+func (s *State) retryAllocation() {
+	if s.cfg.ManualReactions {
+		return
+	}
+	for _, t := range s.waitingTasks() {
+		s.allocateTask(t)
+	}
+}
+
+// waitingTasks lists tasks still new (waiting for addresses), by ID.
+func (s *State) waitingTasks() []*Task {
+	var ts []*Task
+	for _, id := range sortedKeys(s.waiting) {
+		ts = append(ts, s.waiting[id])
+	}
+	return ts
+}
+
+// checkAddresses checks invariant 6 and every pool's own invariants.
+func (s *State) checkAddresses() []error {
+	var errs []error
+	for _, id := range sortedKeys(s.pools) {
+		if err := s.pools[id].CheckInvariants(); err != nil {
+			errs = append(errs, fmt.Errorf("network %d pool: %w", id, err))
+		}
+	}
+	claims := map[[2]uint32]TaskID{}
+	for _, id := range s.TaskIDs() {
+		t := s.tasks[id]
+		for _, at := range t.Attachments {
+			p := s.pools[at.Network]
+			if p == nil {
+				errs = append(errs, fmt.Errorf("task %d has an address on network %d, which does not exist", id, at.Network))
+				continue
+			}
+			a := u32Addr(at.Addr)
+			if at.Released {
+				continue // its node confirmed the release
+			}
+			h, ok := p.Holder(a)
+			if !ok || h.Kind != ipam.KindTask || h.ID != uint64(id) {
+				errs = append(errs, fmt.Errorf("inv6: task %d (%s) may still hold %s but the pool has it %s for %v",
+					id, t.Status.State, a, poolState(p, a), h))
+				continue
+			}
+			k := [2]uint32{uint32(at.Network), at.Addr}
+			if other, dup := claims[k]; dup {
+				errs = append(errs, fmt.Errorf("inv6: address %s held by tasks %d and %d", a, other, id))
+			}
+			claims[k] = id
+		}
+	}
+	return errs
+}
+
+func poolState(p *ipam.Pool, a netip.Addr) string {
+	st, err := p.State(a)
+	if err != nil {
+		return err.Error()
+	}
+	return st.String()
+}
+
+func addrU32(a netip.Addr) uint32 {
+	b := a.As4()
+	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+}
+
+func u32Addr(v uint32) netip.Addr {
+	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+}
+
+// Pool returns the address pool of a network (nil if absent). The caller
+// must not modify it.
+func (s *State) Pool(id NetworkID) *ipam.Pool { return s.pools[id] }
