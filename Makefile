@@ -6,7 +6,7 @@ BENCHTIME ?= 1x
 FUZZTIME  ?= 10s
 PERF_OUT  := perf/out
 
-.PHONY: build test vet perf fuzz fmt
+.PHONY: build test vet perf fuzz fmt modelcheck
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o bin/shoal ./cmd/shoal
@@ -22,16 +22,17 @@ test: vet
 # Each package's benchmarks with CPU and heap profiles under perf/out/, then
 # one summary table. BENCH selects benchmarks (a go test -bench regexp).
 BENCH ?= .
-PERF_PKGS ?= statemachine ipam sched engine control
+PERF_PKGS ?= statemachine ipam sched engine engine/monitor
 perf:
 	@mkdir -p $(PERF_OUT)
 	@for p in $(PERF_PKGS); do \
 	  [ -d $$p ] || continue; \
 	  ls $$p/*_test.go >/dev/null 2>&1 || continue; \
+	  n=$$(echo $$p | tr / -); \
 	  echo "== $$p"; \
 	  $(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -count 1 \
-	    -cpuprofile $(PERF_OUT)/$$p.cpu.prof -memprofile $(PERF_OUT)/$$p.mem.prof \
-	    -o $(PERF_OUT)/$$p.test ./$$p/ | tee $(PERF_OUT)/$$p.bench.txt || exit 1; \
+	    -cpuprofile $(PERF_OUT)/$$n.cpu.prof -memprofile $(PERF_OUT)/$$n.mem.prof \
+	    -o $(PERF_OUT)/$$n.test ./$$p/ | tee $(PERF_OUT)/$$n.bench.txt || exit 1; \
 	done
 	@$(GO) run ./perf/summary $(PERF_OUT)/*.bench.txt
 
@@ -43,6 +44,12 @@ fuzz:
 	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
 	  done; \
 	done
+
+# The state machine's model checker at larger bounds than `make test` uses
+# (events=2 explores millions of states: minutes, and several GB of memory).
+MC_EVENTS ?= 2
+modelcheck:
+	$(GO) test -count=1 -timeout 60m -run 'TestModelCheck$$' -v ./statemachine/ -mc.events=$(MC_EVENTS)
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
