@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/cespare/xxhash/v2"
@@ -428,11 +429,11 @@ func mcClone(canon []byte, bug bool) *State {
 	return s
 }
 
-// mcApply applies one action to a copy of the state and returns the new
-// state's encoding, nil when Apply rejected the action or it changed nothing,
-// and the first illegal change the observer saw.
-func (c *mcChecker) apply(canon []byte, a mcAction) (after *State, next []byte, err error) {
-	after = mcClone(canon, c.b.bug)
+// apply applies one action to a copy of before and returns the new state
+// and its encoding (nil when Apply rejected the action or it changed
+// nothing), and the first illegal change the observer saw.
+func (c *mcChecker) apply(before *State, canon []byte, a mcAction) (after *State, next []byte, err error) {
+	after = before.Clone()
 	stepErr := mcWatch(after, a, c.b.manual, c.retention)
 	var out Output
 	after.Apply([]Command{a.cmd}, 0, 1, &out)
@@ -469,11 +470,19 @@ type mcChecker struct {
 	b         mcBounds
 	retention int
 	nodes     []mcNode
-	converges map[uint64]bool // states from which progress is known to reach the desired state
+}
+
+// mcWorkers is how many goroutines expand states (the machine has 2 cores).
+const mcWorkers = 2
+
+// mcSucc is a successor found while expanding a state.
+type mcSucc struct {
+	node mcNode
+	key  uint64
 }
 
 func runModelCheck(b mcBounds) mcResult {
-	c := &mcChecker{b: b, retention: b.retained + 1, converges: map[uint64]bool{}}
+	c := &mcChecker{b: b, retention: b.retained + 1}
 	cfg := Config{Group: 1, HistoryRetention: c.retention, ManualReactions: b.manual, bugReapLive: b.bug}
 	init := New(cfg)
 	var out Output
@@ -481,74 +490,127 @@ func runModelCheck(b mcBounds) mcResult {
 		init.Apply([]Command{{Kind: CmdUpsertNode, NodeSpec: &Node{ID: NodeID(i), Name: fmt.Sprintf("n%d", i)}}}, 0, 1, &out)
 	}
 	c.nodes = append(c.nodes, mcNode{canon: init.Canonical(), parent: -1, action: "init"})
-	seen := map[uint64]int32{mcKey(init, mcMeta{}): 0}
+	seen := map[uint64]struct{}{mcKey(init, mcMeta{}): {}}
 	res := mcResult{}
-	// Safety first: invariants at every state, legality at every step.
-	for q := 0; q < len(c.nodes) && res.violation == ""; q++ {
-		if testing.Verbose() && q%500000 == 0 && q > 0 {
-			fmt.Printf("modelcheck: %d states expanded, %d found\n", q, len(c.nodes))
+	// Safety first, breadth first, a level at a time: invariants at every
+	// state, legality at every step. Workers expand disjoint parts of a
+	// level; successors are merged in state order, so runs are repeatable.
+	for lo := 0; lo < len(c.nodes) && res.violation == ""; {
+		hi := len(c.nodes)
+		succs := make([][]mcSucc, hi-lo)
+		viol := make([]string, hi-lo)
+		trans := make([]int, mcWorkers)
+		var wg sync.WaitGroup
+		for w := range mcWorkers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for q := lo + w; q < hi; q += mcWorkers {
+					succs[q-lo], trans[w], viol[q-lo] = c.expand(q, trans[w])
+				}
+			}()
 		}
-		cur := c.nodes[q]
-		before := mcClone(cur.canon, b.bug)
-		if err := before.CheckInvariants(); err != nil {
-			res.violation = fmt.Sprintf("invariant broken: %v\ntrace:\n%s", err, c.trace(int32(q), ""))
-			break
+		wg.Wait()
+		for _, t := range trans {
+			res.transitions += t
 		}
-		for _, a := range mcActions(before, cur.meta, b, false) {
-			after, canon, err := c.apply(cur.canon, a)
-			if err != nil {
-				res.violation = fmt.Sprintf("illegal step: %v\ntrace:\n%s", err, c.trace(int32(q), a.desc))
+		for i := range succs {
+			if viol[i] != "" {
+				res.violation = viol[i]
 				break
 			}
-			if canon == nil {
-				continue
+			for _, sc := range succs[i] {
+				if _, ok := seen[sc.key]; ok {
+					continue
+				}
+				seen[sc.key] = struct{}{}
+				c.nodes = append(c.nodes, sc.node)
 			}
-			res.transitions++
-			m := cur.meta
-			if a.event {
-				m.events++
-			}
-			if a.meta != nil {
-				a.meta(&m)
-			}
-			k := mcKey(after, m)
-			if _, ok := seen[k]; ok {
-				continue
-			}
-			seen[k] = int32(len(c.nodes))
-			c.nodes = append(c.nodes, mcNode{canon: canon, meta: m, parent: int32(q), action: a.desc})
 		}
+		if testing.Verbose() && hi > 100000 {
+			fmt.Printf("modelcheck: %d states, %d to expand\n", len(c.nodes), len(c.nodes)-hi)
+		}
+		lo = hi
 	}
 	// Then liveness from every reachable state.
-	for q := 0; q < len(c.nodes) && res.violation == ""; q++ {
-		if err := c.checkProgress(c.nodes[q].canon); err != nil {
-			res.violation = fmt.Sprintf("liveness: %v\ntrace:\n%s", err, c.trace(int32(q), ""))
+	viol := make([]string, mcWorkers)
+	var wg sync.WaitGroup
+	for w := range mcWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			memo := map[uint64]bool{}
+			for q := w; q < len(c.nodes) && res.violation == ""; q += mcWorkers {
+				if err := c.checkProgress(c.nodes[q].canon, memo); err != nil {
+					viol[w] = fmt.Sprintf("liveness: %v\ntrace:\n%s", err, c.trace(int32(q), ""))
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for _, v := range viol {
+		if v != "" && res.violation == "" {
+			res.violation = v
 		}
 	}
 	res.states = len(c.nodes)
 	return res
 }
 
+// expand checks state q and returns its successors.
+func (c *mcChecker) expand(q, transitions int) ([]mcSucc, int, string) {
+	cur := c.nodes[q]
+	before := mcClone(cur.canon, c.b.bug)
+	if err := before.CheckInvariants(); err != nil {
+		return nil, transitions, fmt.Sprintf("invariant broken: %v\ntrace:\n%s", err, c.trace(int32(q), ""))
+	}
+	var out []mcSucc
+	for _, a := range mcActions(before, cur.meta, c.b, false) {
+		after, canon, err := c.apply(before, cur.canon, a)
+		if err != nil {
+			return nil, transitions, fmt.Sprintf("illegal step: %v\ntrace:\n%s", err, c.trace(int32(q), a.desc))
+		}
+		if canon == nil {
+			continue
+		}
+		transitions++
+		m := cur.meta
+		if a.event {
+			m.events++
+		}
+		if a.meta != nil {
+			a.meta(&m)
+		}
+		out = append(out, mcSucc{node: mcNode{canon: canon, meta: m, parent: int32(q), action: a.desc}, key: mcKey(after, m)})
+	}
+	return out, transitions, ""
+}
+
 // checkProgress runs fair progress from a state (no user actions, no
 // failures; time passes, so down nodes' tasks get orphaned) until nothing is
-// enabled, and checks that the result is the desired state.
-func (c *mcChecker) checkProgress(canon []byte) error {
+// enabled, and checks that the result is the desired state. memo holds the
+// states already known to get there.
+func (c *mcChecker) checkProgress(canon []byte, memo map[uint64]bool) error {
 	var path []uint64
-	for step := 0; step < 500; step++ {
-		s := mcClone(canon, c.b.bug)
+	s := mcClone(canon, c.b.bug)
+	for step := 0; ; step++ {
+		if step == 500 {
+			return fmt.Errorf("no fixpoint after 500 progress steps (livelock)")
+		}
 		k := mcKey(s, mcMeta{})
-		if c.converges[k] {
+		if memo[k] {
 			break
 		}
 		path = append(path, k)
 		moved := false
 		for _, a := range mcActions(s, mcMeta{}, c.b, true) {
-			_, next, err := c.apply(canon, a)
+			next, nextCanon, err := c.apply(s, canon, a)
 			if err != nil {
 				return fmt.Errorf("illegal progress step %q: %w", a.desc, err)
 			}
 			if next != nil {
-				canon, moved = next, true
+				s, canon, moved = next, nextCanon, true
 				break
 			}
 		}
@@ -558,12 +620,9 @@ func (c *mcChecker) checkProgress(canon []byte) error {
 			}
 			break
 		}
-		if step == 499 {
-			return fmt.Errorf("no fixpoint after 500 progress steps (livelock)")
-		}
 	}
 	for _, k := range path {
-		c.converges[k] = true
+		memo[k] = true
 	}
 	return nil
 }

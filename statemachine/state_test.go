@@ -291,3 +291,28 @@ func FuzzDecodeBatch(f *testing.F) {
 		}
 	})
 }
+
+func TestCloneIsDeepAndEqual(t *testing.T) {
+	h := newHarness(t, Config{Group: 1})
+	h.addNodes(2)
+	h.network("net", "10.0.0.0/24")
+	h.ok(Command{Kind: CmdCreateService, Spec: &ServiceSpec{Name: "web", Replicas: 3, Networks: []string{"net"}}},
+		Command{Kind: CmdCreateService, Spec: &ServiceSpec{Name: "mon", Mode: ModeGlobal}})
+	h.placeAll(2)
+	c := h.s.Clone()
+	if c.Hash() != h.s.Hash() {
+		t.Fatal("clone differs from the original")
+	}
+	if err := c.CheckInvariants(); err != nil {
+		t.Fatal(err)
+	}
+	before := h.s.Hash()
+	var out Output
+	c.Apply([]Command{{Kind: CmdSetNodeStatus, Node: 1, NodeStatus: NodeDown}, {Kind: CmdRemoveService, Name: "web"}}, h.index+1, h.now+1, &out)
+	if h.s.Hash() != before {
+		t.Fatal("changing the clone changed the original")
+	}
+	if err := c.CheckInvariants(); err != nil {
+		t.Fatal(err)
+	}
+}

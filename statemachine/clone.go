@@ -1,0 +1,79 @@
+package statemachine
+
+import (
+	"maps"
+	"slices"
+
+	"shoal/ipam"
+)
+
+// Clone returns a deep copy of the state: changes to either never show in
+// the other. Pools are copied through their (deterministic) encoding.
+func (s *State) Clone() *State {
+	c := &State{
+		cfg:           s.cfg,
+		lastIndex:     s.lastIndex,
+		nextTask:      s.nextTask,
+		nextService:   s.nextService,
+		services:      make(map[ServiceID]*Service, len(s.services)),
+		serviceByName: maps.Clone(s.serviceByName),
+		tasks:         make(map[TaskID]*Task, len(s.tasks)),
+		nodes:         make(map[NodeID]*Node, len(s.nodes)),
+		networks:      make(map[NetworkID]*Network, len(s.networks)),
+		removedNodes:  maps.Clone(s.removedNodes),
+		pools:         make(map[NetworkID]*ipam.Pool, len(s.pools)),
+		waiting:       make(map[TaskID]*Task, len(s.waiting)),
+	}
+	for id, t := range s.tasks {
+		ct := *t
+		ct.Attachments = slices.Clone(t.Attachments)
+		c.tasks[id] = &ct
+	}
+	for id := range s.waiting {
+		c.waiting[id] = c.tasks[id]
+	}
+	for id, n := range s.nodes {
+		cn := *n
+		cn.Labels = maps.Clone(n.Labels)
+		cn.tasks = make([]*Task, len(n.tasks))
+		for i, t := range n.tasks {
+			cn.tasks[i] = c.tasks[t.ID]
+		}
+		c.nodes[id] = &cn
+	}
+	for id, svc := range s.services {
+		cs := *svc
+		cs.Spec = cloneSpec(&svc.Spec)
+		if svc.PrevSpec != nil {
+			p := cloneSpec(svc.PrevSpec)
+			cs.PrevSpec = &p
+		}
+		cs.dirtySlots = nil
+		cs.queued, cs.full = false, false
+		cs.slots = make(map[uint32]*slot, len(svc.slots))
+		for n, sl := range svc.slots {
+			csl := &slot{tasks: make([]*Task, len(sl.tasks))}
+			for i, t := range sl.tasks {
+				csl.tasks[i] = c.tasks[t.ID]
+			}
+			cs.slots[n] = csl
+		}
+		c.services[id] = &cs
+	}
+	for id, nw := range s.networks {
+		cn := *nw
+		c.networks[id] = &cn
+	}
+	for id, p := range s.pools {
+		raw, err := p.MarshalBinary()
+		if err != nil {
+			panic("statemachine: clone: pool does not encode: " + err.Error())
+		}
+		cp := new(ipam.Pool)
+		if err := cp.UnmarshalBinary(raw); err != nil {
+			panic("statemachine: clone: pool does not decode: " + err.Error())
+		}
+		c.pools[id] = cp
+	}
+	return c
+}
