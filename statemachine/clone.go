@@ -23,6 +23,8 @@ func (s *State) Clone() *State {
 		removedNodes:  maps.Clone(s.removedNodes),
 		pools:         make(map[NetworkID]*ipam.Pool, len(s.pools)),
 		waiting:       make(map[TaskID]*Task, len(s.waiting)),
+		delayed:       make(map[TaskID]*Task, len(s.delayed)),
+		nextDue:       s.nextDue,
 	}
 	for id, t := range s.tasks {
 		ct := *t
@@ -31,6 +33,9 @@ func (s *State) Clone() *State {
 	}
 	for id := range s.waiting {
 		c.waiting[id] = c.tasks[id]
+	}
+	for id := range s.delayed {
+		c.delayed[id] = c.tasks[id]
 	}
 	for id, n := range s.nodes {
 		cn := *n
@@ -50,6 +55,12 @@ func (s *State) Clone() *State {
 		}
 		cs.dirtySlots = nil
 		cs.queued, cs.full = false, false
+		if svc.restarts != nil {
+			cs.restarts = make(map[uint32]*restartRecord, len(svc.restarts))
+			for n, rec := range svc.restarts {
+				cs.restarts[n] = &restartRecord{SpecVersion: rec.SpecVersion, Times: slices.Clone(rec.Times)}
+			}
+		}
 		cs.slots = make(map[uint32]*slot, len(svc.slots))
 		for n, sl := range svc.slots {
 			csl := &slot{tasks: make([]*Task, len(sl.tasks))}

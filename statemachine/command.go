@@ -31,12 +31,13 @@ const (
 	CmdCreateNetwork
 	CmdRemoveNetwork
 	CmdNodeSync
+	CmdTick
 	numCmdKinds
 )
 
 var cmdNames = [...]string{"nop", "create-service", "update-service", "remove-service",
 	"upsert-node", "remove-node", "set-node-status", "set-availability", "assign",
-	"task-status", "orphan", "reconcile", "allocate", "reap", "create-network", "remove-network", "node-sync"}
+	"task-status", "orphan", "reconcile", "allocate", "reap", "create-network", "remove-network", "node-sync", "tick"}
 
 func (k CmdKind) String() string {
 	if k < numCmdKinds {
@@ -60,6 +61,7 @@ func (k CmdKind) String() string {
 //	CmdCreateNetwork:                   NetworkSpec
 //	CmdRemoveNetwork:                   Name (network name)
 //	CmdNodeSync:                        Node, Seq (last applied assignment sequence), Tasks (handles still held)
+//	CmdTick:                            nothing: an entry that carries the leader's time, so timers fire
 type Command struct {
 	Kind         CmdKind
 	State        TaskState

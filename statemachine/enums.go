@@ -187,6 +187,29 @@ func (r RestartCondition) String() string {
 	return fmt.Sprintf("RestartCondition(%d)", uint8(r))
 }
 
+// StopReason is why the orchestrator stopped a task.
+type StopReason uint8
+
+// Stop reasons. A failed task's slot is refilled only if its restart policy
+// says so; a moved, surplus or updated task's slot is refilled regardless.
+const (
+	StopNone    StopReason = iota
+	StopFailed             // it died, was rejected, or its node went down
+	StopMoved              // its node was drained or left (global: no longer eligible)
+	StopSurplus            // a newer task of the slot runs
+	StopUpdated            // replaced by a newer spec version
+	numStopReasons
+)
+
+var stopReasonNames = [...]string{"", "failed", "moved", "surplus", "updated"}
+
+func (r StopReason) String() string {
+	if r < numStopReasons {
+		return stopReasonNames[r]
+	}
+	return fmt.Sprintf("StopReason(%d)", uint8(r))
+}
+
 // HistoryKind says what a history entry records.
 type HistoryKind uint8
 

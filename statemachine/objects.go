@@ -50,6 +50,8 @@ type Service struct {
 	Remove bool
 
 	slots map[uint32]*slot // index: slot number (node ID for global) → tasks
+	// restarts counts restart attempts per slot for the current spec version.
+	restarts map[uint32]*restartRecord
 
 	// end-of-batch work, empty between Apply calls
 	queued     bool     // in State.dirty
@@ -137,6 +139,13 @@ type Task struct {
 	Status      TaskStatus
 	History     History
 	Attachments []Attachment
+	// StartAt, for a replacement held back by its restart delay, is the
+	// earliest it may start (unix nanoseconds; 0: not delayed); StartBy is
+	// when it starts even if the task it replaces has not stopped.
+	StartAt, StartBy int64
+	// StopReason says why the orchestrator stopped the task (StopNone while
+	// it is wanted): it decides whether the slot gets a replacement.
+	StopReason StopReason
 
 	nodePos int32 // position in its node's task list, -1 when not listed
 }

@@ -66,7 +66,7 @@ func (s *State) reconcileGlobal(svc *Service) []uint32 {
 	for _, n := range slots {
 		if s.nodes[NodeID(n)] == nil {
 			for _, t := range svc.slots[n].tasks {
-				s.stopTask(t)
+				s.stopTask(t, StopMoved)
 			}
 		}
 	}
@@ -86,9 +86,13 @@ func (s *State) onDownNode(t *Task) bool {
 	return n == nil || n.Status == NodeDown
 }
 
-// stopTask asks a task to stop. A task that never reached a node has nobody
-// to stop it, so it is flagged remove and the reaper deletes it.
-func (s *State) stopTask(t *Task) {
+// stopTask asks a task to stop, recording why. A task that never reached a
+// node has nobody to stop it, so it is flagged remove and the reaper deletes
+// it.
+func (s *State) stopTask(t *Task, why StopReason) {
+	if t.StopReason == StopNone {
+		t.StopReason = why
+	}
 	if t.Status.State <= StatePending {
 		s.setDesired(t, DesiredRemove)
 		return
@@ -96,50 +100,60 @@ func (s *State) stopTask(t *Task) {
 	s.setDesired(t, DesiredShutdown)
 }
 
+func (s *State) onDrainedNode(t *Task) bool {
+	n := s.nodes[t.Node]
+	return n != nil && n.Availability == AvailDrain
+}
+
 // reconcileSlot keeps at most one runnable, current task in a live slot,
 // stops dead and surplus ones, and starts a replacement when the restart
-// policy, an update or a re-opened slot calls for it. keep=false stops every
-// task (a global service's node left or drained); create=false never starts
-// one (a paused node).
+// policy, an update, a move off a drained node or a re-opened slot calls for
+// it. keep=false stops every task (a global service's node left or
+// drained); create=false never starts one (a paused node).
 func (s *State) reconcileSlot(svc *Service, sl *slot, keep, create bool) {
 	var survivor *Task
 	for _, t := range sl.tasks {
-		if t.Desired.Stopping() {
-			continue
-		}
-		if !keep || !s.runnable(t) {
-			s.stopTask(t)
-			continue
-		}
-		if survivor == nil || newer(t, survivor) {
+		switch {
+		case t.Desired.Stopping():
+		case !keep:
+			s.stopTask(t, StopMoved)
+		case !s.runnable(t):
+			s.stopTask(t, StopFailed)
+		case s.onDrainedNode(t):
+			s.stopTask(t, StopMoved)
+		case survivor == nil || newer(t, survivor):
 			if survivor != nil {
-				s.stopTask(survivor)
+				s.stopTask(survivor, StopSurplus)
 			}
 			survivor = t
-		} else {
-			s.stopTask(t)
+		default:
+			s.stopTask(t, StopSurplus)
 		}
+	}
+	if survivor != nil {
+		s.maybePromote(survivor)
 	}
 	updated := false
 	if survivor != nil && survivor.SpecVersion < svc.SpecVersion {
-		s.stopTask(survivor)
+		s.stopTask(survivor, StopUpdated)
 		survivor, updated = nil, true
 	}
 	if survivor != nil || !keep || !create {
 		return
 	}
 	newest := sl.tasks[len(sl.tasks)-1]
-	var start bool
+	n := slotNumber(sl)
 	switch {
 	case updated || newest.Desired == DesiredRemove || newest.SpecVersion < svc.SpecVersion:
-		start = true // an update, or a slot that was scaled away and is back
-	case newest.Status.State.Terminal() || s.onDownNode(newest):
-		start = s.shouldRestart(svc, newest) // it died: the restart condition decides
+		s.newTask(svc, n) // an update, or a slot that was scaled away and is back
+	case newest.StopReason == StopFailed:
+		// It died: the restart condition and the attempts left decide.
+		if s.shouldRestart(svc, newest) && s.attemptsLeft(svc, n) {
+			s.recordRestart(svc, n)
+			s.delayStart(s.newTask(svc, n), svc.Spec.Restart.Delay)
+		}
 	default:
-		start = true // stopped by the orchestrator (its node left or drained), not by failure
-	}
-	if start {
-		s.newTask(svc, slotNumber(sl))
+		s.newTask(svc, n) // stopped by the orchestrator (moved off its node), not by failure
 	}
 }
 
@@ -178,7 +192,7 @@ func ShouldRestart(cond RestartCondition, st TaskState) bool {
 }
 
 func (s *State) maybeDeleteService(svc *Service) {
-	if !svc.Remove || len(svc.slots) != 0 {
+	if !svc.Remove || len(svc.slots) != 0 || s.services[svc.ID] != svc {
 		return
 	}
 	if s.observe != nil {

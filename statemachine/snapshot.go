@@ -101,6 +101,17 @@ func (s *State) writeCanonical(w io.Writer) error {
 		if svc.PrevSpec != nil {
 			encodeSpec(&e, svc.PrevSpec)
 		}
+		slots := sortedKeys(svc.restarts)
+		e.u(uint64(len(slots)))
+		for _, n := range slots {
+			rec := svc.restarts[n]
+			e.u(uint64(n))
+			e.u(uint64(rec.SpecVersion))
+			e.u(uint64(len(rec.Times)))
+			for _, at := range rec.Times {
+				e.i(at)
+			}
+		}
 	}
 	ids := s.TaskIDs()
 	e.u(uint64(len(ids)))
@@ -133,6 +144,9 @@ func encodeTask(e *encoder, t *Task) {
 		e.byte1(uint8(h.By))
 		e.byte1(uint8(h.Desired))
 	}
+	e.i(t.StartAt)
+	e.i(t.StartBy)
+	e.byte1(uint8(t.StopReason))
 	e.u(uint64(len(t.Attachments)))
 	for _, a := range t.Attachments {
 		e.u(uint64(a.Network))
@@ -162,6 +176,9 @@ func decodeTask(d *decoder, t *Task) {
 		h.Desired = DesiredState(d.un(uint64(numDesiredStates)-1, "desired state"))
 		t.History.add(h)
 	}
+	t.StartAt = d.i()
+	t.StartBy = d.i()
+	t.StopReason = StopReason(d.un(uint64(numStopReasons)-1, "stop reason"))
 	if k := d.count(2); k > 0 {
 		t.Attachments = make([]Attachment, k)
 		for i := range t.Attachments {
@@ -251,6 +268,17 @@ func decodeCanonical(b []byte) (*State, error) {
 			svc.PrevSpec = new(ServiceSpec)
 			decodeSpec(&d, svc.PrevSpec)
 		}
+		for range d.count(3) {
+			if svc.restarts == nil {
+				svc.restarts = make(map[uint32]*restartRecord)
+			}
+			n := uint32(d.un(1<<32-1, "slot"))
+			rec := &restartRecord{SpecVersion: uint32(d.un(1<<32-1, "spec version"))}
+			for range d.count(1) {
+				rec.Times = append(rec.Times, d.i())
+			}
+			svc.restarts[n] = rec
+		}
 		if d.err == nil && (svc.ID == 0 || s.services[svc.ID] != nil || s.serviceByName[svc.Spec.Name] != 0) {
 			d.fail(fmt.Sprintf("service %d %q zero or repeated", svc.ID, svc.Spec.Name))
 		}
@@ -275,6 +303,12 @@ func decodeCanonical(b []byte) (*State, error) {
 		s.tasks[t.ID] = t
 		if t.Status.State == StateNew {
 			s.waiting[t.ID] = t
+		}
+		if t.Desired == DesiredReady && t.StartAt != 0 {
+			s.delayed[t.ID] = t
+			if s.nextDue == 0 || t.StartAt < s.nextDue {
+				s.nextDue = t.StartAt
+			}
 		}
 		sl := svc.slots[t.Slot]
 		if sl == nil {

@@ -51,6 +51,10 @@ type State struct {
 	pools        map[NetworkID]*ipam.Pool
 	// waiting indexes the tasks still new (waiting for addresses).
 	waiting map[TaskID]*Task
+	// delayed indexes replacements held at desired ready by a restart
+	// delay; nextDue is the earliest time one of them may need promoting.
+	delayed map[TaskID]*Task
+	nextDue int64
 
 	// observe, when set, sees every change as it is made (the model
 	// checker's independent legality checks); never serialized.
@@ -79,6 +83,7 @@ func New(cfg Config) *State {
 		removedNodes:  make(map[NodeID]struct{}),
 		pools:         make(map[NetworkID]*ipam.Pool),
 		waiting:       make(map[TaskID]*Task),
+		delayed:       make(map[TaskID]*Task),
 	}
 }
 
@@ -187,6 +192,7 @@ func (s *State) Apply(batch []Command, index uint64, now int64, out *Output) {
 	}
 	if !s.cfg.ManualReactions {
 		s.react()
+		s.promoteDue()
 	}
 	for _, svc := range s.dirty {
 		s.takeWork(svc)
@@ -243,6 +249,11 @@ func (s *State) applyOne(c *Command) Result {
 		return s.removeNetwork(c.Name)
 	case CmdNodeSync:
 		return s.nodeSync(c)
+	case CmdTick:
+		if s.cfg.ManualReactions {
+			s.promoteDue()
+		}
+		return Result{}
 	}
 	return reject(CodeInvalid, "unknown command kind %d", uint8(c.Kind))
 }

@@ -1,0 +1,635 @@
+package scenario
+
+// Script commands (one datadriven directive each):
+//
+//	node n1 [cpu=N] [mem=N] [labels=zone=a,disk=ssd] [status=ready|down|…] [availability=active|pause|drain]
+//	    upsert a node; node names map to IDs 1, 2, … in order of first mention
+//	node-status n1 ready|disconnected|initializing|down
+//	availability n1 active|pause|drain
+//	network net subnet=10.0.0.0/29
+//	create-service web [replicas=N] [mode=global] [restart=any|on-failure|none] [delay=5s] [max-attempts=N] [window=1m]
+//	    [networks=a,b] [image=v1] [constraints=node.labels.zone==a,…]
+//	update-service web [replicas=N] [image=…] [restart=…] [networks=…] [constraints=…]
+//	remove-service web
+//	schedule          assign every pending task (global: to its own node;
+//	                  replicated: to the ready+active node that satisfies the
+//	                  constraints and runs the fewest live tasks, ties by ID)
+//	assign web.1 n2   the scheduler's pending → assigned, explicitly
+//	report n1 web.1 running|failed|complete|shutdown|rejected|… [exit=N]
+//	orphan web.1      the node monitor's → orphaned
+//	sync n1 seq=7|current|current-1|current+1 holds=web.1,web.2
+//	advance 30s       move the fake clock and apply an entry carrying the new time
+//	dump              print the whole state
+//
+// A task is named service.slot (a global service's slot is its node's
+// name: agent.n1), meaning the slot's newest task; service.slot#k names the
+// k-th oldest task of the slot. Dumps show tasks by short ID (t7 is the
+// group's 7th task).
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/datadriven"
+
+	sm "shoal/statemachine"
+)
+
+func TestScenarios(t *testing.T) {
+	datadriven.Walk(t, "testdata/scenarios", func(t *testing.T, path string) {
+		r := newRunner()
+		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+			out, err := r.run(d)
+			err = errors.Join(err, r.err)
+			r.err = nil
+			if err != nil {
+				t.Fatalf("%s: %s: %v", d.Pos, d.Cmd, err)
+			}
+			if err := r.s.CheckInvariants(); err != nil {
+				t.Fatalf("%s: invariants violated after %q:\n%v", d.Pos, d.FullCmd(), err)
+			}
+			return out
+		})
+	})
+}
+
+// clockBase is the fake clock's start (unix nanoseconds); dumps print time
+// relative to it.
+const clockBase = int64(1_700_000_000) * int64(time.Second)
+
+type runner struct {
+	s     *sm.State
+	out   sm.Output
+	index uint64
+	now   int64
+	// err collects effect inconsistencies found by apply; the directive fails.
+	err error
+
+	nodeIDs   map[string]sm.NodeID
+	nodeNames []string // by NodeID-1
+	nets      []string // network names by NetworkID-1
+}
+
+func newRunner() *runner {
+	return &runner{
+		s:       sm.New(sm.Config{Group: 1}),
+		now:     clockBase,
+		nodeIDs: map[string]sm.NodeID{},
+	}
+}
+
+// args is a directive's arguments: positional words and key=value options.
+type args struct {
+	pos []string
+	kv  map[string]string
+}
+
+func parseArgs(d *datadriven.TestData, npos int, allowed ...string) (args, error) {
+	a := args{kv: map[string]string{}}
+	for _, c := range d.CmdArgs {
+		switch {
+		case len(c.Vals) == 0:
+			a.pos = append(a.pos, c.Key)
+		case !slices.Contains(allowed, c.Key):
+			return a, fmt.Errorf("unknown option %q (allowed: %s)", c.Key, strings.Join(allowed, ", "))
+		default:
+			a.kv[c.Key] = strings.Join(c.Vals, ",")
+		}
+	}
+	if len(a.pos) != npos {
+		return a, fmt.Errorf("want %d positional arguments, got %q", npos, a.pos)
+	}
+	return a, nil
+}
+
+func (r *runner) run(d *datadriven.TestData) (string, error) {
+	switch d.Cmd {
+	case "node":
+		return r.cmdNode(d)
+	case "node-status":
+		return r.cmdNodeStatus(d)
+	case "availability":
+		return r.cmdAvailability(d)
+	case "network":
+		return r.cmdNetwork(d)
+	case "create-service", "update-service":
+		return r.cmdService(d)
+	case "remove-service":
+		a, err := parseArgs(d, 1)
+		if err != nil {
+			return "", err
+		}
+		return r.apply(sm.Command{Kind: sm.CmdRemoveService, Name: a.pos[0]}), nil
+	case "schedule":
+		return r.cmdSchedule()
+	case "assign":
+		return r.cmdAssign(d)
+	case "report":
+		return r.cmdReport(d)
+	case "orphan":
+		a, err := parseArgs(d, 1)
+		if err != nil {
+			return "", err
+		}
+		t, err := r.task(a.pos[0])
+		if err != nil {
+			return "", err
+		}
+		return r.apply(sm.Command{Kind: sm.CmdOrphan, Task: t.ID}), nil
+	case "sync":
+		return r.cmdSync(d)
+	case "advance":
+		a, err := parseArgs(d, 1)
+		if err != nil {
+			return "", err
+		}
+		dur, err := time.ParseDuration(a.pos[0])
+		if err != nil || dur < 0 {
+			return "", fmt.Errorf("advance wants a non-negative duration such as 30s, got %q", a.pos[0])
+		}
+		r.now += int64(dur)
+		// An entry carrying the new time lets timers fire (restart delays).
+		return fmt.Sprintf("now=%s\n", r.elapsed(r.now)) + r.apply(sm.Command{Kind: sm.CmdTick}), nil
+	case "dump":
+		return r.dump(), nil
+	}
+	return "", fmt.Errorf("unknown command %q", d.Cmd)
+}
+
+// apply applies one batch as the next Raft entry at the fake clock's time
+// and describes the results and the deletions they caused.
+func (r *runner) apply(cmds ...sm.Command) string {
+	names := r.taskNames() // deleted tasks are gone afterwards
+	svcNames := map[sm.ServiceID]string{}
+	for _, id := range r.s.ServiceIDs() {
+		svcNames[id] = r.s.Service(id).Spec.Name
+	}
+	r.index++
+	r.s.Apply(cmds, r.index, r.now, &r.out)
+	var b strings.Builder
+	for _, res := range r.out.Results {
+		if err := res.Err(); err != nil {
+			fmt.Fprintf(&b, "error: %v\n", err)
+		} else {
+			b.WriteString("ok\n")
+		}
+	}
+	after := r.taskNames()
+	for _, id := range r.s.TaskIDs() {
+		if _, old := names[id]; !old {
+			fmt.Fprintf(&b, "created task %s (%s) %s\n", shortID(id), after[id], r.s.Task(id).Status.State)
+		}
+	}
+	deleted := map[[2]uint64]bool{}
+	for _, e := range r.out.Effects {
+		switch e.Kind {
+		case sm.EffTaskDeleted, sm.EffServiceDeleted:
+			k := [2]uint64{uint64(e.Kind), uint64(e.Task)}
+			what := "task " + shortID(e.Task)
+			if e.Kind == sm.EffServiceDeleted {
+				k[1], what = uint64(e.Service), fmt.Sprintf("service %d (%s)", e.Service, svcNames[e.Service])
+			}
+			if deleted[k] {
+				r.err = errors.Join(r.err, fmt.Errorf("entry %d reports the deletion of %s twice", r.index, what))
+			}
+			deleted[k] = true
+		}
+		switch e.Kind {
+		case sm.EffTaskDeleted:
+			fmt.Fprintf(&b, "deleted task %s (%s)\n", shortID(e.Task), names[e.Task])
+		case sm.EffServiceDeleted:
+			fmt.Fprintf(&b, "deleted service %s\n", svcNames[e.Service])
+		}
+	}
+	return b.String()
+}
+
+// node returns a node's ID, giving a new name the next one.
+func (r *runner) node(name string) sm.NodeID {
+	if id, ok := r.nodeIDs[name]; ok {
+		return id
+	}
+	r.nodeNames = append(r.nodeNames, name)
+	id := sm.NodeID(len(r.nodeNames))
+	r.nodeIDs[name] = id
+	return id
+}
+
+func (r *runner) nodeName(id sm.NodeID) string {
+	if id == 0 {
+		return "-"
+	}
+	if int(id) <= len(r.nodeNames) {
+		return r.nodeNames[id-1]
+	}
+	return fmt.Sprintf("node%d", id)
+}
+
+func (r *runner) netName(id sm.NetworkID) string {
+	if id > 0 && int(id) <= len(r.nets) {
+		return r.nets[id-1]
+	}
+	return fmt.Sprintf("net%d", id)
+}
+
+func parseEnum[T ~uint8](what, s string, names ...string) (T, error) {
+	for i, n := range names {
+		if n == s {
+			return T(i), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown %s %q (want one of %s)", what, s, strings.Join(names, ", "))
+}
+
+var (
+	nodeStatuses   = []string{"ready", "disconnected", "initializing", "down"}
+	availabilities = []string{"active", "pause", "drain"}
+	restarts       = []string{"any", "on-failure", "none"}
+	modes          = []string{"replicated", "global"}
+)
+
+func parseSize(s string) (int64, error) {
+	mult := int64(1)
+	switch {
+	case strings.HasSuffix(s, "G"):
+		mult, s = 1<<30, strings.TrimSuffix(s, "G")
+	case strings.HasSuffix(s, "M"):
+		mult, s = 1<<20, strings.TrimSuffix(s, "M")
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	return v * mult, err
+}
+
+func (r *runner) cmdNode(d *datadriven.TestData) (string, error) {
+	a, err := parseArgs(d, 1, "cpu", "mem", "labels", "status", "availability")
+	if err != nil {
+		return "", err
+	}
+	id := r.node(a.pos[0])
+	spec := &sm.Node{ID: id, Name: a.pos[0], Role: "worker", Labels: map[string]string{}}
+	if old := r.s.Node(id); old != nil {
+		spec.CPU, spec.Memory, spec.Availability = old.CPU, old.Memory, old.Availability
+		for k, v := range old.Labels {
+			spec.Labels[k] = v
+		}
+	}
+	if v, ok := a.kv["cpu"]; ok {
+		if spec.CPU, err = strconv.ParseInt(v, 10, 64); err != nil {
+			return "", err
+		}
+	}
+	if v, ok := a.kv["mem"]; ok {
+		if spec.Memory, err = parseSize(v); err != nil {
+			return "", err
+		}
+	}
+	if v, ok := a.kv["labels"]; ok {
+		for _, kv := range strings.Split(v, ",") {
+			k, val, ok := strings.Cut(kv, "=")
+			if !ok {
+				return "", fmt.Errorf("label %q wants key=value", kv)
+			}
+			spec.Labels[k] = val
+		}
+	}
+	if v, ok := a.kv["status"]; ok {
+		if spec.Status, err = parseEnum[sm.NodeStatus]("node status", v, nodeStatuses...); err != nil {
+			return "", err
+		}
+	}
+	if v, ok := a.kv["availability"]; ok {
+		if spec.Availability, err = parseEnum[sm.Availability]("availability", v, availabilities...); err != nil {
+			return "", err
+		}
+	}
+	return r.apply(sm.Command{Kind: sm.CmdUpsertNode, NodeSpec: spec}), nil
+}
+
+func (r *runner) cmdNodeStatus(d *datadriven.TestData) (string, error) {
+	a, err := parseArgs(d, 2)
+	if err != nil {
+		return "", err
+	}
+	st, err := parseEnum[sm.NodeStatus]("node status", a.pos[1], nodeStatuses...)
+	if err != nil {
+		return "", err
+	}
+	return r.apply(sm.Command{Kind: sm.CmdSetNodeStatus, Node: r.node(a.pos[0]), NodeStatus: st}), nil
+}
+
+func (r *runner) cmdAvailability(d *datadriven.TestData) (string, error) {
+	a, err := parseArgs(d, 2)
+	if err != nil {
+		return "", err
+	}
+	av, err := parseEnum[sm.Availability]("availability", a.pos[1], availabilities...)
+	if err != nil {
+		return "", err
+	}
+	return r.apply(sm.Command{Kind: sm.CmdSetAvailability, Node: r.node(a.pos[0]), Availability: av}), nil
+}
+
+func (r *runner) cmdNetwork(d *datadriven.TestData) (string, error) {
+	a, err := parseArgs(d, 1, "subnet")
+	if err != nil {
+		return "", err
+	}
+	id := sm.NetworkID(len(r.nets) + 1)
+	out := r.apply(sm.Command{Kind: sm.CmdCreateNetwork,
+		NetworkSpec: &sm.Network{ID: id, Name: a.pos[0], Subnet: a.kv["subnet"]}})
+	if r.s.Pool(id) != nil {
+		r.nets = append(r.nets, a.pos[0])
+	}
+	return out, nil
+}
+
+func splitList(v string) []string {
+	if v == "" {
+		return nil
+	}
+	return strings.Split(v, ",")
+}
+
+func (r *runner) cmdService(d *datadriven.TestData) (string, error) {
+	a, err := parseArgs(d, 1, "replicas", "mode", "restart", "networks", "image", "constraints", "delay", "max-attempts", "window")
+	if err != nil {
+		return "", err
+	}
+	spec := sm.ServiceSpec{Name: a.pos[0], Replicas: 1}
+	kind := sm.CmdCreateService
+	if d.Cmd == "update-service" {
+		kind = sm.CmdUpdateService
+		svc := r.s.ServiceByName(a.pos[0])
+		if svc == nil {
+			return "", fmt.Errorf("service %q does not exist", a.pos[0])
+		}
+		spec = svc.Spec
+		spec.Networks = slices.Clone(spec.Networks)
+		spec.Constraints = slices.Clone(spec.Constraints)
+	}
+	if v, ok := a.kv["replicas"]; ok {
+		n, err := strconv.ParseUint(v, 10, 32)
+		if err != nil {
+			return "", err
+		}
+		spec.Replicas = uint32(n)
+	}
+	if v, ok := a.kv["mode"]; ok {
+		if spec.Mode, err = parseEnum[sm.ServiceMode]("mode", v, modes...); err != nil {
+			return "", err
+		}
+	}
+	if v, ok := a.kv["restart"]; ok {
+		if spec.Restart.Condition, err = parseEnum[sm.RestartCondition]("restart condition", v, restarts...); err != nil {
+			return "", err
+		}
+	}
+	for key, dst := range map[string]*int64{"delay": &spec.Restart.Delay, "window": &spec.Restart.Window} {
+		if v, ok := a.kv[key]; ok {
+			dur, err := time.ParseDuration(v)
+			if err != nil || dur < 0 {
+				return "", fmt.Errorf("%s wants a duration such as 5s, got %q", key, v)
+			}
+			*dst = int64(dur)
+		}
+	}
+	if v, ok := a.kv["max-attempts"]; ok {
+		n, err := strconv.ParseUint(v, 10, 32)
+		if err != nil {
+			return "", fmt.Errorf("max-attempts wants a count, got %q", v)
+		}
+		spec.Restart.MaxAttempts = uint32(n)
+	}
+	if v, ok := a.kv["networks"]; ok {
+		spec.Networks = splitList(v)
+	}
+	if v, ok := a.kv["image"]; ok {
+		spec.Image = v
+	}
+	if v, ok := a.kv["constraints"]; ok {
+		spec.Constraints = splitList(v)
+	}
+	return r.apply(sm.Command{Kind: kind, Spec: &spec}), nil
+}
+
+// eligible reports whether the scheduler may place a task of svc on node n.
+func eligible(n *sm.Node, svc *sm.Service) bool {
+	if n.Status != sm.NodeReady || n.Availability != sm.AvailActive {
+		return false
+	}
+	for _, c := range svc.Spec.Constraints {
+		op, eq := "==", true
+		if strings.Contains(c, "!=") {
+			op, eq = "!=", false
+		}
+		key, want, _ := strings.Cut(c, op)
+		var have string
+		switch {
+		case key == "node.hostname":
+			have = n.Name
+		case strings.HasPrefix(key, "node.labels."):
+			have = n.Labels[strings.TrimPrefix(key, "node.labels.")]
+		default:
+			return false
+		}
+		if (have == want) != eq {
+			return false
+		}
+	}
+	return true
+}
+
+// liveTasks counts the tasks on a node that are not terminal.
+func (r *runner) liveTasks(id sm.NodeID) int {
+	n := 0
+	for _, t := range r.s.NodeTasks(id) {
+		if !t.Status.State.Terminal() {
+			n++
+		}
+	}
+	return n
+}
+
+// cmdSchedule places every pending task, one Raft entry per placement so
+// each sees the previous ones.
+func (r *runner) cmdSchedule() (string, error) {
+	var b strings.Builder
+	names := r.taskNames()
+	for _, id := range r.s.TaskIDs() {
+		t := r.s.Task(id)
+		if t == nil || t.Status.State != sm.StatePending || t.Desired.Stopping() {
+			continue
+		}
+		svc := r.s.Service(t.Service)
+		var target sm.NodeID
+		if svc.Spec.Mode == sm.ModeGlobal {
+			if n := r.s.Node(sm.NodeID(t.Slot)); n != nil && eligible(n, svc) {
+				target = n.ID
+			}
+		} else {
+			best := -1
+			for _, nid := range r.s.NodeIDs() {
+				if !eligible(r.s.Node(nid), svc) {
+					continue
+				}
+				if c := r.liveTasks(nid); best < 0 || c < best {
+					best, target = c, nid
+				}
+			}
+		}
+		if target == 0 {
+			fmt.Fprintf(&b, "%s %s: no eligible node; stays pending\n", shortID(id), names[id])
+			continue
+		}
+		fmt.Fprintf(&b, "%s %s -> %s: %s", shortID(id), names[id], r.nodeName(target),
+			r.apply(sm.Command{Kind: sm.CmdAssign, Task: id, Node: target}))
+	}
+	if b.Len() == 0 {
+		return "nothing pending\n", nil
+	}
+	return b.String(), nil
+}
+
+func (r *runner) cmdAssign(d *datadriven.TestData) (string, error) {
+	a, err := parseArgs(d, 2)
+	if err != nil {
+		return "", err
+	}
+	t, err := r.task(a.pos[0])
+	if err != nil {
+		return "", err
+	}
+	return r.apply(sm.Command{Kind: sm.CmdAssign, Task: t.ID, Node: r.node(a.pos[1])}), nil
+}
+
+func (r *runner) cmdReport(d *datadriven.TestData) (string, error) {
+	a, err := parseArgs(d, 3, "exit")
+	if err != nil {
+		return "", err
+	}
+	t, err := r.task(a.pos[1])
+	if err != nil {
+		return "", err
+	}
+	st, err := sm.ParseTaskState(a.pos[2])
+	if err != nil {
+		return "", err
+	}
+	var exit int64
+	if v, ok := a.kv["exit"]; ok {
+		if exit, err = strconv.ParseInt(v, 10, 32); err != nil {
+			return "", err
+		}
+	}
+	return r.apply(sm.Command{Kind: sm.CmdTaskStatus, Node: r.node(a.pos[0]), Task: t.ID,
+		State: st, ExitCode: int32(exit)}), nil
+}
+
+func (r *runner) cmdSync(d *datadriven.TestData) (string, error) {
+	a, err := parseArgs(d, 1, "seq", "holds")
+	if err != nil {
+		return "", err
+	}
+	id := r.node(a.pos[0])
+	n := r.s.Node(id)
+	var seq uint64
+	switch v := a.kv["seq"]; {
+	case strings.HasPrefix(v, "current"):
+		if n == nil {
+			return "", fmt.Errorf("seq=%s: node %s does not exist", v, a.pos[0])
+		}
+		delta := int64(0)
+		if rest := strings.TrimPrefix(v, "current"); rest != "" {
+			if delta, err = strconv.ParseInt(rest, 10, 64); err != nil || (rest[0] != '-' && rest[0] != '+') {
+				return "", fmt.Errorf("seq=%s: want current, current-N or current+N", v)
+			}
+		}
+		seq = uint64(int64(n.AssignSeq) + delta)
+	default:
+		if seq, err = strconv.ParseUint(v, 10, 64); err != nil {
+			return "", fmt.Errorf("seq=%s: want a number, current or current-N", v)
+		}
+	}
+	var holds []sm.TaskID
+	for _, name := range splitList(a.kv["holds"]) {
+		t, err := r.task(name)
+		if err != nil {
+			return "", err
+		}
+		holds = append(holds, t.ID)
+	}
+	res := r.apply(sm.Command{Kind: sm.CmdNodeSync, Node: id, Seq: seq, Tasks: holds})
+	if r.out.Results[0].Err() == nil {
+		res = fmt.Sprintf("seq=%d freed=%d\n%s", seq, r.out.Results[0].ID, res)
+	}
+	return res, nil
+}
+
+// task resolves service.slot[#k] to a task.
+func (r *runner) task(name string) (*sm.Task, error) {
+	svcName, slotName, ok := strings.Cut(name, ".")
+	if !ok {
+		return nil, fmt.Errorf("task %q: want service.slot or service.slot#k", name)
+	}
+	slotName, kth, hasK := strings.Cut(slotName, "#")
+	svc := r.s.ServiceByName(svcName)
+	if svc == nil {
+		return nil, fmt.Errorf("task %q: no service %q", name, svcName)
+	}
+	var slot uint32
+	if id, ok := r.nodeIDs[slotName]; ok && svc.Spec.Mode == sm.ModeGlobal {
+		slot = uint32(id)
+	} else {
+		n, err := strconv.ParseUint(slotName, 10, 32)
+		if err != nil {
+			return nil, fmt.Errorf("task %q: slot %q is neither a number nor a node", name, slotName)
+		}
+		slot = uint32(n)
+	}
+	slots, tasks := r.s.SlotTasks(svc.ID)
+	i := slices.Index(slots, slot)
+	if i < 0 {
+		return nil, fmt.Errorf("task %q: service %q has no slot %d", name, svcName, slot)
+	}
+	ts := tasks[i]
+	if !hasK {
+		return ts[len(ts)-1], nil
+	}
+	k, err := strconv.Atoi(kth)
+	if err != nil || k < 1 || k > len(ts) {
+		return nil, fmt.Errorf("task %q: slot has %d tasks", name, len(ts))
+	}
+	return ts[k-1], nil
+}
+
+// taskNames names every task service.slot#k.
+func (r *runner) taskNames() map[sm.TaskID]string {
+	m := map[sm.TaskID]string{}
+	for _, sid := range r.s.ServiceIDs() {
+		svc := r.s.Service(sid)
+		slots, tasks := r.s.SlotTasks(sid)
+		for i, n := range slots {
+			for k, t := range tasks[i] {
+				m[t.ID] = fmt.Sprintf("%s#%d", r.slotName(svc, n), k+1)
+			}
+		}
+	}
+	return m
+}
+
+func (r *runner) slotName(svc *sm.Service, n uint32) string {
+	if svc.Spec.Mode == sm.ModeGlobal {
+		return svc.Spec.Name + "." + r.nodeName(sm.NodeID(n))
+	}
+	return fmt.Sprintf("%s.%d", svc.Spec.Name, n)
+}
+
+// shortID drops the group bits of a task ID.
+func shortID(id sm.TaskID) string { return fmt.Sprintf("t%d", uint64(id)&(1<<48-1)) }
+
+func (r *runner) elapsed(at int64) string { return time.Duration(at - clockBase).String() }

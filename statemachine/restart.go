@@ -1,0 +1,158 @@
+package statemachine
+
+// Restart policy over time (SwarmKit semantics): a dead task in a live slot
+// is replaced when its restart condition says so and the slot has attempts
+// left (MaxAttempts per slot and spec version, counted over Window); the
+// replacement is created at once but held at desired state `ready` until
+// Delay has passed and the old task has stopped, or oldTaskTimeout has passed
+// since it was created, whichever comes first once the delay is over.
+
+// oldTaskTimeout bounds how long a delayed replacement waits for the task it
+// replaces to stop (SwarmKit's one minute).
+const oldTaskTimeout = int64(60e9)
+
+// DefaultRestartDelay is the restart delay a service gets when its spec does
+// not say (applied by WithDefaults, not by Apply).
+const DefaultRestartDelay = int64(5e9)
+
+// WithDefaults returns spec with SwarmKit's defaults filled in where the user
+// gave none: restart delay 5s. Apply itself never guesses: a zero delay in a
+// command means no delay.
+func WithDefaults(spec ServiceSpec, delaySet bool) ServiceSpec {
+	if !delaySet && spec.Restart.Delay == 0 {
+		spec.Restart.Delay = DefaultRestartDelay
+	}
+	return spec
+}
+
+// restartRecord remembers when a slot's task was last restarted, for the
+// current spec version only.
+type restartRecord struct {
+	SpecVersion uint32
+	Times       []int64 // unix nanoseconds, oldest first
+}
+
+// maxRestartTimes bounds a record when MaxAttempts is unlimited.
+const maxRestartTimes = 16
+
+// attemptsLeft reports whether slot n of svc may be restarted again now.
+func (s *State) attemptsLeft(svc *Service, n uint32) bool {
+	p := svc.Spec.Restart
+	if p.MaxAttempts == 0 {
+		return true
+	}
+	rec := svc.restarts[n]
+	if rec == nil || rec.SpecVersion != svc.SpecVersion {
+		return true
+	}
+	used := 0
+	for _, at := range rec.Times {
+		if p.Window == 0 || s.now-at < p.Window {
+			used++
+		}
+	}
+	return used < int(p.MaxAttempts)
+}
+
+// recordRestart counts one restart of slot n now.
+func (s *State) recordRestart(svc *Service, n uint32) {
+	if svc.restarts == nil {
+		svc.restarts = make(map[uint32]*restartRecord)
+	}
+	rec := svc.restarts[n]
+	if rec == nil || rec.SpecVersion != svc.SpecVersion {
+		rec = &restartRecord{SpecVersion: svc.SpecVersion}
+		svc.restarts[n] = rec
+	}
+	rec.Times = append(rec.Times, s.now)
+	keep := maxRestartTimes
+	if m := int(svc.Spec.Restart.MaxAttempts); m > 0 {
+		keep = m
+	}
+	if w := svc.Spec.Restart.Window; w > 0 {
+		i := 0
+		for i < len(rec.Times) && s.now-rec.Times[i] >= w {
+			i++
+		}
+		rec.Times = rec.Times[i:]
+	}
+	if len(rec.Times) > keep {
+		rec.Times = rec.Times[len(rec.Times)-keep:]
+	}
+}
+
+// delayStart holds a just-created replacement at desired `ready` until its
+// restart delay has passed.
+func (s *State) delayStart(t *Task, delay int64) {
+	if delay <= 0 {
+		return
+	}
+	t.Desired = DesiredReady
+	t.StartAt = s.now + delay
+	t.StartBy = max(t.StartAt, s.now+oldTaskTimeout)
+	if first := &t.History.ring[t.History.start]; t.History.n > 0 {
+		first.Desired = DesiredReady
+	}
+	s.delayed[t.ID] = t
+	if s.nextDue == 0 || t.StartAt < s.nextDue {
+		s.nextDue = t.StartAt
+	}
+}
+
+// promotable reports whether a delayed task may start now: its delay has
+// passed and every other task of its slot has stopped, or it has waited
+// oldTaskTimeout.
+func (s *State) promotable(t *Task) bool {
+	if s.now < t.StartAt {
+		return false
+	}
+	if s.now >= t.StartBy {
+		return true
+	}
+	svc := s.services[t.Service]
+	if svc == nil {
+		return false
+	}
+	if sl := svc.slots[t.Slot]; sl != nil {
+		for _, x := range sl.tasks {
+			if x != t && !x.Status.State.Terminal() {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// promoteDue starts the delayed replacements whose time has come.
+func (s *State) promoteDue() {
+	if len(s.delayed) == 0 || s.now < s.nextDue {
+		return
+	}
+	s.nextDue = 0
+	for _, id := range sortedKeys(s.delayed) {
+		t := s.delayed[id]
+		switch {
+		case t.Desired != DesiredReady:
+			delete(s.delayed, id) // stopped meanwhile
+		case s.promotable(t):
+			delete(s.delayed, id)
+			s.setDesired(t, DesiredRunning)
+		default:
+			due := t.StartAt
+			if s.now >= t.StartAt {
+				due = t.StartBy
+			}
+			if s.nextDue == 0 || due < s.nextDue {
+				s.nextDue = due
+			}
+		}
+	}
+}
+
+// maybePromote starts a delayed task at once if it may (its slot changed).
+func (s *State) maybePromote(t *Task) {
+	if t.Desired == DesiredReady && t.StartAt != 0 && s.promotable(t) {
+		delete(s.delayed, t.ID)
+		s.setDesired(t, DesiredRunning)
+	}
+}
