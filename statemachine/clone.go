@@ -24,6 +24,7 @@ func (s *State) Clone() *State {
 		pools:         make(map[NetworkID]*ipam.Pool, len(s.pools)),
 		waiting:       make(map[TaskID]*Task, len(s.waiting)),
 		delayed:       make(map[TaskID]*Task, len(s.delayed)),
+		unknown:       make(map[TaskID]*Task, len(s.unknown)),
 		nextDue:       s.nextDue,
 	}
 	for id, t := range s.tasks {
@@ -36,6 +37,9 @@ func (s *State) Clone() *State {
 	}
 	for id := range s.delayed {
 		c.delayed[id] = c.tasks[id]
+	}
+	for id := range s.unknown {
+		c.unknown[id] = c.tasks[id]
 	}
 	for id, n := range s.nodes {
 		cn := *n

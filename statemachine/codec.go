@@ -147,6 +147,9 @@ func encodeSpec(e *encoder, s *ServiceSpec) {
 	encodeStrings(e, s.Networks)
 	e.i(s.CPU)
 	e.i(s.Memory)
+	e.i(s.Disconnect.LostAfter)
+	e.bool(s.Disconnect.NoReplace)
+	e.byte1(uint8(s.Disconnect.Reconcile))
 }
 
 func decodeSpec(d *decoder, s *ServiceSpec) {
@@ -162,6 +165,9 @@ func decodeSpec(d *decoder, s *ServiceSpec) {
 	s.Networks = decodeStrings(d)
 	s.CPU = d.i()
 	s.Memory = d.i()
+	s.Disconnect.LostAfter = d.i()
+	s.Disconnect.NoReplace = d.bool()
+	s.Disconnect.Reconcile = ReconcileMode(d.un(uint64(numReconcileModes)-1, "reconcile mode"))
 }
 
 // encodeNodeSpec writes a node's declared fields and status (not its task

@@ -37,6 +37,7 @@ type ServiceSpec struct {
 	Networks    []string // network names, one address per network per task
 	CPU         int64    // milli-cores reserved per task
 	Memory      int64    // bytes reserved per task
+	Disconnect  DisconnectPolicy
 }
 
 // Service is a declared service and its bookkeeping.

@@ -54,6 +54,9 @@ func validateSpec(spec *ServiceSpec) Result {
 	if spec.CPU < 0 || spec.Memory < 0 {
 		return reject(CodeInvalid, "service %q: CPU and memory reservations must not be negative", spec.Name)
 	}
+	if spec.Disconnect.LostAfter < 0 || spec.Disconnect.Reconcile >= numReconcileModes {
+		return reject(CodeInvalid, "service %q: disconnect lost_after must not be negative and reconcile must be one of %v", spec.Name, reconcileNames)
+	}
 	for _, c := range spec.Constraints {
 		if !strings.Contains(c, "==") && !strings.Contains(c, "!=") {
 			return reject(CodeInvalid, "service %q: constraint %q needs == or !=", spec.Name, c)
@@ -245,7 +248,9 @@ func (s *State) setNodeStatus(id NodeID, st NodeStatus) Result {
 	if !nodeStatusSteps[n.Status][st] {
 		return reject(CodeNotAllowed, "node %d cannot go from %s to %s", id, n.Status, st)
 	}
+	old := n.Status
 	n.Status, n.StatusAt = st, s.now
+	s.nodeConnectivity(n, old, st)
 	s.markNodeServices(n)
 	return Result{ID: uint64(id)}
 }

@@ -78,12 +78,14 @@ func (s *State) runnable(t *Task) bool {
 	return !t.Desired.Stopping() && !t.Status.State.Terminal() && !s.onDownNode(t)
 }
 
+// onDownNode reports whether t's node is gone for t: down, removed, or
+// disconnected while t's service has no disconnect window.
 func (s *State) onDownNode(t *Task) bool {
 	if t.Node == 0 {
 		return false
 	}
 	n := s.nodes[t.Node]
-	return n == nil || n.Status == NodeDown
+	return n == nil || n.Status == NodeDown || (n.Status == NodeDisconnected && s.window(t).LostAfter == 0)
 }
 
 // stopTask asks a task to stop, recording why. A task that never reached a
@@ -112,19 +114,22 @@ func (s *State) onDrainedNode(t *Task) bool {
 // drained); create=false never starts one (a paused node).
 func (s *State) reconcileSlot(svc *Service, sl *slot, keep, create bool) {
 	var survivor *Task
+	aside := false
 	for _, t := range sl.tasks {
 		switch {
 		case t.Desired.Stopping():
+		case s.heldAside(t):
+			aside = true // unknown on a disconnected node: neither stopped nor counted
 		case !keep:
 			s.stopTask(t, StopMoved)
 		case !s.runnable(t):
 			s.stopTask(t, StopFailed)
 		case s.onDrainedNode(t):
 			s.stopTask(t, StopMoved)
-		case survivor == nil || newer(t, survivor):
-			if survivor != nil {
-				s.stopTask(survivor, StopSurplus)
-			}
+		case survivor == nil:
+			survivor = t
+		case s.prefer(svc, t, survivor):
+			s.stopTask(survivor, StopSurplus)
 			survivor = t
 		default:
 			s.stopTask(t, StopSurplus)
@@ -139,6 +144,12 @@ func (s *State) reconcileSlot(svc *Service, sl *slot, keep, create bool) {
 		survivor, updated = nil, true
 	}
 	if survivor != nil || !keep || !create {
+		return
+	}
+	if aside {
+		if !svc.Spec.Disconnect.NoReplace {
+			s.newTask(svc, slotNumber(sl)) // the replacement for an unknown original
+		}
 		return
 	}
 	newest := sl.tasks[len(sl.tasks)-1]
@@ -158,6 +169,15 @@ func (s *State) reconcileSlot(svc *Service, sl *slot, keep, create bool) {
 }
 
 func slotNumber(sl *slot) uint32 { return sl.tasks[0].Slot }
+
+// prefer reports whether a should survive over b in one slot: on a
+// reconnect the service's reconcile mode decides, otherwise the newer task.
+func (s *State) prefer(svc *Service, a, b *Task) bool {
+	if reconnected(a) || reconnected(b) {
+		return s.keepOnReconnect(svc, a, b)
+	}
+	return newer(a, b)
+}
 
 // newer orders two tasks of a slot: a newer spec version wins, then the
 // later-created task.

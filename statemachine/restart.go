@@ -94,9 +94,7 @@ func (s *State) delayStart(t *Task, delay int64) {
 		first.Desired = DesiredReady
 	}
 	s.delayed[t.ID] = t
-	if s.nextDue == 0 || t.StartAt < s.nextDue {
-		s.nextDue = t.StartAt
-	}
+	s.noteDue(t.StartAt)
 }
 
 // promotable reports whether a delayed task may start now: its delay has
@@ -125,10 +123,6 @@ func (s *State) promotable(t *Task) bool {
 
 // promoteDue starts the delayed replacements whose time has come.
 func (s *State) promoteDue() {
-	if len(s.delayed) == 0 || s.now < s.nextDue {
-		return
-	}
-	s.nextDue = 0
 	for _, id := range sortedKeys(s.delayed) {
 		t := s.delayed[id]
 		switch {
@@ -137,14 +131,10 @@ func (s *State) promoteDue() {
 		case s.promotable(t):
 			delete(s.delayed, id)
 			s.setDesired(t, DesiredRunning)
+		case s.now < t.StartAt:
+			s.noteDue(t.StartAt)
 		default:
-			due := t.StartAt
-			if s.now >= t.StartAt {
-				due = t.StartBy
-			}
-			if s.nextDue == 0 || due < s.nextDue {
-				s.nextDue = due
-			}
+			s.noteDue(t.StartBy)
 		}
 	}
 }

@@ -306,8 +306,13 @@ func decodeCanonical(b []byte) (*State, error) {
 		}
 		if t.Desired == DesiredReady && t.StartAt != 0 {
 			s.delayed[t.ID] = t
-			if s.nextDue == 0 || t.StartAt < s.nextDue {
-				s.nextDue = t.StartAt
+			s.noteDue(t.StartAt)
+		}
+		if !t.Desired.Stopping() && NeedsReconnect(t) {
+			if n := s.nodes[t.Node]; n != nil && n.Status == NodeDisconnected {
+				s.unknown[t.ID] = t
+				e, _ := connMarker(t)
+				s.noteDue(e.At + svc.Spec.Disconnect.LostAfter)
 			}
 		}
 		sl := svc.slots[t.Slot]

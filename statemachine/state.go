@@ -54,6 +54,9 @@ type State struct {
 	// delayed indexes replacements held at desired ready by a restart
 	// delay; nextDue is the earliest time one of them may need promoting.
 	delayed map[TaskID]*Task
+	// unknown indexes originals left unknown on a disconnected node, until
+	// they reconnect or are lost.
+	unknown map[TaskID]*Task
 	nextDue int64
 
 	// observe, when set, sees every change as it is made (the model
@@ -84,6 +87,7 @@ func New(cfg Config) *State {
 		pools:         make(map[NetworkID]*ipam.Pool),
 		waiting:       make(map[TaskID]*Task),
 		delayed:       make(map[TaskID]*Task),
+		unknown:       make(map[TaskID]*Task),
 	}
 }
 
@@ -192,7 +196,7 @@ func (s *State) Apply(batch []Command, index uint64, now int64, out *Output) {
 	}
 	if !s.cfg.ManualReactions {
 		s.react()
-		s.promoteDue()
+		s.timers()
 	}
 	for _, svc := range s.dirty {
 		s.takeWork(svc)
@@ -251,11 +255,26 @@ func (s *State) applyOne(c *Command) Result {
 		return s.nodeSync(c)
 	case CmdTick:
 		if s.cfg.ManualReactions {
-			s.promoteDue()
+			s.timers()
 		}
 		return Result{}
 	}
 	return reject(CodeInvalid, "unknown command kind %d", uint8(c.Kind))
+}
+
+// timers fires what is due at s.now: delayed restarts start, unknown
+// originals past their disconnect window are lost (and their slots
+// reconciled at once).
+func (s *State) timers() {
+	if s.nextDue == 0 || s.now < s.nextDue {
+		return
+	}
+	s.nextDue = 0
+	s.loseExpired()
+	if !s.cfg.ManualReactions {
+		s.react()
+	}
+	s.promoteDue()
 }
 
 // markDirty queues a whole service for the end-of-batch reactions.

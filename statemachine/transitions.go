@@ -230,6 +230,8 @@ func (s *State) deleteTask(t *Task, beyondRetention bool) {
 		s.freeAttachments(t.ID, t.Attachments) // no node ever saw them
 	}
 	delete(s.waiting, t.ID)
+	delete(s.delayed, t.ID)
+	delete(s.unknown, t.ID)
 	svc := s.services[t.Service]
 	if svc != nil {
 		if sl := svc.slots[t.Slot]; sl != nil {

@@ -95,6 +95,12 @@ func (r *runner) taskLine(t *sm.Task) string {
 	if t.StartAt != 0 && t.Desired == sm.DesiredReady {
 		fmt.Fprintf(&b, " start-at=%s start-by=%s", r.elapsed(t.StartAt), r.elapsed(t.StartBy))
 	}
+	for i := t.History.Len() - 1; i >= 0; i-- {
+		if e := t.History.At(i); e.Kind == sm.HistUnknown || e.Kind == sm.HistReconnect || e.Kind == sm.HistLost {
+			fmt.Fprintf(&b, " conn=%s@%s", e.Kind, r.elapsed(e.At))
+			break
+		}
+	}
 	if t.StopReason != sm.StopNone {
 		fmt.Fprintf(&b, " stopped=%s", t.StopReason)
 	}

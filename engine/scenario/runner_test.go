@@ -8,6 +8,7 @@ package scenario
 //	availability n1 active|pause|drain
 //	network net subnet=10.0.0.0/29
 //	create-service web [replicas=N] [mode=global] [restart=any|on-failure|none] [delay=5s] [max-attempts=N] [window=1m]
+//		[lost-after=5m] [replace=true|false] [reconcile=best_score|keep_original|keep_replacement|longest_running]
 //	    [networks=a,b] [image=v1] [constraints=node.labels.zone==a,…]
 //	update-service web [replicas=N] [image=…] [restart=…] [networks=…] [constraints=…]
 //	remove-service web
@@ -356,7 +357,7 @@ func splitList(v string) []string {
 }
 
 func (r *runner) cmdService(d *datadriven.TestData) (string, error) {
-	a, err := parseArgs(d, 1, "replicas", "mode", "restart", "networks", "image", "constraints", "delay", "max-attempts", "window")
+	a, err := parseArgs(d, 1, "replicas", "mode", "restart", "networks", "image", "constraints", "delay", "max-attempts", "window", "lost-after", "replace", "reconcile")
 	if err != nil {
 		return "", err
 	}
@@ -389,7 +390,19 @@ func (r *runner) cmdService(d *datadriven.TestData) (string, error) {
 			return "", err
 		}
 	}
-	for key, dst := range map[string]*int64{"delay": &spec.Restart.Delay, "window": &spec.Restart.Window} {
+	if v, ok := a.kv["replace"]; ok {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return "", fmt.Errorf("replace wants true or false, got %q", v)
+		}
+		spec.Disconnect.NoReplace = !b
+	}
+	if v, ok := a.kv["reconcile"]; ok {
+		if spec.Disconnect.Reconcile, err = parseEnum[sm.ReconcileMode]("reconcile", v, "best_score", "keep_original", "keep_replacement", "longest_running"); err != nil {
+			return "", err
+		}
+	}
+	for key, dst := range map[string]*int64{"delay": &spec.Restart.Delay, "window": &spec.Restart.Window, "lost-after": &spec.Disconnect.LostAfter} {
 		if v, ok := a.kv[key]; ok {
 			dur, err := time.ParseDuration(v)
 			if err != nil || dur < 0 {

@@ -1,0 +1,113 @@
+package monitor
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"shoal/statemachine"
+)
+
+// Config tunes a Monitor. Zero values take the defaults named on each field.
+type Config struct {
+	// TargetRate is the aggregate heartbeat rate the cluster aims at, in
+	// heartbeats per second: the base TTL is nodes / TargetRate seconds,
+	// clamped to [MinTTL, MaxTTL]. Default 2000.
+	TargetRate float64
+	// MinTTL is the shortest base TTL (before jitter). Default 5s.
+	MinTTL time.Duration
+	// MaxTTL is the longest base TTL (before jitter). Default 2m.
+	MaxTTL time.Duration
+	// Jitter is the largest fraction of the base TTL added to each TTL
+	// handed out, so agents that started together drift apart: a TTL lies
+	// in [base, base·(1+Jitter)). It is derived from Seed, the node ID and
+	// the node's heartbeat count, never from global randomness. Default 0.2;
+	// negative means none.
+	Jitter float64
+	// GraceFactor is how many TTLs a node may stay silent: it expires
+	// GraceFactor × the TTL it was last handed after its last heartbeat.
+	// Default 3.
+	GraceFactor float64
+	// FailoverGrace is how long after BecomeLeader nothing expires and
+	// nothing is orphaned; every node gets at least this long (or its
+	// grace, if longer) to send its first heartbeat to the new leader.
+	// Default 30s.
+	FailoverGrace time.Duration
+	// OrphanTimeout is how long a node stays down before Tick reports it
+	// with ChangeOrphan (its assigned..running tasks are then orphaned).
+	// Default 24h.
+	OrphanTimeout time.Duration
+	// Seed is mixed into the jitter, so a replay with the same seed gives
+	// the same TTLs. Default 0.
+	Seed uint64
+	// Disconnectable reports whether a node holds tasks of services with a
+	// disconnect window (lost_after > 0). Such a node becomes disconnected
+	// when its heartbeat expires; any other node becomes down. It is called
+	// from Tick only, for expiring nodes. Default nil: every expiring node
+	// becomes down.
+	Disconnectable func(statemachine.NodeID) bool
+}
+
+// Defaults.
+const (
+	DefaultTargetRate    = 2000
+	DefaultMinTTL        = 5 * time.Second
+	DefaultMaxTTL        = 2 * time.Minute
+	DefaultJitter        = 0.2
+	DefaultGraceFactor   = 3
+	DefaultFailoverGrace = 30 * time.Second
+	DefaultOrphanTimeout = 24 * time.Hour
+)
+
+// Errors.
+var (
+	// ErrConfig is wrapped by every configuration error.
+	ErrConfig = errors.New("monitor: bad configuration")
+	// ErrUnknownNode: the node is not tracked; Track it (from the cluster
+	// group's state) before it heartbeats.
+	ErrUnknownNode = errors.New("monitor: unknown node")
+)
+
+func (c Config) withDefaults() Config {
+	if c.TargetRate == 0 {
+		c.TargetRate = DefaultTargetRate
+	}
+	if c.MinTTL == 0 {
+		c.MinTTL = DefaultMinTTL
+	}
+	if c.MaxTTL == 0 {
+		c.MaxTTL = max(DefaultMaxTTL, c.MinTTL)
+	}
+	switch {
+	case c.Jitter == 0:
+		c.Jitter = DefaultJitter
+	case c.Jitter < 0:
+		c.Jitter = 0
+	}
+	if c.GraceFactor == 0 {
+		c.GraceFactor = DefaultGraceFactor
+	}
+	if c.FailoverGrace == 0 {
+		c.FailoverGrace = DefaultFailoverGrace
+	}
+	if c.OrphanTimeout == 0 {
+		c.OrphanTimeout = DefaultOrphanTimeout
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.TargetRate < 0:
+		return fmt.Errorf("%w: target rate %g heartbeats/s is negative", ErrConfig, c.TargetRate)
+	case c.MinTTL < 0 || c.MaxTTL < c.MinTTL:
+		return fmt.Errorf("%w: TTL bounds [%s, %s] are not a range", ErrConfig, c.MinTTL, c.MaxTTL)
+	case c.Jitter > 1:
+		return fmt.Errorf("%w: jitter %g is more than the whole TTL; use 0..1", ErrConfig, c.Jitter)
+	case c.GraceFactor < 1:
+		return fmt.Errorf("%w: grace factor %g would expire nodes before their TTL; use at least 1", ErrConfig, c.GraceFactor)
+	case c.FailoverGrace < 0 || c.OrphanTimeout < 0:
+		return fmt.Errorf("%w: failover grace and orphan timeout must not be negative", ErrConfig)
+	}
+	return nil
+}

@@ -1,0 +1,212 @@
+package statemachine
+
+// Disconnects and reconnects (DESIGN.md, Nomad's lessons). A node that
+// misses its heartbeat becomes `disconnected` when it holds tasks of services
+// with a disconnect window (LostAfter > 0), else `down`. On a disconnected
+// node, such tasks get an *unknown* history entry (their observed state stays
+// where it was: ranks never go back) and, unless the service says
+// NoReplace, a replacement in the same slot; the originals are held aside,
+// neither stopped nor counted. LostAfter after the unknown entry, an
+// original is lost: a *lost* entry, desired shutdown, and its slot is
+// refilled by the restart policy. When the node heartbeats again, each
+// original still unknown gets a *reconnect* entry and reconciliation keeps
+// exactly one of original and replacement per slot (the service's
+// ReconcileMode; a newer spec version always wins). Whether a task "needs
+// reconnect" is read from its last connectivity history entry, never from a
+// truncated event log. Tasks of services without a window on a disconnected
+// node are treated as on a down node: replaced at once.
+
+// ReconcileMode chooses between an original and its replacement when a
+// disconnected node comes back.
+type ReconcileMode uint8
+
+// Reconcile modes (Nomad's; default best_score).
+const (
+	ReconcileBestScore ReconcileMode = iota
+	ReconcileKeepOriginal
+	ReconcileKeepReplacement
+	ReconcileLongestRunning
+	numReconcileModes
+)
+
+var reconcileNames = [...]string{"best_score", "keep_original", "keep_replacement", "longest_running"}
+
+func (m ReconcileMode) String() string {
+	if m < numReconcileModes {
+		return reconcileNames[m]
+	}
+	return "ReconcileMode(?)"
+}
+
+// DisconnectPolicy is a service's disconnect window.
+type DisconnectPolicy struct {
+	// LostAfter is how long tasks on a disconnected node stay unknown before
+	// they are lost, in nanoseconds; 0 (the default) means no window: the
+	// tasks are replaced at once, as on a down node.
+	LostAfter int64
+	// NoReplace holds the slot for the unknown original instead of placing
+	// a replacement at once (Nomad's replace=false; the default replaces).
+	NoReplace bool
+	// Reconcile picks the survivor on reconnect.
+	Reconcile ReconcileMode
+}
+
+// connMarker returns the task's last connectivity history entry (unknown,
+// reconnect or lost).
+func connMarker(t *Task) (HistoryEntry, bool) {
+	for i := t.History.Len() - 1; i >= 0; i-- {
+		if e := t.History.At(i); e.Kind == HistUnknown || e.Kind == HistReconnect || e.Kind == HistLost {
+			return e, true
+		}
+	}
+	return HistoryEntry{}, false
+}
+
+// NeedsReconnect reports whether a task's last connectivity entry says it was
+// left unknown by a disconnect.
+func NeedsReconnect(t *Task) bool {
+	e, ok := connMarker(t)
+	return ok && e.Kind == HistUnknown
+}
+
+func reconnected(t *Task) bool {
+	e, ok := connMarker(t)
+	return ok && e.Kind == HistReconnect
+}
+
+func (s *State) window(t *Task) DisconnectPolicy {
+	if svc := s.services[t.Service]; svc != nil {
+		return svc.Spec.Disconnect
+	}
+	return DisconnectPolicy{}
+}
+
+// HasDisconnectWindow reports whether node n holds a live task of a service
+// with a disconnect window: the node monitor then marks it disconnected, not
+// down, when it misses its heartbeat.
+func (s *State) HasDisconnectWindow(id NodeID) bool {
+	n := s.nodes[id]
+	if n == nil {
+		return false
+	}
+	for _, t := range n.tasks {
+		if !t.Desired.Stopping() && !t.Status.State.Terminal() && s.window(t).LostAfter > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *State) mark(t *Task, kind HistoryKind) {
+	t.History.add(HistoryEntry{At: s.now, State: t.Status.State, Kind: kind, By: CompNodeMonitor, Desired: t.Desired})
+}
+
+// nodeConnectivity updates a node's tasks when its status changes from old
+// to st.
+func (s *State) nodeConnectivity(n *Node, old, st NodeStatus) {
+	for _, t := range s.NodeTasks(n.ID) {
+		live := !t.Desired.Stopping() && t.Status.State >= StateAssigned && !t.Status.State.Terminal()
+		switch {
+		case st == NodeDisconnected && live && s.window(t).LostAfter > 0:
+			s.mark(t, HistUnknown)
+			s.unknown[t.ID] = t
+			s.noteDue(t.History.At(t.History.Len()-1).At + s.window(t).LostAfter)
+		case old == NodeDisconnected && st == NodeDown && NeedsReconnect(t):
+			s.mark(t, HistLost)
+			delete(s.unknown, t.ID)
+		case old == NodeDisconnected && NeedsReconnect(t):
+			s.mark(t, HistReconnect)
+			delete(s.unknown, t.ID)
+		}
+	}
+}
+
+func (s *State) noteDue(at int64) {
+	if s.nextDue == 0 || at < s.nextDue {
+		s.nextDue = at
+	}
+}
+
+// heldAside reports whether t is an unknown original on a disconnected node.
+func (s *State) heldAside(t *Task) bool {
+	if _, ok := s.unknown[t.ID]; !ok {
+		return false
+	}
+	n := s.nodes[t.Node]
+	return n != nil && n.Status == NodeDisconnected
+}
+
+// loseExpired loses the unknown originals whose window has passed.
+func (s *State) loseExpired() {
+	for _, id := range sortedKeys(s.unknown) {
+		t := s.unknown[id]
+		if t.Desired.Stopping() || t.Status.State.Terminal() || !NeedsReconnect(t) {
+			delete(s.unknown, id) // stopped or settled meanwhile
+			continue
+		}
+		e, _ := connMarker(t)
+		due := e.At + s.window(t).LostAfter
+		if s.now < due {
+			s.noteDue(due)
+			continue
+		}
+		delete(s.unknown, id)
+		s.mark(t, HistLost)
+		s.stopTask(t, StopFailed)
+		s.markSlot(s.services[t.Service], t.Slot)
+	}
+}
+
+// keepOnReconnect decides between two runnable tasks of a slot, at least one
+// of them an original that reconnected: true keeps a.
+func (s *State) keepOnReconnect(svc *Service, a, b *Task) bool {
+	if a.SpecVersion != b.SpecVersion {
+		return a.SpecVersion > b.SpecVersion // a newer spec version always wins
+	}
+	orig, repl := a, b
+	if a.ID > b.ID {
+		orig, repl = b, a
+	}
+	var keep *Task
+	switch svc.Spec.Disconnect.Reconcile {
+	case ReconcileKeepOriginal:
+		keep = orig
+	case ReconcileKeepReplacement:
+		keep = repl
+	case ReconcileLongestRunning:
+		keep = orig
+		if runningSince(repl) < runningSince(orig) {
+			keep = repl
+		}
+	default:
+		keep = orig
+		if s.score(repl) > s.score(orig) {
+			keep = repl
+		}
+	}
+	return keep == a
+}
+
+// score ranks a task for best_score: running beats not yet running, and a
+// task on a ready, active node beats one elsewhere; ties keep the original.
+func (s *State) score(t *Task) int {
+	sc := 0
+	if t.Status.State == StateRunning {
+		sc += 2
+	}
+	if n := s.nodes[t.Node]; n != nil && n.Status == NodeReady && n.Availability == AvailActive {
+		sc++
+	}
+	return sc
+}
+
+// runningSince is when the task was last seen to start running (the newest
+// running transition in its history), or the largest time if never.
+func runningSince(t *Task) int64 {
+	for i := 0; i < t.History.Len(); i++ {
+		if e := t.History.At(i); e.Kind == HistTransition && e.State == StateRunning {
+			return e.At
+		}
+	}
+	return 1<<63 - 1
+}
