@@ -25,6 +25,7 @@ func (s *State) Clone() *State {
 		waiting:       make(map[TaskID]*Task, len(s.waiting)),
 		delayed:       make(map[TaskID]*Task, len(s.delayed)),
 		unknown:       make(map[TaskID]*Task, len(s.unknown)),
+		updating:      make(map[ServiceID]*Service, len(s.updating)),
 		nextDue:       s.nextDue,
 	}
 	for id, t := range s.tasks {
@@ -74,6 +75,9 @@ func (s *State) Clone() *State {
 			cs.slots[n] = csl
 		}
 		c.services[id] = &cs
+		if _, ok := s.updating[id]; ok {
+			c.updating[id] = &cs
+		}
 	}
 	for id, nw := range s.networks {
 		cn := *nw

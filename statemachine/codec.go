@@ -3,6 +3,7 @@ package statemachine
 import (
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 )
 
@@ -150,6 +151,12 @@ func encodeSpec(e *encoder, s *ServiceSpec) {
 	e.i(s.Disconnect.LostAfter)
 	e.bool(s.Disconnect.NoReplace)
 	e.byte1(uint8(s.Disconnect.Reconcile))
+	e.u(uint64(s.Update.Parallelism))
+	e.i(s.Update.Delay)
+	e.byte1(uint8(s.Update.FailureAction))
+	e.i(s.Update.Monitor)
+	e.u(math.Float64bits(s.Update.MaxFailureRatio))
+	e.byte1(uint8(s.Update.Order))
 }
 
 func decodeSpec(d *decoder, s *ServiceSpec) {
@@ -168,6 +175,12 @@ func decodeSpec(d *decoder, s *ServiceSpec) {
 	s.Disconnect.LostAfter = d.i()
 	s.Disconnect.NoReplace = d.bool()
 	s.Disconnect.Reconcile = ReconcileMode(d.un(uint64(numReconcileModes)-1, "reconcile mode"))
+	s.Update.Parallelism = uint32(d.un(1<<32-1, "parallelism"))
+	s.Update.Delay = d.i()
+	s.Update.FailureAction = FailureAction(d.un(uint64(numFailureActions)-1, "failure action"))
+	s.Update.Monitor = d.i()
+	s.Update.MaxFailureRatio = math.Float64frombits(d.u())
+	s.Update.Order = UpdateOrder(d.un(uint64(StartFirst), "update order"))
 }
 
 // encodeNodeSpec writes a node's declared fields and status (not its task

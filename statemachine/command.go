@@ -32,12 +32,13 @@ const (
 	CmdRemoveNetwork
 	CmdNodeSync
 	CmdTick
+	CmdRollbackService
 	numCmdKinds
 )
 
 var cmdNames = [...]string{"nop", "create-service", "update-service", "remove-service",
 	"upsert-node", "remove-node", "set-node-status", "set-availability", "assign",
-	"task-status", "orphan", "reconcile", "allocate", "reap", "create-network", "remove-network", "node-sync", "tick"}
+	"task-status", "orphan", "reconcile", "allocate", "reap", "create-network", "remove-network", "node-sync", "tick", "rollback-service"}
 
 func (k CmdKind) String() string {
 	if k < numCmdKinds {
@@ -50,7 +51,8 @@ func (k CmdKind) String() string {
 // on Kind:
 //
 //	CmdCreateService, CmdUpdateService: Spec
-//	CmdRemoveService, CmdReconcile:     Name (service name)
+//	CmdRemoveService, CmdReconcile,
+//	CmdRollbackService:                 Name (service name)
 //	CmdUpsertNode:                      NodeSpec
 //	CmdRemoveNode:                      Node
 //	CmdSetNodeStatus:                   Node, NodeStatus

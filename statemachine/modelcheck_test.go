@@ -138,6 +138,10 @@ func mcActions(s *State, m mcMeta, b mcBounds, progressOnly bool) []mcAction {
 			}
 			if t.Desired.Stopping() {
 				report(StateShutdown, false)
+			} else if t.Desired == DesiredReady {
+				if st < StateReady {
+					report(StateReady, false) // held: prepare, do not start
+				}
 			} else if st < StateRunning {
 				report(StateRunning, false) // a coalesced report: assigned → running
 			}

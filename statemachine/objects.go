@@ -38,6 +38,7 @@ type ServiceSpec struct {
 	CPU         int64    // milli-cores reserved per task
 	Memory      int64    // bytes reserved per task
 	Disconnect  DisconnectPolicy
+	Update      UpdateConfig
 }
 
 // Service is a declared service and its bookkeeping.
@@ -53,6 +54,9 @@ type Service struct {
 	slots map[uint32]*slot // index: slot number (node ID for global) → tasks
 	// restarts counts restart attempts per slot for the current spec version.
 	restarts map[uint32]*restartRecord
+	// Update is the progress of the last rolling update.
+	Update UpdateStatus
+	budget int // slots that may still start updating in this pass (-1: any)
 
 	// end-of-batch work, empty between Apply calls
 	queued     bool     // in State.dirty

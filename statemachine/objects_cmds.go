@@ -1,6 +1,7 @@
 package statemachine
 
 import (
+	"math"
 	"slices"
 	"strings"
 )
@@ -53,6 +54,10 @@ func validateSpec(spec *ServiceSpec) Result {
 	}
 	if spec.CPU < 0 || spec.Memory < 0 {
 		return reject(CodeInvalid, "service %q: CPU and memory reservations must not be negative", spec.Name)
+	}
+	if u := spec.Update; u.Delay < 0 || u.Monitor < 0 || u.FailureAction >= numFailureActions || u.Order > StartFirst ||
+		math.IsNaN(u.MaxFailureRatio) || u.MaxFailureRatio < 0 || u.MaxFailureRatio > 1 {
+		return reject(CodeInvalid, "service %q: update delay and monitor must not be negative, max failure ratio must be in [0,1], failure action pause, continue or rollback", spec.Name)
 	}
 	if spec.Disconnect.LostAfter < 0 || spec.Disconnect.Reconcile >= numReconcileModes {
 		return reject(CodeInvalid, "service %q: disconnect lost_after must not be negative and reconcile must be one of %v", spec.Name, reconcileNames)
@@ -134,6 +139,7 @@ func (s *State) updateService(spec *ServiceSpec) Result {
 		svc.PrevSpec = &prev
 		svc.Spec = next
 		svc.SpecVersion++
+		s.beginUpdate(svc, false)
 	}
 	s.markDirty(svc)
 	return Result{ID: uint64(svc.ID)}

@@ -8,6 +8,10 @@ func (s *State) reconcile(svc *Service) { s.reconcileSlots(svc) }
 // reaper.
 func (s *State) reconcileSlots(svc *Service) []uint32 {
 	slots, full := s.takeWork(svc)
+	if svc.Update.active() && !svc.Remove {
+		slots, full = sortedKeys(svc.slots), true // an update moves slot by slot
+	}
+	svc.budget = s.updateBudget(svc)
 	if svc.Remove {
 		for _, n := range slots {
 			if sl := svc.slots[n]; sl != nil {
@@ -114,6 +118,7 @@ func (s *State) onDrainedNode(t *Task) bool {
 // drained); create=false never starts one (a paused node).
 func (s *State) reconcileSlot(svc *Service, sl *slot, keep, create bool) {
 	var survivor *Task
+	var runnable []*Task
 	aside := false
 	for _, t := range sl.tasks {
 		switch {
@@ -124,13 +129,23 @@ func (s *State) reconcileSlot(svc *Service, sl *slot, keep, create bool) {
 			s.stopTask(t, StopMoved)
 		case !s.runnable(t):
 			s.stopTask(t, StopFailed)
+			s.countFailure(svc, t)
 		case s.onDrainedNode(t):
 			s.stopTask(t, StopMoved)
-		case survivor == nil:
-			survivor = t
-		case s.prefer(svc, t, survivor):
-			s.stopTask(survivor, StopSurplus)
-			survivor = t
+		default:
+			runnable = append(runnable, t)
+			if survivor == nil || s.prefer(svc, t, survivor) {
+				survivor = t
+			}
+		}
+	}
+	for _, t := range runnable {
+		switch {
+		case t == survivor:
+		case t.SpecVersion < survivor.SpecVersion && svc.Spec.Update.Order == StartFirst && survivor.Status.State != StateRunning:
+			// start-first: the old task serves until the new one runs
+		case t.SpecVersion < survivor.SpecVersion:
+			s.stopTask(t, StopUpdated)
 		default:
 			s.stopTask(t, StopSurplus)
 		}
@@ -140,6 +155,16 @@ func (s *State) reconcileSlot(svc *Service, sl *slot, keep, create bool) {
 	}
 	updated := false
 	if survivor != nil && survivor.SpecVersion < svc.SpecVersion {
+		if svc.budget == 0 {
+			return // waits for its turn in the rolling update
+		}
+		if svc.budget > 0 {
+			svc.budget--
+		}
+		if svc.Spec.Update.Order == StartFirst {
+			s.newTask(svc, slotNumber(sl)) // the old task stops once this one runs
+			return
+		}
 		s.stopTask(survivor, StopUpdated)
 		survivor, updated = nil, true
 	}
@@ -155,8 +180,11 @@ func (s *State) reconcileSlot(svc *Service, sl *slot, keep, create bool) {
 	newest := sl.tasks[len(sl.tasks)-1]
 	n := slotNumber(sl)
 	switch {
-	case updated || newest.Desired == DesiredRemove || newest.SpecVersion < svc.SpecVersion:
-		s.newTask(svc, n) // an update, or a slot that was scaled away and is back
+	case updated:
+		// stop-first: the new task waits at ready until the old one stopped
+		s.holdAtReady(s.newTask(svc, n), 0)
+	case newest.Desired == DesiredRemove || newest.SpecVersion < svc.SpecVersion:
+		s.newTask(svc, n) // a slot that was scaled away and is back, or an old stopped one
 	case newest.StopReason == StopFailed:
 		// It died: the restart condition and the attempts left decide.
 		if s.shouldRestart(svc, newest) && s.attemptsLeft(svc, n) {
@@ -219,6 +247,7 @@ func (s *State) maybeDeleteService(svc *Service) {
 		s.observe.svcDeleted(svc)
 	}
 	s.releaseVIPs(svc)
+	delete(s.updating, svc.ID)
 	delete(s.services, svc.ID)
 	delete(s.serviceByName, svc.Spec.Name)
 	s.emit(Effect{Kind: EffServiceDeleted, Service: svc.ID})

@@ -87,6 +87,12 @@ func (s *State) delayStart(t *Task, delay int64) {
 	if delay <= 0 {
 		return
 	}
+	s.holdAtReady(t, delay)
+}
+
+// holdAtReady creates t at desired `ready`: it starts once delay has passed
+// and the other tasks of its slot have stopped, or oldTaskTimeout after now.
+func (s *State) holdAtReady(t *Task, delay int64) {
 	t.Desired = DesiredReady
 	t.StartAt = s.now + delay
 	t.StartBy = max(t.StartAt, s.now+oldTaskTimeout)

@@ -101,6 +101,11 @@ func (s *State) writeCanonical(w io.Writer) error {
 		if svc.PrevSpec != nil {
 			encodeSpec(&e, svc.PrevSpec)
 		}
+		e.byte1(uint8(svc.Update.State))
+		e.i(svc.Update.StartedAt)
+		e.i(svc.Update.CompletedAt)
+		e.str(svc.Update.Message)
+		e.u(uint64(svc.Update.Failures))
 		slots := sortedKeys(svc.restarts)
 		e.u(uint64(len(slots)))
 		for _, n := range slots {
@@ -268,6 +273,14 @@ func decodeCanonical(b []byte) (*State, error) {
 			svc.PrevSpec = new(ServiceSpec)
 			decodeSpec(&d, svc.PrevSpec)
 		}
+		svc.Update.State = UpdateState(d.un(uint64(numUpdateStates)-1, "update state"))
+		svc.Update.StartedAt = d.i()
+		svc.Update.CompletedAt = d.i()
+		svc.Update.Message = d.str()
+		svc.Update.Failures = uint32(d.un(1<<32-1, "failures"))
+		if svc.Update.active() {
+			s.updating[svc.ID] = svc
+		}
 		for range d.count(3) {
 			if svc.restarts == nil {
 				svc.restarts = make(map[uint32]*restartRecord)
@@ -330,6 +343,11 @@ func decodeCanonical(b []byte) (*State, error) {
 	}
 	if d.err != nil {
 		return nil, d.err
+	}
+	if len(s.updating) > 0 {
+		// Update progress is timed from task history; look at it on the
+		// first entry after loading (a pass with nothing due changes nothing).
+		s.noteDue(1)
 	}
 	for _, n := range s.nodes {
 		slices.SortFunc(n.tasks, func(a, b *Task) int { return cmpID(a.ID, b.ID) })

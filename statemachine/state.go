@@ -57,7 +57,9 @@ type State struct {
 	// unknown indexes originals left unknown on a disconnected node, until
 	// they reconnect or are lost.
 	unknown map[TaskID]*Task
-	nextDue int64
+	// updating indexes services with a rolling update in progress.
+	updating map[ServiceID]*Service
+	nextDue  int64
 
 	// observe, when set, sees every change as it is made (the model
 	// checker's independent legality checks); never serialized.
@@ -88,6 +90,7 @@ func New(cfg Config) *State {
 		waiting:       make(map[TaskID]*Task),
 		delayed:       make(map[TaskID]*Task),
 		unknown:       make(map[TaskID]*Task),
+		updating:      make(map[ServiceID]*Service),
 	}
 }
 
@@ -253,6 +256,8 @@ func (s *State) applyOne(c *Command) Result {
 		return s.removeNetwork(c.Name)
 	case CmdNodeSync:
 		return s.nodeSync(c)
+	case CmdRollbackService:
+		return s.rollbackService(c.Name)
 	case CmdTick:
 		if s.cfg.ManualReactions {
 			s.timers()
@@ -271,6 +276,9 @@ func (s *State) timers() {
 	}
 	s.nextDue = 0
 	s.loseExpired()
+	for _, id := range sortedKeys(s.updating) {
+		s.markDirty(s.updating[id]) // a rolling update may move on now
+	}
 	if !s.cfg.ManualReactions {
 		s.react()
 	}

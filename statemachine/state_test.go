@@ -82,7 +82,11 @@ func (h *harness) placeAll(nodes int) {
 	for _, id := range h.s.TaskIDs() {
 		t := h.s.Task(id)
 		if t.Status.State == StateAssigned {
-			cmds = append(cmds, Command{Kind: CmdTaskStatus, Task: id, Node: t.Node, State: StateRunning})
+			to := StateRunning
+			if t.Desired == DesiredReady {
+				to = StateReady // held back: prepared, not started
+			}
+			cmds = append(cmds, Command{Kind: CmdTaskStatus, Task: id, Node: t.Node, State: to})
 		}
 	}
 	h.ok(cmds...)

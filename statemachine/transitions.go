@@ -45,6 +45,10 @@ func (s *State) transition(t *Task, to TaskState, by Component) {
 	if to.Terminal() {
 		s.releaseAddresses(t)
 		s.markSlot(s.services[t.Service], t.Slot)
+	} else if to == StateRunning && len(s.updating) > 0 {
+		if svc := s.updating[t.Service]; svc != nil {
+			s.markSlot(svc, t.Slot) // a rolling update times its next step from here
+		}
 	}
 }
 
@@ -119,6 +123,9 @@ func (s *State) agentStatus(c *Command) Result {
 	}
 	if !CanTransition(CompAgent, from, c.State) {
 		return reject(CodeWrongComponent, "agent may not move task %d from %s to %s", c.Task, from, c.State)
+	}
+	if t.Desired == DesiredReady && (c.State == StateStarting || c.State == StateRunning) {
+		return reject(CodeNotAllowed, "task %d is held at ready (restart delay or update); it may not start yet", c.Task)
 	}
 	t.Status.ExitCode = c.ExitCode
 	t.Status.Message = c.Message

@@ -39,6 +39,7 @@ func (r *runner) dump() string {
 			b.WriteString(" removing")
 		}
 		b.WriteString("\n")
+		b.WriteString(updateLine(svc, r.elapsed))
 		slots, tasks := r.s.SlotTasks(sid)
 		for i, n := range slots {
 			fmt.Fprintf(&b, "  %s:\n", r.slotName(svc, n))

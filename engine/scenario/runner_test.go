@@ -21,6 +21,8 @@ package scenario
 //	sync n1 seq=7|current|current-1|current+1 holds=web.1,web.2
 //	advance 30s       move the fake clock and apply an entry carrying the new time
 //	dump              print the whole state
+//	heartbeat n1, rereported n1, monitor-tick, leader-change
+//	                  the node monitor (monitor_test.go)
 //
 // A task is named service.slot (a global service's slot is its node's
 // name: agent.n1), meaning the slot's newest task; service.slot#k names the
@@ -38,6 +40,7 @@ import (
 
 	"github.com/cockroachdb/datadriven"
 
+	"shoal/engine/monitor"
 	sm "shoal/statemachine"
 )
 
@@ -65,6 +68,7 @@ const clockBase = int64(1_700_000_000) * int64(time.Second)
 
 type runner struct {
 	s     *sm.State
+	mon   *monitor.Monitor // the node monitor, over s
 	out   sm.Output
 	index uint64
 	now   int64
@@ -77,11 +81,13 @@ type runner struct {
 }
 
 func newRunner() *runner {
-	return &runner{
+	r := &runner{
 		s:       sm.New(sm.Config{Group: 1}),
 		now:     clockBase,
 		nodeIDs: map[string]sm.NodeID{},
 	}
+	r.mon = newMonitor(r.s)
+	return r
 }
 
 // args is a directive's arguments: positional words and key=value options.
@@ -109,6 +115,9 @@ func parseArgs(d *datadriven.TestData, npos int, allowed ...string) (args, error
 }
 
 func (r *runner) run(d *datadriven.TestData) (string, error) {
+	if out, ok, err := r.runMonitor(d); ok {
+		return out, err
+	}
 	switch d.Cmd {
 	case "node":
 		return r.cmdNode(d)
@@ -120,6 +129,12 @@ func (r *runner) run(d *datadriven.TestData) (string, error) {
 		return r.cmdNetwork(d)
 	case "create-service", "update-service":
 		return r.cmdService(d)
+	case "rollback-service":
+		a, err := parseArgs(d, 1)
+		if err != nil {
+			return "", err
+		}
+		return r.apply(sm.Command{Kind: sm.CmdRollbackService, Name: a.pos[0]}), nil
 	case "remove-service":
 		a, err := parseArgs(d, 1)
 		if err != nil {
@@ -308,7 +323,9 @@ func (r *runner) cmdNode(d *datadriven.TestData) (string, error) {
 			return "", err
 		}
 	}
-	return r.apply(sm.Command{Kind: sm.CmdUpsertNode, NodeSpec: spec}), nil
+	out := r.apply(sm.Command{Kind: sm.CmdUpsertNode, NodeSpec: spec})
+	r.track(id)
+	return out, nil
 }
 
 func (r *runner) cmdNodeStatus(d *datadriven.TestData) (string, error) {
@@ -320,7 +337,10 @@ func (r *runner) cmdNodeStatus(d *datadriven.TestData) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return r.apply(sm.Command{Kind: sm.CmdSetNodeStatus, Node: r.node(a.pos[0]), NodeStatus: st}), nil
+	id := r.node(a.pos[0])
+	out := r.apply(sm.Command{Kind: sm.CmdSetNodeStatus, Node: id, NodeStatus: st})
+	r.track(id)
+	return out, nil
 }
 
 func (r *runner) cmdAvailability(d *datadriven.TestData) (string, error) {
@@ -357,7 +377,8 @@ func splitList(v string) []string {
 }
 
 func (r *runner) cmdService(d *datadriven.TestData) (string, error) {
-	a, err := parseArgs(d, 1, "replicas", "mode", "restart", "networks", "image", "constraints", "delay", "max-attempts", "window", "lost-after", "replace", "reconcile")
+	a, err := parseArgs(d, 1, append([]string{"replicas", "mode", "restart", "networks", "image", "constraints",
+		"delay", "max-attempts", "window", "lost-after", "replace", "reconcile"}, updateKeys...)...)
 	if err != nil {
 		return "", err
 	}
@@ -389,6 +410,9 @@ func (r *runner) cmdService(d *datadriven.TestData) (string, error) {
 		if spec.Restart.Condition, err = parseEnum[sm.RestartCondition]("restart condition", v, restarts...); err != nil {
 			return "", err
 		}
+	}
+	if err := parseUpdateArgs(a, &spec.Update); err != nil {
+		return "", err
 	}
 	if v, ok := a.kv["replace"]; ok {
 		b, err := strconv.ParseBool(v)

@@ -1,0 +1,238 @@
+package statemachine
+
+import (
+	"fmt"
+	"math"
+)
+
+// Rolling updates (SwarmKit semantics). A spec change bumps the service's
+// spec version and starts an update: slots are moved to the new version
+// `Parallelism` at a time (0: all at once). A slot is in flight from the
+// moment its update starts until its new task has run for `Delay`; only then
+// does its worker take the next slot. A new-version task that fails before
+// running or within `Monitor` of starting counts as a failure; when failures
+// exceed MaxFailureRatio of the slots updated so far, the FailureAction
+// decides: pause, continue, or roll back to the previous spec. A rollback is
+// an update too, with one difference: a failing rollback pauses; it is never
+// rolled back again. Order start-first starts the new task before stopping
+// the old one. Apply's zero values mean: all at once, no delay, no monitor,
+// pause on any failure, stop-first; WithUpdateDefaults gives SwarmKit's.
+
+// UpdateOrder is the order of stopping the old and starting the new task.
+type UpdateOrder uint8
+
+// Update orders.
+const (
+	StopFirst UpdateOrder = iota
+	StartFirst
+)
+
+func (o UpdateOrder) String() string {
+	if o == StartFirst {
+		return "start-first"
+	}
+	return "stop-first"
+}
+
+// FailureAction is what an update does when too many new tasks fail.
+type FailureAction uint8
+
+// Failure actions (default pause).
+const (
+	ActionPause FailureAction = iota
+	ActionContinue
+	ActionRollback
+	numFailureActions
+)
+
+var actionNames = [...]string{"pause", "continue", "rollback"}
+
+func (a FailureAction) String() string {
+	if a < numFailureActions {
+		return actionNames[a]
+	}
+	return fmt.Sprintf("FailureAction(%d)", uint8(a))
+}
+
+// UpdateConfig says how a service's tasks move to a new spec.
+type UpdateConfig struct {
+	Parallelism     uint32        // slots updated at once; 0 = all
+	Delay           int64         // ns a worker waits after a slot's new task runs
+	FailureAction   FailureAction // default pause
+	Monitor         int64         // ns after a task starts during which its failure counts
+	MaxFailureRatio float64       // failures tolerated, as a fraction of updated slots
+	Order           UpdateOrder   // default stop-first
+}
+
+// WithUpdateDefaults fills SwarmKit's update defaults into a user's spec
+// where the user gave none: parallelism 1, monitor 5s.
+func WithUpdateDefaults(u UpdateConfig, parallelismSet, monitorSet bool) UpdateConfig {
+	if !parallelismSet {
+		u.Parallelism = 1
+	}
+	if !monitorSet {
+		u.Monitor = 5e9
+	}
+	return u
+}
+
+// UpdateState is where a service's update stands.
+type UpdateState uint8
+
+// Update states.
+const (
+	UpdateNone UpdateState = iota
+	Updating
+	UpdatePaused
+	UpdateCompleted
+	RollbackStarted
+	RollbackPaused
+	RollbackCompleted
+	numUpdateStates
+)
+
+var updateStateNames = [...]string{"", "updating", "paused", "completed", "rollback_started", "rollback_paused", "rollback_completed"}
+
+func (u UpdateState) String() string {
+	if u < numUpdateStates {
+		return updateStateNames[u]
+	}
+	return fmt.Sprintf("UpdateState(%d)", uint8(u))
+}
+
+// UpdateStatus is the progress of a service's last update.
+type UpdateStatus struct {
+	State       UpdateState
+	StartedAt   int64
+	CompletedAt int64
+	Message     string
+	Failures    uint32
+}
+
+func (u UpdateStatus) active() bool { return u.State == Updating || u.State == RollbackStarted }
+
+// beginUpdate records that svc moved to a new spec version.
+func (s *State) beginUpdate(svc *Service, rollback bool) {
+	st := Updating
+	if rollback {
+		st = RollbackStarted
+	}
+	svc.Update = UpdateStatus{State: st, StartedAt: s.now}
+	s.updating[svc.ID] = svc
+}
+
+// rollbackService is the user's manual rollback to the previous spec.
+func (s *State) rollbackService(name string) Result {
+	svc := s.ServiceByName(name)
+	if svc == nil {
+		return reject(CodeNotFound, "service %q does not exist", name)
+	}
+	if svc.Remove {
+		return reject(CodeNotAllowed, "service %q is being removed", name)
+	}
+	if svc.PrevSpec == nil {
+		return reject(CodeNotAllowed, "service %q has no previous spec to roll back to", name)
+	}
+	s.rollback(svc, "manually requested rollback")
+	return Result{ID: uint64(svc.ID)}
+}
+
+func (s *State) rollback(svc *Service, why string) {
+	prev := *svc.PrevSpec
+	cur := svc.Spec
+	svc.Spec, svc.PrevSpec = prev, &cur
+	svc.SpecVersion++
+	s.beginUpdate(svc, true)
+	svc.Update.Message = why
+	s.markDirty(svc)
+}
+
+// countFailure notes that a task of the current version failed; it may
+// pause or roll back the update.
+func (s *State) countFailure(svc *Service, t *Task) {
+	if !svc.Update.active() || t.SpecVersion != svc.SpecVersion {
+		return
+	}
+	if started := runningSince(t); started != math.MaxInt64 && s.now-started >= svc.Spec.Update.Monitor {
+		return // it ran past the monitor window: not the update's fault
+	}
+	svc.Update.Failures++
+	updated := 0
+	for _, sl := range svc.slots {
+		if sl.tasks[len(sl.tasks)-1].SpecVersion == svc.SpecVersion {
+			updated++
+		}
+	}
+	if float64(svc.Update.Failures) <= svc.Spec.Update.MaxFailureRatio*float64(max(updated, 1)) {
+		return
+	}
+	why := fmt.Sprintf("update paused due to failure of task %d (%s)", t.ID, t.Status.State)
+	switch {
+	case svc.Update.State == RollbackStarted:
+		svc.Update.State, svc.Update.Message = RollbackPaused, "rollback paused due to failure of task "+fmt.Sprint(t.ID)
+		delete(s.updating, svc.ID)
+	case svc.Spec.Update.FailureAction == ActionRollback:
+		s.rollback(svc, fmt.Sprintf("rollback started due to failure of task %d", t.ID))
+	case svc.Spec.Update.FailureAction == ActionPause:
+		svc.Update.State, svc.Update.Message = UpdatePaused, why
+		delete(s.updating, svc.ID)
+	}
+}
+
+// updateBudget returns how many more slots of svc may start moving to the
+// current spec version now (-1: no limit), completing the update when every
+// slot has moved and settled.
+func (s *State) updateBudget(svc *Service) int {
+	u := svc.Spec.Update
+	switch svc.Update.State {
+	case UpdatePaused, RollbackPaused:
+		return 0
+	case Updating, RollbackStarted:
+	default:
+		return -1
+	}
+	settle := max(u.Delay, u.Monitor)
+	inflight, outdated, unsettled := 0, 0, 0
+	for _, n := range sortedKeys(svc.slots) {
+		sl := svc.slots[n]
+		var cur, old bool
+		for _, t := range sl.tasks {
+			if t.Desired.Stopping() || t.Status.State.Terminal() {
+				continue
+			}
+			if t.SpecVersion < svc.SpecVersion {
+				old = true
+				continue
+			}
+			cur = true
+			since := runningSince(t)
+			switch {
+			case t.Status.State != StateRunning || since == math.MaxInt64 || s.now-since < u.Delay:
+				inflight++
+				if since != math.MaxInt64 {
+					s.noteDue(since + u.Delay)
+				}
+			case s.now-since < settle:
+				unsettled++
+				s.noteDue(since + settle)
+			}
+		}
+		if old && !cur {
+			outdated++
+		}
+	}
+	if outdated == 0 && inflight == 0 && unsettled == 0 {
+		if svc.Update.State == RollbackStarted {
+			svc.Update.State = RollbackCompleted
+		} else {
+			svc.Update.State = UpdateCompleted
+		}
+		svc.Update.CompletedAt = s.now
+		delete(s.updating, svc.ID)
+		return -1
+	}
+	if u.Parallelism == 0 {
+		return -1
+	}
+	return max(int(u.Parallelism)-inflight, 0)
+}
