@@ -333,3 +333,22 @@ func u32Addr(v uint32) netip.Addr {
 // Pool returns the address pool of a network (nil if absent). The caller
 // must not modify it.
 func (s *State) Pool(id NetworkID) *ipam.Pool { return s.pools[id] }
+
+// SyncAnswer is the manager's answer to a node's sync report (DESIGN.md,
+// "Agent sync"): of the handles the node says it holds, the ones it must
+// destroy — tasks the manager does not know (deleted, or never this
+// group's), tasks assigned to another node, and tasks whose desired state is
+// shutdown or remove — in ascending order. It reads the state only; the
+// releases the report confirms are applied by CmdNodeSync, fenced by its
+// sequence number.
+func (s *State) SyncAnswer(node NodeID, holds []TaskID) []TaskID {
+	var destroy []TaskID
+	for _, id := range holds {
+		t := s.tasks[id]
+		if t == nil || t.Node != node || t.Desired.Stopping() {
+			destroy = append(destroy, id)
+		}
+	}
+	slices.Sort(destroy)
+	return slices.Compact(destroy)
+}

@@ -199,3 +199,37 @@ func TestNoDuplicateAddressAcrossRestarts(t *testing.T) {
 		h.s = loaded
 	}
 }
+
+func TestSyncAnswerDestroysWhatIsNotAssigned(t *testing.T) {
+	h := newHarness(t, Config{Group: 1})
+	h.addNodes(2)
+	h.ok(Command{Kind: CmdCreateService, Spec: &ServiceSpec{Name: "web", Replicas: 3}})
+	h.placeAll(2)
+	ts := h.tasksIn("web")
+	var on1, on2 []TaskID
+	for _, x := range ts {
+		if x.Node == 1 {
+			on1 = append(on1, x.ID)
+		} else {
+			on2 = append(on2, x.ID)
+		}
+	}
+	h.ok(Command{Kind: CmdUpdateService, Spec: &ServiceSpec{Name: "web", Replicas: 1}}) // slots 2, 3 flagged remove
+	gone := TaskID(1<<48 | 999)
+	holds := append(append([]TaskID{gone}, on1...), on2[0])
+	got := h.s.SyncAnswer(1, holds)
+	want := map[TaskID]bool{gone: true, on2[0]: true}
+	for _, id := range on1 {
+		if h.s.Task(id).Desired.Stopping() {
+			want[id] = true
+		}
+	}
+	if len(got) != len(want) {
+		t.Fatalf("destroy %v, want %v", got, want)
+	}
+	for _, id := range got {
+		if !want[id] {
+			t.Fatalf("destroy %v includes %d, which node 1 should keep", got, id)
+		}
+	}
+}

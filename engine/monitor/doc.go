@@ -21,9 +21,9 @@
 //     always give the same TTL. A node expires GraceFactor × the TTL it was
 //     last handed after its last heartbeat.
 //   - Status rules (DESIGN.md, "Disconnects and reconnects"): an expired
-//     ready or initializing node becomes disconnected if
-//     Config.Disconnectable says it holds tasks with a disconnect window,
-//     else down; a disconnected or down node that heartbeats becomes
+//     ready node becomes disconnected if Config.Disconnectable says it
+//     holds tasks with a disconnect window, else down; an expired
+//     initializing node always becomes down; a disconnected or down node that heartbeats becomes
 //     initializing; an initializing node becomes ready at a heartbeat once
 //     the caller marked it re-reported (MarkReReported). Every emitted step
 //     is one the state machine accepts. Disconnected nodes never expire here:

@@ -153,6 +153,15 @@ func (m *Monitor) Forget(node statemachine.NodeID) {
 	delete(m.index, node)
 }
 
+// Nodes returns the tracked nodes' IDs, in no particular order.
+func (m *Monitor) Nodes() []statemachine.NodeID {
+	ids := make([]statemachine.NodeID, len(m.rows))
+	for i := range m.rows {
+		ids[i] = m.rows[i].id
+	}
+	return ids
+}
+
 // Status returns the monitor's view of a node's status.
 func (m *Monitor) Status(node statemachine.NodeID) (statemachine.NodeStatus, bool) {
 	i, ok := m.index[node]
@@ -226,7 +235,7 @@ func (m *Monitor) MarkReReported(node statemachine.NodeID) bool {
 }
 
 // Tick returns, ordered by node ID, the nodes whose heartbeat expired by now
-// (ready or initializing → disconnected or down) and the nodes down for the
+// (ready → disconnected or down, initializing → down) and the nodes down for the
 // orphan timeout, and applies the status changes to the monitor's view.
 // The slice is reused by the next Tick. It reports nothing while not leading
 // or within the failover grace, and allocates nothing when nothing changes.
@@ -243,8 +252,11 @@ func (m *Monitor) Tick(now int64) []Change {
 			if now < e.deadline {
 				continue
 			}
+			// Only a ready node may become disconnected: an initializing
+			// node that misses its heartbeat goes down (DESIGN.md), since
+			// its reconnect already failed once.
 			to := statemachine.NodeDown
-			if m.cfg.Disconnectable != nil && m.cfg.Disconnectable(e.id) {
+			if e.status == statemachine.NodeReady && m.cfg.Disconnectable != nil && m.cfg.Disconnectable(e.id) {
 				to = statemachine.NodeDisconnected
 			}
 			m.changes = append(m.changes, Change{Kind: ChangeStatus, Node: e.id, From: e.status, To: to, At: now})

@@ -594,6 +594,10 @@ func (r *runner) cmdSync(d *datadriven.TestData) (string, error) {
 	}
 	var holds []sm.TaskID
 	for _, name := range splitList(a.kv["holds"]) {
+		if n, err := strconv.ParseUint(strings.TrimPrefix(name, "t"), 10, 48); err == nil && strings.HasPrefix(name, "t") {
+			holds = append(holds, sm.TaskID(1<<48|n)) // a raw handle, known to the manager or not
+			continue
+		}
 		t, err := r.task(name)
 		if err != nil {
 			return "", err
@@ -602,7 +606,11 @@ func (r *runner) cmdSync(d *datadriven.TestData) (string, error) {
 	}
 	res := r.apply(sm.Command{Kind: sm.CmdNodeSync, Node: id, Seq: seq, Tasks: holds})
 	if r.out.Results[0].Err() == nil {
-		res = fmt.Sprintf("seq=%d freed=%d\n%s", seq, r.out.Results[0].ID, res)
+		var destroy []string
+		for _, tid := range r.s.SyncAnswer(id, holds) {
+			destroy = append(destroy, shortID(tid))
+		}
+		res = fmt.Sprintf("seq=%d freed=%d destroy=[%s]\n%s", seq, r.out.Results[0].ID, strings.Join(destroy, ","), res)
 	}
 	return res, nil
 }
