@@ -388,3 +388,9 @@ type observer struct {
 	deleted    func(t *Task, beyondRetention bool)
 	svcDeleted func(svc *Service)
 }
+
+// NextDue is the earliest time (unix nanoseconds) at which a timer of this
+// state may fire — a delayed restart, a disconnect window, a rolling
+// update's next step — or 0 when none is pending. The leader proposes a
+// CmdTick once its clock passes it.
+func (s *State) NextDue() int64 { return s.nextDue }
