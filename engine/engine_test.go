@@ -147,6 +147,13 @@ func TestRouting(t *testing.T) {
 	if _, rej := route(&statemachine.Command{Kind: statemachine.CmdCreateService}, groups, nil); rej.Code != statemachine.CodeInvalid {
 		t.Fatalf("create without spec: %v", rej)
 	}
+	gs, _ = route(&statemachine.Command{Kind: statemachine.CmdRollbackService, Name: "web"}, groups, nil)
+	if len(gs) != 1 || gs[0] != ServiceGroup("web", groups) {
+		t.Fatalf("rollback of web routed to %v, not its service's group", gs)
+	}
+	if _, rej := route(&statemachine.Command{Kind: statemachine.CmdNodeSync, Node: 1}, groups, nil); rej.Code != statemachine.CodeInvalid {
+		t.Fatalf("a sync without a group was routed: %v", rej)
+	}
 }
 
 // The replica's snapshot is what statemachine.State.Load reads.

@@ -29,8 +29,12 @@ func route(c *statemachine.Command, groups int, dst []int) ([]int, statemachine.
 			return dst, statemachine.Result{Code: statemachine.CodeInvalid, Msg: c.Kind.String() + " needs a service spec"}
 		}
 		return append(dst, ServiceGroup(c.Spec.Name, groups)), statemachine.Result{}
-	case statemachine.CmdRemoveService, statemachine.CmdReconcile:
+	case statemachine.CmdRemoveService, statemachine.CmdReconcile, statemachine.CmdRollbackService:
 		return append(dst, ServiceGroup(c.Name, groups)), statemachine.Result{}
+	case statemachine.CmdNodeSync, statemachine.CmdTick:
+		// A sync's sequence number and a tick's timers belong to one group.
+		return dst, statemachine.Result{Code: statemachine.CodeInvalid,
+			Msg: c.Kind.String() + " belongs to one service group: submit it with SubmitToGroup"}
 	case statemachine.CmdAssign, statemachine.CmdTaskStatus, statemachine.CmdOrphan,
 		statemachine.CmdAllocate, statemachine.CmdReap:
 		g := TaskGroup(c.Task)
