@@ -1,6 +1,7 @@
 package ipam
 
 import (
+	"bytes"
 	"errors"
 	"net/netip"
 	"strings"
@@ -262,5 +263,39 @@ func TestHolderAndStateStrings(t *testing.T) {
 		if tc.got != tc.want {
 			t.Errorf("got %q, want %q", tc.got, tc.want)
 		}
+	}
+}
+
+func TestCloneIsDeepAndEqual(t *testing.T) {
+	p, err := New(Config{Name: "net", Subnet: netip.MustParsePrefix("10.0.0.0/24"), BlockSize: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.LeaseBlock(1); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := p.Allocate(1, 7)
+	b, _ := p.Allocate(1, 8)
+	if _, err := p.AllocateVIP(1, 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Release(a, 7, 1, 5); err != nil {
+		t.Fatal(err)
+	}
+	c := p.Clone()
+	want, _ := p.MarshalBinary()
+	got, _ := c.MarshalBinary()
+	if !bytes.Equal(want, got) {
+		t.Fatal("clone encodes differently from the original")
+	}
+	if err := c.Release(b, 8, 1, 6); err != nil {
+		t.Fatal(err)
+	}
+	c.ConfirmSync(1, 10, nil)
+	if again, _ := p.MarshalBinary(); !bytes.Equal(want, again) {
+		t.Fatal("changing the clone changed the original")
+	}
+	if err := c.CheckInvariants(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 
 	"shoal/ipam"
 )
@@ -58,7 +59,20 @@ func (s *State) createNetwork(spec *Network) Result {
 	if err := ipam.CheckOverlap(existing, prefix); err != nil {
 		return reject(CodeInvalid, "network %q: %v", spec.Name, err)
 	}
-	pool, err := ipam.New(ipam.Config{Name: spec.Name, Subnet: prefix})
+	var reserved []ipam.Range
+	for _, r := range spec.Reserved {
+		first, last, _ := strings.Cut(r, "-")
+		if last == "" {
+			last = first
+		}
+		a, err1 := netip.ParseAddr(first)
+		b, err2 := netip.ParseAddr(last)
+		if err1 != nil || err2 != nil {
+			return reject(CodeInvalid, "network %q: reserved range %q is not an address or first-last range", spec.Name, r)
+		}
+		reserved = append(reserved, ipam.Range{First: a, Last: b})
+	}
+	pool, err := ipam.New(ipam.Config{Name: spec.Name, Subnet: prefix, Reserved: reserved})
 	if err != nil {
 		return reject(CodeInvalid, "network %q: %v", spec.Name, err)
 	}
@@ -73,6 +87,7 @@ func (s *State) createNetwork(spec *Network) Result {
 		}
 	}
 	nw := *spec
+	nw.Reserved = slices.Clone(spec.Reserved)
 	s.networks[nw.ID] = &nw
 	s.pools[nw.ID] = pool
 	return Result{ID: uint64(nw.ID)}

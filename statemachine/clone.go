@@ -81,18 +81,11 @@ func (s *State) Clone() *State {
 	}
 	for id, nw := range s.networks {
 		cn := *nw
+		cn.Reserved = slices.Clone(nw.Reserved)
 		c.networks[id] = &cn
 	}
 	for id, p := range s.pools {
-		raw, err := p.MarshalBinary()
-		if err != nil {
-			panic("statemachine: clone: pool does not encode: " + err.Error())
-		}
-		cp := new(ipam.Pool)
-		if err := cp.UnmarshalBinary(raw); err != nil {
-			panic("statemachine: clone: pool does not decode: " + err.Error())
-		}
-		c.pools[id] = cp
+		c.pools[id] = p.Clone()
 	}
 	return c
 }

@@ -226,12 +226,14 @@ func encodeNetwork(e *encoder, n *Network) {
 	e.u(uint64(n.ID))
 	e.str(n.Name)
 	e.str(n.Subnet)
+	encodeStrings(e, n.Reserved)
 }
 
 func decodeNetwork(d *decoder, n *Network) {
 	n.ID = NetworkID(d.un(1<<32-1, "network id"))
 	n.Name = d.str()
 	n.Subnet = d.str()
+	n.Reserved = decodeStrings(d)
 }
 
 // AppendResults appends the encoding of a batch's results to dst.

@@ -21,6 +21,7 @@ import (
 
 var (
 	mcEvents       = flag.Int("mc.events", 1, "model checker: most event actions (update, node down, reject, exit) per behaviour")
+	mcNetEvents    = flag.Int("mc.net-events", 1, "model checker with addresses and disconnects: most event actions per behaviour")
 	mcManualEvents = flag.Int("mc.manual-events", 0, "model checker with separate reaction steps: most event actions per behaviour")
 )
 
@@ -31,7 +32,15 @@ type mcBounds struct {
 	events   int
 	manual   bool // orchestrator, allocator and reaper as separate steps
 	bug      bool
+	// net puts the replicated service on a network of two task addresses
+	// (plus its VIP) and gives it a disconnect window; nodes may then also
+	// disconnect (an event), reconnect, be given up on, and sync.
+	net bool
 }
+
+// mcFar is "much later": a tick at this time fires every pending timer
+// (restart holds, disconnect windows).
+const mcFar = int64(1) << 50
 
 // mcMeta is what the checker tracks beside the state: bounded budgets.
 type mcMeta struct {
@@ -45,15 +54,18 @@ type mcAction struct {
 	cmd   Command
 	event bool
 	meta  func(m *mcMeta)
+	at    int64 // the entry's time; 0 means the checker's usual 1
 }
 
 // mcServices are the two services: a replicated one (restart on-failure) and
 // a global one (restart any).
 func mcServices(b mcBounds) [2]ServiceSpec {
-	return [2]ServiceSpec{
-		{Name: "web", Replicas: b.replicas, Restart: RestartPolicy{Condition: RestartOnFailure}},
-		{Name: "mon", Mode: ModeGlobal},
+	web := ServiceSpec{Name: "web", Replicas: b.replicas, Restart: RestartPolicy{Condition: RestartOnFailure}}
+	if b.net {
+		web.Networks = []string{"net"}
+		web.Disconnect = DisconnectPolicy{LostAfter: 60e9}
 	}
+	return [2]ServiceSpec{web, {Name: "mon", Mode: ModeGlobal}}
 }
 
 // mcActions lists every action enabled (or possibly enabled: Apply decides)
@@ -108,6 +120,15 @@ func mcActions(s *State, m mcMeta, b mcBounds, progressOnly bool) []mcAction {
 		case NodeReady:
 			if canEvent {
 				add(CompNodeMonitor, true, Command{Kind: CmdSetNodeStatus, Node: nid, NodeStatus: NodeDown}, "node n%d down", nid)
+				if b.net {
+					add(CompNodeMonitor, true, Command{Kind: CmdSetNodeStatus, Node: nid, NodeStatus: NodeDisconnected}, "node n%d disconnects", nid)
+				}
+			}
+		case NodeDisconnected:
+			// Given up on (time passes), or it comes back.
+			add(CompNodeMonitor, false, Command{Kind: CmdSetNodeStatus, Node: nid, NodeStatus: NodeDown}, "node n%d given up: down", nid)
+			if !progressOnly {
+				add(CompNodeMonitor, false, Command{Kind: CmdSetNodeStatus, Node: nid, NodeStatus: NodeInitializing}, "node n%d reconnects", nid)
 			}
 		case NodeDown:
 			if !progressOnly {
@@ -157,6 +178,24 @@ func mcActions(s *State, m mcMeta, b mcBounds, progressOnly bool) []mcAction {
 		}
 		if b.manual && s.Reapable(id) {
 			add(CompReaper, false, Command{Kind: CmdReap, Task: id}, "reaper delete %s", name)
+		}
+	}
+	if b.net {
+		if s.NextDue() != 0 {
+			acts = append(acts, mcAction{desc: "time passes", by: CompNodeMonitor, cmd: Command{Kind: CmdTick}, at: mcFar})
+		}
+		for _, nid := range s.NodeIDs() {
+			n := s.nodes[nid]
+			if !n.Status.AcceptsUpdates() {
+				continue
+			}
+			var holds []TaskID
+			for _, t := range s.NodeTasks(nid) {
+				if !t.Status.State.Terminal() {
+					holds = append(holds, t.ID)
+				}
+			}
+			add(CompAgent, false, Command{Kind: CmdNodeSync, Node: nid, Seq: n.AssignSeq, Tasks: holds}, "agent n%d sync seq=%d", nid, n.AssignSeq)
 		}
 	}
 	if b.bug && b.manual {
@@ -338,6 +377,12 @@ type mcResult struct {
 // the least over every renaming of the nodes). Two states with one key have
 // the same futures up to those names, so exploring one of them is enough.
 func mcKey(s *State, m mcMeta) uint64 {
+	var pools []byte
+	for _, id := range sortedKeys(s.pools) {
+		// Finer than needed (holder IDs, node IDs), which is sound.
+		raw, _ := s.pools[id].MarshalBinary()
+		pools = append(pools, raw...)
+	}
 	ids := s.NodeIDs()
 	perm := make(map[NodeID]NodeID, len(ids))
 	var best uint64
@@ -345,7 +390,7 @@ func mcKey(s *State, m mcMeta) uint64 {
 	var rec func(i int, used uint64)
 	rec = func(i int, used uint64) {
 		if i == len(ids) {
-			if k := mcKeyPerm(s, m, perm); first || k < best {
+			if k := mcKeyPerm(s, m, perm, pools); first || k < best {
 				best, first = k, false
 			}
 			return
@@ -361,7 +406,7 @@ func mcKey(s *State, m mcMeta) uint64 {
 	return best
 }
 
-func mcKeyPerm(s *State, m mcMeta, perm map[NodeID]NodeID) uint64 {
+func mcKeyPerm(s *State, m mcMeta, perm map[NodeID]NodeID, pools []byte) uint64 {
 	mapNode := func(n NodeID) NodeID {
 		if p, ok := perm[n]; ok {
 			return p
@@ -386,7 +431,11 @@ func mcKeyPerm(s *State, m mcMeta, perm map[NodeID]NodeID) uint64 {
 		e.u(uint64(pid))
 		e.byte1(uint8(n.Status))
 		e.byte1(uint8(n.Availability))
+		if len(s.pools) > 0 {
+			e.u(n.AssignSeq) // syncs are fenced by it
+		}
 	}
+	e.b = append(e.b, pools...)
 	for _, sid := range s.ServiceIDs() {
 		svc := s.services[sid]
 		e.u(uint64(sid))
@@ -414,8 +463,17 @@ func mcKeyPerm(s *State, m mcMeta, perm map[NodeID]NodeID) uint64 {
 				e.u(uint64(mapNode(t.Node)))
 				e.byte1(uint8(t.Desired))
 				e.byte1(uint8(t.Status.State))
-				last, _ := t.History.Last()
-				e.byte1(uint8(last.Kind))
+				m, _ := connMarker(t)
+				e.byte1(uint8(m.Kind))
+				e.u(uint64(t.StopReason))
+				e.bool(t.Desired == DesiredReady && t.StartAt != 0)
+				for _, at := range t.Attachments {
+					e.u(uint64(at.Addr))
+					e.bool(at.Released)
+				}
+				if len(s.pools) > 0 {
+					e.u(uint64(t.ID)) // pools name holders by ID
+				}
 			}
 		}
 	}
@@ -440,7 +498,11 @@ func (c *mcChecker) apply(before *State, canon []byte, a mcAction) (after *State
 	after = before.Clone()
 	stepErr := mcWatch(after, a, c.b.manual, c.retention)
 	var out Output
-	after.Apply([]Command{a.cmd}, 0, 1, &out)
+	at := int64(1)
+	if a.at != 0 {
+		at = a.at
+	}
+	after.Apply([]Command{a.cmd}, 0, at, &out)
 	if *stepErr != nil {
 		return nil, nil, *stepErr
 	}
@@ -492,6 +554,13 @@ func runModelCheck(b mcBounds) mcResult {
 	var out Output
 	for i := 1; i <= b.nodes; i++ {
 		init.Apply([]Command{{Kind: CmdUpsertNode, NodeSpec: &Node{ID: NodeID(i), Name: fmt.Sprintf("n%d", i)}}}, 0, 1, &out)
+	}
+	if b.net {
+		// 10.0.0.2-10.0.0.3 usable beside the VIP's: .1 is the gateway, .4-.6 reserved.
+		init.Apply([]Command{{Kind: CmdCreateNetwork, NetworkSpec: &Network{ID: 1, Name: "net", Subnet: "10.0.0.0/29", Reserved: []string{"10.0.0.5-10.0.0.6"}}}}, 0, 1, &out)
+		if out.Results[0].Code != CodeOK {
+			panic(out.Results[0].Err())
+		}
 	}
 	c.nodes = append(c.nodes, mcNode{canon: init.Canonical(), parent: -1, action: "init"})
 	seen := map[uint64]struct{}{mcKey(init, mcMeta{}): {}}
@@ -651,6 +720,13 @@ func TestModelCheck(t *testing.T) {
 // (smaller bounds: the state space is far larger).
 func TestModelCheckManualReactions(t *testing.T) {
 	mcReport(t, "modelcheck-manual", mcBounds{nodes: 2, replicas: 2, retained: 1, events: *mcManualEvents, manual: true})
+}
+
+// TestModelCheckAddressesDisconnects adds a pool of two task addresses
+// (invariant 6 at every state: an address is never attached to two tasks
+// that may both still hold it) and node disconnects, reconnects and syncs.
+func TestModelCheckAddressesDisconnects(t *testing.T) {
+	mcReport(t, "modelcheck-net", mcBounds{nodes: 2, replicas: 2, retained: 1, events: *mcNetEvents, net: true})
 }
 
 func TestModelCheckFindsSeededBug(t *testing.T) {

@@ -180,4 +180,7 @@ type Network struct {
 	ID     NetworkID
 	Name   string
 	Subnet string // CIDR
+	// Reserved lists address ranges never handed out, as "first-last"
+	// (e.g. "10.0.0.2-10.0.0.9") or single addresses.
+	Reserved []string
 }
