@@ -46,10 +46,13 @@ fuzz:
 	done
 
 # The state machine's model checker at larger bounds than `make test` uses
-# (events=2 explores millions of states: minutes, and several GB of memory).
+# (millions of states: many minutes, and several GB of memory).
 MC_EVENTS ?= 2
+MC_NET_EVENTS ?= 1
+MC_MANUAL_EVENTS ?= 1
 modelcheck:
-	$(GO) test -count=1 -timeout 60m -run 'TestModelCheck$$' -v ./statemachine/ -mc.events=$(MC_EVENTS)
+	$(GO) test -count=1 -timeout 120m -run 'TestModelCheck' -v ./statemachine/ \
+	  -mc.events=$(MC_EVENTS) -mc.net-events=$(MC_NET_EVENTS) -mc.manual-events=$(MC_MANUAL_EVENTS)
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

@@ -21,7 +21,7 @@ import (
 
 var (
 	mcEvents       = flag.Int("mc.events", 1, "model checker: most event actions (update, node down, reject, exit) per behaviour")
-	mcNetEvents    = flag.Int("mc.net-events", 1, "model checker with addresses and disconnects: most event actions per behaviour")
+	mcNetEvents    = flag.Int("mc.net-events", 0, "model checker with addresses and disconnects: most event actions per behaviour")
 	mcManualEvents = flag.Int("mc.manual-events", 0, "model checker with separate reaction steps: most event actions per behaviour")
 )
 
