@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -53,15 +54,21 @@ type DriverConfig struct {
 	Logf func(format string, args ...any)
 }
 
+// dutyDefaults gives a leader duty the engine's clock and a silent log
+// where its config names none.
+func dutyDefaults(e *Engine, clock *Clock, logf *func(string, ...any)) {
+	if *clock == nil {
+		*clock = e.cfg.Clock
+	}
+	if *logf == nil {
+		*logf = func(string, ...any) {}
+	}
+}
+
 func (c DriverConfig) withDefaults(e *Engine) DriverConfig {
 	setDefault(&c.Interval, time.Second)
 	setDefault(&c.MinGap, 20*time.Millisecond)
-	if c.Clock == nil {
-		c.Clock = e.cfg.Clock
-	}
-	if c.Logf == nil {
-		c.Logf = func(string, ...any) {}
-	}
+	dutyDefaults(e, &c.Clock, &c.Logf)
 	return c
 }
 
@@ -220,19 +227,9 @@ func (k batchKey) compare(o batchKey) int {
 	case k.group != o.group:
 		return k.group - o.group
 	case k.service != o.service:
-		return cmpOrder(k.service, o.service)
+		return cmp.Compare(k.service, o.service)
 	}
-	return cmpOrder(k.version, o.version)
-}
-
-func cmpOrder[T ~uint32](a, b T) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
+	return cmp.Compare(k.version, o.version)
 }
 
 // batch is the pending tasks of one batchKey, with what placement needs,

@@ -46,12 +46,7 @@ type MonitorConfig struct {
 
 func (c MonitorConfig) withDefaults(e *Engine) MonitorConfig {
 	setDefault(&c.Interval, time.Second)
-	if c.Clock == nil {
-		c.Clock = e.cfg.Clock
-	}
-	if c.Logf == nil {
-		c.Logf = func(string, ...any) {}
-	}
+	dutyDefaults(e, &c.Clock, &c.Logf)
 	return c
 }
 

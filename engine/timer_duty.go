@@ -36,12 +36,7 @@ type TimerConfig struct {
 
 func (c TimerConfig) withDefaults(e *Engine) TimerConfig {
 	setDefault(&c.Interval, time.Second)
-	if c.Clock == nil {
-		c.Clock = e.cfg.Clock
-	}
-	if c.Logf == nil {
-		c.Logf = func(string, ...any) {}
-	}
+	dutyDefaults(e, &c.Clock, &c.Logf)
 	return c
 }
 

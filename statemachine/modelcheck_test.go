@@ -1,6 +1,7 @@
 package statemachine
 
 import (
+	"cmp"
 	"flag"
 	"fmt"
 	"slices"
@@ -454,7 +455,7 @@ func mcKeyPerm(s *State, m mcMeta, perm map[NodeID]NodeID, pools []byte) uint64 
 		for i := range order {
 			order[i] = i
 		}
-		slices.SortFunc(order, func(a, b int) int { return cmpID(name(a), name(b)) })
+		slices.SortFunc(order, func(a, b int) int { return cmp.Compare(name(a), name(b)) })
 		for _, i := range order {
 			e.u(uint64(name(i)))
 			e.u(uint64(len(tasks[i])))

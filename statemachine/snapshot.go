@@ -2,6 +2,7 @@ package statemachine
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"io"
 	"slices"
@@ -350,7 +351,7 @@ func decodeCanonical(b []byte) (*State, error) {
 		s.noteDue(1)
 	}
 	for _, n := range s.nodes {
-		slices.SortFunc(n.tasks, func(a, b *Task) int { return cmpID(a.ID, b.ID) })
+		slices.SortFunc(n.tasks, func(a, b *Task) int { return cmp.Compare(a.ID, b.ID) })
 		for i, t := range n.tasks {
 			t.nodePos = int32(i)
 		}

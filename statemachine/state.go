@@ -1,6 +1,7 @@
 package statemachine
 
 import (
+	"cmp"
 	"slices"
 
 	"shoal/ipam"
@@ -144,7 +145,7 @@ func (s *State) NodeTasks(id NodeID) []*Task {
 		return nil
 	}
 	ts := slices.Clone(n.tasks)
-	slices.SortFunc(ts, func(a, b *Task) int { return cmpID(a.ID, b.ID) })
+	slices.SortFunc(ts, func(a, b *Task) int { return cmp.Compare(a.ID, b.ID) })
 	return ts
 }
 
@@ -169,16 +170,6 @@ func sortedKeys[K ~uint32 | ~uint64, V any](m map[K]V) []K {
 	}
 	slices.Sort(keys)
 	return keys
-}
-
-func cmpID[T ~uint64 | ~uint32](a, b T) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Apply applies a batch of commands carried by the Raft entry at index,
@@ -346,7 +337,7 @@ func (s *State) react() {
 		work := slices.Clone(s.dirty)
 		clear(s.dirty)
 		s.dirty = s.dirty[:0]
-		slices.SortFunc(work, func(a, b *Service) int { return cmpID(a.ID, b.ID) })
+		slices.SortFunc(work, func(a, b *Service) int { return cmp.Compare(a.ID, b.ID) })
 		slotLists := make([][]uint32, len(work))
 		for i, svc := range work {
 			slotLists[i] = s.reconcileSlots(svc)
