@@ -220,3 +220,22 @@ func (t *Table) matches(c Constraint, r int32) bool {
 	}
 	return eq == (c.Op == OpEq)
 }
+
+// MatchNode reports whether a node with these attributes satisfies c (the
+// same rule the table's filters apply), for callers that hold node records
+// rather than a Table: a global service's eligibility, for one.
+func (c Constraint) MatchNode(id uint32, hostname, role string, labels map[string]string) bool {
+	var eq bool
+	switch c.Field {
+	case FieldID:
+		eq = id == c.ID
+	case FieldHostname:
+		eq = hostname == c.Value
+	case FieldRole:
+		eq = role == c.Value
+	case FieldLabel:
+		v, ok := labels[c.Key]
+		eq = ok && v == c.Value
+	}
+	return eq == (c.Op == OpEq)
+}

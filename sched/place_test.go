@@ -396,3 +396,24 @@ func TestEnumStrings(t *testing.T) {
 		}
 	}
 }
+
+func TestConstraintMatchNode(t *testing.T) {
+	labels := map[string]string{"zone": "a"}
+	for _, tc := range []struct {
+		c    string
+		want bool
+	}{
+		{"node.labels.zone==a", true}, {"node.labels.zone!=a", false},
+		{"node.labels.disk==ssd", false}, {"node.labels.disk!=ssd", true},
+		{"node.hostname==h1", true}, {"node.role==manager", false}, {"node.role!=manager", true},
+		{"node.id==7", true}, {"node.id!=7", false},
+	} {
+		c, err := ParseConstraint(tc.c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.MatchNode(7, "h1", "worker", labels); got != tc.want {
+			t.Errorf("%s: got %v, want %v", tc.c, got, tc.want)
+		}
+	}
+}

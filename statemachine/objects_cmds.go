@@ -3,7 +3,8 @@ package statemachine
 import (
 	"math"
 	"slices"
-	"strings"
+
+	"shoal/sched"
 )
 
 // Limits on user input, so one bad command cannot bloat every replica.
@@ -62,10 +63,8 @@ func validateSpec(spec *ServiceSpec) Result {
 	if spec.Disconnect.LostAfter < 0 || spec.Disconnect.Reconcile >= numReconcileModes {
 		return reject(CodeInvalid, "service %q: disconnect lost_after must not be negative and reconcile must be one of %v", spec.Name, reconcileNames)
 	}
-	for _, c := range spec.Constraints {
-		if !strings.Contains(c, "==") && !strings.Contains(c, "!=") {
-			return reject(CodeInvalid, "service %q: constraint %q needs == or !=", spec.Name, c)
-		}
+	if _, err := sched.ParseConstraints(spec.Constraints); err != nil {
+		return reject(CodeInvalid, "service %q: %v", spec.Name, err)
 	}
 	return Result{}
 }

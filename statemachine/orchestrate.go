@@ -1,5 +1,7 @@
 package statemachine
 
+import "shoal/sched"
+
 // reconcile makes one service's tasks match its spec (the orchestrator).
 func (s *State) reconcile(svc *Service) { s.reconcileSlots(svc) }
 
@@ -56,9 +58,10 @@ func (s *State) reconcileSlots(svc *Service) []uint32 {
 // reconcileGlobal keeps one task on every eligible node.
 func (s *State) reconcileGlobal(svc *Service) []uint32 {
 	nodes := s.NodeIDs()
+	cons, _ := sched.ParseConstraints(svc.Spec.Constraints) // validated when the spec was accepted
 	for _, id := range nodes {
 		n := s.nodes[id]
-		keep := n.Status != NodeDown && n.Availability != AvailDrain
+		keep := n.Status != NodeDown && n.Availability != AvailDrain && matchesAll(cons, n)
 		create := keep && n.Availability == AvailActive
 		if sl := svc.slots[uint32(id)]; sl != nil {
 			s.reconcileSlot(svc, sl, keep, create)
@@ -75,6 +78,16 @@ func (s *State) reconcileGlobal(svc *Service) []uint32 {
 		}
 	}
 	return slots
+}
+
+// matchesAll reports whether node n satisfies every constraint.
+func matchesAll(cons []sched.Constraint, n *Node) bool {
+	for _, c := range cons {
+		if !c.MatchNode(uint32(n.ID), n.Name, n.Role, n.Labels) {
+			return false
+		}
+	}
+	return true
 }
 
 // runnable: wanted, not finished, and not on a down node.
