@@ -417,6 +417,7 @@ func mcKeyPerm(s *State, m mcMeta, perm map[NodeID]NodeID, pools []byte) uint64 
 	e := encoder{}
 	e.byte1(m.events)
 	e.byte1(m.created)
+	e.i(s.nextDue) // when timers are next looked at changes what happens
 	nodes := s.NodeIDs()
 	byName := make([]NodeID, len(nodes))
 	for i, id := range nodes {

@@ -70,6 +70,9 @@ func (s *State) writeCanonical(w io.Writer) error {
 	e.u(s.lastIndex)
 	e.u(s.nextTask)
 	e.u(uint64(s.nextService))
+	// When timers are next looked at is part of the state: a pass changes
+	// what it finds due, so every replica must make it at the same entry.
+	e.i(s.nextDue)
 	removed := sortedKeys(s.removedNodes)
 	e.u(uint64(len(removed)))
 	for _, id := range removed {
@@ -237,6 +240,7 @@ func decodeCanonical(b []byte) (*State, error) {
 	s.lastIndex = d.u()
 	s.nextTask = d.u()
 	s.nextService = ServiceID(d.un(1<<32-1, "next service"))
+	s.nextDue = d.i()
 	for range d.count(1) {
 		s.removedNodes[NodeID(d.un(1<<32-1, "node id"))] = struct{}{}
 	}
@@ -320,13 +324,10 @@ func decodeCanonical(b []byte) (*State, error) {
 		}
 		if t.Desired == DesiredReady && t.StartAt != 0 {
 			s.delayed[t.ID] = t
-			s.noteDue(t.StartAt)
 		}
 		if !t.Desired.Stopping() && NeedsReconnect(t) {
 			if n := s.nodes[t.Node]; n != nil && n.Status == NodeDisconnected {
 				s.unknown[t.ID] = t
-				e, _ := connMarker(t)
-				s.noteDue(e.At + svc.Spec.Disconnect.LostAfter)
 			}
 		}
 		sl := svc.slots[t.Slot]
@@ -344,11 +345,6 @@ func decodeCanonical(b []byte) (*State, error) {
 	}
 	if d.err != nil {
 		return nil, d.err
-	}
-	if len(s.updating) > 0 {
-		// Update progress is timed from task history; look at it on the
-		// first entry after loading (a pass with nothing due changes nothing).
-		s.noteDue(1)
 	}
 	for _, n := range s.nodes {
 		slices.SortFunc(n.tasks, func(a, b *Task) int { return cmp.Compare(a.ID, b.ID) })
