@@ -602,8 +602,8 @@ func runModelCheck(b mcBounds) mcResult {
 				c.nodes = append(c.nodes, sc.node)
 			}
 		}
-		if testing.Verbose() && hi > 100000 {
-			fmt.Printf("modelcheck: %d states, %d to expand\n", len(c.nodes), len(c.nodes)-hi)
+		if testing.Verbose() && hi > 1000000 {
+			fmt.Printf("  progress: %d states, %d to expand\n", len(c.nodes), len(c.nodes)-hi)
 		}
 		lo = hi
 	}
