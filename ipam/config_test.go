@@ -2,12 +2,7 @@ package ipam
 
 import (
 	"errors"
-	"go/parser"
-	"go/token"
 	"net/netip"
-	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 )
@@ -127,33 +122,6 @@ func TestCheckOverlap(t *testing.T) {
 		err := CheckOverlap(existing, netip.MustParsePrefix(tt.next))
 		if tt.wantErr == nil && err != nil || tt.wantErr != nil && (!errors.Is(err, tt.wantErr) || !strings.Contains(err.Error(), tt.msg)) {
 			t.Errorf("CheckOverlap(%s) = %v, want %v containing %q", tt.next, err, tt.wantErr, tt.msg)
-		}
-	}
-}
-
-// TestPureImports enforces the package contract: no I/O, clock, goroutine
-// machinery or adapter dependencies in non-test files.
-func TestPureImports(t *testing.T) {
-	allowed := map[string]bool{"bytes": true, "cmp": true, "encoding/binary": true, "errors": true, "fmt": true,
-		"math/bits": true, "net/netip": true, "slices": true, "github.com/RoaringBitmap/roaring/v2": true}
-	files, _ := filepath.Glob("*.go")
-	for _, name := range files {
-		if strings.HasSuffix(name, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(token.NewFileSet(), name, nil, parser.ImportsOnly)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, imp := range f.Imports {
-			path, _ := strconv.Unquote(imp.Path.Value)
-			if !allowed[path] {
-				t.Errorf("%s imports %q; ipam must stay pure (no I/O, clock, goroutines or adapters)", name, path)
-			}
-		}
-		src, _ := os.ReadFile(name)
-		if strings.Contains(string(src), "go func") {
-			t.Errorf("%s starts a goroutine", name)
 		}
 	}
 }
