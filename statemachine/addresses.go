@@ -22,9 +22,11 @@ import (
 // service groups) owns the blocks b with b mod Groups == k-1, so allocation
 // never crosses groups. The cluster group (0) allocates nothing.
 
+// networkByName finds a network by its (unique) name; map order cannot
+// change the answer, so no sorting on this per-task path.
 func (s *State) networkByName(name string) *Network {
-	for _, id := range sortedKeys(s.networks) {
-		if nw := s.networks[id]; nw.Name == name {
+	for _, nw := range s.networks {
+		if nw.Name == name {
 			return nw
 		}
 	}

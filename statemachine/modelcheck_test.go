@@ -284,8 +284,10 @@ func mcWatch(st *State, a mcAction, manual bool, retention int) *error {
 
 // mcOwns is DESIGN.md's table: which component may move a task between
 // observed states (agent reports may coalesce several agent steps).
+var mcAgentChain = map[TaskState]bool{StateAccepted: true, StatePreparing: true, StateReady: true, StateStarting: true, StateRunning: true}
+
 func mcOwns(c Component, from, to TaskState) bool {
-	agentChain := map[TaskState]bool{StateAccepted: true, StatePreparing: true, StateReady: true, StateStarting: true, StateRunning: true}
+	agentChain := mcAgentChain
 	switch c {
 	case CompAllocator:
 		return from == StateNew && to == StatePending

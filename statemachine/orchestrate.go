@@ -2,9 +2,6 @@ package statemachine
 
 import "shoal/sched"
 
-// reconcile makes one service's tasks match its spec (the orchestrator).
-func (s *State) reconcile(svc *Service) { s.reconcileSlots(svc) }
-
 // reconcileSlots reconciles the queued slots of svc (all of them when the
 // service is marked whole) and returns the slot numbers it looked at, for the
 // reaper.
@@ -231,13 +228,7 @@ func newer(a, b *Task) bool {
 
 // shouldRestart applies the service's restart condition to a dead task.
 func (s *State) shouldRestart(svc *Service, t *Task) bool {
-	switch svc.Spec.Restart.Condition {
-	case RestartNone:
-		return false
-	case RestartOnFailure:
-		return t.Status.State != StateComplete
-	}
-	return true
+	return ShouldRestart(svc.Spec.Restart.Condition, t.Status.State)
 }
 
 // ShouldRestart reports whether svc's restart condition replaces a task that

@@ -235,7 +235,7 @@ func (s *State) applyOne(c *Command) Result {
 			return reject(CodeNotFound, "service %q does not exist", c.Name)
 		}
 		s.markDirty(svc)
-		s.reconcile(svc)
+		s.reconcileSlots(svc)
 		return Result{ID: uint64(svc.ID)}
 	case CmdAllocate:
 		return s.allocate(c.Task)
