@@ -1,0 +1,117 @@
+package wire
+
+import (
+	"encoding/base64"
+	"encoding/binary"
+	"fmt"
+)
+
+// Cursor is one applied Raft index per group; element 0 is the cluster group,
+// element k service group k. It travels as one opaque URL-safe token.
+type Cursor []uint64
+
+// cursorVersion is the first byte of every encoded cursor.
+const cursorVersion = 1
+
+// maxCursorGroups bounds a parsed cursor: the cluster group plus one per
+// possible service group (Session.Groups is a uint16).
+const maxCursorGroups = 1 + 1<<16
+
+// maxTokenLen is the longest token ParseCursor looks at.
+var maxTokenLen = base64.RawURLEncoding.EncodedLen(1 + maxCursorGroups*binary.MaxVarintLen64)
+
+var tokenEncoding = base64.RawURLEncoding.Strict()
+
+// Token returns the cursor as an opaque URL-safe token: "" for an empty
+// cursor, otherwise unpadded base64url of a version byte followed by one
+// uvarint per group.
+func (c Cursor) Token() string {
+	if len(c) == 0 {
+		return ""
+	}
+	var stack [64]byte
+	b := append(stack[:0], cursorVersion)
+	for _, v := range c {
+		b = binary.AppendUvarint(b, v)
+	}
+	return tokenEncoding.EncodeToString(b)
+}
+
+// ParseCursor parses a token made by Token. "" is the empty cursor. Only the
+// canonical form is accepted, so ParseCursor(t).Token() == t for every token
+// it accepts.
+func ParseCursor(tok string) (Cursor, error) {
+	if tok == "" {
+		return nil, nil
+	}
+	if len(tok) > maxTokenLen {
+		return nil, fmt.Errorf("%w: index token of %d characters is not valid: it is longer than any index Shoal makes", ErrBadCursor, len(tok))
+	}
+	b, err := tokenEncoding.DecodeString(tok)
+	if err != nil || len(b) < 2 {
+		return nil, fmt.Errorf("%w: index token %q is not valid: use the token from an X-Shoal-Index header or an earlier answer, or none", ErrBadCursor, clip(tok))
+	}
+	if b[0] != cursorVersion {
+		return nil, fmt.Errorf("%w: index token %q is not valid: it has version %d, this Shoal reads version %d", ErrBadCursor, clip(tok), b[0], cursorVersion)
+	}
+	b = b[1:]
+	c := make(Cursor, 0, min(len(b), maxCursorGroups))
+	for len(b) > 0 {
+		v, n := binary.Uvarint(b)
+		if n <= 0 || n != uvarintLen(v) || len(c) == maxCursorGroups {
+			return nil, fmt.Errorf("%w: index token %q is not valid: it is damaged", ErrBadCursor, clip(tok))
+		}
+		c = append(c, v)
+		b = b[n:]
+	}
+	return c, nil
+}
+
+// clip shortens a token for an error message.
+func clip(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "..."
+	}
+	return s
+}
+
+// Get returns the index of group g, 0 when the cursor has no part for it.
+func (c Cursor) Get(g int) uint64 {
+	if g < 0 || g >= len(c) {
+		return 0
+	}
+	return c[g]
+}
+
+// Passed reports whether some group of c is strictly past o's part for that
+// group (missing parts count as 0): whether c has news for a reader at o.
+func (c Cursor) Passed(o Cursor) bool {
+	for g, v := range c {
+		if v > o.Get(g) {
+			return true
+		}
+	}
+	return false
+}
+
+// Merge returns the per-group maximum of c and o as a new slice.
+func (c Cursor) Merge(o Cursor) Cursor {
+	if len(c) == 0 && len(o) == 0 {
+		return nil
+	}
+	m := make(Cursor, max(len(c), len(o)))
+	for g := range m {
+		m[g] = max(c.Get(g), o.Get(g))
+	}
+	return m
+}
+
+// uvarintLen is the length of v's minimal uvarint encoding.
+func uvarintLen(v uint64) int {
+	n := 1
+	for v >= 0x80 {
+		v >>= 7
+		n++
+	}
+	return n
+}

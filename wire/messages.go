@@ -1,0 +1,271 @@
+package wire
+
+import "shoal/statemachine"
+
+// MsgType says which message a frame carries. It is the frame's type byte.
+type MsgType uint8
+
+// Message types. Zero is never a valid type.
+const (
+	TypeError MsgType = iota + 1
+	TypeSessionRequest
+	TypeSession
+	TypeHeartbeat
+	TypeHeartbeatAck
+	TypeAssignmentsRequest
+	TypeAssignments
+	TypeStatusBatch
+	TypeStatusAck
+	TypeSyncRequest
+	TypeSyncAnswer
+	numMsgTypes
+)
+
+var msgTypeNames = [...]string{"", "error", "session_request", "session", "heartbeat", "heartbeat_ack",
+	"assignments_request", "assignments", "status_batch", "status_ack", "sync_request", "sync_answer"}
+
+// Valid reports whether t is a known message type.
+func (t MsgType) Valid() bool { return t >= TypeError && t < numMsgTypes }
+
+// String returns the type's snake_case name, as used in JSON and in errors.
+func (t MsgType) String() string {
+	if t.Valid() {
+		return msgTypeNames[t]
+	}
+	return "MsgType(" + itoa(uint64(t)) + ")"
+}
+
+// Message is one agent↔manager message. Every message is a pointer to one of
+// the structs below.
+type Message interface {
+	Type() MsgType
+}
+
+// Error codes the manager answers with (Error.Code).
+const (
+	CodeNotLeader      = "not_leader"      // Leader names the leader's API address
+	CodeBusy           = "busy"            // too many session setups; retry after RetryAfter
+	CodeUnknownSession = "unknown_session" // open a new session
+	CodeNodeNotReady   = "node_not_ready"  // the node does not accept updates yet
+	CodeNodeRemoved    = "node_removed"    // the node was removed from the cluster; stop
+	CodeBadRequest     = "bad_request"     // the request could not be decoded or makes no sense
+	CodeInternal       = "internal"        // the manager failed; retry
+	CodeUnavailable    = "unavailable"     // no leader or no quorum; retry after RetryAfter
+)
+
+// Error is the manager's refusal of a request. It implements error: Error()
+// returns Message, which is meant for users; errors.Is matches by Code.
+type Error struct {
+	Code       string
+	Message    string
+	RetryAfter int64  // ns; 0: no advice
+	Leader     string // API address of the leader, with CodeNotLeader
+}
+
+// NodeDescription is what an agent tells the manager about its node.
+type NodeDescription struct {
+	Hostname     string
+	Labels       map[string]string
+	CPU          int64 // milli-cores
+	Memory       int64 // bytes
+	AgentVersion string
+}
+
+// SessionRequest opens a session. NodeID 0 asks for a new node.
+type SessionRequest struct {
+	NodeID statemachine.NodeID // 0: new node
+	Node   NodeDescription
+}
+
+// Session is the manager's answer to a SessionRequest: the node's ID, the
+// session every later request carries, and the timing the agent follows.
+type Session struct {
+	NodeID          statemachine.NodeID
+	SessionID       uint64
+	HeartbeatPeriod int64    // ns
+	SyncInterval    int64    // ns
+	Managers        []string // API addresses
+	Groups          uint16   // service groups
+}
+
+// Heartbeat tells the leader the node is alive. It lives in leader memory only.
+type Heartbeat struct {
+	NodeID    statemachine.NodeID
+	SessionID uint64
+}
+
+// HeartbeatAck gives the next heartbeat period and the node's status.
+type HeartbeatAck struct {
+	Period int64 // ns
+	Status statemachine.NodeStatus
+}
+
+// AssignmentsRequest is a long-poll for the node's assignments past Cursor.
+type AssignmentsRequest struct {
+	NodeID    statemachine.NodeID
+	SessionID uint64
+	Cursor    Cursor // empty: send COMPLETE
+	Wait      int64  // ns long-poll
+}
+
+// FrameKind says whether an Assignments frame is the whole set or a delta.
+type FrameKind uint8
+
+// Assignments frame kinds.
+const (
+	FrameComplete    FrameKind = 1
+	FrameIncremental FrameKind = 2
+)
+
+// String returns the kind's lowercase name.
+func (k FrameKind) String() string {
+	switch k {
+	case FrameComplete:
+		return "complete"
+	case FrameIncremental:
+		return "incremental"
+	}
+	return "FrameKind(" + itoa(uint64(k)) + ")"
+}
+
+// Spec is what an agent needs to run a task of one service at one version.
+type Spec struct {
+	Service   string
+	Version   uint32
+	Command   []string // argv
+	Env       []string // KEY=VALUE
+	Dir       string
+	StopGrace int64 // ns
+}
+
+// Address is one network address attached to a task.
+type Address struct {
+	Network string
+	Addr    string // e.g. "10.0.0.5/24"
+}
+
+// Assignment is one task as the node should hold it.
+type Assignment struct {
+	Task        statemachine.TaskID
+	Service     string
+	Slot        uint32
+	SpecVersion uint32
+	Desired     statemachine.DesiredState
+	State       statemachine.TaskState // manager's last observed
+	Addresses   []Address
+}
+
+// Assignments is one answer to an AssignmentsRequest: a COMPLETE set (maybe
+// in chunks, see SplitComplete) or an INCREMENTAL change.
+type Assignments struct {
+	Kind      FrameKind
+	Resync    bool // the agent's cursor was unknown or too old
+	Last      bool // last chunk of a COMPLETE (always true for INCREMENTAL)
+	AppliesTo Cursor
+	ResultsIn Cursor
+	Seqs      []uint64     // per group: the node's assignment sequence this frame brings the agent to; index = group
+	Specs     []Spec       // specs the tasks refer to by (Service, SpecVersion), each sent once per session
+	Tasks     []Assignment // upserts
+	Removed   []statemachine.TaskID
+}
+
+// StatusReport is one observed task state.
+type StatusReport struct {
+	Task     statemachine.TaskID
+	State    statemachine.TaskState
+	ExitCode int32
+	Message  string
+	At       int64 // unix ns observed
+}
+
+// StatusBatch carries an agent's status reports.
+type StatusBatch struct {
+	NodeID    statemachine.NodeID
+	SessionID uint64
+	Reports   []StatusReport
+	ReReport  bool                  // this batch ends the re-report after a reconnect
+	Held      []statemachine.TaskID // with ReReport: every task the agent holds
+}
+
+// ReportResult is the manager's verdict on one status report.
+type ReportResult uint8
+
+// Report results.
+const (
+	ReportAccepted ReportResult = iota // stored
+	ReportRetry                        // node not accepting updates yet: send again later
+	ReportRejected                     // final: the manager refuses it, do not resend
+	numReportResults
+)
+
+var reportResultNames = [...]string{"accepted", "retry", "rejected"}
+
+// String returns the result's lowercase name.
+func (r ReportResult) String() string {
+	if r < numReportResults {
+		return reportResultNames[r]
+	}
+	return "ReportResult(" + itoa(uint64(r)) + ")"
+}
+
+// StatusAck answers a StatusBatch.
+type StatusAck struct {
+	Results  []ReportResult // one per report, in order
+	Messages []string       // same length or empty
+}
+
+// SyncRequest is the agent's periodic report of what it holds (worker-driven GC).
+type SyncRequest struct {
+	NodeID    statemachine.NodeID
+	SessionID uint64
+	Seqs      []uint64 // per group: last applied assignment sequence
+	Held      []statemachine.TaskID
+}
+
+// SyncAnswer lists the held tasks the agent must destroy.
+type SyncAnswer struct {
+	Destroy []statemachine.TaskID
+}
+
+// Type implementations: every message is used by pointer.
+
+func (*Error) Type() MsgType              { return TypeError }
+func (*SessionRequest) Type() MsgType     { return TypeSessionRequest }
+func (*Session) Type() MsgType            { return TypeSession }
+func (*Heartbeat) Type() MsgType          { return TypeHeartbeat }
+func (*HeartbeatAck) Type() MsgType       { return TypeHeartbeatAck }
+func (*AssignmentsRequest) Type() MsgType { return TypeAssignmentsRequest }
+func (*Assignments) Type() MsgType        { return TypeAssignments }
+func (*StatusBatch) Type() MsgType        { return TypeStatusBatch }
+func (*StatusAck) Type() MsgType          { return TypeStatusAck }
+func (*SyncRequest) Type() MsgType        { return TypeSyncRequest }
+func (*SyncAnswer) Type() MsgType         { return TypeSyncAnswer }
+
+// New returns a new zero message of type t, or nil for an unknown type.
+func New(t MsgType) Message {
+	switch t {
+	case TypeError:
+		return new(Error)
+	case TypeSessionRequest:
+		return new(SessionRequest)
+	case TypeSession:
+		return new(Session)
+	case TypeHeartbeat:
+		return new(Heartbeat)
+	case TypeHeartbeatAck:
+		return new(HeartbeatAck)
+	case TypeAssignmentsRequest:
+		return new(AssignmentsRequest)
+	case TypeAssignments:
+		return new(Assignments)
+	case TypeStatusBatch:
+		return new(StatusBatch)
+	case TypeStatusAck:
+		return new(StatusAck)
+	case TypeSyncRequest:
+		return new(SyncRequest)
+	case TypeSyncAnswer:
+		return new(SyncAnswer)
+	}
+	return nil
+}
