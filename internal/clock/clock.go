@@ -1,0 +1,45 @@
+package clock
+
+import "time"
+
+// Clock tells the time and makes timers.
+type Clock interface {
+	// Now returns the current time.
+	Now() time.Time
+	// After returns a channel that receives the time once d has passed.
+	After(d time.Duration) <-chan time.Time
+	// NewTimer returns a timer that fires once after d.
+	NewTimer(d time.Duration) Timer
+}
+
+// Timer fires once on C() after its duration, like time.Timer.
+type Timer interface {
+	// C is the channel the timer fires on (buffered, one value).
+	C() <-chan time.Time
+	// Stop prevents the timer from firing; it reports whether it was active.
+	Stop() bool
+	// Reset makes the timer fire after d from now; it reports whether it was
+	// active. A value left on C() by an earlier firing is discarded.
+	Reset(d time.Duration) bool
+}
+
+// Real is the wall clock.
+type Real struct{}
+
+// Now returns time.Now().
+func (Real) Now() time.Time { return time.Now() }
+
+// After returns time.After(d).
+func (Real) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// NewTimer returns a time.Timer behind the Timer interface.
+func (Real) NewTimer(d time.Duration) Timer { return realTimer{time.NewTimer(d)} }
+
+type realTimer struct{ t *time.Timer }
+
+func (r realTimer) C() <-chan time.Time { return r.t.C }
+func (r realTimer) Stop() bool          { return r.t.Stop() }
+
+// Reset relies on Go ≥ 1.23 timer semantics: Reset and Stop discard a
+// pending value, so no drain is needed.
+func (r realTimer) Reset(d time.Duration) bool { return r.t.Reset(d) }
