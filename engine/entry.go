@@ -49,7 +49,13 @@ func decodeEntry(b []byte) (now int64, batch []statemachine.Command, err error) 
 func approxSize(c *statemachine.Command) int {
 	n := 24 + len(c.Name) + len(c.Message)
 	if s := c.Spec; s != nil {
-		n += 48 + len(s.Name) + len(s.Image)
+		n += 48 + len(s.Name) + len(s.Image) + len(s.Dir)
+		for _, a := range s.Command {
+			n += 2 + len(a)
+		}
+		for _, a := range s.Env {
+			n += 2 + len(a)
+		}
 		for _, x := range s.Constraints {
 			n += 2 + len(x)
 		}

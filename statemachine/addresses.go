@@ -185,7 +185,7 @@ func (s *State) releaseAddresses(t *Task) {
 		s.freeAttachments(t.ID, t.Attachments)
 		return
 	}
-	s.nodeChanged(t.Node)
+	s.nodeChanged(t, EffSeqAdvanced)
 	seq := uint64(0)
 	if n := s.nodes[t.Node]; n != nil {
 		seq = n.AssignSeq

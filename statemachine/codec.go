@@ -157,6 +157,10 @@ func encodeSpec(e *encoder, s *ServiceSpec) {
 	e.i(s.Update.Monitor)
 	e.u(math.Float64bits(s.Update.MaxFailureRatio))
 	e.byte1(uint8(s.Update.Order))
+	encodeStrings(e, s.Command)
+	encodeStrings(e, s.Env)
+	e.str(s.Dir)
+	e.i(s.StopGrace)
 }
 
 func decodeSpec(d *decoder, s *ServiceSpec) {
@@ -181,6 +185,10 @@ func decodeSpec(d *decoder, s *ServiceSpec) {
 	s.Update.Monitor = d.i()
 	s.Update.MaxFailureRatio = math.Float64frombits(d.u())
 	s.Update.Order = UpdateOrder(d.un(uint64(StartFirst), "update order"))
+	s.Command = decodeStrings(d)
+	s.Env = decodeStrings(d)
+	s.Dir = d.str()
+	s.StopGrace = d.i()
 }
 
 // encodeNodeSpec writes a node's declared fields and status (not its task

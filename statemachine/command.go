@@ -146,7 +146,8 @@ type EffectKind uint8
 
 // Effects that Apply emits for the engine to carry out.
 const (
-	// EffAssignments: the assignment set of Node changed (watchers wake).
+	// EffAssignments: the assignment set of Node changed for Task (it was
+	// assigned, its desired state changed, or it was deleted); watchers wake.
 	EffAssignments EffectKind = iota
 	// EffTaskDeleted: Task was deleted by the reaper.
 	EffTaskDeleted
@@ -154,6 +155,20 @@ const (
 	EffServiceDeleted
 	// EffPending: Task became pending and waits for the scheduler.
 	EffPending
+	// EffSeqAdvanced: Node's assignment sequence advanced because Task
+	// became terminal and its addresses went to quarantine. The node learns
+	// the new sequence (its syncs are fenced by it); nothing it must do
+	// changed, so the task itself is not sent back to it.
+	EffSeqAdvanced
+	// EffTaskState: Task's observed state changed (it was created, moved by
+	// a transition, or got a connectivity marker).
+	EffTaskState
+	// EffServiceChanged: Service was created, updated, rolled back or
+	// flagged for removal.
+	EffServiceChanged
+	// EffNodeChanged: Node was added, changed status or availability, or
+	// was removed.
+	EffNodeChanged
 )
 
 // Effect is a consequence of Apply for the outside world, as data.

@@ -99,6 +99,7 @@ func (s *State) HasDisconnectWindow(id NodeID) bool {
 
 func (s *State) mark(t *Task, kind HistoryKind) {
 	t.History.add(HistoryEntry{At: s.now, State: t.Status.State, Kind: kind, By: CompNodeMonitor, Desired: t.Desired})
+	s.emit(Effect{Kind: EffTaskState, Node: t.Node, Task: t.ID, Service: t.Service})
 }
 
 // nodeConnectivity updates a node's tasks when its status changes from old

@@ -31,7 +31,16 @@ type ServiceSpec struct {
 	Mode     ServiceMode
 	Replicas uint32 // replicated services only
 	// Image is opaque to the control plane; agents interpret it.
-	Image       string
+	Image string
+	// Command is the process a task runs (argv; Command[0] is looked up in
+	// the agent's PATH), Env its extra environment as KEY=VALUE, Dir its
+	// working directory (default: the agent's task directory).
+	Command []string
+	Env     []string
+	Dir     string
+	// StopGrace is how long an agent waits after SIGTERM before SIGKILL, in
+	// nanoseconds (default 10s, applied by the agent when 0).
+	StopGrace   int64
 	Restart     RestartPolicy
 	Constraints []string // e.g. "node.labels.zone==a"
 	Networks    []string // network names, one address per network per task

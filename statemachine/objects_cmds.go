@@ -3,6 +3,7 @@ package statemachine
 import (
 	"math"
 	"slices"
+	"strings"
 
 	"shoal/sched"
 )
@@ -56,6 +57,14 @@ func validateSpec(spec *ServiceSpec) Result {
 	if spec.CPU < 0 || spec.Memory < 0 {
 		return reject(CodeInvalid, "service %q: CPU and memory reservations must not be negative", spec.Name)
 	}
+	if spec.StopGrace < 0 {
+		return reject(CodeInvalid, "service %q: stop grace period must not be negative", spec.Name)
+	}
+	for _, kv := range spec.Env {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			return reject(CodeInvalid, "service %q: environment entry %q is not KEY=VALUE", spec.Name, kv)
+		}
+	}
 	if u := spec.Update; u.Delay < 0 || u.Monitor < 0 || u.FailureAction >= numFailureActions || u.Order > StartFirst ||
 		math.IsNaN(u.MaxFailureRatio) || u.MaxFailureRatio < 0 || u.MaxFailureRatio > 1 {
 		return reject(CodeInvalid, "service %q: update delay and monitor must not be negative, max failure ratio must be in [0,1], failure action pause, continue or rollback", spec.Name)
@@ -73,6 +82,8 @@ func cloneSpec(spec *ServiceSpec) ServiceSpec {
 	c := *spec
 	c.Constraints = slices.Clone(spec.Constraints)
 	c.Networks = slices.Clone(spec.Networks)
+	c.Command = slices.Clone(spec.Command)
+	c.Env = slices.Clone(spec.Env)
 	return c
 }
 
@@ -107,6 +118,7 @@ func (s *State) createService(spec *ServiceSpec) Result {
 	s.services[svc.ID] = svc
 	s.serviceByName[spec.Name] = svc.ID
 	s.markDirty(svc)
+	s.emit(Effect{Kind: EffServiceChanged, Service: svc.ID})
 	return Result{ID: uint64(svc.ID)}
 }
 
@@ -141,6 +153,7 @@ func (s *State) updateService(spec *ServiceSpec) Result {
 		s.beginUpdate(svc, false)
 	}
 	s.markDirty(svc)
+	s.emit(Effect{Kind: EffServiceChanged, Service: svc.ID})
 	return Result{ID: uint64(svc.ID)}
 }
 
@@ -150,7 +163,8 @@ func specChangesTasks(prev, next *ServiceSpec) bool {
 	a, b := *prev, *next
 	a.Replicas, b.Replicas = 0, 0
 	return a.Image != b.Image || a.Restart != b.Restart || a.CPU != b.CPU || a.Memory != b.Memory ||
-		!slices.Equal(a.Constraints, b.Constraints) || !slices.Equal(a.Networks, b.Networks)
+		!slices.Equal(a.Constraints, b.Constraints) || !slices.Equal(a.Networks, b.Networks) ||
+		!slices.Equal(a.Command, b.Command) || !slices.Equal(a.Env, b.Env) || a.Dir != b.Dir || a.StopGrace != b.StopGrace
 }
 
 func (s *State) removeService(name string) Result {
@@ -163,6 +177,7 @@ func (s *State) removeService(name string) Result {
 	}
 	svc.Remove = true
 	s.markDirty(svc)
+	s.emit(Effect{Kind: EffServiceChanged, Service: svc.ID})
 	return Result{ID: uint64(svc.ID)}
 }
 
@@ -206,6 +221,7 @@ func (s *State) upsertNode(spec *Node) Result {
 		n.Labels[k] = v
 	}
 	s.markNodeServices(n)
+	s.emit(Effect{Kind: EffNodeChanged, Node: n.ID})
 	return Result{ID: uint64(n.ID)}
 }
 
@@ -228,6 +244,7 @@ func (s *State) removeNode(id NodeID) Result {
 	delete(s.nodes, id)
 	s.removedNodes[id] = struct{}{}
 	s.markNodeServices(n)
+	s.emit(Effect{Kind: EffNodeChanged, Node: id})
 	return Result{ID: uint64(id)}
 }
 
@@ -257,6 +274,7 @@ func (s *State) setNodeStatus(id NodeID, st NodeStatus) Result {
 	n.Status, n.StatusAt = st, s.now
 	s.nodeConnectivity(n, old, st)
 	s.markNodeServices(n)
+	s.emit(Effect{Kind: EffNodeChanged, Node: id})
 	return Result{ID: uint64(id)}
 }
 
@@ -270,5 +288,6 @@ func (s *State) setAvailability(id NodeID, a Availability) Result {
 	}
 	n.Availability = a
 	s.markNodeServices(n)
+	s.emit(Effect{Kind: EffNodeChanged, Node: id})
 	return Result{ID: uint64(id)}
 }

@@ -25,7 +25,7 @@ func TestCorePackagesArePure(t *testing.T) {
 		"../ipam":           {"github.com/RoaringBitmap/roaring/v2"},
 		"../sched":          {"github.com/RoaringBitmap/roaring/v2"},
 		"../engine/monitor": {"shoal/statemachine"},
-		"../wire":           nil,
+		"../wire":           {"shoal/statemachine", "github.com/klauspost/compress/zstd"},
 	} {
 		files, _ := filepath.Glob(filepath.Join(dir, "*.go"))
 		fset := token.NewFileSet()

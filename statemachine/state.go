@@ -363,11 +363,12 @@ func (s *State) emit(e Effect) {
 	}
 }
 
-// nodeChanged bumps a node's assignment sequence and tells watchers.
-func (s *State) nodeChanged(id NodeID) {
-	if n := s.nodes[id]; n != nil {
+// nodeChanged bumps a node's assignment sequence and tells watchers which
+// task changed (kind EffAssignments or EffSeqAdvanced).
+func (s *State) nodeChanged(t *Task, kind EffectKind) {
+	if n := s.nodes[t.Node]; n != nil {
 		n.AssignSeq++
-		s.emit(Effect{Kind: EffAssignments, Node: id})
+		s.emit(Effect{Kind: kind, Node: t.Node, Task: t.ID, Service: t.Service})
 	}
 }
 

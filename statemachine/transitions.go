@@ -42,6 +42,7 @@ func (s *State) transition(t *Task, to TaskState, by Component) {
 	t.Status.State = to
 	t.Status.Timestamp = s.now
 	t.History.add(HistoryEntry{At: s.now, State: to, Kind: HistTransition, By: by, Desired: t.Desired})
+	s.emit(Effect{Kind: EffTaskState, Node: t.Node, Task: t.ID, Service: t.Service})
 	if to.Terminal() {
 		s.releaseAddresses(t)
 		s.markSlot(s.services[t.Service], t.Slot)
@@ -64,7 +65,7 @@ func (s *State) setDesired(t *Task, d DesiredState) bool {
 	t.Desired = d
 	t.History.add(HistoryEntry{At: s.now, State: t.Status.State, Kind: HistDesired, By: CompOrchestrator, Desired: d})
 	if t.Node != 0 {
-		s.nodeChanged(t.Node)
+		s.nodeChanged(t, EffAssignments)
 	}
 	return true
 }
@@ -94,7 +95,7 @@ func (s *State) assign(id TaskID, node NodeID) Result {
 	}
 	s.attach(t, n)
 	s.transition(t, StateAssigned, CompScheduler)
-	s.nodeChanged(node)
+	s.nodeChanged(t, EffAssignments)
 	return Result{ID: uint64(id)}
 }
 
@@ -202,6 +203,7 @@ func (s *State) newTask(svc *Service, slotNum uint32) *Task {
 	}
 	sl.tasks = append(sl.tasks, t)
 	s.newTasks = append(s.newTasks, t)
+	s.emit(Effect{Kind: EffTaskState, Task: t.ID, Service: t.Service})
 	return t
 }
 
@@ -253,7 +255,7 @@ func (s *State) deleteTask(t *Task, beyondRetention bool) {
 	}
 	if t.Node != 0 {
 		s.detach(t)
-		s.nodeChanged(t.Node)
+		s.nodeChanged(t, EffAssignments)
 	}
 	delete(s.tasks, t.ID)
 	s.emit(Effect{Kind: EffTaskDeleted, Task: t.ID, Node: t.Node, Service: t.Service})
