@@ -15,6 +15,7 @@ func (s *State) Clone() *State {
 		lastIndex:     s.lastIndex,
 		nextTask:      s.nextTask,
 		nextService:   s.nextService,
+		nextNode:      s.nextNode,
 		services:      make(map[ServiceID]*Service, len(s.services)),
 		serviceByName: maps.Clone(s.serviceByName),
 		tasks:         make(map[TaskID]*Task, len(s.tasks)),

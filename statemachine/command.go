@@ -33,12 +33,13 @@ const (
 	CmdNodeSync
 	CmdTick
 	CmdRollbackService
+	CmdReserveNodeID
 	numCmdKinds
 )
 
 var cmdNames = [...]string{"nop", "create-service", "update-service", "remove-service",
 	"upsert-node", "remove-node", "set-node-status", "set-availability", "assign",
-	"task-status", "orphan", "reconcile", "allocate", "reap", "create-network", "remove-network", "node-sync", "tick", "rollback-service"}
+	"task-status", "orphan", "reconcile", "allocate", "reap", "create-network", "remove-network", "node-sync", "tick", "rollback-service", "reserve-node-id"}
 
 func (k CmdKind) String() string {
 	if k < numCmdKinds {
@@ -64,6 +65,7 @@ func (k CmdKind) String() string {
 //	CmdRemoveNetwork:                   Name (network name)
 //	CmdNodeSync:                        Node, Seq (last applied assignment sequence), Tasks (handles still held)
 //	CmdTick:                            nothing: an entry that carries the leader's time, so timers fire
+//	CmdReserveNodeID:                   nothing: the cluster group hands out the next unused node ID (Result.ID)
 type Command struct {
 	Kind         CmdKind
 	State        TaskState

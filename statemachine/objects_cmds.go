@@ -211,6 +211,9 @@ func (s *State) upsertNode(spec *Node) Result {
 	if _, gone := s.removedNodes[spec.ID]; gone {
 		return reject(CodeExists, "node id %d was removed; node IDs are never reused", spec.ID)
 	}
+	if spec.ID >= s.nextNode {
+		s.nextNode = spec.ID + 1
+	}
 	if n == nil {
 		n = &Node{ID: spec.ID, Status: spec.Status, StatusAt: s.now}
 		s.nodes[spec.ID] = n
@@ -290,4 +293,27 @@ func (s *State) setAvailability(id NodeID, a Availability) Result {
 	s.markNodeServices(n)
 	s.emit(Effect{Kind: EffNodeChanged, Node: id})
 	return Result{ID: uint64(id)}
+}
+
+// reserveNodeID hands out a node ID never used before in this cluster. Only
+// the cluster group reserves IDs, so two managers registering nodes at once
+// never pick the same one.
+func (s *State) reserveNodeID() Result {
+	if s.cfg.Group != 0 {
+		return reject(CodeInvalid, "node IDs are reserved by the cluster group only")
+	}
+	id := max(s.nextNode, 1)
+	for s.nodes[id] != nil || s.isRemoved(id) {
+		id++
+	}
+	if id == 0 {
+		return reject(CodeNotAllowed, "no node IDs left")
+	}
+	s.nextNode = id + 1
+	return Result{ID: uint64(id)}
+}
+
+func (s *State) isRemoved(id NodeID) bool {
+	_, gone := s.removedNodes[id]
+	return gone
 }

@@ -73,6 +73,7 @@ func (s *State) writeCanonical(w io.Writer) error {
 	// When timers are next looked at is part of the state: a pass changes
 	// what it finds due, so every replica must make it at the same entry.
 	e.i(s.nextDue)
+	e.u(uint64(s.nextNode))
 	removed := sortedKeys(s.removedNodes)
 	e.u(uint64(len(removed)))
 	for _, id := range removed {
@@ -241,6 +242,7 @@ func decodeCanonical(b []byte) (*State, error) {
 	s.nextTask = d.u()
 	s.nextService = ServiceID(d.un(1<<32-1, "next service"))
 	s.nextDue = d.i()
+	s.nextNode = NodeID(d.un(1<<32-1, "next node"))
 	for range d.count(1) {
 		s.removedNodes[NodeID(d.un(1<<32-1, "node id"))] = struct{}{}
 	}

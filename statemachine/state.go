@@ -40,6 +40,8 @@ type State struct {
 	lastIndex   uint64
 	nextTask    uint64
 	nextService ServiceID
+	// nextNode is the lowest node ID CmdReserveNodeID may hand out.
+	nextNode NodeID
 
 	services      map[ServiceID]*Service
 	serviceByName map[string]ServiceID
@@ -249,6 +251,8 @@ func (s *State) applyOne(c *Command) Result {
 		return s.nodeSync(c)
 	case CmdRollbackService:
 		return s.rollbackService(c.Name)
+	case CmdReserveNodeID:
+		return s.reserveNodeID()
 	case CmdTick:
 		if s.cfg.ManualReactions {
 			s.timers()

@@ -1,0 +1,42 @@
+package statemachine
+
+import (
+	"bytes"
+	"testing"
+)
+
+// Property: the cluster group never hands out a node ID that a node has, or
+// had, and the next ID survives a snapshot.
+func TestReserveNodeIDNeverReuses(t *testing.T) {
+	s := New(Config{Group: 0, Groups: 2})
+	var out Output
+	idx := uint64(0)
+	apply := func(cs ...Command) []Result {
+		idx++
+		s.Apply(cs, idx, int64(idx), &out)
+		return append([]Result(nil), out.Results...)
+	}
+	r := apply(Command{Kind: CmdReserveNodeID}, Command{Kind: CmdReserveNodeID})
+	if r[0].ID != 1 || r[1].ID != 2 {
+		t.Fatalf("first reservations = %d, %d; want 1, 2", r[0].ID, r[1].ID)
+	}
+	apply(Command{Kind: CmdUpsertNode, NodeSpec: &Node{ID: 7, Name: "n7", Status: NodeDown}})
+	apply(Command{Kind: CmdRemoveNode, Node: 7})
+	var buf bytes.Buffer
+	if err := s.Save(&buf); err != nil {
+		t.Fatal(err)
+	}
+	loaded := New(Config{})
+	if err := loaded.Load(&buf); err != nil {
+		t.Fatal(err)
+	}
+	s = loaded
+	if got := apply(Command{Kind: CmdReserveNodeID})[0]; got.ID != 8 {
+		t.Fatalf("after node 7 existed and was removed, reserved %d; want 8", got.ID)
+	}
+	svc := New(Config{Group: 1, Groups: 2})
+	svc.Apply([]Command{{Kind: CmdReserveNodeID}}, 1, 1, &out)
+	if out.Results[0].Code != CodeInvalid {
+		t.Fatalf("a service group reserved a node ID: %+v", out.Results[0])
+	}
+}
