@@ -34,12 +34,13 @@ const (
 	CmdTick
 	CmdRollbackService
 	CmdReserveNodeID
+	CmdSetManager
 	numCmdKinds
 )
 
 var cmdNames = [...]string{"nop", "create-service", "update-service", "remove-service",
 	"upsert-node", "remove-node", "set-node-status", "set-availability", "assign",
-	"task-status", "orphan", "reconcile", "allocate", "reap", "create-network", "remove-network", "node-sync", "tick", "rollback-service", "reserve-node-id"}
+	"task-status", "orphan", "reconcile", "allocate", "reap", "create-network", "remove-network", "node-sync", "tick", "rollback-service", "reserve-node-id", "set-manager"}
 
 func (k CmdKind) String() string {
 	if k < numCmdKinds {
@@ -66,6 +67,7 @@ func (k CmdKind) String() string {
 //	CmdNodeSync:                        Node, Seq (last applied assignment sequence), Tasks (handles still held)
 //	CmdTick:                            nothing: an entry that carries the leader's time, so timers fire
 //	CmdReserveNodeID:                   nothing: the cluster group hands out the next unused node ID (Result.ID)
+//	CmdSetManager:                      Seq (manager replica ID), Name (its API address; "" forgets it)
 type Command struct {
 	Kind         CmdKind
 	State        TaskState

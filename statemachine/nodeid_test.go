@@ -6,7 +6,7 @@ import (
 )
 
 // Property: the cluster group never hands out a node ID that a node has, or
-// had, and the next ID survives a snapshot.
+// had, and the next ID (like the manager addresses) survives a snapshot.
 func TestReserveNodeIDNeverReuses(t *testing.T) {
 	s := New(Config{Group: 0, Groups: 2})
 	var out Output
@@ -22,6 +22,7 @@ func TestReserveNodeIDNeverReuses(t *testing.T) {
 	}
 	apply(Command{Kind: CmdUpsertNode, NodeSpec: &Node{ID: 7, Name: "n7", Status: NodeDown}})
 	apply(Command{Kind: CmdRemoveNode, Node: 7})
+	apply(Command{Kind: CmdSetManager, Seq: 2, Name: "127.0.0.1:7702"})
 	var buf bytes.Buffer
 	if err := s.Save(&buf); err != nil {
 		t.Fatal(err)
@@ -31,6 +32,9 @@ func TestReserveNodeIDNeverReuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	s = loaded
+	if got := s.Managers()[2]; got != "127.0.0.1:7702" {
+		t.Fatalf("manager 2's address after a snapshot = %q", got)
+	}
 	if got := apply(Command{Kind: CmdReserveNodeID})[0]; got.ID != 8 {
 		t.Fatalf("after node 7 existed and was removed, reserved %d; want 8", got.ID)
 	}

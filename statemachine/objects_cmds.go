@@ -1,6 +1,7 @@
 package statemachine
 
 import (
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -317,3 +318,23 @@ func (s *State) isRemoved(id NodeID) bool {
 	_, gone := s.removedNodes[id]
 	return gone
 }
+
+// setManager records (or, with an empty address, forgets) the API address of
+// manager replica id.
+func (s *State) setManager(id uint64, addr string) Result {
+	if s.cfg.Group != 0 {
+		return reject(CodeInvalid, "managers are recorded by the cluster group only")
+	}
+	if id == 0 || len(addr) > 255 {
+		return reject(CodeInvalid, "manager needs a replica ID of 1 or more and an address of at most 255 characters")
+	}
+	if addr == "" {
+		delete(s.managers, id)
+	} else {
+		s.managers[id] = addr
+	}
+	return Result{ID: id}
+}
+
+// Managers returns a copy of the recorded manager API addresses by replica ID.
+func (s *State) Managers() map[uint64]string { return maps.Clone(s.managers) }

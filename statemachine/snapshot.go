@@ -74,6 +74,12 @@ func (s *State) writeCanonical(w io.Writer) error {
 	// what it finds due, so every replica must make it at the same entry.
 	e.i(s.nextDue)
 	e.u(uint64(s.nextNode))
+	mgrs := sortedKeys(s.managers)
+	e.u(uint64(len(mgrs)))
+	for _, id := range mgrs {
+		e.u(id)
+		e.str(s.managers[id])
+	}
 	removed := sortedKeys(s.removedNodes)
 	e.u(uint64(len(removed)))
 	for _, id := range removed {
@@ -243,6 +249,10 @@ func decodeCanonical(b []byte) (*State, error) {
 	s.nextService = ServiceID(d.un(1<<32-1, "next service"))
 	s.nextDue = d.i()
 	s.nextNode = NodeID(d.un(1<<32-1, "next node"))
+	for range d.count(2) {
+		id := d.u()
+		s.managers[id] = d.str()
+	}
 	for range d.count(1) {
 		s.removedNodes[NodeID(d.un(1<<32-1, "node id"))] = struct{}{}
 	}

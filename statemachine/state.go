@@ -42,6 +42,9 @@ type State struct {
 	nextService ServiceID
 	// nextNode is the lowest node ID CmdReserveNodeID may hand out.
 	nextNode NodeID
+	// managers maps manager replica IDs to their API addresses (cluster
+	// group only), for redirects and the manager list agents get.
+	managers map[uint64]string
 
 	services      map[ServiceID]*Service
 	serviceByName map[string]ServiceID
@@ -94,6 +97,7 @@ func New(cfg Config) *State {
 		delayed:       make(map[TaskID]*Task),
 		unknown:       make(map[TaskID]*Task),
 		updating:      make(map[ServiceID]*Service),
+		managers:      make(map[uint64]string),
 	}
 }
 
@@ -253,6 +257,8 @@ func (s *State) applyOne(c *Command) Result {
 		return s.rollbackService(c.Name)
 	case CmdReserveNodeID:
 		return s.reserveNodeID()
+	case CmdSetManager:
+		return s.setManager(c.Seq, c.Name)
 	case CmdTick:
 		if s.cfg.ManualReactions {
 			s.timers()
