@@ -3,7 +3,6 @@ package wire
 import (
 	"encoding/base64"
 	"encoding/binary"
-	"fmt"
 )
 
 // Cursor is one applied Raft index per group; element 0 is the cluster group,
@@ -45,21 +44,21 @@ func ParseCursor(tok string) (Cursor, error) {
 		return nil, nil
 	}
 	if len(tok) > maxTokenLen {
-		return nil, fmt.Errorf("%w: index token of %d characters is not valid: it is longer than any index Shoal makes", ErrBadCursor, len(tok))
+		return nil, errorf(ErrBadCursor, "index token of %d characters is not valid: it is longer than any index Shoal makes", len(tok))
 	}
 	b, err := tokenEncoding.DecodeString(tok)
 	if err != nil || len(b) < 2 {
-		return nil, fmt.Errorf("%w: index token %q is not valid: use the token from an X-Shoal-Index header or an earlier answer, or none", ErrBadCursor, clip(tok))
+		return nil, errorf(ErrBadCursor, "index token %q is not valid: use the token from an X-Shoal-Index header or an earlier answer, or none", clip(tok))
 	}
 	if b[0] != cursorVersion {
-		return nil, fmt.Errorf("%w: index token %q is not valid: it has version %d, this Shoal reads version %d", ErrBadCursor, clip(tok), b[0], cursorVersion)
+		return nil, errorf(ErrBadCursor, "index token %q is not valid: it has version %d, this Shoal reads version %d", clip(tok), b[0], cursorVersion)
 	}
 	b = b[1:]
 	c := make(Cursor, 0, min(len(b), maxCursorGroups))
 	for len(b) > 0 {
 		v, n := binary.Uvarint(b)
 		if n <= 0 || n != uvarintLen(v) || len(c) == maxCursorGroups {
-			return nil, fmt.Errorf("%w: index token %q is not valid: it is damaged", ErrBadCursor, clip(tok))
+			return nil, errorf(ErrBadCursor, "index token %q is not valid: it is damaged", clip(tok))
 		}
 		c = append(c, v)
 		b = b[n:]

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 )
 
@@ -16,7 +17,7 @@ var (
 	// ErrType: the frame carries a type the reader does not know or did not expect.
 	ErrType = errors.New("wire: unexpected message type")
 	// ErrBadCursor: an index token does not parse.
-	ErrBadCursor = errors.New("wire: bad index token")
+	ErrBadCursor = errors.New("wire: bad index")
 )
 
 // Error returns the user-facing message (the code when there is none).
@@ -32,6 +33,20 @@ func (e *Error) Error() string {
 func (e *Error) Is(target error) bool {
 	t, ok := target.(*Error)
 	return ok && t.Code == e.Code
+}
+
+// detailed is a sentinel with the details of one failure. Its text is the
+// sentinel's followed by the details, and errors.Is finds the sentinel.
+type detailed struct {
+	sentinel error
+	detail   string
+}
+
+func (d *detailed) Error() string { return d.sentinel.Error() + ": " + d.detail }
+func (d *detailed) Unwrap() error { return d.sentinel }
+
+func errorf(sentinel error, format string, args ...any) error {
+	return &detailed{sentinel, fmt.Sprintf(format, args...)}
 }
 
 func itoa(v uint64) string { return strconv.FormatUint(v, 10) }

@@ -56,56 +56,56 @@ const (
 // Error is the manager's refusal of a request. It implements error: Error()
 // returns Message, which is meant for users; errors.Is matches by Code.
 type Error struct {
-	Code       string
-	Message    string
-	RetryAfter int64  // ns; 0: no advice
-	Leader     string // API address of the leader, with CodeNotLeader
+	Code       string `json:"code"`
+	Message    string `json:"message"`
+	RetryAfter int64  `json:"retry_after,omitempty"` // ns; 0: no advice
+	Leader     string `json:"leader,omitempty"`      // API address of the leader, with CodeNotLeader
 }
 
 // NodeDescription is what an agent tells the manager about its node.
 type NodeDescription struct {
-	Hostname     string
-	Labels       map[string]string
-	CPU          int64 // milli-cores
-	Memory       int64 // bytes
-	AgentVersion string
+	Hostname     string            `json:"hostname"`
+	Labels       map[string]string `json:"labels,omitempty"`
+	CPU          int64             `json:"cpu"`    // milli-cores
+	Memory       int64             `json:"memory"` // bytes
+	AgentVersion string            `json:"agent_version"`
 }
 
 // SessionRequest opens a session. NodeID 0 asks for a new node.
 type SessionRequest struct {
-	NodeID statemachine.NodeID // 0: new node
-	Node   NodeDescription
+	NodeID statemachine.NodeID `json:"node_id"` // 0: new node
+	Node   NodeDescription     `json:"node"`
 }
 
 // Session is the manager's answer to a SessionRequest: the node's ID, the
 // session every later request carries, and the timing the agent follows.
 type Session struct {
-	NodeID          statemachine.NodeID
-	SessionID       uint64
-	HeartbeatPeriod int64    // ns
-	SyncInterval    int64    // ns
-	Managers        []string // API addresses
-	Groups          uint16   // service groups
+	NodeID          statemachine.NodeID `json:"node_id"`
+	SessionID       uint64              `json:"session_id"`
+	HeartbeatPeriod int64               `json:"heartbeat_period"`   // ns
+	SyncInterval    int64               `json:"sync_interval"`      // ns
+	Managers        []string            `json:"managers,omitempty"` // API addresses
+	Groups          uint16              `json:"groups"`             // service groups
 }
 
 // Heartbeat tells the leader the node is alive. It lives in leader memory only.
 type Heartbeat struct {
-	NodeID    statemachine.NodeID
-	SessionID uint64
+	NodeID    statemachine.NodeID `json:"node_id"`
+	SessionID uint64              `json:"session_id"`
 }
 
 // HeartbeatAck gives the next heartbeat period and the node's status.
 type HeartbeatAck struct {
-	Period int64 // ns
-	Status statemachine.NodeStatus
+	Period int64                   `json:"period"` // ns
+	Status statemachine.NodeStatus `json:"status"`
 }
 
 // AssignmentsRequest is a long-poll for the node's assignments past Cursor.
 type AssignmentsRequest struct {
-	NodeID    statemachine.NodeID
-	SessionID uint64
-	Cursor    Cursor // empty: send COMPLETE
-	Wait      int64  // ns long-poll
+	NodeID    statemachine.NodeID `json:"node_id"`
+	SessionID uint64              `json:"session_id"`
+	Cursor    Cursor              `json:"cursor"` // empty: send COMPLETE
+	Wait      int64               `json:"wait"`   // ns long-poll
 }
 
 // FrameKind says whether an Assignments frame is the whole set or a delta.
@@ -130,61 +130,61 @@ func (k FrameKind) String() string {
 
 // Spec is what an agent needs to run a task of one service at one version.
 type Spec struct {
-	Service   string
-	Version   uint32
-	Command   []string // argv
-	Env       []string // KEY=VALUE
-	Dir       string
-	StopGrace int64 // ns
+	Service   string   `json:"service"`
+	Version   uint32   `json:"version"`
+	Command   []string `json:"command,omitempty"` // argv
+	Env       []string `json:"env,omitempty"`     // KEY=VALUE
+	Dir       string   `json:"dir,omitempty"`
+	StopGrace int64    `json:"stop_grace"` // ns
 }
 
 // Address is one network address attached to a task.
 type Address struct {
-	Network string
-	Addr    string // e.g. "10.0.0.5/24"
+	Network string `json:"network"`
+	Addr    string `json:"addr"` // e.g. "10.0.0.5/24"
 }
 
 // Assignment is one task as the node should hold it.
 type Assignment struct {
-	Task        statemachine.TaskID
-	Service     string
-	Slot        uint32
-	SpecVersion uint32
-	Desired     statemachine.DesiredState
-	State       statemachine.TaskState // manager's last observed
-	Addresses   []Address
+	Task        statemachine.TaskID       `json:"task"`
+	Service     string                    `json:"service"`
+	Slot        uint32                    `json:"slot"`
+	SpecVersion uint32                    `json:"spec_version"`
+	Desired     statemachine.DesiredState `json:"desired"`
+	State       statemachine.TaskState    `json:"state"` // manager's last observed
+	Addresses   []Address                 `json:"addresses,omitempty"`
 }
 
 // Assignments is one answer to an AssignmentsRequest: a COMPLETE set (maybe
 // in chunks, see SplitComplete) or an INCREMENTAL change.
 type Assignments struct {
-	Kind      FrameKind
-	Resync    bool // the agent's cursor was unknown or too old
-	Last      bool // last chunk of a COMPLETE (always true for INCREMENTAL)
-	AppliesTo Cursor
-	ResultsIn Cursor
-	Seqs      []uint64     // per group: the node's assignment sequence this frame brings the agent to; index = group
-	Specs     []Spec       // specs the tasks refer to by (Service, SpecVersion), each sent once per session
-	Tasks     []Assignment // upserts
-	Removed   []statemachine.TaskID
+	Kind      FrameKind             `json:"kind"`
+	Resync    bool                  `json:"resync"` // the agent's cursor was unknown or too old
+	Last      bool                  `json:"last"`   // last chunk of a COMPLETE (always true for INCREMENTAL)
+	AppliesTo Cursor                `json:"applies_to"`
+	ResultsIn Cursor                `json:"results_in"`
+	Seqs      []uint64              `json:"seqs,omitempty"`  // per group: the node's assignment sequence this frame brings the agent to; index = group
+	Specs     []Spec                `json:"specs,omitempty"` // specs the tasks refer to by (Service, SpecVersion), each sent once per session
+	Tasks     []Assignment          `json:"tasks,omitempty"` // upserts
+	Removed   []statemachine.TaskID `json:"removed,omitempty"`
 }
 
 // StatusReport is one observed task state.
 type StatusReport struct {
-	Task     statemachine.TaskID
-	State    statemachine.TaskState
-	ExitCode int32
-	Message  string
-	At       int64 // unix ns observed
+	Task     statemachine.TaskID    `json:"task"`
+	State    statemachine.TaskState `json:"state"`
+	ExitCode int32                  `json:"exit_code"`
+	Message  string                 `json:"message,omitempty"`
+	At       int64                  `json:"at"` // unix ns observed
 }
 
 // StatusBatch carries an agent's status reports.
 type StatusBatch struct {
-	NodeID    statemachine.NodeID
-	SessionID uint64
-	Reports   []StatusReport
-	ReReport  bool                  // this batch ends the re-report after a reconnect
-	Held      []statemachine.TaskID // with ReReport: every task the agent holds
+	NodeID    statemachine.NodeID   `json:"node_id"`
+	SessionID uint64                `json:"session_id"`
+	Reports   []StatusReport        `json:"reports,omitempty"`
+	ReReport  bool                  `json:"re_report"`      // this batch ends the re-report after a reconnect
+	Held      []statemachine.TaskID `json:"held,omitempty"` // with ReReport: every task the agent holds
 }
 
 // ReportResult is the manager's verdict on one status report.
@@ -210,21 +210,21 @@ func (r ReportResult) String() string {
 
 // StatusAck answers a StatusBatch.
 type StatusAck struct {
-	Results  []ReportResult // one per report, in order
-	Messages []string       // same length or empty
+	Results  []ReportResult `json:"results,omitempty"`  // one per report, in order
+	Messages []string       `json:"messages,omitempty"` // same length or empty
 }
 
 // SyncRequest is the agent's periodic report of what it holds (worker-driven GC).
 type SyncRequest struct {
-	NodeID    statemachine.NodeID
-	SessionID uint64
-	Seqs      []uint64 // per group: last applied assignment sequence
-	Held      []statemachine.TaskID
+	NodeID    statemachine.NodeID   `json:"node_id"`
+	SessionID uint64                `json:"session_id"`
+	Seqs      []uint64              `json:"seqs,omitempty"` // per group: last applied assignment sequence
+	Held      []statemachine.TaskID `json:"held,omitempty"`
 }
 
 // SyncAnswer lists the held tasks the agent must destroy.
 type SyncAnswer struct {
-	Destroy []statemachine.TaskID
+	Destroy []statemachine.TaskID `json:"destroy,omitempty"`
 }
 
 // Type implementations: every message is used by pointer.

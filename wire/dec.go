@@ -1,0 +1,351 @@
+package wire
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"slices"
+	"unicode/utf8"
+
+	"shoal/statemachine"
+)
+
+// reader decodes a payload or one nested element of it. Its error is sticky:
+// after the first failure every read returns zero, and the caller checks err
+// once at the end. A read past the end returns zero without error (a field
+// an older sender did not write); a value cut short inside is malformed.
+type reader struct {
+	b    []byte
+	err  error
+	what string // the message being decoded, for errors
+	// recent holds the last strings decoded, so a name repeated across the
+	// elements of a frame (a service, a network) is allocated once.
+	recent [8]string
+	next   uint8
+}
+
+func (r *reader) fail(format string, args ...any) {
+	if r.err == nil {
+		r.err = fmt.Errorf("%w: %s: %s", ErrMalformed, r.what, fmt.Sprintf(format, args...))
+	}
+}
+
+func (r *reader) uvarint() uint64 {
+	if r.err != nil || len(r.b) == 0 {
+		return 0
+	}
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.fail("a number is cut short or longer than 64 bits")
+		r.b = nil
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) varint() int64 {
+	if r.err != nil || len(r.b) == 0 {
+		return 0
+	}
+	v, n := binary.Varint(r.b)
+	if n <= 0 {
+		r.fail("a number is cut short or longer than 64 bits")
+		r.b = nil
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+// bounded reads a uvarint that must be at most limit.
+func (r *reader) bounded(limit uint64, field string) uint64 {
+	v := r.uvarint()
+	if v > limit {
+		r.fail("%s %d is over its limit %d", field, v, limit)
+		return 0
+	}
+	return v
+}
+
+func (r *reader) u32(field string) uint32 { return uint32(r.bounded(math.MaxUint32, field)) }
+
+func (r *reader) i32(field string) int32 {
+	v := r.varint()
+	if v < math.MinInt32 || v > math.MaxInt32 {
+		r.fail("%s %d does not fit in 32 bits", field, v)
+		return 0
+	}
+	return int32(v)
+}
+
+func (r *reader) nodeID() statemachine.NodeID { return statemachine.NodeID(r.u32("node id")) }
+
+func (r *reader) bool(field string) bool { return r.bounded(1, field) == 1 }
+
+// count reads a list length and checks that that many elements of at least
+// minSize bytes each fit in what is left, so no input makes a decoder
+// allocate more than a small multiple of its own size.
+func (r *reader) count(minSize int, field string) int {
+	n := r.uvarint()
+	if n > uint64(len(r.b)/minSize) {
+		r.fail("%s: %d entries cannot fit in the %d bytes left", field, n, len(r.b))
+		return 0
+	}
+	return int(n)
+}
+
+func (r *reader) bytes(field string) []byte {
+	n := r.uvarint()
+	if n > uint64(len(r.b)) {
+		r.fail("%s: %d bytes do not fit in the %d bytes left", field, n, len(r.b))
+		return nil
+	}
+	s := r.b[:n]
+	r.b = r.b[n:]
+	return s
+}
+
+func (r *reader) string(field string) string {
+	b := r.bytes(field)
+	if len(b) == 0 {
+		return ""
+	}
+	for _, s := range r.recent {
+		if s == string(b) {
+			return s
+		}
+	}
+	if !utf8.Valid(b) {
+		r.fail("%s is not UTF-8 text", field)
+		return ""
+	}
+	s := string(b)
+	r.recent[r.next%uint8(len(r.recent))] = s
+	r.next++
+	return s
+}
+
+// strings decodes a string list into dst's storage.
+func (r *reader) strings(dst []string, field string) []string {
+	n := r.count(1, field)
+	if n == 0 {
+		return nil
+	}
+	dst = slices.Grow(dst[:0], n)
+	for range n {
+		dst = append(dst, r.string(field))
+	}
+	return dst
+}
+
+func (r *reader) uvarints(dst []uint64, field string) []uint64 {
+	n := r.count(1, field)
+	if n == 0 {
+		return nil
+	}
+	dst = slices.Grow(dst[:0], n)
+	for range n {
+		dst = append(dst, r.uvarint())
+	}
+	return dst
+}
+
+func (r *reader) cursor(dst Cursor, field string) Cursor {
+	c := Cursor(r.uvarints(dst, field))
+	if len(c) > maxCursorGroups {
+		r.fail("%s has %d groups, more than %d", field, len(c), maxCursorGroups)
+	}
+	return c
+}
+
+func (r *reader) taskIDs(dst []statemachine.TaskID, field string) []statemachine.TaskID {
+	n := r.count(1, field)
+	if n == 0 {
+		return nil
+	}
+	dst = slices.Grow(dst[:0], n)
+	for range n {
+		dst = append(dst, statemachine.TaskID(r.uvarint()))
+	}
+	return dst
+}
+
+// enter makes r read only the next length-prefixed element and returns
+// what follows it, for leave to restore.
+func (r *reader) enter(field string) (rest []byte) {
+	b := r.bytes(field)
+	rest = r.b
+	r.b = b
+	return rest
+}
+
+// leave skips what is left of the element (a newer sender's fields) and
+// moves r past it.
+func (r *reader) leave(rest []byte) { r.b = rest }
+
+// decodePayload decodes the payload of a type-t message into m.
+func decodePayload(p []byte, m Message) error {
+	r := reader{b: p, what: m.Type().String()}
+	switch m := m.(type) {
+	case *Error:
+		m.Code = r.string("code")
+		m.Message = r.string("message")
+		m.RetryAfter = r.varint()
+		m.Leader = r.string("leader")
+	case *SessionRequest:
+		m.NodeID = r.nodeID()
+		clear(m.Node.Labels)
+		labels := m.Node.Labels
+		m.Node = NodeDescription{}
+		rest := r.enter("node")
+		m.Node.Hostname = r.string("hostname")
+		m.Node.Labels = r.labels(labels)
+		m.Node.CPU = r.varint()
+		m.Node.Memory = r.varint()
+		m.Node.AgentVersion = r.string("agent version")
+		r.leave(rest)
+	case *Session:
+		m.NodeID = r.nodeID()
+		m.SessionID = r.uvarint()
+		m.HeartbeatPeriod = r.varint()
+		m.SyncInterval = r.varint()
+		m.Managers = r.strings(m.Managers, "managers")
+		m.Groups = uint16(r.bounded(math.MaxUint16, "groups"))
+	case *Heartbeat:
+		m.NodeID = r.nodeID()
+		m.SessionID = r.uvarint()
+	case *HeartbeatAck:
+		m.Period = r.varint()
+		m.Status = statemachine.NodeStatus(r.bounded(uint64(len(nodeStatusNames)-1), "node status"))
+	case *AssignmentsRequest:
+		m.NodeID = r.nodeID()
+		m.SessionID = r.uvarint()
+		m.Cursor = r.cursor(m.Cursor, "cursor")
+		m.Wait = r.varint()
+	case *Assignments:
+		r.assignments(m)
+	case *StatusBatch:
+		m.NodeID = r.nodeID()
+		m.SessionID = r.uvarint()
+		m.Reports = r.reports(m.Reports)
+		m.ReReport = r.bool("re_report")
+		m.Held = r.taskIDs(m.Held, "held")
+	case *StatusAck:
+		n := r.count(1, "results")
+		m.Results = m.Results[:0]
+		if n == 0 {
+			m.Results = nil
+		}
+		for range n {
+			m.Results = append(m.Results, ReportResult(r.bounded(uint64(numReportResults-1), "report result")))
+		}
+		m.Messages = r.strings(m.Messages, "messages")
+		if len(m.Messages) != 0 && len(m.Messages) != len(m.Results) {
+			r.fail("%d messages for %d results (want as many, or none)", len(m.Messages), len(m.Results))
+		}
+	case *SyncRequest:
+		m.NodeID = r.nodeID()
+		m.SessionID = r.uvarint()
+		m.Seqs = r.uvarints(m.Seqs, "seqs")
+		m.Held = r.taskIDs(m.Held, "held")
+	case *SyncAnswer:
+		m.Destroy = r.taskIDs(m.Destroy, "destroy")
+	default:
+		return fmt.Errorf("%w: %T is not a wire message", ErrType, m)
+	}
+	return r.err
+}
+
+func (r *reader) labels(m map[string]string) map[string]string {
+	n := r.count(2, "labels")
+	if n == 0 {
+		return nil
+	}
+	if m == nil {
+		m = make(map[string]string, n)
+	}
+	for range n {
+		k := r.string("label key")
+		m[k] = r.string("label value")
+	}
+	return m
+}
+
+func (r *reader) assignments(m *Assignments) {
+	k := FrameKind(r.bounded(uint64(FrameIncremental), "frame kind"))
+	if k == 0 && r.err == nil {
+		r.fail("frame kind %d is neither complete (1) nor incremental (2)", k)
+	}
+	m.Kind = k
+	f := r.bounded(flagResync|flagLast, "flags")
+	m.Resync, m.Last = f&flagResync != 0, f&flagLast != 0
+	m.AppliesTo = r.cursor(m.AppliesTo, "applies_to")
+	m.ResultsIn = r.cursor(m.ResultsIn, "results_in")
+	m.Seqs = r.uvarints(m.Seqs, "seqs")
+
+	n := r.count(1, "specs")
+	m.Specs = grow(m.Specs, n)
+	for i := range m.Specs {
+		s := &m.Specs[i]
+		rest := r.enter("spec")
+		s.Service = r.string("service")
+		s.Version = r.u32("spec version")
+		s.Command = r.strings(s.Command, "command")
+		s.Env = r.strings(s.Env, "env")
+		s.Dir = r.string("dir")
+		s.StopGrace = r.varint()
+		r.leave(rest)
+	}
+
+	n = r.count(1, "tasks")
+	m.Tasks = grow(m.Tasks, n)
+	for i := range m.Tasks {
+		a := &m.Tasks[i]
+		rest := r.enter("task")
+		a.Task = statemachine.TaskID(r.uvarint())
+		a.Service = r.string("service")
+		a.Slot = r.u32("slot")
+		a.SpecVersion = r.u32("spec version")
+		a.Desired = statemachine.DesiredState(r.bounded(uint64(len(desiredNames)-1), "desired state"))
+		a.State = statemachine.TaskState(r.bounded(uint64(len(taskStateNames)-1), "task state"))
+		na := r.count(1, "addresses")
+		a.Addresses = grow(a.Addresses, na)
+		for j := range a.Addresses {
+			ad := &a.Addresses[j]
+			rest := r.enter("address")
+			ad.Network = r.string("network")
+			ad.Addr = r.string("addr")
+			r.leave(rest)
+		}
+		r.leave(rest)
+	}
+	m.Removed = r.taskIDs(m.Removed, "removed")
+}
+
+func (r *reader) reports(dst []StatusReport) []StatusReport {
+	n := r.count(1, "reports")
+	dst = grow(dst, n)
+	for i := range dst {
+		p := &dst[i]
+		rest := r.enter("report")
+		p.Task = statemachine.TaskID(r.uvarint())
+		p.State = statemachine.TaskState(r.bounded(uint64(len(taskStateNames)-1), "task state"))
+		p.ExitCode = r.i32("exit code")
+		p.Message = r.string("message")
+		p.At = r.varint()
+		r.leave(rest)
+	}
+	return dst
+}
+
+// grow returns dst resized to n zeroed elements, reusing its storage; nil
+// for n == 0.
+func grow[T any](dst []T, n int) []T {
+	if n == 0 {
+		return nil
+	}
+	dst = slices.Grow(dst[:0], n)[:n]
+	clear(dst)
+	return dst
+}
