@@ -1,0 +1,119 @@
+package agent
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	sm "shoal/statemachine"
+	"shoal/wire"
+)
+
+// Executor carries out the operations Step decides for tasks: the real
+// process executor and the simulated one implement it. An executor holds no
+// lifecycle rules of its own; it performs side effects and reports what it
+// observed.
+type Executor interface {
+	// Do starts an operation. It never blocks on the task and never calls
+	// back into its caller; the outcome arrives on Events. Operations on one
+	// task are issued one at a time (the next only after the previous
+	// answered), except OpForget, which may come at any time and cancels.
+	Do(a Action)
+	// Events delivers observations, in order per task.
+	Events() <-chan Event
+	// Sweep ends every process of this executor's that no OpAttach claimed.
+	// The agent calls it once, after the attaches issued at start.
+	Sweep()
+	// Close stops the executor's goroutines. Processes keep running (they
+	// survive an agent restart).
+	Close() error
+}
+
+// Action is one operation for an executor.
+type Action struct {
+	Op     Op
+	Task   sm.TaskID
+	Run    *TaskRun      // OpPrepare, OpStart
+	Grace  time.Duration // OpStop: SIGTERM, then SIGKILL after Grace
+	Handle Handle        // OpAttach: the process identity persisted by the last run (zero if none)
+}
+
+func (a Action) String() string { return fmt.Sprintf("%v %d", a.Op, a.Task) }
+
+// Event is one observation about one task.
+type Event struct {
+	Task sm.TaskID
+	Obs  Observation
+}
+
+// Handle identifies a process across agent restarts: a pid alone may be
+// reused, a pid with its start time may not.
+type Handle struct {
+	Pid       int32
+	StartTime uint64 // field 22 of /proc/PID/stat: clock ticks after boot
+}
+
+// IsZero reports whether h identifies no process.
+func (h Handle) IsZero() bool { return h.Pid == 0 }
+
+// TaskRun is what an executor needs to prepare and start a task.
+type TaskRun struct {
+	Task      sm.TaskID
+	Service   string
+	Slot      uint32
+	Addresses []wire.Address
+	Spec      *wire.Spec // shared, read-only
+}
+
+// DefaultStopGrace is the stop grace period of a spec that gives none.
+const DefaultStopGrace = 10 * time.Second
+
+// eventQueue is an unbounded queue in front of an Events channel, so that
+// Do can report without ever blocking.
+type eventQueue struct {
+	mu      sync.Mutex
+	q       []Event
+	wake    chan struct{}
+	out     chan Event
+	done    chan struct{}
+	closeMu sync.Once
+}
+
+func newEventQueue() *eventQueue {
+	e := &eventQueue{wake: make(chan struct{}, 1), out: make(chan Event), done: make(chan struct{})}
+	go e.pump()
+	return e
+}
+
+func (e *eventQueue) push(ev Event) {
+	e.mu.Lock()
+	e.q = append(e.q, ev)
+	e.mu.Unlock()
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (e *eventQueue) pump() {
+	for {
+		e.mu.Lock()
+		batch := e.q
+		e.q = nil
+		e.mu.Unlock()
+		for _, ev := range batch {
+			select {
+			case e.out <- ev:
+			case <-e.done:
+				return
+			}
+		}
+		select {
+		case <-e.wake:
+		case <-e.done:
+			return
+		}
+	}
+}
+
+func (e *eventQueue) close() { e.closeMu.Do(func() { close(e.done) }) }

@@ -1,0 +1,116 @@
+package agent
+
+import (
+	"slices"
+	"time"
+
+	sm "shoal/statemachine"
+	"shoal/wire"
+)
+
+// statusState is the machine's status batching state. The machine keeps the
+// latest status per task; a task is owed to the manager while its latest
+// status differs from the last one acknowledged.
+type statusState struct {
+	cfg        MachineConfig
+	inflight   bool      // a batch is out and unanswered
+	lastEnd    time.Time // when the last batch was answered (or failed)
+	lastFailed bool      // the last batch failed: wait a full routine interval
+}
+
+// noteStatus keeps the set of owed statuses in step with t. Only tasks in
+// the assignment set are reported: the manager has forgotten the others.
+func (m *Machine) noteStatus(t *task) {
+	if t.inSet && t.status != t.acked {
+		m.unackedSet[t.a.Task] = struct{}{}
+	} else {
+		delete(m.unackedSet, t.a.Task)
+	}
+}
+
+// Unacked returns how many statuses the manager has not acknowledged.
+func (m *Machine) Unacked() int { return len(m.unackedSet) }
+
+// FlushDue returns when the next status batch should go out, or false when
+// nothing is owed or a batch is still unanswered. Urgent changes (a task's
+// state changed) go UrgentDelay after the last batch was answered; other
+// owed statuses (refused for now with ReportRetry, or after a failed send)
+// RoutineInterval after it. The interval always counts from the end of the
+// last send, so a slow or failing manager is never hammered.
+func (m *Machine) FlushDue() (time.Time, bool) {
+	if m.st.inflight {
+		return time.Time{}, false
+	}
+	owed, urgent := false, false
+	for id := range m.unackedSet {
+		t := m.tasks[id]
+		if t.sending {
+			continue
+		}
+		owed = true
+		if t.urgent {
+			urgent = true
+			break
+		}
+	}
+	if !owed {
+		return time.Time{}, false
+	}
+	iv := m.st.cfg.RoutineInterval
+	if urgent && !m.st.lastFailed {
+		iv = m.st.cfg.UrgentDelay
+	}
+	return m.st.lastEnd.Add(iv), true
+}
+
+// BeginBatch takes up to limit owed statuses (lowest task IDs first) for one
+// batch; the caller must answer with EndBatch, even for an empty batch.
+func (m *Machine) BeginBatch(limit int) []wire.StatusReport {
+	m.st.inflight = true
+	ids := make([]sm.TaskID, 0, len(m.unackedSet))
+	for id := range m.unackedSet {
+		if !m.tasks[id].sending {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	if len(ids) > limit {
+		ids = ids[:limit]
+	}
+	out := make([]wire.StatusReport, len(ids))
+	for i, id := range ids {
+		t := m.tasks[id]
+		t.sending, t.urgent = true, false
+		out[i] = t.status
+	}
+	return out
+}
+
+// EndBatch applies the manager's answer to a batch from BeginBatch; ack nil
+// means the send failed and every status stays owed. Accepted statuses are
+// acknowledged (and persisted as such); rejected ones are dropped, never
+// resent; ReportRetry, or a missing result, leaves a status owed for the
+// next routine flush. A status that changed while the batch was out stays
+// owed in its new form.
+func (m *Machine) EndBatch(reports []wire.StatusReport, ack *wire.StatusAck, now time.Time) {
+	m.st.inflight, m.st.lastEnd, m.st.lastFailed = false, now, ack == nil
+	for i, r := range reports {
+		t := m.tasks[r.Task]
+		if t == nil {
+			continue
+		}
+		t.sending = false
+		if ack == nil {
+			continue
+		}
+		res := wire.ReportRetry
+		if i < len(ack.Results) {
+			res = ack.Results[i]
+		}
+		if res == wire.ReportAccepted || res == wire.ReportRejected {
+			t.acked = r
+			m.markTask(t)
+		}
+		m.noteStatus(t)
+	}
+}
