@@ -10,6 +10,9 @@ type Clock interface {
 	After(d time.Duration) <-chan time.Time
 	// NewTimer returns a timer that fires once after d.
 	NewTimer(d time.Duration) Timer
+	// AfterFunc calls f in its own goroutine once d has passed; the timer's
+	// C() is nil. No goroutine waits meanwhile, so it suits many timers.
+	AfterFunc(d time.Duration, f func()) Timer
 }
 
 // Timer fires once on C() after its duration, like time.Timer.
@@ -34,6 +37,9 @@ func (Real) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
 // NewTimer returns a time.Timer behind the Timer interface.
 func (Real) NewTimer(d time.Duration) Timer { return realTimer{time.NewTimer(d)} }
+
+// AfterFunc returns time.AfterFunc(d, f) behind the Timer interface.
+func (Real) AfterFunc(d time.Duration, f func()) Timer { return realTimer{time.AfterFunc(d, f)} }
 
 type realTimer struct{ t *time.Timer }
 

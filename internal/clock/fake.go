@@ -48,6 +48,16 @@ func (f *Fake) NewTimer(d time.Duration) Timer {
 	return t
 }
 
+// AfterFunc calls f in its own goroutine when Advance moves the clock d past
+// now (at once for d ≤ 0). Pending AfterFunc timers count as waiters.
+func (f *Fake) AfterFunc(d time.Duration, fn func()) Timer {
+	t := &fakeTimer{f: f, fn: fn}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.armLocked(t, d)
+	return t
+}
+
 // Advance moves the clock forward by d, firing every timer whose deadline is
 // reached, in deadline order; each fires with its own deadline as the value.
 func (f *Fake) Advance(d time.Duration) {
@@ -184,7 +194,8 @@ func (f *Fake) Pending() []time.Duration {
 
 type fakeTimer struct {
 	f      *Fake
-	c      chan time.Time
+	c      chan time.Time // nil for AfterFunc timers
+	fn     func()
 	when   time.Time
 	seq    uint64
 	active bool // guarded by f.mu
@@ -192,8 +203,12 @@ type fakeTimer struct {
 
 func (t *fakeTimer) C() <-chan time.Time { return t.c }
 
-// fire delivers now on c unless a value is already waiting.
+// fire delivers now on c unless a value is already waiting, or starts fn.
 func (t *fakeTimer) fire(now time.Time) {
+	if t.fn != nil {
+		go t.fn()
+		return
+	}
 	select {
 	case t.c <- now:
 	default:

@@ -79,3 +79,20 @@ func TestFakeBlockUntil(t *testing.T) {
 		t.Fatal("BlockUntil returned with no timer active")
 	}
 }
+
+func TestFakeAfterFunc(t *testing.T) {
+	f := NewFake(epoch)
+	ran := make(chan time.Time, 2)
+	f.AfterFunc(time.Second, func() { ran <- f.Now() })
+	stopped := f.AfterFunc(time.Second, func() { ran <- time.Time{} })
+	if f.Waiters() != 2 || !stopped.Stop() {
+		t.Fatal("AfterFunc timers are not waiters or do not stop")
+	}
+	f.Advance(time.Second)
+	if at := <-ran; at.Before(epoch.Add(time.Second)) {
+		t.Fatalf("ran at %v", at)
+	}
+	if f.Waiters() != 0 {
+		t.Fatal("a fired AfterFunc is still waiting")
+	}
+}
