@@ -52,7 +52,9 @@ func (k CmdKind) String() string {
 // Command is one change proposed to the state. Which fields matter depends
 // on Kind:
 //
-//	CmdCreateService, CmdUpdateService: Spec
+//	CmdCreateService, CmdUpdateService: Spec; for an update, Seq if not 0
+//	                                    is the ModifyIndex the service must
+//	                                    still have (compare-and-set)
 //	CmdRemoveService, CmdReconcile,
 //	CmdRollbackService:                 Name (service name)
 //	CmdUpsertNode:                      NodeSpec
@@ -96,6 +98,7 @@ var (
 	ErrNodeNotReady   = errors.New("statemachine: node does not accept task updates")
 	ErrNotAllowed     = errors.New("statemachine: not allowed in the current state")
 	ErrCorrupt        = errors.New("statemachine: corrupt data")
+	ErrStale          = errors.New("statemachine: changed since the given index")
 )
 
 // Code is a result code: which sentinel a rejection wraps. It travels in
@@ -114,11 +117,12 @@ const (
 	CodeNodeNotReady
 	CodeNotAllowed
 	CodeCorrupt
+	CodeStale
 	numCodes
 )
 
 var codeErrs = [numCodes]error{nil, ErrInvalid, ErrNotFound, ErrExists, ErrWrongComponent,
-	ErrLowerRank, ErrWrongNode, ErrNodeNotReady, ErrNotAllowed, ErrCorrupt}
+	ErrLowerRank, ErrWrongNode, ErrNodeNotReady, ErrNotAllowed, ErrCorrupt, ErrStale}
 
 // Result is the outcome of one command.
 type Result struct {

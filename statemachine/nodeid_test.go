@@ -44,3 +44,21 @@ func TestReserveNodeIDNeverReuses(t *testing.T) {
 		t.Fatalf("a service group reserved a node ID: %+v", out.Results[0])
 	}
 }
+
+// Property: an update carrying a stale modify index changes nothing.
+func TestUpdateServiceCompareAndSet(t *testing.T) {
+	s := New(Config{Group: 1, Groups: 1})
+	var out Output
+	s.Apply([]Command{{Kind: CmdCreateService, Spec: &ServiceSpec{Name: "web", Replicas: 1}}}, 5, 1, &out)
+	if got := s.ServiceByName("web").ModifyIndex; got != 5 {
+		t.Fatalf("modify index after create at 5 = %d", got)
+	}
+	s.Apply([]Command{{Kind: CmdUpdateService, Seq: 4, Spec: &ServiceSpec{Name: "web", Replicas: 3}}}, 6, 2, &out)
+	if out.Results[0].Code != CodeStale || s.ServiceByName("web").Spec.Replicas != 1 {
+		t.Fatalf("stale update: result %+v, replicas %d", out.Results[0], s.ServiceByName("web").Spec.Replicas)
+	}
+	s.Apply([]Command{{Kind: CmdUpdateService, Seq: 5, Spec: &ServiceSpec{Name: "web", Replicas: 3}}}, 7, 3, &out)
+	if out.Results[0].Code != CodeOK || s.ServiceByName("web").Spec.Replicas != 3 || s.ServiceByName("web").ModifyIndex != 7 {
+		t.Fatalf("current update: result %+v, service %+v", out.Results[0], s.ServiceByName("web"))
+	}
+}

@@ -59,6 +59,9 @@ type Service struct {
 	// Remove is set when the user removed the service; it is deleted, and
 	// its resources freed, only when its last task is gone.
 	Remove bool
+	// ModifyIndex is the Raft index of the entry that last changed the
+	// service's spec or removal flag (compare-and-set for updates).
+	ModifyIndex uint64
 
 	slots map[uint32]*slot // index: slot number (node ID for global) → tasks
 	// restarts counts restart attempts per slot for the current spec version.

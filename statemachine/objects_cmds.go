@@ -118,18 +118,22 @@ func (s *State) createService(spec *ServiceSpec) Result {
 	}
 	s.services[svc.ID] = svc
 	s.serviceByName[spec.Name] = svc.ID
+	svc.ModifyIndex = s.index
 	s.markDirty(svc)
 	s.emit(Effect{Kind: EffServiceChanged, Service: svc.ID})
 	return Result{ID: uint64(svc.ID)}
 }
 
-func (s *State) updateService(spec *ServiceSpec) Result {
+func (s *State) updateService(spec *ServiceSpec, checkIndex uint64) Result {
 	if r := validateSpec(spec); r.Code != CodeOK {
 		return r
 	}
 	svc := s.ServiceByName(spec.Name)
 	if svc == nil {
 		return reject(CodeNotFound, "service %q does not exist", spec.Name)
+	}
+	if checkIndex != 0 && checkIndex != svc.ModifyIndex {
+		return reject(CodeStale, "service %q was changed at index %d since index %d; read it again and retry", spec.Name, svc.ModifyIndex, checkIndex)
 	}
 	if svc.Remove {
 		return reject(CodeNotAllowed, "service %q is being removed", spec.Name)
@@ -153,6 +157,7 @@ func (s *State) updateService(spec *ServiceSpec) Result {
 		svc.SpecVersion++
 		s.beginUpdate(svc, false)
 	}
+	svc.ModifyIndex = s.index
 	s.markDirty(svc)
 	s.emit(Effect{Kind: EffServiceChanged, Service: svc.ID})
 	return Result{ID: uint64(svc.ID)}
@@ -177,6 +182,7 @@ func (s *State) removeService(name string) Result {
 		return Result{ID: uint64(svc.ID)} // already being removed
 	}
 	svc.Remove = true
+	svc.ModifyIndex = s.index
 	s.markDirty(svc)
 	s.emit(Effect{Kind: EffServiceChanged, Service: svc.ID})
 	return Result{ID: uint64(svc.ID)}

@@ -108,6 +108,7 @@ func (s *State) writeCanonical(w io.Writer) error {
 		encodeSpec(&e, &svc.Spec)
 		e.u(uint64(svc.SpecVersion))
 		e.bool(svc.Remove)
+		e.u(svc.ModifyIndex)
 		e.bool(svc.PrevSpec != nil)
 		if svc.PrevSpec != nil {
 			encodeSpec(&e, svc.PrevSpec)
@@ -286,6 +287,7 @@ func decodeCanonical(b []byte) (*State, error) {
 		decodeSpec(&d, &svc.Spec)
 		svc.SpecVersion = uint32(d.un(1<<32-1, "spec version"))
 		svc.Remove = d.bool()
+		svc.ModifyIndex = d.u()
 		if d.bool() {
 			svc.PrevSpec = new(ServiceSpec)
 			decodeSpec(&d, svc.PrevSpec)

@@ -72,6 +72,7 @@ type State struct {
 	observe *observer
 
 	// scratch, empty between Apply calls
+	index    uint64 // the entry being applied
 	now      int64
 	out      *Output
 	dirty    []*Service
@@ -190,7 +191,7 @@ func (s *State) Apply(batch []Command, index uint64, now int64, out *Output) {
 		}
 		return
 	}
-	s.now, s.out = now, out
+	s.now, s.out, s.index = now, out, index
 	for i := range batch {
 		out.Results = append(out.Results, s.applyOne(&batch[i]))
 	}
@@ -218,7 +219,7 @@ func (s *State) applyOne(c *Command) Result {
 	case CmdCreateService:
 		return s.createService(c.Spec)
 	case CmdUpdateService:
-		return s.updateService(c.Spec)
+		return s.updateService(c.Spec, c.Seq)
 	case CmdRemoveService:
 		return s.removeService(c.Name)
 	case CmdUpsertNode:

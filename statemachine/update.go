@@ -134,6 +134,7 @@ func (s *State) rollbackService(name string) Result {
 		return reject(CodeNotAllowed, "service %q has no previous spec to roll back to", name)
 	}
 	s.rollback(svc, "manually requested rollback")
+	svc.ModifyIndex = s.index
 	s.emit(Effect{Kind: EffServiceChanged, Service: svc.ID})
 	return Result{ID: uint64(svc.ID)}
 }
