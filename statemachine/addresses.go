@@ -369,3 +369,13 @@ func (s *State) SyncAnswer(node NodeID, holds []TaskID) []TaskID {
 	slices.Sort(destroy)
 	return slices.Compact(destroy)
 }
+
+// NetworkIDs returns every network ID in ascending order.
+func (s *State) NetworkIDs() []NetworkID { return sortedKeys(s.networks) }
+
+// Network returns a network by ID (nil if absent). The caller must not
+// modify it.
+func (s *State) Network(id NetworkID) *Network { return s.networks[id] }
+
+// NetworkByName returns a network by name (nil if absent).
+func (s *State) NetworkByName(name string) *Network { return s.networkByName(name) }
