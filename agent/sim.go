@@ -1,0 +1,261 @@
+package agent
+
+import (
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"shoal/internal/clock"
+	sm "shoal/statemachine"
+)
+
+// SimStage is one step of a simulated task's life, in the manner of KWOK's
+// stages: it takes Delay plus a uniform [0, Jitter) and ends with one of its
+// Outcomes, chosen by weight (none: success).
+type SimStage struct {
+	Delay    time.Duration
+	Jitter   time.Duration
+	Outcomes []SimOutcome
+}
+
+// SimOutcome is one weighted ending of a stage.
+type SimOutcome struct {
+	Weight   int    // relative weight; ≤ 0 counts as 0
+	Reject   string // Prepare, Start: reject the task with this reason ("" succeeds)
+	ExitCode int32  // Run: the code the process exits with (0: complete)
+}
+
+// SimConfig describes simulated tasks. The zero value prepares, starts and
+// stops at once and runs forever.
+type SimConfig struct {
+	// Seed makes every delay and outcome a function of (Seed, task, stage):
+	// a run replays exactly.
+	Seed    uint64
+	Prepare SimStage // outcome: success or Reject
+	Start   SimStage // outcome: success or Reject
+	// Run is how long a started process runs before it exits by itself with
+	// one of the outcomes' exit codes; zero Delay and Jitter: until stopped.
+	Run  SimStage
+	Stop SimStage // how long a stop takes; the process then exits with 0
+}
+
+// SimExecutor is an Executor without processes: each task follows the stage
+// table on the clock. Its "processes" outlive the executor: Reopen gives the
+// executor of a restarted agent, which can attach to them.
+type SimExecutor struct {
+	clk   clock.Clock
+	cfg   SimConfig
+	world *simWorld
+	q     *eventQueue
+}
+
+type simWorld struct {
+	mu      sync.Mutex
+	procs   map[sm.TaskID]*simProc
+	pending map[sm.TaskID]clock.Timer // an operation in progress
+	nextPid int32
+}
+
+type simProc struct {
+	owner   *SimExecutor // the executor that reports its exit; nil after Reopen until attached
+	handle  Handle
+	exit    clock.Timer // nil: runs until stopped
+	claimed bool        // started or attached by the owner
+}
+
+// NewSimExecutor returns a simulated executor on clk.
+func NewSimExecutor(clk clock.Clock, cfg SimConfig) *SimExecutor {
+	return &SimExecutor{clk: clk, cfg: cfg, q: newEventQueue(),
+		world: &simWorld{procs: map[sm.TaskID]*simProc{}, pending: map[sm.TaskID]clock.Timer{}, nextPid: 1000}}
+}
+
+// Reopen closes e and returns the executor of a restarted agent over the
+// same simulated processes: they keep running, operations in progress are
+// lost, as with a real agent killed and started again.
+func (e *SimExecutor) Reopen() *SimExecutor {
+	e.Close()
+	w := e.world
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for id, t := range w.pending {
+		t.Stop()
+		delete(w.pending, id)
+	}
+	for _, p := range w.procs {
+		p.owner, p.claimed = nil, false
+	}
+	return &SimExecutor{clk: e.clk, cfg: e.cfg, world: w, q: newEventQueue()}
+}
+
+// Running returns how many simulated processes run.
+func (e *SimExecutor) Running() int {
+	e.world.mu.Lock()
+	defer e.world.mu.Unlock()
+	return len(e.world.procs)
+}
+
+// Events delivers observations.
+func (e *SimExecutor) Events() <-chan Event { return e.q.out }
+
+// Close stops delivering events.
+func (e *SimExecutor) Close() error {
+	e.q.close()
+	return nil
+}
+
+// stage numbers for seeding
+const (
+	stagePrepare = iota + 1
+	stageStart
+	stageRun
+	stageStop
+)
+
+// roll returns the delay and outcome of one stage for one task.
+func (e *SimExecutor) roll(id sm.TaskID, stage int, s *SimStage) (time.Duration, SimOutcome) {
+	r := rand.New(rand.NewPCG(e.cfg.Seed, uint64(id)<<3|uint64(stage)))
+	d := s.Delay
+	if s.Jitter > 0 {
+		d += time.Duration(r.Int64N(int64(s.Jitter)))
+	}
+	total := 0
+	for _, o := range s.Outcomes {
+		total += max(o.Weight, 0)
+	}
+	if total == 0 {
+		return d, SimOutcome{}
+	}
+	n := r.IntN(total)
+	for _, o := range s.Outcomes {
+		if n -= max(o.Weight, 0); n < 0 {
+			return d, o
+		}
+	}
+	return d, SimOutcome{}
+}
+
+// after runs f after d as the task's pending operation (at once for d ≤ 0).
+// Callers hold w.mu; f runs without it and takes it itself.
+func (e *SimExecutor) afterLocked(id sm.TaskID, d time.Duration, f func()) {
+	w := e.world
+	if d <= 0 {
+		go f()
+		return
+	}
+	var t clock.Timer
+	t = e.clk.AfterFunc(d, func() {
+		w.mu.Lock()
+		if w.pending[id] != t {
+			w.mu.Unlock()
+			return // cancelled by Forget or Reopen
+		}
+		delete(w.pending, id)
+		w.mu.Unlock()
+		f()
+	})
+	w.pending[id] = t
+}
+
+// Do performs a without blocking.
+func (e *SimExecutor) Do(a Action) {
+	w := e.world
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	id := a.Task
+	switch a.Op {
+	case OpPrepare:
+		d, o := e.roll(id, stagePrepare, &e.cfg.Prepare)
+		e.afterLocked(id, d, func() {
+			if o.Reject != "" {
+				e.q.push(Event{id, Observation{Kind: ObsRejected, Message: o.Reject}})
+				return
+			}
+			e.q.push(Event{id, Observation{Kind: ObsPrepared}})
+		})
+	case OpStart:
+		d, o := e.roll(id, stageStart, &e.cfg.Start)
+		e.afterLocked(id, d, func() {
+			if o.Reject != "" {
+				e.q.push(Event{id, Observation{Kind: ObsRejected, Message: o.Reject}})
+				return
+			}
+			e.startProc(id)
+		})
+	case OpStop:
+		d, _ := e.roll(id, stageStop, &e.cfg.Stop)
+		e.afterLocked(id, d, func() { e.endProc(id, 0) })
+	case OpAttach:
+		p := w.procs[id]
+		if p == nil || (!a.Handle.IsZero() && p.handle != a.Handle) {
+			e.q.push(Event{id, Observation{Kind: ObsLost}})
+			return
+		}
+		p.owner, p.claimed = e, true
+		e.q.push(Event{id, Observation{Kind: ObsStarted, Handle: p.handle}})
+	case OpForget:
+		if t := w.pending[id]; t != nil {
+			t.Stop()
+			delete(w.pending, id)
+		}
+		if p := w.procs[id]; p != nil && p.owner == e {
+			e.killLocked(id, p)
+		}
+	}
+}
+
+func (e *SimExecutor) startProc(id sm.TaskID) {
+	w := e.world
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.nextPid++
+	p := &simProc{owner: e, handle: Handle{Pid: w.nextPid, StartTime: uint64(w.nextPid)}, claimed: true}
+	w.procs[id] = p
+	if e.cfg.Run.Delay > 0 || e.cfg.Run.Jitter > 0 {
+		d, o := e.roll(id, stageRun, &e.cfg.Run)
+		p.exit = e.clk.AfterFunc(d, func() { e.endProcOf(id, p, o.ExitCode) })
+	}
+	e.q.push(Event{id, Observation{Kind: ObsStarted, Handle: p.handle}})
+}
+
+// endProc ends the task's process with code and reports it.
+func (e *SimExecutor) endProc(id sm.TaskID, code int32) {
+	e.world.mu.Lock()
+	p := e.world.procs[id]
+	e.world.mu.Unlock()
+	if p != nil {
+		e.endProcOf(id, p, code)
+	}
+}
+
+func (e *SimExecutor) endProcOf(id sm.TaskID, p *simProc, code int32) {
+	w := e.world
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.procs[id] != p {
+		return
+	}
+	owner := p.owner
+	e.killLocked(id, p)
+	if owner != nil {
+		owner.q.push(Event{id, Observation{Kind: ObsExited, ExitCode: code}})
+	}
+}
+
+func (e *SimExecutor) killLocked(id sm.TaskID, p *simProc) {
+	if p.exit != nil {
+		p.exit.Stop()
+	}
+	delete(e.world.procs, id)
+}
+
+// Sweep ends every simulated process no task claimed.
+func (e *SimExecutor) Sweep() {
+	w := e.world
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for id, p := range w.procs {
+		if !p.claimed {
+			e.killLocked(id, p)
+		}
+	}
+}
