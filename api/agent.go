@@ -1,0 +1,232 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"shoal/engine"
+	"shoal/engine/monitor"
+	"shoal/statemachine"
+	"shoal/wire"
+)
+
+// wireContentType marks bodies that are wire/ frames.
+const wireContentType = "application/x-shoal-wire"
+
+// session is what this manager remembers of an agent's session: which
+// specs it already sent (each once per service and version).
+type session struct {
+	mu   sync.Mutex // guards sent
+	node statemachine.NodeID
+	sent map[specKey]bool
+}
+
+type specKey struct {
+	service string
+	version uint32
+}
+
+// wireFail writes a wire.Error answer.
+func (s *Server) wireFail(ctx *fasthttp.RequestCtx, e *wire.Error) {
+	status := map[string]int{
+		wire.CodeNotLeader: fasthttp.StatusMisdirectedRequest, wire.CodeBusy: fasthttp.StatusServiceUnavailable,
+		wire.CodeUnavailable: fasthttp.StatusServiceUnavailable, wire.CodeUnknownSession: fasthttp.StatusNotFound,
+		wire.CodeNodeNotReady: fasthttp.StatusConflict, wire.CodeNodeRemoved: fasthttp.StatusGone,
+		wire.CodeBadRequest: fasthttp.StatusBadRequest,
+	}[e.Code]
+	if status == 0 {
+		status = fasthttp.StatusInternalServerError
+	}
+	if e.RetryAfter > 0 {
+		ctx.Response.Header.Set("Retry-After", itoa(max(int(time.Duration(e.RetryAfter)/time.Second), 1)))
+	}
+	body, _ := wire.Append(nil, e)
+	ctx.SetStatusCode(status)
+	ctx.SetContentType(wireContentType)
+	ctx.SetBody(body)
+}
+
+// wireReply writes one or more frames.
+func (s *Server) wireReply(ctx *fasthttp.RequestCtx, msgs ...wire.Message) error {
+	var body []byte
+	for _, m := range msgs {
+		var err error
+		if body, err = wire.Append(body, m); err != nil {
+			return err
+		}
+	}
+	ctx.SetContentType(wireContentType)
+	ctx.SetBody(body)
+	return nil
+}
+
+// wireErr maps an engine error to a wire error.
+func wireErr(err error) *wire.Error {
+	var we *wire.Error
+	if errors.As(err, &we) {
+		return we
+	}
+	switch {
+	case errors.Is(err, engine.ErrNotReady), errors.Is(err, engine.ErrNotProposed), errors.Is(err, engine.ErrTimeout),
+		errors.Is(err, engine.ErrRejected), errors.Is(err, engine.ErrClosed), errors.Is(err, context.DeadlineExceeded):
+		return &wire.Error{Code: wire.CodeUnavailable, Message: "the cluster cannot take this right now; retry", RetryAfter: int64(time.Second)}
+	}
+	return &wire.Error{Code: wire.CodeInternal, Message: err.Error()}
+}
+
+// decodeWire reads the request body as one frame of m's type.
+func decodeWire(ctx *fasthttp.RequestCtx, m wire.Message) *wire.Error {
+	if err := wire.DecodeInto(ctx.PostBody(), m); err != nil {
+		return &wire.Error{Code: wire.CodeBadRequest, Message: "request is not a valid " + m.Type().String() + " frame: " + err.Error()}
+	}
+	return nil
+}
+
+// agentHandler adapts a wire handler: its errors become wire.Error answers.
+func (s *Server) agentHandler(h func(ctx *fasthttp.RequestCtx) error) handlerFunc {
+	return func(ctx *fasthttp.RequestCtx, _ []string) error {
+		if err := h(ctx); err != nil {
+			s.wireFail(ctx, wireErr(err))
+		}
+		return nil
+	}
+}
+
+func (s *Server) agentSession(ctx *fasthttp.RequestCtx, _ []string) error {
+	return s.agentHandler(s.openSession)(ctx, nil)
+}
+
+func (s *Server) openSession(ctx *fasthttp.RequestCtx) error {
+	var req wire.SessionRequest
+	if e := decodeWire(ctx, &req); e != nil {
+		return e
+	}
+	select {
+	case s.setups <- struct{}{}:
+		defer func() { <-s.setups }()
+	default:
+		// Spread the retries over a few seconds.
+		return &wire.Error{Code: wire.CodeBusy, Message: "too many agents are connecting at once; retry later",
+			RetryAfter: int64(time.Second + time.Duration(rand.Int64N(int64(2*time.Second))))}
+	}
+	if req.Node.Hostname == "" {
+		return &wire.Error{Code: wire.CodeBadRequest, Message: "the session request needs the node's hostname"}
+	}
+	c, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	id := req.NodeID
+	var known, removed bool
+	var managers []string
+	if err := s.e.ReadLocal(engine.ClusterGroup, func(st *statemachine.State) {
+		if id != 0 {
+			known = st.Node(id) != nil
+		}
+		for _, addr := range st.Managers() {
+			managers = append(managers, addr)
+		}
+	}); err != nil {
+		return err
+	}
+	slices.Sort(managers)
+	if id != 0 && !known {
+		// Either removed, or never known: a removed node never comes back.
+		removed = true
+	}
+	if removed {
+		return &wire.Error{Code: wire.CodeNodeRemoved, Message: "this node was removed from the cluster; clear the agent's data directory to join as a new node"}
+	}
+	if id == 0 {
+		res, err := s.e.Submit(c, statemachine.Command{Kind: statemachine.CmdReserveNodeID})
+		if err != nil {
+			return err
+		}
+		id = statemachine.NodeID(res.ID)
+		spec := &statemachine.Node{ID: id, Name: req.Node.Hostname, Role: "worker", Labels: req.Node.Labels,
+			CPU: req.Node.CPU, Memory: req.Node.Memory, Status: statemachine.NodeReady}
+		if _, err := s.e.Submit(c, statemachine.Command{Kind: statemachine.CmdUpsertNode, NodeSpec: spec}); err != nil {
+			return err
+		}
+	}
+	sid := rand.Uint64() | 1
+	s.mu.Lock()
+	s.mu.sessions[sid] = &session{node: id, sent: map[specKey]bool{}}
+	s.mu.Unlock()
+	s.metrics.sessions.Inc()
+	return s.wireReply(ctx, &wire.Session{NodeID: id, SessionID: sid, HeartbeatPeriod: int64(time.Second),
+		SyncInterval: int64(s.cfg.SyncInterval), Managers: managers, Groups: uint16(s.e.Groups())})
+}
+
+// sessionFor returns the session's record on this manager, creating it
+// when the agent opened its session elsewhere.
+func (s *Server) sessionFor(id uint64, node statemachine.NodeID) *session {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ss := s.mu.sessions[id]
+	if ss == nil || ss.node != node {
+		ss = &session{node: node, sent: map[specKey]bool{}}
+		s.mu.sessions[id] = ss
+	}
+	return ss
+}
+
+// leaderAddr returns the API address of the cluster group's leader, if known.
+func (s *Server) leaderAddr() string {
+	id, ok := s.e.Leader(engine.ClusterGroup)
+	if !ok {
+		return ""
+	}
+	var addr string
+	_ = s.e.ReadLocal(engine.ClusterGroup, func(st *statemachine.State) { addr = st.Managers()[id] })
+	return addr
+}
+
+func (s *Server) notLeader() *wire.Error {
+	return &wire.Error{Code: wire.CodeNotLeader, Leader: s.leaderAddr(), RetryAfter: int64(200 * time.Millisecond),
+		Message: "this manager does not lead the cluster; send heartbeats to the leader"}
+}
+
+func (s *Server) agentHeartbeat(ctx *fasthttp.RequestCtx, _ []string) error {
+	return s.agentHandler(func(ctx *fasthttp.RequestCtx) error {
+		var hb wire.Heartbeat
+		if e := decodeWire(ctx, &hb); e != nil {
+			return e
+		}
+		if s.cfg.Monitor == nil {
+			return s.notLeader()
+		}
+		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		b, err := s.cfg.Monitor.Heartbeat(c, hb.NodeID, s.cfg.Clock.Now())
+		switch {
+		case errors.Is(err, engine.ErrNotMonitoring):
+			return s.notLeader()
+		case errors.Is(err, monitor.ErrUnknownNode):
+			return &wire.Error{Code: wire.CodeNodeRemoved, Message: "this node is not part of the cluster (it was removed); clear the agent's data directory to join as a new node"}
+		case err != nil:
+			return err
+		}
+		st, _ := s.cfg.Monitor.NodeStatus(hb.NodeID)
+		s.metrics.heartbeats.Inc()
+		return s.wireReply(ctx, &wire.HeartbeatAck{Period: int64(b.TTL), Status: st})
+	})(ctx, nil)
+}
+
+func itoa(n int) string {
+	if n == 0 {
+		return "0"
+	}
+	var b [20]byte
+	i := len(b)
+	for n > 0 {
+		i--
+		b[i] = byte('0' + n%10)
+		n /= 10
+	}
+	return string(b[i:])
+}

@@ -1,0 +1,174 @@
+package api
+
+import (
+	"slices"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"shoal/statemachine"
+	"shoal/wire"
+)
+
+// maxAssignWait caps an assignments long poll.
+const maxAssignWait = 5 * time.Minute
+
+func (s *Server) agentAssignments(ctx *fasthttp.RequestCtx, _ []string) error {
+	return s.agentHandler(func(ctx *fasthttp.RequestCtx) error {
+		var req wire.AssignmentsRequest
+		if e := decodeWire(ctx, &req); e != nil {
+			return e
+		}
+		ss := s.sessionFor(req.SessionID, req.NodeID)
+		if len(req.Cursor) == 0 {
+			return s.sendComplete(ctx, ss, req.NodeID, false)
+		}
+		wait := min(time.Duration(max(req.Wait, 0)), maxAssignWait)
+		timer := s.cfg.Clock.NewTimer(wait)
+		defer timer.Stop()
+		for {
+			pending, wake := s.cfg.Feed.nodePending(req.NodeID, req.Cursor)
+			if pending {
+				break
+			}
+			select {
+			case <-wake:
+				continue
+			case <-timer.C():
+			case <-s.closed:
+			}
+			// Nothing changed: the agent asks again from the same place.
+			return s.wireReply(ctx, &wire.Assignments{Kind: wire.FrameIncremental, Last: true,
+				AppliesTo: req.Cursor, ResultsIn: req.Cursor})
+		}
+		return s.sendIncremental(ctx, ss, req.NodeID, req.Cursor)
+	})(ctx, nil)
+}
+
+// assignment renders t for its node.
+func assignment(st *statemachine.State, t *statemachine.Task) wire.Assignment {
+	a := wire.Assignment{Task: t.ID, Slot: t.Slot, SpecVersion: t.SpecVersion, Desired: t.Desired, State: t.Status.State}
+	if svc := st.Service(t.Service); svc != nil {
+		a.Service = svc.Spec.Name
+	}
+	for _, at := range t.Attachments {
+		addr := wire.Address{Addr: addrString(st, at)}
+		if nw := st.Network(at.Network); nw != nil {
+			addr.Network = nw.Name
+		}
+		a.Addresses = append(a.Addresses, addr)
+	}
+	return a
+}
+
+// specFor returns the spec a task of svc at version v runs (the previous
+// spec while a rolling update still runs old tasks).
+func specFor(svc *statemachine.Service, v uint32) *statemachine.ServiceSpec {
+	if v != svc.SpecVersion && svc.PrevSpec != nil && v < svc.SpecVersion {
+		return svc.PrevSpec
+	}
+	return &svc.Spec
+}
+
+// addSpec adds the spec of t to a frame unless this session has it.
+func addSpec(ss *session, st *statemachine.State, t *statemachine.Task, a *wire.Assignments) {
+	svc := st.Service(t.Service)
+	if svc == nil {
+		return
+	}
+	k := specKey{svc.Spec.Name, t.SpecVersion}
+	if ss.sent[k] {
+		return
+	}
+	ss.sent[k] = true
+	sp := specFor(svc, t.SpecVersion)
+	a.Specs = append(a.Specs, wire.Spec{Service: k.service, Version: k.version, Command: slices.Clone(sp.Command),
+		Env: slices.Clone(sp.Env), Dir: sp.Dir, StopGrace: sp.StopGrace})
+}
+
+// sendComplete answers with every task at or past assigned on node, in
+// frames under the size cap.
+func (s *Server) sendComplete(ctx *fasthttp.RequestCtx, ss *session, node statemachine.NodeID, resync bool) error {
+	a := &wire.Assignments{Kind: wire.FrameComplete, Resync: resync, Last: true}
+	groups := s.e.Groups()
+	a.ResultsIn = make(wire.Cursor, groups+1)
+	a.Seqs = make([]uint64, groups+1)
+	ss.mu.Lock()
+	defer ss.mu.Unlock() // the session's sent specs
+	for g := 1; g <= groups; g++ {
+		err := s.e.ReadLocal(g, func(st *statemachine.State) {
+			a.ResultsIn[g] = st.LastIndex()
+			if n := st.Node(node); n != nil {
+				a.Seqs[g] = n.AssignSeq
+			}
+			for _, t := range st.NodeTasks(node) {
+				addSpec(ss, st, t, a)
+				a.Tasks = append(a.Tasks, assignment(st, t))
+			}
+		})
+		if err != nil {
+			return err
+		}
+	}
+	s.metrics.frames.complete.Inc()
+	return s.wireReply(ctx, frames(a)...)
+}
+
+// sendIncremental answers with node's changes since cursor, or a COMPLETE
+// (resync) if this manager's journal does not reach back that far.
+func (s *Server) sendIncremental(ctx *fasthttp.RequestCtx, ss *session, node statemachine.NodeID, cursor wire.Cursor) error {
+	groups := s.e.Groups()
+	a := &wire.Assignments{Kind: wire.FrameIncremental, Last: true, AppliesTo: cursor}
+	a.ResultsIn = make(wire.Cursor, groups+1)
+	copy(a.ResultsIn, cursor)
+	a.Seqs = make([]uint64, groups+1)
+	resync := false
+	ss.mu.Lock()
+	for g := 1; g <= groups && !resync; g++ {
+		err := s.e.ReadLocal(g, func(st *statemachine.State) {
+			es, ok := s.cfg.Feed.nodeChanges(node, g, cursor.Get(g))
+			if !ok {
+				resync = true
+				return
+			}
+			a.ResultsIn[g] = max(a.ResultsIn[g], st.LastIndex())
+			if n := st.Node(node); n != nil {
+				a.Seqs[g] = n.AssignSeq
+			}
+			seen := map[statemachine.TaskID]bool{}
+			for _, e := range es {
+				if e.echo || seen[e.task] {
+					continue
+				}
+				seen[e.task] = true
+				t := st.Task(e.task)
+				if t == nil || t.Node != node {
+					a.Removed = append(a.Removed, e.task)
+					continue
+				}
+				addSpec(ss, st, t, a)
+				a.Tasks = append(a.Tasks, assignment(st, t))
+			}
+		})
+		if err != nil {
+			ss.mu.Unlock()
+			return err
+		}
+	}
+	ss.mu.Unlock()
+	if resync {
+		return s.sendComplete(ctx, ss, node, true)
+	}
+	s.metrics.frames.incremental.Inc()
+	return s.wireReply(ctx, frames(a)...)
+}
+
+// frames splits a under the frame size cap.
+func frames(a *wire.Assignments) []wire.Message {
+	parts := wire.SplitComplete(a, wire.MaxFrame)
+	out := make([]wire.Message, len(parts))
+	for i, p := range parts {
+		out[i] = p
+	}
+	return out
+}

@@ -1,0 +1,242 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"shoal/wire"
+)
+
+// AgentClient speaks the agent protocol (wire/ frames over HTTP) to a list
+// of managers. Heartbeats and re-reports go to the cluster leader (learned
+// from not_leader answers); everything else to the current manager, moving
+// to the next one on a transport error. It is safe for concurrent use; many
+// simulated agents may share one fasthttp.Client.
+type AgentClient struct {
+	hc *fasthttp.Client
+	mu struct {
+		sync.Mutex
+		addrs  []string // base URLs
+		cur    int
+		leader string // base URL; "" when unknown
+	}
+}
+
+// SharedHTTP returns a fasthttp client sized for maxConns connections per
+// manager (each agent holds at most one long poll).
+func SharedHTTP(maxConns int) *fasthttp.Client {
+	return &fasthttp.Client{
+		Name:                          "shoal-agent",
+		MaxConnsPerHost:               max(maxConns, 64),
+		MaxIdleConnDuration:           90 * time.Second,
+		ReadTimeout:                   6 * time.Minute,
+		WriteTimeout:                  30 * time.Second,
+		MaxResponseBodySize:           256 << 20,
+		NoDefaultUserAgentHeader:      true,
+		DisableHeaderNamesNormalizing: true,
+	}
+}
+
+// NewAgentClient returns a client of the managers at addrs (host:port or
+// http://host:port), sharing hc (nil: a client of its own).
+func NewAgentClient(addrs []string, hc *fasthttp.Client) (*AgentClient, error) {
+	if hc == nil {
+		hc = SharedHTTP(64)
+	}
+	c := &AgentClient{hc: hc}
+	if err := c.setManagers(addrs); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *AgentClient) setManagers(addrs []string) error {
+	var bases []string
+	for _, a := range addrs {
+		b, err := BaseURL(strings.TrimSpace(a))
+		if err != nil {
+			return err
+		}
+		bases = append(bases, b)
+	}
+	if len(bases) == 0 {
+		return errors.New("no manager address: pass --join host:port[,host:port...]")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cur := ""
+	if len(c.mu.addrs) > 0 {
+		cur = c.mu.addrs[c.mu.cur]
+	}
+	c.mu.addrs, c.mu.cur = bases, 0
+	for i, b := range bases {
+		if b == cur {
+			c.mu.cur = i
+		}
+	}
+	return nil
+}
+
+// SetManagers replaces the manager list (the server pushes it at session
+// start). An empty list is ignored.
+func (c *AgentClient) SetManagers(addrs []string) {
+	if len(addrs) > 0 {
+		_ = c.setManagers(addrs)
+	}
+}
+
+func (c *AgentClient) current(toLeader bool) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if toLeader && c.mu.leader != "" {
+		return c.mu.leader
+	}
+	return c.mu.addrs[c.mu.cur]
+}
+
+// failed moves on from a manager that could not be reached.
+func (c *AgentClient) failed(base string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mu.leader == base {
+		c.mu.leader = ""
+	}
+	if c.mu.addrs[c.mu.cur] == base {
+		c.mu.cur = (c.mu.cur + 1) % len(c.mu.addrs)
+	}
+}
+
+func (c *AgentClient) setLeader(addr string) {
+	b, err := BaseURL(addr)
+	if err != nil {
+		return
+	}
+	c.mu.Lock()
+	c.mu.leader = b
+	c.mu.Unlock()
+}
+
+// call posts req to path and decodes every frame of the answer with fn.
+func (c *AgentClient) call(ctx context.Context, path string, toLeader bool, req wire.Message, fn func(frame []byte) error) error {
+	body, err := wire.Append(nil, req)
+	if err != nil {
+		return err
+	}
+	for attempt := 0; ; attempt++ {
+		base := c.current(toLeader)
+		err := c.post(ctx, base+path, body, fn)
+		var we *wire.Error
+		switch {
+		case err == nil:
+			return nil
+		case errors.As(err, &we) && we.Code == wire.CodeNotLeader && we.Leader != "" && attempt < 2:
+			c.setLeader(we.Leader)
+			toLeader = true
+			continue
+		case errors.As(err, &we):
+			return err
+		}
+		c.failed(base)
+		return err
+	}
+}
+
+func (c *AgentClient) post(ctx context.Context, url string, body []byte, fn func([]byte) error) error {
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	req.SetRequestURI(url)
+	req.Header.SetMethod("POST")
+	req.Header.SetContentType("application/x-shoal-wire")
+	req.SetBodyRaw(body)
+	var err error
+	if dl, ok := ctx.Deadline(); ok {
+		err = c.hc.DoDeadline(req, resp, dl)
+	} else {
+		err = c.hc.Do(req, resp)
+	}
+	if err != nil {
+		return fmt.Errorf("%w at %s: %v", ErrUnreachable, url, err)
+	}
+	rest := resp.Body()
+	if len(rest) == 0 {
+		return fmt.Errorf("%w at %s: empty answer (status %d)", ErrUnreachable, url, resp.StatusCode())
+	}
+	for len(rest) > 0 {
+		var frame []byte
+		if frame, rest, err = wire.Next(rest); err != nil {
+			return fmt.Errorf("%w at %s: %v", ErrUnreachable, url, err)
+		}
+		if t, _ := wire.PeekType(frame); t == wire.TypeError {
+			var we wire.Error
+			if err := wire.DecodeInto(frame, &we); err != nil {
+				return fmt.Errorf("%w at %s: %v", ErrUnreachable, url, err)
+			}
+			return &we
+		}
+		if err := fn(frame); err != nil {
+			return fmt.Errorf("%w at %s: %v", ErrUnreachable, url, err)
+		}
+	}
+	return nil
+}
+
+func into(m wire.Message) func([]byte) error {
+	return func(f []byte) error { return wire.DecodeInto(f, m) }
+}
+
+// OpenSession opens a session with any manager.
+func (c *AgentClient) OpenSession(ctx context.Context, req *wire.SessionRequest) (*wire.Session, error) {
+	var s wire.Session
+	return &s, c.call(ctx, "/v1/agent/session", false, req, into(&s))
+}
+
+// Heartbeat sends a heartbeat to the leader.
+func (c *AgentClient) Heartbeat(ctx context.Context, hb *wire.Heartbeat) (*wire.HeartbeatAck, error) {
+	var a wire.HeartbeatAck
+	return &a, c.call(ctx, "/v1/agent/heartbeat", true, hb, into(&a))
+}
+
+// Assignments long-polls for the node's assignments; a COMPLETE sent in
+// several frames comes back reassembled.
+func (c *AgentClient) Assignments(ctx context.Context, req *wire.AssignmentsRequest) (*wire.Assignments, error) {
+	var whole *wire.Assignments
+	err := c.call(ctx, "/v1/agent/assignments", false, req, func(f []byte) error {
+		var part wire.Assignments
+		if err := wire.DecodeInto(f, &part); err != nil {
+			return err
+		}
+		if whole == nil {
+			whole = &part
+			return nil
+		}
+		whole.Specs = append(whole.Specs, part.Specs...)
+		whole.Tasks = append(whole.Tasks, part.Tasks...)
+		whole.Removed = append(whole.Removed, part.Removed...)
+		whole.Last = part.Last
+		return nil
+	})
+	if err == nil && whole == nil {
+		err = fmt.Errorf("%w: the assignments answer held no frame", ErrUnreachable)
+	}
+	return whole, err
+}
+
+// ReportStatus sends a batch of task statuses (a re-report goes to the
+// leader).
+func (c *AgentClient) ReportStatus(ctx context.Context, b *wire.StatusBatch) (*wire.StatusAck, error) {
+	var a wire.StatusAck
+	return &a, c.call(ctx, "/v1/agent/status", b.ReReport, b, into(&a))
+}
+
+// Sync reports what the node holds and learns what to destroy.
+func (c *AgentClient) Sync(ctx context.Context, req *wire.SyncRequest) (*wire.SyncAnswer, error) {
+	var a wire.SyncAnswer
+	return &a, c.call(ctx, "/v1/agent/sync", false, req, into(&a))
+}

@@ -1,0 +1,331 @@
+package client
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// APIError is a manager's refusal of a user API request.
+type APIError struct {
+	Status int
+	ErrorBody
+}
+
+func (e *APIError) Error() string { return e.ErrorBody.Error }
+
+// Is matches another *APIError by code.
+func (e *APIError) Is(target error) bool {
+	t, ok := target.(*APIError)
+	return ok && t.Code == e.Code
+}
+
+// ErrUnreachable wraps every transport failure: the manager could not be
+// reached or answered with something that is not the API.
+var ErrUnreachable = errors.New("cannot reach the manager")
+
+// Client talks to one manager's user API.
+type Client struct {
+	base string
+	hc   *http.Client
+}
+
+// BaseURL turns host:port or http(s)://host:port into a base URL.
+func BaseURL(addr string) (string, error) {
+	if addr == "" {
+		return "", errors.New("no manager address: pass --addr or set SHOAL_ADDR (host:port)")
+	}
+	if !strings.Contains(addr, "://") {
+		addr = "http://" + addr
+	}
+	u, err := url.Parse(addr)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return "", fmt.Errorf("manager address %q is not host:port or http(s)://host:port", addr)
+	}
+	return strings.TrimRight(u.Scheme+"://"+u.Host, "/"), nil
+}
+
+// New returns a client of the manager at addr.
+func New(addr string) (*Client, error) {
+	base, err := BaseURL(addr)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{base: base, hc: &http.Client{}}, nil
+}
+
+// Addr returns the manager's base URL.
+func (c *Client) Addr() string { return c.base }
+
+// Query is a read's options: a blocking read waits until the state passes
+// Index (an X-Shoal-Index token) or Wait ends.
+type Query struct {
+	Index string
+	Wait  time.Duration
+	// Params are extra query parameters (filters, pagination).
+	Params url.Values
+}
+
+func (q *Query) values() url.Values {
+	v := url.Values{}
+	if q == nil {
+		return v
+	}
+	for k, vs := range q.Params {
+		v[k] = vs
+	}
+	if q.Index != "" {
+		v.Set("index", q.Index)
+		if q.Wait > 0 {
+			v.Set("wait", q.Wait.String())
+		}
+	}
+	return v
+}
+
+// do sends one request and decodes the answer into out (if not nil). It
+// returns the answer's X-Shoal-Index.
+func (c *Client) do(ctx context.Context, method, path string, q url.Values, in, out any) (string, error) {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return "", err
+		}
+		body = bytes.NewReader(b)
+	}
+	u := c.base + path
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	if err != nil {
+		return "", err
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("%w at %s: %v", ErrUnreachable, c.base, unwrapURLError(err))
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
+	if err != nil {
+		return "", fmt.Errorf("%w at %s: %v", ErrUnreachable, c.base, err)
+	}
+	idx := resp.Header.Get("X-Shoal-Index")
+	if resp.StatusCode >= 300 {
+		e := &APIError{Status: resp.StatusCode}
+		if json.Unmarshal(raw, &e.ErrorBody) != nil || e.Code == "" {
+			return idx, fmt.Errorf("%w at %s: unexpected answer %s", ErrUnreachable, c.base, resp.Status)
+		}
+		return idx, e
+	}
+	if out != nil {
+		if err := json.Unmarshal(raw, out); err != nil {
+			return idx, fmt.Errorf("%w at %s: answer is not valid JSON: %v", ErrUnreachable, c.base, err)
+		}
+	}
+	return idx, nil
+}
+
+func unwrapURLError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+// Status returns the answering replica's view of the cluster.
+func (c *Client) Status(ctx context.Context) (Status, error) {
+	var s Status
+	_, err := c.do(ctx, "GET", "/v1/status", nil, nil, &s)
+	return s, err
+}
+
+// Services lists services (one page; Query.Params may carry per_page and
+// next_token).
+func (c *Client) Services(ctx context.Context, q *Query) (List[Service], string, error) {
+	var l List[Service]
+	idx, err := c.do(ctx, "GET", "/v1/services", q.values(), nil, &l)
+	return l, idx, err
+}
+
+// Service inspects one service.
+func (c *Client) Service(ctx context.Context, name string, q *Query) (Service, string, error) {
+	var s Service
+	idx, err := c.do(ctx, "GET", "/v1/services/"+url.PathEscape(name), q.values(), nil, &s)
+	return s, idx, err
+}
+
+// CreateService stores a new service.
+func (c *Client) CreateService(ctx context.Context, spec ServiceSpec) (Service, string, error) {
+	var s Service
+	idx, err := c.do(ctx, "POST", "/v1/services", nil, spec, &s)
+	return s, idx, err
+}
+
+// UpdateService replaces a service's spec; checkIndex, if not 0, must be
+// its current modify_index (else a stale_index error).
+func (c *Client) UpdateService(ctx context.Context, spec ServiceSpec, checkIndex uint64) (Service, string, error) {
+	q := url.Values{}
+	if checkIndex != 0 {
+		q.Set("check_index", strconv.FormatUint(checkIndex, 10))
+	}
+	var s Service
+	idx, err := c.do(ctx, "POST", "/v1/services/"+url.PathEscape(spec.Name), q, spec, &s)
+	return s, idx, err
+}
+
+// Scale sets a replicated service's replica count.
+func (c *Client) Scale(ctx context.Context, name string, replicas uint32) (Service, string, error) {
+	var s Service
+	idx, err := c.do(ctx, "POST", "/v1/services/"+url.PathEscape(name)+"/scale", nil, map[string]uint32{"replicas": replicas}, &s)
+	return s, idx, err
+}
+
+// Rollback returns a service to its previous spec.
+func (c *Client) Rollback(ctx context.Context, name string) (Service, string, error) {
+	var s Service
+	idx, err := c.do(ctx, "POST", "/v1/services/"+url.PathEscape(name)+"/rollback", nil, nil, &s)
+	return s, idx, err
+}
+
+// RemoveService flags a service for removal; it is deleted once its last
+// task is confirmed stopped.
+func (c *Client) RemoveService(ctx context.Context, name string) (Service, string, error) {
+	var s Service
+	idx, err := c.do(ctx, "DELETE", "/v1/services/"+url.PathEscape(name), nil, nil, &s)
+	return s, idx, err
+}
+
+// Tasks lists tasks; Query.Params may carry service, node, desired, state,
+// per_page and next_token.
+func (c *Client) Tasks(ctx context.Context, q *Query) (List[Task], string, error) {
+	var l List[Task]
+	idx, err := c.do(ctx, "GET", "/v1/tasks", q.values(), nil, &l)
+	return l, idx, err
+}
+
+// Task inspects one task with its history.
+func (c *Client) Task(ctx context.Context, id string) (Task, error) {
+	var t Task
+	_, err := c.do(ctx, "GET", "/v1/tasks/"+url.PathEscape(id), nil, nil, &t)
+	return t, err
+}
+
+// Nodes lists nodes.
+func (c *Client) Nodes(ctx context.Context, q *Query) (List[Node], string, error) {
+	var l List[Node]
+	idx, err := c.do(ctx, "GET", "/v1/nodes", q.values(), nil, &l)
+	return l, idx, err
+}
+
+// Node inspects one node.
+func (c *Client) Node(ctx context.Context, id string) (Node, error) {
+	var n Node
+	_, err := c.do(ctx, "GET", "/v1/nodes/"+url.PathEscape(id), nil, nil, &n)
+	return n, err
+}
+
+// UpdateNode changes a node's availability or labels.
+func (c *Client) UpdateNode(ctx context.Context, id string, u NodeUpdate) (Node, error) {
+	var n Node
+	_, err := c.do(ctx, "POST", "/v1/nodes/"+url.PathEscape(id), nil, u, &n)
+	return n, err
+}
+
+// RemoveNode removes a down node.
+func (c *Client) RemoveNode(ctx context.Context, id string) error {
+	_, err := c.do(ctx, "DELETE", "/v1/nodes/"+url.PathEscape(id), nil, nil, nil)
+	return err
+}
+
+// CreateNetwork stores a network.
+func (c *Client) CreateNetwork(ctx context.Context, spec NetworkSpec) (Network, error) {
+	var n Network
+	_, err := c.do(ctx, "POST", "/v1/networks", nil, spec, &n)
+	return n, err
+}
+
+// Networks lists networks.
+func (c *Client) Networks(ctx context.Context) (List[Network], error) {
+	var l List[Network]
+	_, err := c.do(ctx, "GET", "/v1/networks", nil, nil, &l)
+	return l, err
+}
+
+// Network inspects one network.
+func (c *Client) Network(ctx context.Context, name string) (Network, error) {
+	var n Network
+	_, err := c.do(ctx, "GET", "/v1/networks/"+url.PathEscape(name), nil, nil, &n)
+	return n, err
+}
+
+// RemoveNetwork removes an unused network.
+func (c *Client) RemoveNetwork(ctx context.Context, name string) error {
+	_, err := c.do(ctx, "DELETE", "/v1/networks/"+url.PathEscape(name), nil, nil, nil)
+	return err
+}
+
+// Events follows the event stream from index (a token; "" for now) and
+// calls fn for every event, heartbeats included, until ctx ends, fn returns
+// an error, or the stream ends (an error event ends it with an *APIError).
+func (c *Client) Events(ctx context.Context, index string, topics []string, fn func(Event) error) error {
+	q := url.Values{}
+	if index != "" {
+		q.Set("index", index)
+	}
+	if len(topics) > 0 {
+		q.Set("topic", strings.Join(topics, ","))
+	}
+	req, err := http.NewRequestWithContext(ctx, "GET", c.base+"/v1/events?"+q.Encode(), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("%w at %s: %v", ErrUnreachable, c.base, unwrapURLError(err))
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		e := &APIError{Status: resp.StatusCode}
+		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		if json.Unmarshal(raw, &e.ErrorBody) != nil {
+			return fmt.Errorf("%w at %s: unexpected answer %s", ErrUnreachable, c.base, resp.Status)
+		}
+		return e
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	for sc.Scan() {
+		var ev Event
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			return fmt.Errorf("%w at %s: event is not valid JSON: %v", ErrUnreachable, c.base, err)
+		}
+		if ev.Error != nil {
+			return &APIError{Status: http.StatusGone, ErrorBody: *ev.Error}
+		}
+		if err := fn(ev); err != nil {
+			return err
+		}
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("%w at %s: event stream broke: %v", ErrUnreachable, c.base, err)
+	}
+	return fmt.Errorf("%w at %s: the event stream ended", ErrUnreachable, c.base)
+}

@@ -1,0 +1,253 @@
+package client
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// Duration is a time.Duration that reads and writes JSON as a Go duration
+// string ("5s", "1m30s"); a JSON number is read as nanoseconds.
+type Duration time.Duration
+
+// MarshalJSON writes the duration as a string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// UnmarshalJSON reads a duration string or a number of nanoseconds.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		v, err := time.ParseDuration(s)
+		if err != nil {
+			return fmt.Errorf("%q is not a duration (use e.g. 500ms, 5s, 1m)", s)
+		}
+		*d = Duration(v)
+		return nil
+	}
+	v, err := strconv.ParseInt(string(b), 10, 64)
+	if err != nil {
+		return fmt.Errorf("%s is not a duration (use a string such as \"5s\" or nanoseconds)", b)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// ServiceSpec is what a user declares. Omitted fields take the defaults
+// documented in api/README.md.
+type ServiceSpec struct {
+	Name        string         `json:"name"`
+	Mode        string         `json:"mode,omitempty"`     // replicated (default) or global
+	Replicas    *uint32        `json:"replicas,omitempty"` // replicated only; default 1
+	Command     []string       `json:"command,omitempty"`  // argv of the process each task runs
+	Env         []string       `json:"env,omitempty"`      // KEY=VALUE
+	Dir         string         `json:"dir,omitempty"`
+	StopGrace   *Duration      `json:"stop_grace,omitempty"` // SIGTERM → SIGKILL; default 10s
+	Image       string         `json:"image,omitempty"`      // opaque to Shoal
+	Networks    []string       `json:"networks,omitempty"`
+	Constraints []string       `json:"constraints,omitempty"` // e.g. node.labels.zone==a
+	Reserve     Resources      `json:"reserve,omitempty"`
+	Restart     *RestartPolicy `json:"restart,omitempty"`
+	Update      *UpdateConfig  `json:"update,omitempty"`
+	Disconnect  *Disconnect    `json:"disconnect,omitempty"`
+}
+
+// Resources reserved per task.
+type Resources struct {
+	CPU    int64 `json:"cpu,omitempty"`    // milli-cores
+	Memory int64 `json:"memory,omitempty"` // bytes
+}
+
+// RestartPolicy says when a dead task is replaced.
+type RestartPolicy struct {
+	Condition   string    `json:"condition,omitempty"` // any (default), on-failure, none
+	Delay       *Duration `json:"delay,omitempty"`     // default 5s
+	MaxAttempts uint32    `json:"max_attempts,omitempty"`
+	Window      Duration  `json:"window,omitempty"`
+}
+
+// UpdateConfig says how tasks move to a new spec.
+type UpdateConfig struct {
+	Parallelism     *uint32   `json:"parallelism,omitempty"` // default 1; 0 = all at once
+	Delay           Duration  `json:"delay,omitempty"`
+	FailureAction   string    `json:"failure_action,omitempty"` // pause (default), continue, rollback
+	Monitor         *Duration `json:"monitor,omitempty"`        // default 5s
+	MaxFailureRatio float64   `json:"max_failure_ratio,omitempty"`
+	Order           string    `json:"order,omitempty"` // stop-first (default), start-first
+}
+
+// Disconnect is a service's disconnect window.
+type Disconnect struct {
+	LostAfter Duration `json:"lost_after,omitempty"`
+	NoReplace bool     `json:"no_replace,omitempty"`
+	Reconcile string   `json:"reconcile,omitempty"` // best_score (default), keep_original, keep_replacement, longest_running
+}
+
+// Service is a stored service.
+type Service struct {
+	ID          uint32       `json:"id"`
+	Group       int          `json:"group"`
+	Spec        ServiceSpec  `json:"spec"`
+	SpecVersion uint32       `json:"spec_version"`
+	ModifyIndex uint64       `json:"modify_index"` // pass as ?check_index= to update only if unchanged
+	Removing    bool         `json:"removing,omitempty"`
+	Update      UpdateStatus `json:"update"`
+	// Tasks counts the service's tasks by observed state; Running and
+	// Desired summarize convergence (desired is replicas, or eligible
+	// nodes for a global service as far as tasks exist).
+	Tasks   map[string]int `json:"tasks"`
+	Running int            `json:"running"`
+	Desired int            `json:"desired"`
+}
+
+// UpdateStatus is the progress of a service's last update.
+type UpdateStatus struct {
+	State       string    `json:"state,omitempty"`
+	StartedAt   time.Time `json:"started_at,omitzero"`
+	CompletedAt time.Time `json:"completed_at,omitzero"`
+	Message     string    `json:"message,omitempty"`
+	Failures    uint32    `json:"failures,omitempty"`
+}
+
+// Task is one task with its recent history.
+type Task struct {
+	ID          string         `json:"id"` // decimal task ID
+	Service     string         `json:"service"`
+	Slot        uint32         `json:"slot"`
+	SpecVersion uint32         `json:"spec_version"`
+	Node        uint32         `json:"node,omitempty"`
+	NodeName    string         `json:"node_name,omitempty"`
+	Desired     string         `json:"desired"`
+	State       string         `json:"state"`
+	ExitCode    int32          `json:"exit_code,omitempty"`
+	Message     string         `json:"message,omitempty"`
+	Since       time.Time      `json:"since"`
+	Addresses   []TaskAddress  `json:"addresses,omitempty"`
+	History     []HistoryEntry `json:"history,omitempty"`
+}
+
+// TaskAddress is one of a task's addresses.
+type TaskAddress struct {
+	Network  string `json:"network"`
+	Addr     string `json:"addr"`
+	Released bool   `json:"released,omitempty"`
+}
+
+// HistoryEntry is one recorded change of a task.
+type HistoryEntry struct {
+	At      time.Time `json:"at"`
+	Kind    string    `json:"kind"`
+	State   string    `json:"state"`
+	By      string    `json:"by"`
+	Desired string    `json:"desired"`
+}
+
+// Node is a machine that runs tasks.
+type Node struct {
+	ID           uint32            `json:"id"`
+	Name         string            `json:"name"`
+	Role         string            `json:"role,omitempty"`
+	Labels       map[string]string `json:"labels,omitempty"`
+	CPU          int64             `json:"cpu"`
+	Memory       int64             `json:"memory"`
+	Availability string            `json:"availability"`
+	Status       string            `json:"status"`
+	StatusSince  time.Time         `json:"status_since"`
+	Tasks        int               `json:"tasks"` // tasks at or past assigned, not terminal
+}
+
+// NodeUpdate changes a node's user-owned fields; nil fields stay as they are.
+type NodeUpdate struct {
+	Availability *string            `json:"availability,omitempty"` // active, pause, drain
+	Labels       *map[string]string `json:"labels,omitempty"`
+}
+
+// NetworkSpec declares a network.
+type NetworkSpec struct {
+	Name     string   `json:"name"`
+	Subnet   string   `json:"subnet"`             // CIDR, e.g. 10.0.0.0/24
+	Reserved []string `json:"reserved,omitempty"` // "first-last" or single addresses
+}
+
+// Network is a stored network with its address counts.
+type Network struct {
+	ID          uint32      `json:"id"`
+	Spec        NetworkSpec `json:"spec"`
+	Size        int         `json:"size"`
+	Free        int         `json:"free"`
+	Held        int         `json:"held"`
+	Quarantined int         `json:"quarantined"`
+}
+
+// Status summarizes the cluster as the answering replica sees it.
+type Status struct {
+	Replica  uint64        `json:"replica"`
+	Leading  bool          `json:"leading"` // leads the cluster group (runs the leader duties)
+	Managers []Manager     `json:"managers"`
+	Groups   []GroupStatus `json:"groups"`
+	Services int           `json:"services"`
+	Tasks    int           `json:"tasks"`
+	Nodes    int           `json:"nodes"`
+	Index    string        `json:"index"` // cursor token of what this answer reflects
+}
+
+// Manager is one manager replica.
+type Manager struct {
+	Replica uint64 `json:"replica"`
+	API     string `json:"api"`
+}
+
+// GroupStatus is one Raft group on the answering replica.
+type GroupStatus struct {
+	Group        int    `json:"group"`
+	Leader       uint64 `json:"leader"` // replica ID; 0 when unknown
+	AppliedIndex uint64 `json:"applied_index"`
+	Services     int    `json:"services"`
+	Tasks        int    `json:"tasks"`
+}
+
+// List is one page of a list.
+type List[T any] struct {
+	Items     []T    `json:"items"`
+	NextToken string `json:"next_token,omitempty"` // pass as ?next_token= for the next page
+}
+
+// Event is one line of the event stream. Object holds the object as it was
+// when the event was sent (it may already reflect later changes); it is
+// absent for deletions.
+type Event struct {
+	Index   string          `json:"index"` // cursor token to resume after this event
+	Group   int             `json:"group"` // the group whose entry made the change
+	Raft    uint64          `json:"raft"`  // that entry's index
+	Topic   string          `json:"topic"` // service, task, node, or heartbeat
+	Type    string          `json:"type"`  // e.g. changed, deleted, state
+	Key     string          `json:"key"`   // service name, task ID or node ID
+	Service *Service        `json:"service,omitempty"`
+	Task    *Task           `json:"task,omitempty"`
+	Node    *Node           `json:"node,omitempty"`
+	Error   *ErrorBody      `json:"error,omitempty"` // the stream ends after an error line
+	Raw     json.RawMessage `json:"-"`
+}
+
+// ErrorBody is the JSON body of every error answer.
+type ErrorBody struct {
+	Error string `json:"error"`
+	Code  string `json:"code"`
+	Field string `json:"field,omitempty"` // the spec field at fault, with invalid_spec
+}
+
+// Error codes of the user API.
+const (
+	CodeMalformed    = "malformed"     // 400: the body is not valid JSON or a parameter is malformed
+	CodeNotFound     = "not_found"     // 404
+	CodeConflict     = "conflict"      // 409: exists already, or not allowed in the current state
+	CodeStale        = "stale_index"   // 409: ?check_index= is older than the object
+	CodeTooLarge     = "too_large"     // 413
+	CodeInvalidSpec  = "invalid_spec"  // 422
+	CodeIndexTooOld  = "index_too_old" // 410: the event stream cannot resume that far back
+	CodeUnavailable  = "unavailable"   // 503: no leader or not ready; retry after Retry-After
+	CodeInternalFail = "internal"      // 500
+)

@@ -1,0 +1,171 @@
+package api
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"shoal/api/client"
+	"shoal/statemachine"
+	"shoal/wire"
+)
+
+// eventHeartbeat is how often an idle stream gets a heartbeat line.
+const eventHeartbeat = 10 * time.Second
+
+// topicOf names an effect's topic and type.
+func topicOf(k statemachine.EffectKind) (topic, typ string) {
+	switch k {
+	case statemachine.EffTaskState:
+		return "task", "state"
+	case statemachine.EffAssignments:
+		return "task", "assignment"
+	case statemachine.EffSeqAdvanced:
+		return "task", "released"
+	case statemachine.EffTaskDeleted:
+		return "task", "deleted"
+	case statemachine.EffServiceChanged:
+		return "service", "changed"
+	case statemachine.EffServiceDeleted:
+		return "service", "deleted"
+	case statemachine.EffNodeChanged:
+		return "node", "changed"
+	}
+	return "", ""
+}
+
+func (s *Server) events(ctx *fasthttp.RequestCtx, _ []string) error {
+	topics := map[string]bool{}
+	if v := string(ctx.QueryArgs().Peek("topic")); v != "" {
+		for _, t := range strings.Split(v, ",") {
+			switch t {
+			case "service", "task", "node":
+				topics[t] = true
+			default:
+				return badRequest("?topic=%q: topics are service, task and node (comma-separated)", t)
+			}
+		}
+	}
+	cursor := wire.Cursor(s.cfg.Feed.Applied())
+	if tok := string(ctx.QueryArgs().Peek("index")); tok != "" {
+		c, err := wire.ParseCursor(tok)
+		if err != nil {
+			return badRequest("?index=%q is not an index this API gave out", tok)
+		}
+		cursor = c
+	}
+	if _, _, ok := s.cfg.Feed.since(cursor, 0); !ok {
+		return errorf(fasthttp.StatusGone, client.CodeIndexTooOld,
+			"events up to that index are no longer kept on this manager; read the current state (it carries X-Shoal-Index) and follow events from there")
+	}
+	ctx.SetContentType("application/x-ndjson")
+	ctx.Response.Header.Set("X-Shoal-Index", cursor.Token())
+	ctx.SetBodyStreamWriter(func(w *bufio.Writer) { s.stream(w, cursor, topics) })
+	return nil
+}
+
+// stream writes events after cursor until the client goes away or the
+// server closes.
+func (s *Server) stream(w *bufio.Writer, cursor wire.Cursor, topics map[string]bool) {
+	enc := json.NewEncoder(w)
+	beat := time.NewTicker(eventHeartbeat)
+	defer beat.Stop()
+	for {
+		_, changed := s.cfg.Feed.Changed()
+		changes, next, ok := s.cfg.Feed.since(cursor, 1000)
+		if !ok {
+			_ = enc.Encode(client.Event{Topic: "error", Error: &client.ErrorBody{Code: client.CodeIndexTooOld,
+				Error: "this stream fell behind further than the manager keeps events; read the current state and follow events from there"}})
+			_ = w.Flush()
+			return
+		}
+		if len(changes) > 0 {
+			for _, ev := range s.renderEvents(changes, topics, cursor) {
+				if err := enc.Encode(ev); err != nil {
+					return
+				}
+			}
+			cursor = next
+			if err := w.Flush(); err != nil {
+				return
+			}
+			continue
+		}
+		select {
+		case <-changed:
+		case <-beat.C:
+			if err := enc.Encode(client.Event{Topic: "heartbeat", Index: cursor.Token()}); err != nil {
+				return
+			}
+			if err := w.Flush(); err != nil {
+				return
+			}
+		case <-s.closed:
+			return
+		}
+	}
+}
+
+// renderEvents renders changes with their objects as this replica has them
+// now, one read per group. Each event's index resumes right after it.
+func (s *Server) renderEvents(changes []change, topics map[string]bool, start wire.Cursor) []client.Event {
+	evs := make([]client.Event, 0, len(changes))
+	src := make([]change, 0, len(changes))
+	byGroup := map[int][]int{}
+	run := append(wire.Cursor(nil), start...)
+	for _, c := range changes {
+		for len(run) <= c.group {
+			run = append(run, 0)
+		}
+		run[c.group] = max(run[c.group], c.index)
+		topic, typ := topicOf(c.kind)
+		if topic == "" || (len(topics) > 0 && !topics[topic]) {
+			continue
+		}
+		ev := client.Event{Group: c.group, Raft: c.index, Topic: topic, Type: typ, Index: run.Token()}
+		switch topic {
+		case "task":
+			ev.Key = strconv.FormatUint(uint64(c.task), 10)
+		case "service":
+			ev.Key = fmt.Sprintf("%d:%d", c.group, c.service)
+		case "node":
+			ev.Key = strconv.FormatUint(uint64(c.node), 10)
+		}
+		byGroup[c.group] = append(byGroup[c.group], len(evs))
+		evs = append(evs, ev)
+		src = append(src, c)
+	}
+	for g, idx := range byGroup {
+		_ = s.e.ReadLocal(g, func(st *statemachine.State) {
+			for _, i := range idx {
+				ev, c := &evs[i], src[i]
+				switch ev.Topic {
+				case "task":
+					if t := st.Task(c.task); t != nil {
+						d := renderTask(st, t, false)
+						ev.Task = &d
+					}
+				case "service":
+					if svc := st.Service(c.service); svc != nil {
+						d := renderService(g, st, svc)
+						ev.Service = &d
+						ev.Key = svc.Spec.Name
+					}
+				case "node":
+					if n := st.Node(c.node); n != nil {
+						d := renderNode(n)
+						ev.Node = &d
+					} else {
+						ev.Type = "deleted"
+					}
+				}
+			}
+		})
+	}
+	return evs
+}

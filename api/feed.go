@@ -1,0 +1,223 @@
+package api
+
+import (
+	"sync"
+
+	"shoal/statemachine"
+)
+
+// Feed follows what this replica applies, from the engine's OnApply hook:
+// the applied index of every group (for blocking reads), a bounded ring of
+// recent changes (for the event stream) and, per node, a bounded journal of
+// changes to its assignment set (for incremental assignment frames).
+//
+// OnApply runs on the apply goroutine under the group's write lock, so a
+// reader holding a group's read lock (engine.ReadLocal) sees the feed
+// complete up to that group's state: lock order is group lock → Feed.mu.
+type Feed struct {
+	mu struct {
+		sync.Mutex
+		applied []uint64      // per group
+		changed chan struct{} // closed on every change, then replaced
+		ring    []change      // events, a circular buffer
+		next    uint64        // sequence number of the next event
+		floor   []uint64      // per group: events at or below are gone
+		nodes   map[statemachine.NodeID]*journal
+	}
+	ringSize    int
+	journalSize int
+}
+
+// change is one event of the ring.
+type change struct {
+	seq     uint64
+	group   int
+	index   uint64
+	kind    statemachine.EffectKind
+	node    statemachine.NodeID
+	task    statemachine.TaskID
+	service statemachine.ServiceID
+}
+
+// journal is one node's recent assignment changes.
+type journal struct {
+	entries []jentry // circular once full
+	start   int
+	floor   []uint64 // per group: changes at or below are not listed
+	wake    chan struct{}
+}
+
+type jentry struct {
+	group int
+	index uint64
+	task  statemachine.TaskID
+	echo  bool // the node's own report made the task terminal: send the sequence, not the task
+}
+
+// NewFeed returns a feed for groups+1 groups whose states were applied up
+// to start (one index per group; missing groups count as 0). Changes at or
+// below start are unknown to it.
+func NewFeed(groups int, start []uint64, ringSize, journalSize int) *Feed {
+	f := &Feed{ringSize: max(ringSize, 1024), journalSize: max(journalSize, 16)}
+	f.mu.applied = make([]uint64, groups+1)
+	copy(f.mu.applied, start)
+	f.mu.floor = append([]uint64(nil), f.mu.applied...)
+	f.mu.changed = make(chan struct{})
+	f.mu.nodes = make(map[statemachine.NodeID]*journal)
+	return f
+}
+
+// OnApply records one applied entry's effects. Plug it into
+// engine.Config.OnApply.
+func (f *Feed) OnApply(group int, index uint64, effects []statemachine.Effect) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if group >= len(f.mu.applied) || index <= f.mu.applied[group] {
+		return
+	}
+	f.mu.applied[group] = index
+	for _, e := range effects {
+		switch e.Kind {
+		case statemachine.EffAssignments, statemachine.EffSeqAdvanced:
+			f.journalLocked(e.Node).add(f, jentry{group: group, index: index, task: e.Task, echo: e.Kind == statemachine.EffSeqAdvanced})
+			f.pushLocked(change{group: group, index: index, kind: e.Kind, node: e.Node, task: e.Task, service: e.Service})
+		case statemachine.EffPending:
+		default:
+			f.pushLocked(change{group: group, index: index, kind: e.Kind, node: e.Node, task: e.Task, service: e.Service})
+		}
+	}
+	close(f.mu.changed)
+	f.mu.changed = make(chan struct{})
+}
+
+func (f *Feed) pushLocked(c change) {
+	c.seq = f.mu.next
+	f.mu.next++
+	if len(f.mu.ring) < f.ringSize {
+		f.mu.ring = append(f.mu.ring, c)
+		return
+	}
+	i := int(c.seq % uint64(f.ringSize))
+	old := f.mu.ring[i]
+	f.mu.floor[old.group] = max(f.mu.floor[old.group], old.index)
+	f.mu.ring[i] = c
+}
+
+func (f *Feed) journalLocked(n statemachine.NodeID) *journal {
+	j := f.mu.nodes[n]
+	if j == nil {
+		j = &journal{floor: append([]uint64(nil), f.mu.floor...), wake: make(chan struct{})}
+		// A journal started now knows nothing before now.
+		copy(j.floor, f.mu.applied)
+		f.mu.nodes[n] = j
+	}
+	return j
+}
+
+func (j *journal) add(f *Feed, e jentry) {
+	// The entry's own index is not yet covered: floors stay below it.
+	if len(j.entries) < f.journalSize {
+		j.entries = append(j.entries, e)
+	} else {
+		old := j.entries[j.start]
+		j.floor[old.group] = max(j.floor[old.group], old.index)
+		j.entries[j.start] = e
+		j.start = (j.start + 1) % len(j.entries)
+	}
+	close(j.wake)
+	j.wake = make(chan struct{})
+}
+
+// Applied returns the index of the last entry with effects this feed saw,
+// per group.
+func (f *Feed) Applied() []uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]uint64(nil), f.mu.applied...)
+}
+
+// Changed returns the applied indexes and a channel closed at the next
+// change.
+func (f *Feed) Changed() ([]uint64, <-chan struct{}) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]uint64(nil), f.mu.applied...), f.mu.changed
+}
+
+// nodeChanges lists node's assignment changes in group g after index
+// `after`; ok is false if the journal no longer reaches back that far (the
+// caller must resend the whole set). Call it under group g's read lock.
+func (f *Feed) nodeChanges(node statemachine.NodeID, g int, after uint64) (es []jentry, ok bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	j := f.journalLocked(node)
+	if after < j.floor[g] {
+		return nil, false
+	}
+	n := len(j.entries)
+	for i := range n {
+		e := j.entries[(j.start+i)%n]
+		if e.group == g && e.index > after {
+			es = append(es, e)
+		}
+	}
+	return es, true
+}
+
+// nodePending reports whether node has changes in any group past cursor,
+// or its journal cannot tell (both mean: answer now), and else a channel
+// closed at the node's next change.
+func (f *Feed) nodePending(node statemachine.NodeID, cursor []uint64) (bool, <-chan struct{}) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	j := f.journalLocked(node)
+	for g := range j.floor {
+		if at(cursor, g) < j.floor[g] {
+			return true, nil
+		}
+	}
+	for _, e := range j.entries {
+		if e.index > at(cursor, e.group) {
+			return true, nil
+		}
+	}
+	return false, j.wake
+}
+
+// since returns up to max events after cursor (per group) in the order they
+// were applied, the cursor advanced past them, and whether the ring still
+// reaches back to cursor.
+func (f *Feed) since(cursor []uint64, limit int) ([]change, []uint64, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	next := make([]uint64, len(f.mu.applied))
+	copy(next, cursor)
+	for g := range f.mu.floor {
+		if at(cursor, g) < f.mu.floor[g] {
+			return nil, next, false
+		}
+	}
+	var out []change
+	first := uint64(0)
+	if f.mu.next > uint64(len(f.mu.ring)) {
+		first = f.mu.next - uint64(len(f.mu.ring))
+	}
+	for seq := first; seq < f.mu.next; seq++ {
+		c := f.mu.ring[seq%uint64(f.ringSize)]
+		if len(out) >= limit && (c.group != out[len(out)-1].group || c.index != out[len(out)-1].index) {
+			break // never split one entry's events across pages
+		}
+		if c.index > at(cursor, c.group) {
+			out = append(out, c)
+			next[c.group] = max(next[c.group], c.index)
+		}
+	}
+	return out, next, true
+}
+
+func at(c []uint64, g int) uint64 {
+	if g < len(c) {
+		return c[g]
+	}
+	return 0
+}

@@ -1,0 +1,99 @@
+package api
+
+import (
+	"bytes"
+	"fmt"
+	"time"
+
+	vm "github.com/VictoriaMetrics/metrics"
+	"github.com/valyala/fasthttp"
+	"github.com/valyala/fasthttp/pprofhandler"
+
+	"shoal/engine"
+	"shoal/statemachine"
+)
+
+// metrics are the server's Prometheus metrics, in a set of their own.
+type metrics struct {
+	s          *Server
+	set        *vm.Set
+	sessions   *vm.Counter
+	heartbeats *vm.Counter
+	reports    *vm.Counter
+	syncs      *vm.Counter
+	frames     struct{ complete, incremental *vm.Counter }
+}
+
+func newMetrics(s *Server) *metrics {
+	m := &metrics{s: s, set: vm.NewSet()}
+	m.sessions = m.set.NewCounter("shoal_agent_sessions_total")
+	m.heartbeats = m.set.NewCounter("shoal_agent_heartbeats_total")
+	m.reports = m.set.NewCounter("shoal_agent_status_reports_total")
+	m.syncs = m.set.NewCounter("shoal_agent_syncs_total")
+	m.frames.complete = m.set.NewCounter(`shoal_assignment_frames_total{kind="complete"}`)
+	m.frames.incremental = m.set.NewCounter(`shoal_assignment_frames_total{kind="incremental"}`)
+	return m
+}
+
+// observe counts one request and its latency.
+func (m *metrics) observe(endpoint string, status int, d time.Duration) {
+	m.set.GetOrCreateCounter(fmt.Sprintf(`shoal_http_requests_total{endpoint=%q,code="%d"}`, endpoint, status)).Inc()
+	m.set.GetOrCreateHistogram(fmt.Sprintf(`shoal_http_request_duration_seconds{endpoint=%q}`, endpoint)).Update(d.Seconds())
+}
+
+func (s *Server) serveMetrics(ctx *fasthttp.RequestCtx, _ []string) error {
+	var b bytes.Buffer
+	s.metrics.set.WritePrometheus(&b)
+	vm.WriteProcessMetrics(&b)
+	if err := s.writeStateMetrics(&b); err != nil {
+		return err
+	}
+	ctx.SetContentType("text/plain; version=0.0.4")
+	ctx.SetBody(b.Bytes())
+	return nil
+}
+
+// writeStateMetrics writes gauges read from this replica's state: tasks per
+// state, nodes per status, services, applied index and leader per group.
+func (s *Server) writeStateMetrics(b *bytes.Buffer) error {
+	var tasks [16]int
+	services := 0
+	nodes := map[statemachine.NodeStatus]int{}
+	for g := 0; g <= s.e.Groups(); g++ {
+		err := s.e.ReadLocal(g, func(st *statemachine.State) {
+			fmt.Fprintf(b, "shoal_group_applied_index{group=\"%d\"} %d\n", g, st.LastIndex())
+			if g == engine.ClusterGroup {
+				for _, id := range st.NodeIDs() {
+					nodes[st.Node(id).Status]++
+				}
+				return
+			}
+			services += len(st.ServiceIDs())
+			for _, id := range st.TaskIDs() {
+				if t := st.Task(id); int(t.Status.State) < len(tasks) {
+					tasks[t.Status.State]++
+				}
+			}
+		})
+		if err != nil {
+			return err
+		}
+		leader, _ := s.e.Leader(g)
+		fmt.Fprintf(b, "shoal_group_leader{group=\"%d\"} %d\n", g, leader)
+	}
+	for st := statemachine.StateNew; st <= statemachine.StateOrphaned; st++ {
+		fmt.Fprintf(b, "shoal_tasks{state=%q} %d\n", st.String(), tasks[st])
+	}
+	for st := statemachine.NodeReady; st <= statemachine.NodeDown; st++ {
+		fmt.Fprintf(b, "shoal_nodes{status=%q} %d\n", st.String(), nodes[st])
+	}
+	fmt.Fprintf(b, "shoal_services %d\n", services)
+	leading := 0
+	if s.e.Leading() {
+		leading = 1
+	}
+	fmt.Fprintf(b, "shoal_leading %d\n", leading)
+	return nil
+}
+
+func servePprof(ctx *fasthttp.RequestCtx) { pprofhandler.PprofHandler(ctx) }

@@ -1,0 +1,95 @@
+package api
+
+import (
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"shoal/statemachine"
+	"shoal/wire"
+)
+
+// maxWait caps a blocking read's ?wait=.
+const maxWait = 5 * time.Minute
+
+// waitFor blocks until some group applied past the request's ?index= (or
+// its ?wait= ends; without ?index= it returns at once).
+func (s *Server) waitFor(ctx *fasthttp.RequestCtx) error {
+	tok := string(ctx.QueryArgs().Peek("index"))
+	if tok == "" {
+		return nil
+	}
+	want, err := wire.ParseCursor(tok)
+	if err != nil {
+		return badRequest("?index=%q is not an index this API gave out (use the X-Shoal-Index of an earlier answer)", tok)
+	}
+	wait := maxWait
+	if w := string(ctx.QueryArgs().Peek("wait")); w != "" {
+		d, err := time.ParseDuration(w)
+		if err != nil || d < 0 {
+			return badRequest("?wait=%q is not a duration (use e.g. 30s or 5m)", w)
+		}
+		wait = min(d, maxWait)
+	}
+	// A little jitter so that many clients with the same wait do not all
+	// come back at once.
+	wait += time.Duration(rand.Int64N(int64(wait/16) + 1))
+	timer := s.cfg.Clock.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		applied, changed := s.cfg.Feed.Changed()
+		if wire.Cursor(applied).Passed(want) {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-timer.C():
+			return nil
+		case <-s.closed:
+			return nil
+		}
+	}
+}
+
+// read runs fn over each listed group's applied state and returns the
+// cursor the answer reflects: those groups' applied indexes, the feed's for
+// the others.
+func (s *Server) read(groups []int, fn func(g int, st *statemachine.State)) (wire.Cursor, error) {
+	cur := wire.Cursor(s.cfg.Feed.Applied())
+	for _, g := range groups {
+		err := s.e.ReadLocal(g, func(st *statemachine.State) {
+			fn(g, st)
+			if g < len(cur) {
+				cur[g] = max(cur[g], st.LastIndex())
+			}
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return cur, nil
+}
+
+// serviceGroups lists every service group.
+func (s *Server) serviceGroups() []int {
+	gs := make([]int, s.e.Groups())
+	for i := range gs {
+		gs[i] = i + 1
+	}
+	return gs
+}
+
+// page reads ?per_page= (default 1000, at most 10,000) and ?next_token=.
+func page(ctx *fasthttp.RequestCtx) (perPage int, after string, err error) {
+	perPage = 1000
+	if v := string(ctx.QueryArgs().Peek("per_page")); v != "" {
+		n, perr := strconv.Atoi(v)
+		if perr != nil || n < 1 || n > 10000 {
+			return 0, "", badRequest("?per_page=%q must be a number from 1 to 10000", v)
+		}
+		perPage = n
+	}
+	return perPage, string(ctx.QueryArgs().Peek("next_token")), nil
+}

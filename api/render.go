@@ -1,0 +1,110 @@
+package api
+
+import (
+	"net/netip"
+	"strconv"
+	"time"
+
+	"shoal/api/client"
+	"shoal/statemachine"
+)
+
+func unixTime(ns int64) time.Time {
+	if ns == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns).UTC()
+}
+
+// renderService renders svc as stored in group g's state st.
+func renderService(g int, st *statemachine.State, svc *statemachine.Service) client.Service {
+	out := client.Service{ID: uint32(svc.ID), Group: g, Spec: fromSpec(&svc.Spec), SpecVersion: svc.SpecVersion,
+		ModifyIndex: svc.ModifyIndex, Removing: svc.Remove, Tasks: map[string]int{},
+		Update: client.UpdateStatus{State: svc.Update.State.String(), StartedAt: unixTime(svc.Update.StartedAt),
+			CompletedAt: unixTime(svc.Update.CompletedAt), Message: svc.Update.Message, Failures: svc.Update.Failures}}
+	slots, tasks := st.SlotTasks(svc.ID)
+	for i := range slots {
+		for _, t := range tasks[i] {
+			out.Tasks[t.Status.State.String()]++
+			if t.Status.State == statemachine.StateRunning && t.Desired == statemachine.DesiredRunning &&
+				t.SpecVersion == svc.SpecVersion {
+				out.Running++
+			}
+		}
+	}
+	switch {
+	case svc.Remove:
+		out.Desired = 0
+	case svc.Spec.Mode == statemachine.ModeReplicated:
+		out.Desired = int(svc.Spec.Replicas)
+	default:
+		// A global service wants one task per eligible node; the
+		// orchestrator creates exactly those slots.
+		for i := range slots {
+			for _, t := range tasks[i] {
+				if !t.Desired.Stopping() {
+					out.Desired++
+					break
+				}
+			}
+		}
+	}
+	return out
+}
+
+// renderTask renders t; withHistory adds its history entries.
+func renderTask(st *statemachine.State, t *statemachine.Task, withHistory bool) client.Task {
+	out := client.Task{ID: strconv.FormatUint(uint64(t.ID), 10), Slot: t.Slot, SpecVersion: t.SpecVersion,
+		Node: uint32(t.Node), Desired: t.Desired.String(), State: t.Status.State.String(),
+		ExitCode: t.Status.ExitCode, Message: t.Status.Message, Since: unixTime(t.Status.Timestamp)}
+	if svc := st.Service(t.Service); svc != nil {
+		out.Service = svc.Spec.Name
+	}
+	if n := st.Node(t.Node); n != nil {
+		out.NodeName = n.Name
+	}
+	for _, a := range t.Attachments {
+		ta := client.TaskAddress{Addr: addrString(st, a), Released: a.Released}
+		if nw := st.Network(a.Network); nw != nil {
+			ta.Network = nw.Name
+		}
+		out.Addresses = append(out.Addresses, ta)
+	}
+	if withHistory {
+		for i := range t.History.Len() {
+			h := t.History.At(i)
+			out.History = append(out.History, client.HistoryEntry{At: unixTime(h.At), Kind: h.Kind.String(),
+				State: h.State.String(), By: h.By.String(), Desired: h.Desired.String()})
+		}
+	}
+	return out
+}
+
+// addrString renders an attachment's address with its network's prefix
+// length, e.g. 10.0.0.5/24.
+func addrString(st *statemachine.State, a statemachine.Attachment) string {
+	ip := netip.AddrFrom4([4]byte{byte(a.Addr >> 24), byte(a.Addr >> 16), byte(a.Addr >> 8), byte(a.Addr)})
+	if p := st.Pool(a.Network); p != nil {
+		return netip.PrefixFrom(ip, p.Prefix().Bits()).String()
+	}
+	return ip.String()
+}
+
+// renderNode renders n; tasks counts its live tasks (summed by the caller
+// over service groups).
+func renderNode(n *statemachine.Node) client.Node {
+	return client.Node{ID: uint32(n.ID), Name: n.Name, Role: string(n.Role), Labels: n.Labels, CPU: n.CPU,
+		Memory: n.Memory, Availability: n.Availability.String(), Status: n.Status.String(),
+		StatusSince: unixTime(n.StatusAt)}
+}
+
+// liveTasks counts a node's tasks at or past assigned and not terminal.
+func liveTasks(st *statemachine.State, id statemachine.NodeID) int {
+	n := 0
+	for _, t := range st.NodeTasks(id) {
+		if !t.Status.State.Terminal() {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,137 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"shoal/engine"
+	"shoal/statemachine"
+	"shoal/wire"
+)
+
+// reportResult maps a status command's outcome to what the agent does
+// with the report.
+func reportResult(o engine.Outcome) (wire.ReportResult, string) {
+	if o.Failed != nil {
+		return wire.ReportRetry, "not applied yet; send it again"
+	}
+	switch o.Result.Code {
+	case statemachine.CodeOK:
+		return wire.ReportAccepted, ""
+	case statemachine.CodeLowerRank:
+		// The manager already has this state or a later one: a resend
+		// of something it applied.
+		return wire.ReportAccepted, ""
+	case statemachine.CodeNodeNotReady:
+		return wire.ReportRetry, o.Result.Msg
+	}
+	return wire.ReportRejected, o.Result.Msg
+}
+
+func (s *Server) agentStatus(ctx *fasthttp.RequestCtx, _ []string) error {
+	return s.agentHandler(func(ctx *fasthttp.RequestCtx) error {
+		var b wire.StatusBatch
+		if e := decodeWire(ctx, &b); e != nil {
+			return e
+		}
+		if b.ReReport && (s.cfg.Monitor == nil || !s.e.Leading()) {
+			// The re-report marker must reach the node monitor, which
+			// runs on the leader only.
+			return s.notLeader()
+		}
+		cmds := make([]statemachine.Command, len(b.Reports))
+		for i, r := range b.Reports {
+			cmds[i] = statemachine.Command{Kind: statemachine.CmdTaskStatus, Task: r.Task, Node: b.NodeID,
+				State: r.State, ExitCode: r.ExitCode, Message: r.Message}
+		}
+		c, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		// Concurrent submissions from many agents share Raft entries: the
+		// engine's proposer puts everything queued for a group into its
+		// next entry (group commit).
+		outs := s.e.SubmitMany(c, cmds)
+		ack := &wire.StatusAck{Results: make([]wire.ReportResult, len(outs)), Messages: make([]string, len(outs))}
+		retry := false
+		for i, o := range outs {
+			ack.Results[i], ack.Messages[i] = reportResult(o)
+			retry = retry || ack.Results[i] == wire.ReportRetry
+			s.metrics.reports.Inc()
+		}
+		if b.ReReport && !retry {
+			if !s.cfg.Monitor.MarkReReported(b.NodeID) {
+				// Not initializing (already ready, or down again): the
+				// monitor decides at the next heartbeat.
+				s.cfg.Logf("api: node %d re-reported while not reconnecting", b.NodeID)
+			}
+		}
+		return s.wireReply(ctx, ack)
+	})(ctx, nil)
+}
+
+func (s *Server) agentSync(ctx *fasthttp.RequestCtx, _ []string) error {
+	return s.agentHandler(func(ctx *fasthttp.RequestCtx) error {
+		var req wire.SyncRequest
+		if e := decodeWire(ctx, &req); e != nil {
+			return e
+		}
+		groups := s.e.Groups()
+		held := make([][]statemachine.TaskID, groups+1)
+		answer := &wire.SyncAnswer{}
+		for _, id := range req.Held {
+			g := engine.TaskGroup(id)
+			if g < 1 || g > groups {
+				answer.Destroy = append(answer.Destroy, id) // no group of this cluster made it
+				continue
+			}
+			held[g] = append(held[g], id)
+		}
+		c, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		type result struct {
+			g       int
+			destroy []statemachine.TaskID
+			err     error
+		}
+		results := make(chan result, groups)
+		n := 0
+		for g := 1; g <= groups; g++ {
+			seq := uint64(0)
+			if g < len(req.Seqs) {
+				seq = req.Seqs[g]
+			}
+			if seq == 0 && len(held[g]) == 0 {
+				continue
+			}
+			n++
+			go func(g int, seq uint64) {
+				r := result{g: g}
+				// Confirm releases first (fenced by the sequence), then
+				// answer what to destroy from the state that includes them.
+				if seq > 0 {
+					_, r.err = s.e.SubmitToGroup(c, g, statemachine.Command{Kind: statemachine.CmdNodeSync,
+						Node: req.NodeID, Seq: seq, Tasks: held[g]})
+				}
+				if r.err == nil || errors.Is(r.err, statemachine.ErrInvalid) || errors.Is(r.err, statemachine.ErrNotFound) {
+					r.err = s.e.ReadLocal(g, func(st *statemachine.State) { r.destroy = st.SyncAnswer(req.NodeID, held[g]) })
+				}
+				results <- r
+			}(g, seq)
+		}
+		var firstErr error
+		for range n {
+			r := <-results
+			if r.err != nil && firstErr == nil {
+				firstErr = r.err
+			}
+			answer.Destroy = append(answer.Destroy, r.destroy...)
+		}
+		if firstErr != nil {
+			return firstErr
+		}
+		s.metrics.syncs.Inc()
+		return s.wireReply(ctx, answer)
+	})(ctx, nil)
+}

@@ -1,0 +1,293 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"shoal/api/client"
+	"shoal/engine"
+	"shoal/internal/clock"
+	"shoal/statemachine"
+	"shoal/wire"
+)
+
+// Config configures a Server. Zero values take the defaults named on each
+// field.
+type Config struct {
+	// Engine is this replica's engine. Required.
+	Engine *engine.Engine
+	// Feed follows what the engine applies; its OnApply must be wired into
+	// the engine's Config.OnApply. Required.
+	Feed *Feed
+	// Monitor answers heartbeats while this replica leads. Required for
+	// the agent endpoints.
+	Monitor *engine.MonitorDuty
+	// Driver, if set, explains why pending tasks stay pending (leader only).
+	Driver *engine.Driver
+	// Clock stamps heartbeats and times waits. Default: the wall clock.
+	Clock clock.Clock
+	// Pprof serves /debug/pprof/ when set. Default off.
+	Pprof bool
+	// SyncInterval is pushed to agents at session start. Default 1m.
+	SyncInterval time.Duration
+	// MaxSessionSetups bounds concurrent session setups; above it agents
+	// get 503 with Retry-After. Default 64.
+	MaxSessionSetups int
+	// MaxBody is the largest request body accepted, in bytes. Default 1 MiB
+	// plus framing.
+	MaxBody int
+	// Logf receives one line per notable event. Default: discard.
+	Logf func(format string, args ...any)
+}
+
+func (c Config) withDefaults() Config {
+	if c.Clock == nil {
+		c.Clock = clock.Real{}
+	}
+	if c.SyncInterval <= 0 {
+		c.SyncInterval = time.Minute
+	}
+	if c.MaxSessionSetups <= 0 {
+		c.MaxSessionSetups = 64
+	}
+	if c.MaxBody <= 0 {
+		c.MaxBody = wire.MaxFrame + 64<<10
+	}
+	if c.Logf == nil {
+		c.Logf = func(string, ...any) {}
+	}
+	return c
+}
+
+// Server serves the API of one manager replica.
+type Server struct {
+	cfg     Config
+	e       *engine.Engine
+	srv     *fasthttp.Server
+	metrics *metrics
+	setups  chan struct{} // session setup slots
+	closed  chan struct{}
+	once    sync.Once
+
+	tableOnce  sync.Once
+	routeTable []route
+
+	mu struct {
+		sync.Mutex
+		sessions map[uint64]*session
+	}
+}
+
+// New returns a server; call Serve to answer requests.
+func New(cfg Config) (*Server, error) {
+	if cfg.Engine == nil || cfg.Feed == nil {
+		return nil, errors.New("api: an engine and a feed are required")
+	}
+	cfg = cfg.withDefaults()
+	s := &Server{cfg: cfg, e: cfg.Engine, closed: make(chan struct{}),
+		setups: make(chan struct{}, cfg.MaxSessionSetups)}
+	s.mu.sessions = make(map[uint64]*session)
+	s.metrics = newMetrics(s)
+	s.srv = &fasthttp.Server{
+		Handler:                       s.handle,
+		Name:                          "shoal",
+		MaxRequestBodySize:            cfg.MaxBody,
+		ReadTimeout:                   6 * time.Minute,
+		IdleTimeout:                   2 * time.Minute,
+		DisableHeaderNamesNormalizing: false,
+		NoDefaultServerHeader:         false,
+		ErrorHandler: func(ctx *fasthttp.RequestCtx, err error) {
+			if errors.Is(err, fasthttp.ErrBodyTooLarge) {
+				s.fail(ctx, errorf(fasthttp.StatusRequestEntityTooLarge, client.CodeTooLarge,
+					"request body is over the limit of %d bytes", cfg.MaxBody))
+				return
+			}
+			s.fail(ctx, badRequest("malformed request: %v", err))
+		},
+	}
+	return s, nil
+}
+
+// Serve answers requests on ln until Close.
+func (s *Server) Serve(ln net.Listener) error {
+	err := s.srv.Serve(ln)
+	select {
+	case <-s.closed:
+		return nil
+	default:
+		return err
+	}
+}
+
+// Close stops the server: open long polls and event streams end.
+func (s *Server) Close() error {
+	s.once.Do(func() { close(s.closed) })
+	return s.srv.Shutdown()
+}
+
+type handlerFunc func(ctx *fasthttp.RequestCtx, args []string) error
+
+type route struct {
+	method  string
+	pattern []string // "*" matches one segment
+	name    string   // metrics label
+	h       handlerFunc
+}
+
+func (s *Server) routes() []route {
+	r := func(method, path, name string, h handlerFunc) route {
+		return route{method, strings.Split(strings.Trim(path, "/"), "/"), name, h}
+	}
+	return []route{
+		r("GET", "/v1/status", "status", s.getStatus),
+		r("GET", "/v1/services", "services_list", s.listServices),
+		r("POST", "/v1/services", "services_create", s.createService),
+		r("GET", "/v1/services/*", "services_inspect", s.getService),
+		r("POST", "/v1/services/*", "services_update", s.updateService),
+		r("POST", "/v1/services/*/scale", "services_scale", s.scaleService),
+		r("POST", "/v1/services/*/rollback", "services_rollback", s.rollbackService),
+		r("DELETE", "/v1/services/*", "services_remove", s.removeService),
+		r("GET", "/v1/tasks", "tasks_list", s.listTasks),
+		r("GET", "/v1/tasks/*", "tasks_inspect", s.getTask),
+		r("GET", "/v1/nodes", "nodes_list", s.listNodes),
+		r("GET", "/v1/nodes/*", "nodes_inspect", s.getNode),
+		r("POST", "/v1/nodes/*", "nodes_update", s.updateNode),
+		r("DELETE", "/v1/nodes/*", "nodes_remove", s.removeNode),
+		r("GET", "/v1/networks", "networks_list", s.listNetworks),
+		r("POST", "/v1/networks", "networks_create", s.createNetwork),
+		r("GET", "/v1/networks/*", "networks_inspect", s.getNetwork),
+		r("DELETE", "/v1/networks/*", "networks_remove", s.removeNetwork),
+		r("GET", "/v1/events", "events", s.events),
+		r("POST", "/v1/agent/session", "agent_session", s.agentSession),
+		r("POST", "/v1/agent/heartbeat", "agent_heartbeat", s.agentHeartbeat),
+		r("POST", "/v1/agent/assignments", "agent_assignments", s.agentAssignments),
+		r("POST", "/v1/agent/status", "agent_status", s.agentStatus),
+		r("POST", "/v1/agent/sync", "agent_sync", s.agentSync),
+		r("GET", "/metrics", "metrics", s.serveMetrics),
+	}
+}
+
+func (s *Server) handle(ctx *fasthttp.RequestCtx) {
+	path := string(ctx.Path())
+	if strings.HasPrefix(path, "/debug/pprof") {
+		if !s.cfg.Pprof {
+			s.fail(ctx, notFound("profiling is off; start the manager with --pprof"))
+			return
+		}
+		servePprof(ctx)
+		return
+	}
+	segs := strings.Split(strings.Trim(path, "/"), "/")
+	method := string(ctx.Method())
+	pathMatched := false
+	for _, rt := range s.table() {
+		args, ok := match(rt.pattern, segs)
+		if !ok {
+			continue
+		}
+		pathMatched = true
+		if rt.method != method {
+			continue
+		}
+		start := time.Now()
+		if err := rt.h(ctx, args); err != nil {
+			s.fail(ctx, fromErr(err))
+		}
+		s.metrics.observe(rt.name, ctx.Response.StatusCode(), time.Since(start))
+		return
+	}
+	if pathMatched {
+		s.fail(ctx, errorf(fasthttp.StatusMethodNotAllowed, client.CodeMalformed, "%s is not allowed on %s", method, path))
+		return
+	}
+	s.fail(ctx, notFound("no such endpoint: %s %s (see api/README.md)", method, path))
+}
+
+func (s *Server) table() []route {
+	s.tableOnce.Do(func() { s.routeTable = s.routes() })
+	return s.routeTable
+}
+
+func match(pattern, segs []string) ([]string, bool) {
+	if len(pattern) != len(segs) {
+		return nil, false
+	}
+	var args []string
+	for i, p := range pattern {
+		switch {
+		case p == "*":
+			if segs[i] == "" {
+				return nil, false
+			}
+			args = append(args, segs[i])
+		case p != segs[i]:
+			return nil, false
+		}
+	}
+	return args, true
+}
+
+// fail writes an error answer.
+func (s *Server) fail(ctx *fasthttp.RequestCtx, e *apiError) {
+	if e.retryAfter > 0 {
+		ctx.Response.Header.Set("Retry-After", fmt.Sprint(int(max(e.retryAfter/time.Second, 1))))
+	}
+	body, _ := json.Marshal(client.ErrorBody{Error: e.msg, Code: e.code, Field: e.field})
+	ctx.SetStatusCode(e.status)
+	ctx.SetContentType("application/json")
+	ctx.SetBody(append(body, '\n'))
+}
+
+// reply writes a JSON document with the cursor it reflects.
+func (s *Server) reply(ctx *fasthttp.RequestCtx, status int, cur wire.Cursor, v any) error {
+	body, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if cur != nil {
+		ctx.Response.Header.Set("X-Shoal-Index", cur.Token())
+	}
+	ctx.SetStatusCode(status)
+	ctx.SetContentType("application/json")
+	ctx.SetBody(append(body, '\n'))
+	return nil
+}
+
+// decodeJSON reads the request body into v, strictly.
+func decodeJSON(ctx *fasthttp.RequestCtx, v any) error {
+	body := ctx.PostBody()
+	if len(body) == 0 {
+		return badRequest("request body is empty; send a JSON document")
+	}
+	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return badRequest("request body is not valid: %v", err)
+	}
+	if dec.More() {
+		return badRequest("request body holds more than one JSON document")
+	}
+	return nil
+}
+
+// submit proposes one command and maps its outcome.
+func (s *Server) submit(ctx *fasthttp.RequestCtx, cmd statemachine.Command) (statemachine.Result, error) {
+	c, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	res, err := s.e.Submit(c, cmd)
+	if res.Code != statemachine.CodeOK {
+		return res, fromResult(res)
+	}
+	if err != nil {
+		return res, fromErr(err)
+	}
+	return res, nil
+}

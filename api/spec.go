@@ -1,0 +1,141 @@
+package api
+
+import (
+	"fmt"
+	"time"
+
+	"shoal/api/client"
+	"shoal/statemachine"
+)
+
+// API-level defaults of a service spec (SwarmKit's), applied where the user
+// left a field out.
+const (
+	defaultRestartDelay = 5 * time.Second
+	defaultParallelism  = 1
+	defaultMonitor      = 5 * time.Second
+)
+
+// enumNames lists an enum's values by their String(), for parsing.
+func parseEnum[T ~uint8](field, name string, def T, values ...T) (T, error) {
+	if name == "" {
+		return def, nil
+	}
+	var names []string
+	for _, v := range values {
+		s := fmt.Sprint(v)
+		if s == name {
+			return v, nil
+		}
+		names = append(names, s)
+	}
+	return def, invalidSpec(field, "%s %q is not one of %v", field, name, names)
+}
+
+// toSpec turns a user's document into a state machine spec, filling the
+// defaults. Field-level mistakes come back as 422 naming the field.
+func toSpec(d *client.ServiceSpec) (statemachine.ServiceSpec, error) {
+	var sp statemachine.ServiceSpec
+	var err error
+	sp.Name = d.Name
+	if d.Name == "" {
+		return sp, invalidSpec("name", "a service needs a name")
+	}
+	if sp.Mode, err = parseEnum("mode", d.Mode, statemachine.ModeReplicated, statemachine.ModeReplicated, statemachine.ModeGlobal); err != nil {
+		return sp, err
+	}
+	switch {
+	case d.Replicas != nil && sp.Mode == statemachine.ModeGlobal:
+		return sp, invalidSpec("replicas", "a global service runs one task per node; it takes no replica count")
+	case d.Replicas != nil:
+		sp.Replicas = *d.Replicas
+	case sp.Mode == statemachine.ModeReplicated:
+		sp.Replicas = 1
+	}
+	sp.Image, sp.Command, sp.Env, sp.Dir = d.Image, d.Command, d.Env, d.Dir
+	if d.StopGrace != nil {
+		sp.StopGrace = int64(*d.StopGrace)
+	}
+	sp.Networks, sp.Constraints = d.Networks, d.Constraints
+	sp.CPU, sp.Memory = d.Reserve.CPU, d.Reserve.Memory
+	sp.Restart.Delay = int64(defaultRestartDelay)
+	if r := d.Restart; r != nil {
+		if sp.Restart.Condition, err = parseEnum("restart.condition", r.Condition, statemachine.RestartAny,
+			statemachine.RestartAny, statemachine.RestartOnFailure, statemachine.RestartNone); err != nil {
+			return sp, err
+		}
+		if r.Delay != nil {
+			sp.Restart.Delay = int64(*r.Delay)
+		}
+		sp.Restart.MaxAttempts, sp.Restart.Window = r.MaxAttempts, int64(r.Window)
+	}
+	sp.Update.Parallelism, sp.Update.Monitor = defaultParallelism, int64(defaultMonitor)
+	if u := d.Update; u != nil {
+		if u.Parallelism != nil {
+			sp.Update.Parallelism = *u.Parallelism
+		}
+		if u.Monitor != nil {
+			sp.Update.Monitor = int64(*u.Monitor)
+		}
+		sp.Update.Delay, sp.Update.MaxFailureRatio = int64(u.Delay), u.MaxFailureRatio
+		if sp.Update.FailureAction, err = parseEnum("update.failure_action", u.FailureAction, statemachine.ActionPause,
+			statemachine.ActionPause, statemachine.ActionContinue, statemachine.ActionRollback); err != nil {
+			return sp, err
+		}
+		if sp.Update.Order, err = parseEnum("update.order", u.Order, statemachine.StopFirst,
+			statemachine.StopFirst, statemachine.StartFirst); err != nil {
+			return sp, err
+		}
+	}
+	if dc := d.Disconnect; dc != nil {
+		sp.Disconnect.LostAfter, sp.Disconnect.NoReplace = int64(dc.LostAfter), dc.NoReplace
+		if sp.Disconnect.Reconcile, err = parseEnum("disconnect.reconcile", dc.Reconcile, statemachine.ReconcileBestScore,
+			statemachine.ReconcileBestScore, statemachine.ReconcileKeepOriginal,
+			statemachine.ReconcileKeepReplacement, statemachine.ReconcileLongestRunning); err != nil {
+			return sp, err
+		}
+	}
+	if err := statemachine.ValidateSpec(&sp); err != nil {
+		return sp, invalidSpec("", "%s", userMessage(err))
+	}
+	return sp, nil
+}
+
+// fromSpec renders a stored spec as the user's document (defaults shown).
+func fromSpec(sp *statemachine.ServiceSpec) client.ServiceSpec {
+	d := client.ServiceSpec{Name: sp.Name, Mode: sp.Mode.String(), Image: sp.Image,
+		Command: sp.Command, Env: sp.Env, Dir: sp.Dir, Networks: sp.Networks, Constraints: sp.Constraints,
+		Reserve: client.Resources{CPU: sp.CPU, Memory: sp.Memory}}
+	if sp.Mode == statemachine.ModeReplicated {
+		r := sp.Replicas
+		d.Replicas = &r
+	}
+	if sp.StopGrace != 0 {
+		g := client.Duration(sp.StopGrace)
+		d.StopGrace = &g
+	}
+	delay := client.Duration(sp.Restart.Delay)
+	d.Restart = &client.RestartPolicy{Condition: sp.Restart.Condition.String(), Delay: &delay,
+		MaxAttempts: sp.Restart.MaxAttempts, Window: client.Duration(sp.Restart.Window)}
+	par, mon := sp.Update.Parallelism, client.Duration(sp.Update.Monitor)
+	d.Update = &client.UpdateConfig{Parallelism: &par, Delay: client.Duration(sp.Update.Delay),
+		FailureAction: sp.Update.FailureAction.String(), Monitor: &mon,
+		MaxFailureRatio: sp.Update.MaxFailureRatio, Order: sp.Update.Order.String()}
+	if sp.Disconnect != (statemachine.DisconnectPolicy{}) {
+		d.Disconnect = &client.Disconnect{LostAfter: client.Duration(sp.Disconnect.LostAfter),
+			NoReplace: sp.Disconnect.NoReplace, Reconcile: sp.Disconnect.Reconcile.String()}
+	}
+	return d
+}
+
+// userMessage strips the package prefix of a state machine error, leaving
+// the part written for users.
+func userMessage(err error) string {
+	msg := err.Error()
+	for _, p := range []string{"statemachine: invalid command: ", "statemachine: "} {
+		if len(msg) > len(p) && msg[:len(p)] == p {
+			return msg[len(p):]
+		}
+	}
+	return msg
+}

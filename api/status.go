@@ -1,0 +1,41 @@
+package api
+
+import (
+	"slices"
+
+	"github.com/valyala/fasthttp"
+
+	"shoal/api/client"
+	"shoal/engine"
+	"shoal/statemachine"
+	"shoal/wire"
+)
+
+func (s *Server) getStatus(ctx *fasthttp.RequestCtx, _ []string) error {
+	if err := s.waitFor(ctx); err != nil {
+		return err
+	}
+	doc := client.Status{Replica: s.e.ReplicaID(), Leading: s.e.Leading()}
+	all := append([]int{engine.ClusterGroup}, s.serviceGroups()...)
+	cur, err := s.read(all, func(g int, st *statemachine.State) {
+		gs := client.GroupStatus{Group: g, AppliedIndex: st.LastIndex()}
+		gs.Leader, _ = s.e.Leader(g)
+		if g == engine.ClusterGroup {
+			doc.Nodes = len(st.NodeIDs())
+			for id, addr := range st.Managers() {
+				doc.Managers = append(doc.Managers, client.Manager{Replica: id, API: addr})
+			}
+		} else {
+			gs.Services, gs.Tasks = len(st.ServiceIDs()), st.NumTasks()
+			doc.Services += gs.Services
+			doc.Tasks += gs.Tasks
+		}
+		doc.Groups = append(doc.Groups, gs)
+	})
+	if err != nil {
+		return err
+	}
+	slices.SortFunc(doc.Managers, func(a, b client.Manager) int { return int(a.Replica) - int(b.Replica) })
+	doc.Index = wire.Cursor(cur).Token()
+	return s.reply(ctx, fasthttp.StatusOK, cur, doc)
+}

@@ -1,0 +1,162 @@
+package api
+
+import (
+	"slices"
+	"strconv"
+
+	"github.com/valyala/fasthttp"
+
+	"shoal/api/client"
+	"shoal/statemachine"
+)
+
+// taskFilter is a tasks list's query.
+type taskFilter struct {
+	service string
+	node    statemachine.NodeID
+	desired *statemachine.DesiredState
+	state   *statemachine.TaskState
+}
+
+func parseTaskFilter(ctx *fasthttp.RequestCtx) (taskFilter, error) {
+	var f taskFilter
+	q := ctx.QueryArgs()
+	f.service = string(q.Peek("service"))
+	if v := string(q.Peek("node")); v != "" {
+		n, err := strconv.ParseUint(v, 10, 32)
+		if err != nil || n == 0 {
+			return f, badRequest("?node=%q must be a node ID", v)
+		}
+		f.node = statemachine.NodeID(n)
+	}
+	if v := string(q.Peek("desired")); v != "" {
+		d, err := parseEnum("desired", v, statemachine.DesiredRunning, statemachine.DesiredReady,
+			statemachine.DesiredRunning, statemachine.DesiredShutdown, statemachine.DesiredRemove)
+		if err != nil {
+			return f, badRequest("?desired=%q is not a desired state (ready, running, shutdown, remove)", v)
+		}
+		f.desired = &d
+	}
+	if v := string(q.Peek("state")); v != "" {
+		st, err := statemachine.ParseTaskState(v)
+		if err != nil {
+			return f, badRequest("?state=%q is not a task state (new, pending, assigned, ..., running, complete, failed, ...)", v)
+		}
+		f.state = &st
+	}
+	return f, nil
+}
+
+func (f taskFilter) keep(t *statemachine.Task) bool {
+	return (f.node == 0 || t.Node == f.node) && (f.desired == nil || t.Desired == *f.desired) &&
+		(f.state == nil || t.Status.State == *f.state)
+}
+
+func (s *Server) listTasks(ctx *fasthttp.RequestCtx, _ []string) error {
+	f, err := parseTaskFilter(ctx)
+	if err != nil {
+		return err
+	}
+	perPage, afterTok, err := page(ctx)
+	if err != nil {
+		return err
+	}
+	var after uint64
+	if afterTok != "" {
+		if after, err = strconv.ParseUint(afterTok, 10, 64); err != nil {
+			return badRequest("?next_token=%q is not a token this API gave out", afterTok)
+		}
+	}
+	if err := s.waitFor(ctx); err != nil {
+		return err
+	}
+	groups := s.serviceGroups()
+	if f.service != "" {
+		groups = []int{s.e.GroupOfService(f.service)}
+	}
+	var items []client.Task
+	var ids []uint64
+	found := f.service == ""
+	cur, err := s.read(groups, func(_ int, st *statemachine.State) {
+		var tasks []*statemachine.Task
+		switch {
+		case f.service != "":
+			svc := st.ServiceByName(f.service)
+			if svc == nil {
+				return
+			}
+			found = true
+			_, slots := st.SlotTasks(svc.ID)
+			for _, ts := range slots {
+				tasks = append(tasks, ts...)
+			}
+		case f.node != 0:
+			tasks = st.NodeTasks(f.node)
+		default:
+			for _, id := range st.TaskIDs() {
+				if uint64(id) > after {
+					tasks = append(tasks, st.Task(id))
+				}
+				if len(tasks) > perPage {
+					break
+				}
+			}
+		}
+		for _, t := range tasks {
+			if uint64(t.ID) > after && f.keep(t) {
+				items = append(items, renderTask(st, t, false))
+				ids = append(ids, uint64(t.ID))
+			}
+		}
+	})
+	if err != nil {
+		return err
+	}
+	if !found {
+		return notFound("service %q does not exist", f.service)
+	}
+	order := make([]int, len(items))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int {
+		if ids[a] < ids[b] {
+			return -1
+		}
+		return 1
+	})
+	out := client.List[client.Task]{Items: make([]client.Task, 0, min(len(items), perPage))}
+	for _, i := range order {
+		if len(out.Items) == perPage {
+			out.NextToken = strconv.FormatUint(ids[order[perPage-1]], 10)
+			break
+		}
+		out.Items = append(out.Items, items[i])
+	}
+	return s.reply(ctx, fasthttp.StatusOK, cur, out)
+}
+
+func (s *Server) getTask(ctx *fasthttp.RequestCtx, args []string) error {
+	id, err := strconv.ParseUint(args[0], 10, 64)
+	g := int(id >> 48)
+	if err != nil || g < 1 || g > s.e.Groups() {
+		return notFound("task %q does not exist (task IDs are the numbers `service ps` shows)", args[0])
+	}
+	if err := s.waitFor(ctx); err != nil {
+		return err
+	}
+	var doc *client.Task
+	cur, err := s.read([]int{g}, func(_ int, st *statemachine.State) {
+		if t := st.Task(statemachine.TaskID(id)); t != nil {
+			d := renderTask(st, t, true)
+			doc = &d
+		}
+	})
+	if err != nil {
+		return err
+	}
+	if doc == nil {
+		return notFound("task %s does not exist (it may have been removed after it stopped)", args[0])
+	}
+	return s.reply(ctx, fasthttp.StatusOK, cur, doc)
+}
