@@ -47,7 +47,7 @@ func ParseCursor(tok string) (Cursor, error) {
 		return nil, errorf(ErrBadCursor, "index token of %d characters is not valid: it is longer than any index Shoal makes", len(tok))
 	}
 	b, err := tokenEncoding.DecodeString(tok)
-	if err != nil || len(b) < 2 {
+	if err != nil || len(b) < 2 || !urlSafe(tok) {
 		return nil, errorf(ErrBadCursor, "index token %q is not valid: use the token from an X-Shoal-Index header or an earlier answer, or none", clip(tok))
 	}
 	if b[0] != cursorVersion {
@@ -64,6 +64,18 @@ func ParseCursor(tok string) (Cursor, error) {
 		b = b[n:]
 	}
 	return c, nil
+}
+
+// urlSafe reports whether s has only base64url characters (the decoder
+// skips newlines, which would make two tokens name one cursor).
+func urlSafe(s string) bool {
+	for i := range len(s) {
+		c := s[i]
+		if !('A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
 }
 
 // clip shortens a token for an error message.

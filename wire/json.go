@@ -39,8 +39,14 @@ func DecodeJSON(t MsgType, b []byte) (Message, error) {
 		}
 		return nil, fmt.Errorf("%w: %s JSON: %w", ErrMalformed, t, err)
 	}
-	if a, ok := m.(*StatusAck); ok && len(a.Messages) != 0 && len(a.Messages) != len(a.Results) {
-		return nil, fmt.Errorf("%w: status_ack: %d messages for %d results (want as many, or none)", ErrMalformed, len(a.Messages), len(a.Results))
+	// What JSON accepts the binary codec must accept too (required enums
+	// such as an assignments kind, message counts): the encoder checks it.
+	if _, err := appendPayload(nil, m); err != nil {
+		var d *detailed
+		if errors.As(err, &d) {
+			return nil, errorf(d.sentinel, "%s JSON: %s", t, d.detail)
+		}
+		return nil, fmt.Errorf("%s JSON: %w", t, err)
 	}
 	return m, nil
 }
