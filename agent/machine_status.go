@@ -114,3 +114,14 @@ func (m *Machine) EndBatch(reports []wire.StatusReport, ack *wire.StatusAck, now
 		m.noteStatus(t)
 	}
 }
+
+// owedIdle returns how many owed statuses are not in an unanswered batch.
+func (m *Machine) owedIdle() int {
+	n := 0
+	for id := range m.unackedSet {
+		if !m.tasks[id].sending {
+			n++
+		}
+	}
+	return n
+}

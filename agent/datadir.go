@@ -1,0 +1,74 @@
+package agent
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"shoal/wire"
+)
+
+// ErrDataDirInUse: another agent runs on the same data directory.
+var ErrDataDirInUse = errors.New("agent: the data directory is in use by another agent")
+
+// LockDataDir creates dir if needed and takes an exclusive lock on
+// dir/agent.lock for the life of the process (flock: released by the
+// kernel when the process dies, even by kill -9). A second agent on the
+// same directory gets ErrDataDirInUse naming the holder's pid.
+func LockDataDir(dir string) (release func() error, err error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("agent: make the data directory: %w", err)
+	}
+	path := filepath.Join(dir, "agent.lock")
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("agent: open %s: %w", path, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		holder, _ := os.ReadFile(path)
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%w: %s is locked by process %s; stop that agent or choose another --data-dir",
+				ErrDataDirInUse, dir, strings.TrimSpace(string(holder)))
+		}
+		return nil, fmt.Errorf("agent: lock %s: %w", path, err)
+	}
+	if err := f.Truncate(0); err == nil {
+		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	}
+	return f.Close, nil // closing the file drops the lock
+}
+
+// DescribeNode describes this machine: hostname (os.Hostname when empty),
+// labels, CPU in milli-cores and memory in bytes (from /proc/meminfo, 0 if
+// unreadable).
+func DescribeNode(hostname string, labels map[string]string, version string) wire.NodeDescription {
+	if hostname == "" {
+		hostname, _ = os.Hostname()
+	}
+	return wire.NodeDescription{Hostname: hostname, Labels: labels, CPU: int64(runtime.NumCPU()) * 1000,
+		Memory: memTotal(), AgentVersion: version}
+}
+
+func memTotal() int64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) >= 2 && f[0] == "MemTotal:" {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}

@@ -1,0 +1,218 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	sm "shoal/statemachine"
+	"shoal/wire"
+)
+
+// Agent is the runner around the Machine: it holds the clock, the manager
+// client, the executor and the store, and runs five loops — session and
+// heartbeats, assignments, status reports, sync, executor events — that
+// feed the machine and carry out what it returns.
+type Agent struct {
+	cfg    Config
+	wake   chan struct{} // status loop: the machine changed
+	cancel context.CancelCauseFunc
+	mu     struct {
+		sync.Mutex
+		m       *Machine
+		rng     *rand.Rand
+		node    sm.NodeID
+		period  time.Duration // the latest heartbeat period
+		sess    *liveSession  // nil: none
+		live    bool          // sess has heartbeated
+		changed chan struct{} // closed and replaced when sess or live changes
+	}
+}
+
+// liveSession is one session with the managers. Its ctx ends when the
+// session is lost; every call made for it uses that ctx.
+type liveSession struct {
+	epoch  uint64
+	node   sm.NodeID
+	id     uint64
+	sync   time.Duration
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// New returns an agent; Run starts it.
+func New(cfg Config) (*Agent, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	a := &Agent{cfg: cfg, wake: make(chan struct{}, 1)}
+	a.mu.m = NewMachine(MachineConfig{UrgentDelay: cfg.UrgentDelay, RoutineInterval: cfg.RoutineInterval})
+	a.mu.rng = rand.New(rand.NewPCG(cfg.Seed, cfg.Seed>>32|1))
+	a.mu.period = cfg.InitialPeriod
+	a.mu.changed = make(chan struct{})
+	return a, nil
+}
+
+// Run restores the local state, re-attaches to processes that survived an
+// agent restart, and runs until ctx ends (nil) or the agent cannot go on
+// (ErrNodeRemoved, a store failure). It leaves task processes running, and
+// does not close the store or the executor.
+func Run(ctx context.Context, cfg Config) error {
+	a, err := New(cfg)
+	if err != nil {
+		return err
+	}
+	return a.Run(ctx)
+}
+
+// Run runs a; see the package function Run.
+func (a *Agent) Run(ctx context.Context) error {
+	st, err := a.cfg.Store.Load()
+	if err != nil {
+		return err
+	}
+	ctx, a.cancel = context.WithCancelCause(ctx)
+	defer a.cancel(nil)
+	a.mu.node = st.NodeID
+	a.withMachine(func(m *Machine, _ time.Time) { m.Restore(st) })
+	a.cfg.Executor.Sweep() // after the attaches Restore issued
+	if ctx.Err() != nil {
+		return result(ctx)
+	}
+	var wg sync.WaitGroup
+	for _, loop := range []func(context.Context){a.sessionLoop, a.assignmentsLoop, a.statusLoop, a.syncLoop, a.eventLoop} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			loop(ctx)
+		}()
+	}
+	wg.Wait()
+	return result(ctx)
+}
+
+// result is Run's answer once ctx ended: nil when the caller ended it, the
+// cause when the agent stopped itself.
+func result(ctx context.Context) error {
+	switch err := context.Cause(ctx); err {
+	case context.Canceled, context.DeadlineExceeded:
+		return nil
+	default:
+		return err
+	}
+}
+
+// fail stops the agent with err.
+func (a *Agent) fail(err error) { a.cancel(err) }
+
+// withMachine runs f on the machine, then persists and carries out what the
+// machine asks, under one lock so that writes reach the store in order.
+func (a *Agent) withMachine(f func(m *Machine, now time.Time)) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	f(a.mu.m, a.cfg.Clock.Now())
+	rd := a.mu.m.Ready()
+	if !rd.Writes.Empty() {
+		if err := a.cfg.Store.Apply(&rd.Writes); err != nil {
+			a.fail(fmt.Errorf("agent: cannot keep the local state, stopping: %w", err))
+			return
+		}
+	}
+	for _, act := range rd.Actions {
+		a.cfg.Executor.Do(act)
+	}
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+}
+
+// draw runs f with the agent's seeded random source.
+func (a *Agent) draw(f func(r *rand.Rand) time.Duration) time.Duration {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return f(a.mu.rng)
+}
+
+func (a *Agent) period() time.Duration {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.mu.period
+}
+
+// setSessionLocked replaces the session state and wakes every waiter.
+func (a *Agent) setSessionLocked(s *liveSession, live bool) {
+	a.mu.sess, a.mu.live = s, live
+	close(a.mu.changed)
+	a.mu.changed = make(chan struct{})
+}
+
+// waitLive waits for a session that has heartbeated.
+func (a *Agent) waitLive(ctx context.Context) (*liveSession, error) {
+	for {
+		a.mu.Lock()
+		s, live, ch := a.mu.sess, a.mu.live, a.mu.changed
+		a.mu.Unlock()
+		if s != nil && live {
+			return s, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-ch:
+		}
+	}
+}
+
+// sleep waits d on the agent's clock; it returns false if ctx or the
+// session (when s is not nil) ended first.
+func (a *Agent) sleep(ctx context.Context, s *liveSession, d time.Duration) bool {
+	t := a.cfg.Clock.NewTimer(d)
+	defer t.Stop()
+	var lost <-chan struct{}
+	if s != nil {
+		lost = s.ctx.Done()
+	}
+	select {
+	case <-t.C():
+		return true
+	case <-ctx.Done():
+	case <-lost:
+	}
+	return false
+}
+
+// failed sorts out an error from a manager call made for session s: the
+// session is lost (unknown_session), the node is gone (node_removed: the
+// agent stops), or it is worth a retry. It reports whether the caller
+// should retry within the same session.
+func (a *Agent) failed(ctx context.Context, s *liveSession, what string, err error) bool {
+	switch {
+	case ctx.Err() != nil || s.ctx.Err() != nil:
+		return false
+	case code(err) == wire.CodeNodeRemoved:
+		a.fail(ErrNodeRemoved)
+		return false
+	case code(err) == wire.CodeUnknownSession:
+		a.cfg.Logger.Info("agent: session lost", "call", what, "err", err)
+		s.cancel()
+		return false
+	}
+	a.cfg.Logger.Warn("agent: manager call failed", "call", what, "err", err)
+	return true
+}
+
+// eventLoop feeds executor events to the machine.
+func (a *Agent) eventLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev := <-a.cfg.Executor.Events():
+			a.withMachine(func(m *Machine, now time.Time) { m.Observe(ev, now) })
+		}
+	}
+}

@@ -1,0 +1,177 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"time"
+
+	"shoal/wire"
+)
+
+// assignmentsLoop follows the node's assignments with long-polls from the
+// machine's cursor. Right after a restart it asks with no wait, so tasks
+// held back until the manager speaks do not wait a whole poll.
+func (a *Agent) assignmentsLoop(ctx context.Context) {
+	for {
+		s, err := a.waitLive(ctx)
+		if err != nil {
+			return
+		}
+		a.mu.Lock()
+		req := &wire.AssignmentsRequest{NodeID: s.node, SessionID: s.id, Cursor: a.mu.m.Cursor(), Wait: int64(a.cfg.PollWait)}
+		if !a.mu.m.Current() {
+			req.Wait = 0
+		}
+		a.mu.Unlock()
+		f, err := a.cfg.Manager.Assignments(s.ctx, req)
+		if err != nil {
+			if a.failed(ctx, s, "assignments", err) {
+				p, ra := a.period(), retryAfter(err)
+				a.sleep(ctx, s, a.draw(func(r *rand.Rand) time.Duration { return max(uniform(r, p/2, p), ra) }))
+			}
+			continue
+		}
+		var aerr error
+		a.withMachine(func(m *Machine, now time.Time) { aerr = m.Apply(f, now) })
+		if aerr != nil {
+			a.cfg.Logger.Warn("agent: assignments frame refused; asking for the whole set", "err", aerr)
+		}
+	}
+}
+
+// statusLoop sends status batches. On every new session it first sends
+// everything owed and then the re-report marker listing every held task;
+// then it batches: urgent changes UrgentDelay after the last send, the rest
+// RoutineInterval after it.
+func (a *Agent) statusLoop(ctx context.Context) {
+	var reported uint64 // epoch of the last session re-reported on
+	for {
+		s, err := a.waitLive(ctx)
+		if err != nil {
+			return
+		}
+		if s.epoch != reported {
+			if err := a.reReport(ctx, s); err != nil {
+				if a.failed(ctx, s, "re-report", err) {
+					a.sleep(ctx, s, a.cfg.RoutineInterval)
+				}
+				continue
+			}
+			reported = s.epoch
+			continue
+		}
+		a.mu.Lock()
+		due, ok := a.mu.m.FlushDue()
+		a.mu.Unlock()
+		if !ok {
+			select { // nothing owed: wait for a change
+			case <-a.wake:
+			case <-s.ctx.Done():
+			case <-ctx.Done():
+				return
+			}
+			continue
+		}
+		if d := due.Sub(a.cfg.Clock.Now()); d > 0 {
+			t := a.cfg.Clock.NewTimer(d)
+			select {
+			case <-t.C():
+			case <-a.wake: // maybe something more urgent
+				t.Stop()
+				continue
+			case <-s.ctx.Done():
+				t.Stop()
+				continue
+			case <-ctx.Done():
+				t.Stop()
+				return
+			}
+		}
+		if err := a.sendBatch(ctx, s, false); err != nil {
+			a.failed(ctx, s, "status", err) // the machine waits a full interval after a failure
+		}
+	}
+}
+
+// sendBatch sends one batch of owed statuses; with marker set it is the
+// re-report marker and lists every held task.
+func (a *Agent) sendBatch(ctx context.Context, s *liveSession, marker bool) error {
+	a.mu.Lock()
+	reports := a.mu.m.BeginBatch(a.cfg.MaxBatch)
+	b := &wire.StatusBatch{NodeID: s.node, SessionID: s.id, Reports: reports}
+	if marker {
+		b.ReReport, b.Held = true, a.mu.m.Held()
+	}
+	a.mu.Unlock()
+	ack, err := a.cfg.Manager.ReportStatus(s.ctx, b)
+	if err == nil && ack == nil {
+		err = errors.New("agent: empty answer to a status batch")
+	}
+	a.withMachine(func(m *Machine, now time.Time) {
+		if err != nil {
+			m.EndBatch(reports, nil, now)
+			return
+		}
+		m.EndBatch(reports, ack, now)
+	})
+	if err == nil {
+		for i, res := range ack.Results {
+			if res == wire.ReportRejected && i < len(reports) {
+				msg := ""
+				if i < len(ack.Messages) {
+					msg = ack.Messages[i]
+				}
+				a.cfg.Logger.Warn("agent: the manager refused a status", "task", reports[i].Task, "state", reports[i].State, "reason", msg)
+			}
+		}
+	}
+	return err
+}
+
+// reReport sends, after a (re)connect, the statuses the manager has not
+// acknowledged, in batches, the last of which carries the re-report marker
+// with every held task — one batch with only the marker when nothing is
+// owed.
+func (a *Agent) reReport(ctx context.Context, s *liveSession) error {
+	a.mu.Lock()
+	batches := a.mu.m.Unacked()/a.cfg.MaxBatch + 1
+	a.mu.Unlock()
+	for i := 1; ; i++ {
+		a.mu.Lock()
+		last := i >= batches || a.mu.m.owedIdle() <= a.cfg.MaxBatch
+		a.mu.Unlock()
+		if err := a.sendBatch(ctx, s, last); err != nil {
+			return err
+		}
+		if last {
+			return nil
+		}
+	}
+}
+
+// syncLoop sends, every sync interval ±50 %, the last applied sequence
+// numbers and every held task, and destroys what the answer lists.
+func (a *Agent) syncLoop(ctx context.Context) {
+	for {
+		s, err := a.waitLive(ctx)
+		if err != nil {
+			return
+		}
+		d := a.draw(func(r *rand.Rand) time.Duration { return jitter(s.sync, 0.5, r) })
+		if !a.sleep(ctx, s, d) {
+			continue
+		}
+		a.mu.Lock()
+		req := &wire.SyncRequest{NodeID: s.node, SessionID: s.id, Seqs: a.mu.m.Seqs(), Held: a.mu.m.Held()}
+		a.mu.Unlock()
+		ans, err := a.cfg.Manager.Sync(s.ctx, req)
+		if err != nil {
+			a.failed(ctx, s, "sync", err)
+			continue
+		}
+		if len(ans.Destroy) > 0 {
+			a.withMachine(func(m *Machine, now time.Time) { m.Destroy(ans.Destroy, now) })
+		}
+	}
+}

@@ -1,0 +1,120 @@
+package agent
+
+import (
+	"context"
+	"math/rand/v2"
+	"time"
+
+	"shoal/wire"
+)
+
+// sessionLoop opens sessions and heartbeats on them. After a session is
+// lost it reconnects with storm control (reconnectDelay); a node the
+// cluster removed stops the agent.
+func (a *Agent) sessionLoop(ctx context.Context) {
+	var epoch uint64
+	attempt, lost := 0, false
+	var ra time.Duration
+	for ctx.Err() == nil {
+		if lost || attempt > 0 {
+			p := a.period()
+			d := a.draw(func(r *rand.Rand) time.Duration { return reconnectDelay(attempt, p, a.cfg.MaxBackoff, ra, r) })
+			a.cfg.Logger.Debug("agent: reconnecting", "in", d, "attempt", attempt)
+			if !a.sleep(ctx, nil, d) {
+				return
+			}
+		}
+		a.mu.Lock()
+		node := a.mu.node
+		a.mu.Unlock()
+		sess, err := a.cfg.Manager.OpenSession(ctx, &wire.SessionRequest{NodeID: node, Node: a.cfg.Node})
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			if code(err) == wire.CodeNodeRemoved {
+				a.fail(ErrNodeRemoved)
+				return
+			}
+			a.cfg.Logger.Warn("agent: cannot open a session", "err", err)
+			attempt, ra = attempt+1, retryAfter(err)
+			continue
+		}
+		if sess.NodeID != node {
+			if err := a.cfg.Store.SaveNodeID(sess.NodeID); err != nil {
+				a.fail(err)
+				return
+			}
+			a.cfg.Logger.Info("agent: joined the cluster", "node", sess.NodeID)
+		}
+		if len(sess.Managers) > 0 {
+			a.cfg.Manager.SetManagers(sess.Managers)
+		}
+		epoch++
+		s := a.begin(ctx, epoch, sess)
+		attempt, lost, ra = 0, true, 0
+		a.heartbeat(ctx, s, time.Duration(sess.HeartbeatPeriod))
+		s.cancel()
+		a.mu.Lock()
+		if a.mu.sess == s {
+			a.setSessionLocked(nil, false)
+		}
+		a.mu.Unlock()
+	}
+}
+
+// begin makes sess the current session.
+func (a *Agent) begin(ctx context.Context, epoch uint64, sess *wire.Session) *liveSession {
+	s := &liveSession{epoch: epoch, node: sess.NodeID, id: sess.SessionID, sync: time.Duration(sess.SyncInterval)}
+	if s.sync <= 0 {
+		s.sync = a.cfg.DefaultSyncInterval
+	}
+	s.ctx, s.cancel = context.WithCancel(ctx)
+	a.withMachine(func(m *Machine, _ time.Time) { m.SessionOpened() })
+	a.mu.Lock()
+	a.mu.node = sess.NodeID
+	if sess.HeartbeatPeriod > 0 {
+		a.mu.period = time.Duration(sess.HeartbeatPeriod)
+	}
+	a.setSessionLocked(s, false)
+	a.mu.Unlock()
+	return s
+}
+
+// heartbeat beats at the period the manager gives, ±10 %, until the session
+// is lost. The first beat goes at once: nothing else is sent on a session
+// before it succeeded. Failed beats are retried quickly (the client follows
+// leader changes), so a leader change costs less than one period.
+func (a *Agent) heartbeat(ctx context.Context, s *liveSession, period time.Duration) {
+	if period <= 0 {
+		period = a.period()
+	}
+	failures := 0
+	for {
+		ack, err := a.cfg.Manager.Heartbeat(s.ctx, &wire.Heartbeat{NodeID: s.node, SessionID: s.id})
+		var d time.Duration
+		if err == nil {
+			failures = 0
+			if ack.Period > 0 {
+				period = time.Duration(ack.Period)
+			}
+			a.mu.Lock()
+			a.mu.period = period
+			if a.mu.sess == s && !a.mu.live {
+				a.setSessionLocked(s, true)
+			}
+			a.mu.Unlock()
+			d = a.draw(func(r *rand.Rand) time.Duration { return jitter(period, 0.1, r) })
+		} else {
+			if !a.failed(ctx, s, "heartbeat", err) {
+				return
+			}
+			failures++
+			ra := retryAfter(err)
+			d = a.draw(func(r *rand.Rand) time.Duration { return heartbeatRetryDelay(failures, period, ra, r) })
+		}
+		if !a.sleep(ctx, s, d) {
+			return
+		}
+	}
+}

@@ -1,0 +1,257 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"shoal/internal/clock"
+	sm "shoal/statemachine"
+	"shoal/wire"
+)
+
+// harness runs one agent against a fakeManager on a fake clock, with a
+// simulated executor and a MemStore.
+type harness struct {
+	t     *testing.T
+	clk   *clock.Fake
+	mgr   *fakeManager
+	store *MemStore
+	exec  *SimExecutor
+	cfg   Config
+	stop  context.CancelFunc
+	done  chan error
+}
+
+func newHarness(t *testing.T, sim SimConfig) *harness {
+	clk := clock.NewFake(t0)
+	h := &harness{t: t, clk: clk, mgr: newFakeManager(clk), store: NewMemStore(), exec: NewSimExecutor(clk, sim)}
+	h.cfg = Config{Manager: h.mgr, Store: h.store, Clock: clk, Seed: 1,
+		Node:   wire.NodeDescription{Hostname: "n1"},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	t.Cleanup(h.shutdown)
+	return h
+}
+
+func (h *harness) start() {
+	h.t.Helper()
+	cfg := h.cfg
+	cfg.Executor = h.exec
+	ctx, cancel := context.WithCancel(context.Background())
+	h.stop, h.done = cancel, make(chan error, 1)
+	go func() { h.done <- Run(ctx, cfg) }()
+}
+
+// shutdown stops the agent and returns Run's result.
+func (h *harness) shutdown() {
+	if h.stop == nil {
+		return
+	}
+	h.stop()
+	select {
+	case err := <-h.done:
+		if err != nil {
+			h.t.Errorf("Run: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		h.t.Error("Run did not return after cancel")
+	}
+	h.stop = nil
+}
+
+// restart kills the agent and starts another on the same store, with the
+// executor of a restarted agent (simulated processes keep running).
+func (h *harness) restart() {
+	h.shutdown()
+	h.exec = h.exec.Reopen()
+	h.start()
+}
+
+func (h *harness) acceptedState(id sm.TaskID) sm.TaskState { return h.mgr.latest[id].State }
+
+func TestRunnerJoinsAndRunsTasks(t *testing.T) {
+	h := newHarness(t, SimConfig{})
+	h.start()
+	h.mgr.until(t, "re-report on the first session", func() bool { return len(h.mgr.batches) == 1 })
+	expect(t, "first calls", strings.Join(h.mgr.logSince(0)[:3], ", "), "open node=0, hb, rereport [] held=[]")
+	if st, _ := h.store.Load(); st.NodeID != 7 {
+		t.Fatalf("node ID %d not saved", st.NodeID)
+	}
+	if len(h.mgr.setMgrs) != 1 || h.mgr.setMgrs[0][1] != "m2:7700" {
+		t.Fatalf("manager list not passed on: %v", h.mgr.setMgrs)
+	}
+	h.mgr.push(completeFrame(3, asg(1, sm.DesiredRunning), asg(2, sm.DesiredRunning)))
+	h.mgr.until(t, "both running", func() bool {
+		return h.acceptedState(1) == sm.StateRunning && h.acceptedState(2) == sm.StateRunning
+	})
+	h.mgr.until(t, "a poll from the new cursor", func() bool {
+		return len(h.mgr.polls) >= 2 && h.mgr.polls[len(h.mgr.polls)-1].Cursor.Get(0) == 3
+	})
+	if h.exec.Running() != 2 {
+		t.Fatalf("%d simulated processes, want 2", h.exec.Running())
+	}
+	// Scale down: task 2 removed: stopped and forgotten, never reported.
+	h.mgr.push(incFrame(3, 4, nil, 2))
+	h.mgr.until(t, "sync no longer lists 2", func() bool {
+		n := len(h.mgr.syncs)
+		return n > 0 && slices.Equal(h.mgr.syncs[n-1].Held, []sm.TaskID{1}) && h.mgr.syncs[n-1].Seqs[0] == 4
+	})
+	if h.exec.Running() != 1 {
+		t.Fatalf("%d simulated processes, want 1", h.exec.Running())
+	}
+}
+
+func TestRunnerReconnectHeartbeatsFirstThenReports(t *testing.T) {
+	// Tasks fail 10s after they start.
+	h := newHarness(t, SimConfig{Run: SimStage{Delay: 10 * time.Second, Outcomes: []SimOutcome{{Weight: 1, ExitCode: 3}}}})
+	h.cfg.MaxBatch = 1
+	h.start()
+	h.mgr.push(completeFrame(3, asg(1, sm.DesiredRunning), asg(2, sm.DesiredRunning)))
+	h.mgr.until(t, "both running", func() bool {
+		return h.acceptedState(1) == sm.StateRunning && h.acceptedState(2) == sm.StateRunning
+	})
+	// The agent is cut off and the manager loses the session; meanwhile
+	// both tasks fail.
+	h.mgr.do(func() { h.mgr.down, h.mgr.session = true, 0 })
+	h.mgr.until(t, "both failed locally", func() bool {
+		n := 0
+		for _, r := range h.store.Tasks() {
+			if r.Status.State == sm.StateFailed {
+				n++
+			}
+		}
+		return n == 2
+	})
+	mark := h.mgr.logLen()
+	h.mgr.do(func() { h.mgr.down = false })
+	h.mgr.until(t, "failures accepted on a new session", func() bool {
+		return h.acceptedState(1) == sm.StateFailed && h.acceptedState(2) == sm.StateFailed && h.mgr.sessionNo == 2
+	})
+	h.mgr.until(t, "the re-report marker", func() bool {
+		return strings.HasPrefix(h.mgr.log[len(h.mgr.log)-1], "rereport")
+	})
+	var after []string
+	for _, e := range h.mgr.logSince(mark) {
+		if strings.HasPrefix(e, "open") || e == "hb" || strings.HasPrefix(e, "status") || strings.HasPrefix(e, "rereport") {
+			after = append(after, e)
+		}
+	}
+	i := slices.Index(after, "open node=7")
+	if i < 0 || len(after) < i+4 {
+		t.Fatalf("no second session in %v", after)
+	}
+	expect(t, "after reconnecting", strings.Join(after[i:i+4], ", "),
+		"open node=7, hb, status [1:failed], rereport [2:failed] held=[1 2]")
+}
+
+func TestRunnerRetriedStatusIsResent(t *testing.T) {
+	h := newHarness(t, SimConfig{})
+	refusals := 3
+	h.mgr.results = func(r wire.StatusReport) wire.ReportResult {
+		if r.State == sm.StateRunning && refusals > 0 {
+			refusals--
+			return wire.ReportRetry
+		}
+		return wire.ReportAccepted
+	}
+	h.start()
+	h.mgr.push(completeFrame(3, asg(1, sm.DesiredRunning)))
+	h.mgr.until(t, "running accepted after refusals", func() bool { return h.acceptedState(1) == sm.StateRunning })
+	// Each resend came at least a routine interval after the send before it.
+	var at []time.Time
+	for _, b := range h.mgr.batches {
+		for _, r := range b.Reports {
+			if r.State == sm.StateRunning {
+				at = append(at, time.Unix(0, r.At))
+			}
+		}
+	}
+	if len(at) != 4 {
+		t.Fatalf("running sent %d times, want 4", len(at))
+	}
+}
+
+func TestRunnerNodeRemoved(t *testing.T) {
+	h := newHarness(t, SimConfig{})
+	h.mgr.hbErr = &wire.Error{Code: wire.CodeNodeRemoved, Message: "node removed"}
+	h.start()
+	select {
+	case err := <-h.done:
+		if !errors.Is(err, ErrNodeRemoved) {
+			t.Fatalf("Run = %v, want ErrNodeRemoved", err)
+		}
+		h.stop = nil
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run went on after node_removed")
+	}
+}
+
+func TestRunnerHonoursRetryAfter(t *testing.T) {
+	h := newHarness(t, SimConfig{})
+	busy := &wire.Error{Code: wire.CodeBusy, Message: "too many session setups", RetryAfter: int64(30 * time.Second)}
+	h.mgr.openErrs = []error{busy, errors.New("connection refused")}
+	h.start()
+	h.mgr.until(t, "a session", func() bool { return h.mgr.sessionNo == 1 })
+	at := h.mgr.openAt
+	if d := at[1].Sub(at[0]); d < 30*time.Second {
+		t.Fatalf("retried %v after a busy answer with Retry-After 30s", d)
+	}
+	if d := at[2].Sub(at[1]); d < h.cfg.InitialPeriod && d < 5*time.Second {
+		t.Fatalf("second retry after %v: under the one-period floor", d)
+	}
+}
+
+func TestRunnerRestartKeepsNodeAndProcesses(t *testing.T) {
+	h := newHarness(t, SimConfig{})
+	h.start()
+	h.mgr.push(completeFrame(3, asg(1, sm.DesiredRunning), asg(2, sm.DesiredRunning)))
+	h.mgr.until(t, "both running", func() bool {
+		return h.acceptedState(1) == sm.StateRunning && h.acceptedState(2) == sm.StateRunning
+	})
+	h.restart()
+	h.mgr.until(t, "a second session as node 7", func() bool { return h.mgr.sessionNo == 2 })
+	h.mgr.until(t, "a re-report", func() bool {
+		b := h.mgr.batches[len(h.mgr.batches)-1]
+		return b.ReReport && b.SessionID == h.mgr.session
+	})
+	if !slices.Contains(h.mgr.logSince(0), "open node=7") {
+		t.Fatal("the restarted agent did not reopen as node 7")
+	}
+	if h.exec.Running() != 2 {
+		t.Fatalf("%d simulated processes after the restart, want 2 (no duplicates, none lost)", h.exec.Running())
+	}
+	// The first poll after the restart does not wait, and resumes from the cursor.
+	h.mgr.until(t, "a poll of the new session", func() bool {
+		return h.mgr.polls[len(h.mgr.polls)-1].SessionID == h.mgr.session
+	})
+	for _, p := range h.mgr.polls {
+		if p.SessionID == h.mgr.session {
+			if p.Wait != 0 || p.Cursor.Get(0) != 3 {
+				t.Fatalf("first poll after restart: %+v", p)
+			}
+			break
+		}
+	}
+}
+
+func TestRunnerSyncDestroys(t *testing.T) {
+	h := newHarness(t, SimConfig{})
+	h.start()
+	h.mgr.push(completeFrame(3, asg(1, sm.DesiredRunning), asg(2, sm.DesiredRunning)))
+	h.mgr.until(t, "both running", func() bool {
+		return h.acceptedState(1) == sm.StateRunning && h.acceptedState(2) == sm.StateRunning
+	})
+	h.mgr.do(func() { h.mgr.destroy = []sm.TaskID{2} })
+	h.mgr.until(t, "a sync without 2", func() bool {
+		n := len(h.mgr.syncs)
+		return n >= 2 && slices.Equal(h.mgr.syncs[n-1].Held, []sm.TaskID{1})
+	})
+	if h.exec.Running() != 1 {
+		t.Fatalf("%d simulated processes, want 1", h.exec.Running())
+	}
+}
