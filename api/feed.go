@@ -221,3 +221,19 @@ func at(c []uint64, g int) uint64 {
 	}
 	return 0
 }
+
+// Raise records that group g's state was applied up to index before this
+// feed saw any of it: changes at or below index are unknown (a cursor that
+// old gets a resync or "index too old").
+func (f *Feed) Raise(g int, index uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if g >= len(f.mu.applied) {
+		return
+	}
+	f.mu.applied[g] = max(f.mu.applied[g], index)
+	f.mu.floor[g] = max(f.mu.floor[g], index)
+	for _, j := range f.mu.nodes {
+		j.floor[g] = max(j.floor[g], index)
+	}
+}

@@ -133,6 +133,7 @@ func (s *Server) listTasks(ctx *fasthttp.RequestCtx, _ []string) error {
 		}
 		out.Items = append(out.Items, items[i])
 	}
+	s.explainPending(out.Items)
 	return s.reply(ctx, fasthttp.StatusOK, cur, out)
 }
 
@@ -158,5 +159,24 @@ func (s *Server) getTask(ctx *fasthttp.RequestCtx, args []string) error {
 	if doc == nil {
 		return notFound("task %s does not exist (it may have been removed after it stopped)", args[0])
 	}
+	s.explainPending([]client.Task{*doc})
 	return s.reply(ctx, fasthttp.StatusOK, cur, doc)
+}
+
+// explainPending fills in why pending tasks stay pending, from the
+// scheduler driver's last run (known on the leader only), where the state
+// has no message of its own.
+func (s *Server) explainPending(tasks []client.Task) {
+	if s.cfg.Driver == nil || !s.e.Leading() {
+		return
+	}
+	why := map[string]string{}
+	for _, u := range s.cfg.Driver.Unschedulable() {
+		why[u.Name] = "not placed: " + userMessage(u.Err)
+	}
+	for i := range tasks {
+		if t := &tasks[i]; t.State == "pending" && t.Message == "" {
+			t.Message = why[t.Service]
+		}
+	}
 }

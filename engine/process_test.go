@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,13 +28,17 @@ func TestThreeProcesses(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	var addrs, peers []string
+	var addrs, peers, apis []string
 	for i := 1; i <= 3; i++ {
 		a, err := freeLoopbackAddr()
 		if err != nil {
 			t.Fatal(err)
 		}
-		addrs = append(addrs, a)
+		api, err := freeLoopbackAddr()
+		if err != nil {
+			t.Fatal(err)
+		}
+		addrs, apis = append(addrs, a), append(apis, api)
 		peers = append(peers, fmt.Sprintf("%d=%s", i, a))
 	}
 	type proc struct {
@@ -47,10 +52,7 @@ func TestThreeProcesses(t *testing.T) {
 		p := &proc{out: &syncBuffer{}, status: filepath.Join(dir, fmt.Sprintf("status-%d.json", i+1)), exited: make(chan error, 1)}
 		args := []string{"serve", "--id", fmt.Sprint(i + 1), "--raft-addr", addrs[i],
 			"--peers", strings.Join(peers, ","), "--data-dir", filepath.Join(dir, fmt.Sprintf("data-%d", i+1)),
-			"--groups", "2", "--status-file", p.status, "--raft-log-level", "critical"}
-		if i == 0 {
-			args = append(args, "--create-service", "web:3")
-		}
+			"--groups", "2", "--status-file", p.status, "--raft-log-level", "critical", "--api-addr", apis[i]}
 		p.cmd = exec.Command(bin, args...)
 		p.cmd.Dir = dir // never pick up a dragonboat-soft-settings.json
 		p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
@@ -68,6 +70,15 @@ func TestThreeProcesses(t *testing.T) {
 	}
 
 	webGroup := ServiceGroup("web", 2)
+	eventually(t, 60*time.Second, func() (bool, string) {
+		resp, err := http.Post("http://"+apis[0]+"/v1/services", "application/json",
+			strings.NewReader(`{"name":"web","replicas":3,"command":["sleep","1000"]}`))
+		if err != nil {
+			return false, err.Error()
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusCreated || resp.StatusCode == http.StatusConflict, resp.Status
+	})
 	eventually(t, 60*time.Second, func() (bool, string) {
 		var docs []processStatus
 		for _, p := range procs {

@@ -6,49 +6,74 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"shoal/api"
 	"shoal/engine"
+	"shoal/engine/monitor"
 	"shoal/statemachine"
 )
 
 type serveOptions struct {
-	dataDir       string
-	id            uint64
-	raftAddr      string
-	peers         string
-	groups        int
-	raftLogLevel  string
-	statusFile    string
-	createService string
+	dataDir      string
+	id           uint64
+	raftAddr     string
+	peers        string
+	groups       int
+	raftLogLevel string
+	statusFile   string
+	apiAddr      string
+	pprof        bool
+	syncInterval time.Duration
+	minHeartbeat time.Duration
+	dev          bool
 }
 
 func newServeCmd() *cobra.Command {
 	var o serveOptions
 	cmd := &cobra.Command{
 		Use:   "serve",
-		Short: "Run a manager: this replica of the cluster group and every service group",
-		Long: `Run a manager replica until SIGINT or SIGTERM.
+		Short: "Run a manager: this replica of the cluster group and every service group, and its API",
+		Long: `Run a manager replica and its HTTP API until SIGINT or SIGTERM.
 
 Alone (no --peers) it is a one-replica cluster. For three managers, start
-each with its own --id, --raft-addr and --data-dir and the same --peers:
+each with its own --id, --raft-addr, --api-addr and --data-dir and the same
+--peers:
 
-  shoal serve --id 1 --raft-addr 127.0.0.1:7101 --data-dir d1 \
+  shoal serve --id 1 --raft-addr 127.0.0.1:7101 --api-addr 127.0.0.1:7701 --data-dir d1 \
       --peers 1=127.0.0.1:7101,2=127.0.0.1:7102,3=127.0.0.1:7103
+
+With --dev it also runs an agent in the same process, so services run
+processes on this machine at once (data in a fresh temporary directory
+unless --data-dir is given).
 
 On exit it prints one line: "shoal: stopped replica=ID g0=INDEX/HASH g1=...".`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !cmd.Flags().Changed("groups") {
 				o.groups = 0 // the data directory's count, or the default
+			} else if o.groups < 1 {
+				return fmt.Errorf("--groups must be 1 or more (got %d)", o.groups)
+			}
+			if cmd.Flags().Changed("id") && o.id == 0 {
+				return errors.New("--id must be 1 or more")
+			}
+			if o.dev && !cmd.Flags().Changed("data-dir") {
+				dir, err := os.MkdirTemp("", "shoal-dev-")
+				if err != nil {
+					return err
+				}
+				o.dataDir = dir
 			}
 			return runServe(cmd.Context(), o, cmd.OutOrStdout())
 		},
@@ -61,7 +86,11 @@ On exit it prints one line: "shoal: stopped replica=ID g0=INDEX/HASH g1=...".`,
 	f.IntVar(&o.groups, "groups", engine.DefaultGroups, "number of service groups, fixed when the cluster is created")
 	f.StringVar(&o.raftLogLevel, "raft-log-level", "error", "dragonboat log level: critical, error, warning, info or debug")
 	f.StringVar(&o.statusFile, "status-file", "", "write this replica's group status (JSON) here every 250ms and on exit")
-	f.StringVar(&o.createService, "create-service", "", "admin hook until the API lands: create service NAME[:REPLICAS] once the cluster is up")
+	f.StringVar(&o.apiAddr, "api-addr", "127.0.0.1:7700", "host:port the HTTP API (users and agents) listens on")
+	f.BoolVar(&o.pprof, "pprof", false, "serve /debug/pprof/ on the API address")
+	f.DurationVar(&o.syncInterval, "sync-interval", time.Minute, "how often agents sync what they hold (pushed to agents; ±50% jitter)")
+	f.DurationVar(&o.minHeartbeat, "min-heartbeat", time.Second, "shortest heartbeat period handed to agents (it grows with the node count, up to 30s)")
+	f.BoolVar(&o.dev, "dev", false, "development mode: also run an agent in this process (plain HTTP on loopback)")
 	return cmd
 }
 
@@ -77,6 +106,9 @@ func parsePeers(s string) (map[uint64]string, error) {
 		if !ok || err != nil || n == 0 || addr == "" {
 			return nil, fmt.Errorf("--peers: %q is not id=host:port with id 1 or more", part)
 		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return nil, fmt.Errorf("--peers: replica %d's address %q is not host:port", n, addr)
+		}
 		if _, dup := peers[n]; dup {
 			return nil, fmt.Errorf("--peers: replica %d listed twice", n)
 		}
@@ -85,11 +117,28 @@ func parsePeers(s string) (map[uint64]string, error) {
 	return peers, nil
 }
 
-func runServe(ctx context.Context, o serveOptions, out io.Writer) error {
+// manager is one running manager replica: engine, duties and API.
+type manager struct {
+	e       *engine.Engine
+	feed    *api.Feed
+	srv     *api.Server
+	apiAddr string
+}
+
+// startManager opens the engine with the leader duties and serves the API.
+func startManager(o serveOptions, logf func(string, ...any)) (*manager, error) {
 	peers, err := parsePeers(o.peers)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	// Bind the API port first: a port in use is refused before anything
+	// is written to the data directory.
+	ln, err := net.Listen("tcp", o.apiAddr)
+	if err != nil {
+		return nil, fmt.Errorf("--api-addr %s: %w", o.apiAddr, err)
+	}
+	var feed atomic.Pointer[api.Feed]
+	sig := engine.NewSignal()
 	e, err := engine.Open(engine.Config{
 		DataDir:      o.dataDir,
 		ReplicaID:    o.id,
@@ -97,17 +146,100 @@ func runServe(ctx context.Context, o serveOptions, out io.Writer) error {
 		Peers:        peers,
 		Groups:       o.groups,
 		RaftLogLevel: o.raftLogLevel,
+		OnApply: func(g int, index uint64, effects []statemachine.Effect) {
+			sig.OnApply(g, index, effects)
+			if f := feed.Load(); f != nil {
+				f.OnApply(g, index, effects)
+			}
+		},
 	})
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	f := api.NewFeed(e.Groups(), nil, 1<<18, 512)
+	feed.Store(f)
+	for g := 0; g <= e.Groups(); g++ {
+		var last uint64
+		_ = e.ReadLocal(g, func(st *statemachine.State) { last = st.LastIndex() })
+		f.Raise(g, last)
+	}
+	driver := engine.NewDriver(e, engine.DriverConfig{Signal: sig, Logf: logf})
+	mon, err := engine.NewMonitorDuty(e, engine.MonitorConfig{Logf: logf,
+		Monitor: monitor.Config{MinTTL: o.minHeartbeat, MaxTTL: 30 * time.Second}})
+	if err != nil {
+		e.Close()
+		ln.Close()
+		return nil, err
+	}
+	e.AddDuty(driver)
+	e.AddDuty(mon)
+	e.AddDuty(engine.NewTimerDuty(e, engine.TimerConfig{Logf: logf}))
+	srv, err := api.New(api.Config{Engine: e, Feed: f, Monitor: mon, Driver: driver, Pprof: o.pprof,
+		SyncInterval: o.syncInterval, Logf: logf})
+	if err != nil {
+		e.Close()
+		ln.Close()
+		return nil, err
+	}
+	go func() {
+		if err := srv.Serve(ln); err != nil {
+			logf("shoal: API stopped: %v", err)
+		}
+	}()
+	return &manager{e: e, feed: f, srv: srv, apiAddr: ln.Addr().String()}, nil
+}
+
+// close stops the API, then the engine.
+func (m *manager) close() {
+	_ = m.srv.Close()
+	m.e.Close()
+}
+
+// register records this replica's API address in the cluster group (for
+// redirects and agents' manager lists) once the cluster has a leader,
+// retrying until it is applied or ctx ends.
+func (m *manager) register(ctx context.Context) error {
+	for ctx.Err() == nil {
+		if err := m.e.WaitReady(ctx); err != nil {
+			return err
+		}
+		c, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err := m.e.Submit(c, statemachine.Command{Kind: statemachine.CmdSetManager, Seq: m.e.ReplicaID(), Name: m.apiAddr})
+		cancel()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return ctx.Err()
+}
+
+func runServe(ctx context.Context, o serveOptions, out io.Writer) error {
+	logf := func(format string, args ...any) { fmt.Fprintf(out, format+"\n", args...) }
+	m, err := startManager(o, logf)
 	if err != nil {
 		return err
 	}
-	defer e.Close()
+	defer m.close()
+	e := m.e
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	fmt.Fprintf(out, "shoal: serving replica=%d raft=%s groups=%d data=%s\n", e.ReplicaID(), e.RaftAddr(), e.Groups(), o.dataDir)
-
-	if o.createService != "" {
-		go createServiceOnce(ctx, e, o.createService, out)
+	fmt.Fprintf(out, "shoal: serving replica=%d raft=%s api=%s groups=%d data=%s\n", e.ReplicaID(), e.RaftAddr(), m.apiAddr, e.Groups(), o.dataDir)
+	go func() {
+		if m.register(ctx) == nil {
+			fmt.Fprintf(out, "shoal: ready: every group has a leader; API at http://%s\n", m.apiAddr)
+		}
+	}()
+	if o.dev {
+		stopAgent, err := startDevAgent(ctx, o, m.apiAddr, out)
+		if err != nil {
+			return err
+		}
+		defer stopAgent()
 	}
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
@@ -134,37 +266,6 @@ func runServe(ctx context.Context, o serveOptions, out io.Writer) error {
 	}
 	fmt.Fprintln(out, line.String())
 	return nil
-}
-
-// createServiceOnce submits one service create once every group has a
-// leader, retrying what was not applied.
-func createServiceOnce(ctx context.Context, e *engine.Engine, spec string, out io.Writer) {
-	name, reps, _ := strings.Cut(spec, ":")
-	replicas := uint64(1)
-	if reps != "" {
-		var err error
-		if replicas, err = strconv.ParseUint(reps, 10, 32); err != nil {
-			fmt.Fprintf(out, "shoal: --create-service %q: replicas must be a number\n", spec)
-			return
-		}
-	}
-	cmd := statemachine.Command{Kind: statemachine.CmdCreateService,
-		Spec: &statemachine.ServiceSpec{Name: name, Replicas: uint32(replicas)}}
-	for ctx.Err() == nil {
-		if err := e.WaitReady(ctx); err != nil {
-			return
-		}
-		_, err := e.Submit(ctx, cmd)
-		if errors.Is(err, engine.ErrNotProposed) || errors.Is(err, engine.ErrTimeout) {
-			continue // an unknown outcome shows up as ErrExists next time
-		}
-		if err != nil && !errors.Is(err, statemachine.ErrExists) {
-			fmt.Fprintf(out, "shoal: create service %s: %v\n", name, err)
-			return
-		}
-		fmt.Fprintf(out, "shoal: service %s exists in group %d\n", name, e.GroupOfService(name))
-		return
-	}
 }
 
 type statusDoc struct {
