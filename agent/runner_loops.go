@@ -52,13 +52,15 @@ func (a *Agent) statusLoop(ctx context.Context) {
 			return
 		}
 		if s.epoch != reported {
-			if err := a.reReport(ctx, s); err != nil {
-				if a.failed(ctx, s, "re-report", err) {
-					a.sleep(ctx, s, a.cfg.RoutineInterval)
-				}
-				continue
+			done, err := a.reReport(ctx, s)
+			switch {
+			case done:
+				reported = s.epoch
+			case err == nil: // some statuses refused for now: the manager ignores the marker
+				a.sleep(ctx, s, a.cfg.RoutineInterval)
+			case a.failed(ctx, s, "re-report", err):
+				a.sleep(ctx, s, a.cfg.RoutineInterval)
 			}
-			reported = s.epoch
 			continue
 		}
 		a.mu.Lock()
@@ -88,15 +90,16 @@ func (a *Agent) statusLoop(ctx context.Context) {
 				return
 			}
 		}
-		if err := a.sendBatch(ctx, s, false); err != nil {
+		if _, err := a.sendBatch(ctx, s, false); err != nil {
 			a.failed(ctx, s, "status", err) // the machine waits a full interval after a failure
 		}
 	}
 }
 
 // sendBatch sends one batch of owed statuses; with marker set it is the
-// re-report marker and lists every held task.
-func (a *Agent) sendBatch(ctx context.Context, s *liveSession, marker bool) error {
+// re-report marker and lists every held task. It reports whether the
+// manager answered any report with ReportRetry.
+func (a *Agent) sendBatch(ctx context.Context, s *liveSession, marker bool) (retried bool, err error) {
 	a.mu.Lock()
 	reports := a.mu.m.BeginBatch(a.cfg.MaxBatch)
 	b := &wire.StatusBatch{NodeID: s.node, SessionID: s.id, Reports: reports}
@@ -115,25 +118,34 @@ func (a *Agent) sendBatch(ctx context.Context, s *liveSession, marker bool) erro
 		}
 		m.EndBatch(reports, ack, now)
 	})
-	if err == nil {
-		for i, res := range ack.Results {
-			if res == wire.ReportRejected && i < len(reports) {
-				msg := ""
-				if i < len(ack.Messages) {
-					msg = ack.Messages[i]
-				}
-				a.cfg.Logger.Warn("agent: the manager refused a status", "task", reports[i].Task, "state", reports[i].State, "reason", msg)
-			}
+	if err != nil {
+		return false, err
+	}
+	for i := range reports {
+		res, msg := wire.ReportRetry, ""
+		if i < len(ack.Results) {
+			res = ack.Results[i]
+		}
+		if i < len(ack.Messages) {
+			msg = ack.Messages[i]
+		}
+		switch res {
+		case wire.ReportRetry:
+			retried = true
+		case wire.ReportRejected:
+			a.cfg.Logger.Warn("agent: the manager refused a status", "task", reports[i].Task, "state", reports[i].State, "reason", msg)
 		}
 	}
-	return err
+	return retried, nil
 }
 
 // reReport sends, after a (re)connect, the statuses the manager has not
 // acknowledged, in batches, the last of which carries the re-report marker
 // with every held task — one batch with only the marker when nothing is
-// owed.
-func (a *Agent) reReport(ctx context.Context, s *liveSession) error {
+// owed. It reports done when the manager took the marker: no report of the
+// marker's batch was answered ReportRetry (the manager then ignores the
+// marker, and the agent sends it again).
+func (a *Agent) reReport(ctx context.Context, s *liveSession) (done bool, err error) {
 	a.mu.Lock()
 	batches := a.mu.m.Unacked()/a.cfg.MaxBatch + 1
 	a.mu.Unlock()
@@ -141,11 +153,9 @@ func (a *Agent) reReport(ctx context.Context, s *liveSession) error {
 		a.mu.Lock()
 		last := i >= batches || a.mu.m.owedIdle() <= a.cfg.MaxBatch
 		a.mu.Unlock()
-		if err := a.sendBatch(ctx, s, last); err != nil {
-			return err
-		}
-		if last {
-			return nil
+		retried, err := a.sendBatch(ctx, s, last)
+		if err != nil || last {
+			return err == nil && !retried, err
 		}
 	}
 }

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"shoal/agent"
+)
+
+// newAgentManager builds the agent's client of the managers; the api/client
+// wiring sets it (agent/ knows only the agent.Manager interface).
+var newAgentManager func(addrs []string) (agent.Manager, error)
+
+// agentOptions are the flags of `shoal agent`.
+type agentOptions struct {
+	join     string   // ADDR[,ADDR...]
+	dataDir  string   // node ID, local state, task logs
+	labels   []string // k=v
+	hostname string
+}
+
+func newAgentCmd() *cobra.Command {
+	var o agentOptions
+	cmd := &cobra.Command{
+		Use:   "agent",
+		Short: "Run a node agent: join the managers and run the tasks they assign to this node",
+		Long: `Run a node agent until SIGINT or SIGTERM.
+
+The agent joins the managers given by --join (any of them; it learns the
+rest), keeps its node ID and local state in --data-dir (the same node after
+a restart; one agent per data directory), and runs its tasks as processes,
+their output under DATA-DIR/logs/TASK-ID/. Task processes outlive the agent:
+an agent started again on the same data directory re-attaches to them.
+
+  shoal agent --join 127.0.0.1:7701,127.0.0.1:7702 --data-dir /var/lib/shoal-agent --label zone=a`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			return runAgent(ctx, o, cmd.ErrOrStderr())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.join, "join", "", "manager API addresses, comma-separated (host:port)")
+	f.StringVar(&o.dataDir, "data-dir", "", "the agent's data directory")
+	f.StringArrayVar(&o.labels, "label", nil, "a node label k=v (repeatable)")
+	f.StringVar(&o.hostname, "hostname", "", "the node's name (default: the machine's hostname)")
+	_ = cmd.MarkFlagRequired("join")
+	_ = cmd.MarkFlagRequired("data-dir")
+	return cmd
+}
+
+// runAgent runs an agent with a process executor and a pebble store in
+// o.dataDir until ctx ends. `serve --dev` uses it too.
+func runAgent(ctx context.Context, o agentOptions, logOut io.Writer) error {
+	var addrs []string
+	for _, a := range strings.Split(o.join, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			addrs = append(addrs, a)
+		}
+	}
+	if len(addrs) == 0 {
+		return errors.New("--join needs at least one manager address (host:port)")
+	}
+	labels := map[string]string{}
+	for _, l := range o.labels {
+		k, v, ok := strings.Cut(l, "=")
+		if !ok || k == "" {
+			return fmt.Errorf("--label %q: want key=value", l)
+		}
+		labels[k] = v
+	}
+	if newAgentManager == nil {
+		return errors.New("this binary was built without the agent's manager client")
+	}
+	log := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: slog.LevelInfo}))
+
+	release, err := agent.LockDataDir(o.dataDir)
+	if err != nil {
+		return err
+	}
+	defer release()
+	store, err := agent.OpenPebbleStore(filepath.Join(o.dataDir, "state"))
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	exec, err := agent.NewProcessExecutor(agent.ProcessConfig{DataDir: o.dataDir, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer exec.Close()
+	mgr, err := newAgentManager(addrs)
+	if err != nil {
+		return err
+	}
+	log.Info("agent: starting", "join", addrs, "data_dir", o.dataDir, "pid", os.Getpid())
+	return agent.Run(ctx, agent.Config{
+		Manager:  mgr,
+		Executor: exec,
+		Store:    store,
+		Node:     agent.DescribeNode(o.hostname, labels, version),
+		Logger:   log,
+	})
+}
