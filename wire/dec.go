@@ -18,10 +18,10 @@ type reader struct {
 	b    []byte
 	err  error
 	what string // the message being decoded, for errors
-	// recent holds the last strings decoded, so a name repeated across the
-	// elements of a frame (a service, a network) is allocated once.
-	recent [8]string
-	next   uint8
+	// seen caches decoded strings by a hash of their bytes, so a name
+	// repeated across the elements of a frame (a service, a network, an exit
+	// message) is usually allocated once.
+	seen [1 << seenBits]string
 }
 
 func (r *reader) fail(format string, args ...any) {
@@ -106,35 +106,65 @@ func (r *reader) bytes(field string) []byte {
 	return s
 }
 
+// string decodes a string that is likely unique in its frame (an address).
 func (r *reader) string(field string) string {
 	b := r.bytes(field)
 	if len(b) == 0 {
 		return ""
 	}
-	for _, s := range r.recent {
-		if s == string(b) {
-			return s
-		}
+	if !utf8.Valid(b) {
+		r.fail("%s is not UTF-8 text", field)
+		return ""
+	}
+	return string(b)
+}
+
+// name decodes a string that likely repeats in its frame (a service, a
+// network, an exit message): the cache returns an earlier copy.
+func (r *reader) name(field string) string {
+	b := r.bytes(field)
+	if len(b) == 0 {
+		return ""
+	}
+	h := &r.seen[stringSlot(b)]
+	if *h == string(b) {
+		return *h
 	}
 	if !utf8.Valid(b) {
 		r.fail("%s is not UTF-8 text", field)
 		return ""
 	}
-	s := string(b)
-	r.recent[r.next%uint8(len(r.recent))] = s
-	r.next++
-	return s
+	*h = string(b)
+	return *h
 }
 
-// strings decodes a string list into dst's storage.
-func (r *reader) strings(dst []string, field string) []string {
+// stringSlot picks the cache slot of a non-empty string from its length and
+// up to eight bytes at each end.
+func stringSlot(b []byte) int {
+	var head, tail [8]byte
+	copy(head[:], b)
+	copy(tail[:], b[max(0, len(b)-8):])
+	h := binary.LittleEndian.Uint64(head[:])*0x9e3779b97f4a7c15 ^ binary.LittleEndian.Uint64(tail[:])*0xc2b2ae3d27d4eb4f ^ uint64(len(b))
+	return int(h >> (64 - seenBits))
+}
+
+// seenBits sizes the string cache of a reader (128 strings, 2 KiB).
+const seenBits = 7
+
+// strings decodes a string list into dst's storage; with cached, through
+// the cache of repeated strings.
+func (r *reader) strings(dst []string, field string, cached bool) []string {
 	n := r.count(1, field)
 	if n == 0 {
 		return nil
 	}
 	dst = slices.Grow(dst[:0], n)
 	for range n {
-		dst = append(dst, r.string(field))
+		if cached {
+			dst = append(dst, r.name(field))
+		} else {
+			dst = append(dst, r.string(field))
+		}
 	}
 	return dst
 }
@@ -189,8 +219,8 @@ func decodePayload(p []byte, m Message) error {
 	r := reader{b: p, what: m.Type().String()}
 	switch m := m.(type) {
 	case *Error:
-		m.Code = r.string("code")
-		m.Message = r.string("message")
+		m.Code = r.name("code")
+		m.Message = r.name("message")
 		m.RetryAfter = r.varint()
 		m.Leader = r.string("leader")
 	case *SessionRequest:
@@ -199,18 +229,18 @@ func decodePayload(p []byte, m Message) error {
 		labels := m.Node.Labels
 		m.Node = NodeDescription{}
 		rest := r.enter("node")
-		m.Node.Hostname = r.string("hostname")
+		m.Node.Hostname = r.name("hostname")
 		m.Node.Labels = r.labels(labels)
 		m.Node.CPU = r.varint()
 		m.Node.Memory = r.varint()
-		m.Node.AgentVersion = r.string("agent version")
+		m.Node.AgentVersion = r.name("agent version")
 		r.leave(rest)
 	case *Session:
 		m.NodeID = r.nodeID()
 		m.SessionID = r.uvarint()
 		m.HeartbeatPeriod = r.varint()
 		m.SyncInterval = r.varint()
-		m.Managers = r.strings(m.Managers, "managers")
+		m.Managers = r.strings(m.Managers, "managers", false)
 		m.Groups = uint16(r.bounded(math.MaxUint16, "groups"))
 	case *Heartbeat:
 		m.NodeID = r.nodeID()
@@ -240,7 +270,7 @@ func decodePayload(p []byte, m Message) error {
 		for range n {
 			m.Results = append(m.Results, ReportResult(r.bounded(uint64(numReportResults-1), "report result")))
 		}
-		m.Messages = r.strings(m.Messages, "messages")
+		m.Messages = r.strings(m.Messages, "messages", true)
 		if len(m.Messages) != 0 && len(m.Messages) != len(m.Results) {
 			r.fail("%d messages for %d results (want as many, or none)", len(m.Messages), len(m.Results))
 		}
@@ -266,7 +296,7 @@ func (r *reader) labels(m map[string]string) map[string]string {
 		m = make(map[string]string, n)
 	}
 	for range n {
-		k := r.string("label key")
+		k := r.name("label key")
 		m[k] = r.string("label value")
 	}
 	return m
@@ -285,26 +315,28 @@ func (r *reader) assignments(m *Assignments) {
 	m.Seqs = r.uvarints(m.Seqs, "seqs")
 
 	n := r.count(1, "specs")
-	m.Specs = grow(m.Specs, n)
+	m.Specs = resize(m.Specs, n)
 	for i := range m.Specs {
 		s := &m.Specs[i]
+		*s = Spec{Command: s.Command, Env: s.Env} // keep the storage only
 		rest := r.enter("spec")
-		s.Service = r.string("service")
+		s.Service = r.name("service")
 		s.Version = r.u32("spec version")
-		s.Command = r.strings(s.Command, "command")
-		s.Env = r.strings(s.Env, "env")
-		s.Dir = r.string("dir")
+		s.Command = r.strings(s.Command, "command", true)
+		s.Env = r.strings(s.Env, "env", true)
+		s.Dir = r.name("dir")
 		s.StopGrace = r.varint()
 		r.leave(rest)
 	}
 
 	n = r.count(1, "tasks")
-	m.Tasks = grow(m.Tasks, n)
+	m.Tasks = resize(m.Tasks, n)
 	for i := range m.Tasks {
 		a := &m.Tasks[i]
+		*a = Assignment{Addresses: a.Addresses} // keep the storage only
 		rest := r.enter("task")
 		a.Task = statemachine.TaskID(r.uvarint())
-		a.Service = r.string("service")
+		a.Service = r.name("service")
 		a.Slot = r.u32("slot")
 		a.SpecVersion = r.u32("spec version")
 		a.Desired = statemachine.DesiredState(r.bounded(uint64(len(desiredNames)-1), "desired state"))
@@ -314,7 +346,7 @@ func (r *reader) assignments(m *Assignments) {
 		for j := range a.Addresses {
 			ad := &a.Addresses[j]
 			rest := r.enter("address")
-			ad.Network = r.string("network")
+			ad.Network = r.name("network")
 			ad.Addr = r.string("addr")
 			r.leave(rest)
 		}
@@ -332,11 +364,20 @@ func (r *reader) reports(dst []StatusReport) []StatusReport {
 		p.Task = statemachine.TaskID(r.uvarint())
 		p.State = statemachine.TaskState(r.bounded(uint64(len(taskStateNames)-1), "task state"))
 		p.ExitCode = r.i32("exit code")
-		p.Message = r.string("message")
+		p.Message = r.name("message")
 		p.At = r.varint()
 		r.leave(rest)
 	}
 	return dst
+}
+
+// resize returns dst resized to n elements, reusing its storage and keeping
+// what the elements held (the caller resets them); nil for n == 0.
+func resize[T any](dst []T, n int) []T {
+	if n == 0 {
+		return nil
+	}
+	return slices.Grow(dst[:0], n)[:n]
 }
 
 // grow returns dst resized to n zeroed elements, reusing its storage; nil

@@ -1,0 +1,81 @@
+package wire
+
+import (
+	"fmt"
+	"runtime"
+	"testing"
+
+	"shoal/statemachine"
+)
+
+// statusBatch returns a batch of n reports whose messages repeat three texts.
+func statusBatch(n int) *StatusBatch {
+	b := &StatusBatch{NodeID: 17, SessionID: 9061852}
+	msgs := []string{"", "exit status 1", "killed by the OOM killer"}
+	for i := range n {
+		b.Reports = append(b.Reports, StatusReport{Task: statemachine.TaskID(1_000_000 + 7*i),
+			State: statemachine.StateRunning + statemachine.TaskState(i%4), ExitCode: int32(i % 3),
+			Message: msgs[i%3], At: 1767225600000000000 + int64(i)*1e6})
+	}
+	return b
+}
+
+// TestAllocs guards the hot paths' allocations:
+//   - encoding a StatusBatch into a buffer with room: 0 allocations,
+//     compressed (over 4 KiB) or not;
+//   - decoding one into a reused value: at most one allocation per distinct
+//     message text (the three texts here make two allocations, "" is free),
+//     plus one for the decompression buffer when compressed.
+func TestAllocs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocation counts")
+	}
+	for _, c := range []struct {
+		reports        int
+		encode, decode float64
+		wantCompressed bool
+	}{
+		{reports: 50, encode: 0, decode: 2},
+		{reports: 1000, encode: 0, decode: 3, wantCompressed: true},
+	} {
+		t.Run(fmt.Sprint(c.reports), func(t *testing.T) {
+			m := statusBatch(c.reports)
+			buf, err := Append(make([]byte, 0, 2*MaxFrame), m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := buf[len(magic)+2]&flagZstd != 0; got != c.wantCompressed {
+				t.Fatalf("%d-byte frame compressed=%v", len(buf), got)
+			}
+			frame := append([]byte(nil), buf...)
+			if n := testing.AllocsPerRun(50, func() { buf, _ = Append(buf[:0], m) }); n > c.encode {
+				t.Errorf("Append of %d reports: %.1f allocations, want ≤ %.0f", c.reports, n, c.encode)
+			}
+			var into StatusBatch
+			if err := DecodeInto(frame, &into); err != nil {
+				t.Fatal(err)
+			}
+			if n := testing.AllocsPerRun(50, func() { _ = DecodeInto(frame, &into) }); n > c.decode {
+				t.Errorf("DecodeInto of %d reports: %.1f allocations, want ≤ %.0f", c.reports, n, c.decode)
+			}
+		})
+	}
+}
+
+// TestNoGoroutines: encoding and decoding, compressed or not, leaves the
+// number of goroutines as it was (wire and its zstd coders start none).
+func TestNoGoroutines(t *testing.T) {
+	before := runtime.NumGoroutine()
+	for _, m := range append(examples, bigAssignments(3000, 5), statusBatch(1000)) {
+		b, err := Append(nil, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Decode(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if after := runtime.NumGoroutine(); after != before {
+		t.Fatalf("%d goroutines before encoding and decoding, %d after", before, after)
+	}
+}
