@@ -88,8 +88,12 @@ func (s *Server) createNetwork(ctx *fasthttp.RequestCtx, _ []string) error {
 	if d.Subnet == "" {
 		return invalidSpec("subnet", "network %q needs a subnet in CIDR form, e.g. 10.0.0.0/24", d.Name)
 	}
-	cmd := statemachine.Command{Kind: statemachine.CmdCreateNetwork,
-		NetworkSpec: &statemachine.Network{Name: d.Name, Subnet: d.Subnet, Reserved: d.Reserved}}
+	res, err := s.submit(ctx, statemachine.Command{Kind: statemachine.CmdReserveNetworkID})
+	if err != nil {
+		return err
+	}
+	cmd := statemachine.Command{Kind: statemachine.CmdCreateNetwork, NetworkSpec: &statemachine.Network{
+		ID: statemachine.NetworkID(res.ID), Name: d.Name, Subnet: d.Subnet, Reserved: d.Reserved}}
 	if _, err := s.submit(ctx, cmd); err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package api
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"shoal/api/client"
@@ -128,14 +129,20 @@ func fromSpec(sp *statemachine.ServiceSpec) client.ServiceSpec {
 	return d
 }
 
-// userMessage strips the package prefix of a state machine error, leaving
-// the part written for users.
+// userMessage strips the package prefixes of an error ("statemachine:
+// invalid command: ..."), leaving the part written for users.
 func userMessage(err error) string {
 	msg := err.Error()
-	for _, p := range []string{"statemachine: invalid command: ", "statemachine: "} {
-		if len(msg) > len(p) && msg[:len(p)] == p {
-			return msg[len(p):]
+	for {
+		trimmed := false
+		for _, p := range []string{"statemachine: invalid command: ", "statemachine: not found: ",
+			"statemachine: ", "sched: ", "ipam: ", "engine: "} {
+			if strings.HasPrefix(msg, p) && len(msg) > len(p) {
+				msg, trimmed = msg[len(p):], true
+			}
+		}
+		if !trimmed {
+			return msg
 		}
 	}
-	return msg
 }

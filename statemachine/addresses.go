@@ -50,6 +50,9 @@ func (s *State) createNetwork(spec *Network) Result {
 	if s.networks[spec.ID] != nil || s.networkByName(spec.Name) != nil {
 		return reject(CodeExists, "network %q (id %d) already exists", spec.Name, spec.ID)
 	}
+	if spec.ID >= s.nextNetwork {
+		s.nextNetwork = spec.ID + 1
+	}
 	prefix, err := netip.ParsePrefix(spec.Subnet)
 	if err != nil {
 		return reject(CodeInvalid, "network %q: %v: %q is not a CIDR such as 10.1.0.0/16", spec.Name, ipam.ErrInvalidCIDR, spec.Subnet)

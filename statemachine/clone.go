@@ -16,6 +16,7 @@ func (s *State) Clone() *State {
 		nextTask:      s.nextTask,
 		nextService:   s.nextService,
 		nextNode:      s.nextNode,
+		nextNetwork:   s.nextNetwork,
 		managers:      maps.Clone(s.managers),
 		services:      make(map[ServiceID]*Service, len(s.services)),
 		serviceByName: maps.Clone(s.serviceByName),

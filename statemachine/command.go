@@ -35,12 +35,13 @@ const (
 	CmdRollbackService
 	CmdReserveNodeID
 	CmdSetManager
+	CmdReserveNetworkID
 	numCmdKinds
 )
 
 var cmdNames = [...]string{"nop", "create-service", "update-service", "remove-service",
 	"upsert-node", "remove-node", "set-node-status", "set-availability", "assign",
-	"task-status", "orphan", "reconcile", "allocate", "reap", "create-network", "remove-network", "node-sync", "tick", "rollback-service", "reserve-node-id", "set-manager"}
+	"task-status", "orphan", "reconcile", "allocate", "reap", "create-network", "remove-network", "node-sync", "tick", "rollback-service", "reserve-node-id", "set-manager", "reserve-network-id"}
 
 func (k CmdKind) String() string {
 	if k < numCmdKinds {
@@ -69,6 +70,7 @@ func (k CmdKind) String() string {
 //	CmdNodeSync:                        Node, Seq (last applied assignment sequence), Tasks (handles still held)
 //	CmdTick:                            nothing: an entry that carries the leader's time, so timers fire
 //	CmdReserveNodeID:                   nothing: the cluster group hands out the next unused node ID (Result.ID)
+//	CmdReserveNetworkID:                nothing: the cluster group hands out the next unused network ID (Result.ID)
 //	CmdSetManager:                      Seq (manager replica ID), Name (its API address; "" forgets it)
 type Command struct {
 	Kind         CmdKind

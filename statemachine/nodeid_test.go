@@ -38,6 +38,9 @@ func TestReserveNodeIDNeverReuses(t *testing.T) {
 	if got := apply(Command{Kind: CmdReserveNodeID})[0]; got.ID != 8 {
 		t.Fatalf("after node 7 existed and was removed, reserved %d; want 8", got.ID)
 	}
+	if got := apply(Command{Kind: CmdReserveNetworkID}, Command{Kind: CmdReserveNetworkID}); got[0].ID != 1 || got[1].ID != 2 {
+		t.Fatalf("network reservations = %d, %d; want 1, 2", got[0].ID, got[1].ID)
+	}
 	svc := New(Config{Group: 1, Groups: 2})
 	svc.Apply([]Command{{Kind: CmdReserveNodeID}}, 1, 1, &out)
 	if out.Results[0].Code != CodeInvalid {

@@ -320,6 +320,23 @@ func (s *State) reserveNodeID() Result {
 	return Result{ID: uint64(id)}
 }
 
+// reserveNetworkID hands out a network ID no network of this cluster has
+// had, for the same reason as reserveNodeID.
+func (s *State) reserveNetworkID() Result {
+	if s.cfg.Group != 0 {
+		return reject(CodeInvalid, "network IDs are reserved by the cluster group only")
+	}
+	id := max(s.nextNetwork, 1)
+	for s.networks[id] != nil {
+		id++
+	}
+	if id == 0 {
+		return reject(CodeNotAllowed, "no network IDs left")
+	}
+	s.nextNetwork = id + 1
+	return Result{ID: uint64(id)}
+}
+
 func (s *State) isRemoved(id NodeID) bool {
 	_, gone := s.removedNodes[id]
 	return gone

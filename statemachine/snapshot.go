@@ -74,6 +74,7 @@ func (s *State) writeCanonical(w io.Writer) error {
 	// what it finds due, so every replica must make it at the same entry.
 	e.i(s.nextDue)
 	e.u(uint64(s.nextNode))
+	e.u(uint64(s.nextNetwork))
 	mgrs := sortedKeys(s.managers)
 	e.u(uint64(len(mgrs)))
 	for _, id := range mgrs {
@@ -250,6 +251,7 @@ func decodeCanonical(b []byte) (*State, error) {
 	s.nextService = ServiceID(d.un(1<<32-1, "next service"))
 	s.nextDue = d.i()
 	s.nextNode = NodeID(d.un(1<<32-1, "next node"))
+	s.nextNetwork = NetworkID(d.un(1<<32-1, "next network"))
 	for range d.count(2) {
 		id := d.u()
 		s.managers[id] = d.str()

@@ -42,6 +42,8 @@ type State struct {
 	nextService ServiceID
 	// nextNode is the lowest node ID CmdReserveNodeID may hand out.
 	nextNode NodeID
+	// nextNetwork is the lowest network ID CmdReserveNetworkID may hand out.
+	nextNetwork NetworkID
 	// managers maps manager replica IDs to their API addresses (cluster
 	// group only), for redirects and the manager list agents get.
 	managers map[uint64]string
@@ -258,6 +260,8 @@ func (s *State) applyOne(c *Command) Result {
 		return s.rollbackService(c.Name)
 	case CmdReserveNodeID:
 		return s.reserveNodeID()
+	case CmdReserveNetworkID:
+		return s.reserveNetworkID()
 	case CmdSetManager:
 		return s.setManager(c.Seq, c.Name)
 	case CmdTick:

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"shoal/api/client"
+)
+
+// cliOptions are the options every client command shares.
+type cliOptions struct {
+	addr    string
+	format  string
+	quiet   bool
+	timeout time.Duration
+}
+
+// addClientFlags adds --addr to a command group.
+func addClientFlags(cmd *cobra.Command, o *cliOptions) {
+	def := os.Getenv("SHOAL_ADDR")
+	if def == "" {
+		def = "127.0.0.1:7700"
+	}
+	cmd.PersistentFlags().StringVar(&o.addr, "addr", def, "manager API address, host:port or http(s)://host:port (env SHOAL_ADDR)")
+}
+
+func (o *cliOptions) client() (*client.Client, error) { return client.New(o.addr) }
+
+// ctx returns a context for one request-answer exchange.
+func requestCtx(cmd *cobra.Command) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(cmd.Context(), 30*time.Second)
+}
+
+// userError turns a client error into one line for the user.
+func userError(err error) error {
+	var ae *client.APIError
+	switch {
+	case errors.As(err, &ae):
+		if ae.Field != "" {
+			return fmt.Errorf("%s (field %s)", ae.ErrorBody.Error, ae.Field)
+		}
+		return errors.New(ae.ErrorBody.Error)
+	case errors.Is(err, client.ErrUnreachable):
+		msg := err.Error()
+		if i := strings.Index(msg, ": dial"); i >= 0 {
+			msg = msg[:i] + ": is a manager running there? (start one with `shoal serve`, or set --addr / SHOAL_ADDR)"
+		}
+		return errors.New(msg)
+	case errors.Is(err, context.DeadlineExceeded):
+		return errors.New("the manager did not answer in time")
+	}
+	return err
+}
+
+// printJSON writes v as indented JSON.
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// table writes rows under a header with aligned columns.
+func table(w io.Writer, header []string, rows [][]string) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 3, ' ', 0)
+	fmt.Fprintln(tw, strings.Join(header, "\t"))
+	for _, r := range rows {
+		fmt.Fprintln(tw, strings.Join(r, "\t"))
+	}
+	return tw.Flush()
+}
+
+// checkFormat validates --format.
+func checkFormat(f string) error {
+	if f != "" && f != "table" && f != "json" {
+		return fmt.Errorf("--format %q: use table or json", f)
+	}
+	return nil
+}
+
+// ago renders how long ago t was, docker style ("5 seconds ago").
+func ago(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	d := time.Since(t)
+	switch {
+	case d < 2*time.Second:
+		return "less than a second ago"
+	case d < time.Minute:
+		return fmt.Sprintf("%d seconds ago", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%d minutes ago", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%d hours ago", int(d.Hours()))
+	}
+	return fmt.Sprintf("%d days ago", int(d.Hours()/24))
+}
+
+func titleCase(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}

@@ -1,0 +1,280 @@
+package main
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"shoal/api/client"
+)
+
+func newNodeCmd() *cobra.Command {
+	o := &cliOptions{}
+	cmd := &cobra.Command{Use: "node", Short: "Manage nodes"}
+	addClientFlags(cmd, o)
+	ls := &cobra.Command{
+		Use: "ls", Aliases: []string{"list"}, Short: "List nodes", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkFormat(o.format); err != nil {
+				return err
+			}
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := requestCtx(cmd)
+			defer cancel()
+			l, _, err := c.Nodes(ctx, nil)
+			if err != nil {
+				return userError(err)
+			}
+			w := cmd.OutOrStdout()
+			switch {
+			case o.format == "json":
+				return printJSON(w, l.Items)
+			case o.quiet:
+				for _, n := range l.Items {
+					fmt.Fprintln(w, n.ID)
+				}
+				return nil
+			}
+			var rows [][]string
+			for _, n := range l.Items {
+				rows = append(rows, []string{strconv.Itoa(int(n.ID)), n.Name, titleCase(n.Status),
+					titleCase(n.Availability), strconv.Itoa(n.Tasks), labels(n.Labels)})
+			}
+			return table(w, []string{"ID", "HOSTNAME", "STATUS", "AVAILABILITY", "TASKS", "LABELS"}, rows)
+		},
+	}
+	ls.Flags().StringVar(&o.format, "format", "table", "table or json")
+	ls.Flags().BoolVarP(&o.quiet, "quiet", "q", false, "only IDs")
+	inspect := &cobra.Command{
+		Use: "inspect ID", Short: "Show a node as JSON", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := requestCtx(cmd)
+			defer cancel()
+			n, err := c.Node(ctx, args[0])
+			if err != nil {
+				return userError(err)
+			}
+			return printJSON(cmd.OutOrStdout(), n)
+		},
+	}
+	var avail string
+	var addLabels, rmLabels []string
+	update := &cobra.Command{
+		Use: "update ID", Short: "Change a node's availability or labels", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := requestCtx(cmd)
+			defer cancel()
+			var u client.NodeUpdate
+			if cmd.Flags().Changed("availability") {
+				u.Availability = &avail
+			}
+			if len(addLabels) > 0 || len(rmLabels) > 0 {
+				n, err := c.Node(ctx, args[0])
+				if err != nil {
+					return userError(err)
+				}
+				ls := map[string]string{}
+				for k, v := range n.Labels {
+					ls[k] = v
+				}
+				for _, kv := range addLabels {
+					k, v, ok := strings.Cut(kv, "=")
+					if !ok || k == "" {
+						return fmt.Errorf("--label-add %q is not KEY=VALUE", kv)
+					}
+					ls[k] = v
+				}
+				for _, k := range rmLabels {
+					delete(ls, k)
+				}
+				u.Labels = &ls
+			}
+			if u.Availability == nil && u.Labels == nil {
+				return fmt.Errorf("nothing to change: pass --availability, --label-add or --label-rm")
+			}
+			n, err := c.UpdateNode(ctx, args[0], u)
+			if err != nil {
+				return userError(err)
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), n.ID)
+			return nil
+		},
+	}
+	update.Flags().StringVar(&avail, "availability", "", "active, pause or drain")
+	update.Flags().StringArrayVar(&addLabels, "label-add", nil, "add or change a label KEY=VALUE (repeatable)")
+	update.Flags().StringArrayVar(&rmLabels, "label-rm", nil, "remove a label (repeatable)")
+	rm := &cobra.Command{
+		Use: "rm ID", Aliases: []string{"remove"}, Short: "Remove a down node", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := requestCtx(cmd)
+			defer cancel()
+			if err := c.RemoveNode(ctx, args[0]); err != nil {
+				return userError(err)
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), args[0])
+			return nil
+		},
+	}
+	cmd.AddCommand(ls, inspect, update, rm)
+	return cmd
+}
+
+func labels(m map[string]string) string {
+	var parts []string
+	for k, v := range m {
+		parts = append(parts, k+"="+v)
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ",")
+}
+
+func newNetworkCmd() *cobra.Command {
+	o := &cliOptions{}
+	cmd := &cobra.Command{Use: "network", Short: "Manage networks"}
+	addClientFlags(cmd, o)
+	var subnet string
+	var reserved []string
+	create := &cobra.Command{
+		Use: "create NAME --subnet CIDR", Short: "Create a network", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := requestCtx(cmd)
+			defer cancel()
+			n, err := c.CreateNetwork(ctx, client.NetworkSpec{Name: args[0], Subnet: subnet, Reserved: reserved})
+			if err != nil {
+				return userError(err)
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), n.Spec.Name)
+			return nil
+		},
+	}
+	create.Flags().StringVar(&subnet, "subnet", "", "the network's addresses in CIDR form, e.g. 10.0.0.0/24 (required)")
+	create.Flags().StringArrayVar(&reserved, "reserve", nil, "an address or range first-last never handed out (repeatable)")
+	_ = create.MarkFlagRequired("subnet")
+	ls := &cobra.Command{
+		Use: "ls", Aliases: []string{"list"}, Short: "List networks", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkFormat(o.format); err != nil {
+				return err
+			}
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := requestCtx(cmd)
+			defer cancel()
+			l, err := c.Networks(ctx)
+			if err != nil {
+				return userError(err)
+			}
+			if o.format == "json" {
+				return printJSON(cmd.OutOrStdout(), l.Items)
+			}
+			var rows [][]string
+			for _, n := range l.Items {
+				rows = append(rows, []string{strconv.Itoa(int(n.ID)), n.Spec.Name, n.Spec.Subnet, strconv.Itoa(n.Size),
+					strconv.Itoa(n.Free), strconv.Itoa(n.Held), strconv.Itoa(n.Quarantined)})
+			}
+			return table(cmd.OutOrStdout(), []string{"ID", "NAME", "SUBNET", "SIZE", "FREE", "HELD", "QUARANTINED"}, rows)
+		},
+	}
+	ls.Flags().StringVar(&o.format, "format", "table", "table or json")
+	inspect := &cobra.Command{
+		Use: "inspect NAME", Short: "Show a network as JSON", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := requestCtx(cmd)
+			defer cancel()
+			n, err := c.Network(ctx, args[0])
+			if err != nil {
+				return userError(err)
+			}
+			return printJSON(cmd.OutOrStdout(), n)
+		},
+	}
+	rm := &cobra.Command{
+		Use: "rm NAME", Aliases: []string{"remove"}, Short: "Remove an unused network", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := requestCtx(cmd)
+			defer cancel()
+			if err := c.RemoveNetwork(ctx, args[0]); err != nil {
+				return userError(err)
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), args[0])
+			return nil
+		},
+	}
+	cmd.AddCommand(create, ls, inspect, rm)
+	return cmd
+}
+
+func newStatusCmd() *cobra.Command {
+	o := &cliOptions{}
+	cmd := &cobra.Command{
+		Use: "status", Short: "Show the cluster's managers, groups and counts", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkFormat(o.format); err != nil {
+				return err
+			}
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := requestCtx(cmd)
+			defer cancel()
+			st, err := c.Status(ctx)
+			if err != nil {
+				return userError(err)
+			}
+			w := cmd.OutOrStdout()
+			if o.format == "json" {
+				return printJSON(w, st)
+			}
+			fmt.Fprintf(w, "replica %d (leading: %v): %d services, %d tasks, %d nodes\n", st.Replica, st.Leading, st.Services, st.Tasks, st.Nodes)
+			var rows [][]string
+			for _, m := range st.Managers {
+				rows = append(rows, []string{strconv.FormatUint(m.Replica, 10), m.API})
+			}
+			if err := table(w, []string{"MANAGER", "API"}, rows); err != nil {
+				return err
+			}
+			rows = nil
+			for _, g := range st.Groups {
+				rows = append(rows, []string{strconv.Itoa(g.Group), strconv.FormatUint(g.Leader, 10),
+					strconv.FormatUint(g.AppliedIndex, 10), strconv.Itoa(g.Services), strconv.Itoa(g.Tasks)})
+			}
+			return table(w, []string{"GROUP", "LEADER", "APPLIED", "SERVICES", "TASKS"}, rows)
+		},
+	}
+	addClientFlags(cmd, o)
+	cmd.Flags().StringVar(&o.format, "format", "table", "table or json")
+	return cmd
+}

@@ -1,0 +1,451 @@
+package main
+
+import (
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"shoal/api/client"
+)
+
+func newServiceCmd() *cobra.Command {
+	o := &cliOptions{}
+	cmd := &cobra.Command{Use: "service", Short: "Manage services"}
+	addClientFlags(cmd, o)
+	cmd.AddCommand(newServiceCreateCmd(o), newServiceLsCmd(o), newServicePsCmd(o), newServiceInspectCmd(o),
+		newServiceScaleCmd(o), newServiceUpdateCmd(o), newServiceRollbackCmd(o), newServiceRmCmd(o))
+	return cmd
+}
+
+// specFlags are the flags that make or change a spec.
+type specFlags struct {
+	replicas      uint32
+	mode          string
+	networks      []string
+	constraints   []string
+	env           []string
+	dir           string
+	restartCond   string
+	restartDelay  time.Duration
+	restartMax    uint32
+	updPar        uint32
+	updDelay      time.Duration
+	updOrder      string
+	updFailAction string
+	reserveCPU    float64
+	reserveMem    int64
+	stopGrace     time.Duration
+	detach        bool
+	timeout       time.Duration
+}
+
+func (f *specFlags) add(cmd *cobra.Command, create bool) {
+	fl := cmd.Flags()
+	fl.Uint32Var(&f.replicas, "replicas", 1, "number of tasks (replicated mode)")
+	if create {
+		fl.StringVar(&f.mode, "mode", "replicated", "replicated or global (one task per node)")
+	}
+	fl.StringSliceVar(&f.networks, "network", nil, "attach to a network (repeatable)")
+	fl.StringSliceVar(&f.constraints, "constraint", nil, "placement constraint, e.g. node.labels.zone==a (repeatable)")
+	fl.StringArrayVarP(&f.env, "env", "e", nil, "environment variable KEY=VALUE (repeatable)")
+	fl.StringVar(&f.dir, "workdir", "", "working directory of the task's process")
+	fl.StringVar(&f.restartCond, "restart-condition", "any", "restart when a task exits: any, on-failure or none")
+	fl.DurationVar(&f.restartDelay, "restart-delay", 5*time.Second, "delay between restarts")
+	fl.Uint32Var(&f.restartMax, "restart-max-attempts", 0, "restarts per slot before giving up (0: unlimited)")
+	fl.Uint32Var(&f.updPar, "update-parallelism", 1, "tasks updated at once (0: all)")
+	fl.DurationVar(&f.updDelay, "update-delay", 0, "delay between updating tasks")
+	fl.StringVar(&f.updOrder, "update-order", "stop-first", "stop-first or start-first")
+	fl.StringVar(&f.updFailAction, "update-failure-action", "pause", "pause, continue or rollback")
+	fl.Float64Var(&f.reserveCPU, "reserve-cpu", 0, "CPUs reserved per task (e.g. 0.5)")
+	fl.Int64Var(&f.reserveMem, "reserve-memory", 0, "bytes of memory reserved per task")
+	fl.DurationVar(&f.stopGrace, "stop-grace-period", 10*time.Second, "time between SIGTERM and SIGKILL when stopping a task")
+	fl.BoolVarP(&f.detach, "detach", "d", false, "return once the change is stored, without waiting for tasks to converge")
+	fl.DurationVar(&f.timeout, "timeout", 2*time.Minute, "how long to wait for convergence")
+}
+
+// apply writes the flags the user set (all of them on create) into spec.
+func (f *specFlags) apply(cmd *cobra.Command, spec *client.ServiceSpec, create bool) {
+	set := func(name string) bool { return create || cmd.Flags().Changed(name) }
+	if (create && f.mode != "global") || (!create && cmd.Flags().Changed("replicas")) {
+		r := f.replicas
+		spec.Replicas = &r
+	}
+	if set("network") {
+		spec.Networks = f.networks
+	}
+	if set("constraint") {
+		spec.Constraints = f.constraints
+	}
+	if set("env") {
+		spec.Env = f.env
+	}
+	if set("workdir") {
+		spec.Dir = f.dir
+	}
+	if spec.Restart == nil {
+		spec.Restart = &client.RestartPolicy{}
+	}
+	if set("restart-condition") {
+		spec.Restart.Condition = f.restartCond
+	}
+	if set("restart-delay") {
+		d := client.Duration(f.restartDelay)
+		spec.Restart.Delay = &d
+	}
+	if set("restart-max-attempts") {
+		spec.Restart.MaxAttempts = f.restartMax
+	}
+	if spec.Update == nil {
+		spec.Update = &client.UpdateConfig{}
+	}
+	if set("update-parallelism") {
+		p := f.updPar
+		spec.Update.Parallelism = &p
+	}
+	if set("update-delay") {
+		spec.Update.Delay = client.Duration(f.updDelay)
+	}
+	if set("update-order") {
+		spec.Update.Order = f.updOrder
+	}
+	if set("update-failure-action") {
+		spec.Update.FailureAction = f.updFailAction
+	}
+	if set("reserve-cpu") {
+		spec.Reserve.CPU = int64(f.reserveCPU * 1000)
+	}
+	if set("reserve-memory") {
+		spec.Reserve.Memory = f.reserveMem
+	}
+	if set("stop-grace-period") {
+		g := client.Duration(f.stopGrace)
+		spec.StopGrace = &g
+	}
+}
+
+func newServiceCreateCmd(o *cliOptions) *cobra.Command {
+	var f specFlags
+	cmd := &cobra.Command{
+		Use:   "create NAME [flags] -- COMMAND [ARGS...]",
+		Short: "Create a service whose tasks run COMMAND",
+		Example: `  shoal service create web --replicas 3 -- sleep 1000
+  shoal service create api --network backend --env PORT=8080 -- ./server`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			spec := client.ServiceSpec{Name: args[0], Command: args[1:]}
+			if f.mode == "global" {
+				spec.Mode = "global"
+			} else if f.mode != "replicated" {
+				return fmt.Errorf("--mode %q: use replicated or global", f.mode)
+			}
+			if spec.Mode == "global" && cmd.Flags().Changed("replicas") {
+				return fmt.Errorf("--replicas does not apply to a global service (it runs one task per node)")
+			}
+			f.apply(cmd, &spec, true)
+			ctx, cancel := requestCtx(cmd)
+			defer cancel()
+			svc, idx, err := c.CreateService(ctx, spec)
+			if err != nil {
+				return userError(err)
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), svc.Spec.Name)
+			if f.detach {
+				return nil
+			}
+			return converge(cmd, c, svc.Spec.Name, idx, f.timeout)
+		},
+	}
+	f.add(cmd, true)
+	return cmd
+}
+
+func newServiceUpdateCmd(o *cliOptions) *cobra.Command {
+	var f specFlags
+	var image string
+	cmd := &cobra.Command{
+		Use:   "update NAME [flags] [-- COMMAND [ARGS...]]",
+		Short: "Change a service; its tasks are replaced by a rolling update",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := requestCtx(cmd)
+			defer cancel()
+			cur, _, err := c.Service(ctx, args[0], nil)
+			if err != nil {
+				return userError(err)
+			}
+			spec := cur.Spec
+			f.apply(cmd, &spec, false)
+			if len(args) > 1 {
+				spec.Command = args[1:]
+			}
+			if cmd.Flags().Changed("image") {
+				spec.Image = image
+			}
+			svc, idx, err := c.UpdateService(ctx, spec, cur.ModifyIndex)
+			if err != nil {
+				return userError(err)
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), svc.Spec.Name)
+			if f.detach {
+				return nil
+			}
+			return converge(cmd, c, svc.Spec.Name, idx, f.timeout)
+		},
+	}
+	f.add(cmd, false)
+	cmd.Flags().StringVar(&image, "image", "", "image (opaque to Shoal; changing it replaces the tasks)")
+	return cmd
+}
+
+func newServiceScaleCmd(o *cliOptions) *cobra.Command {
+	var detach bool
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "scale NAME=REPLICAS [NAME=REPLICAS...]",
+		Short: "Set the number of tasks of replicated services",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			for _, a := range args {
+				name, n, ok := strings.Cut(a, "=")
+				r, perr := strconv.ParseUint(n, 10, 32)
+				if !ok || perr != nil || name == "" {
+					return fmt.Errorf("%q is not NAME=REPLICAS", a)
+				}
+				ctx, cancel := requestCtx(cmd)
+				svc, idx, err := c.Scale(ctx, name, uint32(r))
+				cancel()
+				if err != nil {
+					return userError(err)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s scaled to %d\n", svc.Spec.Name, r)
+				if !detach {
+					if err := converge(cmd, c, name, idx, timeout); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVarP(&detach, "detach", "d", false, "return without waiting for convergence")
+	cmd.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "how long to wait for convergence")
+	return cmd
+}
+
+func newServiceRollbackCmd(o *cliOptions) *cobra.Command {
+	var detach bool
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "rollback NAME",
+		Short: "Return a service to its previous spec",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := requestCtx(cmd)
+			defer cancel()
+			svc, idx, err := c.Rollback(ctx, args[0])
+			if err != nil {
+				return userError(err)
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), svc.Spec.Name)
+			if detach {
+				return nil
+			}
+			return converge(cmd, c, args[0], idx, timeout)
+		},
+	}
+	cmd.Flags().BoolVarP(&detach, "detach", "d", false, "return without waiting for convergence")
+	cmd.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "how long to wait for convergence")
+	return cmd
+}
+
+func newServiceRmCmd(o *cliOptions) *cobra.Command {
+	return &cobra.Command{
+		Use:     "rm NAME [NAME...]",
+		Aliases: []string{"remove"},
+		Short:   "Remove services (their tasks are stopped first)",
+		Args:    cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			for _, name := range args {
+				ctx, cancel := requestCtx(cmd)
+				_, _, err := c.RemoveService(ctx, name)
+				cancel()
+				if err != nil {
+					return userError(err)
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), name)
+			}
+			return nil
+		},
+	}
+}
+
+func newServiceLsCmd(o *cliOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "ls",
+		Aliases: []string{"list"},
+		Short:   "List services",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkFormat(o.format); err != nil {
+				return err
+			}
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			var all []client.Service
+			q := &client.Query{Params: url.Values{}}
+			for {
+				ctx, cancel := requestCtx(cmd)
+				l, _, err := c.Services(ctx, q)
+				cancel()
+				if err != nil {
+					return userError(err)
+				}
+				all = append(all, l.Items...)
+				if l.NextToken == "" {
+					break
+				}
+				q.Params.Set("next_token", l.NextToken)
+			}
+			w := cmd.OutOrStdout()
+			switch {
+			case o.format == "json":
+				if all == nil {
+					all = []client.Service{}
+				}
+				return printJSON(w, all)
+			case o.quiet:
+				for _, s := range all {
+					fmt.Fprintln(w, s.Spec.Name)
+				}
+				return nil
+			}
+			var rows [][]string
+			for _, s := range all {
+				mode := s.Spec.Mode
+				if s.Removing {
+					mode += " (removing)"
+				}
+				rows = append(rows, []string{strconv.Itoa(int(s.ID)), s.Spec.Name, mode,
+					fmt.Sprintf("%d/%d", s.Running, s.Desired), strings.Join(s.Spec.Command, " ")})
+			}
+			return table(w, []string{"ID", "NAME", "MODE", "REPLICAS", "COMMAND"}, rows)
+		},
+	}
+	cmd.Flags().StringVar(&o.format, "format", "table", "table or json")
+	cmd.Flags().BoolVarP(&o.quiet, "quiet", "q", false, "only names")
+	return cmd
+}
+
+func newServiceInspectCmd(o *cliOptions) *cobra.Command {
+	return &cobra.Command{
+		Use:   "inspect NAME",
+		Short: "Show a service as JSON",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := requestCtx(cmd)
+			defer cancel()
+			svc, _, err := c.Service(ctx, args[0], nil)
+			if err != nil {
+				return userError(err)
+			}
+			return printJSON(cmd.OutOrStdout(), svc)
+		},
+	}
+}
+
+func newServicePsCmd(o *cliOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "ps NAME",
+		Short: "List a service's tasks",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkFormat(o.format); err != nil {
+				return err
+			}
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			tasks, err := allTasks(cmd, c, url.Values{"service": {args[0]}})
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			switch {
+			case o.format == "json":
+				return printJSON(w, tasks)
+			case o.quiet:
+				for _, t := range tasks {
+					fmt.Fprintln(w, t.ID)
+				}
+				return nil
+			}
+			var rows [][]string
+			for _, t := range tasks {
+				node := t.NodeName
+				if node == "" && t.Node != 0 {
+					node = strconv.Itoa(int(t.Node))
+				}
+				msg := t.Message
+				if t.State == "failed" && msg == "" {
+					msg = fmt.Sprintf("exit code %d", t.ExitCode)
+				}
+				rows = append(rows, []string{t.ID, fmt.Sprintf("%s.%d", t.Service, t.Slot), node,
+					titleCase(t.Desired), titleCase(t.State) + " " + ago(t.Since), msg})
+			}
+			return table(w, []string{"ID", "NAME", "NODE", "DESIRED STATE", "CURRENT STATE", "ERROR"}, rows)
+		},
+	}
+	cmd.Flags().StringVar(&o.format, "format", "table", "table or json")
+	cmd.Flags().BoolVarP(&o.quiet, "quiet", "q", false, "only task IDs")
+	return cmd
+}
+
+// allTasks reads every page of a task list.
+func allTasks(cmd *cobra.Command, c *client.Client, params url.Values) ([]client.Task, error) {
+	all := []client.Task{}
+	q := &client.Query{Params: params}
+	for {
+		ctx, cancel := requestCtx(cmd)
+		l, _, err := c.Tasks(ctx, q)
+		cancel()
+		if err != nil {
+			return nil, userError(err)
+		}
+		all = append(all, l.Items...)
+		if l.NextToken == "" {
+			return all, nil
+		}
+		q.Params.Set("next_token", l.NextToken)
+	}
+}
