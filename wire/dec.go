@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"unicode/utf8"
 
 	"shoal/statemachine"
@@ -26,7 +27,7 @@ type reader struct {
 
 func (r *reader) fail(format string, args ...any) {
 	if r.err == nil {
-		r.err = fmt.Errorf("%w: %s: %s", ErrMalformed, r.what, fmt.Sprintf(format, args...))
+		r.err = errorf(ErrMalformed, "%s: %s", r.what, fmt.Sprintf(format, args...))
 	}
 }
 
@@ -66,6 +67,16 @@ func (r *reader) bounded(limit uint64, field string) uint64 {
 		return 0
 	}
 	return v
+}
+
+// enum reads an enum value that must have one of names.
+func (r *reader) enum(names []string, field string) uint8 {
+	v := r.uvarint()
+	if v >= uint64(len(names)) || names[v] == "" {
+		r.fail("%s %d is unknown to this Shoal (it knows %s)", field, v, strings.Join(nonEmpty(names), ", "))
+		return 0
+	}
+	return uint8(v)
 }
 
 func (r *reader) u32(field string) uint32 { return uint32(r.bounded(math.MaxUint32, field)) }
@@ -247,7 +258,7 @@ func decodePayload(p []byte, m Message) error {
 		m.SessionID = r.uvarint()
 	case *HeartbeatAck:
 		m.Period = r.varint()
-		m.Status = statemachine.NodeStatus(r.bounded(uint64(len(nodeStatusNames)-1), "node status"))
+		m.Status = statemachine.NodeStatus(r.enum(nodeStatusNames, "node status"))
 	case *AssignmentsRequest:
 		m.NodeID = r.nodeID()
 		m.SessionID = r.uvarint()
@@ -268,7 +279,7 @@ func decodePayload(p []byte, m Message) error {
 			m.Results = nil
 		}
 		for range n {
-			m.Results = append(m.Results, ReportResult(r.bounded(uint64(numReportResults-1), "report result")))
+			m.Results = append(m.Results, ReportResult(r.enum(reportResultList, "report result")))
 		}
 		m.Messages = r.strings(m.Messages, "messages", true)
 		if len(m.Messages) != 0 && len(m.Messages) != len(m.Results) {
@@ -282,7 +293,7 @@ func decodePayload(p []byte, m Message) error {
 	case *SyncAnswer:
 		m.Destroy = r.taskIDs(m.Destroy, "destroy")
 	default:
-		return fmt.Errorf("%w: %T is not a wire message", ErrType, m)
+		return errorf(ErrType, "%T is not a wire message", m)
 	}
 	return r.err
 }
@@ -303,11 +314,7 @@ func (r *reader) labels(m map[string]string) map[string]string {
 }
 
 func (r *reader) assignments(m *Assignments) {
-	k := FrameKind(r.bounded(uint64(FrameIncremental), "frame kind"))
-	if k == 0 && r.err == nil {
-		r.fail("frame kind %d is neither complete (1) nor incremental (2)", k)
-	}
-	m.Kind = k
+	m.Kind = FrameKind(r.enum(frameKindNames, "frame kind"))
 	f := r.bounded(flagResync|flagLast, "flags")
 	m.Resync, m.Last = f&flagResync != 0, f&flagLast != 0
 	m.AppliesTo = r.cursor(m.AppliesTo, "applies_to")
@@ -339,8 +346,8 @@ func (r *reader) assignments(m *Assignments) {
 		a.Service = r.name("service")
 		a.Slot = r.u32("slot")
 		a.SpecVersion = r.u32("spec version")
-		a.Desired = statemachine.DesiredState(r.bounded(uint64(len(desiredNames)-1), "desired state"))
-		a.State = statemachine.TaskState(r.bounded(uint64(len(taskStateNames)-1), "task state"))
+		a.Desired = statemachine.DesiredState(r.enum(desiredNames, "desired state"))
+		a.State = statemachine.TaskState(r.enum(taskStateNames, "task state"))
 		na := r.count(1, "addresses")
 		a.Addresses = grow(a.Addresses, na)
 		for j := range a.Addresses {
@@ -362,7 +369,7 @@ func (r *reader) reports(dst []StatusReport) []StatusReport {
 		p := &dst[i]
 		rest := r.enter("report")
 		p.Task = statemachine.TaskID(r.uvarint())
-		p.State = statemachine.TaskState(r.bounded(uint64(len(taskStateNames)-1), "task state"))
+		p.State = statemachine.TaskState(r.enum(taskStateNames, "task state"))
 		p.ExitCode = r.i32("exit code")
 		p.Message = r.name("message")
 		p.At = r.varint()

@@ -2,7 +2,6 @@ package wire
 
 import (
 	"encoding/binary"
-	"fmt"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -51,7 +50,7 @@ func appendPayload(b []byte, m Message) ([]byte, error) {
 		b = binary.AppendUvarint(b, m.SessionID)
 	case *HeartbeatAck:
 		if !validNodeStatus(m.Status) {
-			return b, fmt.Errorf("%w: heartbeat_ack: node status %d has no name", ErrMalformed, m.Status)
+			return b, errorf(ErrMalformed, "heartbeat_ack: node status %d has no name", m.Status)
 		}
 		b = binary.AppendVarint(b, m.Period)
 		b = binary.AppendUvarint(b, uint64(m.Status))
@@ -69,7 +68,7 @@ func appendPayload(b []byte, m Message) ([]byte, error) {
 		for i := range m.Reports {
 			r := &m.Reports[i]
 			if !r.State.Valid() {
-				return b, fmt.Errorf("%w: status_batch: report %d: task state %d has no name", ErrMalformed, i, r.State)
+				return b, errorf(ErrMalformed, "status_batch: report %d: task state %d has no name", i, r.State)
 			}
 			b = appendReport(b, r)
 		}
@@ -77,12 +76,12 @@ func appendPayload(b []byte, m Message) ([]byte, error) {
 		b = appendTaskIDs(b, m.Held)
 	case *StatusAck:
 		if len(m.Messages) != 0 && len(m.Messages) != len(m.Results) {
-			return b, fmt.Errorf("%w: status_ack: %d messages for %d results (want as many, or none)", ErrMalformed, len(m.Messages), len(m.Results))
+			return b, errorf(ErrMalformed, "status_ack: %d messages for %d results (want as many, or none)", len(m.Messages), len(m.Results))
 		}
 		b = binary.AppendUvarint(b, uint64(len(m.Results)))
 		for i, r := range m.Results {
 			if r >= numReportResults {
-				return b, fmt.Errorf("%w: status_ack: result %d: %d has no name", ErrMalformed, i, r)
+				return b, errorf(ErrMalformed, "status_ack: result %d: %d has no name", i, r)
 			}
 			b = append(b, byte(r))
 		}
@@ -95,19 +94,19 @@ func appendPayload(b []byte, m Message) ([]byte, error) {
 	case *SyncAnswer:
 		b = appendTaskIDs(b, m.Destroy)
 	default:
-		return b, fmt.Errorf("%w: %T is not a wire message", ErrType, m)
+		return b, errorf(ErrType, "%T is not a wire message", m)
 	}
 	return b, nil
 }
 
 func appendAssignments(b []byte, m *Assignments) ([]byte, error) {
 	if m.Kind != FrameComplete && m.Kind != FrameIncremental {
-		return b, fmt.Errorf("%w: assignments: frame kind %d has no name", ErrMalformed, m.Kind)
+		return b, errorf(ErrMalformed, "assignments: frame kind %d has no name", m.Kind)
 	}
 	for i := range m.Tasks {
 		t := &m.Tasks[i]
 		if !validDesired(t.Desired) || !t.State.Valid() {
-			return b, fmt.Errorf("%w: assignments: task %d: desired %d or state %d has no name", ErrMalformed, t.Task, t.Desired, t.State)
+			return b, errorf(ErrMalformed, "assignments: task %d: desired %d or state %d has no name", t.Task, t.Desired, t.State)
 		}
 	}
 	b = append(b, byte(m.Kind))

@@ -2,7 +2,6 @@ package wire
 
 import (
 	"encoding/binary"
-	"fmt"
 
 	"github.com/klauspost/compress/zstd"
 )
@@ -38,7 +37,7 @@ const (
 // it compresses or m is a SessionRequest with labels.
 func Append(dst []byte, m Message) ([]byte, error) {
 	if m == nil {
-		return dst, fmt.Errorf("%w: nil message", ErrType)
+		return dst, errorf(ErrType, "nil message")
 	}
 	start := len(dst)
 	dst = append(dst, magic...)
@@ -54,7 +53,7 @@ func Append(dst []byte, m Message) ([]byte, error) {
 	}
 	n := len(dst) - p0
 	if n > MaxFrame {
-		return dst[:start], fmt.Errorf("%w: %s message of %d bytes is over the 1 MiB limit", ErrTooLarge, m.Type(), n)
+		return dst[:start], errorf(ErrTooLarge, "%s message of %d bytes is over the 1 MiB limit", m.Type(), n)
 	}
 	if n > CompressThreshold {
 		if out, ok := compressInto(dst, lenAt, p0); ok {
@@ -107,29 +106,29 @@ func PeekType(b []byte) (MsgType, error) {
 func header(b []byte) (t MsgType, flags byte, body []byte, err error) {
 	if len(b) < headerLen+1 || string(b[:len(magic)]) != magic {
 		if len(b) > 0 && b[0] == '{' {
-			return 0, 0, nil, fmt.Errorf("%w: got JSON where a binary frame was expected (JSON goes through DecodeJSON)", ErrMalformed)
+			return 0, 0, nil, errorf(ErrMalformed, "got JSON where a binary frame was expected (JSON goes through DecodeJSON)")
 		}
-		return 0, 0, nil, fmt.Errorf("%w: not a Shoal frame (%d bytes, want the %q magic and a header)", ErrMalformed, len(b), magic)
+		return 0, 0, nil, errorf(ErrMalformed, "not a Shoal frame (%d bytes, want the %q magic and a header)", len(b), magic)
 	}
 	if v := b[len(magic)]; v != Version {
-		return 0, 0, nil, fmt.Errorf("%w: frame version %d, this Shoal speaks version %d: upgrade the older side", ErrVersion, v, Version)
+		return 0, 0, nil, errorf(ErrVersion, "frame version %d, this Shoal speaks version %d: upgrade the older side", v, Version)
 	}
 	t, flags = MsgType(b[len(magic)+1]), b[len(magic)+2]
 	if !t.Valid() {
-		return 0, 0, nil, fmt.Errorf("%w: frame type %d is unknown to this Shoal", ErrType, uint8(t))
+		return 0, 0, nil, errorf(ErrType, "frame type %d is unknown to this Shoal", uint8(t))
 	}
 	if flags&^flagZstd != 0 {
-		return 0, 0, nil, fmt.Errorf("%w: frame flags %#x are unknown to this Shoal", ErrVersion, flags)
+		return 0, 0, nil, errorf(ErrVersion, "frame flags %#x are unknown to this Shoal", flags)
 	}
 	rest := b[headerLen:]
 	n, w := binary.Uvarint(rest)
 	switch {
 	case w <= 0:
-		return 0, 0, nil, fmt.Errorf("%w: %s frame: body length is cut short or damaged", ErrMalformed, t)
+		return 0, 0, nil, errorf(ErrMalformed, "%s frame: body length is cut short or damaged", t)
 	case n > MaxFrame+binary.MaxVarintLen32:
-		return 0, 0, nil, fmt.Errorf("%w: %s message of %d bytes is over the 1 MiB limit", ErrTooLarge, t, n)
+		return 0, 0, nil, errorf(ErrTooLarge, "%s message of %d bytes is over the 1 MiB limit", t, n)
 	case n != uint64(len(rest)-w):
-		return 0, 0, nil, fmt.Errorf("%w: %s frame says its body has %d bytes but %d follow", ErrMalformed, t, n, len(rest)-w)
+		return 0, 0, nil, errorf(ErrMalformed, "%s frame says its body has %d bytes but %d follow", t, n, len(rest)-w)
 	}
 	return t, flags, rest[w:], nil
 }
@@ -139,24 +138,25 @@ func payload(b []byte) (MsgType, []byte, error) {
 	t, flags, body, err := header(b)
 	if err != nil || flags&flagZstd == 0 {
 		if err == nil && len(body) > MaxFrame {
-			err = fmt.Errorf("%w: %s message of %d bytes is over the 1 MiB limit", ErrTooLarge, t, len(body))
+			err = errorf(ErrTooLarge, "%s message of %d bytes is over the 1 MiB limit", t, len(body))
 		}
 		return t, body, err
 	}
 	n, w := binary.Uvarint(body)
 	switch {
 	case w <= 0:
-		return t, nil, fmt.Errorf("%w: %s frame: compressed size is cut short or damaged", ErrMalformed, t)
+		return t, nil, errorf(ErrMalformed, "%s frame: compressed size is cut short or damaged", t)
 	case n > MaxFrame:
-		return t, nil, fmt.Errorf("%w: %s message of %d bytes is over the 1 MiB limit", ErrTooLarge, t, n)
+		return t, nil, errorf(ErrTooLarge, "%s message of %d bytes is over the 1 MiB limit", t, n)
 	}
 	// The decoder writes at most cap(out) bytes (WithDecodeAllCapLimit).
 	out, err := decoder.DecodeAll(body[w:], make([]byte, 0, n))
 	if err != nil {
-		return t, nil, fmt.Errorf("%w: %s frame: compressed payload does not decompress: %w", ErrMalformed, t, err)
+		// zstd's own error is detail for people; callers match the sentinel.
+		return t, nil, errorf(ErrMalformed, "%s frame: compressed payload does not decompress: %v", t, err)
 	}
 	if uint64(len(out)) != n {
-		return t, nil, fmt.Errorf("%w: %s frame: payload decompresses to %d bytes, the frame says %d", ErrMalformed, t, len(out), n)
+		return t, nil, errorf(ErrMalformed, "%s frame: payload decompresses to %d bytes, the frame says %d", t, len(out), n)
 	}
 	return t, out, nil
 }
@@ -184,7 +184,7 @@ func DecodeInto(b []byte, m Message) error {
 		return err
 	}
 	if t != m.Type() {
-		return fmt.Errorf("%w: expected a %s message, got %s", ErrType, m.Type(), t)
+		return errorf(ErrType, "expected a %s message, got %s", m.Type(), t)
 	}
 	return decodePayload(p, m)
 }
