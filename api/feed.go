@@ -202,9 +202,9 @@ func (f *Feed) since(cursor []uint64, limit int) ([]change, []uint64, bool) {
 	if f.mu.next > uint64(len(f.mu.ring)) {
 		first = f.mu.next - uint64(len(f.mu.ring))
 	}
-	for seq := first; seq < f.mu.next; seq++ {
+	for seq := first; seq < f.mu.next && limit > 0; seq++ {
 		c := f.mu.ring[seq%uint64(f.ringSize)]
-		if len(out) >= limit && (c.group != out[len(out)-1].group || c.index != out[len(out)-1].index) {
+		if len(out) > 0 && len(out) >= limit && (c.group != out[len(out)-1].group || c.index != out[len(out)-1].index) {
 			break // never split one entry's events across pages
 		}
 		if c.index > at(cursor, c.group) {

@@ -61,11 +61,9 @@ func (s *Server) agentStatus(ctx *fasthttp.RequestCtx, _ []string) error {
 			s.metrics.reports.Inc()
 		}
 		if b.ReReport && !retry {
-			if !s.cfg.Monitor.MarkReReported(b.NodeID) {
-				// Not initializing (already ready, or down again): the
-				// monitor decides at the next heartbeat.
-				s.cfg.Logf("api: node %d re-reported while not reconnecting", b.NodeID)
-			}
+			// A node that is not reconnecting (a fresh session of a ready
+			// node) has nothing to finish: the monitor ignores the marker.
+			s.cfg.Monitor.MarkReReported(b.NodeID)
 		}
 		return s.wireReply(ctx, ack)
 	})(ctx, nil)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -176,6 +177,12 @@ func (s *Server) routes() []route {
 }
 
 func (s *Server) handle(ctx *fasthttp.RequestCtx) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.cfg.Logf("api: %s %s: internal error: %v\n%s", ctx.Method(), ctx.Path(), r, debug.Stack())
+			s.fail(ctx, errorf(fasthttp.StatusInternalServerError, client.CodeInternalFail, "internal error; the manager logged it"))
+		}
+	}()
 	path := string(ctx.Path())
 	if strings.HasPrefix(path, "/debug/pprof") {
 		if !s.cfg.Pprof {

@@ -97,8 +97,12 @@ func ago(t time.Time) string {
 		return "less than a second ago"
 	case d < time.Minute:
 		return fmt.Sprintf("%d seconds ago", int(d.Seconds()))
+	case d < 2*time.Minute:
+		return "a minute ago"
 	case d < time.Hour:
 		return fmt.Sprintf("%d minutes ago", int(d.Minutes()))
+	case d < 2*time.Hour:
+		return "an hour ago"
 	case d < 48*time.Hour:
 		return fmt.Sprintf("%d hours ago", int(d.Hours()))
 	}

@@ -12,21 +12,31 @@ import (
 	"shoal/api/client"
 )
 
-// converged reports whether svc reached what was declared: every wanted
-// task of the current spec runs (one-shot tasks that completed count, unless
-// the service restarts completed tasks), and no rolling update is in flight.
-func converged(svc client.Service) bool {
+// converged reports whether svc settled: every wanted task of the current
+// spec runs, or ended for good (completed one-shot tasks, unless the service
+// restarts completed tasks; failed ones when it never restarts), and no
+// rolling update is in flight. failed counts the tasks that ended in failure
+// for good.
+func converged(svc client.Service) (done bool, failed int) {
 	if svc.Update.State == "updating" || svc.Update.State == "rollback_started" {
-		return false
+		return false, 0
 	}
 	if svc.Update.State == "paused" || svc.Update.State == "rollback_paused" {
-		return true // the update stopped; convergence reports it
+		return true, 0 // the update stopped; convergence reports it
 	}
-	done := svc.Running
-	if svc.Spec.Restart != nil && svc.Spec.Restart.Condition != "any" {
-		done += svc.Tasks["complete"]
+	settled := svc.Running
+	cond := "any"
+	if svc.Spec.Restart != nil {
+		cond = svc.Spec.Restart.Condition
 	}
-	return done >= svc.Desired
+	if cond != "any" {
+		settled += svc.Tasks["complete"]
+	}
+	if cond == "none" {
+		failed = svc.Tasks["failed"] + svc.Tasks["rejected"]
+		settled += failed
+	}
+	return settled >= svc.Desired, failed
 }
 
 // converge follows the event stream from index until the service converges,
@@ -43,10 +53,13 @@ func converge(cmd *cobra.Command, c *client.Client, name, index string, timeout 
 		if err != nil {
 			return false, err
 		}
-		if converged(svc) {
+		if done, failed := converged(svc); done {
 			fmt.Fprintf(out, "%s: converged: %d/%d running\n", name, svc.Running, svc.Desired)
-			if svc.Update.State == "paused" || svc.Update.State == "rollback_paused" {
+			switch {
+			case svc.Update.State == "paused" || svc.Update.State == "rollback_paused":
 				return true, fmt.Errorf("the update of %s paused: %s", name, svc.Update.Message)
+			case failed > 0:
+				return true, fmt.Errorf("%d task(s) of %s failed and will not be restarted (restart condition none); see `shoal service ps %s`", failed, name, name)
 			}
 			return true, nil
 		}
@@ -55,6 +68,7 @@ func converge(cmd *cobra.Command, c *client.Client, name, index string, timeout 
 	if ok, err := check(); ok || err != nil {
 		return userError(err)
 	}
+	var checkErr error
 	errDone := errors.New("done")
 	err := c.Events(ctx, index, []string{"task", "service"}, func(ev client.Event) error {
 		if ev.Task != nil && ev.Task.Service == name {
@@ -62,18 +76,19 @@ func converge(cmd *cobra.Command, c *client.Client, name, index string, timeout 
 		}
 		if ev.Topic == "heartbeat" || (ev.Task != nil && ev.Task.Service == name) || ev.Key == name {
 			ok, err := check()
+			if ok {
+				checkErr = err
+				return errDone
+			}
 			if err != nil {
 				return err
-			}
-			if ok {
-				return errDone
 			}
 		}
 		return nil
 	})
 	switch {
 	case errors.Is(err, errDone):
-		return nil
+		return checkErr
 	case errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil:
 		svc, _, serr := c.Service(context.Background(), name, nil)
 		if serr != nil {

@@ -27,7 +27,7 @@ func newRoot() *cobra.Command {
 			fmt.Fprintln(cmd.OutOrStdout(), "shoal", version)
 		},
 	})
-	root.AddCommand(newServeCmd(), newServiceCmd(), newNodeCmd(), newNetworkCmd(), newStatusCmd())
+	root.AddCommand(newServeCmd(), newAgentCmd(), newServiceCmd(), newNodeCmd(), newNetworkCmd(), newStatusCmd())
 	return root
 }
 

@@ -229,12 +229,20 @@ func runServe(ctx context.Context, o serveOptions, out io.Writer) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	fmt.Fprintf(out, "shoal: serving replica=%d raft=%s api=%s groups=%d data=%s\n", e.ReplicaID(), e.RaftAddr(), m.apiAddr, e.Groups(), o.dataDir)
+	ready := make(chan bool, 1)
 	go func() {
-		if m.register(ctx) == nil {
+		ok := m.register(ctx) == nil
+		if ok {
 			fmt.Fprintf(out, "shoal: ready: every group has a leader; API at http://%s\n", m.apiAddr)
 		}
+		ready <- ok
 	}()
 	if o.dev {
+		// The embedded agent starts once the manager takes writes, so its
+		// first session succeeds at once.
+		if !<-ready {
+			return ctx.Err()
+		}
 		stopAgent, err := startDevAgent(ctx, o, m.apiAddr, out)
 		if err != nil {
 			return err
