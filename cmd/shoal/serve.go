@@ -12,16 +12,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"shoal/api"
 	"shoal/engine"
-	"shoal/engine/monitor"
-	"shoal/statemachine"
+	"shoal/manager"
 )
 
 type serveOptions struct {
@@ -117,123 +114,28 @@ func parsePeers(s string) (map[uint64]string, error) {
 	return peers, nil
 }
 
-// manager is one running manager replica: engine, duties and API.
-type manager struct {
-	e       *engine.Engine
-	feed    *api.Feed
-	srv     *api.Server
-	apiAddr string
-}
-
-// startManager opens the engine with the leader duties and serves the API.
-func startManager(o serveOptions, logf func(string, ...any)) (*manager, error) {
-	peers, err := parsePeers(o.peers)
-	if err != nil {
-		return nil, err
-	}
-	// Bind the API port first: a port in use is refused before anything
-	// is written to the data directory.
-	ln, err := net.Listen("tcp", o.apiAddr)
-	if err != nil {
-		return nil, fmt.Errorf("--api-addr %s: %w", o.apiAddr, err)
-	}
-	var feed atomic.Pointer[api.Feed]
-	sig := engine.NewSignal()
-	e, err := engine.Open(engine.Config{
-		DataDir:      o.dataDir,
-		ReplicaID:    o.id,
-		RaftAddr:     o.raftAddr,
-		Peers:        peers,
-		Groups:       o.groups,
-		RaftLogLevel: o.raftLogLevel,
-		OnApply: func(g int, index uint64, effects []statemachine.Effect) {
-			sig.OnApply(g, index, effects)
-			if f := feed.Load(); f != nil {
-				f.OnApply(g, index, effects)
-			}
-		},
-	})
-	if err != nil {
-		ln.Close()
-		return nil, err
-	}
-	f := api.NewFeed(e.Groups(), nil, 1<<18, 512)
-	feed.Store(f)
-	for g := 0; g <= e.Groups(); g++ {
-		var last uint64
-		_ = e.ReadLocal(g, func(st *statemachine.State) { last = st.LastIndex() })
-		f.Raise(g, last)
-	}
-	driver := engine.NewDriver(e, engine.DriverConfig{Signal: sig, Logf: logf})
-	mon, err := engine.NewMonitorDuty(e, engine.MonitorConfig{Logf: logf,
-		Monitor: monitor.Config{MinTTL: o.minHeartbeat, MaxTTL: 30 * time.Second}})
-	if err != nil {
-		e.Close()
-		ln.Close()
-		return nil, err
-	}
-	e.AddDuty(driver)
-	e.AddDuty(mon)
-	e.AddDuty(engine.NewTimerDuty(e, engine.TimerConfig{Logf: logf}))
-	srv, err := api.New(api.Config{Engine: e, Feed: f, Monitor: mon, Driver: driver, Pprof: o.pprof,
-		SyncInterval: o.syncInterval, Logf: logf})
-	if err != nil {
-		e.Close()
-		ln.Close()
-		return nil, err
-	}
-	go func() {
-		if err := srv.Serve(ln); err != nil {
-			logf("shoal: API stopped: %v", err)
-		}
-	}()
-	return &manager{e: e, feed: f, srv: srv, apiAddr: ln.Addr().String()}, nil
-}
-
-// close stops the API, then the engine.
-func (m *manager) close() {
-	_ = m.srv.Close()
-	m.e.Close()
-}
-
-// register records this replica's API address in the cluster group (for
-// redirects and agents' manager lists) once the cluster has a leader,
-// retrying until it is applied or ctx ends.
-func (m *manager) register(ctx context.Context) error {
-	for ctx.Err() == nil {
-		if err := m.e.WaitReady(ctx); err != nil {
-			return err
-		}
-		c, cancel := context.WithTimeout(ctx, 10*time.Second)
-		_, err := m.e.Submit(c, statemachine.Command{Kind: statemachine.CmdSetManager, Seq: m.e.ReplicaID(), Name: m.apiAddr})
-		cancel()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-	return ctx.Err()
-}
-
 func runServe(ctx context.Context, o serveOptions, out io.Writer) error {
 	logf := func(format string, args ...any) { fmt.Fprintf(out, format+"\n", args...) }
-	m, err := startManager(o, logf)
+	peers, err := parsePeers(o.peers)
 	if err != nil {
 		return err
 	}
-	defer m.close()
-	e := m.e
+	m, err := manager.Start(manager.Options{DataDir: o.dataDir, ReplicaID: o.id, RaftAddr: o.raftAddr, Peers: peers,
+		Groups: o.groups, RaftLogLevel: o.raftLogLevel, APIAddr: o.apiAddr, Pprof: o.pprof,
+		SyncInterval: o.syncInterval, MinHeartbeat: o.minHeartbeat, Logf: logf})
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	e := m.E
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	fmt.Fprintf(out, "shoal: serving replica=%d raft=%s api=%s groups=%d data=%s\n", e.ReplicaID(), e.RaftAddr(), m.apiAddr, e.Groups(), o.dataDir)
+	fmt.Fprintf(out, "shoal: serving replica=%d raft=%s api=%s groups=%d data=%s\n", e.ReplicaID(), e.RaftAddr(), m.APIAddr, e.Groups(), o.dataDir)
 	ready := make(chan bool, 1)
 	go func() {
-		ok := m.register(ctx) == nil
+		ok := m.Register(ctx) == nil
 		if ok {
-			fmt.Fprintf(out, "shoal: ready: every group has a leader; API at http://%s\n", m.apiAddr)
+			fmt.Fprintf(out, "shoal: ready: every group has a leader; API at http://%s\n", m.APIAddr)
 		}
 		ready <- ok
 	}()
@@ -243,7 +145,7 @@ func runServe(ctx context.Context, o serveOptions, out io.Writer) error {
 		if !<-ready {
 			return ctx.Err()
 		}
-		stopAgent, err := startDevAgent(ctx, o, m.apiAddr, out)
+		stopAgent, err := startDevAgent(ctx, o, m.APIAddr, out)
 		if err != nil {
 			return err
 		}

@@ -1,0 +1,129 @@
+package manager
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync/atomic"
+	"time"
+
+	"shoal/api"
+	"shoal/engine"
+	"shoal/engine/monitor"
+	"shoal/statemachine"
+)
+
+// Options configure one replica. Zero values take the defaults named.
+type Options struct {
+	DataDir      string
+	ReplicaID    uint64            // default 1
+	RaftAddr     string            // default: recorded in DataDir, else a free loopback port
+	Peers        map[uint64]string // default: this replica alone
+	Groups       int               // default: recorded in DataDir, else engine.DefaultGroups
+	RaftLogLevel string            // default "error"
+	APIAddr      string            // required; "127.0.0.1:0" picks a free port
+	Pprof        bool
+	SyncInterval time.Duration // pushed to agents; default 1m
+	MinHeartbeat time.Duration // shortest heartbeat period; default 1s
+	// Engine tunes the engine beyond the fields above (RTT, timeouts...).
+	Engine engine.Config
+	// Logf receives the duties' and the API's log lines. Default: discard.
+	Logf func(format string, args ...any)
+}
+
+// Manager is one running replica.
+type Manager struct {
+	E       *engine.Engine
+	Feed    *api.Feed
+	API     *api.Server
+	APIAddr string // the address the API listens on
+}
+
+// Start opens the engine with the leader duties and serves the API.
+func Start(o Options) (*Manager, error) {
+	if o.Logf == nil {
+		o.Logf = func(string, ...any) {}
+	}
+	if o.MinHeartbeat <= 0 {
+		o.MinHeartbeat = time.Second
+	}
+	ln, err := net.Listen("tcp", o.APIAddr)
+	if err != nil {
+		return nil, fmt.Errorf("API address %s: %w", o.APIAddr, err)
+	}
+	var feed atomic.Pointer[api.Feed]
+	sig := engine.NewSignal()
+	cfg := o.Engine
+	cfg.DataDir, cfg.ReplicaID, cfg.RaftAddr, cfg.Peers, cfg.Groups = o.DataDir, o.ReplicaID, o.RaftAddr, o.Peers, o.Groups
+	cfg.RaftLogLevel = o.RaftLogLevel
+	cfg.OnApply = func(g int, index uint64, effects []statemachine.Effect) {
+		sig.OnApply(g, index, effects)
+		if f := feed.Load(); f != nil {
+			f.OnApply(g, index, effects)
+		}
+	}
+	e, err := engine.Open(cfg)
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	f := api.NewFeed(e.Groups(), nil, 1<<18, 512)
+	feed.Store(f)
+	// What was applied before the feed existed is unknown to it.
+	for g := 0; g <= e.Groups(); g++ {
+		var last uint64
+		_ = e.ReadLocal(g, func(st *statemachine.State) { last = st.LastIndex() })
+		f.Raise(g, last)
+	}
+	driver := engine.NewDriver(e, engine.DriverConfig{Signal: sig, Logf: o.Logf})
+	mon, err := engine.NewMonitorDuty(e, engine.MonitorConfig{Logf: o.Logf,
+		Monitor: monitor.Config{MinTTL: o.MinHeartbeat, MaxTTL: 30 * time.Second}})
+	if err != nil {
+		e.Close()
+		ln.Close()
+		return nil, err
+	}
+	e.AddDuty(driver)
+	e.AddDuty(mon)
+	e.AddDuty(engine.NewTimerDuty(e, engine.TimerConfig{Logf: o.Logf}))
+	srv, err := api.New(api.Config{Engine: e, Feed: f, Monitor: mon, Driver: driver, Pprof: o.Pprof,
+		SyncInterval: o.SyncInterval, Logf: o.Logf})
+	if err != nil {
+		e.Close()
+		ln.Close()
+		return nil, err
+	}
+	go func() {
+		if err := srv.Serve(ln); err != nil {
+			o.Logf("shoal: API stopped: %v", err)
+		}
+	}()
+	return &Manager{E: e, Feed: f, API: srv, APIAddr: ln.Addr().String()}, nil
+}
+
+// Close stops the API, then the engine.
+func (m *Manager) Close() {
+	_ = m.API.Close()
+	m.E.Close()
+}
+
+// Register records this replica's API address in the cluster group once
+// the cluster has a leader, retrying until it is applied or ctx ends.
+func (m *Manager) Register(ctx context.Context) error {
+	for ctx.Err() == nil {
+		if err := m.E.WaitReady(ctx); err != nil {
+			return err
+		}
+		c, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err := m.E.Submit(c, statemachine.Command{Kind: statemachine.CmdSetManager, Seq: m.E.ReplicaID(), Name: m.APIAddr})
+		cancel()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return ctx.Err()
+}
