@@ -137,6 +137,35 @@ func TestNestedStructsSkipNewerFields(t *testing.T) {
 	}
 }
 
+// TestOlderSenderFieldsAreZero: a nested struct cut short after any field
+// (an older sender's) decodes with the missing fields zero, even into a
+// value that held a full one.
+func TestOlderSenderFieldsAreZero(t *testing.T) {
+	full := Assignment{Task: 9, Service: "web", Slot: 3, SpecVersion: 2, Desired: statemachine.DesiredRunning,
+		State: statemachine.StateRunning, Addresses: []Address{{Network: "front", Addr: "10.0.0.9/24"}}}
+	el := appendAssignment(nil, &full)[1:]
+	decoded := 0
+	for cut := range len(el) + 1 {
+		// A COMPLETE with no cursors, sequences or specs, and one task.
+		frame := mustFrame(t, TypeAssignments, append([]byte{1, 0, 0, 0, 0, 0, 1, byte(cut)}, el[:cut]...))
+		fresh, err := Decode(frame)
+		if err != nil {
+			continue // cut inside a field
+		}
+		decoded++
+		reused := &Assignments{Tasks: []Assignment{full}}
+		if err := DecodeInto(frame, reused); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(fresh, reused) {
+			t.Errorf("cut at %d: decoded into a used value %+v, into a new one %+v", cut, reused.Tasks, fresh.(*Assignments).Tasks)
+		}
+	}
+	if decoded < 7 {
+		t.Errorf("only %d cuts decoded; the test no longer cuts between fields", decoded)
+	}
+}
+
 func TestCompressedFrames(t *testing.T) {
 	a := bigAssignments(2000, 1)
 	b, err := Append(nil, a)
@@ -210,6 +239,7 @@ func TestRefusals(t *testing.T) {
 		{"count past end", mustFrame(t, TypeSyncAnswer, []byte{0xff, 0xff, 0x03, 1}), ErrMalformed},
 		{"node id over 32 bits", mustFrame(t, TypeHeartbeat, []byte{0xff, 0xff, 0xff, 0xff, 0x1f}), ErrMalformed},
 		{"not utf-8", mustFrame(t, TypeError, []byte{2, 0xff, 0xfe}), ErrMalformed},
+		{"not utf-8 leader", mustFrame(t, TypeError, []byte{0, 0, 0, 2, 0xff, 0xfe}), ErrMalformed},
 		{"messages mismatch", mustFrame(t, TypeStatusAck, []byte{2, 0, 0, 1, 0}), ErrMalformed},
 	} {
 		_, err := Decode(c.b)

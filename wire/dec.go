@@ -325,7 +325,6 @@ func (r *reader) assignments(m *Assignments) {
 	m.Specs = resize(m.Specs, n)
 	for i := range m.Specs {
 		s := &m.Specs[i]
-		*s = Spec{Command: s.Command, Env: s.Env} // keep the storage only
 		rest := r.enter("spec")
 		s.Service = r.name("service")
 		s.Version = r.u32("spec version")
@@ -340,7 +339,6 @@ func (r *reader) assignments(m *Assignments) {
 	m.Tasks = resize(m.Tasks, n)
 	for i := range m.Tasks {
 		a := &m.Tasks[i]
-		*a = Assignment{Addresses: a.Addresses} // keep the storage only
 		rest := r.enter("task")
 		a.Task = statemachine.TaskID(r.uvarint())
 		a.Service = r.name("service")
@@ -379,7 +377,8 @@ func (r *reader) reports(dst []StatusReport) []StatusReport {
 }
 
 // resize returns dst resized to n elements, reusing its storage and keeping
-// what the elements held (the caller resets them); nil for n == 0.
+// what the elements held: the caller assigns every field (a read past the
+// end gives zero), and nested slices reuse their storage; nil for n == 0.
 func resize[T any](dst []T, n int) []T {
 	if n == 0 {
 		return nil

@@ -146,3 +146,31 @@ func FuzzDecodeJSON(f *testing.F) {
 		}
 	})
 }
+
+// FuzzNext: on any bytes Next returns a frame and the rest, which together
+// are the input, or ErrMalformed; a well-formed stream of frames comes apart
+// into frames Decode accepts.
+func FuzzNext(f *testing.F) {
+	frames := seedFrames(f)
+	f.Add(bytes.Join(frames[:3], nil))
+	f.Add(bytes.Join(frames, nil))
+	f.Add(frames[0][:5])
+	f.Fuzz(func(t *testing.T, b []byte) {
+		for len(b) > 0 {
+			frame, rest, err := Next(b)
+			if err != nil {
+				if !errors.Is(err, ErrMalformed) {
+					t.Fatalf("error %v is not ErrMalformed", err)
+				}
+				return
+			}
+			if len(frame) == 0 || len(frame)+len(rest) != len(b) || !bytes.Equal(frame, b[:len(frame)]) {
+				t.Fatalf("Next(%d bytes) = %d-byte frame and %d bytes left", len(b), len(frame), len(rest))
+			}
+			if _, err := Decode(frame); err != nil && !isSentinel(err) {
+				t.Fatalf("error %v wraps no sentinel", err)
+			}
+			b = rest
+		}
+	})
+}
