@@ -223,12 +223,9 @@ func (m *Machine) upsert(a *wire.Assignment, now time.Time) {
 	case a.State > t.status.State:
 		// The manager knows more (an acknowledgement the agent lost, or the
 		// node monitor's orphaned): adopt it. A process the manager gave up
-		// on is stopped without a report.
+		// on is stopped (by Step) without a report.
 		t.status = wire.StatusReport{Task: a.Task, State: a.State}
 		t.acked = t.status
-		if a.State.Terminal() && t.attached && t.op == OpNone {
-			m.issue(t, OpStop, now)
-		}
 	case a.State == t.status.State && t.acked != t.status && !t.sending:
 		t.acked = t.status // the manager has it: an acknowledgement was lost
 	}

@@ -205,14 +205,32 @@ func (a *Agent) failed(ctx context.Context, s *liveSession, what string, err err
 	return true
 }
 
-// eventLoop feeds executor events to the machine.
+// eventLoop feeds executor events to the machine. Events that arrive
+// together are applied together, so their store writes share one commit
+// (one fsync when they carry new statuses).
 func (a *Agent) eventLoop(ctx context.Context) {
+	const maxGroup = 256
+	evs := make([]Event, 0, maxGroup)
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case ev := <-a.cfg.Executor.Events():
-			a.withMachine(func(m *Machine, now time.Time) { m.Observe(ev, now) })
+			evs = append(evs[:0], ev)
 		}
+	drain:
+		for len(evs) < maxGroup {
+			select {
+			case ev := <-a.cfg.Executor.Events():
+				evs = append(evs, ev)
+			default:
+				break drain
+			}
+		}
+		a.withMachine(func(m *Machine, now time.Time) {
+			for _, ev := range evs {
+				m.Observe(ev, now)
+			}
+		})
 	}
 }

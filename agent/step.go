@@ -86,7 +86,8 @@ const MsgLost = "the process ended while the agent was not running; exit code un
 // knows of a task and what its executor just observed, the next observed
 // state and the next operation. It is pure. Its rules:
 //
-//   - states only move up; a terminal task stays as it is;
+//   - states only move up; a terminal task stays terminal, and a process it
+//     still holds is stopped;
 //   - a task whose desired state is shutdown or remove is never prepared,
 //     started or left running: before it started it goes to shutdown at once,
 //     a running (or re-attached) process is stopped;
@@ -97,6 +98,21 @@ const MsgLost = "the process ended while the agent was not running; exit code un
 func Step(v TaskView, obs Observation) Decision {
 	d := Decision{State: v.State}
 	if v.State.Terminal() {
+		// The state stays; a process still held is stopped (the manager
+		// gave up on the task, or an attach answered after it ended).
+		attached, op := v.Attached, v.Op
+		switch obs.Kind {
+		case ObsNone:
+		case ObsStarted:
+			attached, op = true, OpNone
+		case ObsExited, ObsLost:
+			attached, op = false, OpNone
+		default:
+			op = OpNone
+		}
+		if attached && op == OpNone {
+			d.Do = OpStop
+		}
 		return d
 	}
 	op := v.Op

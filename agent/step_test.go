@@ -70,8 +70,14 @@ func TestStep(t *testing.T) {
 			Decision{State: sm.StateReady}},
 		{"hold: still attaches", TaskView{State: sm.StateRunning, Desired: run, Hold: true}, none,
 			Decision{State: sm.StateRunning, Do: OpAttach}},
-		{"terminal stays", TaskView{State: sm.StateFailed, Desired: run}, Observation{Kind: ObsStarted},
+		{"terminal stays", TaskView{State: sm.StateFailed, Desired: run}, Observation{Kind: ObsPrepared},
 			Decision{State: sm.StateFailed}},
+		{"terminal with a process: stopped", TaskView{State: sm.StateOrphaned, Desired: shut, Attached: true}, none,
+			Decision{State: sm.StateOrphaned, Do: OpStop}},
+		{"terminal, attach answers: stopped", TaskView{State: sm.StateOrphaned, Desired: run, Op: OpAttach}, Observation{Kind: ObsStarted},
+			Decision{State: sm.StateOrphaned, Do: OpStop}},
+		{"terminal, stop in flight: wait", TaskView{State: sm.StateOrphaned, Desired: shut, Attached: true, Op: OpStop}, none,
+			Decision{State: sm.StateOrphaned}},
 	} {
 		if got := Step(c.v, c.obs); got != c.want {
 			t.Errorf("%s: Step(%+v, %v) = %+v, want %+v", c.name, c.v, c.obs.Kind, got, c.want)
