@@ -218,7 +218,7 @@ func TestMachineProperties(t *testing.T) {
 		p := &propModel{t: t, m: NewMachine(MachineConfig{}), store: NewMemStore(),
 			desired: map[sm.TaskID]sm.DesiredState{}, inSet: map[sm.TaskID]bool{}, gone: map[sm.TaskID]bool{},
 			inflight: map[sm.TaskID]Op{},
-			live: map[sm.TaskID]bool{}, reported: map[sm.TaskID]sm.TaskState{}}
+			live:     map[sm.TaskID]bool{}, reported: map[sm.TaskID]sm.TaskState{}}
 		t.Repeat(map[string]func(*rapid.T){
 			"frame":    p.frame,
 			"answer":   p.answer,
