@@ -17,7 +17,8 @@
 //     older sender did not write their zero value. New enum values need a new
 //     Version.
 //   - A COMPLETE larger than one frame is sent as the chunks of
-//     SplitComplete; the agent applies it once the chunk with Last arrives.
+//     SplitComplete (back to back in one body, split again by Next); the
+//     agent applies it once the chunk with Last arrives.
 //   - The package is pure: no I/O, no clock, no goroutines. Its zstd coder
 //     pair runs on the caller's goroutine (EncodeAll/DecodeAll with
 //     concurrency 1), so concurrent callers compress one at a time.
