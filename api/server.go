@@ -100,6 +100,7 @@ func New(cfg Config) (*Server, error) {
 	s.srv = &fasthttp.Server{
 		Handler:                       s.handle,
 		Name:                          "shoal",
+		Logger:                        logger(cfg.Logf),
 		MaxRequestBodySize:            cfg.MaxBody,
 		ReadTimeout:                   6 * time.Minute,
 		IdleTimeout:                   2 * time.Minute,
@@ -298,3 +299,8 @@ func (s *Server) submit(ctx *fasthttp.RequestCtx, cmd statemachine.Command) (sta
 	}
 	return res, nil
 }
+
+// logger adapts Logf to fasthttp's logger.
+type logger func(format string, args ...any)
+
+func (l logger) Printf(format string, args ...any) { l("api: "+format, args...) }

@@ -98,6 +98,12 @@ type Config struct {
 	// must not call the engine. The effects slice is reused after it
 	// returns.
 	OnApply func(group int, index uint64, effects []statemachine.Effect)
+	// OnRecover, if set (default: none), is called on this replica after a
+	// group's state was replaced by a snapshot applied up to index (at
+	// start, or when a lagging replica catches up by snapshot): the
+	// entries up to index were never passed to OnApply. Same rules as
+	// OnApply.
+	OnRecover func(group int, index uint64)
 }
 
 // DefaultGroups is the number of service groups a new cluster gets.

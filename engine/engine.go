@@ -51,7 +51,9 @@ func Open(cfg Config) (*Engine, error) {
 	e.nh = nh
 	for g := 0; g <= cfg.Groups; g++ {
 		create := func(shard, _ uint64) sm.IConcurrentStateMachine {
-			return newReplica(groupOf(shard), cfg.Groups, cfg.OnApply)
+			r := newReplica(groupOf(shard), cfg.Groups, cfg.OnApply)
+			r.onRecover = cfg.OnRecover
+			return r
 		}
 		if err := nh.StartConcurrentReplica(peers, false, create, e.raftConfig(g)); err != nil {
 			e.Close()

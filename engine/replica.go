@@ -18,6 +18,8 @@ type replica struct {
 	group   int
 	groups  int // service groups in the cluster (address blocks are split by it)
 	onApply func(group int, index uint64, effects []statemachine.Effect)
+	// onRecover is Config.OnRecover.
+	onRecover func(group int, index uint64)
 
 	mu struct {
 		sync.RWMutex
@@ -133,6 +135,9 @@ func (r *replica) RecoverFromSnapshot(rd io.Reader, _ []sm.SnapshotFile, _ <-cha
 	}
 	r.mu.Lock()
 	r.mu.st = st
+	if r.onRecover != nil {
+		r.onRecover(r.group, st.LastIndex())
+	}
 	r.mu.Unlock()
 	return nil
 }

@@ -24,6 +24,9 @@ type Options struct {
 	APIAddr      string            // required; "127.0.0.1:0" picks a free port
 	Pprof        bool
 	SyncInterval time.Duration // pushed to agents; default 1m
+	// EventHistory is how many recent changes the event stream can resume
+	// from; default 262,144 (at least 1,024).
+	EventHistory int
 	MinHeartbeat time.Duration // shortest heartbeat period; default 1s
 	// Engine tunes the engine beyond the fields above (RTT, timeouts...).
 	Engine engine.Config
@@ -44,6 +47,9 @@ func Start(o Options) (*Manager, error) {
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}
 	}
+	if o.EventHistory <= 0 {
+		o.EventHistory = 1 << 18
+	}
 	if o.MinHeartbeat <= 0 {
 		o.MinHeartbeat = time.Second
 	}
@@ -62,12 +68,17 @@ func Start(o Options) (*Manager, error) {
 			f.OnApply(g, index, effects)
 		}
 	}
+	cfg.OnRecover = func(g int, index uint64) {
+		if f := feed.Load(); f != nil {
+			f.Raise(g, index)
+		}
+	}
 	e, err := engine.Open(cfg)
 	if err != nil {
 		ln.Close()
 		return nil, err
 	}
-	f := api.NewFeed(e.Groups(), nil, 1<<18, 512)
+	f := api.NewFeed(e.Groups(), nil, o.EventHistory, 512)
 	feed.Store(f)
 	// What was applied before the feed existed is unknown to it.
 	for g := 0; g <= e.Groups(); g++ {

@@ -1,0 +1,341 @@
+package manager
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"shoal/api/client"
+	"shoal/engine"
+	"shoal/wire"
+)
+
+func u32(v uint32) *uint32 { return &v }
+
+// The user API over real HTTP against three replicas: create, list,
+// inspect, compare-and-set, blocking reads, events, errors, follower reads,
+// metrics, and a leader killed while a client waits.
+func TestAPIOverThreeReplicas(t *testing.T) {
+	if testing.Short() {
+		t.Skip("three replicas")
+	}
+	c := startCluster(t, 3)
+	c1 := c.client(1)
+	ctx := ctxT(t)
+
+	st, err := c1.Status(ctx)
+	if err != nil || len(st.Managers) != 3 || len(st.Groups) != 3 {
+		t.Fatalf("status: %+v, %v", st, err)
+	}
+
+	created, idx, err := c1.CreateService(ctx, client.ServiceSpec{Name: "web", Replicas: u32(3), Command: []string{"sleep", "1000"}})
+	if err != nil || created.Spec.Name != "web" || *created.Spec.Replicas != 3 || idx == "" {
+		t.Fatalf("create: %+v %q %v", created, idx, err)
+	}
+	if _, _, err := c1.CreateService(ctx, client.ServiceSpec{Name: "web"}); !isCode(err, client.CodeConflict, 409) {
+		t.Fatalf("second create of web: %v", err)
+	}
+
+	t.Run("follower reads after a blocking read on the write's index", func(t *testing.T) {
+		for id := uint64(1); id <= 3; id++ {
+			l, _, err := c.client(id).Services(ctx, &client.Query{Index: tokenBefore(t, idx), Wait: 10 * time.Second})
+			if err != nil || len(l.Items) != 1 || l.Items[0].Spec.Name != "web" {
+				t.Fatalf("replica %d lists %+v, %v", id, l.Items, err)
+			}
+		}
+	})
+
+	t.Run("compare-and-set", func(t *testing.T) {
+		svc, _, err := c1.Service(ctx, "web", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec := svc.Spec
+		spec.Env = []string{"A=1"}
+		if _, _, err := c1.UpdateService(ctx, spec, svc.ModifyIndex-1); !isCode(err, client.CodeStale, 409) {
+			t.Fatalf("stale update: %v", err)
+		}
+		up, _, err := c1.UpdateService(ctx, spec, svc.ModifyIndex)
+		if err != nil || up.SpecVersion != 2 {
+			t.Fatalf("current update: %+v, %v", up, err)
+		}
+	})
+
+	t.Run("blocking read released by a write", func(t *testing.T) {
+		_, idx, err := c.client(2).Service(ctx, "web", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan client.Service, 1)
+		go func() {
+			// Any change releases a blocking read: follow until the scale shows.
+			for {
+				s, next, err := c.client(2).Service(ctx, "web", &client.Query{Index: idx, Wait: 20 * time.Second})
+				if err != nil {
+					t.Error(err)
+				}
+				if err != nil || *s.Spec.Replicas == 5 || next == idx {
+					got <- s
+					return
+				}
+				idx = next
+			}
+		}()
+		if _, _, err := c1.Scale(ctx, "web", 5); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case s := <-got:
+			if *s.Spec.Replicas != 5 {
+				t.Fatalf("blocking read returned replicas=%d", *s.Spec.Replicas)
+			}
+		case <-time.After(15 * time.Second):
+			t.Fatal("blocking read not released by the write")
+		}
+	})
+
+	t.Run("events resume from an index", func(t *testing.T) {
+		st, err := c1.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := c1.CreateService(ctx, client.ServiceSpec{Name: "ev", Command: []string{"true"}}); err != nil {
+			t.Fatal(err)
+		}
+		var seen []client.Event
+		errFound := errors.New("found")
+		err = c1.Events(ctx, st.Index, []string{"service"}, func(ev client.Event) error {
+			seen = append(seen, ev)
+			if ev.Key == "ev" && ev.Service != nil {
+				return errFound
+			}
+			return nil
+		})
+		if !errors.Is(err, errFound) {
+			t.Fatalf("stream from %s: %v after %+v", st.Index, err, seen)
+		}
+		// Resuming after that event does not repeat it.
+		last := seen[len(seen)-1]
+		if _, _, err := c1.CreateService(ctx, client.ServiceSpec{Name: "ev2", Command: []string{"true"}}); err != nil {
+			t.Fatal(err)
+		}
+		err = c1.Events(ctx, last.Index, []string{"service"}, func(ev client.Event) error {
+			if ev.Key == "ev" && ev.Raft <= last.Raft {
+				t.Fatalf("event before the resume index came again: %+v", ev)
+			}
+			if ev.Key == "ev2" {
+				return errFound
+			}
+			return nil
+		})
+		if !errors.Is(err, errFound) {
+			t.Fatalf("resumed stream: %v", err)
+		}
+	})
+
+	t.Run("bad input", func(t *testing.T) {
+		base := "http://" + c.ms[0].APIAddr
+		// A 2 MiB body is refused from its Content-Length, before it is sent.
+		conn, err := net.Dial("tcp", c.ms[0].APIAddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(conn, "POST /v1/services HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", 2<<20)
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		conn.Close()
+		if resp.StatusCode != 413 || !strings.Contains(string(b), client.CodeTooLarge) {
+			t.Errorf("2 MiB body: %d %s", resp.StatusCode, b)
+		}
+		for _, tc := range []struct {
+			body   []byte
+			status int
+			code   string
+		}{
+			{[]byte(`{"name": "x",`), 400, client.CodeMalformed},
+			{[]byte(`{"name": "x", "replicaz": 3}`), 400, client.CodeMalformed},
+			{[]byte(`{"name": "x", "restart": {"condition": "sometimes"}}`), 422, client.CodeInvalidSpec},
+			{[]byte(`{"name": "bad name"}`), 422, client.CodeInvalidSpec},
+		} {
+			resp, err := http.Post(base+"/v1/services", "application/json", bytes.NewReader(tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tc.status || !strings.Contains(string(b), `"code":"`+tc.code+`"`) {
+				t.Errorf("body %.40q: got %d %s; want %d %s", tc.body, resp.StatusCode, b, tc.status, tc.code)
+			}
+		}
+		if _, err := c1.Network(ctx, "nope"); !isCode(err, client.CodeNotFound, 404) {
+			t.Errorf("missing network: %v", err)
+		}
+	})
+
+	t.Run("tasks, networks, nodes", func(t *testing.T) {
+		// The replica leading the cluster group runs the scheduler and
+		// knows why tasks stay pending.
+		lead := c.client(c.leaderOf(engine.ClusterGroup))
+		var l client.List[client.Task]
+		eventually(t, 10*time.Second, func() (bool, string) {
+			l, _, err = lead.Tasks(ctx, &client.Query{Params: url.Values{"service": {"web"}}})
+			if err != nil || len(l.Items) != 5 {
+				return false, fmt.Sprintf("tasks of web: %d, %v", len(l.Items), err)
+			}
+			for _, tk := range l.Items {
+				if tk.State != "pending" || tk.Message == "" {
+					return false, fmt.Sprintf("without nodes a task should be pending and say why: %+v", tk)
+				}
+			}
+			return true, ""
+		})
+		one, err := c1.Task(ctx, l.Items[0].ID)
+		if err != nil || len(one.History) == 0 {
+			t.Fatalf("task inspect: %+v, %v", one, err)
+		}
+		page, _, err := c1.Tasks(ctx, &client.Query{Params: url.Values{"per_page": {"2"}}})
+		if err != nil || len(page.Items) != 2 || page.NextToken == "" {
+			t.Fatalf("first page: %d items, token %q, %v", len(page.Items), page.NextToken, err)
+		}
+		nw, err := c1.CreateNetwork(ctx, client.NetworkSpec{Name: "backend", Subnet: "10.9.0.0/24"})
+		if err != nil || nw.Size == 0 || nw.Free != nw.Size {
+			t.Fatalf("network: %+v, %v", nw, err)
+		}
+		if err := c1.RemoveNetwork(ctx, "backend"); err != nil {
+			t.Fatal(err)
+		}
+		nodes, _, err := c1.Nodes(ctx, nil)
+		if err != nil || len(nodes.Items) != 0 {
+			t.Fatalf("nodes: %+v, %v", nodes, err)
+		}
+	})
+
+	t.Run("metrics parse", func(t *testing.T) {
+		resp, err := http.Get("http://" + c.ms[0].APIAddr + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		p := expfmt.NewTextParser(model.UTF8Validation)
+		fams, err := p.TextToMetricFamilies(resp.Body)
+		if err != nil {
+			t.Fatalf("metrics do not parse: %v", err)
+		}
+		for _, name := range []string{"shoal_tasks", "shoal_http_requests_total", "go_memstats_heap_inuse_bytes"} {
+			if fams[name] == nil {
+				t.Errorf("metric %s missing", name)
+			}
+		}
+	})
+
+	t.Run("leader killed while a client waits", func(t *testing.T) {
+		g := engine.ServiceGroup("web", 2)
+		leader := c.leaderOf(g)
+		waiter := uint64(1)
+		if waiter == leader {
+			waiter = 2
+		}
+		other := 6 - leader - waiter
+		_, idx, err := c.client(waiter).Service(ctx, "web", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan uint32, 1)
+		go func() {
+			for {
+				s, next, err := c.client(waiter).Service(ctx, "web", &client.Query{Index: idx, Wait: 25 * time.Second})
+				if err != nil {
+					t.Error(err)
+				}
+				if err != nil || *s.Spec.Replicas == 2 || next == idx {
+					got <- *s.Spec.Replicas
+					return
+				}
+				idx = next
+			}
+		}()
+		c.stop(leader)
+		eventually(t, 20*time.Second, func() (bool, string) {
+			_, _, err := c.client(other).Scale(ctx, "web", 2)
+			return err == nil, "scale after the leader died: " + errString(err)
+		})
+		select {
+		case r := <-got:
+			if r != 2 {
+				t.Fatalf("blocking read returned replicas=%d", r)
+			}
+		case <-time.After(25 * time.Second):
+			t.Fatal("blocking read not released after failover")
+		}
+	})
+}
+
+// An event stream cannot resume from before the oldest change a manager
+// keeps: it answers 410 index_too_old instead of silently skipping.
+func TestEventsIndexTooOld(t *testing.T) {
+	m, err := Start(Options{DataDir: t.TempDir(), Groups: 1, RaftLogLevel: "critical", APIAddr: "127.0.0.1:0", EventHistory: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	ctx := ctxT(t)
+	if err := m.Register(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := client.New(m.APIAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := cl.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := cl.CreateService(ctx, client.ServiceSpec{Name: "many", Replicas: u32(1500), Command: []string{"true"}}); err != nil {
+		t.Fatal(err)
+	}
+	err = cl.Events(ctx, st.Index, nil, func(client.Event) error { return nil })
+	if !isCode(err, client.CodeIndexTooOld, 410) {
+		t.Fatalf("events from an index older than the kept history: %v", err)
+	}
+}
+
+// tokenBefore returns a cursor token one entry before tok in every group,
+// so a blocking read on it returns once the replica has what tok reflects.
+func tokenBefore(t *testing.T, tok string) string {
+	c, err := wire.ParseCursor(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range c {
+		if c[i] > 0 {
+			c[i]--
+		}
+	}
+	return c.Token()
+}
+
+func isCode(err error, code string, status int) bool {
+	var ae *client.APIError
+	return errors.As(err, &ae) && ae.Code == code && ae.Status == status
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	return err.Error()
+}
