@@ -1,0 +1,47 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The CLI against a real `shoal serve`, as the README shows it: without
+// agents tasks stay pending and `ps` says why.
+func TestCLIAgainstServe(t *testing.T) {
+	api := freeAddr(t)
+	srv := startProc(t, "serve", "serve", "--data-dir", t.TempDir(), "--api-addr", api, "--groups", "2", "--raft-log-level", "critical")
+	waitFor(t, 30*time.Second, "manager ready", func() (bool, string) {
+		return strings.Contains(srv.out.String(), "shoal: ready"), srv.out.String()
+	})
+	if out := cli(t, api, "service", "create", "web", "--replicas", "3", "--detach", "--", "sleep", "1000"); strings.TrimSpace(out) != "web" {
+		t.Fatalf("create printed %q", out)
+	}
+	var svcs []struct {
+		Spec struct {
+			Name    string   `json:"name"`
+			Command []string `json:"command"`
+		} `json:"spec"`
+		Desired int `json:"desired"`
+	}
+	if err := json.Unmarshal([]byte(cli(t, api, "service", "ls", "--format", "json")), &svcs); err != nil ||
+		len(svcs) != 1 || svcs[0].Spec.Name != "web" || svcs[0].Desired != 3 || strings.Join(svcs[0].Spec.Command, " ") != "sleep 1000" {
+		t.Fatalf("ls --format json: %+v, %v", svcs, err)
+	}
+	waitFor(t, 10*time.Second, "pending tasks explained", func() (bool, string) {
+		out := cli(t, api, "service", "ps", "web")
+		return strings.Count(out, "Pending") == 3 && strings.Count(out, "no suitable node") == 3, out
+	})
+	if out, err := cliErr(t, api, "service", "create", "web", "--detach", "--", "true"); err == nil || !strings.Contains(out, `service "web" already exists`) {
+		t.Fatalf("duplicate create: %v %q", err, out)
+	}
+	cli(t, api, "service", "rm", "web")
+	waitFor(t, 10*time.Second, "service removed", func() (bool, string) {
+		out := cli(t, api, "service", "ls", "-q")
+		return strings.TrimSpace(out) == "", out
+	})
+	if out, err := cliErr(t, "127.0.0.1:1", "service", "ls"); err == nil || strings.Count(strings.TrimSpace(out), "\n") != 0 || !strings.Contains(out, "cannot reach the manager") {
+		t.Fatalf("unreachable manager: %v %q", err, out)
+	}
+}

@@ -1,0 +1,215 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The built binary, shared by the tests that run real processes.
+var (
+	binOnce sync.Once
+	binPath string
+	binErr  error
+)
+
+func shoalBin(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds the binary and runs processes")
+	}
+	binOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "shoal-bin-")
+		if err != nil {
+			binErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "shoal")
+		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			binErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return binPath
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// syncBuf is an output buffer safe for a process and a test to share.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// proc is a running shoal process.
+type proc struct {
+	name   string
+	args   []string
+	cmd    *exec.Cmd
+	out    *syncBuf
+	exited chan struct{}
+}
+
+func startProc(t *testing.T, name string, args ...string) *proc {
+	t.Helper()
+	p := &proc{name: name, args: args}
+	p.start(t)
+	t.Cleanup(func() { p.kill() })
+	return p
+}
+
+func (p *proc) start(t *testing.T) {
+	t.Helper()
+	p.out = &syncBuf{}
+	p.exited = make(chan struct{})
+	p.cmd = exec.Command(shoalBin(t), p.args...)
+	p.cmd.Dir = t.TempDir() // never pick up a dragonboat-soft-settings.json
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = p.cmd.Wait(); close(p.exited) }()
+}
+
+// kill sends SIGKILL and waits for the exit.
+func (p *proc) kill() {
+	if p.cmd == nil || p.cmd.Process == nil {
+		return
+	}
+	select {
+	case <-p.exited:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.exited
+}
+
+// cli runs one CLI command against addr and returns its stdout, failing
+// the test on a non-zero exit.
+func cli(t *testing.T, addr string, args ...string) string {
+	t.Helper()
+	out, err := cliErr(t, addr, args...)
+	if err != nil {
+		t.Fatalf("shoal %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+func cliErr(t *testing.T, addr string, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(shoalBin(t), args...)
+	cmd.Env = append(os.Environ(), "SHOAL_ADDR="+addr)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	if err != nil {
+		return out.String() + errOut.String(), err
+	}
+	return out.String(), nil
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, detail := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: still waiting after %s: %s", what, timeout, detail)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// taskRow is what `service ps --format json` prints per task.
+type taskRow struct {
+	ID       string `json:"id"`
+	Slot     uint32 `json:"slot"`
+	Node     uint32 `json:"node"`
+	Desired  string `json:"desired"`
+	State    string `json:"state"`
+	ExitCode int32  `json:"exit_code"`
+	Message  string `json:"message"`
+}
+
+func psJSON(t *testing.T, addr, service string) []taskRow {
+	t.Helper()
+	out, err := cliErr(t, addr, "service", "ps", service, "--format", "json")
+	if err != nil {
+		return nil
+	}
+	var rows []taskRow
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		t.Fatalf("ps --format json: %v\n%s", err, out)
+	}
+	return rows
+}
+
+// countState counts a service's tasks in state (wanted running when
+// desired is "running").
+func countState(rows []taskRow, state string) int {
+	n := 0
+	for _, r := range rows {
+		if r.State == state && r.Desired == "running" {
+			n++
+		}
+	}
+	return n
+}
+
+// pidsOf lists the processes whose command line contains marker.
+func pidsOf(marker string) []int {
+	var pids []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		var pid int
+		if _, err := fmt.Sscanf(e.Name(), "%d", &pid); err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		if strings.Contains(strings.ReplaceAll(string(b), "\x00", " "), marker) {
+			// Zombies keep no command line; a live match is a live process.
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
