@@ -213,3 +213,10 @@ func pidsOf(marker string) []int {
 	}
 	return pids
 }
+
+// readEnviron returns a process's environment, entries separated by
+// newlines.
+func readEnviron(pid int) (string, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	return strings.ReplaceAll(string(b), "\x00", "\n"), err
+}
