@@ -135,18 +135,22 @@ func TestRunnerReconnectHeartbeatsFirstThenReports(t *testing.T) {
 	h.mgr.until(t, "the re-report marker", func() bool {
 		return strings.HasPrefix(h.mgr.log[len(h.mgr.log)-1], "rereport")
 	})
-	var after []string
-	for _, e := range h.mgr.logSince(mark) {
-		if strings.HasPrefix(e, "open") || e == "hb" || strings.HasPrefix(e, "status") || strings.HasPrefix(e, "rereport") {
-			after = append(after, e)
+	log := h.mgr.logSince(mark)
+	i := slices.Index(log, "open node=7")
+	if i < 0 || i+1 >= len(log) || log[i+1] != "hb" {
+		t.Fatalf("the new session did not begin with a heartbeat: %v", log)
+	}
+	var reports []string
+	for _, e := range log[i:] {
+		if strings.HasPrefix(e, "status") || strings.HasPrefix(e, "rereport") {
+			reports = append(reports, e)
 		}
 	}
-	i := slices.Index(after, "open node=7")
-	if i < 0 || len(after) < i+4 {
-		t.Fatalf("no second session in %v", after)
+	if len(reports) < 2 {
+		t.Fatalf("reports after reconnecting: %v", reports)
 	}
-	expect(t, "after reconnecting", strings.Join(after[i:i+4], ", "),
-		"open node=7, hb, status [1:failed], rereport [2:failed] held=[1 2]")
+	expect(t, "reports after reconnecting", strings.Join(reports[:2], ", "),
+		"status [1:failed], rereport [2:failed] held=[1 2]")
 }
 
 func TestRunnerRetriedStatusIsResent(t *testing.T) {
@@ -253,5 +257,37 @@ func TestRunnerSyncDestroys(t *testing.T) {
 	})
 	if h.exec.Running() != 1 {
 		t.Fatalf("%d simulated processes, want 1", h.exec.Running())
+	}
+}
+
+func TestRunnerMarkerResentAfterRetry(t *testing.T) {
+	h := newHarness(t, SimConfig{})
+	// A restarted agent owes "running" for task 1, whose process runs on.
+	h.exec.startProc(1)
+	handle := nextEvent(t, h.exec).Obs.Handle
+	rec := TaskRecord{Assignment: asg(1, sm.DesiredRunning), Handle: handle,
+		Status: wire.StatusReport{Task: 1, State: sm.StateRunning}, Acked: wire.StatusReport{Task: 1, State: sm.StateAssigned}}
+	_ = h.store.SaveNodeID(7)
+	_ = h.store.Apply(&Writes{Tasks: []TaskRecord{rec}, Meta: &Meta{Cursor: wire.Cursor{0, 3}}})
+	refused := false
+	h.mgr.results = func(r wire.StatusReport) wire.ReportResult {
+		if !refused {
+			refused = true
+			return wire.ReportRetry // in the marker's batch: the manager ignores the marker
+		}
+		return wire.ReportAccepted
+	}
+	h.start()
+	h.mgr.until(t, "a second marker", func() bool {
+		n := 0
+		for _, b := range h.mgr.batches {
+			if b.ReReport {
+				n++
+			}
+		}
+		return n >= 2 && h.acceptedState(1) == sm.StateRunning
+	})
+	if b := h.mgr.batches[0]; !b.ReReport || len(b.Reports) != 1 {
+		t.Fatalf("first batch %+v, want the marker with the owed status", b)
 	}
 }

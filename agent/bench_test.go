@@ -1,0 +1,124 @@
+package agent
+
+import (
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+
+	sm "shoal/statemachine"
+	"shoal/wire"
+)
+
+// runningMachine returns a machine holding n running tasks, each with one
+// address, all acknowledged.
+func runningMachine(n int) *Machine {
+	m := NewMachine(MachineConfig{})
+	f := completeFrame(1)
+	for i := 1; i <= n; i++ {
+		a := asg(sm.TaskID(i), sm.DesiredRunning)
+		a.Addresses = []wire.Address{{Network: "front", Addr: "10.0.0.5/16"}}
+		f.Tasks = append(f.Tasks, a)
+	}
+	_ = m.Apply(f, t0)
+	for i := 1; i <= n; i++ {
+		m.Observe(Event{Task: sm.TaskID(i), Obs: Observation{Kind: ObsPrepared}}, t0)
+		m.Observe(Event{Task: sm.TaskID(i), Obs: Observation{Kind: ObsStarted, Handle: Handle{Pid: int32(i), StartTime: 1}}}, t0)
+	}
+	m.Ready()
+	reps := m.BeginBatch(n)
+	m.EndBatch(reps, &wire.StatusAck{Results: make([]wire.ReportResult, len(reps))}, t0)
+	m.Ready()
+	return m
+}
+
+func heapInUse() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
+
+// BenchmarkMemoryPerTask measures the agent's memory per task held: the
+// machine alone (a real agent; its store is on disk) and the machine with a
+// MemStore and a simulated process (a loadgen agent).
+func BenchmarkMemoryPerTask(b *testing.B) {
+	const n = 10000
+	for _, withSim := range []bool{false, true} {
+		name := "machine"
+		if withSim {
+			name = "machine+memstore+sim"
+		}
+		b.Run(name, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				before := heapInUse()
+				m := runningMachine(n)
+				var st *MemStore
+				var sim *SimExecutor
+				if withSim {
+					st = NewMemStore()
+					rd := Ready{}
+					for _, id := range m.sortedIDs() {
+						rd.Writes.Tasks = append(rd.Writes.Tasks, m.record(m.tasks[id]))
+					}
+					_ = st.Apply(&rd.Writes)
+					sim = NewSimExecutor(nil, SimConfig{})
+					for id := sm.TaskID(1); id <= n; id++ {
+						sim.startProc(id)
+					}
+				}
+				after := heapInUse()
+				b.ReportMetric(float64(after-before)/n, "bytes/task")
+				runtime.KeepAlive(m)
+				runtime.KeepAlive(st)
+				if sim != nil {
+					sim.Close()
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkStatusPush measures how many status reports one agent can push
+// through its machine and store per second (the manager answering at once):
+// every task changes state, the runner takes batches of 1024, the manager
+// accepts them, the acknowledgements are persisted.
+func BenchmarkStatusPush(b *testing.B) {
+	for _, store := range []string{"mem", "pebble"} {
+		b.Run(store, func(b *testing.B) {
+			const n = 4096
+			m := runningMachine(n)
+			var s Store = NewMemStore()
+			if store == "pebble" {
+				ps, err := OpenPebbleStore(b.TempDir())
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer ps.Close()
+				s = ps
+			}
+			ack := &wire.StatusAck{Results: make([]wire.ReportResult, 1024)}
+			b.ResetTimer()
+			start, sent := time.Now(), 0
+			for i := 0; i < b.N; i++ {
+				// A batch of changes comes in: 1024 tasks stop.
+				for j := 0; j < 1024; j++ {
+					id := sm.TaskID((i*1024+j)%n + 1)
+					t := m.tasks[id]
+					t.status.At++ // a new observation of the same state
+					t.status.Message = fmt.Sprint(i)
+					m.noteStatus(t)
+				}
+				reps := m.BeginBatch(1024)
+				m.EndBatch(reps, ack, t0)
+				rd := m.Ready()
+				if err := s.Apply(&rd.Writes); err != nil {
+					b.Fatal(err)
+				}
+				sent += len(reps)
+			}
+			b.ReportMetric(float64(sent)/time.Since(start).Seconds(), "reports/s")
+		})
+	}
+}
