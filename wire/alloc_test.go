@@ -79,3 +79,27 @@ func TestNoGoroutines(t *testing.T) {
 		t.Fatalf("%d goroutines before encoding and decoding, %d after", before, after)
 	}
 }
+
+// TestLyingCountsAllocateLittle: a small frame whose list counts claim far
+// more entries than it holds is refused without allocating for them.
+func TestLyingCountsAllocateLittle(t *testing.T) {
+	big := []byte{0xff, 0xff, 0x3f} // 1,048,575 entries
+	for name, frame := range map[string][]byte{
+		"ids":     mustFrame(t, TypeSyncAnswer, append(big, 1, 2, 3)),
+		"reports": mustFrame(t, TypeStatusBatch, append([]byte{1, 1}, append(big, 1, 1)...)),
+		"tasks":   mustFrame(t, TypeAssignments, append([]byte{1, 0, 0, 0, 0, 0}, append(big, 1, 1)...)),
+		"strings": mustFrame(t, TypeSession, append([]byte{1, 1, 1, 1}, append(big, 1, 'a')...)),
+	} {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		_, err := Decode(frame)
+		runtime.ReadMemStats(&after)
+		if err == nil {
+			t.Errorf("%s: a frame with a lying count decoded", name)
+		}
+		if n := after.TotalAlloc - before.TotalAlloc; n > 16<<10 {
+			t.Errorf("%s: decoding a %d-byte frame allocated %d bytes", name, len(frame), n)
+		}
+	}
+}

@@ -237,6 +237,8 @@ func TestRefusals(t *testing.T) {
 		{"bad state", mustFrame(t, TypeStatusBatch, []byte{1, 1, 1, 3, 1, 99, 0}), ErrMalformed},
 		{"bad kind", mustFrame(t, TypeAssignments, []byte{3}), ErrMalformed},
 		{"count past end", mustFrame(t, TypeSyncAnswer, []byte{0xff, 0xff, 0x03, 1}), ErrMalformed},
+		{"list cut short", mustFrame(t, TypeSyncAnswer, []byte{2, 0x81, 0x01}), ErrMalformed},
+		{"element list cut short", mustFrame(t, TypeStatusBatch, []byte{1, 1, 2, 1, 7}), ErrMalformed},
 		{"node id over 32 bits", mustFrame(t, TypeHeartbeat, []byte{0xff, 0xff, 0xff, 0xff, 0x1f}), ErrMalformed},
 		{"not utf-8", mustFrame(t, TypeError, []byte{2, 0xff, 0xfe}), ErrMalformed},
 		{"not utf-8 leader", mustFrame(t, TypeError, []byte{0, 0, 0, 2, 0xff, 0xfe}), ErrMalformed},

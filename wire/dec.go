@@ -59,6 +59,14 @@ func (r *reader) varint() int64 {
 	return v
 }
 
+// more fails unless bytes are left for the next element of a list: a list
+// may not run past the end of its message or element.
+func (r *reader) more(field string) {
+	if len(r.b) == 0 {
+		r.fail("%s: the list is cut short", field)
+	}
+}
+
 // bounded reads a uvarint that must be at most limit.
 func (r *reader) bounded(limit uint64, field string) uint64 {
 	v := r.uvarint()
@@ -171,6 +179,7 @@ func (r *reader) strings(dst []string, field string, cached bool) []string {
 	}
 	dst = slices.Grow(dst[:0], n)
 	for range n {
+		r.more(field)
 		if cached {
 			dst = append(dst, r.name(field))
 		} else {
@@ -187,6 +196,7 @@ func (r *reader) uvarints(dst []uint64, field string) []uint64 {
 	}
 	dst = slices.Grow(dst[:0], n)
 	for range n {
+		r.more(field)
 		dst = append(dst, r.uvarint())
 	}
 	return dst
@@ -207,6 +217,7 @@ func (r *reader) taskIDs(dst []statemachine.TaskID, field string) []statemachine
 	}
 	dst = slices.Grow(dst[:0], n)
 	for range n {
+		r.more(field)
 		dst = append(dst, statemachine.TaskID(r.uvarint()))
 	}
 	return dst
@@ -279,6 +290,7 @@ func decodePayload(p []byte, m Message) error {
 			m.Results = nil
 		}
 		for range n {
+			r.more("results")
 			m.Results = append(m.Results, ReportResult(r.enum(reportResultList, "report result")))
 		}
 		m.Messages = r.strings(m.Messages, "messages", true)
@@ -307,6 +319,7 @@ func (r *reader) labels(m map[string]string) map[string]string {
 		m = make(map[string]string, n)
 	}
 	for range n {
+		r.more("labels")
 		k := r.name("label key")
 		m[k] = r.string("label value")
 	}
@@ -325,6 +338,7 @@ func (r *reader) assignments(m *Assignments) {
 	m.Specs = resize(m.Specs, n)
 	for i := range m.Specs {
 		s := &m.Specs[i]
+		r.more("specs")
 		rest := r.enter("spec")
 		s.Service = r.name("service")
 		s.Version = r.u32("spec version")
@@ -339,6 +353,7 @@ func (r *reader) assignments(m *Assignments) {
 	m.Tasks = resize(m.Tasks, n)
 	for i := range m.Tasks {
 		a := &m.Tasks[i]
+		r.more("tasks")
 		rest := r.enter("task")
 		a.Task = statemachine.TaskID(r.uvarint())
 		a.Service = r.name("service")
@@ -350,6 +365,7 @@ func (r *reader) assignments(m *Assignments) {
 		a.Addresses = grow(a.Addresses, na)
 		for j := range a.Addresses {
 			ad := &a.Addresses[j]
+			r.more("addresses")
 			rest := r.enter("address")
 			ad.Network = r.name("network")
 			ad.Addr = r.string("addr")
@@ -365,6 +381,7 @@ func (r *reader) reports(dst []StatusReport) []StatusReport {
 	dst = grow(dst, n)
 	for i := range dst {
 		p := &dst[i]
+		r.more("reports")
 		rest := r.enter("report")
 		p.Task = statemachine.TaskID(r.uvarint())
 		p.State = statemachine.TaskState(r.enum(taskStateNames, "task state"))

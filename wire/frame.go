@@ -33,8 +33,8 @@ const (
 // Append appends m as one frame to dst. It refuses a payload over MaxFrame
 // (ErrTooLarge) and enum values that have no name (ErrMalformed), leaving dst
 // as it was. Payloads over CompressThreshold are compressed when that makes
-// them smaller. Append with a dst of enough capacity does not allocate unless
-// it compresses or m is a SessionRequest with labels.
+// them smaller. Append into a dst with room for the payload twice does not
+// allocate, compressed or not, except for a SessionRequest with labels.
 func Append(dst []byte, m Message) ([]byte, error) {
 	if m == nil {
 		return dst, errorf(ErrType, "nil message")
