@@ -43,6 +43,11 @@ type Config struct {
 	// DefaultSyncInterval is used when the session gives no sync interval;
 	// default 1m.
 	DefaultSyncInterval time.Duration
+	// StopOnExit makes Run stop every task process (SIGTERM, then SIGKILL
+	// after the stop grace) before it returns, as `serve --dev` wants.
+	// Default false: processes outlive the agent, and the next agent on the
+	// same data directory re-attaches to them.
+	StopOnExit bool
 }
 
 func (c Config) withDefaults() (Config, error) {

@@ -351,6 +351,32 @@ func (m *Machine) forget(t *task) {
 	m.markTask(t)
 }
 
+// StopAll stops every process the agent holds, as if the manager wanted
+// them shut down; it returns the longest stop grace among them. Used when
+// the agent exits with Config.StopOnExit.
+func (m *Machine) StopAll(now time.Time) time.Duration {
+	var longest time.Duration
+	for _, id := range m.sortedIDs() {
+		t := m.tasks[id]
+		if t.attached && t.op == OpNone {
+			m.issue(t, OpStop, now)
+			longest = max(longest, m.actions[len(m.actions)-1].Grace)
+		}
+	}
+	return longest
+}
+
+// Attached returns how many tasks have a process this run holds.
+func (m *Machine) Attached() int {
+	n := 0
+	for _, t := range m.tasks {
+		if t.attached {
+			n++
+		}
+	}
+	return n
+}
+
 // Held returns every task the agent still holds something for, in ID order:
 // what a sync and a re-report list.
 func (m *Machine) Held() []sm.TaskID {

@@ -91,7 +91,34 @@ func (a *Agent) Run(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
+	if a.cfg.StopOnExit {
+		a.stopAll()
+	}
 	return result(ctx)
+}
+
+// stopAll stops every process the agent holds and waits (at most the
+// longest stop grace plus a little) until their exits are in the store.
+func (a *Agent) stopAll() {
+	var grace time.Duration
+	a.withMachine(func(m *Machine, now time.Time) { grace = m.StopAll(now) })
+	deadline := a.cfg.Clock.NewTimer(grace + 5*time.Second)
+	defer deadline.Stop()
+	for {
+		a.mu.Lock()
+		n := a.mu.m.Attached()
+		a.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		select {
+		case ev := <-a.cfg.Executor.Events():
+			a.withMachine(func(m *Machine, now time.Time) { m.Observe(ev, now) })
+		case <-deadline.C():
+			a.cfg.Logger.Warn("agent: task processes did not stop in time", "left", n)
+			return
+		}
+	}
 }
 
 // result is Run's answer once ctx ended: nil when the caller ended it, the

@@ -291,3 +291,22 @@ func TestRunnerMarkerResentAfterRetry(t *testing.T) {
 		t.Fatalf("first batch %+v, want the marker with the owed status", b)
 	}
 }
+
+func TestRunnerStopOnExit(t *testing.T) {
+	h := newHarness(t, SimConfig{})
+	h.cfg.StopOnExit = true
+	h.start()
+	h.mgr.push(completeFrame(3, asg(1, sm.DesiredRunning), asg(2, sm.DesiredRunning)))
+	h.mgr.until(t, "both running", func() bool {
+		return h.acceptedState(1) == sm.StateRunning && h.acceptedState(2) == sm.StateRunning
+	})
+	h.shutdown()
+	if n := h.exec.Running(); n != 0 {
+		t.Fatalf("%d simulated processes left after Run returned", n)
+	}
+	for _, r := range h.store.Tasks() {
+		if r.Status.State != sm.StateShutdown {
+			t.Fatalf("task %d stored as %v, want shutdown", r.Assignment.Task, r.Status.State)
+		}
+	}
+}
