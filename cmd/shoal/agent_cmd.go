@@ -27,6 +27,9 @@ type agentOptions struct {
 	dataDir  string   // node ID, local state, task logs
 	labels   []string // k=v
 	hostname string
+	// stopOnExit stops every task process when the agent exits (serve
+	// --dev); a real agent leaves them to the next agent run.
+	stopOnExit bool
 }
 
 func newAgentCmd() *cobra.Command {
@@ -109,7 +112,8 @@ func runAgent(ctx context.Context, o agentOptions, logOut io.Writer) error {
 		Manager:  mgr,
 		Executor: exec,
 		Store:    store,
-		Node:     agent.DescribeNode(o.hostname, labels, version),
-		Logger:   log,
+		Node:       agent.DescribeNode(o.hostname, labels, version),
+		Logger:     log,
+		StopOnExit: o.stopOnExit,
 	})
 }
