@@ -109,9 +109,9 @@ func runAgent(ctx context.Context, o agentOptions, logOut io.Writer) error {
 	}
 	log.Info("agent: starting", "join", addrs, "data_dir", o.dataDir, "pid", os.Getpid())
 	return agent.Run(ctx, agent.Config{
-		Manager:  mgr,
-		Executor: exec,
-		Store:    store,
+		Manager:    mgr,
+		Executor:   exec,
+		Store:      store,
 		Node:       agent.DescribeNode(o.hostname, labels, version),
 		Logger:     log,
 		StopOnExit: o.stopOnExit,
