@@ -93,6 +93,7 @@ func TestClusterRunsProcesses(t *testing.T) {
 		}
 	}()
 	const marker = "sleep 7771"
+	killLeftovers(t, marker)
 	cli(t, c.api(), "service", "create", "web", "--replicas", "3", "--", "sleep", "7771")
 	c.running("web", 3, 30*time.Second)
 	waitFor(t, 10*time.Second, "three sleep processes", func() (bool, string) {

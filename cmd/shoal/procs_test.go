@@ -220,3 +220,13 @@ func readEnviron(pid int) (string, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
 	return strings.ReplaceAll(string(b), "\x00", "\n"), err
 }
+
+// killLeftovers kills, when the test ends, every process whose command line
+// holds marker: task processes outlive a killed agent by design.
+func killLeftovers(t *testing.T, marker string) {
+	t.Cleanup(func() {
+		for _, pid := range pidsOf(marker) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+}
