@@ -43,6 +43,10 @@ type Config struct {
 	// DefaultSyncInterval is used when the session gives no sync interval;
 	// default 1m.
 	DefaultSyncInterval time.Duration
+	// CallTimeout bounds one call to a manager (a long-poll: its wait plus
+	// this; a heartbeat: at most one period); default 30s. It is a transport
+	// deadline on the real clock.
+	CallTimeout time.Duration
 	// StopOnExit makes Run stop every task process (SIGTERM, then SIGKILL
 	// after the stop grace) before it returns, as `serve --dev` wants.
 	// Default false: processes outlive the agent, and the next agent on the
@@ -76,6 +80,7 @@ func (c Config) withDefaults() (Config, error) {
 	def(&c.InitialPeriod, 5*time.Second)
 	def(&c.MaxBackoff, 2*time.Minute)
 	def(&c.DefaultSyncInterval, time.Minute)
+	def(&c.CallTimeout, 30*time.Second)
 	if c.MaxBatch <= 0 {
 		c.MaxBatch = 1024
 	}

@@ -132,6 +132,12 @@ func result(ctx context.Context) error {
 	}
 }
 
+// callCtx bounds one manager call (a transport deadline, on the real
+// clock like the HTTP client's own).
+func (a *Agent) callCtx(parent context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(parent, d)
+}
+
 // fail stops the agent with err.
 func (a *Agent) fail(err error) { a.cancel(err) }
 

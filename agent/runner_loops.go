@@ -24,7 +24,9 @@ func (a *Agent) assignmentsLoop(ctx context.Context) {
 			req.Wait = 0
 		}
 		a.mu.Unlock()
-		f, err := a.cfg.Manager.Assignments(s.ctx, req)
+		c, cancel := a.callCtx(s.ctx, time.Duration(req.Wait)+a.cfg.CallTimeout)
+		f, err := a.cfg.Manager.Assignments(c, req)
+		cancel()
 		if err != nil {
 			if a.failed(ctx, s, "assignments", err) {
 				p, ra := a.period(), retryAfter(err)
@@ -107,7 +109,9 @@ func (a *Agent) sendBatch(ctx context.Context, s *liveSession, marker bool) (ret
 		b.ReReport, b.Held = true, a.mu.m.Held()
 	}
 	a.mu.Unlock()
-	ack, err := a.cfg.Manager.ReportStatus(s.ctx, b)
+	c, cancel := a.callCtx(s.ctx, a.cfg.CallTimeout)
+	ack, err := a.cfg.Manager.ReportStatus(c, b)
+	cancel()
 	if err == nil && ack == nil {
 		err = errors.New("agent: empty answer to a status batch")
 	}
@@ -175,7 +179,9 @@ func (a *Agent) syncLoop(ctx context.Context) {
 		a.mu.Lock()
 		req := &wire.SyncRequest{NodeID: s.node, SessionID: s.id, Seqs: a.mu.m.Seqs(), Held: a.mu.m.Held()}
 		a.mu.Unlock()
-		ans, err := a.cfg.Manager.Sync(s.ctx, req)
+		c, cancel := a.callCtx(s.ctx, a.cfg.CallTimeout)
+		ans, err := a.cfg.Manager.Sync(c, req)
+		cancel()
 		if err != nil {
 			a.failed(ctx, s, "sync", err)
 			continue

@@ -27,7 +27,9 @@ func (a *Agent) sessionLoop(ctx context.Context) {
 		a.mu.Lock()
 		node := a.mu.node
 		a.mu.Unlock()
-		sess, err := a.cfg.Manager.OpenSession(ctx, &wire.SessionRequest{NodeID: node, Node: a.cfg.Node})
+		c, cancel := a.callCtx(ctx, a.cfg.CallTimeout)
+		sess, err := a.cfg.Manager.OpenSession(c, &wire.SessionRequest{NodeID: node, Node: a.cfg.Node})
+		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -91,7 +93,9 @@ func (a *Agent) heartbeat(ctx context.Context, s *liveSession, period time.Durat
 	}
 	failures := 0
 	for {
-		ack, err := a.cfg.Manager.Heartbeat(s.ctx, &wire.Heartbeat{NodeID: s.node, SessionID: s.id})
+		c, cancel := a.callCtx(s.ctx, min(a.cfg.CallTimeout, max(period, time.Second)))
+		ack, err := a.cfg.Manager.Heartbeat(c, &wire.Heartbeat{NodeID: s.node, SessionID: s.id})
+		cancel()
 		var d time.Duration
 		if err == nil {
 			failures = 0
