@@ -22,7 +22,7 @@ func startDevAgent(ctx context.Context, o serveOptions, apiAddr string, out io.W
 	if host == "" {
 		host = "dev"
 	}
-	ao := agentOptions{join: apiAddr, dataDir: filepath.Join(o.dataDir, "agent"), hostname: host}
+	ao := agentOptions{join: apiAddr, dataDir: filepath.Join(o.dataDir, "agent"), hostname: host, stopOnExit: true}
 	if err := os.MkdirAll(ao.dataDir, 0o755); err != nil {
 		return nil, err
 	}
