@@ -1,0 +1,43 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// `shoal serve --dev` runs services of real processes through the CLI, and
+// stops them when it stops.
+func TestServeDev(t *testing.T) {
+	const marker = "sleep 7773"
+	killLeftovers(t, marker)
+	api := freeAddr(t)
+	srv := startProc(t, "serve-dev", "serve", "--dev", "--api-addr", api, "--data-dir", t.TempDir(), "--raft-log-level", "critical")
+	waitFor(t, 30*time.Second, "dev mode ready", func() (bool, string) {
+		return strings.Contains(srv.out.String(), "shoal: dev mode"), srv.out.String()
+	})
+	out := cli(t, api, "service", "create", "web", "--replicas", "2", "--", "sleep", "7773")
+	if !strings.Contains(out, "converged: 2/2 running") {
+		t.Fatalf("create did not report convergence:\n%s", out)
+	}
+	if ps := cli(t, api, "service", "ps", "web"); strings.Count(ps, "Running") != 4 { // DESIRED and CURRENT columns
+		t.Fatalf("ps:\n%s", ps)
+	}
+	if n := len(pidsOf(marker)); n != 2 {
+		t.Fatalf("%d processes, want 2", n)
+	}
+	if err := srv.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-srv.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("serve --dev did not stop on SIGTERM:\n%s", srv.out.String())
+	}
+	waitFor(t, 20*time.Second, "task processes stopped with the dev agent", func() (bool, string) {
+		n := len(pidsOf(marker))
+		return n == 0, fmt.Sprint(n, " left")
+	})
+}
