@@ -22,7 +22,9 @@ type Executor interface {
 	// Events delivers observations, in order per task.
 	Events() <-chan Event
 	// Sweep ends every process of this executor's that no OpAttach claimed.
-	// The agent calls it once, after the attaches issued at start.
+	// The agent calls it once, right after issuing the attaches at start, so
+	// Do(OpAttach) claims the process before it returns (the answer may
+	// still come later on Events).
 	Sweep()
 	// Close stops the executor's goroutines. Processes keep running (they
 	// survive an agent restart).
