@@ -33,6 +33,18 @@ func (s *State) networkByName(name string) *Network {
 	return nil
 }
 
+// blockSize picks a network's block size: the default, halved (down to the
+// smallest) until every service group can own at least one block, so a
+// small network serves services of every group.
+func blockSize(p netip.Prefix, groups int) uint32 {
+	size := uint64(1) << (32 - p.Bits())
+	bs := uint32(ipam.DefaultBlockSize)
+	for groups > 1 && bs > ipam.MinBlockSize && size/uint64(bs) < uint64(groups) {
+		bs /= 2
+	}
+	return bs
+}
+
 // owner is this group's block owner number in every pool.
 func (s *State) owner() uint32 { return uint32(s.cfg.Group) }
 
@@ -77,7 +89,8 @@ func (s *State) createNetwork(spec *Network) Result {
 		}
 		reserved = append(reserved, ipam.Range{First: a, Last: b})
 	}
-	pool, err := ipam.New(ipam.Config{Name: spec.Name, Subnet: prefix, Reserved: reserved})
+	pool, err := ipam.New(ipam.Config{Name: spec.Name, Subnet: prefix, Reserved: reserved,
+		BlockSize: blockSize(prefix, s.groups())})
 	if err != nil {
 		return reject(CodeInvalid, "network %q: %v", spec.Name, err)
 	}
