@@ -125,7 +125,7 @@ func (s *Server) openSession(ctx *fasthttp.RequestCtx) error {
 	var managers []string
 	if err := s.e.ReadLocal(engine.ClusterGroup, func(st *statemachine.State) {
 		if id != 0 {
-			known = st.Node(id) != nil
+			known, removed = st.Node(id) != nil, st.NodeRemoved(id)
 		}
 		for _, addr := range st.Managers() {
 			managers = append(managers, addr)
@@ -134,9 +134,10 @@ func (s *Server) openSession(ctx *fasthttp.RequestCtx) error {
 		return err
 	}
 	slices.Sort(managers)
-	if id != 0 && !known {
-		// Either removed, or never known: a removed node never comes back.
-		removed = true
+	if id != 0 && !known && !removed {
+		// This replica may not have applied the node's creation yet.
+		return &wire.Error{Code: wire.CodeUnavailable, Message: "this manager does not know the node yet; retry",
+			RetryAfter: int64(500 * time.Millisecond)}
 	}
 	if removed {
 		return &wire.Error{Code: wire.CodeNodeRemoved, Message: "this node was removed from the cluster; clear the agent's data directory to join as a new node"}
@@ -207,7 +208,14 @@ func (s *Server) agentHeartbeat(ctx *fasthttp.RequestCtx, _ []string) error {
 		case errors.Is(err, engine.ErrNotMonitoring):
 			return s.notLeader()
 		case errors.Is(err, monitor.ErrUnknownNode):
-			return &wire.Error{Code: wire.CodeNodeRemoved, Message: "this node is not part of the cluster (it was removed); clear the agent's data directory to join as a new node"}
+			removed := false
+			_ = s.e.ReadLocal(engine.ClusterGroup, func(st *statemachine.State) { removed = st.NodeRemoved(hb.NodeID) })
+			if removed {
+				return &wire.Error{Code: wire.CodeNodeRemoved, Message: "this node was removed from the cluster; clear the agent's data directory to join as a new node"}
+			}
+			// A new leader may not have applied the node's creation yet.
+			return &wire.Error{Code: wire.CodeUnavailable, Message: "the leader does not know this node yet; retry",
+				RetryAfter: int64(500 * time.Millisecond)}
 		case err != nil:
 			return err
 		}

@@ -337,6 +337,10 @@ func (s *State) reserveNetworkID() Result {
 	return Result{ID: uint64(id)}
 }
 
+// NodeRemoved reports whether node id was removed from the cluster (IDs
+// are never reused).
+func (s *State) NodeRemoved(id NodeID) bool { return s.isRemoved(id) }
+
 func (s *State) isRemoved(id NodeID) bool {
 	_, gone := s.removedNodes[id]
 	return gone
