@@ -6,10 +6,17 @@ BENCHTIME ?= 1x
 FUZZTIME  ?= 10s
 PERF_OUT  := perf/out
 
-.PHONY: build test vet perf fuzz fmt modelcheck
+.PHONY: build run test vet perf fuzz fmt modelcheck
+
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o bin/shoal ./cmd/shoal
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w -X main.version=$(VERSION)' -o bin/shoal ./cmd/shoal
+
+# Shoal in development mode: one manager and an agent in one process, API on
+# 127.0.0.1:7700, data in a fresh temporary directory.
+run: build
+	bin/shoal serve --dev
 
 vet:
 	$(GO) vet $(PKGS)
