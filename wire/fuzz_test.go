@@ -11,7 +11,7 @@ import (
 // chunk of a COMPLETE.
 func seedFrames(tb testing.TB) [][]byte {
 	var frames [][]byte
-	for _, m := range append(examples, bigAssignments(200, 3), SplitComplete(bigAssignments(300, 4), 8<<10)[1]) {
+	for _, m := range append(examples, bigAssignments(40, 3), SplitComplete(bigAssignments(80, 4), 5<<10)[1]) {
 		b, err := Append(nil, m)
 		if err != nil {
 			tb.Fatal(err)
@@ -100,10 +100,10 @@ func FuzzParseCursor(f *testing.F) {
 	})
 }
 
-// FuzzDecodeJSON: on any bytes and type DecodeJSON returns a message or a
+// FuzzJSON: on any bytes and type DecodeJSON returns a message or a
 // sentinel error; a decoded message encodes to JSON that decodes to the same
 // frame, and to a frame unless it is over MaxFrame.
-func FuzzDecodeJSON(f *testing.F) {
+func FuzzJSON(f *testing.F) {
 	for _, ex := range examples {
 		j, err := EncodeJSON(ex)
 		if err != nil {
