@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"shoal/internal/mix"
 	"shoal/sched"
 	"shoal/statemachine"
 )
@@ -409,31 +410,41 @@ func newBatch(g int, inf *svcInfo, version uint32) *batch {
 	return b
 }
 
+// The scheduler keeps its own node enums (zero values that suit its
+// columnar table); these tables are the one place the state's are mapped
+// to them. A value outside a table is treated as down / worker / active.
+var (
+	schedStatus = [...]sched.NodeStatus{
+		statemachine.NodeReady:        sched.StatusReady,
+		statemachine.NodeDisconnected: sched.StatusDisconnected,
+		statemachine.NodeInitializing: sched.StatusInitializing,
+		statemachine.NodeDown:         sched.StatusDown,
+	}
+	schedAvailability = [...]sched.Availability{
+		statemachine.AvailActive: sched.AvailabilityActive,
+		statemachine.AvailPause:  sched.AvailabilityPause,
+		statemachine.AvailDrain:  sched.AvailabilityDrain,
+	}
+	schedRole = [...]sched.Role{
+		statemachine.RoleWorker:  sched.RoleWorker,
+		statemachine.RoleManager: sched.RoleManager,
+	}
+)
+
+// lookup returns table[i], or def when i is outside the table.
+func lookup[I ~uint8, V any](table []V, i I, def V) V {
+	if int(i) < len(table) {
+		return table[i]
+	}
+	return def
+}
+
 func schedNode(n *statemachine.Node) sched.Node {
-	role := sched.RoleWorker
-	if n.Role == "manager" {
-		role = sched.RoleManager
-	}
-	var status sched.NodeStatus
-	switch n.Status {
-	case statemachine.NodeReady:
-		status = sched.StatusReady
-	case statemachine.NodeDisconnected:
-		status = sched.StatusDisconnected
-	case statemachine.NodeInitializing:
-		status = sched.StatusInitializing
-	default:
-		status = sched.StatusDown
-	}
-	var avail sched.Availability
-	switch n.Availability {
-	case statemachine.AvailPause:
-		avail = sched.AvailabilityPause
-	case statemachine.AvailDrain:
-		avail = sched.AvailabilityDrain
-	}
-	return sched.Node{ID: uint32(n.ID), Hostname: n.Name, Role: role, Status: status,
-		Availability: avail, CPU: n.CPU, Mem: n.Memory, Labels: n.Labels}
+	return sched.Node{ID: uint32(n.ID), Hostname: n.Name,
+		Role:         lookup(schedRole[:], n.Role, sched.RoleWorker),
+		Status:       lookup(schedStatus[:], n.Status, sched.StatusDown),
+		Availability: lookup(schedAvailability[:], n.Availability, sched.AvailabilityActive),
+		CPU:          n.CPU, Mem: n.Memory, Labels: n.Labels}
 }
 
 // placeLocked places every batch on the table, global services first (their
@@ -502,12 +513,7 @@ func (d *Driver) placeGlobal(t *sched.Table, b *batch, why map[batchKey]error, a
 
 // placementSeed mixes the configured seed with the batch's identity.
 func placementSeed(seed uint64, k batchKey) uint64 {
-	x := seed ^ uint64(k.group)<<48 ^ uint64(k.service)
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	return x ^ x>>31
+	return mix.Mix64(seed ^ uint64(k.group)<<48 ^ uint64(k.service))
 }
 
 // recordLocked keeps the batches left pending and logs the reasons that

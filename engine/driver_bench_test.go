@@ -26,7 +26,7 @@ func BenchmarkDriver100kTasks(b *testing.B) {
 	var cmds []statemachine.Command
 	for i := 1; i <= nodes; i++ {
 		cmds = append(cmds, statemachine.Command{Kind: statemachine.CmdUpsertNode, NodeSpec: &statemachine.Node{
-			ID: statemachine.NodeID(i), Name: fmt.Sprintf("node-%04d", i), Role: "worker",
+			ID: statemachine.NodeID(i), Name: fmt.Sprintf("node-%04d", i), Role: statemachine.RoleWorker,
 			Labels: map[string]string{"zone": fmt.Sprintf("z%d", i%10)}, CPU: 64_000, Memory: 256 << 30,
 		}})
 	}

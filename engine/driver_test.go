@@ -42,7 +42,7 @@ func zoneNodes(n int) []statemachine.Command {
 			zone = "b"
 		}
 		cmds = append(cmds, statemachine.Command{Kind: statemachine.CmdUpsertNode, NodeSpec: &statemachine.Node{
-			ID: statemachine.NodeID(i), Name: fmt.Sprintf("node-%d", i), Role: "worker",
+			ID: statemachine.NodeID(i), Name: fmt.Sprintf("node-%d", i), Role: statemachine.RoleWorker,
 			Labels: map[string]string{"zone": zone}, CPU: 4000, Memory: 8 << 30, Status: statemachine.NodeReady,
 		}})
 	}

@@ -64,7 +64,7 @@ func approxSize(c *statemachine.Command) int {
 		}
 	}
 	if nd := c.NodeSpec; nd != nil {
-		n += 40 + len(nd.Name) + len(nd.Role)
+		n += 40 + len(nd.Name) + len(nd.Role.String())
 		for k, v := range nd.Labels {
 			n += 4 + len(k) + len(v)
 		}

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/RoaringBitmap/roaring/v2"
+
+	"shoal/internal/mix"
 )
 
 // Group is a batch of identical tasks of one service to place.
@@ -279,10 +281,10 @@ func (t *Table) spread(lv, lo, hi int, n int64) int64 {
 		}
 		b := fillItem{lo: int32(off), hi: int32(off + c)}
 		if v == nv {
-			b.k1, b.id = mix64(p.seed^missingLabel), 1
+			b.k1, b.id = mix.Mix64(p.seed^missingLabel), 1
 		} else {
 			b.val = p.vals[lv][v]
-			b.k1 = mix64(p.seed ^ hashString(b.val))
+			b.k1 = mix.Mix64(p.seed ^ hashString(b.val))
 		}
 		p.items = append(p.items, b)
 		cnt[v] = off
@@ -327,7 +329,7 @@ func (t *Table) leaf(lo, hi int, n int64) int64 {
 			continue
 		}
 		it := fillItem{base: int64(col[r]), room: k, ref: int32(r), id: uint64(t.id[r])}
-		it.k2 = mix64(p.seed ^ it.id)
+		it.k2 = mix.Mix64(p.seed ^ it.id)
 		if p.g.Strategy == BinPack {
 			it.base, it.k1 = 0, ^t.load(int32(r))
 		} else {

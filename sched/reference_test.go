@@ -3,6 +3,8 @@ package sched
 import (
 	"cmp"
 	"strings"
+
+	"shoal/internal/mix"
 )
 
 // refCluster is the naive reference scheduler: it places one task at a
@@ -142,9 +144,9 @@ func (c *refCluster) place(g Group, seed uint64) map[uint32]int {
 func refBranchLess(gs uint64, a, b *refBranch) bool {
 	key := func(x *refBranch) (uint64, int) {
 		if x.missing {
-			return mix64(gs ^ missingLabel), 1
+			return mix.Mix64(gs ^ missingLabel), 1
 		}
-		return mix64(gs ^ hashString(x.value)), 0
+		return mix.Mix64(gs ^ hashString(x.value)), 0
 	}
 	ha, ma := key(a)
 	hb, mb := key(b)
@@ -166,6 +168,6 @@ func refNodeLess(g Group, gs uint64, a, b *refNode) bool {
 	} else {
 		c = cmp.Or(cmp.Compare(a.svc[g.Service], b.svc[g.Service]), cmp.Compare(a.total, b.total))
 	}
-	c = cmp.Or(c, cmp.Compare(mix64(gs^uint64(a.ID)), mix64(gs^uint64(b.ID))), cmp.Compare(a.ID, b.ID))
+	c = cmp.Or(c, cmp.Compare(mix.Mix64(gs^uint64(a.ID)), mix.Mix64(gs^uint64(b.ID))), cmp.Compare(a.ID, b.ID))
 	return c < 0
 }

@@ -25,8 +25,8 @@ func AppendBatch(dst []byte, batch []Command) []byte {
 // DecodeBatch decodes a batch written by AppendBatch. Corrupt input yields an
 // error wrapping ErrCorrupt, never a panic.
 func DecodeBatch(b []byte) ([]Command, error) {
-	d := decoder{b: b}
-	if v := d.byte1(); d.err == nil && v != batchVersion {
+	d := newDecoder(b)
+	if v := d.byte1(); d.Err() == nil && v != batchVersion {
 		return nil, fmt.Errorf("%w: batch version %d, this build knows %d", ErrCorrupt, v, batchVersion)
 	}
 	n := d.count(1)
@@ -34,11 +34,11 @@ func DecodeBatch(b []byte) ([]Command, error) {
 	for i := range batch {
 		decodeCommand(&d, &batch[i])
 	}
-	if d.err == nil && d.off != len(b) {
+	if d.Err() == nil && d.Len() != 0 {
 		d.fail("trailing bytes")
 	}
-	if d.err != nil {
-		return nil, d.err
+	if d.Err() != nil {
+		return nil, d.Err()
 	}
 	return batch, nil
 }
@@ -196,7 +196,7 @@ func decodeSpec(d *decoder, s *ServiceSpec) {
 func encodeNodeSpec(e *encoder, n *Node) {
 	e.u(uint64(n.ID))
 	e.str(n.Name)
-	e.str(n.Role)
+	e.str(n.Role.String()) // a string, as before roles were typed
 	keys := slices.Sorted(maps.Keys(n.Labels))
 	e.u(uint64(len(keys)))
 	for _, k := range keys {
@@ -214,7 +214,11 @@ func encodeNodeSpec(e *encoder, n *Node) {
 func decodeNodeSpec(d *decoder, n *Node) {
 	n.ID = NodeID(d.un(1<<32-1, "node id"))
 	n.Name = d.str()
-	n.Role = d.str()
+	role, err := ParseRole(d.str())
+	if err != nil {
+		d.fail(err.Error())
+	}
+	n.Role = role
 	if k := d.count(2); k > 0 {
 		n.Labels = make(map[string]string, k)
 		for range k {
@@ -258,7 +262,7 @@ func AppendResults(dst []byte, rs []Result) []byte {
 
 // DecodeResults decodes what AppendResults wrote.
 func DecodeResults(b []byte) ([]Result, error) {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	n := d.count(3)
 	rs := make([]Result, n)
 	for i := range rs {
@@ -266,8 +270,8 @@ func DecodeResults(b []byte) ([]Result, error) {
 		rs[i].ID = d.u()
 		rs[i].Msg = d.str()
 	}
-	if d.err != nil {
-		return nil, d.err
+	if d.Err() != nil {
+		return nil, d.Err()
 	}
 	return rs, nil
 }

@@ -173,7 +173,7 @@ type Task struct {
 type Node struct {
 	ID           NodeID
 	Name         string
-	Role         string // "manager" or "worker"
+	Role         Role
 	Labels       map[string]string
 	CPU          int64 // milli-cores
 	Memory       int64 // bytes

@@ -80,7 +80,7 @@ func (s *State) reconcileGlobal(svc *Service) []uint32 {
 // matchesAll reports whether node n satisfies every constraint.
 func matchesAll(cons []sched.Constraint, n *Node) bool {
 	for _, c := range cons {
-		if !c.MatchNode(uint32(n.ID), n.Name, n.Role, n.Labels) {
+		if !c.MatchNode(uint32(n.ID), n.Name, n.Role.String(), n.Labels) {
 			return false
 		}
 	}

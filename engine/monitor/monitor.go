@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"shoal/internal/mix"
 	"shoal/statemachine"
 )
 
@@ -308,7 +309,7 @@ func (m *Monitor) jitter(base time.Duration, node statemachine.NodeID, beat uint
 	if m.cfg.Jitter == 0 {
 		return base
 	}
-	h := mix64(m.cfg.Seed ^ uint64(node)<<32 ^ uint64(beat))
+	h := mix.Mix64(m.cfg.Seed ^ uint64(node)<<32 ^ uint64(beat))
 	u := float64(h>>11) / (1 << 53) // [0, 1)
 	return base + time.Duration(u*m.cfg.Jitter*float64(base))
 }
@@ -316,14 +317,4 @@ func (m *Monitor) jitter(base time.Duration, node statemachine.NodeID, beat uint
 // grace is how long a node may stay silent after being handed ttl.
 func (m *Monitor) grace(ttl time.Duration) int64 {
 	return int64(m.cfg.GraceFactor * float64(ttl))
-}
-
-// mix64 is the SplitMix64 finalizer.
-func mix64(x uint64) uint64 {
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	x ^= x >> 31
-	return x
 }

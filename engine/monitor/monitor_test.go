@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"shoal/internal/mix"
 	"shoal/statemachine"
 )
 
@@ -351,7 +352,7 @@ func TestChangesAreLegal(t *testing.T) {
 		now = epoch + int64(sec)*int64(time.Second)
 		for i := 1; i <= nodes; i++ {
 			id := statemachine.NodeID(i)
-			h := mix64(uint64(i)<<32 | uint64(sec))
+			h := mix.Mix64(uint64(i)<<32 | uint64(sec))
 			if sec < silentUntil[i] {
 				continue
 			}

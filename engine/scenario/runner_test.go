@@ -287,7 +287,7 @@ func (r *runner) cmdNode(d *datadriven.TestData) (string, error) {
 		return "", err
 	}
 	id := r.node(a.pos[0])
-	spec := &sm.Node{ID: id, Name: a.pos[0], Role: "worker", Labels: map[string]string{}}
+	spec := &sm.Node{ID: id, Name: a.pos[0], Role: sm.RoleWorker, Labels: map[string]string{}}
 	if old := r.s.Node(id); old != nil {
 		spec.CPU, spec.Memory, spec.Availability = old.CPU, old.Memory, old.Availability
 		for k, v := range old.Labels {
