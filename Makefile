@@ -29,7 +29,7 @@ test: vet
 # Each package's benchmarks with CPU and heap profiles under perf/out/, then
 # one summary table. BENCH selects benchmarks (a go test -bench regexp).
 BENCH ?= .
-PERF_PKGS ?= statemachine ipam sched engine engine/monitor
+PERF_PKGS ?= statemachine ipam sched engine engine/monitor engine/duty
 perf:
 	@mkdir -p $(PERF_OUT)
 	@for p in $(PERF_PKGS); do \

@@ -44,18 +44,23 @@ var edges = map[string]rule{
 	"internal/mix":    {pure: true},
 	"internal/varint": {pure: true},
 
+	// Which group owns a command: pure, shared by the engine and the
+	// duties' in-memory harness.
+	"engine/route": {pure: true,
+		shoal: []string{"statemachine"},
+		third: []string{"github.com/cespare/xxhash/v2"}},
 	// Leader duties: loops over a narrow interface, no Raft library.
 	"engine/duty": {
-		shoal: []string{"statemachine", "sched", "engine/monitor", "internal/*"}},
+		shoal: []string{"statemachine", "sched", "engine/monitor", "engine/route", "internal/*"}},
 	// Test-only package (scenario scripts); its non-test files import nothing.
 	"engine/scenario": {},
 
 	// Adapters.
 	"engine": {
-		shoal: []string{"statemachine", "sched", "ipam", "engine/monitor", "engine/duty", "internal/*"},
+		shoal: []string{"statemachine", "sched", "ipam", "engine/monitor", "engine/duty", "engine/route", "internal/*"},
 		third: []string{"github.com/lni/dragonboat/v4", "github.com/cespare/xxhash/v2", "github.com/klauspost/compress"}},
 	"api": {
-		shoal: []string{"engine", "engine/duty", "engine/monitor", "statemachine", "sched", "ipam", "wire", "api/client", "internal/*"},
+		shoal: []string{"engine", "engine/duty", "engine/monitor", "engine/route", "statemachine", "sched", "ipam", "wire", "api/client", "internal/*"},
 		third: []string{"github.com/valyala/fasthttp", "github.com/klauspost/compress", "github.com/VictoriaMetrics/metrics"}},
 	"api/client": {
 		shoal: []string{"wire", "statemachine", "internal/*"},
@@ -74,7 +79,7 @@ var edges = map[string]rule{
 // transitively (agents and the load generator see managers only through
 // wire and the API client).
 var neverReaches = map[string][]string{
-	"engine": {"agent", "loadgen", "api/client", "wire"},
+	"engine": {"agent", "loadgen", "api/client", "wire", "engine/duty", "engine/route"},
 }
 
 // adapterLibs are the libraries only adapters use.

@@ -12,6 +12,7 @@ import (
 	"github.com/lni/dragonboat/v4/config"
 	sm "github.com/lni/dragonboat/v4/statemachine"
 
+	"shoal/engine/route"
 	"shoal/statemachine"
 )
 
@@ -189,7 +190,7 @@ func (e *Engine) SubmitMany(ctx context.Context, cmds []statemachine.Command) []
 	var targets [1]int
 	slots := 0
 	for i := range cmds {
-		gs, rej := route(&cmds[i], e.cfg.Groups, targets[:0])
+		gs, rej := route.Groups(&cmds[i], e.cfg.Groups, targets[:0])
 		if rej.Code == statemachine.CodeOK {
 			rej = checkEncodable(&cmds[i])
 		}

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 
+	"shoal/engine/route"
 	"shoal/statemachine"
 )
 
@@ -18,9 +19,7 @@ func (e *Engine) SubmitToGroup(ctx context.Context, group int, cmd statemachine.
 	if err := e.checkGroup(group); err != nil {
 		return statemachine.Result{}, err
 	}
-	switch cmd.Kind {
-	case statemachine.CmdTick, statemachine.CmdNop, statemachine.CmdNodeSync:
-	default:
+	if !route.PerGroup(cmd.Kind) {
 		rej := statemachine.Result{Code: statemachine.CodeInvalid,
 			Msg: cmd.Kind.String() + " is routed by its object: use Submit"}
 		return rej, rej.Err()

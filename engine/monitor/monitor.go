@@ -284,6 +284,22 @@ func (m *Monitor) Tick(now int64) []Change {
 	return m.changes
 }
 
+// Expiring appends to dst the ready nodes whose heartbeat has expired by
+// now: the nodes the next Tick(now) asks Config.Disconnectable about, so
+// the caller can look up which of them hold tasks with a disconnect window
+// before calling Tick. It appends nothing while Tick would report nothing.
+func (m *Monitor) Expiring(now int64, dst []statemachine.NodeID) []statemachine.NodeID {
+	if !m.leading || now < m.graceUntil {
+		return dst
+	}
+	for i := range m.rows {
+		if e := &m.rows[i]; e.status == statemachine.NodeReady && now >= e.deadline {
+			dst = append(dst, e.id)
+		}
+	}
+	return dst
+}
+
 // TTL returns the base TTL (before jitter) for the current node count.
 func (m *Monitor) TTL() time.Duration { return m.baseTTL() }
 

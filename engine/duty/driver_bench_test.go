@@ -1,4 +1,4 @@
-package engine
+package duty
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"shoal/statemachine"
 )
 
-// BenchmarkDriver100kTasks: one replica, 1,000 nodes; each iteration
+// BenchmarkDriver100kTasks: the in-memory cluster, 1,000 nodes; each iteration
 // creates 100 services of 1,000 replicas (100,000 pending tasks, untimed),
 // then times one RunOnce end to end: scan, placement, and every assignment
 // committed. Earlier iterations' tasks stay assigned, so later runs also
@@ -21,8 +21,7 @@ func BenchmarkDriver100kTasks(b *testing.B) {
 		replicas = 1000
 		tasks    = services * replicas
 	)
-	cfg := Config{RaftLogLevel: "critical"}
-	e := openOne(b, cfg)
+	e := newMem(b, 1, nil)
 	var cmds []statemachine.Command
 	for i := 1; i <= nodes; i++ {
 		cmds = append(cmds, statemachine.Command{Kind: statemachine.CmdUpsertNode, NodeSpec: &statemachine.Node{

@@ -1,4 +1,4 @@
-package engine
+package duty
 
 import (
 	"context"
@@ -28,31 +28,28 @@ type TimerConfig struct {
 	Interval time.Duration
 	// Clock times Interval and decides what is due; it should read the same
 	// time as the engine's clock, which stamps the ticks. Default: the
-	// engine's clock.
+	// engine's clock (engine.NewTimerDuty), else the wall clock.
 	Clock Clock
 	// Logf receives read and proposal failures. Default: discard.
 	Logf func(format string, args ...any)
 }
 
-func (c TimerConfig) withDefaults(e *Engine) TimerConfig {
+func (c TimerConfig) withDefaults() TimerConfig {
 	setDefault(&c.Interval, time.Second)
-	dutyDefaults(e, &c.Clock, &c.Logf)
+	defaults(&c.Clock, &c.Logf)
 	return c
 }
 
-// TimerDuty is the timer duty. It implements Duty; its methods are safe for
-// concurrent use.
+// TimerDuty is the timer duty; its methods are safe for concurrent use.
 type TimerDuty struct {
-	e     *Engine
+	c     Cluster
 	cfg   TimerConfig
 	ticks atomic.Uint64
 }
 
-var _ Duty = (*TimerDuty)(nil)
-
-// NewTimerDuty returns the timer duty for e; register it with e.AddDuty.
-func NewTimerDuty(e *Engine, cfg TimerConfig) *TimerDuty {
-	return &TimerDuty{e: e, cfg: cfg.withDefaults(e)}
+// NewTimerDuty returns the timer duty over c.
+func NewTimerDuty(c Cluster, cfg TimerConfig) *TimerDuty {
+	return &TimerDuty{c: c, cfg: cfg.withDefaults()}
 }
 
 // Ticks returns how many CmdTicks the duty has had applied so far.
@@ -66,7 +63,7 @@ func (d *TimerDuty) Run(ctx context.Context) {
 			return
 		case <-d.cfg.Clock.After(d.cfg.Interval):
 		}
-		if err := d.run(ctx); err != nil && ctx.Err() == nil {
+		if err := d.RunOnce(ctx); err != nil && ctx.Err() == nil {
 			d.cfg.Logf("engine: timers: %v", err)
 		}
 	}
@@ -81,9 +78,9 @@ func timerDue(next, now int64) bool { return next > 0 && next <= now }
 func (d *TimerDuty) dueGroups(now int64) ([]int, error) {
 	var due []int
 	var first error
-	for g := 1; g <= d.e.Groups(); g++ {
+	for g := 1; g <= d.c.Groups(); g++ {
 		var next int64
-		if err := d.e.ReadLocal(g, func(s *statemachine.State) { next = s.NextDue() }); err != nil {
+		if err := d.c.ReadLocal(g, func(s *statemachine.State) { next = s.NextDue() }); err != nil {
 			if first == nil {
 				first = err
 			}
@@ -96,19 +93,17 @@ func (d *TimerDuty) dueGroups(now int64) ([]int, error) {
 	return due, first
 }
 
-// run proposes a tick to every due group, concurrently, and waits for
-// them; it returns the first failure.
-func (d *TimerDuty) run(ctx context.Context) error {
+// RunOnce proposes a tick to every group due at the clock's time,
+// concurrently, and waits for them; it returns the first failure.
+func (d *TimerDuty) RunOnce(ctx context.Context) error {
 	due, first := d.dueGroups(d.cfg.Clock.Now().UnixNano())
 	var (
 		wg sync.WaitGroup
 		mu sync.Mutex
 	)
 	for _, g := range due {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, err := d.e.SubmitToGroup(ctx, g, statemachine.Command{Kind: statemachine.CmdTick})
+		wg.Go(func() {
+			_, err := d.c.SubmitToGroup(ctx, g, statemachine.Command{Kind: statemachine.CmdTick})
 			if err == nil {
 				d.ticks.Add(1)
 				return
@@ -118,7 +113,7 @@ func (d *TimerDuty) run(ctx context.Context) error {
 			if first == nil {
 				first = fmt.Errorf("tick group %d: %w", g, err)
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	return first

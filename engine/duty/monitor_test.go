@@ -1,4 +1,4 @@
-package engine
+package duty
 
 import (
 	"context"
@@ -8,14 +8,15 @@ import (
 	"time"
 
 	"shoal/engine/monitor"
+	"shoal/engine/route"
 	"shoal/statemachine"
 )
 
 // nodeStatus reads (linearizably) a node's status in the cluster group.
-func nodeStatus(t testing.TB, e *Engine, id statemachine.NodeID) statemachine.NodeStatus {
+func nodeStatus(t testing.TB, e *Memory, id statemachine.NodeID) statemachine.NodeStatus {
 	t.Helper()
 	var st statemachine.NodeStatus
-	if err := e.Read(context.Background(), ClusterGroup, func(s *statemachine.State) { st = s.Node(id).Status }); err != nil {
+	if err := e.Read(context.Background(), route.ClusterGroup, func(s *statemachine.State) { st = s.Node(id).Status }); err != nil {
 		t.Fatal(err)
 	}
 	return st
@@ -27,7 +28,8 @@ func nodeStatus(t testing.TB, e *Engine, id statemachine.NodeID) statemachine.No
 // node 1 goes disconnected and node 2 down; a minute later node 2's tasks
 // are orphaned; node 1 reconnects through initializing to ready.
 func TestMonitorDuty(t *testing.T) {
-	e := openOne(t, testConfig(2))
+	clk := newFakeClock()
+	e := newMem(t, 2, clk)
 	mustSubmit(t, e, zoneNodes(3)...)
 	mustSubmit(t, e,
 		createSpec(statemachine.ServiceSpec{Name: "keep", Replicas: 1,
@@ -36,7 +38,7 @@ func TestMonitorDuty(t *testing.T) {
 	var assign []statemachine.Command
 	for _, tk := range tasksWhere(t, e, func(tk *statemachine.Task) bool { return tk.Status.State == statemachine.StatePending }) {
 		var name string
-		if err := e.ReadLocal(TaskGroup(tk.ID), func(s *statemachine.State) { name = s.Service(tk.Service).Spec.Name }); err != nil {
+		if err := e.ReadLocal(route.TaskGroup(tk.ID), func(s *statemachine.State) { name = s.Service(tk.Service).Spec.Name }); err != nil {
 			t.Fatal(err)
 		}
 		node := statemachine.NodeID(2)
@@ -48,7 +50,6 @@ func TestMonitorDuty(t *testing.T) {
 	mustSubmit(t, e, assign...)
 	mustSubmit(t, e, reports(t, e, statemachine.StateRunning)...)
 
-	clk := newManualClock()
 	d, err := NewMonitorDuty(e, MonitorConfig{Clock: clk, Interval: 5 * time.Second, Monitor: monitor.Config{
 		Jitter: -1, MinTTL: 5 * time.Second, FailoverGrace: 30 * time.Second, OrphanTimeout: time.Minute}})
 	if err != nil {
@@ -57,18 +58,19 @@ func TestMonitorDuty(t *testing.T) {
 	if _, err := d.Heartbeat(context.Background(), 3, clk.Now()); !errors.Is(err, ErrNotMonitoring) {
 		t.Fatalf("heartbeat before leadership: %v, want ErrNotMonitoring", err)
 	}
-	e.AddDuty(d)
-	waiting := func() (bool, string) { return clk.waiters() == 1, "monitor duty not waiting for its next tick" }
-	eventually(t, 10*time.Second, waiting)
-	// step heartbeats node 3, moves the clock one interval and waits until
-	// the duty's tick is done.
+	if err := d.BecomeLeader(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// step heartbeats node 3, moves the clock one interval and ticks.
 	step := func() {
 		t.Helper()
 		if _, err := d.Heartbeat(context.Background(), 3, clk.Now()); err != nil {
 			t.Fatal(err)
 		}
 		clk.Advance(5 * time.Second)
-		eventually(t, 10*time.Second, waiting)
+		if err := d.Tick(context.Background()); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for range 5 { // to 25s
 		step()
@@ -105,10 +107,10 @@ func TestMonitorDuty(t *testing.T) {
 		t.Fatalf("node 2 holds %d tasks before the orphan timeout, want 2", len(orig))
 	}
 	step() // 90s
-	eventually(t, 10*time.Second, func() (bool, string) {
+	settled(t, func() (bool, string) {
 		for _, id := range orig {
 			var tk *statemachine.Task
-			if err := e.Read(context.Background(), TaskGroup(id), func(s *statemachine.State) {
+			if err := e.Read(context.Background(), route.TaskGroup(id), func(s *statemachine.State) {
 				if x := s.Task(id); x != nil {
 					c := *x
 					tk = &c
@@ -155,23 +157,23 @@ func TestMonitorDuty(t *testing.T) {
 // A node created while the duty runs is tracked (at a heartbeat, or at the
 // next tick) and expires a grace after its creation if it never heartbeats.
 func TestMonitorDutyNewNode(t *testing.T) {
-	e := openOne(t, testConfig(1))
-	clk := newManualClock()
+	clk := newFakeClock()
+	e := newMem(t, 1, clk)
 	d, err := NewMonitorDuty(e, MonitorConfig{Clock: clk, Interval: 5 * time.Second, Monitor: monitor.Config{
 		Jitter: -1, MinTTL: 5 * time.Second, FailoverGrace: 10 * time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.AddDuty(d)
-	waiting := func() (bool, string) { return clk.waiters() == 1, "monitor duty not waiting for its next tick" }
-	eventually(t, 10*time.Second, waiting)
+	stop := runDuty(t, d.Run)
+	defer stop()
+	clk.BlockUntil(1) // leading, waiting for its first tick
 	mustSubmit(t, e, zoneNodes(2)...)
 	if _, err := d.Heartbeat(context.Background(), 1, clk.Now()); err != nil {
 		t.Fatalf("heartbeat of a node created since the last tick: %v", err)
 	}
 	for range 3 { // 15s: node 2, tracked at the 5s tick, is within its grace
 		clk.Advance(5 * time.Second)
-		eventually(t, 10*time.Second, waiting)
+		clk.BlockUntil(1) // the tick is done
 		if _, err := d.Heartbeat(context.Background(), 1, clk.Now()); err != nil {
 			t.Fatal(err)
 		}
@@ -180,7 +182,7 @@ func TestMonitorDutyNewNode(t *testing.T) {
 		t.Fatalf("node 2 is %s before its grace ended", st)
 	}
 	clk.Advance(5 * time.Second) // 20s: 15s after it was tracked
-	eventually(t, 10*time.Second, waiting)
+	clk.BlockUntil(1)
 	if st := nodeStatus(t, e, 2); st != statemachine.NodeDown {
 		t.Errorf("node 2 is %s a grace after it was tracked, want down", st)
 	}

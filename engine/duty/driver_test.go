@@ -1,10 +1,9 @@
-package engine
+package duty
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -13,24 +12,6 @@ import (
 	"shoal/sched"
 	"shoal/statemachine"
 )
-
-// openOne opens a one-replica engine in a temporary directory and waits
-// for its leaders.
-func openOne(t testing.TB, cfg Config) *Engine {
-	t.Helper()
-	cfg.DataDir = t.TempDir()
-	e, err := Open(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Close)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := e.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return e
-}
 
 // zoneNodes returns upserts of n ready nodes with 4 cores and 8 GiB each;
 // the first half in zone a, the rest in zone b.
@@ -53,17 +34,6 @@ func createSpec(spec statemachine.ServiceSpec) statemachine.Command {
 	return statemachine.Command{Kind: statemachine.CmdCreateService, Spec: &spec}
 }
 
-func mustSubmit(t testing.TB, e *Engine, cmds ...statemachine.Command) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for i, o := range e.SubmitMany(ctx, cmds) {
-		if err := o.Err(); err != nil {
-			t.Fatalf("%s: %v", cmds[i].Kind, err)
-		}
-	}
-}
-
 func runOnce(t testing.TB, d *Driver) int {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -76,7 +46,7 @@ func runOnce(t testing.TB, d *Driver) int {
 }
 
 // placement reads, per service name, how many live tasks each node holds.
-func placement(t testing.TB, e *Engine) map[string]map[statemachine.NodeID]int {
+func placement(t testing.TB, e *Memory) map[string]map[statemachine.NodeID]int {
 	t.Helper()
 	out := map[string]map[statemachine.NodeID]int{}
 	for g := 1; g <= e.Groups(); g++ {
@@ -103,7 +73,7 @@ func placement(t testing.TB, e *Engine) map[string]map[statemachine.NodeID]int {
 	return out
 }
 
-func pendingCount(t testing.TB, e *Engine) int {
+func pendingCount(t testing.TB, e *Memory) int {
 	t.Helper()
 	return len(tasksWhere(t, e, func(tk *statemachine.Task) bool {
 		return tk.Status.State == statemachine.StatePending && !tk.Desired.Stopping()
@@ -131,7 +101,7 @@ func nodeRange(from, to int) []statemachine.NodeID {
 // constraints honoured, global tasks on their own node; a drained node takes
 // nothing new.
 func TestDriverPlaces(t *testing.T) {
-	e := openOne(t, testConfig(3))
+	e := newMem(t, 3, nil)
 	mustSubmit(t, e, zoneNodes(6)...)
 	mustSubmit(t, e,
 		createSpec(statemachine.ServiceSpec{Name: "web", Replicas: 12, CPU: 100, Memory: 64 << 20}),
@@ -215,7 +185,7 @@ func TestDriverPlaces(t *testing.T) {
 // the scheduler cannot parse never gets this far: the state machine refuses
 // the spec with the parser's error.)
 func TestDriverUnschedulable(t *testing.T) {
-	e := openOne(t, testConfig(2))
+	e := newMem(t, 2, nil)
 	mustSubmit(t, e, zoneNodes(2)...)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -274,36 +244,28 @@ func TestDriverUnschedulable(t *testing.T) {
 // and commit) is taken back out of the table; the task stays pending and a
 // later run places it elsewhere.
 func TestDriverRejectionCorrectsTable(t *testing.T) {
-	e := openOne(t, testConfig(2))
+	e := newMem(t, 2, nil)
 	mustSubmit(t, e, zoneNodes(2)...)
 	mustSubmit(t, e, createSpec(statemachine.ServiceSpec{Name: "web", Replicas: 4, CPU: 100, Memory: 1 << 20}))
 	d := NewDriver(e, DriverConfig{})
-	d.mu.Lock()
-	p, err := d.scanLocked()
-	if err != nil {
-		d.mu.Unlock()
-		t.Fatal(err)
-	}
-	d.placeLocked(p)
-	if _, _, n, _ := d.mu.table.Reserved(1); n != 2 {
-		d.mu.Unlock()
-		t.Fatalf("plan puts %d tasks on node 1, want 2", n)
-	}
-	d.mu.Unlock()
-
-	mustSubmit(t, e, statemachine.Command{Kind: statemachine.CmdSetNodeStatus, Node: 1, NodeStatus: statemachine.NodeDown})
-
-	d.mu.Lock()
-	placed, err := d.submitLocked(context.Background(), p)
-	cpu, mem, n, _ := d.mu.table.Reserved(1)
-	d.mu.Unlock()
+	// Node 1 goes down between the plan and the commit: the groups reject
+	// its two assignments.
+	downed := false
+	e.FailSubmissions(func(c statemachine.Command) error {
+		if c.Kind == statemachine.CmdAssign && !downed {
+			downed = true
+			mustSubmitLocked(t, e, statemachine.Command{Kind: statemachine.CmdSetNodeStatus, Node: 1, NodeStatus: statemachine.NodeDown})
+		}
+		return nil
+	})
+	placed, err := d.RunOnce(context.Background())
 	if err != nil || placed != 2 {
-		t.Fatalf("submit: placed %d, err %v; want node 2's 2", placed, err)
+		t.Fatalf("run: placed %d, err %v; want node 2's 2", placed, err)
 	}
 	if st := d.LastRun(); st.Rejected != 2 {
 		t.Errorf("stats %+v, want 2 rejected", st)
 	}
-	if cpu != 0 || mem != 0 || n != 0 {
+	if cpu, mem, n, _ := d.table.Reserved(1); cpu != 0 || mem != 0 || n != 0 {
 		t.Errorf("node 1 still holds %d tasks (%d mcpu, %d bytes) in the table after its assignments were rejected", n, cpu, mem)
 	}
 	if got := runOnce(t, d); got != 2 {
@@ -318,88 +280,45 @@ func TestDriverRejectionCorrectsTable(t *testing.T) {
 // Signal wired into OnApply), without waiting for its interval.
 func TestDriverDutyOnPending(t *testing.T) {
 	sig := NewSignal()
-	cfg := testConfig(2)
-	cfg.OnApply = sig.OnApply
-	e := openOne(t, cfg)
+	e := newMem(t, 2, nil)
+	e.OnApply(sig.OnApply)
 	mustSubmit(t, e, zoneNodes(3)...)
-	d := NewDriver(e, DriverConfig{Signal: sig, Interval: time.Hour})
-	e.AddDuty(d)
+	clk := newFakeClock()
+	d := NewDriver(e, DriverConfig{Signal: sig, Interval: time.Hour, Clock: clk})
+	stop := runDuty(t, d.Run)
+	defer stop()
+	clk.BlockUntil(1) // the first run found nothing; waiting an hour
 	mustSubmit(t, e, createSpec(statemachine.ServiceSpec{Name: "web", Replicas: 9}))
-	eventually(t, 20*time.Second, func() (bool, string) {
-		n := len(tasksWhere(t, e, func(tk *statemachine.Task) bool { return tk.Status.State == statemachine.StateAssigned }))
-		return n == 9, fmt.Sprintf("%d of 9 tasks assigned", n)
-	})
+	// The signal woke the driver, which waits out MinGap (20ms) from the
+	// first run's start; then it runs and waits an hour again.
+	clk.BlockUntil(2)
+	clk.Advance(20 * time.Millisecond)
+	clk.BlockUntil(2)
+	n := len(tasksWhere(t, e, func(tk *statemachine.Task) bool { return tk.Status.State == statemachine.StateAssigned }))
+	if n != 9 {
+		t.Fatalf("%d of 9 tasks assigned", n)
+	}
 }
 
 // Without a signal the driver still runs every Interval of its clock.
 func TestDriverDutyInterval(t *testing.T) {
-	e := openOne(t, testConfig(1))
+	e := newMem(t, 1, nil)
 	mustSubmit(t, e, zoneNodes(2)...)
-	clk := newManualClock()
+	clk := newFakeClock()
 	d := NewDriver(e, DriverConfig{Clock: clk, Interval: 10 * time.Second})
-	e.AddDuty(d)
+	stop := runDuty(t, d.Run)
+	defer stop()
 	// The first run finds nothing; then the driver waits for its interval.
-	eventually(t, 10*time.Second, func() (bool, string) { return clk.waiters() == 1, "driver not waiting yet" })
+	clk.BlockUntil(1)
 	mustSubmit(t, e, createSpec(statemachine.ServiceSpec{Name: "web", Replicas: 4}))
 	clk.Advance(9 * time.Second)
 	if n := pendingCount(t, e); n != 4 {
 		t.Fatalf("%d tasks pending before the interval passed, want 4", n)
 	}
 	clk.Advance(time.Second)
-	eventually(t, 10*time.Second, func() (bool, string) {
+	clk.BlockUntil(1) // the run is done: the driver waits again
+	settled(t, func() (bool, string) {
 		n := pendingCount(t, e)
 		return n == 0, fmt.Sprintf("%d tasks still pending after the interval", n)
 	})
-}
-
-// manualClock is a Clock that moves only when told to.
-type manualClock struct {
-	mu  sync.Mutex
-	now time.Time
-	w   []manualWaiter
-}
-
-type manualWaiter struct {
-	at time.Time
-	c  chan time.Time
-}
-
-func newManualClock() *manualClock { return &manualClock{now: time.Unix(1_700_000_000, 0)} }
-
-func (c *manualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *manualClock) After(d time.Duration) <-chan time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ch := make(chan time.Time, 1)
-	if d <= 0 {
-		ch <- c.now
-		return ch
-	}
-	c.w = append(c.w, manualWaiter{at: c.now.Add(d), c: ch})
-	return ch
-}
-
-// Advance moves the clock and fires the waits that are due.
-func (c *manualClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-	c.w = slices.DeleteFunc(c.w, func(w manualWaiter) bool {
-		if w.at.After(c.now) {
-			return false
-		}
-		w.c <- c.now
-		return true
-	})
-}
-
-func (c *manualClock) waiters() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.w)
 }

@@ -1,4 +1,4 @@
-package engine
+package duty
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"shoal/engine/monitor"
+	"shoal/engine/route"
 	"shoal/statemachine"
 )
 
@@ -15,38 +16,40 @@ import (
 // (the pure heartbeat table): on leadership it tracks every node of the
 // cluster group with its replicated status and calls BecomeLeader; every
 // Interval it re-syncs the node list (new nodes tracked, removed ones
-// forgotten, statuses another component changed corrected), Ticks, and
-// proposes the changes: CmdSetNodeStatus (routed to the cluster group and
-// fanned out to every service group by Submit) and, for a node down past the
-// orphan timeout, CmdOrphan for each of its assigned..running tasks in every
-// service group. Heartbeat and MarkReReported are the agents' entry points
-// (through the API); a heartbeat that changes a node's status returns once
-// the change is applied on this replica.
+// forgotten, statuses another component changed corrected), looks up which
+// expiring nodes hold tasks with a disconnect window (read before taking
+// its lock, handed to the monitor as data), Ticks, and proposes the
+// changes: CmdSetNodeStatus (fanned out to every group) and, for a node
+// down past the orphan timeout, CmdOrphan for each of its assigned..running
+// tasks in every service group. Heartbeat and MarkReReported are the
+// agents' entry points (through the API); a heartbeat that changes a
+// node's status returns once the change is applied on this replica.
 //
 // The monitor is guarded by a mutex (the duty's goroutine against heartbeat
-// callers); proposals are made without it, so heartbeats never wait for a
-// tick's Raft round trip. A node with a status proposal in flight is not
-// re-synced from the replicated state until the proposal finished.
+// callers); proposals and reads are made without it, so heartbeats never
+// wait for a tick's Raft round trip. A node with a status proposal in
+// flight is not re-synced from the replicated state until it finished.
 
 // MonitorConfig tunes the node monitor duty. Zero values take the defaults
 // named on each field.
 type MonitorConfig struct {
 	// Monitor configures the heartbeat table (TTLs, grace, failover grace,
-	// orphan timeout); its Disconnectable is replaced by a check of every
-	// service group's state (statemachine.State.HasDisconnectWindow).
+	// orphan timeout); its Disconnectable is replaced by the set of nodes
+	// the duty found holding tasks with a disconnect window
+	// (statemachine.State.HasDisconnectWindow in any service group).
 	Monitor monitor.Config
 	// Interval is the time between ticks, on Clock. Default 1s.
 	Interval time.Duration
 	// Clock times ticks and stamps heartbeats' decisions. Default: the
-	// engine's clock.
+	// engine's clock (engine.NewMonitorDuty), else the wall clock.
 	Clock Clock
 	// Logf receives proposal failures. Default: discard.
 	Logf func(format string, args ...any)
 }
 
-func (c MonitorConfig) withDefaults(e *Engine) MonitorConfig {
+func (c MonitorConfig) withDefaults() MonitorConfig {
 	setDefault(&c.Interval, time.Second)
-	dutyDefaults(e, &c.Clock, &c.Logf)
+	defaults(&c.Clock, &c.Logf)
 	return c
 }
 
@@ -55,10 +58,10 @@ func (c MonitorConfig) withDefaults(e *Engine) MonitorConfig {
 // heartbeat to the leader, or retry shortly.
 var ErrNotMonitoring = errors.New("engine: node monitor not running on this replica")
 
-// MonitorDuty is the node monitor duty. It implements Duty; its methods are
-// safe for concurrent use.
+// MonitorDuty is the node monitor duty; its methods are safe for concurrent
+// use.
 type MonitorDuty struct {
-	e   *Engine
+	c   Cluster
 	cfg MonitorConfig
 
 	mu struct {
@@ -66,17 +69,17 @@ type MonitorDuty struct {
 		m *monitor.Monitor
 		// inflight counts status proposals per node not finished yet.
 		inflight map[statemachine.NodeID]int
+		// disconnectable is the set the next Tick consults.
+		disconnectable map[statemachine.NodeID]bool
 	}
 }
 
-var _ Duty = (*MonitorDuty)(nil)
-
-// NewMonitorDuty returns the node monitor duty for e; register it with
-// e.AddDuty. It fails only on a bad monitor configuration.
-func NewMonitorDuty(e *Engine, cfg MonitorConfig) (*MonitorDuty, error) {
-	d := &MonitorDuty{e: e, cfg: cfg.withDefaults(e)}
+// NewMonitorDuty returns the node monitor duty over c. It fails only on a
+// bad monitor configuration.
+func NewMonitorDuty(c Cluster, cfg MonitorConfig) (*MonitorDuty, error) {
+	d := &MonitorDuty{c: c, cfg: cfg.withDefaults()}
 	mc := d.cfg.Monitor
-	mc.Disconnectable = d.disconnectable
+	mc.Disconnectable = func(n statemachine.NodeID) bool { return d.mu.disconnectable[n] } // under d.mu, from Tick
 	m, err := monitor.New(mc)
 	if err != nil {
 		return nil, err
@@ -89,13 +92,9 @@ func NewMonitorDuty(e *Engine, cfg MonitorConfig) (*MonitorDuty, error) {
 // Run monitors the nodes until ctx ends: it loads the node list (retrying
 // every Interval until it can), becomes leader, then ticks every Interval.
 func (d *MonitorDuty) Run(ctx context.Context) {
-	defer func() {
-		d.mu.Lock()
-		d.mu.m.StepDown()
-		d.mu.Unlock()
-	}()
+	defer d.StepDown()
 	for {
-		err := d.becomeLeader(ctx)
+		err := d.BecomeLeader(ctx)
 		if err == nil {
 			break
 		}
@@ -112,7 +111,7 @@ func (d *MonitorDuty) Run(ctx context.Context) {
 			return
 		case <-d.cfg.Clock.After(d.cfg.Interval):
 		}
-		if err := d.tick(ctx); err != nil && ctx.Err() == nil {
+		if err := d.Tick(ctx); err != nil && ctx.Err() == nil {
 			d.cfg.Logf("engine: node monitor: %v", err)
 		}
 	}
@@ -136,16 +135,17 @@ func (d *MonitorDuty) readNodes(ctx context.Context, fresh bool) ([]nodeRow, err
 	}
 	var err error
 	if fresh {
-		err = d.e.Read(ctx, ClusterGroup, fn)
+		err = d.c.Read(ctx, route.ClusterGroup, fn)
 	} else {
-		err = d.e.ReadLocal(ClusterGroup, fn)
+		err = d.c.ReadLocal(route.ClusterGroup, fn)
 	}
 	return rows, err
 }
 
-// becomeLeader tracks every node (a linearizable read: everything the last
-// term committed) and starts the monitor's term.
-func (d *MonitorDuty) becomeLeader(ctx context.Context) error {
+// BecomeLeader tracks every node (a linearizable read: everything the last
+// term committed) and starts the monitor's term. Run calls it; scenario
+// scripts call it for a leader change.
+func (d *MonitorDuty) BecomeLeader(ctx context.Context) error {
 	rows, err := d.readNodes(ctx, true)
 	if err != nil {
 		return fmt.Errorf("load nodes: %w", err)
@@ -156,6 +156,14 @@ func (d *MonitorDuty) becomeLeader(ctx context.Context) error {
 	d.syncLocked(rows, now)
 	d.mu.m.BecomeLeader(now)
 	return nil
+}
+
+// StepDown ends the monitor's term: heartbeats get ErrNotMonitoring until
+// the next BecomeLeader.
+func (d *MonitorDuty) StepDown() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.mu.m.StepDown()
 }
 
 // syncLocked makes the monitor's node list and statuses match rows, except
@@ -177,8 +185,9 @@ func (d *MonitorDuty) syncLocked(rows []nodeRow, now int64) {
 
 func (d *MonitorDuty) now() int64 { return d.cfg.Clock.Now().UnixNano() }
 
-// tick re-syncs the node list, ticks the monitor and proposes its changes.
-func (d *MonitorDuty) tick(ctx context.Context) error {
+// Tick re-syncs the node list, ticks the monitor at the clock's time and
+// proposes its changes. Run calls it every Interval.
+func (d *MonitorDuty) Tick(ctx context.Context) error {
 	rows, err := d.readNodes(ctx, false)
 	if err != nil {
 		return fmt.Errorf("read nodes: %w", err)
@@ -186,13 +195,39 @@ func (d *MonitorDuty) tick(ctx context.Context) error {
 	d.mu.Lock()
 	now := d.now()
 	d.syncLocked(rows, now)
+	expiring := d.mu.m.Expiring(now, nil)
+	d.mu.Unlock()
+	disc := d.disconnectable(expiring)
+
+	d.mu.Lock()
+	d.mu.disconnectable = disc
 	changes := append([]monitor.Change(nil), d.mu.m.Tick(now)...)
+	d.mu.disconnectable = nil
 	d.beginLocked(changes)
 	d.mu.Unlock()
 	if len(changes) == 0 {
 		return nil
 	}
 	return d.propose(ctx, changes)
+}
+
+// disconnectable returns which of nodes hold a live task of a service with
+// a disconnect window in some service group, as this replica has applied.
+func (d *MonitorDuty) disconnectable(nodes []statemachine.NodeID) map[statemachine.NodeID]bool {
+	if len(nodes) == 0 {
+		return nil
+	}
+	set := make(map[statemachine.NodeID]bool, len(nodes))
+	for g := 1; g <= d.c.Groups(); g++ {
+		_ = d.c.ReadLocal(g, func(s *statemachine.State) {
+			for _, n := range nodes {
+				if !set[n] && s.HasDisconnectWindow(n) {
+					set[n] = true
+				}
+			}
+		})
+	}
+	return set
 }
 
 // beginLocked counts the status changes as in flight.
@@ -218,7 +253,7 @@ func (d *MonitorDuty) propose(ctx context.Context, changes []monitor.Change) err
 	cmds := monitor.Commands(nil, changes)
 	var outs []Outcome
 	if len(cmds) > 0 {
-		outs = d.e.SubmitMany(ctx, cmds)
+		outs = d.c.SubmitMany(ctx, cmds)
 	}
 	failed := false
 	for i, o := range outs {
@@ -265,8 +300,8 @@ func (d *MonitorDuty) finish(changes []monitor.Change, failed bool) {
 // every service group.
 func (d *MonitorDuty) orphan(ctx context.Context, node statemachine.NodeID) error {
 	var cmds []statemachine.Command
-	for g := 1; g <= d.e.Groups(); g++ {
-		err := d.e.ReadLocal(g, func(s *statemachine.State) {
+	for g := 1; g <= d.c.Groups(); g++ {
+		err := d.c.ReadLocal(g, func(s *statemachine.State) {
 			for _, t := range s.NodeTasks(node) {
 				if statemachine.CanTransition(statemachine.CompNodeMonitor, t.Status.State, statemachine.StateOrphaned) {
 					cmds = append(cmds, statemachine.Command{Kind: statemachine.CmdOrphan, Task: t.ID})
@@ -280,23 +315,12 @@ func (d *MonitorDuty) orphan(ctx context.Context, node statemachine.NodeID) erro
 	if len(cmds) == 0 {
 		return nil
 	}
-	for i, o := range d.e.SubmitMany(ctx, cmds) {
+	for i, o := range d.c.SubmitMany(ctx, cmds) {
 		if err := o.Err(); err != nil {
 			return fmt.Errorf("orphan task %d of node %d: %w", cmds[i].Task, node, err)
 		}
 	}
 	return nil
-}
-
-// disconnectable is the monitor's Disconnectable: node holds a live task of
-// a service with a disconnect window in some service group. It runs under
-// d.mu (from Tick) and reads this replica's state.
-func (d *MonitorDuty) disconnectable(node statemachine.NodeID) bool {
-	found := false
-	for g := 1; g <= d.e.Groups() && !found; g++ {
-		_ = d.e.ReadLocal(g, func(s *statemachine.State) { found = s.HasDisconnectWindow(node) })
-	}
-	return found
 }
 
 // Heartbeat records a heartbeat from node at now and returns the TTL the

@@ -1,4 +1,4 @@
-package engine
+package duty
 
 import (
 	"context"
@@ -6,23 +6,15 @@ import (
 	"testing"
 	"time"
 
+	"shoal/engine/route"
 	"shoal/statemachine"
 )
 
-// entryClock stamps entries with a manual clock's time but waits in real
-// time, so the engine's back-off and WaitReady still move while the test
-// holds the replicated time still.
-type entryClock struct{ m *manualClock }
-
-func (c entryClock) Now() time.Time { return c.m.Now() }
-
-func (c entryClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
-
 // oneTask reads the task with id (linearizably); nil if it is gone.
-func oneTask(t testing.TB, e *Engine, id statemachine.TaskID) *statemachine.Task {
+func oneTask(t testing.TB, e *Memory, id statemachine.TaskID) *statemachine.Task {
 	t.Helper()
 	var tk *statemachine.Task
-	err := e.Read(context.Background(), TaskGroup(id), func(s *statemachine.State) {
+	err := e.Read(context.Background(), route.TaskGroup(id), func(s *statemachine.State) {
 		if x := s.Task(id); x != nil {
 			c := *x
 			tk = &c
@@ -32,12 +24,6 @@ func oneTask(t testing.TB, e *Engine, id statemachine.TaskID) *statemachine.Task
 		t.Fatal(err)
 	}
 	return tk
-}
-
-// waitDutyIdle waits until a duty on clk is waiting for its next interval.
-func waitDutyIdle(t testing.TB, clk *manualClock) {
-	t.Helper()
-	eventually(t, 10*time.Second, func() (bool, string) { return clk.waiters() == 1, "duty not waiting for its next interval" })
 }
 
 func TestTimerDue(t *testing.T) {
@@ -51,29 +37,13 @@ func TestTimerDue(t *testing.T) {
 	}
 }
 
-func TestTimerSubmitToGroupRefusesRoutedKinds(t *testing.T) {
-	e := openOne(t, testConfig(2))
-	ctx := context.Background()
-	if _, err := e.SubmitToGroup(ctx, 3, statemachine.Command{Kind: statemachine.CmdTick}); err == nil {
-		t.Fatal("tick to group 3 of 2 accepted")
-	}
-	if _, err := e.SubmitToGroup(ctx, 1, createSpec(statemachine.ServiceSpec{Name: "web", Replicas: 1})); err == nil {
-		t.Fatal("create-service through SubmitToGroup accepted")
-	}
-	if _, err := e.SubmitToGroup(ctx, 2, statemachine.Command{Kind: statemachine.CmdTick}); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// One replica, a manual clock: a failed task's replacement is held at
+// The in-memory cluster, a fake clock: a failed task's replacement is held at
 // desired ready for the 10s restart delay. Nothing else is proposed, so only
 // the timer duty's tick can start it: not before the delay, and within one
 // interval after it.
 func TestTimerDutyPromotesDelayedRestart(t *testing.T) {
-	clk := newManualClock()
-	cfg := testConfig(1)
-	cfg.Clock = entryClock{clk}
-	e := openOne(t, cfg)
+	clk := newFakeClock()
+	e := newMem(t, 1, clk)
 	mustSubmit(t, e, zoneNodes(1)...)
 	mustSubmit(t, e, createSpec(statemachine.ServiceSpec{Name: "web", Replicas: 1,
 		Restart: statemachine.RestartPolicy{Delay: int64(10 * time.Second)}}))
@@ -92,13 +62,14 @@ func TestTimerDutyPromotesDelayedRestart(t *testing.T) {
 	if st := oneTask(t, e, orig[0].ID).Status.State; !st.Terminal() {
 		t.Fatalf("original is %s, want terminal", st)
 	}
-	group := TaskGroup(repl[0].ID)
+	group := route.TaskGroup(repl[0].ID)
 
 	d := NewTimerDuty(e, TimerConfig{Clock: clk, Interval: time.Second})
-	e.AddDuty(d)
-	waitDutyIdle(t, clk)
+	stop := runDuty(t, d.Run)
+	defer stop()
+	clk.BlockUntil(1)
 	clk.Advance(5 * time.Second) // one run at 5s: nothing due yet
-	waitDutyIdle(t, clk)
+	clk.BlockUntil(1)
 	if n := d.Ticks(); n != 0 {
 		t.Fatalf("%d ticks before the restart delay passed", n)
 	}
@@ -106,14 +77,14 @@ func TestTimerDutyPromotesDelayedRestart(t *testing.T) {
 		t.Fatalf("replacement desired %s at 5s, want ready", des)
 	}
 	clk.Advance(6 * time.Second) // 11s: the delay has passed
-	eventually(t, 10*time.Second, func() (bool, string) {
+	clk.BlockUntil(1)
+	settled(t, func() (bool, string) {
 		des := oneTask(t, e, repl[0].ID).Desired
 		return des == statemachine.DesiredRunning, fmt.Sprintf("replacement desired %s after 11s (ticks %d)", des, d.Ticks())
 	})
 	if n := d.Ticks(); n != 1 {
 		t.Errorf("%d ticks, want 1", n)
 	}
-	waitDutyIdle(t, clk)
 	var next int64
 	if err := e.Read(context.Background(), group, func(s *statemachine.State) { next = s.NextDue() }); err != nil {
 		t.Fatal(err)
