@@ -158,6 +158,20 @@ func (d *MonitorDuty) BecomeLeader(ctx context.Context) error {
 	return nil
 }
 
+// Sync re-reads the cluster group's nodes into the monitor now (Tick does
+// it every Interval), so a node another component created or changed is
+// tracked with its replicated status at once.
+func (d *MonitorDuty) Sync(ctx context.Context) error {
+	rows, err := d.readNodes(ctx, false)
+	if err != nil {
+		return fmt.Errorf("read nodes: %w", err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.syncLocked(rows, d.now())
+	return nil
+}
+
 // StepDown ends the monitor's term: heartbeats get ErrNotMonitoring until
 // the next BecomeLeader.
 func (d *MonitorDuty) StepDown() {
