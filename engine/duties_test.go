@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"shoal/engine/duty"
+	"shoal/internal/clock"
 	"shoal/statemachine"
 )
 
@@ -65,12 +65,12 @@ func mustSubmit(t testing.TB, e *Engine, cmds ...statemachine.Command) {
 }
 
 // newManualClock returns a clock that moves only when told to.
-func newManualClock() *duty.FakeClock { return duty.NewFakeClock(time.Unix(1_700_000_000, 0)) }
+func newManualClock() *clock.Fake { return clock.NewFake(time.Unix(1_700_000_000, 0)) }
 
 // entryClock stamps entries with a manual clock's time but waits in real
 // time, so the engine's back-off and WaitReady still move while the test
 // holds the replicated time still.
-type entryClock struct{ m *duty.FakeClock }
+type entryClock struct{ m *clock.Fake }
 
 func (c entryClock) Now() time.Time { return c.m.Now() }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"shoal/internal/clock"
 	"shoal/statemachine"
 )
 
@@ -45,23 +46,21 @@ func (o Outcome) Err() error {
 }
 
 // Clock is the duties' time: Now stamps decisions, After waits between
-// runs. The engine's clock in production; a FakeClock in tests.
+// runs. It is the part of shoal/internal/clock.Clock the duties use, so
+// clock.Real, clock.Fake (tests advance it) and the engine's Clock all
+// satisfy it.
 type Clock interface {
 	Now() time.Time
 	After(d time.Duration) <-chan time.Time
 }
 
-// wallClock is the default Clock.
-type wallClock struct{}
-
-func (wallClock) Now() time.Time                         { return time.Now() }
-func (wallClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+var _ Clock = clock.Clock(nil)
 
 // defaults gives a duty the wall clock and a silent log where its config
 // names none.
-func defaults(clock *Clock, logf *func(string, ...any)) {
-	if *clock == nil {
-		*clock = wallClock{}
+func defaults(c *Clock, logf *func(string, ...any)) {
+	if *c == nil {
+		*c = clock.Real{}
 	}
 	if *logf == nil {
 		*logf = func(string, ...any) {}

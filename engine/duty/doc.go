@@ -8,7 +8,7 @@
 // It knows nothing of Raft: *engine.Engine provides the Cluster in
 // production (engine.NewDriver, engine.NewMonitorDuty, engine.NewTimerDuty
 // wire it up), and Memory — N statemachine.States, an index counter and a
-// fake clock — provides it in tests and scenario scripts, as etcd raft's
+// clock.Fake — provides it in tests and scenario scripts, as etcd raft's
 // RawNode is driven by its InteractionEnv.
 //
 // Contract:
@@ -20,7 +20,8 @@
 //   - The loops hold no lock across a submission: a run's observable
 //     results (LastRun, Unschedulable, NodeStatus) are published under a
 //     short lock; a heartbeat never waits for a tick's round trip.
-//   - Anything that waits uses the Clock; tests advance a FakeClock and
-//     call RunOnce / Tick directly, never sleep.
+//   - Anything that waits uses the Clock (shoal/internal/clock's); tests
+//     advance a clock.Fake and call RunOnce / Tick directly, or wait for a
+//     loop with clock.Fake.BlockUntil, never sleep.
 //   - Every Run returns promptly when its context ends (leadership lost).
 package duty

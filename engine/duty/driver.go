@@ -34,7 +34,7 @@ type DriverConfig struct {
 	// service ID), so a run can be replayed exactly. Default 0.
 	Seed uint64
 	// Clock times Interval and MinGap and the run statistics. Default: the
-	// engine's clock (engine.NewDriver), else the wall clock.
+	// engine's clock (engine.NewDriver), else clock.Real.
 	Clock Clock
 	// Signal, if set, wakes the driver when tasks become pending; wire
 	// Signal.OnApply into the engine's Config.OnApply. Default: none

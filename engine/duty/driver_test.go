@@ -287,13 +287,13 @@ func TestDriverDutyOnPending(t *testing.T) {
 	d := NewDriver(e, DriverConfig{Signal: sig, Interval: time.Hour, Clock: clk})
 	stop := runDuty(t, d.Run)
 	defer stop()
-	clk.BlockUntil(1) // the first run found nothing; waiting an hour
+	blockUntil(t, clk, 1) // the first run found nothing; waiting an hour
 	mustSubmit(t, e, createSpec(statemachine.ServiceSpec{Name: "web", Replicas: 9}))
 	// The signal woke the driver, which waits out MinGap (20ms) from the
 	// first run's start; then it runs and waits an hour again.
-	clk.BlockUntil(2)
+	blockUntil(t, clk, 2)
 	clk.Advance(20 * time.Millisecond)
-	clk.BlockUntil(2)
+	blockUntil(t, clk, 2)
 	n := len(tasksWhere(t, e, func(tk *statemachine.Task) bool { return tk.Status.State == statemachine.StateAssigned }))
 	if n != 9 {
 		t.Fatalf("%d of 9 tasks assigned", n)
@@ -309,14 +309,14 @@ func TestDriverDutyInterval(t *testing.T) {
 	stop := runDuty(t, d.Run)
 	defer stop()
 	// The first run finds nothing; then the driver waits for its interval.
-	clk.BlockUntil(1)
+	blockUntil(t, clk, 1)
 	mustSubmit(t, e, createSpec(statemachine.ServiceSpec{Name: "web", Replicas: 4}))
 	clk.Advance(9 * time.Second)
 	if n := pendingCount(t, e); n != 4 {
 		t.Fatalf("%d tasks pending before the interval passed, want 4", n)
 	}
 	clk.Advance(time.Second)
-	clk.BlockUntil(1) // the run is done: the driver waits again
+	blockUntil(t, clk, 1) // the run is done: the driver waits again
 	settled(t, func() (bool, string) {
 		n := pendingCount(t, e)
 		return n == 0, fmt.Sprintf("%d tasks still pending after the interval", n)

@@ -5,15 +5,25 @@ import (
 	"testing"
 	"time"
 
+	"shoal/internal/clock"
 	"shoal/statemachine"
 )
 
 // newFakeClock returns a fake clock at a fixed start.
-func newFakeClock() *FakeClock { return NewFakeClock(time.Unix(1_700_000_000, 0)) }
+func newFakeClock() *clock.Fake { return clock.NewFake(time.Unix(1_700_000_000, 0)) }
+
+// blockUntil waits until a loop on clk has n timers armed (it finished its
+// work and waits again).
+func blockUntil(t testing.TB, clk *clock.Fake, n int) {
+	t.Helper()
+	if err := clk.BlockUntil(n, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+}
 
 // newMem returns an in-memory cluster of groups service groups stamped by
 // clk (a fresh fake clock if nil).
-func newMem(_ testing.TB, groups int, clk *FakeClock) *Memory {
+func newMem(_ testing.TB, groups int, clk *clock.Fake) *Memory {
 	if clk == nil {
 		clk = newFakeClock()
 	}

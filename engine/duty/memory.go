@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"time"
 
 	"shoal/engine/route"
 	"shoal/statemachine"
@@ -183,88 +182,4 @@ func (m *Memory) SubmitToGroup(ctx context.Context, group int, cmd statemachine.
 	}
 	r := m.applyLocked(group, []statemachine.Command{cmd}).Results[0]
 	return r, r.Err()
-}
-
-// FakeClock is a Clock that moves only when told to. Safe for concurrent
-// use.
-type FakeClock struct {
-	mu      sync.Mutex
-	now     time.Time
-	w       []fakeWaiter
-	changed chan struct{} // closed and replaced whenever w changes
-}
-
-type fakeWaiter struct {
-	at time.Time
-	c  chan time.Time
-}
-
-// NewFakeClock returns a clock reading start.
-func NewFakeClock(start time.Time) *FakeClock {
-	return &FakeClock{now: start, changed: make(chan struct{})}
-}
-
-func (c *FakeClock) changedLocked() {
-	close(c.changed)
-	c.changed = make(chan struct{})
-}
-
-// Now returns the clock's time.
-func (c *FakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-// After returns a channel that receives once the clock has been advanced
-// by d (at once if d <= 0).
-func (c *FakeClock) After(d time.Duration) <-chan time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ch := make(chan time.Time, 1)
-	if d <= 0 {
-		ch <- c.now
-		return ch
-	}
-	c.w = append(c.w, fakeWaiter{at: c.now.Add(d), c: ch})
-	c.changedLocked()
-	return ch
-}
-
-// Advance moves the clock and fires the waits that are due.
-func (c *FakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-	c.w = slices.DeleteFunc(c.w, func(w fakeWaiter) bool {
-		if w.at.After(c.now) {
-			return false
-		}
-		w.c <- c.now
-		return true
-	})
-	c.changedLocked()
-}
-
-// BlockUntil blocks until at least n After channels are waiting to fire:
-// a test's way to know a loop on this clock has finished its work and is
-// waiting again, without sleeping.
-func (c *FakeClock) BlockUntil(n int) {
-	for {
-		c.mu.Lock()
-		if len(c.w) >= n {
-			c.mu.Unlock()
-			return
-		}
-		ch := c.changed
-		c.mu.Unlock()
-		<-ch
-	}
-}
-
-// Waiters returns how many After channels have not fired yet.
-func (c *FakeClock) Waiters() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.w)
 }

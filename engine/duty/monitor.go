@@ -41,7 +41,7 @@ type MonitorConfig struct {
 	// Interval is the time between ticks, on Clock. Default 1s.
 	Interval time.Duration
 	// Clock times ticks and stamps heartbeats' decisions. Default: the
-	// engine's clock (engine.NewMonitorDuty), else the wall clock.
+	// engine's clock (engine.NewMonitorDuty), else clock.Real.
 	Clock Clock
 	// Logf receives proposal failures. Default: discard.
 	Logf func(format string, args ...any)

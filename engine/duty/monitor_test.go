@@ -166,14 +166,14 @@ func TestMonitorDutyNewNode(t *testing.T) {
 	}
 	stop := runDuty(t, d.Run)
 	defer stop()
-	clk.BlockUntil(1) // leading, waiting for its first tick
+	blockUntil(t, clk, 1) // leading, waiting for its first tick
 	mustSubmit(t, e, zoneNodes(2)...)
 	if _, err := d.Heartbeat(context.Background(), 1, clk.Now()); err != nil {
 		t.Fatalf("heartbeat of a node created since the last tick: %v", err)
 	}
 	for range 3 { // 15s: node 2, tracked at the 5s tick, is within its grace
 		clk.Advance(5 * time.Second)
-		clk.BlockUntil(1) // the tick is done
+		blockUntil(t, clk, 1) // the tick is done
 		if _, err := d.Heartbeat(context.Background(), 1, clk.Now()); err != nil {
 			t.Fatal(err)
 		}
@@ -182,7 +182,7 @@ func TestMonitorDutyNewNode(t *testing.T) {
 		t.Fatalf("node 2 is %s before its grace ended", st)
 	}
 	clk.Advance(5 * time.Second) // 20s: 15s after it was tracked
-	clk.BlockUntil(1)
+	blockUntil(t, clk, 1)
 	if st := nodeStatus(t, e, 2); st != statemachine.NodeDown {
 		t.Errorf("node 2 is %s a grace after it was tracked, want down", st)
 	}

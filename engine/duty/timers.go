@@ -28,7 +28,7 @@ type TimerConfig struct {
 	Interval time.Duration
 	// Clock times Interval and decides what is due; it should read the same
 	// time as the engine's clock, which stamps the ticks. Default: the
-	// engine's clock (engine.NewTimerDuty), else the wall clock.
+	// engine's clock (engine.NewTimerDuty), else clock.Real.
 	Clock Clock
 	// Logf receives read and proposal failures. Default: discard.
 	Logf func(format string, args ...any)

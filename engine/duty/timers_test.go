@@ -67,9 +67,9 @@ func TestTimerDutyPromotesDelayedRestart(t *testing.T) {
 	d := NewTimerDuty(e, TimerConfig{Clock: clk, Interval: time.Second})
 	stop := runDuty(t, d.Run)
 	defer stop()
-	clk.BlockUntil(1)
+	blockUntil(t, clk, 1)
 	clk.Advance(5 * time.Second) // one run at 5s: nothing due yet
-	clk.BlockUntil(1)
+	blockUntil(t, clk, 1)
 	if n := d.Ticks(); n != 0 {
 		t.Fatalf("%d ticks before the restart delay passed", n)
 	}
@@ -77,7 +77,7 @@ func TestTimerDutyPromotesDelayedRestart(t *testing.T) {
 		t.Fatalf("replacement desired %s at 5s, want ready", des)
 	}
 	clk.Advance(6 * time.Second) // 11s: the delay has passed
-	clk.BlockUntil(1)
+	blockUntil(t, clk, 1)
 	settled(t, func() (bool, string) {
 		des := oneTask(t, e, repl[0].ID).Desired
 		return des == statemachine.DesiredRunning, fmt.Sprintf("replacement desired %s after 11s (ticks %d)", des, d.Ticks())

@@ -26,6 +26,7 @@ import (
 
 	"shoal/engine/duty"
 	"shoal/engine/monitor"
+	"shoal/internal/clock"
 	sm "shoal/statemachine"
 )
 
@@ -43,7 +44,7 @@ var scenarioMonitor = monitor.Config{
 // world is the in-memory cluster and the duties over it.
 type world struct {
 	m      *duty.Memory
-	clk    *duty.FakeClock
+	clk    *clock.Fake
 	driver *duty.Driver
 	mon    *duty.MonitorDuty
 	timers *duty.TimerDuty
@@ -51,7 +52,7 @@ type world struct {
 }
 
 func newWorld(r *runner) world {
-	clk := duty.NewFakeClock(time.Unix(0, clockBase))
+	clk := clock.NewFake(time.Unix(0, clockBase))
 	w := world{m: duty.NewMemory(1, clk), clk: clk}
 	rec := recorder{Memory: w.m, r: r}
 	w.driver = duty.NewDriver(rec, duty.DriverConfig{Clock: clk})
