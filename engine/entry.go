@@ -56,6 +56,9 @@ func approxSize(c *statemachine.Command) int {
 		for _, a := range s.Env {
 			n += 2 + len(a)
 		}
+		for _, x := range s.Placement.Preferences {
+			n += 2 + len(x)
+		}
 		for _, x := range s.Constraints {
 			n += 2 + len(x)
 		}

@@ -188,6 +188,18 @@ func validateGroup(g Group) error {
 	return nil
 }
 
+// CheckPreferences reports whether every placement preference is a spread
+// descriptor Place accepts ("node.labels.<key>"); the error wraps
+// ErrInvalidPreference.
+func CheckPreferences(prefs []string) error {
+	for _, s := range prefs {
+		if k, ok := strings.CutPrefix(strings.TrimSpace(s), "node.labels."); !ok || k == "" {
+			return fmt.Errorf("%w %q: want node.labels.<key>", ErrInvalidPreference, s)
+		}
+	}
+	return nil
+}
+
 func (p *scratch) parsePreferences(prefs []string) error {
 	p.keys = p.keys[:0]
 	for _, s := range prefs {

@@ -161,6 +161,9 @@ func encodeSpec(e *encoder, s *ServiceSpec) {
 	encodeStrings(e, s.Env)
 	e.str(s.Dir)
 	e.i(s.StopGrace)
+	encodeStrings(e, s.Placement.Preferences)
+	e.u(uint64(s.Placement.MaxPerNode))
+	e.byte1(uint8(s.Placement.Strategy))
 }
 
 func decodeSpec(d *decoder, s *ServiceSpec) {
@@ -189,6 +192,9 @@ func decodeSpec(d *decoder, s *ServiceSpec) {
 	s.Env = decodeStrings(d)
 	s.Dir = d.str()
 	s.StopGrace = d.i()
+	s.Placement.Preferences = decodeStrings(d)
+	s.Placement.MaxPerNode = uint32(d.un(1<<32-1, "max replicas per node"))
+	s.Placement.Strategy = PlacementStrategy(d.un(uint64(numStrategies)-1, "placement strategy"))
 }
 
 // encodeNodeSpec writes a node's declared fields and status (not its task

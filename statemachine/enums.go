@@ -157,6 +157,25 @@ func ParseRole(name string) (Role, error) {
 	return 0, fmt.Errorf("%w: unknown node role %q (worker or manager)", ErrInvalid, name)
 }
 
+// PlacementStrategy chooses how a service's tasks fill the eligible nodes.
+type PlacementStrategy uint8
+
+// Placement strategies.
+const (
+	StrategySpread PlacementStrategy = iota
+	StrategyBinPack
+	numStrategies
+)
+
+var strategyNames = [...]string{"spread", "binpack"}
+
+func (s PlacementStrategy) String() string {
+	if s < numStrategies {
+		return strategyNames[s]
+	}
+	return fmt.Sprintf("PlacementStrategy(%d)", uint8(s))
+}
+
 // Availability is the operator's choice for a node.
 type Availability uint8
 

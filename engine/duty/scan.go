@@ -173,6 +173,9 @@ func newBatch(g int, inf *svcInfo, version uint32) *batch {
 		sg:       sched.Group{Service: inf.key, SpecVersion: uint64(version), CPU: spec.CPU, Mem: spec.Memory},
 	}
 	b.sg.Constraints, b.perr = sched.ParseConstraints(spec.Constraints)
+	b.sg.Preferences = slices.Clone(spec.Placement.Preferences)
+	b.sg.MaxPerNode = int(spec.Placement.MaxPerNode)
+	b.sg.Strategy = lookup(schedStrategy[:], spec.Placement.Strategy, sched.Spread)
 	return b
 }
 
@@ -190,6 +193,10 @@ var (
 		statemachine.AvailActive: sched.AvailabilityActive,
 		statemachine.AvailPause:  sched.AvailabilityPause,
 		statemachine.AvailDrain:  sched.AvailabilityDrain,
+	}
+	schedStrategy = [...]sched.Strategy{
+		statemachine.StrategySpread:  sched.Spread,
+		statemachine.StrategyBinPack: sched.BinPack,
 	}
 	schedRole = [...]sched.Role{
 		statemachine.RoleWorker:  sched.RoleWorker,

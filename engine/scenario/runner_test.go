@@ -11,7 +11,8 @@ package scenario
 //	create-service web [replicas=N] [mode=global] [restart=any|on-failure|none] [delay=5s] [max-attempts=N] [window=1m]
 //		[lost-after=5m] [replace=true|false] [reconcile=best_score|keep_original|keep_replacement|longest_running]
 //	    [networks=a,b] [image=v1] [constraints=node.labels.zone==a,…]
-//	update-service web [replicas=N] [image=…] [restart=…] [networks=…] [constraints=…]
+//	    [cpu=milli-cores] [mem=64M] [preferences=node.labels.zone,…] [max-per-node=N] [strategy=spread|binpack]
+//	update-service web [replicas=N] [image=…] [restart=…] [networks=…] [constraints=…] [preferences=…] …
 //	remove-service web
 //	rollback-service web
 //
@@ -393,7 +394,8 @@ func splitList(v string) []string {
 
 func (r *runner) cmdService(d *datadriven.TestData) (string, error) {
 	a, err := parseArgs(d, 1, append([]string{"replicas", "mode", "restart", "networks", "image", "constraints",
-		"delay", "max-attempts", "window", "lost-after", "replace", "reconcile"}, updateKeys...)...)
+		"delay", "max-attempts", "window", "lost-after", "replace", "reconcile",
+		"preferences", "max-per-node", "strategy", "cpu", "mem"}, updateKeys...)...)
 	if err != nil {
 		return "", err
 	}
@@ -408,6 +410,32 @@ func (r *runner) cmdService(d *datadriven.TestData) (string, error) {
 		spec = svc.Spec
 		spec.Networks = slices.Clone(spec.Networks)
 		spec.Constraints = slices.Clone(spec.Constraints)
+		spec.Placement.Preferences = slices.Clone(spec.Placement.Preferences)
+	}
+	if v, ok := a.kv["cpu"]; ok {
+		if spec.CPU, err = strconv.ParseInt(v, 10, 64); err != nil {
+			return "", fmt.Errorf("cpu wants milli-cores, got %q", v)
+		}
+	}
+	if v, ok := a.kv["mem"]; ok {
+		if spec.Memory, err = parseSize(v); err != nil {
+			return "", fmt.Errorf("mem wants a size such as 64M, got %q", v)
+		}
+	}
+	if v, ok := a.kv["preferences"]; ok {
+		spec.Placement.Preferences = splitList(v)
+	}
+	if v, ok := a.kv["max-per-node"]; ok {
+		n, err := strconv.ParseUint(v, 10, 32)
+		if err != nil {
+			return "", fmt.Errorf("max-per-node wants a count, got %q", v)
+		}
+		spec.Placement.MaxPerNode = uint32(n)
+	}
+	if v, ok := a.kv["strategy"]; ok {
+		if spec.Placement.Strategy, err = parseEnum[sm.PlacementStrategy]("strategy", v, "spread", "binpack"); err != nil {
+			return "", err
+		}
 	}
 	if v, ok := a.kv["replicas"]; ok {
 		n, err := strconv.ParseUint(v, 10, 32)
