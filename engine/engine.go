@@ -192,7 +192,7 @@ func (e *Engine) SubmitMany(ctx context.Context, cmds []statemachine.Command) []
 	for i := range cmds {
 		gs, rej := route.Groups(&cmds[i], e.cfg.Groups, targets[:0])
 		if rej.Code == statemachine.CodeOK {
-			rej = checkEncodable(&cmds[i])
+			rej = statemachine.CheckEncodable(&cmds[i])
 		}
 		if rej.Code != statemachine.CodeOK {
 			out[i].Result = rej
@@ -337,23 +337,4 @@ func (e *Engine) Status() ([]GroupStatus, error) {
 		}
 	}
 	return out, nil
-}
-
-// proposeRaw proposes raw bytes as one entry of a group, bypassing the
-// encoder (the test hook for corrupt entries).
-func (e *Engine) proposeRaw(ctx context.Context, group int, ent []byte) Outcome {
-	w := &waiter{out: make([]Outcome, 1), done: make(chan struct{})}
-	w.left.Store(1)
-	p := e.props[group]
-	p.mu.Lock()
-	p.mu.inflight += len(ent)
-	p.mu.entries++
-	p.mu.Unlock()
-	p.send(ent, []call{{w: w, size: len(ent)}}, len(ent), e.cfg.Clock.Now().Add(e.cfg.ProposeTimeout))
-	select {
-	case <-w.done:
-		return w.out[0]
-	case <-ctx.Done():
-		return Outcome{Failed: ctx.Err()}
-	}
 }

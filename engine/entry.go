@@ -77,19 +77,3 @@ func approxSize(c *statemachine.Command) int {
 	}
 	return n
 }
-
-// checkEncodable rejects a command the replicas would fail to decode
-// before it joins a batch: one such command would make the whole entry,
-// everyone else's commands included, corrupt. The hot kinds take a
-// field check; the rest a round trip through the codec.
-func checkEncodable(c *statemachine.Command) statemachine.Result {
-	if (c.Kind == statemachine.CmdTaskStatus || c.Kind == statemachine.CmdAssign) &&
-		c.Spec == nil && c.NodeSpec == nil && c.NetworkSpec == nil && c.State.Valid() &&
-		c.NodeStatus <= statemachine.NodeDown && c.Availability <= statemachine.AvailDrain {
-		return statemachine.Result{}
-	}
-	if _, err := statemachine.DecodeBatch(statemachine.AppendBatch(nil, []statemachine.Command{*c})); err != nil {
-		return statemachine.Result{Code: statemachine.CodeInvalid, Msg: "command cannot be encoded: " + err.Error()}
-	}
-	return statemachine.Result{}
-}

@@ -24,7 +24,7 @@ func (e *Engine) SubmitToGroup(ctx context.Context, group int, cmd statemachine.
 			Msg: cmd.Kind.String() + " is routed by its object: use Submit"}
 		return rej, rej.Err()
 	}
-	if rej := checkEncodable(&cmd); rej.Code != statemachine.CodeOK {
+	if rej := statemachine.CheckEncodable(&cmd); rej.Code != statemachine.CodeOK {
 		return rej, rej.Err()
 	}
 	w := &waiter{out: make([]Outcome, 1), done: make(chan struct{})}

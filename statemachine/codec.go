@@ -281,3 +281,20 @@ func DecodeResults(b []byte) ([]Result, error) {
 	}
 	return rs, nil
 }
+
+// CheckEncodable rejects (CodeInvalid) a command that would not survive
+// the batch codec, before it joins a batch: one such command would make
+// the whole entry, everyone else's commands included, undecodable on the
+// replicas. The hot kinds (task status, assign) take a field check; the
+// rest a round trip through the codec.
+func CheckEncodable(c *Command) Result {
+	if (c.Kind == CmdTaskStatus || c.Kind == CmdAssign) &&
+		c.Spec == nil && c.NodeSpec == nil && c.NetworkSpec == nil && c.State.Valid() &&
+		c.NodeStatus < numNodeStatuses && c.Availability < numAvailabilities {
+		return Result{}
+	}
+	if _, err := DecodeBatch(AppendBatch(nil, []Command{*c})); err != nil {
+		return Result{Code: CodeInvalid, Msg: "command cannot be encoded: " + err.Error()}
+	}
+	return Result{}
+}

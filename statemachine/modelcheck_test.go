@@ -491,7 +491,7 @@ func mcClone(canon []byte, bug bool) *State {
 	if err != nil {
 		panic(fmt.Sprintf("model checker: state does not decode: %v", err))
 	}
-	s.cfg.bugReapLive = bug
+	setSeededBug(&s.cfg, bug)
 	return s
 }
 
@@ -553,7 +553,8 @@ type mcSucc struct {
 
 func runModelCheck(b mcBounds) mcResult {
 	c := &mcChecker{b: b, retention: b.retained + 1}
-	cfg := Config{Group: 1, HistoryRetention: c.retention, ManualReactions: b.manual, bugReapLive: b.bug}
+	cfg := Config{Group: 1, HistoryRetention: c.retention, ManualReactions: b.manual}
+	setSeededBug(&cfg, b.bug)
 	init := New(cfg)
 	var out Output
 	for i := 1; i <= b.nodes; i++ {
@@ -734,6 +735,9 @@ func TestModelCheckAddressesDisconnects(t *testing.T) {
 }
 
 func TestModelCheckFindsSeededBug(t *testing.T) {
+	if !seamsCompiled {
+		t.Skip("the seeded bug is compiled only with -tags shoal_seams (make test runs it)")
+	}
 	for _, manual := range []bool{false, true} {
 		b := mcBounds{nodes: 1, replicas: 1, retained: 1, events: 0, bug: true, manual: manual}
 		res := runModelCheck(b)

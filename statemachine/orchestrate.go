@@ -268,7 +268,7 @@ func (s *State) reapable(t *Task) bool {
 	if st == StateOrphaned && t.Desired.Stopping() {
 		return true
 	}
-	return s.cfg.bugReapLive && st == StateRunning
+	return s.cfg.seams.reapsLive(st)
 }
 
 // reapSlots deletes what the reaper may in the given slots of svc: flagged

@@ -20,13 +20,28 @@ const snapshotMagic = "SHOALSM\x01"
 // flushAt is how much canonical encoding is buffered before it is written.
 const flushAt = 1 << 20
 
-// Save writes the whole state, zstd-compressed, to w.
-func (s *State) Save(w io.Writer) error {
+// Save writes the whole state, zstd-compressed, to w: the format Load
+// reads.
+func (s *State) Save(w io.Writer) error { return compressTo(w, s.writeCanonical) }
+
+// SaveCanonical writes a Canonical encoding captured earlier in Save's
+// format, so a replica can capture the state quickly under its lock and
+// compress it outside (the one snapshot writer: Save and the engine's
+// snapshots both end here).
+func SaveCanonical(w io.Writer, canon []byte) error {
+	return compressTo(w, func(zw io.Writer) error {
+		_, err := zw.Write(canon)
+		return err
+	})
+}
+
+// compressTo runs write over a zstd stream to w.
+func compressTo(w io.Writer, write func(io.Writer) error) error {
 	zw, err := zstd.NewWriter(w, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1))
 	if err != nil {
 		return fmt.Errorf("statemachine: save: %w", err)
 	}
-	if err := s.writeCanonical(zw); err != nil {
+	if err := write(zw); err != nil {
 		zw.Close()
 		return fmt.Errorf("statemachine: save: %w", err)
 	}
@@ -44,8 +59,10 @@ func (s *State) Hash() uint64 {
 	return h.Sum64()
 }
 
-// Canonical returns the uncompressed canonical encoding (for tests and the
-// model checker's state copies).
+// Canonical returns the uncompressed canonical encoding: what Hash digests,
+// what SaveCanonical compresses into a snapshot (the engine captures it
+// under the replica's lock), and FromCanonical's input (the model
+// checker's state copies).
 func (s *State) Canonical() []byte {
 	var buf bytes.Buffer
 	_ = s.writeCanonical(&buf)

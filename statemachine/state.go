@@ -26,9 +26,9 @@ type Config struct {
 	// CmdAllocate and CmdReap commands. For the model checker.
 	ManualReactions bool
 
-	// bugReapLive seeds a bug for the model checker's self-test: the reaper
-	// may delete tasks that are still running.
-	bugReapLive bool
+	// seams are the model checker's seeded bugs; empty unless built with
+	// -tags shoal_seams.
+	seams seams
 }
 
 // DefaultHistoryRetention is SwarmKit's default task history limit.
