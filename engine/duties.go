@@ -76,10 +76,6 @@ type (
 	MonitorConfig = duty.MonitorConfig
 )
 
-// ErrNotMonitoring: this replica's node monitor is not running; send the
-// heartbeat to the leader, or retry shortly.
-var ErrNotMonitoring = duty.ErrNotMonitoring
-
 // NewMonitorDuty returns the node monitor duty for e; register it with
 // e.AddDuty. It fails only on a bad monitor configuration.
 func NewMonitorDuty(e *Engine, cfg MonitorConfig) (*MonitorDuty, error) {

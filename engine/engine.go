@@ -295,13 +295,6 @@ func (e *Engine) ReadLocal(group int, fn func(*statemachine.State)) error {
 	return fmt.Errorf("engine: local read of group %d: %w", group, err)
 }
 
-// ErrNotReady: this replica is still loading the group (snapshot and log
-// replay after a start); try again shortly.
-var ErrNotReady = errors.New("engine: group not loaded on this replica yet")
-
-// ErrNoGroup is returned for a group number the cluster does not have.
-var ErrNoGroup = errors.New("engine: no such group")
-
 func (e *Engine) checkGroup(group int) error {
 	if group < 0 || group > e.cfg.Groups {
 		return fmt.Errorf("%w: %d (this cluster has 0..%d)", ErrNoGroup, group, e.cfg.Groups)
