@@ -3,6 +3,7 @@ package monitor
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -560,5 +561,42 @@ func BenchmarkTick10kNodes(b *testing.B) {
 		if cs := m.Tick(now); len(cs) != 0 {
 			b.Fatal(cs)
 		}
+	}
+}
+
+// Expiring names exactly the ready nodes the next Tick at the same time
+// asks Disconnectable about, and nothing before leadership or within the
+// failover grace.
+func TestExpiring(t *testing.T) {
+	var asked []statemachine.NodeID
+	cfg := scriptConfig()
+	cfg.Disconnectable = func(n statemachine.NodeID) bool { asked = append(asked, n); return false }
+	m, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec := int64(time.Second)
+	for _, n := range []statemachine.NodeID{1, 2, 3} {
+		m.Track(n, statemachine.NodeReady, 0, 0)
+	}
+	m.Track(4, statemachine.NodeInitializing, 0, 0)
+	if got := m.Expiring(100*sec, nil); len(got) != 0 {
+		t.Fatalf("Expiring before leadership = %v", got)
+	}
+	m.BecomeLeader(0)
+	grace := int64(m.Config().FailoverGrace)
+	if got := m.Expiring(grace-1, nil); len(got) != 0 {
+		t.Fatalf("Expiring within the failover grace = %v", got)
+	}
+	now := grace + 100*sec
+	if _, err := m.Heartbeat(2, now-sec); err != nil {
+		t.Fatal(err)
+	}
+	got := m.Expiring(now, nil)
+	slices.Sort(got)
+	m.Tick(now)
+	slices.Sort(asked)
+	if !slices.Equal(got, []statemachine.NodeID{1, 3}) || !slices.Equal(asked, got) {
+		t.Fatalf("Expiring = %v, Tick asked about %v; want [1 3] for both", got, asked)
 	}
 }
