@@ -71,6 +71,10 @@ var edges = map[string]rule{
 	"loadgen": {
 		shoal: []string{"agent", "api/client", "wire", "statemachine", "internal/*"},
 		third: []string{"github.com/HdrHistogram/hdrhistogram-go", "github.com/valyala/fasthttp"}},
+	// One manager replica: engine + duties + API wired together (what
+	// `shoal serve` starts; tests start several in one process).
+	"manager": {
+		shoal: []string{"engine", "engine/duty", "engine/monitor", "engine/route", "api", "api/client", "statemachine", "wire", "internal/*"}},
 	"cmd/shoal":    {shoal: []string{"*"}, third: []string{"*"}},
 	"perf/summary": {third: []string{"golang.org/x/perf"}},
 }
