@@ -199,7 +199,7 @@ const missingLabel = 0x6d697373696e6721
 
 // groupSeed mixes the caller's seed with the group's identity, so two
 // services placed with the same seed break ties differently.
-func groupSeed(g Group, seed uint64) uint64 {
+func groupSeed(g Request, seed uint64) uint64 {
 	s := mix.Mix64(seed ^ 0x5ca1ab1e)
 	s = mix.Mix64(s ^ uint64(g.Service))
 	return mix.Mix64(s ^ g.SpecVersion)

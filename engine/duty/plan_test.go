@@ -105,7 +105,7 @@ func TestPlan(t *testing.T) {
 // testBatch is a replicated batch of n tasks of service key svc.
 func testBatch(svc uint32, n int, cpu int64, constraints []string) *batch {
 	b := &batch{batchKey: batchKey{group: 1, service: statemachine.ServiceID(svc), version: 1},
-		name: fmt.Sprintf("svc%d", svc), sg: sched.Group{Service: svc, SpecVersion: 1, CPU: cpu}}
+		name: fmt.Sprintf("svc%d", svc), sg: sched.Request{Service: svc, SpecVersion: 1, CPU: cpu}}
 	b.sg.Constraints, b.perr = sched.ParseConstraints(constraints)
 	for i := range n {
 		b.tasks = append(b.tasks, statemachine.TaskID(1<<48|uint64(svc)<<20|uint64(i+1)))

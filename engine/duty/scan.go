@@ -39,8 +39,8 @@ type batch struct {
 	batchKey
 	name   string
 	global bool
-	sg     sched.Group // Service, SpecVersion, CPU, Mem, Constraints; Count set when placing
-	perr   error       // constraint parse error
+	sg     sched.Request // Service, SpecVersion, CPU, Mem, Constraints; Count set when placing
+	perr   error         // constraint parse error
 	tasks  []statemachine.TaskID
 	slots  []uint32 // global: each task's node
 }
@@ -170,7 +170,7 @@ func newBatch(g int, inf *svcInfo, version uint32) *batch {
 		batchKey: batchKey{group: g, service: inf.svc.ID, version: version},
 		name:     inf.svc.Spec.Name,
 		global:   inf.svc.Spec.Mode == statemachine.ModeGlobal,
-		sg:       sched.Group{Service: inf.key, SpecVersion: uint64(version), CPU: spec.CPU, Mem: spec.Memory},
+		sg:       sched.Request{Service: inf.key, SpecVersion: uint64(version), CPU: spec.CPU, Mem: spec.Memory},
 	}
 	b.sg.Constraints, b.perr = sched.ParseConstraints(spec.Constraints)
 	b.sg.Preferences = slices.Clone(spec.Placement.Preferences)
