@@ -25,11 +25,12 @@ vet:
 
 test: vet
 	$(GO) test -count=1 -timeout 9m $(PKGS)
+	$(GO) test -count=1 -tags shoal_seams -run 'TestModelCheckFindsSeededBug' ./statemachine/
 
 # Each package's benchmarks with CPU and heap profiles under perf/out/, then
 # one summary table. BENCH selects benchmarks (a go test -bench regexp).
 BENCH ?= .
-PERF_PKGS ?= statemachine ipam sched engine engine/monitor wire agent manager
+PERF_PKGS ?= statemachine ipam sched engine engine/monitor engine/duty wire agent manager
 perf:
 	@mkdir -p $(PERF_OUT)
 	@for p in $(PERF_PKGS); do \

@@ -93,7 +93,7 @@ func addrString(st *statemachine.State, a statemachine.Attachment) string {
 // renderNode renders n; tasks counts its live tasks (summed by the caller
 // over service groups).
 func renderNode(n *statemachine.Node) client.Node {
-	return client.Node{ID: uint32(n.ID), Name: n.Name, Role: string(n.Role), Labels: n.Labels, CPU: n.CPU,
+	return client.Node{ID: uint32(n.ID), Name: n.Name, Role: n.Role.String(), Labels: n.Labels, CPU: n.CPU,
 		Memory: n.Memory, Availability: n.Availability.String(), Status: n.Status.String(),
 		StatusSince: unixTime(n.StatusAt)}
 }

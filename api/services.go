@@ -158,6 +158,7 @@ func (s *Server) scaleService(ctx *fasthttp.RequestCtx, args []string) error {
 			c := svc.Spec
 			c.Command, c.Env = slices.Clone(c.Command), slices.Clone(c.Env)
 			c.Networks, c.Constraints = slices.Clone(c.Networks), slices.Clone(c.Constraints)
+			c.Placement.Preferences = slices.Clone(c.Placement.Preferences)
 			sp, modify = &c, svc.ModifyIndex
 		}
 	})

@@ -96,6 +96,13 @@ func toSpec(d *client.ServiceSpec) (statemachine.ServiceSpec, error) {
 			return sp, err
 		}
 	}
+	if p := d.Placement; p != nil {
+		sp.Placement.Preferences, sp.Placement.MaxPerNode = p.Preferences, p.MaxReplicasPerNode
+		if sp.Placement.Strategy, err = parseEnum("placement.strategy", p.Strategy, statemachine.StrategySpread,
+			statemachine.StrategySpread, statemachine.StrategyBinPack); err != nil {
+			return sp, err
+		}
+	}
 	if err := statemachine.ValidateSpec(&sp); err != nil {
 		return sp, invalidSpec("", "%s", userMessage(err))
 	}
@@ -125,6 +132,10 @@ func fromSpec(sp *statemachine.ServiceSpec) client.ServiceSpec {
 	if sp.Disconnect != (statemachine.DisconnectPolicy{}) {
 		d.Disconnect = &client.Disconnect{LostAfter: client.Duration(sp.Disconnect.LostAfter),
 			NoReplace: sp.Disconnect.NoReplace, Reconcile: sp.Disconnect.Reconcile.String()}
+	}
+	if pl := sp.Placement; len(pl.Preferences) > 0 || pl.MaxPerNode > 0 || pl.Strategy != statemachine.StrategySpread {
+		d.Placement = &client.Placement{Preferences: pl.Preferences, MaxReplicasPerNode: pl.MaxPerNode,
+			Strategy: pl.Strategy.String()}
 	}
 	return d
 }

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -130,9 +129,6 @@ func (WallClock) Now() time.Time { return time.Now() }
 
 // After returns time.After(d).
 func (WallClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
-
-// ErrConfig is wrapped by every configuration error.
-var ErrConfig = errors.New("engine: bad configuration")
 
 func (c Config) withDefaults() Config {
 	if c.ReplicaID == 0 {

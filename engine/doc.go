@@ -33,7 +33,9 @@
 //   - Leader-only Duties run while this replica leads the cluster group; the
 //     context passed to Run is cancelled when leadership is lost or the
 //     engine closes, and a new term's duties start only after the old ones
-//     returned.
+//     returned. The duties themselves (scheduler driver, node monitor,
+//     timers) live in shoal/engine/duty over its Cluster interface;
+//     NewDriver, NewMonitorDuty and NewTimerDuty hand them this engine.
 //   - Snapshots are zstd-compressed full copies of a group's state; the
 //     Raft log is compacted behind them, which keeps disk use bounded.
 //

@@ -12,6 +12,7 @@ import (
 	"github.com/lni/dragonboat/v4/config"
 	sm "github.com/lni/dragonboat/v4/statemachine"
 
+	"shoal/engine/route"
 	"shoal/statemachine"
 )
 
@@ -189,9 +190,9 @@ func (e *Engine) SubmitMany(ctx context.Context, cmds []statemachine.Command) []
 	var targets [1]int
 	slots := 0
 	for i := range cmds {
-		gs, rej := route(&cmds[i], e.cfg.Groups, targets[:0])
+		gs, rej := route.Groups(&cmds[i], e.cfg.Groups, targets[:0])
 		if rej.Code == statemachine.CodeOK {
-			rej = checkEncodable(&cmds[i])
+			rej = statemachine.CheckEncodable(&cmds[i])
 		}
 		if rej.Code != statemachine.CodeOK {
 			out[i].Result = rej
@@ -294,13 +295,6 @@ func (e *Engine) ReadLocal(group int, fn func(*statemachine.State)) error {
 	return fmt.Errorf("engine: local read of group %d: %w", group, err)
 }
 
-// ErrNotReady: this replica is still loading the group (snapshot and log
-// replay after a start); try again shortly.
-var ErrNotReady = errors.New("engine: group not loaded on this replica yet")
-
-// ErrNoGroup is returned for a group number the cluster does not have.
-var ErrNoGroup = errors.New("engine: no such group")
-
 func (e *Engine) checkGroup(group int) error {
 	if group < 0 || group > e.cfg.Groups {
 		return fmt.Errorf("%w: %d (this cluster has 0..%d)", ErrNoGroup, group, e.cfg.Groups)
@@ -336,23 +330,4 @@ func (e *Engine) Status() ([]GroupStatus, error) {
 		}
 	}
 	return out, nil
-}
-
-// proposeRaw proposes raw bytes as one entry of a group, bypassing the
-// encoder (the test hook for corrupt entries).
-func (e *Engine) proposeRaw(ctx context.Context, group int, ent []byte) Outcome {
-	w := &waiter{out: make([]Outcome, 1), done: make(chan struct{})}
-	w.left.Store(1)
-	p := e.props[group]
-	p.mu.Lock()
-	p.mu.inflight += len(ent)
-	p.mu.entries++
-	p.mu.Unlock()
-	p.send(ent, []call{{w: w, size: len(ent)}}, len(ent), e.cfg.Clock.Now().Add(e.cfg.ProposeTimeout))
-	select {
-	case <-w.done:
-		return w.out[0]
-	case <-ctx.Done():
-		return Outcome{Failed: ctx.Err()}
-	}
 }

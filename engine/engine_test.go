@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"shoal/engine/route"
 	"shoal/statemachine"
 )
 
@@ -136,22 +137,22 @@ func TestRouting(t *testing.T) {
 	if g := ServiceGroup("web", groups); g != ServiceGroup("web", groups) || ServiceGroup("web", 1) != 1 {
 		t.Fatal("unstable routing")
 	}
-	gs, rej := route(&statemachine.Command{Kind: statemachine.CmdSetNodeStatus, Node: 1}, groups, nil)
+	gs, rej := route.Groups(&statemachine.Command{Kind: statemachine.CmdSetNodeStatus, Node: 1}, groups, nil)
 	if rej.Code != statemachine.CodeOK || len(gs) != groups+1 || gs[0] != ClusterGroup {
 		t.Fatalf("node status fans out to %v (%v)", gs, rej)
 	}
-	gs, _ = route(&statemachine.Command{Kind: statemachine.CmdTaskStatus, Task: statemachine.TaskID(3<<48 | 77)}, groups, nil)
+	gs, _ = route.Groups(&statemachine.Command{Kind: statemachine.CmdTaskStatus, Task: statemachine.TaskID(3<<48 | 77)}, groups, nil)
 	if len(gs) != 1 || gs[0] != 3 {
 		t.Fatalf("task of group 3 routed to %v", gs)
 	}
-	if _, rej := route(&statemachine.Command{Kind: statemachine.CmdCreateService}, groups, nil); rej.Code != statemachine.CodeInvalid {
+	if _, rej := route.Groups(&statemachine.Command{Kind: statemachine.CmdCreateService}, groups, nil); rej.Code != statemachine.CodeInvalid {
 		t.Fatalf("create without spec: %v", rej)
 	}
-	gs, _ = route(&statemachine.Command{Kind: statemachine.CmdRollbackService, Name: "web"}, groups, nil)
+	gs, _ = route.Groups(&statemachine.Command{Kind: statemachine.CmdRollbackService, Name: "web"}, groups, nil)
 	if len(gs) != 1 || gs[0] != ServiceGroup("web", groups) {
 		t.Fatalf("rollback of web routed to %v, not its service's group", gs)
 	}
-	if _, rej := route(&statemachine.Command{Kind: statemachine.CmdNodeSync, Node: 1}, groups, nil); rej.Code != statemachine.CodeInvalid {
+	if _, rej := route.Groups(&statemachine.Command{Kind: statemachine.CmdNodeSync, Node: 1}, groups, nil); rej.Code != statemachine.CodeInvalid {
 		t.Fatalf("a sync without a group was routed: %v", rej)
 	}
 }

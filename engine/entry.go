@@ -56,6 +56,9 @@ func approxSize(c *statemachine.Command) int {
 		for _, a := range s.Env {
 			n += 2 + len(a)
 		}
+		for _, x := range s.Placement.Preferences {
+			n += 2 + len(x)
+		}
 		for _, x := range s.Constraints {
 			n += 2 + len(x)
 		}
@@ -64,7 +67,7 @@ func approxSize(c *statemachine.Command) int {
 		}
 	}
 	if nd := c.NodeSpec; nd != nil {
-		n += 40 + len(nd.Name) + len(nd.Role)
+		n += 40 + len(nd.Name) + len(nd.Role.String())
 		for k, v := range nd.Labels {
 			n += 4 + len(k) + len(v)
 		}
@@ -73,20 +76,4 @@ func approxSize(c *statemachine.Command) int {
 		n += 8 + len(nw.Name) + len(nw.Subnet)
 	}
 	return n
-}
-
-// checkEncodable rejects a command the replicas would fail to decode
-// before it joins a batch: one such command would make the whole entry,
-// everyone else's commands included, corrupt. The hot kinds take a
-// field check; the rest a round trip through the codec.
-func checkEncodable(c *statemachine.Command) statemachine.Result {
-	if (c.Kind == statemachine.CmdTaskStatus || c.Kind == statemachine.CmdAssign) &&
-		c.Spec == nil && c.NodeSpec == nil && c.NetworkSpec == nil && c.State.Valid() &&
-		c.NodeStatus <= statemachine.NodeDown && c.Availability <= statemachine.AvailDrain {
-		return statemachine.Result{}
-	}
-	if _, err := statemachine.DecodeBatch(statemachine.AppendBatch(nil, []statemachine.Command{*c})); err != nil {
-		return statemachine.Result{Code: statemachine.CodeInvalid, Msg: "command cannot be encoded: " + err.Error()}
-	}
-	return statemachine.Result{}
 }

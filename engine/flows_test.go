@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"shoal/internal/clock"
 	"shoal/ipam"
 	"shoal/statemachine"
 )
@@ -17,7 +18,7 @@ import (
 
 // startFlow starts three replicas of a two-group cluster stamping entries
 // with a manual clock, and returns replica 1 (any replica may propose).
-func startFlow(t *testing.T) (*Local, *Engine, *manualClock) {
+func startFlow(t *testing.T) (*Local, *Engine, *clock.Fake) {
 	t.Helper()
 	clk := newManualClock()
 	cfg := testConfig(2)

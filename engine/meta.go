@@ -14,10 +14,6 @@ import (
 // replica living there.
 const metaFile = "shoal-engine.json"
 
-// ErrDataDir is wrapped by errors about a data directory that does not fit
-// the configuration it is opened with.
-var ErrDataDir = errors.New("engine: data directory does not match the configuration")
-
 type meta struct {
 	Version   int    `json:"version"`
 	Groups    int    `json:"groups"`

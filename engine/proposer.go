@@ -15,20 +15,6 @@ import (
 	"shoal/statemachine"
 )
 
-// Errors a submission can end with besides a command's own rejection.
-var (
-	// ErrClosed: the engine closed before the command was applied here.
-	ErrClosed = errors.New("engine: closed")
-	// ErrTimeout: the command's entry was proposed but not seen applied in
-	// time; it may or may not take effect. Check before resubmitting.
-	ErrTimeout = errors.New("engine: proposal timed out; it may or may not have been applied")
-	// ErrNotProposed: dragonboat kept refusing the entry (no leader, system
-	// busy) until the deadline; the command was not applied.
-	ErrNotProposed = errors.New("engine: proposal not accepted before the deadline; nothing was applied")
-	// ErrRejected: dragonboat rejected the entry; nothing was applied.
-	ErrRejected = errors.New("engine: proposal rejected by raft")
-)
-
 // Outcome is what became of one submitted command.
 type Outcome struct {
 	// Result is the state machine's verdict; zero when Failed is set.
@@ -148,10 +134,10 @@ func (p *proposer) freeLocked() {
 	p.mu.space = make(chan struct{})
 }
 
-// take removes the next batch from the queue. With nothing to take it
+// take removes the calls of the next entry from the queue. With nothing to take it
 // returns nil and, if an in-flight limit is what stops it, a channel that
 // closes when space frees.
-func (p *proposer) take() (batch []call, size int, wait <-chan struct{}) {
+func (p *proposer) take() (calls []call, size int, wait <-chan struct{}) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	q := p.mu.queue
@@ -169,7 +155,7 @@ func (p *proposer) take() (batch []call, size int, wait <-chan struct{}) {
 		size += q[n].size
 		n++
 	}
-	batch = q[:n:n]
+	calls = q[:n:n]
 	if n == len(q) {
 		p.mu.queue = nil
 	} else {
@@ -179,7 +165,7 @@ func (p *proposer) take() (batch []call, size int, wait <-chan struct{}) {
 	p.mu.inflight += size
 	p.mu.entries++
 	p.freeLocked()
-	return batch, size, nil
+	return calls, size, nil
 }
 
 func (p *proposer) run() {
@@ -191,8 +177,8 @@ func (p *proposer) run() {
 			return
 		}
 		for {
-			batch, size, wait := p.take()
-			if batch == nil {
+			calls, size, wait := p.take()
+			if calls == nil {
 				if wait == nil {
 					break
 				}
@@ -203,34 +189,34 @@ func (p *proposer) run() {
 					return
 				}
 			}
-			p.propose(batch, size)
+			p.propose(calls, size)
 		}
 	}
 }
 
-// propose encodes and proposes one batch, and leaves a goroutine waiting
+// propose encodes one entry's calls and proposes it, and leaves a goroutine waiting
 // for its result.
-func (p *proposer) propose(batch []call, size int) {
+func (p *proposer) propose(calls []call, size int) {
 	cmds := p.scratch[:0]
-	for i := range batch {
-		cmds = append(cmds, batch[i].cmd)
+	for i := range calls {
+		cmds = append(cmds, calls[i].cmd)
 	}
 	now := p.cfg.Clock.Now()
 	ent := encodeEntry(now.UnixNano(), cmds, size)
 	clear(cmds) // drop references to specs
 	p.scratch = cmds[:0]
-	p.send(ent, batch, size, now.Add(p.cfg.ProposeTimeout))
+	p.send(ent, calls, size, now.Add(p.cfg.ProposeTimeout))
 }
 
-// send proposes a raw entry for batch (the test hook proposes garbage this
+// send proposes a raw entry for calls (the test hook proposes garbage this
 // way too) and hands the request to a waiting goroutine.
-func (p *proposer) send(ent []byte, batch []call, size int, deadline time.Time) {
+func (p *proposer) send(ent []byte, calls []call, size int, deadline time.Time) {
 	rs, err := p.proposeRetry(ent, deadline)
 	if err != nil {
-		p.finish(batch, size, func(int) Outcome { return Outcome{Failed: err} })
+		p.finish(calls, size, func(int) Outcome { return Outcome{Failed: err} })
 		return
 	}
-	go p.await(rs, ent, batch, size, deadline)
+	go p.await(rs, ent, calls, size, deadline)
 }
 
 // proposeRetry proposes ent, backing off while dragonboat reports a
@@ -263,14 +249,14 @@ func (p *proposer) proposeRetry(ent []byte, deadline time.Time) (*dragonboat.Req
 
 // await waits for one entry's result and delivers it; an entry dropped
 // before it was proposed (no leader) is proposed again.
-func (p *proposer) await(rs *dragonboat.RequestState, ent []byte, batch []call, size int, deadline time.Time) {
+func (p *proposer) await(rs *dragonboat.RequestState, ent []byte, calls []call, size int, deadline time.Time) {
 	for {
 		r := <-rs.ResultC()
 		rs.Release()
 		var failed error
 		switch {
 		case r.Completed():
-			p.deliver(batch, size, r.GetResult())
+			p.deliver(calls, size, r.GetResult())
 			return
 		case r.Dropped():
 			var err error
@@ -287,35 +273,35 @@ func (p *proposer) await(rs *dragonboat.RequestState, ent []byte, batch []call, 
 		default:
 			failed = fmt.Errorf("%w (group %d: aborted)", ErrRejected, p.group)
 		}
-		p.finish(batch, size, func(int) Outcome { return Outcome{Failed: failed} })
+		p.finish(calls, size, func(int) Outcome { return Outcome{Failed: failed} })
 		return
 	}
 }
 
 // deliver hands each call its result from an applied entry.
-func (p *proposer) deliver(batch []call, size int, res sm.Result) {
+func (p *proposer) deliver(calls []call, size int, res sm.Result) {
 	rs, err := statemachine.DecodeResults(res.Data)
 	switch {
 	case err == nil && res.Value == resultCorrupt && len(rs) == 1:
 		// The whole entry was rejected as corrupt: every command shares why.
-		p.finish(batch, size, func(int) Outcome { return Outcome{Result: rs[0]} })
+		p.finish(calls, size, func(int) Outcome { return Outcome{Result: rs[0]} })
 		return
-	case err == nil && len(rs) != len(batch):
-		err = fmt.Errorf("%w: %d results for %d commands", statemachine.ErrCorrupt, len(rs), len(batch))
+	case err == nil && len(rs) != len(calls):
+		err = fmt.Errorf("%w: %d results for %d commands", statemachine.ErrCorrupt, len(rs), len(calls))
 	}
 	if err != nil {
 		failed := fmt.Errorf("engine: group %d results: %w", p.group, err)
-		p.finish(batch, size, func(int) Outcome { return Outcome{Failed: failed} })
+		p.finish(calls, size, func(int) Outcome { return Outcome{Failed: failed} })
 		return
 	}
-	p.finish(batch, size, func(i int) Outcome { return Outcome{Result: rs[i]} })
+	p.finish(calls, size, func(i int) Outcome { return Outcome{Result: rs[i]} })
 }
 
-// finish delivers an outcome to every call of a batch and frees its
+// finish delivers an outcome to every call of an entry and frees its
 // in-flight bytes.
-func (p *proposer) finish(batch []call, size int, outcome func(i int) Outcome) {
-	for i := range batch {
-		batch[i].w.deliver(batch[i].slot, outcome(i))
+func (p *proposer) finish(calls []call, size int, outcome func(i int) Outcome) {
+	for i := range calls {
+		calls[i].w.deliver(calls[i].slot, outcome(i))
 	}
 	p.mu.Lock()
 	p.mu.inflight -= size

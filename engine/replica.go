@@ -5,7 +5,6 @@ import (
 	"io"
 	"sync"
 
-	"github.com/klauspost/compress/zstd"
 	sm "github.com/lni/dragonboat/v4/statemachine"
 
 	"shoal/statemachine"
@@ -103,22 +102,14 @@ func (r *replica) PrepareSnapshot() (any, error) {
 	return r.mu.st.Canonical(), nil
 }
 
-// SaveSnapshot writes the captured state zstd-compressed: the format
-// statemachine.State.Save writes and Load reads.
+// SaveSnapshot writes the captured state with statemachine.SaveCanonical:
+// the format statemachine.State.Save writes and Load reads.
 func (r *replica) SaveSnapshot(ctx any, w io.Writer, _ sm.ISnapshotFileCollection, _ <-chan struct{}) error {
 	raw, ok := ctx.([]byte)
 	if !ok {
 		return fmt.Errorf("engine: snapshot context is %T, want []byte", ctx)
 	}
-	zw, err := zstd.NewWriter(w, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1))
-	if err != nil {
-		return fmt.Errorf("engine: save snapshot of group %d: %w", r.group, err)
-	}
-	if _, err := zw.Write(raw); err != nil {
-		zw.Close()
-		return fmt.Errorf("engine: save snapshot of group %d: %w", r.group, err)
-	}
-	if err := zw.Close(); err != nil {
+	if err := statemachine.SaveCanonical(w, raw); err != nil {
 		return fmt.Errorf("engine: save snapshot of group %d: %w", r.group, err)
 	}
 	return nil

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 
+	"shoal/engine/route"
 	"shoal/statemachine"
 )
 
@@ -18,14 +19,12 @@ func (e *Engine) SubmitToGroup(ctx context.Context, group int, cmd statemachine.
 	if err := e.checkGroup(group); err != nil {
 		return statemachine.Result{}, err
 	}
-	switch cmd.Kind {
-	case statemachine.CmdTick, statemachine.CmdNop, statemachine.CmdNodeSync:
-	default:
+	if !route.PerGroup(cmd.Kind) {
 		rej := statemachine.Result{Code: statemachine.CodeInvalid,
 			Msg: cmd.Kind.String() + " is routed by its object: use Submit"}
 		return rej, rej.Err()
 	}
-	if rej := checkEncodable(&cmd); rej.Code != statemachine.CodeOK {
+	if rej := statemachine.CheckEncodable(&cmd); rej.Code != statemachine.CodeOK {
 		return rej, rej.Err()
 	}
 	w := &waiter{out: make([]Outcome, 1), done: make(chan struct{})}

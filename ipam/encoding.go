@@ -8,6 +8,8 @@ import (
 	"slices"
 
 	"github.com/RoaringBitmap/roaring/v2"
+
+	"shoal/internal/varint"
 )
 
 // Encoding, version 1. Integers are unsigned varints unless noted.
@@ -104,63 +106,24 @@ func (p *Pool) MarshalBinary() ([]byte, error) {
 	return b, nil
 }
 
-// decoder reads the encoding; the first failure sticks.
-type decoder struct {
-	b   []byte
-	err error
-}
+// decoder reads the encoding: shoal/internal/varint's bounded reader (the
+// first failure sticks and wraps ErrCorrupt) with this package's names.
+type decoder struct{ varint.Reader }
 
-func (d *decoder) fail(format string, args ...any) {
-	if d.err == nil {
-		d.err = fmt.Errorf("%w: "+format, append([]any{ErrCorrupt}, args...)...)
-	}
-}
-
-func (d *decoder) take(n uint64, what string) []byte {
-	if d.err != nil {
-		return nil
-	}
-	if n > uint64(len(d.b)) {
-		d.fail("truncated in %s", what)
-		return nil
-	}
-	v := d.b[:n]
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) uvarint(what string) uint64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.fail("bad varint in %s", what)
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
+func (d *decoder) fail(format string, args ...any)   { d.Fail(format, args...) }
+func (d *decoder) take(n uint64, what string) []byte { return d.Take(n, what) }
+func (d *decoder) uvarint(what string) uint64        { return d.Uvarint(what) }
 
 // bounded reads a varint that must be <= limit.
-func (d *decoder) bounded(limit uint64, what string) uint64 {
-	v := d.uvarint(what)
-	if d.err == nil && v > limit {
-		d.fail("%s %d exceeds %d", what, v, limit)
-		return 0
-	}
-	return v
-}
+func (d *decoder) bounded(limit uint64, what string) uint64 { return d.Bounded(limit, what) }
 
 // count reads an element count, bounded by the bytes left (each element
 // takes at least one byte) so a corrupt count cannot force a huge allocation.
-func (d *decoder) count(what string) int {
-	return int(d.bounded(uint64(len(d.b)), what))
-}
+func (d *decoder) count(what string) int { return d.Count(1, what) }
 
 func (d *decoder) bitmap(what string) *roaring.Bitmap {
 	data := d.take(uint64(d.count(what+" length")), what)
-	if d.err != nil {
+	if d.Err() != nil {
 		return nil
 	}
 	bm := roaring.New()
@@ -181,10 +144,10 @@ func (d *decoder) bitmap(what string) *roaring.Bitmap {
 // UnmarshalBinary replaces p with the decoded pool. Corrupt or truncated
 // input returns an error wrapping ErrCorrupt and leaves p unchanged.
 func (p *Pool) UnmarshalBinary(data []byte) error {
-	d := &decoder{b: data}
+	d := &decoder{varint.NewReader(data, ErrCorrupt)}
 	q := d.decode()
-	if d.err != nil {
-		return d.err
+	if d.Err() != nil {
+		return d.Err()
 	}
 	*p = *q
 	return nil
@@ -195,11 +158,11 @@ func (d *decoder) decode() *Pool {
 		d.fail("bad magic")
 		return nil
 	}
-	if v := d.take(1, "version"); d.err == nil && v[0] != encVersion {
+	if v := d.take(1, "version"); d.Err() == nil && v[0] != encVersion {
 		d.fail("unknown version %d", v[0])
 	}
 	sub := d.take(5, "subnet")
-	if d.err != nil {
+	if d.Err() != nil {
 		return nil
 	}
 	var c Config
@@ -213,7 +176,7 @@ func (d *decoder) decode() *Pool {
 	c.Name = string(d.take(d.bounded(MaxNameLen, "name length"), "name"))
 	c.Gateway = u32Addr(base + uint32(d.bounded(size-1, "gateway")))
 	shift := d.take(1, "block shift")
-	if d.err != nil {
+	if d.Err() != nil {
 		return nil
 	}
 	if uint64(1)<<min(shift[0], 32) > size {
@@ -227,7 +190,7 @@ func (d *decoder) decode() *Pool {
 		last := first + d.bounded(size-1-first, "reserved length")
 		c.Reserved = append(c.Reserved, Range{u32Addr(base + uint32(first)), u32Addr(base + uint32(last))})
 	}
-	if d.err != nil {
+	if d.Err() != nil {
 		return nil
 	}
 	p, err := New(c)
@@ -246,7 +209,7 @@ func (d *decoder) decode() *Pool {
 		b := d.bounded(uint64(len(p.blockOwner)-1), "leased block")
 		o := d.bounded(1<<32-1, "lease owner")
 		switch {
-		case d.err != nil:
+		case d.Err() != nil:
 			return nil
 		case b < next:
 			d.fail("leased blocks out of order")
@@ -260,7 +223,7 @@ func (d *decoder) decode() *Pool {
 	}
 
 	p.unleased.next = uint32(d.bounded(size, "cursor"))
-	if no := d.count("cursor count"); d.err == nil && no != len(p.owners) {
+	if no := d.count("cursor count"); d.Err() == nil && no != len(p.owners) {
 		d.fail("%d cursors for %d owners", no, len(p.owners))
 	}
 	prev := int64(-1)
@@ -268,7 +231,7 @@ func (d *decoder) decode() *Pool {
 		o := d.bounded(1<<32-1, "cursor owner")
 		cur := d.bounded(size, "cursor")
 		os := p.owners[uint32(o)]
-		if d.err != nil || int64(o) <= prev || os == nil {
+		if d.Err() != nil || int64(o) <= prev || os == nil {
 			d.fail("cursor for owner %d is invalid", o)
 			return nil
 		}
@@ -278,7 +241,7 @@ func (d *decoder) decode() *Pool {
 
 	held := d.bitmap("held set")
 	vips := d.bitmap("vip set")
-	if d.err != nil {
+	if d.Err() != nil {
 		return nil
 	}
 	switch {
@@ -289,14 +252,14 @@ func (d *decoder) decode() *Pool {
 	case vips.AndCardinality(held) != vips.GetCardinality():
 		d.fail("vip not held")
 	}
-	if d.err != nil {
+	if d.Err() != nil {
 		return nil
 	}
 	it := held.Iterator()
 	for it.HasNext() {
 		off := it.Next()
 		id := d.uvarint("holder")
-		if d.err != nil || id == 0 {
+		if d.Err() != nil || id == 0 {
 			d.fail("holder of offset %d is invalid", off)
 			return nil
 		}
@@ -313,7 +276,7 @@ func (d *decoder) decode() *Pool {
 	for range nn {
 		n := d.bounded(1<<32-1, "node")
 		ne := d.count("entry count")
-		if d.err != nil || int64(n) <= prev || ne == 0 {
+		if d.Err() != nil || int64(n) <= prev || ne == 0 {
 			d.fail("quarantine of node %d is invalid", n)
 			return nil
 		}
@@ -323,7 +286,7 @@ func (d *decoder) decode() *Pool {
 			e := qEntry{seq: d.uvarint("release seq"), off: uint32(d.bounded(size-1, "quarantined offset"))}
 			id := d.uvarint("holder")
 			switch {
-			case d.err != nil:
+			case d.Err() != nil:
 				return nil
 			case id == 0 || p.reserved.Contains(e.off) || p.held.Contains(e.off) || p.quarantined.Contains(e.off):
 				d.fail("quarantined offset %d is invalid", e.off)
@@ -339,10 +302,10 @@ func (d *decoder) decode() *Pool {
 		}
 		p.nodes[uint32(n)] = q
 	}
-	if d.err == nil && len(d.b) != 0 {
-		d.fail("%d trailing bytes", len(d.b))
+	if d.Err() == nil && d.Len() != 0 {
+		d.fail("%d trailing bytes", d.Len())
 	}
-	if d.err != nil {
+	if d.Err() != nil {
 		return nil
 	}
 

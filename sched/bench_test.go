@@ -28,8 +28,8 @@ func benchCluster(nodes int) *Table {
 
 // benchGroup is count tasks of one service, 100 milli-cores and 128 MiB
 // each, on ssd nodes, spread over zones.
-func benchGroup(count int) Group {
-	return Group{
+func benchGroup(count int) Request {
+	return Request{
 		Service: 1, Count: count, CPU: 100, Mem: 128 << 20,
 		Constraints: MustParseConstraints("node.labels.disk==ssd"),
 		Preferences: []string{"node.labels.zone"},

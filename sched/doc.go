@@ -2,7 +2,9 @@
 // identical tasks in one pass over a columnar table of nodes.
 //
 // The one idea: a placement decision is a pure function of (node table,
-// group, seed). Each stage of Nomad's pipeline runs over the whole batch at
+// request, seed), where a Request is a batch of identical tasks of one
+// service (called a "group" here before; Shoal's Raft groups are another
+// thing). Each stage of Nomad's pipeline runs over the whole batch at
 // once instead of once per task:
 //
 //   - filter: readiness, availability and constraints are set operations on
@@ -14,7 +16,7 @@
 //     gives, in O(nodes·log(count) + nodes·log(nodes)) instead of
 //     O(count·log nodes); bin-pack orders rows by load instead;
 //   - select: the per-node counts are committed to the table, so the next
-//     group placed in the same batch sees the reservations.
+//     request placed in the same run sees the reservations.
 //
 // Contract:
 //
@@ -22,7 +24,7 @@
 //     package imports no dragonboat, pebble or fasthttp.
 //   - Deterministic and replayable: ties are broken by a hash of (seed,
 //     service, spec version, node ID or label value), never by row position
-//     or map order, so the same nodes, tasks, group and seed give the same
+//     or map order, so the same nodes, tasks, request and seed give the same
 //     placement even when the table was built in a different order.
 //   - Place never violates a constraint, a reservation (free CPU and memory
 //     of a node never go below zero because of it) or max-replicas-per-node.

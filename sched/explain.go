@@ -11,7 +11,7 @@ import (
 var (
 	ErrInvalidConstraint = errors.New("sched: invalid constraint")
 	ErrInvalidPreference = errors.New("sched: invalid preference")
-	ErrInvalidGroup      = errors.New("sched: invalid group")
+	ErrInvalidRequest    = errors.New("sched: invalid placement request")
 	ErrUnknownNode       = errors.New("sched: unknown node")
 	ErrNoSuchTask        = errors.New("sched: no such task")
 	ErrNoSuitableNode    = errors.New("sched: no suitable node")
@@ -74,7 +74,7 @@ func nodes(n int) string {
 // UnplacedError reports that Place could not place every task of a group.
 type UnplacedError struct {
 	Service uint32
-	Wanted  int // Group.Count
+	Wanted  int // Request.Count
 	Placed  int
 	Why     Explanation // the state after the tasks that fit were placed
 }
@@ -104,8 +104,8 @@ func (e *NodeError) Unwrap() error { return ErrNodeUnsuitable }
 // CheckNode reports whether node id can run one more task of g, as for a
 // global service whose task is bound to its node: nil, or a *NodeError
 // (errors.Is ErrNodeUnsuitable) naming the first reason it cannot.
-func (t *Table) CheckNode(g Group, id uint32) error {
-	if err := validateGroup(g); err != nil {
+func (t *Table) CheckNode(g Request, id uint32) error {
+	if err := validateRequest(g); err != nil {
 		return err
 	}
 	r, ok := t.row[id]
@@ -156,7 +156,7 @@ func (t *Table) describe(c Constraint, r int32) string {
 
 // reject returns the first reason row r cannot take one more task of g, and
 // for ReasonConstraint the index of the failing constraint.
-func (t *Table) reject(g Group, r int32) (Reason, int) {
+func (t *Table) reject(g Request, r int32) (Reason, int) {
 	switch {
 	case t.status[r] != StatusReady:
 		return ReasonNotReady, -1
@@ -183,7 +183,7 @@ func (t *Table) reject(g Group, r int32) (Reason, int) {
 
 // explain counts why each node cannot take one more task of g. It runs only
 // when a placement falls short, so it scans rows one by one.
-func (t *Table) explain(g Group) Explanation {
+func (t *Table) explain(g Request) Explanation {
 	e := Explanation{Nodes: len(t.row)}
 	if len(g.Constraints) > 0 {
 		e.Constraints = make([]ConstraintCount, len(g.Constraints))

@@ -4,6 +4,8 @@ import (
 	"math"
 	"math/bits"
 	"slices"
+
+	"shoal/internal/mix"
 )
 
 // fillItem is one node (in a leaf) or one preference branch being filled.
@@ -197,21 +199,10 @@ const missingLabel = 0x6d697373696e6721
 
 // groupSeed mixes the caller's seed with the group's identity, so two
 // services placed with the same seed break ties differently.
-func groupSeed(g Group, seed uint64) uint64 {
-	s := mix64(seed ^ 0x5ca1ab1e)
-	s = mix64(s ^ uint64(g.Service))
-	return mix64(s ^ g.SpecVersion)
-}
-
-// mix64 is the SplitMix64 finalizer: a bijection on uint64 with good
-// avalanche, so mix64(seed ^ id) never ties for distinct IDs.
-func mix64(x uint64) uint64 {
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	x ^= x >> 31
-	return x
+func groupSeed(g Request, seed uint64) uint64 {
+	s := mix.Mix64(seed ^ 0x5ca1ab1e)
+	s = mix.Mix64(s ^ uint64(g.Service))
+	return mix.Mix64(s ^ g.SpecVersion)
 }
 
 // hashString is 64-bit FNV-1a.

@@ -7,13 +7,16 @@ import (
 	"strings"
 
 	"github.com/RoaringBitmap/roaring/v2"
+
+	"shoal/internal/mix"
 )
 
-// Group is a batch of identical tasks of one service to place.
-type Group struct {
+// Request is a placement request: a batch of identical tasks of one
+// service to place (not a Raft group).
+type Request struct {
 	Service     uint32
 	SpecVersion uint64       // mixed into the tie-break seed
-	Count       int          // tasks to place; at most MaxGroupCount
+	Count       int          // tasks to place; at most MaxRequestCount
 	CPU         int64        // reservation per task, milli-cores; 0 = none
 	Mem         int64        // reservation per task, bytes; 0 = none
 	Constraints []Constraint // all must hold (see ParseConstraint)
@@ -31,14 +34,14 @@ type Group struct {
 	Strategy    Strategy // within a preference branch; default Spread
 }
 
-// MaxGroupCount bounds Group.Count.
-const MaxGroupCount = math.MaxInt32
+// MaxRequestCount bounds Request.Count.
+const MaxRequestCount = math.MaxInt32
 
 // Placement is the outcome of Place: how many tasks went to which node.
 // Its slices belong to the table and are overwritten by the next Place;
 // call Clone to keep them.
 type Placement struct {
-	Placed int      // tasks placed, ≤ Group.Count
+	Placed int      // tasks placed, ≤ Request.Count
 	Nodes  []uint32 // node IDs, ascending
 	Counts []uint32 // Counts[i] tasks went to Nodes[i]; each > 0
 }
@@ -77,7 +80,7 @@ type scratch struct {
 	count []uint32        // Placement.Counts
 
 	// The group being placed.
-	g    Group
+	g    Request
 	n    int64
 	col  *serviceColumn
 	seed uint64
@@ -88,8 +91,8 @@ type scratch struct {
 // seed and the group, so the same table, group and seed always give the
 // same placement. If not every task fits it places what fits and returns
 // the placement with an *UnplacedError (errors.Is ErrNoSuitableNode).
-func (t *Table) Place(g Group, seed uint64) (Placement, error) {
-	if err := validateGroup(g); err != nil {
+func (t *Table) Place(g Request, seed uint64) (Placement, error) {
+	if err := validateRequest(g); err != nil {
 		return Placement{}, err
 	}
 	p := &t.scratch
@@ -100,7 +103,7 @@ func (t *Table) Place(g Group, seed uint64) (Placement, error) {
 		return Placement{}, nil
 	}
 	p.g, p.n, p.col, p.seed = g, int64(g.Count), t.column(g.Service), groupSeed(g, seed)
-	defer func() { p.g, p.col = Group{}, nil }()
+	defer func() { p.g, p.col = Request{}, nil }()
 	t.filterRows()
 
 	// Score and select, committing as each leaf is filled.
@@ -128,13 +131,13 @@ func (t *Table) Place(g Group, seed uint64) (Placement, error) {
 // Eligible appends to dst the IDs of the nodes that can take one more task
 // of g (ascending) and returns the extended slice: the nodes where
 // CheckNode returns nil, for instance where a global service must run.
-func (t *Table) Eligible(g Group, dst []uint32) ([]uint32, error) {
-	if err := validateGroup(g); err != nil {
+func (t *Table) Eligible(g Request, dst []uint32) ([]uint32, error) {
+	if err := validateRequest(g); err != nil {
 		return dst, err
 	}
 	p := &t.scratch
 	p.g, p.n, p.col = g, 1, t.column(g.Service)
-	defer func() { p.g, p.col = Group{}, nil }()
+	defer func() { p.g, p.col = Request{}, nil }()
 	t.filterRows()
 	start := len(dst)
 	for _, r := range p.rows {
@@ -170,18 +173,30 @@ func (t *Table) filterRows() {
 	}
 }
 
-func validateGroup(g Group) error {
+func validateRequest(g Request) error {
 	switch {
-	case g.Count < 0 || g.Count > MaxGroupCount:
-		return fmt.Errorf("%w: count %d out of range [0, %d]", ErrInvalidGroup, g.Count, MaxGroupCount)
+	case g.Count < 0 || g.Count > MaxRequestCount:
+		return fmt.Errorf("%w: count %d out of range [0, %d]", ErrInvalidRequest, g.Count, MaxRequestCount)
 	case g.CPU < 0:
-		return fmt.Errorf("%w: negative CPU reservation %d", ErrInvalidGroup, g.CPU)
+		return fmt.Errorf("%w: negative CPU reservation %d", ErrInvalidRequest, g.CPU)
 	case g.Mem < 0:
-		return fmt.Errorf("%w: negative memory reservation %d", ErrInvalidGroup, g.Mem)
+		return fmt.Errorf("%w: negative memory reservation %d", ErrInvalidRequest, g.Mem)
 	case g.MaxPerNode < 0:
-		return fmt.Errorf("%w: negative max replicas per node %d", ErrInvalidGroup, g.MaxPerNode)
+		return fmt.Errorf("%w: negative max replicas per node %d", ErrInvalidRequest, g.MaxPerNode)
 	case g.Strategy > BinPack:
-		return fmt.Errorf("%w: unknown strategy %s", ErrInvalidGroup, g.Strategy)
+		return fmt.Errorf("%w: unknown strategy %s", ErrInvalidRequest, g.Strategy)
+	}
+	return nil
+}
+
+// CheckPreferences reports whether every placement preference is a spread
+// descriptor Place accepts ("node.labels.<key>"); the error wraps
+// ErrInvalidPreference.
+func CheckPreferences(prefs []string) error {
+	for _, s := range prefs {
+		if k, ok := strings.CutPrefix(strings.TrimSpace(s), "node.labels."); !ok || k == "" {
+			return fmt.Errorf("%w %q: want node.labels.<key>", ErrInvalidPreference, s)
+		}
 	}
 	return nil
 }
@@ -279,10 +294,10 @@ func (t *Table) spread(lv, lo, hi int, n int64) int64 {
 		}
 		b := fillItem{lo: int32(off), hi: int32(off + c)}
 		if v == nv {
-			b.k1, b.id = mix64(p.seed^missingLabel), 1
+			b.k1, b.id = mix.Mix64(p.seed^missingLabel), 1
 		} else {
 			b.val = p.vals[lv][v]
-			b.k1 = mix64(p.seed ^ hashString(b.val))
+			b.k1 = mix.Mix64(p.seed ^ hashString(b.val))
 		}
 		p.items = append(p.items, b)
 		cnt[v] = off
@@ -327,7 +342,7 @@ func (t *Table) leaf(lo, hi int, n int64) int64 {
 			continue
 		}
 		it := fillItem{base: int64(col[r]), room: k, ref: int32(r), id: uint64(t.id[r])}
-		it.k2 = mix64(p.seed ^ it.id)
+		it.k2 = mix.Mix64(p.seed ^ it.id)
 		if p.g.Strategy == BinPack {
 			it.base, it.k1 = 0, ^t.load(int32(r))
 		} else {

@@ -29,47 +29,47 @@ func TestPreferences(t *testing.T) {
 		name  string
 		nodes []Node
 		tasks []Task
-		g     Group
+		g     Request
 		want  map[uint32]int // tasks per node; nil: check branches only
 		// branches: node sets whose summed counts must equal the value
 		branches map[string]int
 	}{{
 		name:     "split evenly across values; nodes without the label form their own branch",
 		nodes:    []Node{node(1, "zone=a"), node(2, "zone=a"), node(3, "zone=b"), node(4)},
-		g:        Group{Service: 1, Count: 9, Preferences: zone},
+		g:        Request{Service: 1, Count: 9, Preferences: zone},
 		branches: map[string]int{"1,2": 3, "3": 3, "4": 3},
 	}, {
 		name:  "existing tasks of the service count toward their branch",
 		nodes: []Node{node(1, "zone=a"), node(2, "zone=a"), node(3, "zone=b")},
 		tasks: []Task{{Node: 1, Service: 1}, {Node: 1, Service: 1}, {Node: 1, Service: 1}, {Node: 1, Service: 1}},
-		g:     Group{Service: 1, Count: 8, Preferences: zone},
+		g:     Request{Service: 1, Count: 8, Preferences: zone},
 		want:  map[uint32]int{2: 2, 3: 6},
 	}, {
 		name:  "a full branch hands its share to the others",
 		nodes: []Node{withCPU(node(1, "zone=a"), 1000), node(2, "zone=b"), node(3, "zone=c")},
-		g:     Group{Service: 1, Count: 9, CPU: 1000, Preferences: zone},
+		g:     Request{Service: 1, Count: 9, CPU: 1000, Preferences: zone},
 		want:  map[uint32]int{1: 1, 2: 4, 3: 4},
 	}, {
 		name: "nested preferences split each branch again",
 		nodes: []Node{node(1, "zone=a", "rack=r1"), node(2, "zone=a", "rack=r2"),
 			node(3, "zone=a", "rack=r2"), node(4, "zone=b", "rack=r1")},
-		g:    Group{Service: 1, Count: 8, Preferences: []string{"node.labels.zone", "node.labels.rack"}},
+		g:    Request{Service: 1, Count: 8, Preferences: []string{"node.labels.zone", "node.labels.rack"}},
 		want: map[uint32]int{1: 2, 2: 1, 3: 1, 4: 4},
 	}, {
 		name:  "a branch with no eligible node is skipped",
 		nodes: []Node{node(1, "zone=a"), node(2, "zone=b"), {ID: 3, Status: StatusReady, Availability: AvailabilityDrain, CPU: 1, Mem: 1, Labels: map[string]string{"zone": "c"}}},
-		g:     Group{Service: 1, Count: 4, Preferences: zone},
+		g:     Request{Service: 1, Count: 4, Preferences: zone},
 		want:  map[uint32]int{1: 2, 2: 2},
 	}, {
 		name:  "constraints apply before the split",
 		nodes: []Node{node(1, "zone=a", "disk=ssd"), node(2, "zone=a"), node(3, "zone=b", "disk=ssd")},
-		g:     Group{Service: 1, Count: 6, Preferences: zone, Constraints: MustParseConstraints("node.labels.disk==ssd")},
+		g:     Request{Service: 1, Count: 6, Preferences: zone, Constraints: MustParseConstraints("node.labels.disk==ssd")},
 		want:  map[uint32]int{1: 3, 3: 3},
 	}, {
 		name:  "bin-pack inside each branch",
 		nodes: []Node{node(1, "zone=a"), node(2, "zone=a"), node(3, "zone=b")},
 		tasks: []Task{{Node: 2, Service: 9, CPU: 50_000}},
-		g:     Group{Service: 1, Count: 4, Preferences: zone, Strategy: BinPack},
+		g:     Request{Service: 1, Count: 4, Preferences: zone, Strategy: BinPack},
 		want:  map[uint32]int{2: 2, 3: 2},
 	}}
 	for _, tc := range tests {
@@ -115,7 +115,7 @@ func itoa(n uint32) string {
 
 func TestRemainderFollowsSeed(t *testing.T) {
 	nodes := []Node{node(1, "zone=a"), node(2, "zone=b"), node(3, "zone=c")}
-	g := Group{Service: 7, Count: 4, Preferences: []string{"node.labels.zone"}}
+	g := Request{Service: 7, Count: 4, Preferences: []string{"node.labels.zone"}}
 	outcomes := map[uint32]bool{}
 	for seed := range uint64(30) {
 		a, _ := NewTableFrom(nodes, nil)
@@ -141,7 +141,7 @@ func TestDrainPauseDown(t *testing.T) {
 	pause, drain, down := node(2), node(3), node(4)
 	pause.Availability, drain.Availability, down.Status = AvailabilityPause, AvailabilityDrain, StatusDown
 	tb, _ := NewTableFrom([]Node{node(1), pause, drain, down}, nil)
-	g := Group{Service: 1, Count: 5, MaxPerNode: 2}
+	g := Request{Service: 1, Count: 5, MaxPerNode: 2}
 	p, err := tb.Place(g, 1)
 	if got := asMap(p); !maps.Equal(got, map[uint32]int{1: 2}) {
 		t.Errorf("placement %v, want only node 1 (max 2)", got)
@@ -157,12 +157,12 @@ func TestDrainPauseDown(t *testing.T) {
 	if err := tb.SetAvailability(1, AvailabilityDrain); err != nil {
 		t.Fatal(err)
 	}
-	if p, _ := tb.Place(Group{Service: 2, Count: 1}, 1); p.Placed != 0 {
+	if p, _ := tb.Place(Request{Service: 2, Count: 1}, 1); p.Placed != 0 {
 		t.Errorf("placed %d on a cluster with no active node", p.Placed)
 	}
 	_ = tb.SetAvailability(3, AvailabilityActive)
 	_ = tb.SetStatus(4, StatusReady)
-	if p, _ := tb.Place(Group{Service: 2, Count: 2, MaxPerNode: 1}, 1); !maps.Equal(asMap(p), map[uint32]int{3: 1, 4: 1}) {
+	if p, _ := tb.Place(Request{Service: 2, Count: 2, MaxPerNode: 1}, 1); !maps.Equal(asMap(p), map[uint32]int{3: 1, 4: 1}) {
 		t.Errorf("after reactivation got %v, want nodes 3 and 4", asMap(p))
 	}
 	if err := tb.SetStatus(99, StatusReady); !errors.Is(err, ErrUnknownNode) {
@@ -174,7 +174,7 @@ func TestBinPack(t *testing.T) {
 	tb, _ := NewTableFrom(
 		[]Node{withCPU(node(1), 4000), withCPU(node(2), 4000), withCPU(node(3), 4000)},
 		[]Task{{Node: 1, Service: 9, CPU: 3000}, {Node: 2, Service: 9, CPU: 1000}})
-	p, err := tb.Place(Group{Service: 1, Count: 5, CPU: 500, Strategy: BinPack}, 3)
+	p, err := tb.Place(Request{Service: 1, Count: 5, CPU: 500, Strategy: BinPack}, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +195,7 @@ func TestSpreadOrder(t *testing.T) {
 	tasks := []Task{{Node: 1, Service: 1}, {Node: 1, Service: 3}, {Node: 2, Service: 2}, {Node: 2, Service: 2}}
 	for count, want := range []map[uint32]int{{}, {3: 1}, {2: 1, 3: 1}, {2: 1, 3: 2}, {1: 1, 2: 1, 3: 2}} {
 		tb, _ := NewTableFrom(nodes, tasks)
-		p, _ := tb.Place(Group{Service: 1, Count: count}, 5)
+		p, _ := tb.Place(Request{Service: 1, Count: count}, 5)
 		if got := asMap(p); !maps.Equal(got, want) {
 			t.Errorf("count %d: got %v, want %v", count, got, want)
 		}
@@ -213,7 +213,7 @@ func TestExplanation(t *testing.T) {
 		nodes = append(nodes, n)
 	}
 	tb, _ := NewTableFrom(nodes, []Task{{Node: 1, Service: 5, Mem: 1 << 29}})
-	g := Group{Service: 3, Count: 5, Mem: 2 << 30, Constraints: MustParseConstraints("node.labels.zone==b")}
+	g := Request{Service: 3, Count: 5, Mem: 2 << 30, Constraints: MustParseConstraints("node.labels.zone==b")}
 	p, err := tb.Place(g, 9)
 	want := "sched: no suitable node for 5 of 5 tasks of service 3 " +
 		"(constraint node.labels.zone==b excluded 7, insufficient memory on 3 nodes)"
@@ -236,11 +236,11 @@ func TestCheckNode(t *testing.T) {
 	drain.Availability = AvailabilityDrain
 	tb, _ := NewTableFrom([]Node{withCPU(node(1, "zone=a"), 1000), down, drain, node(4)},
 		[]Task{{Node: 4, Service: 1}})
-	g := func(cpu int64, cs ...string) Group {
-		return Group{Service: 1, Count: 1, CPU: cpu, MaxPerNode: 1, Constraints: MustParseConstraints(cs...)}
+	g := func(cpu int64, cs ...string) Request {
+		return Request{Service: 1, Count: 1, CPU: cpu, MaxPerNode: 1, Constraints: MustParseConstraints(cs...)}
 	}
 	tests := []struct {
-		g    Group
+		g    Request
 		node uint32
 		want string // "" = fits
 	}{
@@ -313,12 +313,12 @@ func TestParseConstraint(t *testing.T) {
 
 func TestInvalidGroup(t *testing.T) {
 	tb, _ := NewTableFrom([]Node{node(1)}, nil)
-	for _, g := range []Group{{Count: -1}, {Count: 1, CPU: -1}, {Count: 1, Mem: -1}, {Count: 1, MaxPerNode: -1}, {Count: 1, Strategy: 9}} {
-		if _, err := tb.Place(g, 0); !errors.Is(err, ErrInvalidGroup) {
-			t.Errorf("Place(%+v) = %v, want ErrInvalidGroup", g, err)
+	for _, g := range []Request{{Count: -1}, {Count: 1, CPU: -1}, {Count: 1, Mem: -1}, {Count: 1, MaxPerNode: -1}, {Count: 1, Strategy: 9}} {
+		if _, err := tb.Place(g, 0); !errors.Is(err, ErrInvalidRequest) {
+			t.Errorf("Place(%+v) = %v, want ErrInvalidRequest", g, err)
 		}
 	}
-	_, err := tb.Place(Group{Count: 1, Preferences: []string{"node.hostname"}}, 0)
+	_, err := tb.Place(Request{Count: 1, Preferences: []string{"node.hostname"}}, 0)
 	if want := `sched: invalid preference "node.hostname": want node.labels.<key>`; errString(err) != want {
 		t.Errorf("bad preference: %v", err)
 	}
@@ -328,7 +328,7 @@ func TestTableUpdates(t *testing.T) {
 	tb := NewTable()
 	tb.UpsertNode(node(1, "zone=a"))
 	tb.UpsertNode(node(2, "zone=a"))
-	onA := Group{Service: 1, Count: 2, MaxPerNode: 1, Constraints: MustParseConstraints("node.labels.zone==a")}
+	onA := Request{Service: 1, Count: 2, MaxPerNode: 1, Constraints: MustParseConstraints("node.labels.zone==a")}
 
 	// Relabelling node 2 moves it out of zone a; its tasks stay.
 	if err := tb.AddTask(2, 1, 10, 20); err != nil {
@@ -370,13 +370,13 @@ func TestTableUpdates(t *testing.T) {
 
 func TestPlacementAssignments(t *testing.T) {
 	tb, _ := NewTableFrom([]Node{node(5), node(2)}, nil)
-	p, _ := tb.Place(Group{Service: 1, Count: 3}, 0)
+	p, _ := tb.Place(Request{Service: 1, Count: 3}, 0)
 	keep := p.Clone()
 	got := p.Assignments(nil)
 	if len(got) != 3 || got[0] != keep.Nodes[0] || keep.Nodes[0] != 2 || keep.Nodes[1] != 5 {
 		t.Errorf("assignments %v from %+v", got, keep)
 	}
-	tb.Place(Group{Service: 2, Count: 1}, 0)
+	tb.Place(Request{Service: 2, Count: 1}, 0)
 	if keep.Nodes[0] != 2 || keep.Counts[0]+keep.Counts[1] != 3 {
 		t.Errorf("Clone shares memory with the table: %+v", keep)
 	}

@@ -57,9 +57,9 @@ func genClusterN(t *rapid.T, maxNodes, maxTasks int) cluster {
 	return c
 }
 
-func genGroup(t *rapid.T, c cluster) Group { return genGroupN(t, c, 80) }
+func genGroup(t *rapid.T, c cluster) Request { return genGroupN(t, c, 80) }
 
-func genGroupN(t *rapid.T, c cluster, maxCount int) Group {
+func genGroupN(t *rapid.T, c cluster, maxCount int) Request {
 	pool := []string{"node.labels.zone==a", "node.labels.zone!=b", "node.labels.disk==ssd",
 		"node.labels.disk!=hdd", "node.role==worker", "node.role!=manager", "node.hostname!=h1",
 		"node.hostname==h2", "node.labels.rack==r1"}
@@ -75,7 +75,7 @@ func genGroupN(t *rapid.T, c cluster, maxCount int) Group {
 	}
 	prefs := rapid.SampledFrom([][]string{nil, nil, {"node.labels.zone"}, {"node.labels.disk"},
 		{"node.labels.zone", "node.labels.disk"}, {"node.labels.disk", "node.labels.zone"}}).Draw(t, "prefs")
-	return Group{
+	return Request{
 		Service:     rapid.Uint32Range(1, 3).Draw(t, "gservice"),
 		SpecVersion: rapid.Uint64Range(0, 3).Draw(t, "version"),
 		Count:       int(rapid.Uint64().Draw(t, "count") % uint64(rapid.SampledFrom([]int{4, maxCount/8 + 1, maxCount/2 + 1, maxCount + 1}).Draw(t, "scale"))),
@@ -106,7 +106,7 @@ func asMap(p Placement) map[uint32]int {
 
 // spreadRange returns max − min of the service's tasks over the filtered
 // (ready, active, constraint-satisfying) nodes.
-func spreadRange(ref *refCluster, g Group) int {
+func spreadRange(ref *refCluster, g Request) int {
 	lo, hi, any := 0, 0, false
 	for _, n := range ref.nodes {
 		if !n.filtered(g) {

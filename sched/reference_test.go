@@ -3,6 +3,8 @@ package sched
 import (
 	"cmp"
 	"strings"
+
+	"shoal/internal/mix"
 )
 
 // refCluster is the naive reference scheduler: it places one task at a
@@ -39,7 +41,7 @@ func newRefCluster(nodes []Node, tasks []Task) *refCluster {
 }
 
 // filtered: ready, active and every constraint holds.
-func (n *refNode) filtered(g Group) bool {
+func (n *refNode) filtered(g Request) bool {
 	if n.Status != StatusReady || n.Availability != AvailabilityActive {
 		return false
 	}
@@ -64,7 +66,7 @@ func (n *refNode) filtered(g Group) bool {
 }
 
 // fits: filtered and one more task fits its free resources and max replicas.
-func (n *refNode) fits(g Group) bool {
+func (n *refNode) fits(g Request) bool {
 	return n.filtered(g) &&
 		(g.CPU == 0 || n.CPU-n.cpuRes >= g.CPU) &&
 		(g.Mem == 0 || n.Mem-n.memRes >= g.Mem) &&
@@ -78,7 +80,7 @@ type refBranch struct {
 }
 
 // place places g one task at a time and returns the tasks placed per node.
-func (c *refCluster) place(g Group, seed uint64) map[uint32]int {
+func (c *refCluster) place(g Request, seed uint64) map[uint32]int {
 	gs := groupSeed(g, seed)
 	got := map[uint32]int{}
 	for range g.Count {
@@ -142,9 +144,9 @@ func (c *refCluster) place(g Group, seed uint64) map[uint32]int {
 func refBranchLess(gs uint64, a, b *refBranch) bool {
 	key := func(x *refBranch) (uint64, int) {
 		if x.missing {
-			return mix64(gs ^ missingLabel), 1
+			return mix.Mix64(gs ^ missingLabel), 1
 		}
-		return mix64(gs ^ hashString(x.value)), 0
+		return mix.Mix64(gs ^ hashString(x.value)), 0
 	}
 	ha, ma := key(a)
 	hb, mb := key(b)
@@ -157,7 +159,7 @@ func refBranchLess(gs uint64, a, b *refBranch) bool {
 // refNodeLess is the per-task node order: spread takes the fewest tasks of
 // the service, then the fewest tasks in total; bin-pack takes the highest
 // load; then the seeded hash of the node ID.
-func refNodeLess(g Group, gs uint64, a, b *refNode) bool {
+func refNodeLess(g Request, gs uint64, a, b *refNode) bool {
 	var c int
 	if g.Strategy == BinPack {
 		la := max(share(a.cpuRes, a.CPU), share(a.memRes, a.Mem))
@@ -166,6 +168,6 @@ func refNodeLess(g Group, gs uint64, a, b *refNode) bool {
 	} else {
 		c = cmp.Or(cmp.Compare(a.svc[g.Service], b.svc[g.Service]), cmp.Compare(a.total, b.total))
 	}
-	c = cmp.Or(c, cmp.Compare(mix64(gs^uint64(a.ID)), mix64(gs^uint64(b.ID))), cmp.Compare(a.ID, b.ID))
+	c = cmp.Or(c, cmp.Compare(mix.Mix64(gs^uint64(a.ID)), mix.Mix64(gs^uint64(b.ID))), cmp.Compare(a.ID, b.ID))
 	return c < 0
 }

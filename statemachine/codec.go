@@ -25,8 +25,8 @@ func AppendBatch(dst []byte, batch []Command) []byte {
 // DecodeBatch decodes a batch written by AppendBatch. Corrupt input yields an
 // error wrapping ErrCorrupt, never a panic.
 func DecodeBatch(b []byte) ([]Command, error) {
-	d := decoder{b: b}
-	if v := d.byte1(); d.err == nil && v != batchVersion {
+	d := newDecoder(b)
+	if v := d.byte1(); d.Err() == nil && v != batchVersion {
 		return nil, fmt.Errorf("%w: batch version %d, this build knows %d", ErrCorrupt, v, batchVersion)
 	}
 	n := d.count(1)
@@ -34,11 +34,11 @@ func DecodeBatch(b []byte) ([]Command, error) {
 	for i := range batch {
 		decodeCommand(&d, &batch[i])
 	}
-	if d.err == nil && d.off != len(b) {
+	if d.Err() == nil && d.Len() != 0 {
 		d.fail("trailing bytes")
 	}
-	if d.err != nil {
-		return nil, d.err
+	if d.Err() != nil {
+		return nil, d.Err()
 	}
 	return batch, nil
 }
@@ -161,6 +161,9 @@ func encodeSpec(e *encoder, s *ServiceSpec) {
 	encodeStrings(e, s.Env)
 	e.str(s.Dir)
 	e.i(s.StopGrace)
+	encodeStrings(e, s.Placement.Preferences)
+	e.u(uint64(s.Placement.MaxPerNode))
+	e.byte1(uint8(s.Placement.Strategy))
 }
 
 func decodeSpec(d *decoder, s *ServiceSpec) {
@@ -189,6 +192,9 @@ func decodeSpec(d *decoder, s *ServiceSpec) {
 	s.Env = decodeStrings(d)
 	s.Dir = d.str()
 	s.StopGrace = d.i()
+	s.Placement.Preferences = decodeStrings(d)
+	s.Placement.MaxPerNode = uint32(d.un(1<<32-1, "max replicas per node"))
+	s.Placement.Strategy = PlacementStrategy(d.un(uint64(numStrategies)-1, "placement strategy"))
 }
 
 // encodeNodeSpec writes a node's declared fields and status (not its task
@@ -196,7 +202,7 @@ func decodeSpec(d *decoder, s *ServiceSpec) {
 func encodeNodeSpec(e *encoder, n *Node) {
 	e.u(uint64(n.ID))
 	e.str(n.Name)
-	e.str(n.Role)
+	e.str(n.Role.String()) // a string, as before roles were typed
 	keys := slices.Sorted(maps.Keys(n.Labels))
 	e.u(uint64(len(keys)))
 	for _, k := range keys {
@@ -214,7 +220,11 @@ func encodeNodeSpec(e *encoder, n *Node) {
 func decodeNodeSpec(d *decoder, n *Node) {
 	n.ID = NodeID(d.un(1<<32-1, "node id"))
 	n.Name = d.str()
-	n.Role = d.str()
+	role, err := ParseRole(d.str())
+	if err != nil {
+		d.fail(err.Error())
+	}
+	n.Role = role
 	if k := d.count(2); k > 0 {
 		n.Labels = make(map[string]string, k)
 		for range k {
@@ -258,7 +268,7 @@ func AppendResults(dst []byte, rs []Result) []byte {
 
 // DecodeResults decodes what AppendResults wrote.
 func DecodeResults(b []byte) ([]Result, error) {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	n := d.count(3)
 	rs := make([]Result, n)
 	for i := range rs {
@@ -266,8 +276,25 @@ func DecodeResults(b []byte) ([]Result, error) {
 		rs[i].ID = d.u()
 		rs[i].Msg = d.str()
 	}
-	if d.err != nil {
-		return nil, d.err
+	if d.Err() != nil {
+		return nil, d.Err()
 	}
 	return rs, nil
+}
+
+// CheckEncodable rejects (CodeInvalid) a command that would not survive
+// the batch codec, before it joins a batch: one such command would make
+// the whole entry, everyone else's commands included, undecodable on the
+// replicas. The hot kinds (task status, assign) take a field check; the
+// rest a round trip through the codec.
+func CheckEncodable(c *Command) Result {
+	if (c.Kind == CmdTaskStatus || c.Kind == CmdAssign) &&
+		c.Spec == nil && c.NodeSpec == nil && c.NetworkSpec == nil && c.State.Valid() &&
+		c.NodeStatus < numNodeStatuses && c.Availability < numAvailabilities {
+		return Result{}
+	}
+	if _, err := DecodeBatch(AppendBatch(nil, []Command{*c})); err != nil {
+		return Result{Code: CodeInvalid, Msg: "command cannot be encoded: " + err.Error()}
+	}
+	return Result{}
 }

@@ -2,7 +2,8 @@ package statemachine
 
 import (
 	"encoding/binary"
-	"fmt"
+
+	"shoal/internal/varint"
 )
 
 // encoder appends a compact binary form: uvarints, zig-zag varints and
@@ -24,104 +25,23 @@ func (e *encoder) bool(v bool) {
 	}
 }
 
-// decoder reads what encoder wrote. It never panics: the first problem is
-// kept in err and every later read returns zero values.
-type decoder struct {
-	b   []byte
-	off int
-	err error
-}
+// decoder reads what encoder wrote: shoal/internal/varint's bounded
+// reader (it never panics; the first problem sticks in Err and wraps
+// ErrCorrupt) with the short names this package's codecs use.
+type decoder struct{ varint.Reader }
 
-func (d *decoder) fail(what string) {
-	if d.err == nil {
-		d.err = fmt.Errorf("%w: %s at byte %d", ErrCorrupt, what, d.off)
-	}
-}
+func newDecoder(b []byte) decoder { return decoder{varint.NewReader(b, ErrCorrupt)} }
 
-func (d *decoder) u() uint64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(d.b[d.off:])
-	if n <= 0 {
-		d.fail("bad unsigned varint")
-		return 0
-	}
-	d.off += n
-	return v
-}
-
-func (d *decoder) i() int64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Varint(d.b[d.off:])
-	if n <= 0 {
-		d.fail("bad varint")
-		return 0
-	}
-	d.off += n
-	return v
-}
+func (d *decoder) fail(what string) { d.Fail("%s", what) }
+func (d *decoder) u() uint64        { return d.Uvarint("unsigned varint") }
+func (d *decoder) i() int64         { return d.Varint("varint") }
+func (d *decoder) byte1() uint8     { return d.Byte("byte") }
+func (d *decoder) bool() bool       { return d.Bool("bool") }
+func (d *decoder) str() string      { return d.String("string") }
 
 // un reads an unsigned value that must not exceed max.
-func (d *decoder) un(max uint64, what string) uint64 {
-	v := d.u()
-	if v > max {
-		d.fail(fmt.Sprintf("%s %d out of range", what, v))
-		return 0
-	}
-	return v
-}
-
-func (d *decoder) byte1() uint8 {
-	if d.err != nil {
-		return 0
-	}
-	if d.off >= len(d.b) {
-		d.fail("unexpected end")
-		return 0
-	}
-	v := d.b[d.off]
-	d.off++
-	return v
-}
-
-func (d *decoder) bool() bool {
-	switch d.byte1() {
-	case 0:
-		return false
-	case 1:
-		return true
-	}
-	d.fail("bad bool")
-	return false
-}
-
-func (d *decoder) str() string {
-	n := d.u()
-	if d.err != nil {
-		return ""
-	}
-	if n > uint64(len(d.b)-d.off) {
-		d.fail("string longer than the data")
-		return ""
-	}
-	v := string(d.b[d.off : d.off+int(n)])
-	d.off += int(n)
-	return v
-}
+func (d *decoder) un(max uint64, what string) uint64 { return d.Bounded(max, what) }
 
 // count reads a collection length; each element takes at least minBytes, so
 // a length the remaining data cannot hold is corrupt (no huge allocations).
-func (d *decoder) count(minBytes int) int {
-	n := d.u()
-	if d.err != nil {
-		return 0
-	}
-	if n > uint64(len(d.b)-d.off)/uint64(minBytes) {
-		d.fail(fmt.Sprintf("count %d larger than the data", n))
-		return 0
-	}
-	return int(n)
-}
+func (d *decoder) count(minBytes int) int { return d.Count(minBytes, "count") }

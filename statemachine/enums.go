@@ -126,6 +126,56 @@ func (s NodeStatus) String() string {
 // accepted (a reconnecting node heartbeats first and is initializing).
 func (s NodeStatus) AcceptsUpdates() bool { return s == NodeReady || s == NodeInitializing }
 
+// Role is a node's role in the cluster. The zero value is worker.
+type Role uint8
+
+// Node roles.
+const (
+	RoleWorker Role = iota
+	RoleManager
+	numRoles
+)
+
+var roleNames = [...]string{"worker", "manager"}
+
+func (r Role) String() string {
+	if r < numRoles {
+		return roleNames[r]
+	}
+	return fmt.Sprintf("Role(%d)", uint8(r))
+}
+
+// ParseRole parses a role name as printed by String; "" is a worker (the
+// encoding of nodes written before roles were typed).
+func ParseRole(name string) (Role, error) {
+	switch name {
+	case "", "worker":
+		return RoleWorker, nil
+	case "manager":
+		return RoleManager, nil
+	}
+	return 0, fmt.Errorf("%w: unknown node role %q (worker or manager)", ErrInvalid, name)
+}
+
+// PlacementStrategy chooses how a service's tasks fill the eligible nodes.
+type PlacementStrategy uint8
+
+// Placement strategies.
+const (
+	StrategySpread PlacementStrategy = iota
+	StrategyBinPack
+	numStrategies
+)
+
+var strategyNames = [...]string{"spread", "binpack"}
+
+func (s PlacementStrategy) String() string {
+	if s < numStrategies {
+		return strategyNames[s]
+	}
+	return fmt.Sprintf("PlacementStrategy(%d)", uint8(s))
+}
+
 // Availability is the operator's choice for a node.
 type Availability uint8
 

@@ -1,15 +1,11 @@
 package statemachine
 
 import (
-	"cmp"
 	"flag"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
-
-	"github.com/cespare/xxhash/v2"
 )
 
 // The model checker explores every interleaving of component actions over the
@@ -218,148 +214,6 @@ func (s *State) taskName(t *Task) string {
 	return fmt.Sprintf("%s.%d#%d", name, t.Slot, uint64(t.ID)&(1<<48-1))
 }
 
-// mcWatch installs an observer on st that checks every change the action
-// makes, at the moment it is made, against DESIGN.md's ownership table
-// (written out again here, independently of the code under test). In manual
-// mode every change must come from the acting component; otherwise the
-// orchestrator, allocator and reaper react inside the same Apply.
-func mcWatch(st *State, a mcAction, manual bool, retention int) *error {
-	var firstErr error
-	fail := func(format string, args ...any) {
-		if firstErr == nil {
-			firstErr = fmt.Errorf(format, args...)
-		}
-	}
-	acting := func(c Component) bool {
-		return c == a.by || (!manual && (c == CompOrchestrator || c == CompAllocator || c == CompReaper))
-	}
-	st.observe = &observer{
-		transition: func(t *Task, from, to TaskState, by Component) {
-			switch {
-			case to <= from:
-				fail("task %s went from %s to %s, not up in rank", st.taskName(t), from, to)
-			case !acting(by):
-				fail("%s moved task %s during a %s step", by, st.taskName(t), a.by)
-			case !mcOwns(by, from, to):
-				fail("%s moved task %s from %s to %s, which it does not own", by, st.taskName(t), from, to)
-			case by == CompAgent && (a.cmd.Node != t.Node || !st.nodes[t.Node].Status.AcceptsUpdates()):
-				fail("agent of node %d moved task %s on node %d (%s)", a.cmd.Node, st.taskName(t), t.Node, st.nodes[t.Node].Status)
-			}
-		},
-		desired: func(t *Task, from, to DesiredState) {
-			if !acting(CompOrchestrator) {
-				fail("desired state of %s changed during a %s step; only the orchestrator may", st.taskName(t), a.by)
-			}
-			if to < from && !(from == DesiredReady && to == DesiredRunning) {
-				fail("desired state of %s went back from %s to %s", st.taskName(t), from, to)
-			}
-		},
-		created: func(t *Task) {
-			if !acting(CompOrchestrator) || t.Status.State != StateNew || t.Node != 0 {
-				fail("task %s created during a %s step in state %s on node %d", st.taskName(t), a.by, t.Status.State, t.Node)
-			}
-		},
-		deleted: func(t *Task, beyond bool) {
-			ts := t.Status.State
-			ok := (t.Desired == DesiredRemove && (ts <= StatePending || ts.Terminal())) ||
-				(ts == StateOrphaned && t.Desired.Stopping())
-			if !ok && beyond && ts.Terminal() && t.Desired.Stopping() {
-				sl := st.services[t.Service].slots[t.Slot]
-				ok = sl != nil && len(sl.tasks) > retention
-			}
-			if !acting(CompReaper) {
-				fail("task %s deleted during a %s step; only the reaper deletes", st.taskName(t), a.by)
-			} else if !ok {
-				fail("reaper deleted task %s while it was %s with desired %s", st.taskName(t), ts, t.Desired)
-			}
-		},
-		svcDeleted: func(svc *Service) {
-			if !svc.Remove || len(svc.slots) != 0 {
-				fail("inv7: service %q deleted while flagged=%v with %d slots", svc.Spec.Name, svc.Remove, len(svc.slots))
-			}
-		},
-	}
-	return &firstErr
-}
-
-// mcOwns is DESIGN.md's table: which component may move a task between
-// observed states (agent reports may coalesce several agent steps).
-var mcAgentChain = map[TaskState]bool{StateAccepted: true, StatePreparing: true, StateReady: true, StateStarting: true, StateRunning: true}
-
-func mcOwns(c Component, from, to TaskState) bool {
-	agentChain := mcAgentChain
-	switch c {
-	case CompAllocator:
-		return from == StateNew && to == StatePending
-	case CompScheduler:
-		return from == StatePending && to == StateAssigned
-	case CompNodeMonitor:
-		return from >= StateAssigned && from <= StateRunning && to == StateOrphaned
-	case CompAgent:
-		if from < StateAssigned || from > StateRunning {
-			return false
-		}
-		return agentChain[to] || to == StateComplete || to == StateFailed || to == StateShutdown ||
-			(to == StateRejected && from <= StateStarting)
-	}
-	return false
-}
-
-// mcDesired checks that s is at the desired state: every live service has
-// its tasks running (or stopped for good by its restart condition), removed
-// services are gone, and no slot keeps more than the retention limit.
-func mcDesired(s *State, b mcBounds, retention int) error {
-	for _, sid := range s.ServiceIDs() {
-		svc := s.services[sid]
-		if svc.Remove {
-			return fmt.Errorf("service %q flagged for removal still exists", svc.Spec.Name)
-		}
-		want := map[uint32]bool{}
-		if svc.Spec.Mode == ModeReplicated {
-			for n := uint32(1); n <= svc.Spec.Replicas; n++ {
-				want[n] = true
-			}
-		} else {
-			for _, nid := range s.NodeIDs() {
-				if n := s.nodes[nid]; n.Status == NodeReady && n.Availability == AvailActive {
-					want[uint32(nid)] = true
-				}
-			}
-		}
-		slotNums, slots := s.SlotTasks(sid)
-		seen := map[uint32]bool{}
-		for i, n := range slotNums {
-			ts := slots[i]
-			seen[n] = true
-			if len(ts) > retention {
-				return fmt.Errorf("service %q slot %d keeps %d tasks, more than %d", svc.Spec.Name, n, len(ts), retention)
-			}
-			live := 0
-			for _, t := range ts {
-				if !t.Status.State.Terminal() {
-					if !want[n] || t.Status.State != StateRunning || t.Desired != DesiredRunning {
-						return fmt.Errorf("service %q slot %d: task %s is %s with desired %s", svc.Spec.Name, n, s.taskName(t), t.Status.State, t.Desired)
-					}
-					live++
-				}
-			}
-			if want[n] && live != 1 {
-				last := ts[len(ts)-1]
-				if live == 0 && !ShouldRestart(svc.Spec.Restart.Condition, last.Status.State) && last.SpecVersion == svc.SpecVersion {
-					continue // stopped for good by its restart condition
-				}
-				return fmt.Errorf("service %q slot %d has %d running tasks", svc.Spec.Name, n, live)
-			}
-		}
-		for n := range want {
-			if !seen[n] {
-				return fmt.Errorf("service %q slot %d has no task", svc.Spec.Name, n)
-			}
-		}
-	}
-	return nil
-}
-
 type mcNode struct {
 	canon  []byte
 	meta   mcMeta
@@ -372,118 +226,6 @@ type mcResult struct {
 	violation           string // empty when none
 }
 
-// mcKey identifies a state for de-duplication. It abstracts what cannot
-// change any future behaviour: task IDs (only their order inside a slot
-// matters, so a task is named by service, slot and position), the ID counter,
-// timestamps, history older than the last entry (reconciliation reads only
-// the last), and the names of the nodes, which start identical (the key is
-// the least over every renaming of the nodes). Two states with one key have
-// the same futures up to those names, so exploring one of them is enough.
-func mcKey(s *State, m mcMeta) uint64 {
-	var pools []byte
-	for _, id := range sortedKeys(s.pools) {
-		// Finer than needed (holder IDs, node IDs), which is sound.
-		raw, _ := s.pools[id].MarshalBinary()
-		pools = append(pools, raw...)
-	}
-	ids := s.NodeIDs()
-	perm := make(map[NodeID]NodeID, len(ids))
-	var best uint64
-	first := true
-	var rec func(i int, used uint64)
-	rec = func(i int, used uint64) {
-		if i == len(ids) {
-			if k := mcKeyPerm(s, m, perm, pools); first || k < best {
-				best, first = k, false
-			}
-			return
-		}
-		for j := range ids {
-			if used&(1<<j) == 0 {
-				perm[ids[i]] = ids[j]
-				rec(i+1, used|1<<j)
-			}
-		}
-	}
-	rec(0, 0)
-	return best
-}
-
-func mcKeyPerm(s *State, m mcMeta, perm map[NodeID]NodeID, pools []byte) uint64 {
-	mapNode := func(n NodeID) NodeID {
-		if p, ok := perm[n]; ok {
-			return p
-		}
-		return n
-	}
-	e := encoder{}
-	e.byte1(m.events)
-	e.byte1(m.created)
-	e.i(s.nextDue) // when timers are next looked at changes what happens
-	nodes := s.NodeIDs()
-	byName := make([]NodeID, len(nodes))
-	for i, id := range nodes {
-		byName[i] = mapNode(id)
-	}
-	slices.Sort(byName)
-	inv := make(map[NodeID]NodeID, len(perm))
-	for k, v := range perm {
-		inv[v] = k
-	}
-	for _, pid := range byName {
-		n := s.nodes[inv[pid]]
-		e.u(uint64(pid))
-		e.byte1(uint8(n.Status))
-		e.byte1(uint8(n.Availability))
-		if len(s.pools) > 0 {
-			e.u(n.AssignSeq) // syncs are fenced by it
-		}
-	}
-	e.b = append(e.b, pools...)
-	for _, sid := range s.ServiceIDs() {
-		svc := s.services[sid]
-		e.u(uint64(sid))
-		e.str(svc.Spec.Image)
-		e.u(uint64(svc.Spec.Replicas))
-		e.u(uint64(svc.SpecVersion))
-		e.bool(svc.Remove)
-		slotNums, tasks := s.SlotTasks(sid)
-		order := make([]int, len(slotNums))
-		name := func(i int) uint32 {
-			if svc.Spec.Mode == ModeGlobal {
-				return uint32(mapNode(NodeID(slotNums[i])))
-			}
-			return slotNums[i]
-		}
-		for i := range order {
-			order[i] = i
-		}
-		slices.SortFunc(order, func(a, b int) int { return cmp.Compare(name(a), name(b)) })
-		for _, i := range order {
-			e.u(uint64(name(i)))
-			e.u(uint64(len(tasks[i])))
-			for _, t := range tasks[i] {
-				e.u(uint64(t.SpecVersion))
-				e.u(uint64(mapNode(t.Node)))
-				e.byte1(uint8(t.Desired))
-				e.byte1(uint8(t.Status.State))
-				m, _ := connMarker(t)
-				e.byte1(uint8(m.Kind))
-				e.u(uint64(t.StopReason))
-				e.bool(t.Desired == DesiredReady && t.StartAt != 0)
-				for _, at := range t.Attachments {
-					e.u(uint64(at.Addr))
-					e.bool(at.Released)
-				}
-				if len(s.pools) > 0 {
-					e.u(uint64(t.ID)) // pools name holders by ID
-				}
-			}
-		}
-	}
-	return xxhash.Sum64(e.b)
-}
-
 // mcClone decodes a state; the seeded bug is not part of the encoding, so
 // it is set again on every copy.
 func mcClone(canon []byte, bug bool) *State {
@@ -491,7 +233,7 @@ func mcClone(canon []byte, bug bool) *State {
 	if err != nil {
 		panic(fmt.Sprintf("model checker: state does not decode: %v", err))
 	}
-	s.cfg.bugReapLive = bug
+	setSeededBug(&s.cfg, bug)
 	return s
 }
 
@@ -553,7 +295,8 @@ type mcSucc struct {
 
 func runModelCheck(b mcBounds) mcResult {
 	c := &mcChecker{b: b, retention: b.retained + 1}
-	cfg := Config{Group: 1, HistoryRetention: c.retention, ManualReactions: b.manual, bugReapLive: b.bug}
+	cfg := Config{Group: 1, HistoryRetention: c.retention, ManualReactions: b.manual}
+	setSeededBug(&cfg, b.bug)
 	init := New(cfg)
 	var out Output
 	for i := 1; i <= b.nodes; i++ {
@@ -734,6 +477,9 @@ func TestModelCheckAddressesDisconnects(t *testing.T) {
 }
 
 func TestModelCheckFindsSeededBug(t *testing.T) {
+	if !seamsCompiled {
+		t.Skip("the seeded bug is compiled only with -tags shoal_seams (make test runs it)")
+	}
 	for _, manual := range []bool{false, true} {
 		b := mcBounds{nodes: 1, replicas: 1, retained: 1, events: 0, bug: true, manual: manual}
 		res := runModelCheck(b)

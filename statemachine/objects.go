@@ -48,6 +48,26 @@ type ServiceSpec struct {
 	Memory      int64    // bytes reserved per task
 	Disconnect  DisconnectPolicy
 	Update      UpdateConfig
+	// Placement shapes where the scheduler puts a replicated service's
+	// tasks among the nodes that pass its constraints. Changing it affects
+	// later placements only; running tasks are not replaced.
+	Placement PlacementPolicy
+}
+
+// PlacementPolicy is a service's placement beyond its constraints
+// (SwarmKit's placement preferences and max replicas per node).
+type PlacementPolicy struct {
+	// Preferences are spread descriptors, outermost first, each
+	// "node.labels.<key>": the tasks are split evenly across the key's
+	// values, each branch across the next key's values. Default none.
+	Preferences []string
+	// MaxPerNode bounds the service's live tasks per node; 0 (the
+	// default) is unlimited.
+	MaxPerNode uint32
+	// Strategy is how tasks are placed within a preference branch: spread
+	// over the least-loaded nodes (the default) or bin-packed onto the
+	// most-loaded node that still has room.
+	Strategy PlacementStrategy
 }
 
 // Service is a declared service and its bookkeeping.
@@ -173,7 +193,7 @@ type Task struct {
 type Node struct {
 	ID           NodeID
 	Name         string
-	Role         string // "manager" or "worker"
+	Role         Role
 	Labels       map[string]string
 	CPU          int64 // milli-cores
 	Memory       int64 // bytes

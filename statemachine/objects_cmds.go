@@ -76,6 +76,12 @@ func validateSpec(spec *ServiceSpec) Result {
 	if _, err := sched.ParseConstraints(spec.Constraints); err != nil {
 		return reject(CodeInvalid, "service %q: %v", spec.Name, err)
 	}
+	if err := sched.CheckPreferences(spec.Placement.Preferences); err != nil {
+		return reject(CodeInvalid, "service %q: %v", spec.Name, err)
+	}
+	if spec.Placement.Strategy >= numStrategies {
+		return reject(CodeInvalid, "service %q: placement strategy must be one of %v", spec.Name, strategyNames)
+	}
 	return Result{}
 }
 
@@ -85,6 +91,7 @@ func cloneSpec(spec *ServiceSpec) ServiceSpec {
 	c.Networks = slices.Clone(spec.Networks)
 	c.Command = slices.Clone(spec.Command)
 	c.Env = slices.Clone(spec.Env)
+	c.Placement.Preferences = slices.Clone(spec.Placement.Preferences)
 	return c
 }
 

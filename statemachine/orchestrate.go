@@ -10,7 +10,7 @@ func (s *State) reconcileSlots(svc *Service) []uint32 {
 	if svc.Update.active() && !svc.Remove {
 		slots, full = sortedKeys(svc.slots), true // an update moves slot by slot
 	}
-	svc.budget = s.updateBudget(svc)
+	svc.budget = s.stepUpdate(svc)
 	if svc.Remove {
 		for _, n := range slots {
 			if sl := svc.slots[n]; sl != nil {
@@ -39,7 +39,7 @@ func (s *State) reconcileSlots(svc *Service) []uint32 {
 			s.newTask(svc, n)
 			continue
 		}
-		s.reconcileSlot(svc, sl, true, true)
+		s.reconcileSlot(svc, sl, slotLive)
 	}
 	if full {
 		for n := uint32(1); n <= svc.Spec.Replicas; n++ {
@@ -58,11 +58,17 @@ func (s *State) reconcileGlobal(svc *Service) []uint32 {
 	cons, _ := sched.ParseConstraints(svc.Spec.Constraints) // validated when the spec was accepted
 	for _, id := range nodes {
 		n := s.nodes[id]
-		keep := n.Status != NodeDown && n.Availability != AvailDrain && matchesAll(cons, n)
-		create := keep && n.Availability == AvailActive
+		mode := slotStopAll
+		switch {
+		case n.Status == NodeDown || n.Availability == AvailDrain || !matchesAll(cons, n):
+		case n.Availability == AvailActive:
+			mode = slotLive
+		default:
+			mode = slotNoStart
+		}
 		if sl := svc.slots[uint32(id)]; sl != nil {
-			s.reconcileSlot(svc, sl, keep, create)
-		} else if create {
+			s.reconcileSlot(svc, sl, mode)
+		} else if mode == slotLive {
 			s.newTask(svc, uint32(id))
 		}
 	}
@@ -80,7 +86,7 @@ func (s *State) reconcileGlobal(svc *Service) []uint32 {
 // matchesAll reports whether node n satisfies every constraint.
 func matchesAll(cons []sched.Constraint, n *Node) bool {
 	for _, c := range cons {
-		if !c.MatchNode(uint32(n.ID), n.Name, n.Role, n.Labels) {
+		if !c.MatchNode(uint32(n.ID), n.Name, n.Role.String(), n.Labels) {
 			return false
 		}
 	}
@@ -121,12 +127,26 @@ func (s *State) onDrainedNode(t *Task) bool {
 	return n != nil && n.Availability == AvailDrain
 }
 
+// slotMode is what a slot's node allows reconcileSlot to do.
+type slotMode uint8
+
+const (
+	// slotLive keeps a task and starts replacements as needed.
+	slotLive slotMode = iota
+	// slotNoStart keeps what runs but starts nothing (a global service's
+	// paused node).
+	slotNoStart
+	// slotStopAll stops every task (a global service's node went down, was
+	// drained or no longer passes the constraints).
+	slotStopAll
+)
+
 // reconcileSlot keeps at most one runnable, current task in a live slot,
 // stops dead and surplus ones, and starts a replacement when the restart
 // policy, an update, a move off a drained node or a re-opened slot calls for
-// it. keep=false stops every task (a global service's node left or
-// drained); create=false never starts one (a paused node).
-func (s *State) reconcileSlot(svc *Service, sl *slot, keep, create bool) {
+// it, as far as mode allows.
+func (s *State) reconcileSlot(svc *Service, sl *slot, mode slotMode) {
+	keep, create := mode != slotStopAll, mode == slotLive
 	var survivor *Task
 	var runnable []*Task
 	aside := false
@@ -255,98 +275,4 @@ func (s *State) maybeDeleteService(svc *Service) {
 	delete(s.services, svc.ID)
 	delete(s.serviceByName, svc.Spec.Name)
 	s.emit(Effect{Kind: EffServiceDeleted, Service: svc.ID})
-}
-
-// Reapable reports whether the reaper may delete t (DESIGN.md): never-placed
-// tasks flagged remove, terminal tasks flagged remove, and orphaned tasks
-// that are wanted stopped. History beyond retention is handled per slot.
-func (s *State) reapable(t *Task) bool {
-	st := t.Status.State
-	if t.Desired == DesiredRemove && (st <= StatePending || st.Terminal()) {
-		return true
-	}
-	if st == StateOrphaned && t.Desired.Stopping() {
-		return true
-	}
-	return s.cfg.bugReapLive && st == StateRunning
-}
-
-// reapSlots deletes what the reaper may in the given slots of svc: flagged
-// tasks, and the oldest finished tasks beyond the slot's history retention.
-func (s *State) reapSlots(svc *Service, slots []uint32) {
-	for _, n := range slots {
-		s.reapSlot(svc, n)
-	}
-	s.maybeDeleteService(svc)
-}
-
-func (s *State) reapSlot(svc *Service, n uint32) {
-	sl := svc.slots[n]
-	if sl == nil {
-		return
-	}
-	for i := 0; i < len(sl.tasks); {
-		t := sl.tasks[i]
-		if s.reapable(t) {
-			s.deleteTask(t, false)
-			if svc.slots[n] == nil {
-				return
-			}
-			continue
-		}
-		i++
-	}
-	for i := 0; len(sl.tasks) > s.cfg.HistoryRetention && i < len(sl.tasks); {
-		t := sl.tasks[i]
-		if t.Status.State.Terminal() && t.Desired.Stopping() {
-			s.deleteTask(t, true)
-			if svc.slots[n] == nil {
-				return
-			}
-			continue
-		}
-		i++
-	}
-}
-
-// reapCmd is the reaper's explicit form: delete one task if allowed.
-func (s *State) reapCmd(id TaskID) Result {
-	t := s.tasks[id]
-	if t == nil {
-		return reject(CodeNotFound, "task %d does not exist", id)
-	}
-	svc := s.services[t.Service]
-	beyond := s.beyondRetention(svc, t)
-	if !s.reapable(t) && !beyond {
-		return reject(CodeNotAllowed, "task %d (%s, desired %s) may not be deleted yet", id, t.Status.State, t.Desired)
-	}
-	s.deleteTask(t, beyond && !s.reapable(t))
-	if svc != nil {
-		s.maybeDeleteService(svc)
-	}
-	return Result{ID: uint64(id)}
-}
-
-// beyondRetention reports whether t is the oldest finished task of a slot
-// holding more than the retention limit.
-func (s *State) beyondRetention(svc *Service, t *Task) bool {
-	if svc == nil || !t.Status.State.Terminal() || !t.Desired.Stopping() {
-		return false
-	}
-	sl := svc.slots[t.Slot]
-	if sl == nil || len(sl.tasks) <= s.cfg.HistoryRetention {
-		return false
-	}
-	for _, x := range sl.tasks {
-		if x.Status.State.Terminal() && x.Desired.Stopping() {
-			return x == t
-		}
-	}
-	return false
-}
-
-// Reapable reports whether the reaper may delete the task now.
-func (s *State) Reapable(id TaskID) bool {
-	t := s.tasks[id]
-	return t != nil && (s.reapable(t) || s.beyondRetention(s.services[t.Service], t))
 }

@@ -11,20 +11,6 @@ package statemachine
 // replaces to stop (SwarmKit's one minute).
 const oldTaskTimeout = int64(60e9)
 
-// DefaultRestartDelay is the restart delay a service gets when its spec does
-// not say (applied by WithDefaults, not by Apply).
-const DefaultRestartDelay = int64(5e9)
-
-// WithDefaults returns spec with SwarmKit's defaults filled in where the user
-// gave none: restart delay 5s. Apply itself never guesses: a zero delay in a
-// command means no delay.
-func WithDefaults(spec ServiceSpec, delaySet bool) ServiceSpec {
-	if !delaySet && spec.Restart.Delay == 0 {
-		spec.Restart.Delay = DefaultRestartDelay
-	}
-	return spec
-}
-
 // restartRecord remembers when a slot's task was last restarted, for the
 // current spec version only.
 type restartRecord struct {

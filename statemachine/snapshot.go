@@ -20,13 +20,28 @@ const snapshotMagic = "SHOALSM\x01"
 // flushAt is how much canonical encoding is buffered before it is written.
 const flushAt = 1 << 20
 
-// Save writes the whole state, zstd-compressed, to w.
-func (s *State) Save(w io.Writer) error {
+// Save writes the whole state, zstd-compressed, to w: the format Load
+// reads.
+func (s *State) Save(w io.Writer) error { return compressTo(w, s.writeCanonical) }
+
+// SaveCanonical writes a Canonical encoding captured earlier in Save's
+// format, so a replica can capture the state quickly under its lock and
+// compress it outside (the one snapshot writer: Save and the engine's
+// snapshots both end here).
+func SaveCanonical(w io.Writer, canon []byte) error {
+	return compressTo(w, func(zw io.Writer) error {
+		_, err := zw.Write(canon)
+		return err
+	})
+}
+
+// compressTo runs write over a zstd stream to w.
+func compressTo(w io.Writer, write func(io.Writer) error) error {
 	zw, err := zstd.NewWriter(w, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1))
 	if err != nil {
 		return fmt.Errorf("statemachine: save: %w", err)
 	}
-	if err := s.writeCanonical(zw); err != nil {
+	if err := write(zw); err != nil {
 		zw.Close()
 		return fmt.Errorf("statemachine: save: %w", err)
 	}
@@ -44,8 +59,10 @@ func (s *State) Hash() uint64 {
 	return h.Sum64()
 }
 
-// Canonical returns the uncompressed canonical encoding (for tests and the
-// model checker's state copies).
+// Canonical returns the uncompressed canonical encoding: what Hash digests,
+// what SaveCanonical compresses into a snapshot (the engine captures it
+// under the replica's lock), and FromCanonical's input (the model
+// checker's state copies).
 func (s *State) Canonical() []byte {
 	var buf bytes.Buffer
 	_ = s.writeCanonical(&buf)
@@ -239,7 +256,8 @@ func decodeCanonical(b []byte) (*State, error) {
 	if !bytes.HasPrefix(b, []byte(snapshotMagic)) {
 		return nil, fmt.Errorf("%w: not a Shoal state snapshot (bad magic)", ErrCorrupt)
 	}
-	d := decoder{b: b, off: len(snapshotMagic)}
+	d := newDecoder(b)
+	d.Take(uint64(len(snapshotMagic)), "magic")
 	var cfg Config
 	cfg.Group = uint16(d.un(1<<16-1, "group"))
 	cfg.Groups = int(d.un(1<<16, "groups"))
@@ -262,7 +280,7 @@ func decodeCanonical(b []byte) (*State, error) {
 	for range d.count(8) {
 		n := new(Node)
 		decodeNodeSpec(&d, n)
-		if d.err == nil && (n.ID == 0 || s.nodes[n.ID] != nil) {
+		if d.Err() == nil && (n.ID == 0 || s.nodes[n.ID] != nil) {
 			d.fail(fmt.Sprintf("node id %d zero or repeated", n.ID))
 		}
 		s.nodes[n.ID] = n
@@ -270,12 +288,12 @@ func decodeCanonical(b []byte) (*State, error) {
 	for range d.count(3) {
 		nw := new(Network)
 		decodeNetwork(&d, nw)
-		if d.err == nil && (nw.ID == 0 || s.networks[nw.ID] != nil) {
+		if d.Err() == nil && (nw.ID == 0 || s.networks[nw.ID] != nil) {
 			d.fail(fmt.Sprintf("network id %d zero or repeated", nw.ID))
 		}
 		s.networks[nw.ID] = nw
 		raw := d.str()
-		if d.err == nil {
+		if d.Err() == nil {
 			p := new(ipam.Pool)
 			if err := p.UnmarshalBinary([]byte(raw)); err != nil {
 				d.fail(fmt.Sprintf("network %d pool: %v", nw.ID, err))
@@ -313,7 +331,7 @@ func decodeCanonical(b []byte) (*State, error) {
 			}
 			svc.restarts[n] = rec
 		}
-		if d.err == nil && (svc.ID == 0 || s.services[svc.ID] != nil || s.serviceByName[svc.Spec.Name] != 0) {
+		if d.Err() == nil && (svc.ID == 0 || s.services[svc.ID] != nil || s.serviceByName[svc.Spec.Name] != 0) {
 			d.fail(fmt.Sprintf("service %d %q zero or repeated", svc.ID, svc.Spec.Name))
 		}
 		s.services[svc.ID] = svc
@@ -325,7 +343,7 @@ func decodeCanonical(b []byte) (*State, error) {
 	for range nt {
 		t := new(Task)
 		decodeTask(&d, t)
-		if d.err != nil {
+		if d.Err() != nil {
 			break
 		}
 		svc := s.services[t.Service]
@@ -356,11 +374,11 @@ func decodeCanonical(b []byte) (*State, error) {
 			s.attach(t, n)
 		}
 	}
-	if d.err == nil && d.off != len(b) {
+	if d.Err() == nil && d.Len() != 0 {
 		d.fail("trailing bytes")
 	}
-	if d.err != nil {
-		return nil, d.err
+	if d.Err() != nil {
+		return nil, d.Err()
 	}
 	for _, n := range s.nodes {
 		slices.SortFunc(n.tasks, func(a, b *Task) int { return cmp.Compare(a.ID, b.ID) })

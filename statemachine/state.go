@@ -26,9 +26,9 @@ type Config struct {
 	// CmdAllocate and CmdReap commands. For the model checker.
 	ManualReactions bool
 
-	// bugReapLive seeds a bug for the model checker's self-test: the reaper
-	// may delete tasks that are still running.
-	bugReapLive bool
+	// seams are the model checker's seeded bugs; empty unless built with
+	// -tags shoal_seams.
+	seams seams
 }
 
 // DefaultHistoryRetention is SwarmKit's default task history limit.
@@ -273,105 +273,6 @@ func (s *State) applyOne(c *Command) Result {
 	return reject(CodeInvalid, "unknown command kind %d", uint8(c.Kind))
 }
 
-// timers fires what is due at s.now: delayed restarts start, unknown
-// originals past their disconnect window are lost (and their slots
-// reconciled at once).
-func (s *State) timers() {
-	if s.nextDue == 0 || s.now < s.nextDue {
-		return
-	}
-	s.nextDue = 0
-	s.loseExpired()
-	for _, id := range sortedKeys(s.updating) {
-		s.markDirty(s.updating[id]) // a rolling update may move on now
-	}
-	if !s.cfg.ManualReactions {
-		s.react()
-	}
-	s.promoteDue()
-}
-
-// markDirty queues a whole service for the end-of-batch reactions.
-func (s *State) markDirty(svc *Service) {
-	if svc == nil {
-		return
-	}
-	svc.full = true
-	s.queue(svc)
-}
-
-// markSlot queues one slot of a service for the end-of-batch reactions.
-func (s *State) markSlot(svc *Service, n uint32) {
-	if svc == nil || svc.full {
-		s.markDirty(svc)
-		return
-	}
-	if sl := svc.slots[n]; sl != nil {
-		if sl.dirty {
-			return
-		}
-		sl.dirty = true
-	}
-	svc.dirtySlots = append(svc.dirtySlots, n)
-	s.queue(svc)
-}
-
-func (s *State) queue(svc *Service) {
-	if !svc.queued {
-		svc.queued = true
-		s.dirty = append(s.dirty, svc)
-	}
-}
-
-// takeWork returns the slots of svc to look at (all of them when the whole
-// service is dirty) and clears its marks.
-func (s *State) takeWork(svc *Service) (slots []uint32, full bool) {
-	full = svc.full
-	slots = svc.dirtySlots
-	svc.full, svc.queued, svc.dirtySlots = false, false, nil
-	if full {
-		for _, sl := range svc.slots {
-			sl.dirty = false
-		}
-		return sortedKeys(svc.slots), true
-	}
-	for _, n := range slots {
-		if sl := svc.slots[n]; sl != nil {
-			sl.dirty = false
-		}
-	}
-	slices.Sort(slots)
-	return slices.Compact(slots), false
-}
-
-// react runs the orchestrator, allocator and reaper over what the batch
-// touched, until nothing changes (bounded: each pass can only delete tasks
-// or fill empty slots, so a few passes reach the fixpoint).
-func (s *State) react() {
-	for pass := 0; pass < 4 && (len(s.dirty) > 0 || len(s.newTasks) > 0); pass++ {
-		work := slices.Clone(s.dirty)
-		clear(s.dirty)
-		s.dirty = s.dirty[:0]
-		slices.SortFunc(work, func(a, b *Service) int { return cmp.Compare(a.ID, b.ID) })
-		slotLists := make([][]uint32, len(work))
-		for i, svc := range work {
-			slotLists[i] = s.reconcileSlots(svc)
-		}
-		for _, t := range s.newTasks {
-			if t.Status.State == StateNew && s.tasks[t.ID] == t {
-				s.allocateTask(t)
-			}
-		}
-		clear(s.newTasks)
-		s.newTasks = s.newTasks[:0]
-		for i, svc := range work {
-			if s.services[svc.ID] == svc {
-				s.reapSlots(svc, slotLists[i])
-			}
-		}
-	}
-}
-
 func (s *State) emit(e Effect) {
 	if s.out != nil {
 		s.out.Effects = append(s.out.Effects, e)
@@ -395,9 +296,3 @@ type observer struct {
 	deleted    func(t *Task, beyondRetention bool)
 	svcDeleted func(svc *Service)
 }
-
-// NextDue is the earliest time (unix nanoseconds) at which a timer of this
-// state may fire — a delayed restart, a disconnect window, a rolling
-// update's next step — or 0 when none is pending. The leader proposes a
-// CmdTick once its clock passes it.
-func (s *State) NextDue() int64 { return s.nextDue }

@@ -255,7 +255,8 @@ func TestSnapshotRoundTrip(t *testing.T) {
 
 func TestBatchCodecRoundTrip(t *testing.T) {
 	batch := []Command{
-		{Kind: CmdCreateService, Spec: &ServiceSpec{Name: "web", Replicas: 3, Networks: []string{"a"}, Restart: RestartPolicy{Condition: RestartOnFailure, Delay: 5e9}}},
+		{Kind: CmdCreateService, Spec: &ServiceSpec{Name: "web", Replicas: 3, Networks: []string{"a"}, Restart: RestartPolicy{Condition: RestartOnFailure, Delay: 5e9},
+			Placement: PlacementPolicy{Preferences: []string{"node.labels.zone"}, MaxPerNode: 2, Strategy: StrategyBinPack}}},
 		{Kind: CmdTaskStatus, Task: 1<<48 | 7, Node: 3, State: StateFailed, ExitCode: -9, Message: "oom"},
 		{Kind: CmdUpsertNode, NodeSpec: &Node{ID: 4, Name: "n4", Labels: map[string]string{"zone": "a", "disk": "ssd"}}},
 		{Kind: CmdCreateNetwork, NetworkSpec: &Network{ID: 1, Name: "a", Subnet: "10.0.0.0/16"}},
@@ -267,6 +268,9 @@ func TestBatchCodecRoundTrip(t *testing.T) {
 	}
 	if again := AppendBatch(nil, got); !bytes.Equal(again, enc) {
 		t.Fatal("decode+encode is not the identity")
+	}
+	if pl := got[0].Spec.Placement; pl.MaxPerNode != 2 || pl.Strategy != StrategyBinPack || len(pl.Preferences) != 1 {
+		t.Fatalf("placement policy %+v did not survive the codec", pl)
 	}
 	for i := 0; i < len(enc); i++ {
 		if _, err := DecodeBatch(enc[:i]); err == nil {

@@ -181,10 +181,10 @@ func (s *State) countFailure(svc *Service, t *Task) {
 	}
 }
 
-// updateBudget returns how many more slots of svc may start moving to the
-// current spec version now (-1: no limit), completing the update when every
-// slot has moved and settled.
-func (s *State) updateBudget(svc *Service) int {
+// stepUpdate advances svc's rolling update: it completes the update when
+// every slot has moved and settled, and returns how many more slots may
+// start moving to the current spec version now (-1: no limit).
+func (s *State) stepUpdate(svc *Service) int {
 	u := svc.Spec.Update
 	switch svc.Update.State {
 	case UpdatePaused, RollbackPaused:

@@ -53,6 +53,18 @@ type ServiceSpec struct {
 	Restart     *RestartPolicy `json:"restart,omitempty"`
 	Update      *UpdateConfig  `json:"update,omitempty"`
 	Disconnect  *Disconnect    `json:"disconnect,omitempty"`
+	Placement   *Placement     `json:"placement,omitempty"`
+}
+
+// Placement shapes where a replicated service's tasks go among the nodes
+// that pass its constraints.
+type Placement struct {
+	// Preferences spread the tasks evenly over a label's values, outermost
+	// first, e.g. ["node.labels.zone"].
+	Preferences []string `json:"preferences,omitempty"`
+	// MaxReplicasPerNode bounds the service's tasks per node; 0 = no limit.
+	MaxReplicasPerNode uint32 `json:"max_replicas_per_node,omitempty"`
+	Strategy           string `json:"strategy,omitempty"` // spread (default) or binpack
 }
 
 // Resources reserved per task.

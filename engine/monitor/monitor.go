@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"shoal/internal/mix"
 	"shoal/statemachine"
 )
 
@@ -283,6 +284,22 @@ func (m *Monitor) Tick(now int64) []Change {
 	return m.changes
 }
 
+// Expiring appends to dst the ready nodes whose heartbeat has expired by
+// now: the nodes the next Tick(now) asks Config.Disconnectable about, so
+// the caller can look up which of them hold tasks with a disconnect window
+// before calling Tick. It appends nothing while Tick would report nothing.
+func (m *Monitor) Expiring(now int64, dst []statemachine.NodeID) []statemachine.NodeID {
+	if !m.leading || now < m.graceUntil {
+		return dst
+	}
+	for i := range m.rows {
+		if e := &m.rows[i]; e.status == statemachine.NodeReady && now >= e.deadline {
+			dst = append(dst, e.id)
+		}
+	}
+	return dst
+}
+
 // TTL returns the base TTL (before jitter) for the current node count.
 func (m *Monitor) TTL() time.Duration { return m.baseTTL() }
 
@@ -308,7 +325,7 @@ func (m *Monitor) jitter(base time.Duration, node statemachine.NodeID, beat uint
 	if m.cfg.Jitter == 0 {
 		return base
 	}
-	h := mix64(m.cfg.Seed ^ uint64(node)<<32 ^ uint64(beat))
+	h := mix.Mix64(m.cfg.Seed ^ uint64(node)<<32 ^ uint64(beat))
 	u := float64(h>>11) / (1 << 53) // [0, 1)
 	return base + time.Duration(u*m.cfg.Jitter*float64(base))
 }
@@ -316,14 +333,4 @@ func (m *Monitor) jitter(base time.Duration, node statemachine.NodeID, beat uint
 // grace is how long a node may stay silent after being handed ttl.
 func (m *Monitor) grace(ttl time.Duration) int64 {
 	return int64(m.cfg.GraceFactor * float64(ttl))
-}
-
-// mix64 is the SplitMix64 finalizer.
-func mix64(x uint64) uint64 {
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	x ^= x >> 31
-	return x
 }

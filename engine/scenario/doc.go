@@ -5,10 +5,14 @@
 // "report n1 web.1 running" — with a readable state dump as expected output.
 //
 // The one idea: a scenario is a deterministic story. There is no Raft, no
-// goroutine, no sleep: every directive becomes one statemachine.Apply with
-// the next Raft index and the reading of a fake clock that only "advance"
-// moves. The runner also plays the scheduler ("schedule") and the agents
-// ("report", "sync") so a script shows every component's step.
+// goroutine, no sleep: the world is shoal/engine/duty's in-memory cluster
+// (the cluster group and one service group, entries stamped by a fake clock
+// that only "advance" moves), and the real leader duties run over it —
+// "schedule" is one run of the scheduler driver (scan → sched.Place →
+// assign), "advance" one run of the timer duty, "heartbeat" and
+// "monitor-tick" the node monitor duty. The runner plays the agents
+// ("report", "sync") and the user, so a script shows every component's
+// step in one dialect.
 //
 // Contract:
 //

@@ -32,6 +32,15 @@ func (r *runner) dump() string {
 		if len(sp.Constraints) > 0 {
 			fmt.Fprintf(&b, " constraints=%s", strings.Join(sp.Constraints, ","))
 		}
+		if pl := sp.Placement; len(pl.Preferences) > 0 {
+			fmt.Fprintf(&b, " preferences=%s", strings.Join(pl.Preferences, ","))
+		}
+		if pl := sp.Placement; pl.MaxPerNode > 0 {
+			fmt.Fprintf(&b, " max-per-node=%d", pl.MaxPerNode)
+		}
+		if pl := sp.Placement; pl.Strategy != sm.StrategySpread {
+			fmt.Fprintf(&b, " strategy=%s", pl.Strategy)
+		}
 		if len(sp.Networks) > 0 {
 			fmt.Fprintf(&b, " networks=%s vips=%s", strings.Join(sp.Networks, ","), r.vips(svc))
 		}

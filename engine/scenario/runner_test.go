@@ -1,6 +1,7 @@
 package scenario
 
-// Script commands (one datadriven directive each):
+// Script commands (one datadriven directive each; one dialect for the
+// components' steps, whoever takes them):
 //
 //	node n1 [cpu=N] [mem=N] [labels=zone=a,disk=ssd] [status=ready|down|…] [availability=active|pause|drain]
 //	    upsert a node; node names map to IDs 1, 2, … in order of first mention
@@ -10,19 +11,32 @@ package scenario
 //	create-service web [replicas=N] [mode=global] [restart=any|on-failure|none] [delay=5s] [max-attempts=N] [window=1m]
 //		[lost-after=5m] [replace=true|false] [reconcile=best_score|keep_original|keep_replacement|longest_running]
 //	    [networks=a,b] [image=v1] [constraints=node.labels.zone==a,…]
-//	update-service web [replicas=N] [image=…] [restart=…] [networks=…] [constraints=…]
+//	    [cpu=milli-cores] [mem=64M] [preferences=node.labels.zone,…] [max-per-node=N] [strategy=spread|binpack]
+//	update-service web [replicas=N] [image=…] [restart=…] [networks=…] [constraints=…] [preferences=…] …
 //	remove-service web
-//	schedule          assign every pending task (global: to its own node;
-//	                  replicated: to the ready+active node that satisfies the
-//	                  constraints and runs the fewest live tasks, ties by ID)
+//	rollback-service web
+//
+// The leader duties (shoal/engine/duty, over the in-memory cluster; see
+// world_test.go):
+//
+//	schedule          one run of the real scheduler driver (scan → sched.Place
+//	                  → one CmdAssign entry): "t3 web.1 -> n2: ok" per placed
+//	                  task, "no eligible node; stays pending" per other one
+//	advance 30s       move the fake clock, then one run of the timer duty (a
+//	                  CmdTick entry only if a timer is due)
+//	heartbeat n1      the monitor duty's Heartbeat at now: the TTL and any
+//	                  status change it caused
+//	rereported n1     MarkReReported; prints whether it counted
+//	monitor-tick      one tick of the monitor duty: status changes, orphaning
+//	leader-change     the monitor duty's BecomeLeader (failover grace)
+//
+// The agents and explicit component steps:
+//
 //	assign web.1 n2   the scheduler's pending → assigned, explicitly
 //	report n1 web.1 running|failed|complete|shutdown|rejected|… [exit=N]
-//	orphan web.1      the node monitor's → orphaned
+//	orphan web.1      the node monitor's → orphaned, explicitly
 //	sync n1 seq=7|current|current-1|current+1 holds=web.1,web.2
-//	advance 30s       move the fake clock and apply an entry carrying the new time
 //	dump              print the whole state
-//	heartbeat n1, rereported n1, monitor-tick, leader-change
-//	                  the node monitor (monitor_test.go)
 //
 // A task is named service.slot (a global service's slot is its node's
 // name: agent.n1), meaning the slot's newest task; service.slot#k names the
@@ -40,7 +54,7 @@ import (
 
 	"github.com/cockroachdb/datadriven"
 
-	"shoal/engine/monitor"
+	"shoal/engine/route"
 	sm "shoal/statemachine"
 )
 
@@ -67,11 +81,9 @@ func TestScenarios(t *testing.T) {
 const clockBase = int64(1_700_000_000) * int64(time.Second)
 
 type runner struct {
-	s     *sm.State
-	mon   *monitor.Monitor // the node monitor, over s
-	out   sm.Output
-	index uint64
-	now   int64
+	world
+	s   *sm.State // the service group's state (group 1 of m)
+	now int64     // the clock's reading, unix nanoseconds
 	// err collects effect inconsistencies found by apply; the directive fails.
 	err error
 
@@ -81,12 +93,9 @@ type runner struct {
 }
 
 func newRunner() *runner {
-	r := &runner{
-		s:       sm.New(sm.Config{Group: 1}),
-		now:     clockBase,
-		nodeIDs: map[string]sm.NodeID{},
-	}
-	r.mon = newMonitor(r.s)
+	r := &runner{now: clockBase, nodeIDs: map[string]sm.NodeID{}}
+	r.world = newWorld(r)
+	r.s = r.m.State(1)
 	return r
 }
 
@@ -115,7 +124,7 @@ func parseArgs(d *datadriven.TestData, npos int, allowed ...string) (args, error
 }
 
 func (r *runner) run(d *datadriven.TestData) (string, error) {
-	if out, ok, err := r.runMonitor(d); ok {
+	if out, ok, err := r.runDuties(d); ok {
 		return out, err
 	}
 	switch d.Cmd {
@@ -141,8 +150,6 @@ func (r *runner) run(d *datadriven.TestData) (string, error) {
 			return "", err
 		}
 		return r.apply(sm.Command{Kind: sm.CmdRemoveService, Name: a.pos[0]}), nil
-	case "schedule":
-		return r.cmdSchedule()
 	case "assign":
 		return r.cmdAssign(d)
 	case "report":
@@ -159,42 +166,51 @@ func (r *runner) run(d *datadriven.TestData) (string, error) {
 		return r.apply(sm.Command{Kind: sm.CmdOrphan, Task: t.ID}), nil
 	case "sync":
 		return r.cmdSync(d)
-	case "advance":
-		a, err := parseArgs(d, 1)
-		if err != nil {
-			return "", err
-		}
-		dur, err := time.ParseDuration(a.pos[0])
-		if err != nil || dur < 0 {
-			return "", fmt.Errorf("advance wants a non-negative duration such as 30s, got %q", a.pos[0])
-		}
-		r.now += int64(dur)
-		// An entry carrying the new time lets timers fire (restart delays).
-		return fmt.Sprintf("now=%s\n", r.elapsed(r.now)) + r.apply(sm.Command{Kind: sm.CmdTick}), nil
 	case "dump":
 		return r.dump(), nil
 	}
 	return "", fmt.Errorf("unknown command %q", d.Cmd)
 }
 
-// apply applies one batch as the next Raft entry at the fake clock's time
-// and describes the results and the deletions they caused.
+// apply applies one batch as the next entry of the service group at the
+// fake clock's time (node and network commands also to the cluster group,
+// as the engine fans them out) and describes the results and the
+// deletions they caused.
 func (r *runner) apply(cmds ...sm.Command) string {
+	res, trailer := r.applyOut(cmds...)
+	var b strings.Builder
+	for _, x := range res {
+		b.WriteString(resultLine(x))
+	}
+	return b.String() + trailer
+}
+
+func resultLine(res sm.Result) string {
+	if err := res.Err(); err != nil {
+		return fmt.Sprintf("error: %v\n", err)
+	}
+	return "ok\n"
+}
+
+// applyOut applies like apply and returns the results and the lines about
+// created and deleted tasks and services.
+func (r *runner) applyOut(cmds ...sm.Command) ([]sm.Result, string) {
 	names := r.taskNames() // deleted tasks are gone afterwards
 	svcNames := map[sm.ServiceID]string{}
 	for _, id := range r.s.ServiceIDs() {
 		svcNames[id] = r.s.Service(id).Spec.Name
 	}
-	r.index++
-	r.s.Apply(cmds, r.index, r.now, &r.out)
-	var b strings.Builder
-	for _, res := range r.out.Results {
-		if err := res.Err(); err != nil {
-			fmt.Fprintf(&b, "error: %v\n", err)
-		} else {
-			b.WriteString("ok\n")
+	var mirror []sm.Command
+	for i := range cmds {
+		if gs, _ := route.Groups(&cmds[i], 1, nil); len(gs) > 1 {
+			mirror = append(mirror, cmds[i])
 		}
 	}
+	if len(mirror) > 0 {
+		r.m.Apply(route.ClusterGroup, mirror...)
+	}
+	out := r.m.Apply(1, cmds...)
+	var b strings.Builder
 	after := r.taskNames()
 	for _, id := range r.s.TaskIDs() {
 		if _, old := names[id]; !old {
@@ -202,7 +218,7 @@ func (r *runner) apply(cmds ...sm.Command) string {
 		}
 	}
 	deleted := map[[2]uint64]bool{}
-	for _, e := range r.out.Effects {
+	for _, e := range out.Effects {
 		switch e.Kind {
 		case sm.EffTaskDeleted, sm.EffServiceDeleted:
 			k := [2]uint64{uint64(e.Kind), uint64(e.Task)}
@@ -211,7 +227,7 @@ func (r *runner) apply(cmds ...sm.Command) string {
 				k[1], what = uint64(e.Service), fmt.Sprintf("service %d (%s)", e.Service, svcNames[e.Service])
 			}
 			if deleted[k] {
-				r.err = errors.Join(r.err, fmt.Errorf("entry %d reports the deletion of %s twice", r.index, what))
+				r.err = errors.Join(r.err, fmt.Errorf("entry %d reports the deletion of %s twice", r.m.Index(1), what))
 			}
 			deleted[k] = true
 		}
@@ -222,7 +238,7 @@ func (r *runner) apply(cmds ...sm.Command) string {
 			fmt.Fprintf(&b, "deleted service %s\n", svcNames[e.Service])
 		}
 	}
-	return b.String()
+	return out.Results, b.String()
 }
 
 // node returns a node's ID, giving a new name the next one.
@@ -251,285 +267,6 @@ func (r *runner) netName(id sm.NetworkID) string {
 		return r.nets[id-1]
 	}
 	return fmt.Sprintf("net%d", id)
-}
-
-func parseEnum[T ~uint8](what, s string, names ...string) (T, error) {
-	for i, n := range names {
-		if n == s {
-			return T(i), nil
-		}
-	}
-	return 0, fmt.Errorf("unknown %s %q (want one of %s)", what, s, strings.Join(names, ", "))
-}
-
-var (
-	nodeStatuses   = []string{"ready", "disconnected", "initializing", "down"}
-	availabilities = []string{"active", "pause", "drain"}
-	restarts       = []string{"any", "on-failure", "none"}
-	modes          = []string{"replicated", "global"}
-)
-
-func parseSize(s string) (int64, error) {
-	mult := int64(1)
-	switch {
-	case strings.HasSuffix(s, "G"):
-		mult, s = 1<<30, strings.TrimSuffix(s, "G")
-	case strings.HasSuffix(s, "M"):
-		mult, s = 1<<20, strings.TrimSuffix(s, "M")
-	}
-	v, err := strconv.ParseInt(s, 10, 64)
-	return v * mult, err
-}
-
-func (r *runner) cmdNode(d *datadriven.TestData) (string, error) {
-	a, err := parseArgs(d, 1, "cpu", "mem", "labels", "status", "availability")
-	if err != nil {
-		return "", err
-	}
-	id := r.node(a.pos[0])
-	spec := &sm.Node{ID: id, Name: a.pos[0], Role: "worker", Labels: map[string]string{}}
-	if old := r.s.Node(id); old != nil {
-		spec.CPU, spec.Memory, spec.Availability = old.CPU, old.Memory, old.Availability
-		for k, v := range old.Labels {
-			spec.Labels[k] = v
-		}
-	}
-	if v, ok := a.kv["cpu"]; ok {
-		if spec.CPU, err = strconv.ParseInt(v, 10, 64); err != nil {
-			return "", err
-		}
-	}
-	if v, ok := a.kv["mem"]; ok {
-		if spec.Memory, err = parseSize(v); err != nil {
-			return "", err
-		}
-	}
-	if v, ok := a.kv["labels"]; ok {
-		for _, kv := range strings.Split(v, ",") {
-			k, val, ok := strings.Cut(kv, "=")
-			if !ok {
-				return "", fmt.Errorf("label %q wants key=value", kv)
-			}
-			spec.Labels[k] = val
-		}
-	}
-	if v, ok := a.kv["status"]; ok {
-		if spec.Status, err = parseEnum[sm.NodeStatus]("node status", v, nodeStatuses...); err != nil {
-			return "", err
-		}
-	}
-	if v, ok := a.kv["availability"]; ok {
-		if spec.Availability, err = parseEnum[sm.Availability]("availability", v, availabilities...); err != nil {
-			return "", err
-		}
-	}
-	out := r.apply(sm.Command{Kind: sm.CmdUpsertNode, NodeSpec: spec})
-	r.track(id)
-	return out, nil
-}
-
-func (r *runner) cmdNodeStatus(d *datadriven.TestData) (string, error) {
-	a, err := parseArgs(d, 2)
-	if err != nil {
-		return "", err
-	}
-	st, err := parseEnum[sm.NodeStatus]("node status", a.pos[1], nodeStatuses...)
-	if err != nil {
-		return "", err
-	}
-	id := r.node(a.pos[0])
-	out := r.apply(sm.Command{Kind: sm.CmdSetNodeStatus, Node: id, NodeStatus: st})
-	r.track(id)
-	return out, nil
-}
-
-func (r *runner) cmdAvailability(d *datadriven.TestData) (string, error) {
-	a, err := parseArgs(d, 2)
-	if err != nil {
-		return "", err
-	}
-	av, err := parseEnum[sm.Availability]("availability", a.pos[1], availabilities...)
-	if err != nil {
-		return "", err
-	}
-	return r.apply(sm.Command{Kind: sm.CmdSetAvailability, Node: r.node(a.pos[0]), Availability: av}), nil
-}
-
-func (r *runner) cmdNetwork(d *datadriven.TestData) (string, error) {
-	a, err := parseArgs(d, 1, "subnet")
-	if err != nil {
-		return "", err
-	}
-	id := sm.NetworkID(len(r.nets) + 1)
-	out := r.apply(sm.Command{Kind: sm.CmdCreateNetwork,
-		NetworkSpec: &sm.Network{ID: id, Name: a.pos[0], Subnet: a.kv["subnet"]}})
-	if r.s.Pool(id) != nil {
-		r.nets = append(r.nets, a.pos[0])
-	}
-	return out, nil
-}
-
-func splitList(v string) []string {
-	if v == "" {
-		return nil
-	}
-	return strings.Split(v, ",")
-}
-
-func (r *runner) cmdService(d *datadriven.TestData) (string, error) {
-	a, err := parseArgs(d, 1, append([]string{"replicas", "mode", "restart", "networks", "image", "constraints",
-		"delay", "max-attempts", "window", "lost-after", "replace", "reconcile"}, updateKeys...)...)
-	if err != nil {
-		return "", err
-	}
-	spec := sm.ServiceSpec{Name: a.pos[0], Replicas: 1}
-	kind := sm.CmdCreateService
-	if d.Cmd == "update-service" {
-		kind = sm.CmdUpdateService
-		svc := r.s.ServiceByName(a.pos[0])
-		if svc == nil {
-			return "", fmt.Errorf("service %q does not exist", a.pos[0])
-		}
-		spec = svc.Spec
-		spec.Networks = slices.Clone(spec.Networks)
-		spec.Constraints = slices.Clone(spec.Constraints)
-	}
-	if v, ok := a.kv["replicas"]; ok {
-		n, err := strconv.ParseUint(v, 10, 32)
-		if err != nil {
-			return "", err
-		}
-		spec.Replicas = uint32(n)
-	}
-	if v, ok := a.kv["mode"]; ok {
-		if spec.Mode, err = parseEnum[sm.ServiceMode]("mode", v, modes...); err != nil {
-			return "", err
-		}
-	}
-	if v, ok := a.kv["restart"]; ok {
-		if spec.Restart.Condition, err = parseEnum[sm.RestartCondition]("restart condition", v, restarts...); err != nil {
-			return "", err
-		}
-	}
-	if err := parseUpdateArgs(a, &spec.Update); err != nil {
-		return "", err
-	}
-	if v, ok := a.kv["replace"]; ok {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return "", fmt.Errorf("replace wants true or false, got %q", v)
-		}
-		spec.Disconnect.NoReplace = !b
-	}
-	if v, ok := a.kv["reconcile"]; ok {
-		if spec.Disconnect.Reconcile, err = parseEnum[sm.ReconcileMode]("reconcile", v, "best_score", "keep_original", "keep_replacement", "longest_running"); err != nil {
-			return "", err
-		}
-	}
-	for key, dst := range map[string]*int64{"delay": &spec.Restart.Delay, "window": &spec.Restart.Window, "lost-after": &spec.Disconnect.LostAfter} {
-		if v, ok := a.kv[key]; ok {
-			dur, err := time.ParseDuration(v)
-			if err != nil || dur < 0 {
-				return "", fmt.Errorf("%s wants a duration such as 5s, got %q", key, v)
-			}
-			*dst = int64(dur)
-		}
-	}
-	if v, ok := a.kv["max-attempts"]; ok {
-		n, err := strconv.ParseUint(v, 10, 32)
-		if err != nil {
-			return "", fmt.Errorf("max-attempts wants a count, got %q", v)
-		}
-		spec.Restart.MaxAttempts = uint32(n)
-	}
-	if v, ok := a.kv["networks"]; ok {
-		spec.Networks = splitList(v)
-	}
-	if v, ok := a.kv["image"]; ok {
-		spec.Image = v
-	}
-	if v, ok := a.kv["constraints"]; ok {
-		spec.Constraints = splitList(v)
-	}
-	return r.apply(sm.Command{Kind: kind, Spec: &spec}), nil
-}
-
-// eligible reports whether the scheduler may place a task of svc on node n.
-func eligible(n *sm.Node, svc *sm.Service) bool {
-	if n.Status != sm.NodeReady || n.Availability != sm.AvailActive {
-		return false
-	}
-	for _, c := range svc.Spec.Constraints {
-		op, eq := "==", true
-		if strings.Contains(c, "!=") {
-			op, eq = "!=", false
-		}
-		key, want, _ := strings.Cut(c, op)
-		var have string
-		switch {
-		case key == "node.hostname":
-			have = n.Name
-		case strings.HasPrefix(key, "node.labels."):
-			have = n.Labels[strings.TrimPrefix(key, "node.labels.")]
-		default:
-			return false
-		}
-		if (have == want) != eq {
-			return false
-		}
-	}
-	return true
-}
-
-// liveTasks counts the tasks on a node that are not terminal.
-func (r *runner) liveTasks(id sm.NodeID) int {
-	n := 0
-	for _, t := range r.s.NodeTasks(id) {
-		if !t.Status.State.Terminal() {
-			n++
-		}
-	}
-	return n
-}
-
-// cmdSchedule places every pending task, one Raft entry per placement so
-// each sees the previous ones.
-func (r *runner) cmdSchedule() (string, error) {
-	var b strings.Builder
-	names := r.taskNames()
-	for _, id := range r.s.TaskIDs() {
-		t := r.s.Task(id)
-		if t == nil || t.Status.State != sm.StatePending || t.Desired.Stopping() {
-			continue
-		}
-		svc := r.s.Service(t.Service)
-		var target sm.NodeID
-		if svc.Spec.Mode == sm.ModeGlobal {
-			if n := r.s.Node(sm.NodeID(t.Slot)); n != nil && eligible(n, svc) {
-				target = n.ID
-			}
-		} else {
-			best := -1
-			for _, nid := range r.s.NodeIDs() {
-				if !eligible(r.s.Node(nid), svc) {
-					continue
-				}
-				if c := r.liveTasks(nid); best < 0 || c < best {
-					best, target = c, nid
-				}
-			}
-		}
-		if target == 0 {
-			fmt.Fprintf(&b, "%s %s: no eligible node; stays pending\n", shortID(id), names[id])
-			continue
-		}
-		fmt.Fprintf(&b, "%s %s -> %s: %s", shortID(id), names[id], r.nodeName(target),
-			r.apply(sm.Command{Kind: sm.CmdAssign, Task: id, Node: target}))
-	}
-	if b.Len() == 0 {
-		return "nothing pending\n", nil
-	}
-	return b.String(), nil
 }
 
 func (r *runner) cmdAssign(d *datadriven.TestData) (string, error) {
@@ -604,13 +341,14 @@ func (r *runner) cmdSync(d *datadriven.TestData) (string, error) {
 		}
 		holds = append(holds, t.ID)
 	}
-	res := r.apply(sm.Command{Kind: sm.CmdNodeSync, Node: id, Seq: seq, Tasks: holds})
-	if r.out.Results[0].Err() == nil {
+	results, trailer := r.applyOut(sm.Command{Kind: sm.CmdNodeSync, Node: id, Seq: seq, Tasks: holds})
+	res := resultLine(results[0]) + trailer
+	if results[0].Err() == nil {
 		var destroy []string
 		for _, tid := range r.s.SyncAnswer(id, holds) {
 			destroy = append(destroy, shortID(tid))
 		}
-		res = fmt.Sprintf("seq=%d freed=%d destroy=[%s]\n%s", seq, r.out.Results[0].ID, strings.Join(destroy, ","), res)
+		res = fmt.Sprintf("seq=%d freed=%d destroy=[%s]\n%s", seq, results[0].ID, strings.Join(destroy, ","), res)
 	}
 	return res, nil
 }

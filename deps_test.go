@@ -1,0 +1,292 @@
+package shoal_test
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// edges is the house plan (shared/DESIGN.md, "arrows only point down"):
+// for every package of the module, the shoal packages its non-test files
+// may import and the outside modules it may use. A package that is not in
+// this table fails TestDependencies: a new folder declares its edges here.
+// Some rows are for folders that do not exist yet; they say what those
+// folders will be allowed when they land.
+//
+// Patterns: "internal/*" is any package under shoal/internal; "*" is
+// anything. Standard library imports are always allowed, except that pure
+// packages are held to the purity rule below.
+var edges = map[string]rule{
+	// Pure cores: data in, data out.
+	"statemachine": {pure: true,
+		shoal: []string{"ipam", "sched", "internal/*"},
+		third: []string{"github.com/cespare/xxhash/v2", "github.com/klauspost/compress/zstd"}},
+	"ipam": {pure: true,
+		shoal: []string{"internal/*"},
+		third: []string{"github.com/RoaringBitmap/roaring/v2"}},
+	"sched": {pure: true,
+		shoal: []string{"internal/*"},
+		third: []string{"github.com/RoaringBitmap/roaring/v2"}},
+	"wire": {pure: true,
+		shoal: []string{"statemachine", "internal/*"},
+		third: []string{"github.com/klauspost/compress"}},
+	"engine/monitor": {pure: true,
+		shoal: []string{"statemachine", "internal/*"}},
+
+	// Leaf vocabulary packages: the standard library only.
+	"internal/clock":  {},
+	"internal/mix":    {pure: true},
+	"internal/varint": {pure: true},
+
+	// Which group owns a command: pure, shared by the engine and the
+	// duties' in-memory harness.
+	"engine/route": {pure: true,
+		shoal: []string{"statemachine"},
+		third: []string{"github.com/cespare/xxhash/v2"}},
+	// Leader duties: loops over a narrow interface, no Raft library.
+	"engine/duty": {
+		shoal: []string{"statemachine", "sched", "engine/monitor", "engine/route", "internal/*"}},
+	// Test-only package (scenario scripts); its non-test files import nothing.
+	"engine/scenario": {},
+
+	// Adapters.
+	"engine": {
+		shoal: []string{"statemachine", "sched", "ipam", "engine/monitor", "engine/duty", "engine/route", "internal/*"},
+		third: []string{"github.com/lni/dragonboat/v4", "github.com/cespare/xxhash/v2", "github.com/klauspost/compress"}},
+	"api": {
+		shoal: []string{"engine", "engine/duty", "engine/monitor", "engine/route", "statemachine", "sched", "ipam", "wire", "api/client", "internal/*"},
+		third: []string{"github.com/valyala/fasthttp", "github.com/klauspost/compress", "github.com/VictoriaMetrics/metrics"}},
+	"api/client": {
+		shoal: []string{"wire", "statemachine", "internal/*"},
+		third: []string{"github.com/valyala/fasthttp"}},
+	"agent": {
+		shoal: []string{"wire", "statemachine", "api/client", "internal/*"},
+		third: []string{"github.com/cockroachdb/pebble"}},
+	"loadgen": {
+		shoal: []string{"agent", "api/client", "wire", "statemachine", "internal/*"},
+		third: []string{"github.com/HdrHistogram/hdrhistogram-go", "github.com/valyala/fasthttp"}},
+	// One manager replica: engine + duties + API wired together (what
+	// `shoal serve` starts; tests start several in one process).
+	"manager": {
+		shoal: []string{"engine", "engine/duty", "engine/monitor", "engine/route", "api", "api/client", "statemachine", "wire", "internal/*"}},
+	"cmd/shoal":    {shoal: []string{"*"}, third: []string{"*"}},
+	"perf/summary": {third: []string{"golang.org/x/perf"}},
+}
+
+// neverReaches: packages that must not depend on the key, directly or
+// transitively (agents and the load generator see managers only through
+// wire and the API client).
+var neverReaches = map[string][]string{
+	"engine": {"agent", "loadgen", "api/client", "wire", "engine/duty", "engine/route"},
+}
+
+// adapterLibs are the libraries only adapters use.
+var adapterLibs = []string{"github.com/lni/", "github.com/cockroachdb/pebble", "github.com/valyala/fasthttp"}
+
+type rule struct {
+	// pure: no I/O, clock, concurrency or adapter library (STYLE.md habits 1
+	// and 2): forbidden standard packages, no time.Now and friends, no go
+	// statements.
+	pure  bool
+	shoal []string // allowed shoal/... imports, without the "shoal/" prefix
+	third []string // allowed outside module path prefixes
+}
+
+var (
+	pureForbidden = []string{"os", "net/http", "syscall", "sync", "math/rand", "runtime", "unsafe", "log"}
+	clockFuncs    = map[string]bool{"Now": true, "Since": true, "Until": true, "Sleep": true,
+		"After": true, "AfterFunc": true, "Tick": true, "NewTimer": true, "NewTicker": true}
+)
+
+func (r rule) allowsShoal(pkg string) bool {
+	for _, p := range r.shoal {
+		if p == "*" || p == pkg || strings.HasSuffix(p, "/*") && strings.HasPrefix(pkg, strings.TrimSuffix(p, "*")) {
+			return true
+		}
+	}
+	return false
+}
+
+func (r rule) allowsThird(path string) bool {
+	for _, p := range r.third {
+		if p == "*" || path == p || strings.HasPrefix(path, strings.TrimSuffix(p, "/")+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// pkgInfo is one package's non-test imports.
+type pkgInfo struct {
+	shoal []string // shoal/... imports without the prefix
+	files map[string]*ast.File
+	fset  *token.FileSet
+}
+
+// loadPackages parses the non-test Go files of every directory of the
+// module (testdata, hidden and underscore folders skipped).
+func loadPackages(t *testing.T) map[string]*pkgInfo {
+	t.Helper()
+	pkgs := map[string]*pkgInfo{}
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			name := d.Name()
+			if path != "." && (name == "testdata" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		dir := filepath.ToSlash(filepath.Dir(path))
+		p := pkgs[dir]
+		if p == nil {
+			p = &pkgInfo{files: map[string]*ast.File{}, fset: token.NewFileSet()}
+			pkgs[dir] = p
+		}
+		f, err := parser.ParseFile(p.fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		p.files[path] = f
+		for _, imp := range imports(f) {
+			if dep, ok := strings.CutPrefix(imp, "shoal/"); ok && !slices.Contains(p.shoal, dep) {
+				p.shoal = append(p.shoal, dep)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pkgs
+}
+
+func imports(f *ast.File) []string {
+	var out []string
+	for _, imp := range f.Imports {
+		path, _ := strconv.Unquote(imp.Path.Value)
+		out = append(out, path)
+	}
+	return out
+}
+
+func isStd(path string) bool {
+	first, _, _ := strings.Cut(path, "/")
+	return !strings.Contains(first, ".") && first != "shoal"
+}
+
+// TestDependencies checks every package's imports against edges, the
+// purity of the core packages, and the never-reaches rules.
+func TestDependencies(t *testing.T) {
+	pkgs := loadPackages(t)
+	if len(pkgs) == 0 {
+		t.Fatal("no packages found: run the test from the repository root")
+	}
+	for dir, p := range pkgs {
+		r, ok := edges[dir]
+		if !ok {
+			t.Errorf("package shoal/%s is not in the dependency table: declare its edges in deps_test.go (which shoal packages and outside modules it may import)", dir)
+			continue
+		}
+		for name, f := range p.files {
+			for _, path := range imports(f) {
+				switch {
+				case path == "shoal" || strings.HasPrefix(path, "shoal/"):
+					dep := strings.TrimPrefix(path, "shoal/")
+					if !r.allowsShoal(dep) {
+						t.Errorf("%s imports %s: shoal/%s may import only %v (edit deps_test.go if the house plan changed)", name, path, dir, r.shoal)
+					}
+				case isStd(path):
+					if r.pure && slices.ContainsFunc(pureForbidden, func(b string) bool { return path == b || strings.HasPrefix(path, b+"/") }) {
+						t.Errorf("%s imports %s: a core package does no I/O, reads no clock and starts no goroutines", name, path)
+					}
+				default:
+					if r.pure && slices.ContainsFunc(adapterLibs, func(b string) bool { return strings.HasPrefix(path, b) }) {
+						t.Errorf("%s imports %s: core packages use no dragonboat, pebble or fasthttp", name, path)
+					}
+					if !r.allowsThird(path) {
+						t.Errorf("%s imports %s: shoal/%s may use only %v from outside the module", name, path, dir, r.third)
+					}
+				}
+			}
+			if r.pure {
+				checkPure(t, name, p.fset, f)
+			}
+		}
+		slices.Sort(p.shoal)
+	}
+	for target, froms := range neverReaches {
+		for _, from := range froms {
+			if _, ok := pkgs[from]; !ok {
+				continue
+			}
+			if path := reach(pkgs, from, target); path != nil {
+				t.Errorf("shoal/%s depends on shoal/%s through %s: it must never, directly or transitively", from, target, strings.Join(path, " → "))
+			}
+		}
+	}
+	if testing.Verbose() {
+		dirs := slices.Sorted(func(yield func(string) bool) {
+			for d := range pkgs {
+				if !yield(d) {
+					return
+				}
+			}
+		})
+		for _, d := range dirs {
+			t.Logf("shoal/%s → %v", d, pkgs[d].shoal)
+		}
+	}
+}
+
+// checkPure reports go statements and clock reads in a core package file.
+func checkPure(t *testing.T, name string, fset *token.FileSet, f *ast.File) {
+	ast.Inspect(f, func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.GoStmt:
+			t.Errorf("%s: go statement at %s: a core package starts no goroutines", name, fset.Position(n.Pos()))
+		case *ast.SelectorExpr:
+			if x, ok := n.X.(*ast.Ident); ok && x.Name == "time" && clockFuncs[n.Sel.Name] {
+				t.Errorf("%s: time.%s at %s: time arrives as data", name, n.Sel.Name, fset.Position(n.Pos()))
+			}
+		}
+		return true
+	})
+}
+
+// reach returns an import path from → … → target, or nil.
+func reach(pkgs map[string]*pkgInfo, from, target string) []string {
+	prev := map[string]string{from: ""}
+	queue := []string{from}
+	for len(queue) > 0 {
+		cur := queue[0]
+		queue = queue[1:]
+		if cur == target {
+			var path []string
+			for c := cur; c != ""; c = prev[c] {
+				path = append([]string{c}, path...)
+			}
+			return path
+		}
+		if p := pkgs[cur]; p != nil {
+			for _, dep := range p.shoal {
+				if _, ok := prev[dep]; !ok {
+					prev[dep] = cur
+					queue = append(queue, dep)
+				}
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,27 @@
+// Package duty holds the leader-only loops of a Shoal manager: the
+// scheduler driver (pending tasks → sched.Place → CmdAssign), the node
+// monitor duty (heartbeats → node status changes and orphaning) and the
+// timer duty (CmdTick to service groups whose timers are due).
+//
+// The one idea: a duty is a loop over a narrow Cluster interface — read a
+// group's applied state, submit commands, count the groups — and a Clock.
+// It knows nothing of Raft: *engine.Engine provides the Cluster in
+// production (engine.NewDriver, engine.NewMonitorDuty, engine.NewTimerDuty
+// wire it up), and Memory — N statemachine.States, an index counter and a
+// clock.Fake — provides it in tests and scenario scripts, as etcd raft's
+// RawNode is driven by its InteractionEnv.
+//
+// Contract:
+//
+//   - The decisions are value functions, table-tested without any loop:
+//     the driver's scan (states → node table + pending batches) and plan
+//     (table + batches + seed → assignments + reasons), the monitor's
+//     heartbeat table (shoal/engine/monitor), the timer duty's due check.
+//   - The loops hold no lock across a submission: a run's observable
+//     results (LastRun, Unschedulable, NodeStatus) are published under a
+//     short lock; a heartbeat never waits for a tick's round trip.
+//   - Anything that waits uses the Clock (shoal/internal/clock's); tests
+//     advance a clock.Fake and call RunOnce / Tick directly, or wait for a
+//     loop with clock.Fake.BlockUntil, never sleep.
+//   - Every Run returns promptly when its context ends (leadership lost).
+package duty

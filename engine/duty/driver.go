@@ -1,0 +1,317 @@
+package duty
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"shoal/engine/route"
+	"shoal/sched"
+	"shoal/statemachine"
+)
+
+// The scheduler driver turns pending tasks into assignments: a scan of
+// every group (scan.go), a plan (plan.go), and this thin loop, which
+// proposes the plan's CmdAssign batch with SubmitMany and takes the
+// assignments a group rejected (node gone or not ready, task no longer
+// pending) back out of its table; those tasks are looked at again in a
+// later run. The Raft log decides.
+
+// DriverConfig tunes the scheduler driver. Zero values take the defaults
+// named on each field.
+type DriverConfig struct {
+	// Interval is the time between periodic runs, on Clock: nodes that
+	// became ready or freed resources get pending tasks placed within it.
+	// Default 1s.
+	Interval time.Duration
+	// MinGap is the least time from the start of one run to the start of a
+	// run triggered by Signal, so a burst of pending tasks is placed in few
+	// runs. Default 20ms.
+	MinGap time.Duration
+	// Seed is mixed into every placement's tie-break (with the group and
+	// service ID), so a run can be replayed exactly. Default 0.
+	Seed uint64
+	// Clock times Interval and MinGap and the run statistics. Default: the
+	// engine's clock (engine.NewDriver), else clock.Real.
+	Clock Clock
+	// Signal, if set, wakes the driver when tasks become pending; wire
+	// Signal.OnApply into the engine's Config.OnApply. Default: none
+	// (periodic runs only).
+	Signal *Signal
+	// Logf receives one line whenever a batch's reason for staying pending
+	// first appears or changes (a bad constraint, no suitable node), and
+	// run failures. Default: discard.
+	Logf func(format string, args ...any)
+}
+
+func (c DriverConfig) withDefaults() DriverConfig {
+	setDefault(&c.Interval, time.Second)
+	setDefault(&c.MinGap, 20*time.Millisecond)
+	defaults(&c.Clock, &c.Logf)
+	return c
+}
+
+// Signal wakes the scheduler driver when tasks become pending. It is safe
+// for concurrent use and never blocks.
+type Signal struct{ c chan struct{} }
+
+// NewSignal returns a signal with no wake-up pending.
+func NewSignal() *Signal { return &Signal{c: make(chan struct{}, 1)} }
+
+// Notify wakes the driver (wake-ups coalesce).
+func (s *Signal) Notify() {
+	select {
+	case s.c <- struct{}{}:
+	default:
+	}
+}
+
+// OnApply has engine.Config.OnApply's signature: it notifies on any
+// statemachine.EffPending effect.
+func (s *Signal) OnApply(_ int, _ uint64, effects []statemachine.Effect) {
+	for i := range effects {
+		if effects[i].Kind == statemachine.EffPending {
+			s.Notify()
+			return
+		}
+	}
+}
+
+// Unschedulable is one batch of pending tasks the last run left pending,
+// and why.
+type Unschedulable struct {
+	Group       int
+	Service     statemachine.ServiceID
+	Name        string // service name
+	SpecVersion uint32
+	Pending     int // tasks of the batch left pending
+	// Err wraps sched.ErrInvalidConstraint (the service's constraints do
+	// not parse: update the service), sched.ErrNoSuitableNode or
+	// sched.ErrNodeUnsuitable (no node with room passes the filters: add
+	// nodes, free resources or relax constraints).
+	Err error
+}
+
+// RunStats describes one run of the driver.
+type RunStats struct {
+	Skipped  bool // nothing changed since the last scan
+	Nodes    int  // nodes in the table
+	Live     int  // assigned..running tasks accounted in the table
+	Pending  int  // pending tasks found
+	Batches  int  // (group, service, spec version) batches
+	Placed   int  // assignments committed
+	Rejected int  // assignments the groups rejected
+	Failed   int  // assignments whose outcome is unknown (timeout, ...)
+	// Durations of the stages, on the driver's clock.
+	Scan, Place, Submit time.Duration
+}
+
+// Driver is the scheduler driver. RunOnce runs one pass synchronously
+// (tests, scenarios and benchmarks drive it that way); Run is the leader
+// duty's loop. Its methods are safe for concurrent use; runs never overlap.
+type Driver struct {
+	c   Cluster
+	cfg DriverConfig
+
+	// run serializes runs and owns the fields below it; LastRun and
+	// Unschedulable never take it, so they never wait for a Raft round trip.
+	run       sync.Mutex
+	table     *sched.Table // the last run's table, corrected for rejections
+	scanned   []uint64     // per group: LastIndex at the last complete scan
+	problems  map[batchKey]string
+	assignBuf []statemachine.Command
+
+	mu struct {
+		sync.Mutex
+		unsched []Unschedulable
+		last    RunStats
+	}
+}
+
+// NewDriver returns a scheduler driver over c.
+func NewDriver(c Cluster, cfg DriverConfig) *Driver {
+	return &Driver{c: c, cfg: cfg.withDefaults(), problems: make(map[batchKey]string)}
+}
+
+// Run places pending tasks until ctx ends: once at once, then whenever
+// Signal fires (at most once per MinGap) and every Interval.
+func (d *Driver) Run(ctx context.Context) {
+	d.run.Lock()
+	d.scanned = nil // a new term: scan whatever happened meanwhile
+	d.run.Unlock()
+	var wake <-chan struct{}
+	if d.cfg.Signal != nil {
+		wake = d.cfg.Signal.c
+	}
+	for {
+		start := d.cfg.Clock.Now()
+		if _, err := d.RunOnce(ctx); err != nil && ctx.Err() == nil {
+			d.cfg.Logf("engine: scheduler driver: %v", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-d.cfg.Clock.After(d.cfg.Interval):
+		case <-wake:
+			if gap := d.cfg.MinGap - d.cfg.Clock.Now().Sub(start); gap > 0 {
+				select {
+				case <-ctx.Done():
+					return
+				case <-d.cfg.Clock.After(gap):
+				}
+			}
+		}
+	}
+}
+
+// RunOnce places every pending task it can and returns once the
+// assignments are committed (applied on this replica): how many were, and
+// the first error that stopped the run or left an outcome unknown. Tasks
+// it cannot place stay pending (see Unschedulable).
+func (d *Driver) RunOnce(ctx context.Context) (placed int, err error) {
+	d.run.Lock()
+	defer d.run.Unlock()
+	start := d.cfg.Clock.Now()
+	indexes, changed, err := d.indexes()
+	if err != nil || !changed {
+		if err == nil {
+			d.publish(RunStats{Skipped: true}, nil, false)
+		}
+		return 0, err
+	}
+	table, batches, stats, err := d.scan(indexes)
+	if err != nil {
+		return 0, err
+	}
+	d.table = table
+	stats.Scan = d.cfg.Clock.Now().Sub(start)
+
+	start = d.cfg.Clock.Now()
+	p := makePlan(table, batches, d.cfg.Seed, d.assignBuf)
+	d.assignBuf = p.cmds
+	un := p.unschedulable(batches)
+	d.logReasons(un, batches)
+	stats.Place = d.cfg.Clock.Now().Sub(start)
+
+	start = d.cfg.Clock.Now()
+	first := d.submit(ctx, &p, &stats)
+	stats.Submit = d.cfg.Clock.Now().Sub(start)
+	if first == nil {
+		d.scanned = indexes
+	} else {
+		d.scanned = nil // outcomes unknown: scan again next time
+	}
+	d.publish(stats, un, true)
+	return stats.Placed, first
+}
+
+// indexes reads every group's last applied index and reports whether any
+// moved since the last complete scan.
+func (d *Driver) indexes() ([]uint64, bool, error) {
+	groups := d.c.Groups()
+	idx := make([]uint64, groups+1)
+	for g := 0; g <= groups; g++ {
+		if err := d.c.ReadLocal(g, func(s *statemachine.State) { idx[g] = s.LastIndex() }); err != nil {
+			return nil, false, err
+		}
+	}
+	return idx, !slices.Equal(idx, d.scanned), nil
+}
+
+// scan reads every group into a fresh table and the pending batches,
+// recording the index each group was read at.
+func (d *Driver) scan(indexes []uint64) (*sched.Table, []*batch, RunStats, error) {
+	sc := newScanner()
+	err := d.c.ReadLocal(route.ClusterGroup, func(s *statemachine.State) {
+		indexes[route.ClusterGroup] = s.LastIndex()
+		sc.scanNodes(s)
+	})
+	if err != nil {
+		return nil, nil, RunStats{}, err
+	}
+	for g := 1; g < len(indexes); g++ {
+		err := d.c.ReadLocal(g, func(s *statemachine.State) {
+			indexes[g] = s.LastIndex()
+			sc.scanGroup(g, s)
+		})
+		if err != nil {
+			return nil, nil, RunStats{}, err
+		}
+	}
+	t, b, st := sc.result()
+	return t, b, st, nil
+}
+
+// logReasons logs the reasons for staying pending that are new or changed
+// since the last run.
+func (d *Driver) logReasons(un []Unschedulable, batches []*batch) {
+	total := make(map[batchKey]int, len(un))
+	for _, b := range batches {
+		total[b.batchKey] = len(b.tasks)
+	}
+	problems := make(map[batchKey]string, len(un))
+	for _, u := range un {
+		k := batchKey{group: u.Group, service: u.Service, version: u.SpecVersion}
+		msg := reasonOf(u.Err)
+		problems[k] = msg
+		if d.problems[k] != msg {
+			d.cfg.Logf("engine: scheduler: service %q (group %d, spec version %d): %d of %d tasks stay pending: %s",
+				u.Name, u.Group, u.SpecVersion, u.Pending, total[k], msg)
+		}
+	}
+	d.problems = problems
+}
+
+// submit proposes the plan's assignments, without any lock readers take,
+// and takes the rejected ones back out of the table.
+func (d *Driver) submit(ctx context.Context, p *plan, stats *RunStats) error {
+	if len(p.cmds) == 0 {
+		return nil
+	}
+	var first error
+	for i, o := range d.c.SubmitMany(ctx, p.cmds) {
+		switch {
+		case o.Failed != nil:
+			stats.Failed++
+			if first == nil {
+				first = fmt.Errorf("engine: scheduler: assign task %d to node %d: %w", p.cmds[i].Task, p.cmds[i].Node, o.Failed)
+			}
+		case o.Result.Code != statemachine.CodeOK:
+			stats.Rejected++
+			a := p.assigns[i]
+			_ = d.table.RemoveTask(a.node, a.service, a.cpu, a.mem)
+		default:
+			stats.Placed++
+		}
+	}
+	clear(p.cmds) // the buffer is reused; keep no references
+	return first
+}
+
+// publish makes a run's results visible to LastRun and Unschedulable
+// (Unschedulable only changes after a run that scanned).
+func (d *Driver) publish(stats RunStats, un []Unschedulable, scanned bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.mu.last = stats
+	if scanned {
+		d.mu.unsched = un
+	}
+}
+
+// LastRun returns the statistics of the last run.
+func (d *Driver) LastRun() RunStats {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.mu.last
+}
+
+// Unschedulable returns the batches the last run that scanned left pending,
+// ordered by group, service and spec version.
+func (d *Driver) Unschedulable() []Unschedulable {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.mu.unsched)
+}

@@ -1,0 +1,64 @@
+package duty
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"shoal/statemachine"
+)
+
+// BenchmarkDriver100kTasks: the in-memory cluster, 1,000 nodes; each iteration
+// creates 100 services of 1,000 replicas (100,000 pending tasks, untimed),
+// then times one RunOnce end to end: scan, placement, and every assignment
+// committed. Earlier iterations' tasks stay assigned, so later runs also
+// account their load.
+func BenchmarkDriver100kTasks(b *testing.B) {
+	const (
+		nodes    = 1000
+		services = 100
+		replicas = 1000
+		tasks    = services * replicas
+	)
+	e := newMem(b, 1, nil)
+	var cmds []statemachine.Command
+	for i := 1; i <= nodes; i++ {
+		cmds = append(cmds, statemachine.Command{Kind: statemachine.CmdUpsertNode, NodeSpec: &statemachine.Node{
+			ID: statemachine.NodeID(i), Name: fmt.Sprintf("node-%04d", i), Role: statemachine.RoleWorker,
+			Labels: map[string]string{"zone": fmt.Sprintf("z%d", i%10)}, CPU: 64_000, Memory: 256 << 30,
+		}})
+	}
+	mustSubmit(b, e, cmds...)
+	d := NewDriver(e, DriverConfig{})
+	var scan, place, submit time.Duration
+	round := 0
+	for b.Loop() {
+		b.StopTimer()
+		cmds = cmds[:0]
+		for s := range services {
+			spec := statemachine.ServiceSpec{Name: fmt.Sprintf("r%d-svc-%d", round, s), Replicas: replicas,
+				CPU: 10, Memory: 16 << 20}
+			if s%4 == 0 {
+				spec.Constraints = []string{fmt.Sprintf("node.labels.zone!=z%d", s%10)}
+			}
+			cmds = append(cmds, createSpec(spec))
+		}
+		round++
+		mustSubmit(b, e, cmds...)
+		b.StartTimer()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		placed, err := d.RunOnce(ctx)
+		cancel()
+		if err != nil || placed != tasks {
+			b.Fatalf("placed %d of %d: %v (stats %+v)", placed, tasks, err, d.LastRun())
+		}
+		st := d.LastRun()
+		scan, place, submit = scan+st.Scan, place+st.Place, submit+st.Submit
+	}
+	n := float64(b.N)
+	b.ReportMetric(tasks*n/b.Elapsed().Seconds(), "tasks/s")
+	b.ReportMetric(scan.Seconds()*1e3/n, "scan-ms")
+	b.ReportMetric(place.Seconds()*1e3/n, "place-ms")
+	b.ReportMetric(submit.Seconds()*1e3/n, "submit-ms")
+}

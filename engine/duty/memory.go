@@ -1,0 +1,185 @@
+package duty
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"shoal/engine/route"
+	"shoal/statemachine"
+)
+
+// Memory is an in-memory Cluster: one statemachine.State per group, applied
+// synchronously, each submission one entry per group stamped with the
+// clock's time and the group's next index. It is the duties' test harness
+// and the scenario scripts' world; safe for concurrent use.
+type Memory struct {
+	clock Clock
+
+	mu struct {
+		sync.Mutex
+		states  []*statemachine.State
+		index   []uint64 // per group: the last entry's index
+		out     statemachine.Output
+		reject  func(statemachine.Command) error
+		onApply func(group int, index uint64, effects []statemachine.Effect)
+	}
+}
+
+var _ Cluster = (*Memory)(nil)
+
+// ErrNoGroup is returned for a group number the cluster does not have.
+var ErrNoGroup = errors.New("duty: no such group")
+
+// NewMemory returns a cluster of groups service groups (and the cluster
+// group) whose entries are stamped by clock.
+func NewMemory(groups int, clock Clock) *Memory {
+	m := &Memory{clock: clock}
+	for g := 0; g <= groups; g++ {
+		m.mu.states = append(m.mu.states, statemachine.New(statemachine.Config{Group: uint16(g), Groups: groups}))
+	}
+	m.mu.index = make([]uint64, groups+1)
+	return m
+}
+
+// OnApply calls fn after every applied entry (as engine.Config.OnApply),
+// under m's lock: fn must not call back into m.
+func (m *Memory) OnApply(fn func(group int, index uint64, effects []statemachine.Effect)) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.mu.onApply = fn
+}
+
+// FailSubmissions makes every later submitted command for which fn returns
+// an error fail with it instead of being applied (nil fn: none fail).
+func (m *Memory) FailSubmissions(fn func(statemachine.Command) error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.mu.reject = fn
+}
+
+// Groups returns the number of service groups.
+func (m *Memory) Groups() int { return len(m.mu.states) - 1 }
+
+// State returns a group's state. The caller must not use it concurrently
+// with submissions.
+func (m *Memory) State(group int) *statemachine.State { return m.mu.states[group] }
+
+// Index returns a group's last applied index.
+func (m *Memory) Index(group int) uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.mu.index[group]
+}
+
+// Read is ReadLocal: everything submitted is applied at once.
+func (m *Memory) Read(_ context.Context, group int, fn func(*statemachine.State)) error {
+	return m.ReadLocal(group, fn)
+}
+
+// ReadLocal runs fn over a group's state.
+func (m *Memory) ReadLocal(group int, fn func(*statemachine.State)) error {
+	if group < 0 || group > m.Groups() {
+		return fmt.Errorf("%w: %d", ErrNoGroup, group)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	fn(m.mu.states[group])
+	return nil
+}
+
+// Apply applies cmds to one group as its next entry, whatever their kind,
+// and returns a copy of the output (results and effects).
+func (m *Memory) Apply(group int, cmds ...statemachine.Command) statemachine.Output {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := m.applyLocked(group, cmds)
+	return statemachine.Output{Results: slices.Clone(out.Results), Effects: slices.Clone(out.Effects)}
+}
+
+func (m *Memory) applyLocked(group int, cmds []statemachine.Command) *statemachine.Output {
+	m.mu.index[group]++
+	idx := m.mu.index[group]
+	m.mu.states[group].Apply(cmds, idx, m.clock.Now().UnixNano(), &m.mu.out)
+	if m.mu.onApply != nil {
+		m.mu.onApply(group, idx, m.mu.out.Effects)
+	}
+	return &m.mu.out
+}
+
+// SubmitMany routes like the engine: one entry per group, commands in
+// order; a fanned-out command reports the cluster group's result unless a
+// service group rejected it.
+func (m *Memory) SubmitMany(ctx context.Context, cmds []statemachine.Command) []Outcome {
+	out := make([]Outcome, len(cmds))
+	if err := ctx.Err(); err != nil {
+		for i := range out {
+			out[i].Failed = err
+		}
+		return out
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	perGroup := make([][]int, len(m.mu.states)) // command indexes
+	seen := make([]bool, len(cmds))
+	for i := range cmds {
+		if m.mu.reject != nil {
+			if err := m.mu.reject(cmds[i]); err != nil {
+				out[i].Failed = err
+				continue
+			}
+		}
+		gs, rej := route.Groups(&cmds[i], m.Groups(), nil)
+		if rej.Code != statemachine.CodeOK {
+			out[i].Result = rej
+			continue
+		}
+		for _, g := range gs {
+			perGroup[g] = append(perGroup[g], i)
+		}
+	}
+	var batch []statemachine.Command
+	for g, idx := range perGroup {
+		if len(idx) == 0 {
+			continue
+		}
+		batch = batch[:0]
+		for _, i := range idx {
+			batch = append(batch, cmds[i])
+		}
+		res := m.applyLocked(g, batch).Results
+		for k, i := range idx {
+			r := res[k]
+			if !seen[i] || (out[i].Result.Code == statemachine.CodeOK && r.Code != statemachine.CodeOK) {
+				out[i].Result = r
+			}
+			seen[i] = true
+		}
+	}
+	return out
+}
+
+// SubmitToGroup applies one per-group command to group.
+func (m *Memory) SubmitToGroup(ctx context.Context, group int, cmd statemachine.Command) (statemachine.Result, error) {
+	if group < 0 || group > m.Groups() {
+		return statemachine.Result{}, fmt.Errorf("%w: %d", ErrNoGroup, group)
+	}
+	if !route.PerGroup(cmd.Kind) {
+		rej := statemachine.Result{Code: statemachine.CodeInvalid, Msg: cmd.Kind.String() + " is routed by its object: use SubmitMany"}
+		return rej, rej.Err()
+	}
+	if err := ctx.Err(); err != nil {
+		return statemachine.Result{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.mu.reject != nil {
+		if err := m.mu.reject(cmd); err != nil {
+			return statemachine.Result{}, err
+		}
+	}
+	r := m.applyLocked(group, []statemachine.Command{cmd}).Results[0]
+	return r, r.Err()
+}

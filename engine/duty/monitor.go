@@ -1,0 +1,402 @@
+package duty
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"shoal/engine/monitor"
+	"shoal/engine/route"
+	"shoal/statemachine"
+)
+
+// The node monitor duty is the leader-only adapter around monitor.Monitor
+// (the pure heartbeat table): on leadership it tracks every node of the
+// cluster group with its replicated status and calls BecomeLeader; every
+// Interval it re-syncs the node list (new nodes tracked, removed ones
+// forgotten, statuses another component changed corrected), looks up which
+// expiring nodes hold tasks with a disconnect window (read before taking
+// its lock, handed to the monitor as data), Ticks, and proposes the
+// changes: CmdSetNodeStatus (fanned out to every group) and, for a node
+// down past the orphan timeout, CmdOrphan for each of its assigned..running
+// tasks in every service group. Heartbeat and MarkReReported are the
+// agents' entry points (through the API); a heartbeat that changes a
+// node's status returns once the change is applied on this replica.
+//
+// The monitor is guarded by a mutex (the duty's goroutine against heartbeat
+// callers); proposals and reads are made without it, so heartbeats never
+// wait for a tick's Raft round trip. A node with a status proposal in
+// flight is not re-synced from the replicated state until it finished.
+
+// MonitorConfig tunes the node monitor duty. Zero values take the defaults
+// named on each field.
+type MonitorConfig struct {
+	// Monitor configures the heartbeat table (TTLs, grace, failover grace,
+	// orphan timeout); its Disconnectable is replaced by the set of nodes
+	// the duty found holding tasks with a disconnect window
+	// (statemachine.State.HasDisconnectWindow in any service group).
+	Monitor monitor.Config
+	// Interval is the time between ticks, on Clock. Default 1s.
+	Interval time.Duration
+	// Clock times ticks and stamps heartbeats' decisions. Default: the
+	// engine's clock (engine.NewMonitorDuty), else clock.Real.
+	Clock Clock
+	// Logf receives proposal failures. Default: discard.
+	Logf func(format string, args ...any)
+}
+
+func (c MonitorConfig) withDefaults() MonitorConfig {
+	setDefault(&c.Interval, time.Second)
+	defaults(&c.Clock, &c.Logf)
+	return c
+}
+
+// ErrNotMonitoring: this replica's node monitor is not running (it is not
+// the cluster group's leader, or has not loaded the node list yet); send the
+// heartbeat to the leader, or retry shortly.
+var ErrNotMonitoring = errors.New("engine: node monitor not running on this replica")
+
+// MonitorDuty is the node monitor duty; its methods are safe for concurrent
+// use.
+type MonitorDuty struct {
+	c   Cluster
+	cfg MonitorConfig
+
+	mu struct {
+		sync.Mutex
+		m *monitor.Monitor
+		// inflight counts status proposals per node not finished yet.
+		inflight map[statemachine.NodeID]int
+		// disconnectable is the set the next Tick consults.
+		disconnectable map[statemachine.NodeID]bool
+	}
+}
+
+// NewMonitorDuty returns the node monitor duty over c. It fails only on a
+// bad monitor configuration.
+func NewMonitorDuty(c Cluster, cfg MonitorConfig) (*MonitorDuty, error) {
+	d := &MonitorDuty{c: c, cfg: cfg.withDefaults()}
+	mc := d.cfg.Monitor
+	mc.Disconnectable = func(n statemachine.NodeID) bool { return d.mu.disconnectable[n] } // under d.mu, from Tick
+	m, err := monitor.New(mc)
+	if err != nil {
+		return nil, err
+	}
+	d.mu.m = m
+	d.mu.inflight = make(map[statemachine.NodeID]int)
+	return d, nil
+}
+
+// Run monitors the nodes until ctx ends: it loads the node list (retrying
+// every Interval until it can), becomes leader, then ticks every Interval.
+func (d *MonitorDuty) Run(ctx context.Context) {
+	defer d.StepDown()
+	for {
+		err := d.BecomeLeader(ctx)
+		if err == nil {
+			break
+		}
+		d.cfg.Logf("engine: node monitor: %v", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-d.cfg.Clock.After(d.cfg.Interval):
+		}
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-d.cfg.Clock.After(d.cfg.Interval):
+		}
+		if err := d.Tick(ctx); err != nil && ctx.Err() == nil {
+			d.cfg.Logf("engine: node monitor: %v", err)
+		}
+	}
+}
+
+// nodeRow is a node's replicated status, copied out of the state.
+type nodeRow struct {
+	id     statemachine.NodeID
+	status statemachine.NodeStatus
+	since  int64
+}
+
+// readNodes reads the cluster group's nodes; linearizable when fresh.
+func (d *MonitorDuty) readNodes(ctx context.Context, fresh bool) ([]nodeRow, error) {
+	var rows []nodeRow
+	fn := func(s *statemachine.State) {
+		for _, id := range s.NodeIDs() {
+			n := s.Node(id)
+			rows = append(rows, nodeRow{id: id, status: n.Status, since: n.StatusAt})
+		}
+	}
+	var err error
+	if fresh {
+		err = d.c.Read(ctx, route.ClusterGroup, fn)
+	} else {
+		err = d.c.ReadLocal(route.ClusterGroup, fn)
+	}
+	return rows, err
+}
+
+// BecomeLeader tracks every node (a linearizable read: everything the last
+// term committed) and starts the monitor's term. Run calls it; scenario
+// scripts call it for a leader change.
+func (d *MonitorDuty) BecomeLeader(ctx context.Context) error {
+	rows, err := d.readNodes(ctx, true)
+	if err != nil {
+		return fmt.Errorf("load nodes: %w", err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	now := d.now()
+	d.syncLocked(rows, now)
+	d.mu.m.BecomeLeader(now)
+	return nil
+}
+
+// Sync re-reads the cluster group's nodes into the monitor now (Tick does
+// it every Interval), so a node another component created or changed is
+// tracked with its replicated status at once.
+func (d *MonitorDuty) Sync(ctx context.Context) error {
+	rows, err := d.readNodes(ctx, false)
+	if err != nil {
+		return fmt.Errorf("read nodes: %w", err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.syncLocked(rows, d.now())
+	return nil
+}
+
+// StepDown ends the monitor's term: heartbeats get ErrNotMonitoring until
+// the next BecomeLeader.
+func (d *MonitorDuty) StepDown() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.mu.m.StepDown()
+}
+
+// syncLocked makes the monitor's node list and statuses match rows, except
+// for nodes with a status proposal in flight.
+func (d *MonitorDuty) syncLocked(rows []nodeRow, now int64) {
+	seen := make(map[statemachine.NodeID]bool, len(rows))
+	for _, r := range rows {
+		seen[r.id] = true
+		if d.mu.inflight[r.id] == 0 {
+			d.mu.m.Track(r.id, r.status, r.since, now)
+		}
+	}
+	for _, id := range d.mu.m.Nodes() {
+		if !seen[id] && d.mu.inflight[id] == 0 {
+			d.mu.m.Forget(id)
+		}
+	}
+}
+
+func (d *MonitorDuty) now() int64 { return d.cfg.Clock.Now().UnixNano() }
+
+// Tick re-syncs the node list, ticks the monitor at the clock's time and
+// proposes its changes. Run calls it every Interval.
+func (d *MonitorDuty) Tick(ctx context.Context) error {
+	rows, err := d.readNodes(ctx, false)
+	if err != nil {
+		return fmt.Errorf("read nodes: %w", err)
+	}
+	d.mu.Lock()
+	now := d.now()
+	d.syncLocked(rows, now)
+	expiring := d.mu.m.Expiring(now, nil)
+	d.mu.Unlock()
+	disc := d.disconnectable(expiring)
+
+	d.mu.Lock()
+	d.mu.disconnectable = disc
+	changes := append([]monitor.Change(nil), d.mu.m.Tick(now)...)
+	d.mu.disconnectable = nil
+	d.beginLocked(changes)
+	d.mu.Unlock()
+	if len(changes) == 0 {
+		return nil
+	}
+	return d.propose(ctx, changes)
+}
+
+// disconnectable returns which of nodes hold a live task of a service with
+// a disconnect window in some service group, as this replica has applied.
+func (d *MonitorDuty) disconnectable(nodes []statemachine.NodeID) map[statemachine.NodeID]bool {
+	if len(nodes) == 0 {
+		return nil
+	}
+	set := make(map[statemachine.NodeID]bool, len(nodes))
+	for g := 1; g <= d.c.Groups(); g++ {
+		_ = d.c.ReadLocal(g, func(s *statemachine.State) {
+			for _, n := range nodes {
+				if !set[n] && s.HasDisconnectWindow(n) {
+					set[n] = true
+				}
+			}
+		})
+	}
+	return set
+}
+
+// beginLocked counts the status changes as in flight.
+func (d *MonitorDuty) beginLocked(changes []monitor.Change) {
+	for _, c := range changes {
+		if c.Kind == monitor.ChangeStatus {
+			d.mu.inflight[c.Node]++
+		}
+	}
+}
+
+// propose submits the status changes, then orphans the tasks of the nodes
+// reported with ChangeOrphan. A status change that did not apply is
+// corrected in the monitor from the replicated state, so the next tick
+// decides again. It returns the first failure.
+func (d *MonitorDuty) propose(ctx context.Context, changes []monitor.Change) error {
+	var first error
+	note := func(err error) {
+		if first == nil {
+			first = err
+		}
+	}
+	cmds := monitor.Commands(nil, changes)
+	var outs []Outcome
+	if len(cmds) > 0 {
+		outs = d.c.SubmitMany(ctx, cmds)
+	}
+	failed := false
+	for i, o := range outs {
+		if err := o.Err(); err != nil {
+			failed = true
+			note(fmt.Errorf("set node %d %s: %w", cmds[i].Node, cmds[i].NodeStatus, err))
+		}
+	}
+	d.finish(changes, failed)
+	for _, c := range changes {
+		if c.Kind == monitor.ChangeOrphan {
+			if err := d.orphan(ctx, c.Node); err != nil {
+				note(err)
+			}
+		}
+	}
+	return first
+}
+
+// finish ends the in-flight count of the status changes; after a failure
+// it re-syncs the monitor from this replica's cluster group state.
+func (d *MonitorDuty) finish(changes []monitor.Change, failed bool) {
+	var rows []nodeRow
+	var err error
+	if failed {
+		rows, err = d.readNodes(context.Background(), false)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, c := range changes {
+		if c.Kind != monitor.ChangeStatus {
+			continue
+		}
+		if d.mu.inflight[c.Node]--; d.mu.inflight[c.Node] <= 0 {
+			delete(d.mu.inflight, c.Node)
+		}
+	}
+	if failed && err == nil {
+		d.syncLocked(rows, d.now())
+	}
+}
+
+// orphan proposes CmdOrphan for each assigned..running task of node in
+// every service group.
+func (d *MonitorDuty) orphan(ctx context.Context, node statemachine.NodeID) error {
+	var cmds []statemachine.Command
+	for g := 1; g <= d.c.Groups(); g++ {
+		err := d.c.ReadLocal(g, func(s *statemachine.State) {
+			for _, t := range s.NodeTasks(node) {
+				if statemachine.CanTransition(statemachine.CompNodeMonitor, t.Status.State, statemachine.StateOrphaned) {
+					cmds = append(cmds, statemachine.Command{Kind: statemachine.CmdOrphan, Task: t.ID})
+				}
+			}
+		})
+		if err != nil {
+			return fmt.Errorf("orphan node %d: read group %d: %w", node, g, err)
+		}
+	}
+	if len(cmds) == 0 {
+		return nil
+	}
+	for i, o := range d.c.SubmitMany(ctx, cmds) {
+		if err := o.Err(); err != nil {
+			return fmt.Errorf("orphan task %d of node %d: %w", cmds[i].Task, node, err)
+		}
+	}
+	return nil
+}
+
+// Heartbeat records a heartbeat from node at now and returns the TTL the
+// agent should use next. If the heartbeat changes the node's status
+// (reconnect: disconnected or down → initializing; initializing → ready
+// once re-reported), it returns once the change is applied on this
+// replica, with the change in the Beat. A node created since the last tick
+// is looked up in this replica's state. Errors: ErrNotMonitoring,
+// monitor.ErrUnknownNode, or why the status change was not applied.
+func (d *MonitorDuty) Heartbeat(ctx context.Context, node statemachine.NodeID, now time.Time) (monitor.Beat, error) {
+	b, err := d.beat(node, now.UnixNano())
+	if errors.Is(err, monitor.ErrUnknownNode) {
+		rows, rerr := d.readNodes(ctx, false)
+		if rerr != nil {
+			return monitor.Beat{}, fmt.Errorf("engine: heartbeat of node %d: %w", node, rerr)
+		}
+		d.mu.Lock()
+		for _, r := range rows {
+			if r.id == node && d.mu.m.Leading() {
+				d.mu.m.Track(r.id, r.status, r.since, now.UnixNano())
+			}
+		}
+		d.mu.Unlock()
+		b, err = d.beat(node, now.UnixNano())
+	}
+	if err != nil {
+		return monitor.Beat{}, fmt.Errorf("engine: heartbeat of node %d: %w", node, err)
+	}
+	if !b.Changed {
+		return b, nil
+	}
+	if err := d.propose(ctx, []monitor.Change{b.Change}); err != nil {
+		return b, fmt.Errorf("engine: heartbeat of node %d: %w", node, err)
+	}
+	return b, nil
+}
+
+func (d *MonitorDuty) beat(node statemachine.NodeID, now int64) (monitor.Beat, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.mu.m.Leading() {
+		return monitor.Beat{}, ErrNotMonitoring
+	}
+	b, err := d.mu.m.Heartbeat(node, now)
+	if err == nil && b.Changed {
+		d.beginLocked([]monitor.Change{b.Change})
+	}
+	return b, err
+}
+
+// MarkReReported records that an initializing node re-reported its tasks:
+// its next heartbeat makes it ready. It reports false if the node is not
+// known or not initializing.
+func (d *MonitorDuty) MarkReReported(node statemachine.NodeID) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.mu.m.MarkReReported(node)
+}
+
+// NodeStatus returns the monitor's view of a node's status.
+func (d *MonitorDuty) NodeStatus(node statemachine.NodeID) (statemachine.NodeStatus, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.mu.m.Status(node)
+}

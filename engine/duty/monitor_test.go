@@ -1,0 +1,192 @@
+package duty
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"shoal/engine/monitor"
+	"shoal/engine/route"
+	"shoal/statemachine"
+)
+
+// nodeStatus reads (linearizably) a node's status in the cluster group.
+func nodeStatus(t testing.TB, e *Memory, id statemachine.NodeID) statemachine.NodeStatus {
+	t.Helper()
+	var st statemachine.NodeStatus
+	if err := e.Read(context.Background(), route.ClusterGroup, func(s *statemachine.State) { st = s.Node(id).Status }); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// One replica, a manual clock (5s TTL, 15s grace, 30s failover grace, 1m
+// orphan timeout): node 1 holds a task with a disconnect window, node 2 two
+// tasks without, node 3 keeps heartbeating. At the end of the failover grace
+// node 1 goes disconnected and node 2 down; a minute later node 2's tasks
+// are orphaned; node 1 reconnects through initializing to ready.
+func TestMonitorDuty(t *testing.T) {
+	clk := newFakeClock()
+	e := newMem(t, 2, clk)
+	mustSubmit(t, e, zoneNodes(3)...)
+	mustSubmit(t, e,
+		createSpec(statemachine.ServiceSpec{Name: "keep", Replicas: 1,
+			Disconnect: statemachine.DisconnectPolicy{LostAfter: int64(time.Hour)}}),
+		createSpec(statemachine.ServiceSpec{Name: "web", Replicas: 2}))
+	var assign []statemachine.Command
+	for _, tk := range tasksWhere(t, e, func(tk *statemachine.Task) bool { return tk.Status.State == statemachine.StatePending }) {
+		var name string
+		if err := e.ReadLocal(route.TaskGroup(tk.ID), func(s *statemachine.State) { name = s.Service(tk.Service).Spec.Name }); err != nil {
+			t.Fatal(err)
+		}
+		node := statemachine.NodeID(2)
+		if name == "keep" {
+			node = 1
+		}
+		assign = append(assign, statemachine.Command{Kind: statemachine.CmdAssign, Task: tk.ID, Node: node})
+	}
+	mustSubmit(t, e, assign...)
+	mustSubmit(t, e, reports(t, e, statemachine.StateRunning)...)
+
+	d, err := NewMonitorDuty(e, MonitorConfig{Clock: clk, Interval: 5 * time.Second, Monitor: monitor.Config{
+		Jitter: -1, MinTTL: 5 * time.Second, FailoverGrace: 30 * time.Second, OrphanTimeout: time.Minute}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Heartbeat(context.Background(), 3, clk.Now()); !errors.Is(err, ErrNotMonitoring) {
+		t.Fatalf("heartbeat before leadership: %v, want ErrNotMonitoring", err)
+	}
+	if err := d.BecomeLeader(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// step heartbeats node 3, moves the clock one interval and ticks.
+	step := func() {
+		t.Helper()
+		if _, err := d.Heartbeat(context.Background(), 3, clk.Now()); err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(5 * time.Second)
+		if err := d.Tick(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 5 { // to 25s
+		step()
+	}
+	for id := statemachine.NodeID(1); id <= 3; id++ {
+		if st := nodeStatus(t, e, id); st != statemachine.NodeReady {
+			t.Fatalf("node %d is %s within the failover grace", id, st)
+		}
+	}
+	step() // 30s: the failover grace ends
+	for id, want := range map[statemachine.NodeID]statemachine.NodeStatus{
+		1: statemachine.NodeDisconnected, 2: statemachine.NodeDown, 3: statemachine.NodeReady} {
+		if st := nodeStatus(t, e, id); st != want {
+			t.Errorf("node %d is %s after 30s, want %s", id, st, want)
+		}
+	}
+	// Node 2's tasks, replaced at once, stay running there until the
+	// orphan timeout; once orphaned (desired shutdown, terminal) the state
+	// machine removes them.
+	onNode2 := func() []*statemachine.Task {
+		return tasksWhere(t, e, func(tk *statemachine.Task) bool { return tk.Node == 2 })
+	}
+	var orig []statemachine.TaskID
+	for range 11 { // to 85s: node 2 has been down 55s
+		step()
+	}
+	for _, tk := range onNode2() {
+		if tk.Status.State != statemachine.StateRunning {
+			t.Fatalf("task %d on node 2 is %s before the orphan timeout", tk.ID, tk.Status.State)
+		}
+		orig = append(orig, tk.ID)
+	}
+	if len(orig) != 2 {
+		t.Fatalf("node 2 holds %d tasks before the orphan timeout, want 2", len(orig))
+	}
+	step() // 90s
+	settled(t, func() (bool, string) {
+		for _, id := range orig {
+			var tk *statemachine.Task
+			if err := e.Read(context.Background(), route.TaskGroup(id), func(s *statemachine.State) {
+				if x := s.Task(id); x != nil {
+					c := *x
+					tk = &c
+				}
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if tk != nil && tk.Status.State != statemachine.StateOrphaned {
+				return false, fmt.Sprintf("task %d of down node 2 is %s, want orphaned (or removed)", id, tk.Status.State)
+			}
+		}
+		return true, ""
+	})
+	if st := nodeStatus(t, e, 1); st != statemachine.NodeDisconnected {
+		t.Errorf("node 1 is %s, want still disconnected", st)
+	}
+
+	// Node 1 reconnects: initializing at its first heartbeat, ready at the
+	// first heartbeat after it re-reported its tasks.
+	b, err := d.Heartbeat(context.Background(), 1, clk.Now())
+	if err != nil || !b.Changed || b.Change.To != statemachine.NodeInitializing {
+		t.Fatalf("heartbeat of disconnected node 1: %+v, %v; want a change to initializing", b, err)
+	}
+	if st := nodeStatus(t, e, 1); st != statemachine.NodeInitializing {
+		t.Fatalf("node 1 is %s after its heartbeat returned, want initializing", st)
+	}
+	if b, err := d.Heartbeat(context.Background(), 1, clk.Now()); err != nil || b.Changed {
+		t.Fatalf("heartbeat before the re-report: %+v, %v; want no change", b, err)
+	}
+	if !d.MarkReReported(1) {
+		t.Fatal("MarkReReported(1) = false for an initializing node")
+	}
+	if b, err := d.Heartbeat(context.Background(), 1, clk.Now()); err != nil || b.Change.To != statemachine.NodeReady {
+		t.Fatalf("heartbeat after the re-report: %+v, %v; want a change to ready", b, err)
+	}
+	if st := nodeStatus(t, e, 1); st != statemachine.NodeReady {
+		t.Fatalf("node 1 is %s, want ready", st)
+	}
+	if _, err := d.Heartbeat(context.Background(), 9, clk.Now()); !errors.Is(err, monitor.ErrUnknownNode) {
+		t.Errorf("heartbeat of an unknown node: %v, want monitor.ErrUnknownNode", err)
+	}
+}
+
+// A node created while the duty runs is tracked (at a heartbeat, or at the
+// next tick) and expires a grace after its creation if it never heartbeats.
+func TestMonitorDutyNewNode(t *testing.T) {
+	clk := newFakeClock()
+	e := newMem(t, 1, clk)
+	d, err := NewMonitorDuty(e, MonitorConfig{Clock: clk, Interval: 5 * time.Second, Monitor: monitor.Config{
+		Jitter: -1, MinTTL: 5 * time.Second, FailoverGrace: 10 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := runDuty(t, d.Run)
+	defer stop()
+	blockUntil(t, clk, 1) // leading, waiting for its first tick
+	mustSubmit(t, e, zoneNodes(2)...)
+	if _, err := d.Heartbeat(context.Background(), 1, clk.Now()); err != nil {
+		t.Fatalf("heartbeat of a node created since the last tick: %v", err)
+	}
+	for range 3 { // 15s: node 2, tracked at the 5s tick, is within its grace
+		clk.Advance(5 * time.Second)
+		blockUntil(t, clk, 1) // the tick is done
+		if _, err := d.Heartbeat(context.Background(), 1, clk.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := nodeStatus(t, e, 2); st != statemachine.NodeReady {
+		t.Fatalf("node 2 is %s before its grace ended", st)
+	}
+	clk.Advance(5 * time.Second) // 20s: 15s after it was tracked
+	blockUntil(t, clk, 1)
+	if st := nodeStatus(t, e, 2); st != statemachine.NodeDown {
+		t.Errorf("node 2 is %s a grace after it was tracked, want down", st)
+	}
+	if st := nodeStatus(t, e, 1); st != statemachine.NodeReady {
+		t.Errorf("heartbeating node 1 is %s, want ready", st)
+	}
+}

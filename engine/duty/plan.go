@@ -1,0 +1,113 @@
+package duty
+
+import (
+	"errors"
+
+	"shoal/sched"
+	"shoal/statemachine"
+)
+
+// The plan is the driver's second pure stage, a value function in Nomad's
+// shape: (node table, pending batches, seed) → (assignments, why each batch
+// that keeps tasks pending does). Global services go first (each of their
+// tasks has one possible node, checked with CheckNode); replicated batches
+// are placed with sched.Place. Every assignment is reserved in the table,
+// so later batches see it.
+
+// assignment is one planned CmdAssign and what it reserved in the table.
+type assignment struct {
+	node, service uint32
+	cpu, mem      int64
+}
+
+// plan is one run's decision.
+type plan struct {
+	cmds    []statemachine.Command
+	assigns []assignment // parallel to cmds
+	placed  map[batchKey]int
+	why     map[batchKey]error
+}
+
+// makePlan places every batch on t (which it updates) and appends the
+// assignments to buf.
+func makePlan(t *sched.Table, batches []*batch, seed uint64, buf []statemachine.Command) plan {
+	p := plan{cmds: buf[:0], placed: make(map[batchKey]int), why: make(map[batchKey]error)}
+	add := func(b *batch, task statemachine.TaskID, node uint32) {
+		p.cmds = append(p.cmds, statemachine.Command{Kind: statemachine.CmdAssign, Task: task, Node: statemachine.NodeID(node)})
+		p.assigns = append(p.assigns, assignment{node: node, service: b.sg.Service, cpu: b.sg.CPU, mem: b.sg.Mem})
+		p.placed[b.batchKey]++
+	}
+	for _, global := range []bool{true, false} {
+		for _, b := range batches {
+			if b.global != global {
+				continue
+			}
+			if b.perr != nil {
+				p.why[b.batchKey] = b.perr
+				continue
+			}
+			if global {
+				placeGlobal(t, b, p.why, add)
+				continue
+			}
+			g := b.sg
+			g.Count = len(b.tasks)
+			pl, err := t.Place(g, placementSeed(seed, b.batchKey))
+			if err != nil {
+				p.why[b.batchKey] = err
+			}
+			i := 0
+			for j, node := range pl.Nodes {
+				for range pl.Counts[j] {
+					add(b, b.tasks[i], node)
+					i++
+				}
+			}
+		}
+	}
+	return p
+}
+
+// placeGlobal checks each task of a global batch on its own node.
+func placeGlobal(t *sched.Table, b *batch, why map[batchKey]error, add func(*batch, statemachine.TaskID, uint32)) {
+	g := b.sg
+	g.Count = 1
+	for i, task := range b.tasks {
+		node := b.slots[i]
+		if err := t.CheckNode(g, node); err != nil {
+			if why[b.batchKey] == nil {
+				why[b.batchKey] = err
+			}
+			continue
+		}
+		if t.AddTask(node, g.Service, g.CPU, g.Mem) == nil {
+			add(b, task, node)
+		}
+	}
+}
+
+// unschedulable lists the batches the plan leaves pending, in batch order.
+func (p *plan) unschedulable(batches []*batch) []Unschedulable {
+	var out []Unschedulable
+	for _, b := range batches {
+		if err := p.why[b.batchKey]; err != nil {
+			out = append(out, Unschedulable{Group: b.group, Service: b.service, Name: b.name,
+				SpecVersion: b.version, Pending: len(b.tasks) - p.placed[b.batchKey], Err: err})
+		}
+	}
+	return out
+}
+
+// reasonOf is the part of a placement error that says why, without the
+// counts that change from run to run (so a reason is logged once).
+func reasonOf(err error) string {
+	var ue *sched.UnplacedError
+	if errors.As(err, &ue) {
+		return sched.ErrNoSuitableNode.Error() + ": " + ue.Why.String()
+	}
+	var ne *sched.NodeError
+	if errors.As(err, &ne) {
+		return sched.ErrNodeUnsuitable.Error() + ": " + ne.Reason.String()
+	}
+	return err.Error()
+}

@@ -1,0 +1,22 @@
+package engine
+
+import "context"
+
+// proposeRaw proposes raw bytes as one entry of a group, bypassing the
+// encoder (the test hook for corrupt entries).
+func (e *Engine) proposeRaw(ctx context.Context, group int, ent []byte) Outcome {
+	w := &waiter{out: make([]Outcome, 1), done: make(chan struct{})}
+	w.left.Store(1)
+	p := e.props[group]
+	p.mu.Lock()
+	p.mu.inflight += len(ent)
+	p.mu.entries++
+	p.mu.Unlock()
+	p.send(ent, []call{{w: w, size: len(ent)}}, len(ent), e.cfg.Clock.Now().Add(e.cfg.ProposeTimeout))
+	select {
+	case <-w.done:
+		return w.out[0]
+	case <-ctx.Done():
+		return Outcome{Failed: ctx.Err()}
+	}
+}

@@ -1,0 +1,149 @@
+package statemachine
+
+import "fmt"
+
+// The model checker's checks: what every explored step must respect
+// (mcWatch, mcOwns: DESIGN.md's transition table and invariants) and the
+// liveness check that the desired state is reachable (mcDesired).
+
+// mcWatch installs an observer on st that checks every change the action
+// makes, at the moment it is made, against DESIGN.md's ownership table
+// (written out again here, independently of the code under test). In manual
+// mode every change must come from the acting component; otherwise the
+// orchestrator, allocator and reaper react inside the same Apply.
+func mcWatch(st *State, a mcAction, manual bool, retention int) *error {
+	var firstErr error
+	fail := func(format string, args ...any) {
+		if firstErr == nil {
+			firstErr = fmt.Errorf(format, args...)
+		}
+	}
+	acting := func(c Component) bool {
+		return c == a.by || (!manual && (c == CompOrchestrator || c == CompAllocator || c == CompReaper))
+	}
+	st.observe = &observer{
+		transition: func(t *Task, from, to TaskState, by Component) {
+			switch {
+			case to <= from:
+				fail("task %s went from %s to %s, not up in rank", st.taskName(t), from, to)
+			case !acting(by):
+				fail("%s moved task %s during a %s step", by, st.taskName(t), a.by)
+			case !mcOwns(by, from, to):
+				fail("%s moved task %s from %s to %s, which it does not own", by, st.taskName(t), from, to)
+			case by == CompAgent && (a.cmd.Node != t.Node || !st.nodes[t.Node].Status.AcceptsUpdates()):
+				fail("agent of node %d moved task %s on node %d (%s)", a.cmd.Node, st.taskName(t), t.Node, st.nodes[t.Node].Status)
+			}
+		},
+		desired: func(t *Task, from, to DesiredState) {
+			if !acting(CompOrchestrator) {
+				fail("desired state of %s changed during a %s step; only the orchestrator may", st.taskName(t), a.by)
+			}
+			if to < from && !(from == DesiredReady && to == DesiredRunning) {
+				fail("desired state of %s went back from %s to %s", st.taskName(t), from, to)
+			}
+		},
+		created: func(t *Task) {
+			if !acting(CompOrchestrator) || t.Status.State != StateNew || t.Node != 0 {
+				fail("task %s created during a %s step in state %s on node %d", st.taskName(t), a.by, t.Status.State, t.Node)
+			}
+		},
+		deleted: func(t *Task, beyond bool) {
+			ts := t.Status.State
+			ok := (t.Desired == DesiredRemove && (ts <= StatePending || ts.Terminal())) ||
+				(ts == StateOrphaned && t.Desired.Stopping())
+			if !ok && beyond && ts.Terminal() && t.Desired.Stopping() {
+				sl := st.services[t.Service].slots[t.Slot]
+				ok = sl != nil && len(sl.tasks) > retention
+			}
+			if !acting(CompReaper) {
+				fail("task %s deleted during a %s step; only the reaper deletes", st.taskName(t), a.by)
+			} else if !ok {
+				fail("reaper deleted task %s while it was %s with desired %s", st.taskName(t), ts, t.Desired)
+			}
+		},
+		svcDeleted: func(svc *Service) {
+			if !svc.Remove || len(svc.slots) != 0 {
+				fail("inv7: service %q deleted while flagged=%v with %d slots", svc.Spec.Name, svc.Remove, len(svc.slots))
+			}
+		},
+	}
+	return &firstErr
+}
+
+// mcDesired checks that s is at the desired state: every live service has
+// its tasks running (or stopped for good by its restart condition), removed
+// services are gone, and no slot keeps more than the retention limit.
+func mcDesired(s *State, b mcBounds, retention int) error {
+	for _, sid := range s.ServiceIDs() {
+		svc := s.services[sid]
+		if svc.Remove {
+			return fmt.Errorf("service %q flagged for removal still exists", svc.Spec.Name)
+		}
+		want := map[uint32]bool{}
+		if svc.Spec.Mode == ModeReplicated {
+			for n := uint32(1); n <= svc.Spec.Replicas; n++ {
+				want[n] = true
+			}
+		} else {
+			for _, nid := range s.NodeIDs() {
+				if n := s.nodes[nid]; n.Status == NodeReady && n.Availability == AvailActive {
+					want[uint32(nid)] = true
+				}
+			}
+		}
+		slotNums, slots := s.SlotTasks(sid)
+		seen := map[uint32]bool{}
+		for i, n := range slotNums {
+			ts := slots[i]
+			seen[n] = true
+			if len(ts) > retention {
+				return fmt.Errorf("service %q slot %d keeps %d tasks, more than %d", svc.Spec.Name, n, len(ts), retention)
+			}
+			live := 0
+			for _, t := range ts {
+				if !t.Status.State.Terminal() {
+					if !want[n] || t.Status.State != StateRunning || t.Desired != DesiredRunning {
+						return fmt.Errorf("service %q slot %d: task %s is %s with desired %s", svc.Spec.Name, n, s.taskName(t), t.Status.State, t.Desired)
+					}
+					live++
+				}
+			}
+			if want[n] && live != 1 {
+				last := ts[len(ts)-1]
+				if live == 0 && !ShouldRestart(svc.Spec.Restart.Condition, last.Status.State) && last.SpecVersion == svc.SpecVersion {
+					continue // stopped for good by its restart condition
+				}
+				return fmt.Errorf("service %q slot %d has %d running tasks", svc.Spec.Name, n, live)
+			}
+		}
+		for n := range want {
+			if !seen[n] {
+				return fmt.Errorf("service %q slot %d has no task", svc.Spec.Name, n)
+			}
+		}
+	}
+	return nil
+}
+
+// mcOwns is DESIGN.md's table: which component may move a task between
+// observed states (agent reports may coalesce several agent steps).
+var mcAgentChain = map[TaskState]bool{StateAccepted: true, StatePreparing: true, StateReady: true, StateStarting: true, StateRunning: true}
+
+func mcOwns(c Component, from, to TaskState) bool {
+	agentChain := mcAgentChain
+	switch c {
+	case CompAllocator:
+		return from == StateNew && to == StatePending
+	case CompScheduler:
+		return from == StatePending && to == StateAssigned
+	case CompNodeMonitor:
+		return from >= StateAssigned && from <= StateRunning && to == StateOrphaned
+	case CompAgent:
+		if from < StateAssigned || from > StateRunning {
+			return false
+		}
+		return agentChain[to] || to == StateComplete || to == StateFailed || to == StateShutdown ||
+			(to == StateRejected && from <= StateStarting)
+	}
+	return false
+}

@@ -1,0 +1,5 @@
+//go:build !shoal_seams
+
+package statemachine
+
+func setSeededBug(*Config, bool) {}

@@ -1,0 +1,18 @@
+//go:build shoal_seams
+
+package statemachine
+
+// Test seams, compiled only with -tags shoal_seams (the model checker's
+// self-test; `make test` runs it). A production build has none: see
+// seams_off.go.
+
+// seams are deliberate bugs a test may switch on.
+type seams struct {
+	// reapLive: the reaper may delete tasks that are still running.
+	reapLive bool
+}
+
+// seamsCompiled reports whether this build has the seams.
+const seamsCompiled = true
+
+func (s seams) reapsLive(st TaskState) bool { return s.reapLive && st == StateRunning }

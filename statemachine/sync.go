@@ -1,0 +1,109 @@
+package statemachine
+
+import (
+	"net/netip"
+	"slices"
+
+	"shoal/ipam"
+)
+
+// The agent sync protocol (DESIGN.md, "Agent sync"): a node reports the
+// assignment sequence it applied and the handles it holds; releases at or
+// below that sequence are confirmed and their addresses leave quarantine;
+// the answer lists what the agent must destroy. A node down past the
+// orphan timeout has its quarantine expired.
+
+// nodeSync is an agent's sync report: it applied its assignment set up to
+// seq and still holds the listed tasks. Quarantined addresses it released at
+// or before seq and no longer holds are freed.
+func (s *State) nodeSync(c *Command) Result {
+	n := s.nodes[c.Node]
+	if n == nil {
+		return reject(CodeNotFound, "node %d does not exist", c.Node)
+	}
+	if !n.Status.AcceptsUpdates() {
+		return reject(CodeNodeNotReady, "node %d is %s: heartbeat first, then sync", c.Node, n.Status)
+	}
+	if c.Seq > n.AssignSeq {
+		return reject(CodeInvalid, "node %d reports assignment sequence %d, but the newest is %d", c.Node, c.Seq, n.AssignSeq)
+	}
+	holds := make(map[uint64]struct{}, len(c.Tasks))
+	for _, id := range c.Tasks {
+		holds[uint64(id)] = struct{}{}
+	}
+	freed := 0
+	for _, id := range sortedKeys(s.pools) {
+		p := s.pools[id]
+		owners := quarantineOwners(p, c.Node)
+		addrs := p.ConfirmSync(uint32(c.Node), c.Seq, func(_ netip.Addr, holder uint64) bool {
+			_, ok := holds[holder]
+			return ok
+		})
+		s.markReleased(id, addrs, owners)
+		freed += len(addrs)
+	}
+	if freed > 0 {
+		s.retryAllocation()
+	}
+	return Result{ID: uint64(freed)}
+}
+
+// expireNode frees a down node's quarantine (its orphan timeout passed).
+func (s *State) expireNode(id NodeID) {
+	freed := 0
+	for _, pid := range sortedKeys(s.pools) {
+		p := s.pools[pid]
+		owners := quarantineOwners(p, id)
+		addrs := p.ExpireNode(uint32(id))
+		s.markReleased(pid, addrs, owners)
+		freed += len(addrs)
+	}
+	if freed > 0 {
+		s.retryAllocation()
+	}
+}
+
+// quarantineOwners maps each address quarantined on node to the task that
+// released it.
+func quarantineOwners(p *ipam.Pool, node NodeID) map[netip.Addr]TaskID {
+	q := p.Quarantine(uint32(node))
+	m := make(map[netip.Addr]TaskID, len(q))
+	for _, e := range q {
+		m[e.Addr] = TaskID(e.Holder)
+	}
+	return m
+}
+
+// markReleased records on each task that its freed address is no longer its.
+func (s *State) markReleased(nw NetworkID, addrs []netip.Addr, owners map[netip.Addr]TaskID) {
+	for _, a := range addrs {
+		t := s.tasks[owners[a]]
+		if t == nil {
+			continue // already deleted
+		}
+		for i := range t.Attachments {
+			if at := &t.Attachments[i]; at.Network == nw && at.Addr == addrU32(a) {
+				at.Released = true
+			}
+		}
+	}
+}
+
+// SyncAnswer is the manager's answer to a node's sync report (DESIGN.md,
+// "Agent sync"): of the handles the node says it holds, the ones it must
+// destroy — tasks the manager does not know (deleted, or never this
+// group's), tasks assigned to another node, and tasks whose desired state is
+// shutdown or remove — in ascending order. It reads the state only; the
+// releases the report confirms are applied by CmdNodeSync, fenced by its
+// sequence number.
+func (s *State) SyncAnswer(node NodeID, holds []TaskID) []TaskID {
+	var destroy []TaskID
+	for _, id := range holds {
+		t := s.tasks[id]
+		if t == nil || t.Node != node || t.Desired.Stopping() {
+			destroy = append(destroy, id)
+		}
+	}
+	slices.Sort(destroy)
+	return slices.Compact(destroy)
+}
