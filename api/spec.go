@@ -54,6 +54,9 @@ func toSpec(d *client.ServiceSpec) (statemachine.ServiceSpec, error) {
 		sp.Replicas = 1
 	}
 	sp.Image, sp.Command, sp.Env, sp.Dir = d.Image, d.Command, d.Env, d.Dir
+	if len(d.Command) == 0 && d.Image == "" {
+		return sp, invalidSpec("command", "service %q needs a command to run (shoal service create %s -- COMMAND [ARGS...])", d.Name, d.Name)
+	}
 	if d.StopGrace != nil {
 		sp.StopGrace = int64(*d.StopGrace)
 	}

@@ -43,7 +43,7 @@ func TestAPIOverThreeReplicas(t *testing.T) {
 	if err != nil || created.Spec.Name != "web" || *created.Spec.Replicas != 3 || idx == "" {
 		t.Fatalf("create: %+v %q %v", created, idx, err)
 	}
-	if _, _, err := c1.CreateService(ctx, client.ServiceSpec{Name: "web"}); !isCode(err, client.CodeConflict, 409) {
+	if _, _, err := c1.CreateService(ctx, client.ServiceSpec{Name: "web", Command: []string{"true"}}); !isCode(err, client.CodeConflict, 409) {
 		t.Fatalf("second create of web: %v", err)
 	}
 
@@ -168,8 +168,9 @@ func TestAPIOverThreeReplicas(t *testing.T) {
 		}{
 			{[]byte(`{"name": "x",`), 400, client.CodeMalformed},
 			{[]byte(`{"name": "x", "replicaz": 3}`), 400, client.CodeMalformed},
-			{[]byte(`{"name": "x", "restart": {"condition": "sometimes"}}`), 422, client.CodeInvalidSpec},
-			{[]byte(`{"name": "bad name"}`), 422, client.CodeInvalidSpec},
+			{[]byte(`{"name": "x", "command": ["true"], "restart": {"condition": "sometimes"}}`), 422, client.CodeInvalidSpec},
+			{[]byte(`{"name": "bad name", "command": ["true"]}`), 422, client.CodeInvalidSpec},
+			{[]byte(`{"name": "nocommand"}`), 422, client.CodeInvalidSpec},
 		} {
 			resp, err := http.Post(base+"/v1/services", "application/json", bytes.NewReader(tc.body))
 			if err != nil {

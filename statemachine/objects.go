@@ -180,6 +180,11 @@ type Task struct {
 	// earliest it may start (unix nanoseconds; 0: not delayed); StartBy is
 	// when it starts even if the task it replaces has not stopped.
 	StartAt, StartBy int64
+	// AfterReject marks a replacement for a task that was rejected (it
+	// never ran): it is not placed before StartAt, so a task its nodes
+	// keep refusing is retried once per restart delay, not as fast as a
+	// node can refuse it.
+	AfterReject bool
 	// StopReason says why the orchestrator stopped the task (StopNone while
 	// it is wanted): it decides whether the slot gets a replacement.
 	StopReason StopReason

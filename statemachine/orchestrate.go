@@ -219,7 +219,9 @@ func (s *State) reconcileSlot(svc *Service, sl *slot, mode slotMode) {
 		// It died: the restart condition and the attempts left decide.
 		if s.shouldRestart(svc, newest) && s.attemptsLeft(svc, n) {
 			s.recordRestart(svc, n)
-			s.delayStart(s.newTask(svc, n), svc.Spec.Restart.Delay)
+			t := s.newTask(svc, n)
+			t.AfterReject = newest.Status.State == StateRejected && svc.Spec.Restart.Delay > 0
+			s.delayStart(t, svc.Spec.Restart.Delay)
 		}
 	default:
 		s.newTask(svc, n) // stopped by the orchestrator (moved off its node), not by failure

@@ -181,6 +181,7 @@ func encodeTask(e *encoder, t *Task) {
 	}
 	e.i(t.StartAt)
 	e.i(t.StartBy)
+	e.bool(t.AfterReject)
 	e.byte1(uint8(t.StopReason))
 	e.u(uint64(len(t.Attachments)))
 	for _, a := range t.Attachments {
@@ -213,6 +214,7 @@ func decodeTask(d *decoder, t *Task) {
 	}
 	t.StartAt = d.i()
 	t.StartBy = d.i()
+	t.AfterReject = d.bool()
 	t.StopReason = StopReason(d.un(uint64(numStopReasons)-1, "stop reason"))
 	if k := d.count(2); k > 0 {
 		t.Attachments = make([]Attachment, k)

@@ -223,7 +223,7 @@ func (d *Driver) indexes() ([]uint64, bool, error) {
 // scan reads every group into a fresh table and the pending batches,
 // recording the index each group was read at.
 func (d *Driver) scan(indexes []uint64) (*sched.Table, []*batch, RunStats, error) {
-	sc := newScanner()
+	sc := newScanner(d.cfg.Clock.Now().UnixNano())
 	err := d.c.ReadLocal(route.ClusterGroup, func(s *statemachine.State) {
 		indexes[route.ClusterGroup] = s.LastIndex()
 		sc.scanNodes(s)

@@ -70,10 +70,13 @@ type scanner struct {
 	// creation order, and a service's tasks are created together.
 	last    svcRef
 	lastInf *svcInfo
+	// now (unix nanoseconds) defers replacements of rejected tasks until
+	// their restart delay passed (statemachine.Task.AfterReject).
+	now int64
 }
 
-func newScanner() *scanner {
-	return &scanner{table: sched.NewTable(), keys: make(map[svcRef]*svcInfo)}
+func newScanner(now int64) *scanner {
+	return &scanner{table: sched.NewTable(), keys: make(map[svcRef]*svcInfo), now: now}
 }
 
 // scanNodes puts the cluster group's nodes in the table.
@@ -92,7 +95,7 @@ func (sc *scanner) scanGroup(g int, s *statemachine.State) {
 		t := s.Task(id)
 		st := t.Status.State
 		live := st >= statemachine.StateAssigned && st <= statemachine.StateRunning && t.Node != 0
-		pending := st == statemachine.StatePending && !t.Desired.Stopping()
+		pending := st == statemachine.StatePending && !t.Desired.Stopping() && (!t.AfterReject || t.StartAt <= sc.now)
 		if !live && !pending {
 			continue
 		}
