@@ -40,6 +40,18 @@ func requestCtx(cmd *cobra.Command) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(cmd.Context(), 30*time.Second)
 }
 
+// withClient runs fn with a client of the manager and a deadline for one
+// exchange, and turns its error into one line for the user.
+func withClient(cmd *cobra.Command, o *cliOptions, fn func(ctx context.Context, c *client.Client) error) error {
+	c, err := o.client()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := requestCtx(cmd)
+	defer cancel()
+	return userError(fn(ctx, c))
+}
+
 // userError turns a client error into one line for the user.
 func userError(err error) error {
 	var ae *client.APIError
@@ -55,6 +67,8 @@ func userError(err error) error {
 			msg = msg[:i] + ": is a manager running there? (start one with `shoal serve`, or set --addr / SHOAL_ADDR)"
 		}
 		return errors.New(msg)
+	case err == nil:
+		return nil
 	case errors.Is(err, context.DeadlineExceeded):
 		return errors.New("the manager did not answer in time")
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"strconv"
@@ -21,32 +22,28 @@ func newNodeCmd() *cobra.Command {
 			if err := checkFormat(o.format); err != nil {
 				return err
 			}
-			c, err := o.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := requestCtx(cmd)
-			defer cancel()
-			l, _, err := c.Nodes(ctx, nil)
-			if err != nil {
-				return userError(err)
-			}
-			w := cmd.OutOrStdout()
-			switch {
-			case o.format == "json":
-				return printJSON(w, l.Items)
-			case o.quiet:
-				for _, n := range l.Items {
-					fmt.Fprintln(w, n.ID)
+			return withClient(cmd, o, func(ctx context.Context, c *client.Client) error {
+				l, _, err := c.Nodes(ctx, nil)
+				if err != nil {
+					return err
 				}
-				return nil
-			}
-			var rows [][]string
-			for _, n := range l.Items {
-				rows = append(rows, []string{strconv.Itoa(int(n.ID)), n.Name, titleCase(n.Status),
-					titleCase(n.Availability), strconv.Itoa(n.Tasks), labels(n.Labels)})
-			}
-			return table(w, []string{"ID", "HOSTNAME", "STATUS", "AVAILABILITY", "TASKS", "LABELS"}, rows)
+				w := cmd.OutOrStdout()
+				switch {
+				case o.format == "json":
+					return printJSON(w, l.Items)
+				case o.quiet:
+					for _, n := range l.Items {
+						fmt.Fprintln(w, n.ID)
+					}
+					return nil
+				}
+				var rows [][]string
+				for _, n := range l.Items {
+					rows = append(rows, []string{strconv.Itoa(int(n.ID)), n.Name, titleCase(n.Status),
+						titleCase(n.Availability), strconv.Itoa(n.Tasks), labels(n.Labels)})
+				}
+				return table(w, []string{"ID", "HOSTNAME", "STATUS", "AVAILABILITY", "TASKS", "LABELS"}, rows)
+			})
 		},
 	}
 	ls.Flags().StringVar(&o.format, "format", "table", "table or json")
@@ -54,17 +51,13 @@ func newNodeCmd() *cobra.Command {
 	inspect := &cobra.Command{
 		Use: "inspect ID", Short: "Show a node as JSON", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := o.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := requestCtx(cmd)
-			defer cancel()
-			n, err := c.Node(ctx, args[0])
-			if err != nil {
-				return userError(err)
-			}
-			return printJSON(cmd.OutOrStdout(), n)
+			return withClient(cmd, o, func(ctx context.Context, c *client.Client) error {
+				n, err := c.Node(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				return printJSON(cmd.OutOrStdout(), n)
+			})
 		},
 	}
 	var avail string
@@ -72,46 +65,44 @@ func newNodeCmd() *cobra.Command {
 	update := &cobra.Command{
 		Use: "update ID", Short: "Change a node's availability or labels", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := o.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := requestCtx(cmd)
-			defer cancel()
-			var u client.NodeUpdate
-			if cmd.Flags().Changed("availability") {
-				u.Availability = &avail
-			}
-			if len(addLabels) > 0 || len(rmLabels) > 0 {
-				n, err := c.Node(ctx, args[0])
-				if err != nil {
-					return userError(err)
-				}
-				ls := map[string]string{}
-				for k, v := range n.Labels {
-					ls[k] = v
-				}
-				for _, kv := range addLabels {
-					k, v, ok := strings.Cut(kv, "=")
-					if !ok || k == "" {
-						return fmt.Errorf("--label-add %q is not KEY=VALUE", kv)
-					}
-					ls[k] = v
-				}
-				for _, k := range rmLabels {
-					delete(ls, k)
-				}
-				u.Labels = &ls
-			}
-			if u.Availability == nil && u.Labels == nil {
+			if !cmd.Flags().Changed("availability") && len(addLabels) == 0 && len(rmLabels) == 0 {
 				return fmt.Errorf("nothing to change: pass --availability, --label-add or --label-rm")
 			}
-			n, err := c.UpdateNode(ctx, args[0], u)
-			if err != nil {
-				return userError(err)
+			for _, kv := range addLabels {
+				if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+					return fmt.Errorf("--label-add %q is not KEY=VALUE", kv)
+				}
 			}
-			fmt.Fprintln(cmd.OutOrStdout(), n.ID)
-			return nil
+			return withClient(cmd, o, func(ctx context.Context, c *client.Client) error {
+				var u client.NodeUpdate
+				if cmd.Flags().Changed("availability") {
+					u.Availability = &avail
+				}
+				if len(addLabels) > 0 || len(rmLabels) > 0 {
+					n, err := c.Node(ctx, args[0])
+					if err != nil {
+						return err
+					}
+					ls := map[string]string{}
+					for k, v := range n.Labels {
+						ls[k] = v
+					}
+					for _, kv := range addLabels {
+						k, v, _ := strings.Cut(kv, "=")
+						ls[k] = v
+					}
+					for _, k := range rmLabels {
+						delete(ls, k)
+					}
+					u.Labels = &ls
+				}
+				n, err := c.UpdateNode(ctx, args[0], u)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), n.ID)
+				return nil
+			})
 		},
 	}
 	update.Flags().StringVar(&avail, "availability", "", "active, pause or drain")
@@ -120,17 +111,13 @@ func newNodeCmd() *cobra.Command {
 	rm := &cobra.Command{
 		Use: "rm ID", Aliases: []string{"remove"}, Short: "Remove a down node", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := o.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := requestCtx(cmd)
-			defer cancel()
-			if err := c.RemoveNode(ctx, args[0]); err != nil {
-				return userError(err)
-			}
-			fmt.Fprintln(cmd.OutOrStdout(), args[0])
-			return nil
+			return withClient(cmd, o, func(ctx context.Context, c *client.Client) error {
+				if err := c.RemoveNode(ctx, args[0]); err != nil {
+					return err
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), args[0])
+				return nil
+			})
 		},
 	}
 	cmd.AddCommand(ls, inspect, update, rm)
@@ -155,18 +142,14 @@ func newNetworkCmd() *cobra.Command {
 	create := &cobra.Command{
 		Use: "create NAME --subnet CIDR", Short: "Create a network", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := o.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := requestCtx(cmd)
-			defer cancel()
-			n, err := c.CreateNetwork(ctx, client.NetworkSpec{Name: args[0], Subnet: subnet, Reserved: reserved})
-			if err != nil {
-				return userError(err)
-			}
-			fmt.Fprintln(cmd.OutOrStdout(), n.Spec.Name)
-			return nil
+			return withClient(cmd, o, func(ctx context.Context, c *client.Client) error {
+				n, err := c.CreateNetwork(ctx, client.NetworkSpec{Name: args[0], Subnet: subnet, Reserved: reserved})
+				if err != nil {
+					return err
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), n.Spec.Name)
+				return nil
+			})
 		},
 	}
 	create.Flags().StringVar(&subnet, "subnet", "", "the network's addresses in CIDR form, e.g. 10.0.0.0/24 (required)")
@@ -178,58 +161,46 @@ func newNetworkCmd() *cobra.Command {
 			if err := checkFormat(o.format); err != nil {
 				return err
 			}
-			c, err := o.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := requestCtx(cmd)
-			defer cancel()
-			l, err := c.Networks(ctx)
-			if err != nil {
-				return userError(err)
-			}
-			if o.format == "json" {
-				return printJSON(cmd.OutOrStdout(), l.Items)
-			}
-			var rows [][]string
-			for _, n := range l.Items {
-				rows = append(rows, []string{strconv.Itoa(int(n.ID)), n.Spec.Name, n.Spec.Subnet, strconv.Itoa(n.Size),
-					strconv.Itoa(n.Free), strconv.Itoa(n.Held), strconv.Itoa(n.Quarantined)})
-			}
-			return table(cmd.OutOrStdout(), []string{"ID", "NAME", "SUBNET", "SIZE", "FREE", "HELD", "QUARANTINED"}, rows)
+			return withClient(cmd, o, func(ctx context.Context, c *client.Client) error {
+				l, err := c.Networks(ctx)
+				if err != nil {
+					return err
+				}
+				if o.format == "json" {
+					return printJSON(cmd.OutOrStdout(), l.Items)
+				}
+				var rows [][]string
+				for _, n := range l.Items {
+					rows = append(rows, []string{strconv.Itoa(int(n.ID)), n.Spec.Name, n.Spec.Subnet, strconv.Itoa(n.Size),
+						strconv.Itoa(n.Free), strconv.Itoa(n.Held), strconv.Itoa(n.Quarantined)})
+				}
+				return table(cmd.OutOrStdout(), []string{"ID", "NAME", "SUBNET", "SIZE", "FREE", "HELD", "QUARANTINED"}, rows)
+			})
 		},
 	}
 	ls.Flags().StringVar(&o.format, "format", "table", "table or json")
 	inspect := &cobra.Command{
 		Use: "inspect NAME", Short: "Show a network as JSON", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := o.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := requestCtx(cmd)
-			defer cancel()
-			n, err := c.Network(ctx, args[0])
-			if err != nil {
-				return userError(err)
-			}
-			return printJSON(cmd.OutOrStdout(), n)
+			return withClient(cmd, o, func(ctx context.Context, c *client.Client) error {
+				n, err := c.Network(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				return printJSON(cmd.OutOrStdout(), n)
+			})
 		},
 	}
 	rm := &cobra.Command{
 		Use: "rm NAME", Aliases: []string{"remove"}, Short: "Remove an unused network", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := o.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := requestCtx(cmd)
-			defer cancel()
-			if err := c.RemoveNetwork(ctx, args[0]); err != nil {
-				return userError(err)
-			}
-			fmt.Fprintln(cmd.OutOrStdout(), args[0])
-			return nil
+			return withClient(cmd, o, func(ctx context.Context, c *client.Client) error {
+				if err := c.RemoveNetwork(ctx, args[0]); err != nil {
+					return err
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), args[0])
+				return nil
+			})
 		},
 	}
 	cmd.AddCommand(create, ls, inspect, rm)
@@ -244,34 +215,30 @@ func newStatusCmd() *cobra.Command {
 			if err := checkFormat(o.format); err != nil {
 				return err
 			}
-			c, err := o.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := requestCtx(cmd)
-			defer cancel()
-			st, err := c.Status(ctx)
-			if err != nil {
-				return userError(err)
-			}
-			w := cmd.OutOrStdout()
-			if o.format == "json" {
-				return printJSON(w, st)
-			}
-			fmt.Fprintf(w, "replica %d (leading: %v): %d services, %d tasks, %d nodes\n", st.Replica, st.Leading, st.Services, st.Tasks, st.Nodes)
-			var rows [][]string
-			for _, m := range st.Managers {
-				rows = append(rows, []string{strconv.FormatUint(m.Replica, 10), m.API})
-			}
-			if err := table(w, []string{"MANAGER", "API"}, rows); err != nil {
-				return err
-			}
-			rows = nil
-			for _, g := range st.Groups {
-				rows = append(rows, []string{strconv.Itoa(g.Group), strconv.FormatUint(g.Leader, 10),
-					strconv.FormatUint(g.AppliedIndex, 10), strconv.Itoa(g.Services), strconv.Itoa(g.Tasks)})
-			}
-			return table(w, []string{"GROUP", "LEADER", "APPLIED", "SERVICES", "TASKS"}, rows)
+			return withClient(cmd, o, func(ctx context.Context, c *client.Client) error {
+				st, err := c.Status(ctx)
+				if err != nil {
+					return err
+				}
+				w := cmd.OutOrStdout()
+				if o.format == "json" {
+					return printJSON(w, st)
+				}
+				fmt.Fprintf(w, "replica %d (leading: %v): %d services, %d tasks, %d nodes\n", st.Replica, st.Leading, st.Services, st.Tasks, st.Nodes)
+				var rows [][]string
+				for _, m := range st.Managers {
+					rows = append(rows, []string{strconv.FormatUint(m.Replica, 10), m.API})
+				}
+				if err := table(w, []string{"MANAGER", "API"}, rows); err != nil {
+					return err
+				}
+				rows = nil
+				for _, g := range st.Groups {
+					rows = append(rows, []string{strconv.Itoa(g.Group), strconv.FormatUint(g.Leader, 10),
+						strconv.FormatUint(g.AppliedIndex, 10), strconv.Itoa(g.Services), strconv.Itoa(g.Tasks)})
+				}
+				return table(w, []string{"GROUP", "LEADER", "APPLIED", "SERVICES", "TASKS"}, rows)
+			})
 		},
 	}
 	addClientFlags(cmd, o)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net/url"
 	"strconv"
@@ -256,21 +257,17 @@ func newServiceRollbackCmd(o *cliOptions) *cobra.Command {
 		Short: "Return a service to its previous spec",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := o.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := requestCtx(cmd)
-			defer cancel()
-			svc, idx, err := c.Rollback(ctx, args[0])
-			if err != nil {
-				return userError(err)
-			}
-			fmt.Fprintln(cmd.OutOrStdout(), svc.Spec.Name)
-			if detach {
-				return nil
-			}
-			return converge(cmd, c, args[0], idx, timeout)
+			return withClient(cmd, o, func(ctx context.Context, c *client.Client) error {
+				svc, idx, err := c.Rollback(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), svc.Spec.Name)
+				if detach {
+					return nil
+				}
+				return converge(cmd, c, args[0], idx, timeout)
+			})
 		},
 	}
 	cmd.Flags().BoolVarP(&detach, "detach", "d", false, "return without waiting for convergence")
@@ -285,20 +282,15 @@ func newServiceRmCmd(o *cliOptions) *cobra.Command {
 		Short:   "Remove services (their tasks are stopped first)",
 		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := o.client()
-			if err != nil {
-				return err
-			}
-			for _, name := range args {
-				ctx, cancel := requestCtx(cmd)
-				_, _, err := c.RemoveService(ctx, name)
-				cancel()
-				if err != nil {
-					return userError(err)
+			return withClient(cmd, o, func(ctx context.Context, c *client.Client) error {
+				for _, name := range args {
+					if _, _, err := c.RemoveService(ctx, name); err != nil {
+						return err
+					}
+					fmt.Fprintln(cmd.OutOrStdout(), name)
 				}
-				fmt.Fprintln(cmd.OutOrStdout(), name)
-			}
-			return nil
+				return nil
+			})
 		},
 	}
 }
@@ -368,17 +360,13 @@ func newServiceInspectCmd(o *cliOptions) *cobra.Command {
 		Short: "Show a service as JSON",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := o.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := requestCtx(cmd)
-			defer cancel()
-			svc, _, err := c.Service(ctx, args[0], nil)
-			if err != nil {
-				return userError(err)
-			}
-			return printJSON(cmd.OutOrStdout(), svc)
+			return withClient(cmd, o, func(ctx context.Context, c *client.Client) error {
+				svc, _, err := c.Service(ctx, args[0], nil)
+				if err != nil {
+					return err
+				}
+				return printJSON(cmd.OutOrStdout(), svc)
+			})
 		},
 	}
 }
