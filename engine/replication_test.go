@@ -93,3 +93,39 @@ func TestWholeClusterRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// An entry stamped earlier than the last applied one (a proposer whose
+// clock is behind) does not move a group's time back, and every replica
+// clamps it alike.
+func TestEntryTimeNeverGoesBackwards(t *testing.T) {
+	l := startLocal(t, 3, testConfig(1))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := l.Engine(1).Submit(ctx, addNodes(1)[0]); err != nil {
+		t.Fatal(err)
+	}
+	converged(t, l.Engines())
+	var last int64
+	if err := l.Engine(1).ReadLocal(0, func(s *statemachine.State) { last = s.LastTime() }); err != nil {
+		t.Fatal(err)
+	}
+	behind := last - int64(time.Hour)
+	ent := encodeEntry(behind, []statemachine.Command{{Kind: statemachine.CmdSetNodeStatus, Node: 1, NodeStatus: statemachine.NodeDown}}, 64)
+	if err := l.Engine(2).proposeRaw(ctx, 0, ent).Err(); err != nil {
+		t.Fatal(err)
+	}
+	converged(t, l.Engines())
+	for _, e := range l.Engines() {
+		var now, at int64
+		var status statemachine.NodeStatus
+		if err := e.ReadLocal(0, func(s *statemachine.State) {
+			now, at, status = s.LastTime(), s.Node(1).StatusAt, s.Node(1).Status
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if status != statemachine.NodeDown || now != last || at != last {
+			t.Fatalf("replica %d: node %s at %d, group time %d; want down at the last applied time %d (the entry said %d)",
+				e.ReplicaID(), status, at, now, last, behind)
+		}
+	}
+}

@@ -13,6 +13,7 @@ func (s *State) Clone() *State {
 	c := &State{
 		cfg:           s.cfg,
 		lastIndex:     s.lastIndex,
+		lastTime:      s.lastTime,
 		nextTask:      s.nextTask,
 		nextService:   s.nextService,
 		nextNode:      s.nextNode,

@@ -14,8 +14,12 @@ import (
 )
 
 // snapshotMagic opens every canonical encoding; the last byte is the format
-// version.
-const snapshotMagic = "SHOALSM\x01"
+// version: 2 records the last applied time after the last index; 1 (still
+// read, as time 0) did not.
+const (
+	snapshotMagic   = "SHOALSM\x02"
+	snapshotMagicV1 = "SHOALSM\x01"
+)
 
 // flushAt is how much canonical encoding is buffered before it is written.
 const flushAt = 1 << 20
@@ -85,6 +89,7 @@ func (s *State) writeCanonical(w io.Writer) error {
 	e.u(uint64(s.cfg.HistoryRetention))
 	e.bool(s.cfg.ManualReactions)
 	e.u(s.lastIndex)
+	e.i(s.lastTime)
 	e.u(s.nextTask)
 	e.u(uint64(s.nextService))
 	// When timers are next looked at is part of the state: a pass changes
@@ -255,7 +260,8 @@ func (s *State) Load(r io.Reader) error {
 func FromCanonical(b []byte) (*State, error) { return decodeCanonical(b) }
 
 func decodeCanonical(b []byte) (*State, error) {
-	if !bytes.HasPrefix(b, []byte(snapshotMagic)) {
+	v1 := bytes.HasPrefix(b, []byte(snapshotMagicV1))
+	if !v1 && !bytes.HasPrefix(b, []byte(snapshotMagic)) {
 		return nil, fmt.Errorf("%w: not a Shoal state snapshot (bad magic)", ErrCorrupt)
 	}
 	d := newDecoder(b)
@@ -267,6 +273,9 @@ func decodeCanonical(b []byte) (*State, error) {
 	cfg.ManualReactions = d.bool()
 	s := New(cfg)
 	s.lastIndex = d.u()
+	if !v1 {
+		s.lastTime = d.i()
+	}
 	s.nextTask = d.u()
 	s.nextService = ServiceID(d.un(1<<32-1, "next service"))
 	s.nextDue = d.i()

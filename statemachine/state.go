@@ -36,8 +36,12 @@ const DefaultHistoryRetention = 5
 
 // State is the replicated state of one group.
 type State struct {
-	cfg         Config
-	lastIndex   uint64
+	cfg       Config
+	lastIndex uint64
+	// lastTime is the time of the last applied entry (unix nanoseconds)
+	// after clamping: an entry stamped earlier applies at lastTime, so the
+	// state's clock never goes backwards, on every replica alike.
+	lastTime    int64
 	nextTask    uint64
 	nextService ServiceID
 	// nextNode is the lowest node ID CmdReserveNodeID may hand out.
@@ -109,6 +113,11 @@ func (s *State) Config() Config { return s.cfg }
 
 // LastIndex is the Raft index of the last applied entry.
 func (s *State) LastIndex() uint64 { return s.lastIndex }
+
+// LastTime is the time (unix nanoseconds) the last applied entry was
+// applied at: its proposer's stamp, or the previous entry's time if the
+// stamp was earlier. It never decreases.
+func (s *State) LastTime() int64 { return s.lastTime }
 
 // Task returns a task by ID (nil if absent). The caller must not modify it.
 func (s *State) Task(id TaskID) *Task { return s.tasks[id] }
@@ -185,6 +194,9 @@ func sortedKeys[K ~uint32 | ~uint64, V any](m map[K]V) []K {
 // proposed at time now (unix nanoseconds). out receives one result per
 // command and the effects. An entry at or below the last applied index is a
 // replay and changes nothing (its results are all OK with no effects).
+// Time never goes backwards: an entry stamped before the last applied one
+// (a proposer whose clock is behind, a leader change) applies at the last
+// applied time instead, decided from replicated data only.
 func (s *State) Apply(batch []Command, index uint64, now int64, out *Output) {
 	out.reset()
 	if index != 0 && index <= s.lastIndex {
@@ -193,6 +205,8 @@ func (s *State) Apply(batch []Command, index uint64, now int64, out *Output) {
 		}
 		return
 	}
+	now = max(now, s.lastTime)
+	s.lastTime = now
 	s.now, s.out, s.index = now, out, index
 	for i := range batch {
 		out.Results = append(out.Results, s.applyOne(&batch[i]))
