@@ -1,0 +1,390 @@
+package check
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"shoal/api/client"
+	"shoal/loadgen/report"
+)
+
+// maxKept is how many violations are kept with their details.
+const maxKept = 100
+
+// view is what the event stream showed of one task.
+type view struct {
+	service string
+	slot    uint32
+	node    uint32
+	desired string
+	rank    int
+	conn    int      // the stream connection of the last merged object
+	live    []string // address keys held while not terminal
+	stale   bool     // a later event came without an object: the task was gone when rendered
+	obj     *client.Task
+}
+
+// holder is a task holding an address on an agent.
+type holder struct {
+	node uint32
+	task uint64
+}
+
+// Checker checks the invariants; see the package doc.
+type Checker struct {
+	mu struct {
+		sync.Mutex
+		start    time.Time
+		tasks    map[uint64]*view
+		liveAddr map[string]uint64   // address key → task (stream view, non-terminal)
+		agentAdr map[string]holder   // address key → holder (agents)
+		held     map[uint64][]string // task → address keys it holds on an agent
+		handed   map[uint64]uint32   // task → node an agent got it on
+		checked  map[string]int64
+		count    map[string]int
+		kept     []report.Violation
+	}
+}
+
+// New returns a checker; times in violations count from start.
+func New(start time.Time) *Checker {
+	c := &Checker{}
+	c.mu.start = start
+	c.mu.tasks = map[uint64]*view{}
+	c.mu.liveAddr = map[string]uint64{}
+	c.mu.agentAdr = map[string]holder{}
+	c.mu.held = map[uint64][]string{}
+	c.mu.handed = map[uint64]uint32{}
+	c.mu.checked = map[string]int64{}
+	c.mu.count = map[string]int{}
+	return c
+}
+
+// addrKey names an address on a network, without its prefix length.
+func addrKey(network, addr string) string {
+	if i := strings.IndexByte(addr, '/'); i >= 0 {
+		addr = addr[:i]
+	}
+	return network + " " + addr
+}
+
+func (c *Checker) violateLocked(now time.Time, inv, msg string, objs ...string) {
+	c.mu.count[inv]++
+	if len(c.mu.kept) < maxKept {
+		c.mu.kept = append(c.mu.kept, report.Violation{Invariant: inv, AtSeconds: now.Sub(c.mu.start).Seconds(),
+			Message: msg, Objects: objs})
+	}
+}
+
+func describe(id uint64, v *view) string {
+	if v == nil {
+		return fmt.Sprintf("task %d (not seen in the event stream)", id)
+	}
+	s := fmt.Sprintf("task %d %s.%d node=%d desired=%s state=%s", id, v.service, v.slot, v.node, v.desired, States[v.rank])
+	if v.obj != nil && len(v.obj.Addresses) > 0 {
+		var as []string
+		for _, a := range v.obj.Addresses {
+			r := ""
+			if a.Released {
+				r = "(released)"
+			}
+			as = append(as, a.Network+":"+a.Addr+r)
+		}
+		s += " addresses=" + strings.Join(as, ",")
+	}
+	return s
+}
+
+// Event feeds one event-stream event, received on stream connection conn
+// (a number that changes at every reconnect), at now.
+func (c *Checker) Event(ev client.Event, conn int, now time.Time) {
+	if ev.Topic != "task" {
+		return
+	}
+	id, err := strconv.ParseUint(ev.Key, 10, 64)
+	if err != nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ev.Type == "deleted" {
+		c.deletedLocked(id, now)
+		return
+	}
+	if ev.Task == nil {
+		if v := c.mu.tasks[id]; v != nil {
+			v.stale = true
+		}
+		return
+	}
+	c.mergeLocked(id, ev.Task, conn, now)
+}
+
+func (c *Checker) deletedLocked(id uint64, now time.Time) {
+	v := c.mu.tasks[id]
+	c.mu.checked[NoVanish]++
+	if v != nil && !v.stale && v.rank >= rankAssigned && v.rank < rankComplete {
+		c.violateLocked(now, NoVanish, fmt.Sprintf("task %d was deleted while %s on node %d (desired %s)",
+			id, States[v.rank], v.node, v.desired), describe(id, v))
+	}
+	if v != nil {
+		c.setLiveLocked(id, v, nil, now)
+	}
+	delete(c.mu.tasks, id)
+	delete(c.mu.handed, id)
+}
+
+// mergeLocked merges a rendered task object into the view.
+func (c *Checker) mergeLocked(id uint64, t *client.Task, conn int, now time.Time) {
+	rank, ok := stateRank[t.State]
+	c.mu.checked[TaskShape]++
+	if !ok {
+		c.violateLocked(now, TaskShape, fmt.Sprintf("task %d has observed state %q", id, t.State), fmt.Sprintf("%+v", *t))
+		return
+	}
+	if rank >= rankAssigned && rank != rankRejected && t.Node == 0 {
+		c.violateLocked(now, TaskShape, fmt.Sprintf("task %d is %s without a node", id, t.State), fmt.Sprintf("%+v", *t))
+	}
+	v := c.mu.tasks[id]
+	if v == nil {
+		v = &view{rank: -1}
+		c.mu.tasks[id] = v
+	}
+	c.mu.checked[Monotone]++
+	if rank < v.rank {
+		if conn == v.conn {
+			c.violateLocked(now, Monotone, fmt.Sprintf("task %d moved back from %s to %s", id, States[v.rank], t.State),
+				describe(id, v), fmt.Sprintf("now: %+v", *t))
+		}
+		return // an older rendering (a lagging replica): keep what we know
+	}
+	v.service, v.slot, v.desired, v.rank, v.conn, v.stale = t.Service, t.Slot, t.Desired, rank, conn, false
+	if t.Node != 0 {
+		v.node = t.Node
+	}
+	tc := *t
+	v.obj = &tc
+	var live []string
+	if rank < rankComplete {
+		for _, a := range t.Addresses {
+			if !a.Released {
+				live = append(live, addrKey(a.Network, a.Addr))
+			}
+		}
+	}
+	c.setLiveLocked(id, v, live, now)
+	if n, ok := c.mu.handed[id]; ok && v.node != 0 {
+		c.checkNodeLocked(id, v, n, now)
+	}
+}
+
+// setLiveLocked replaces the addresses task id holds in the stream's view.
+func (c *Checker) setLiveLocked(id uint64, v *view, live []string, now time.Time) {
+	for _, k := range v.live {
+		if c.mu.liveAddr[k] == id {
+			delete(c.mu.liveAddr, k)
+		}
+	}
+	v.live = live
+	for _, k := range live {
+		c.mu.checked[AddressLive]++
+		if other, ok := c.mu.liveAddr[k]; ok && other != id {
+			c.violateLocked(now, AddressLive, fmt.Sprintf("address %s is attached to two tasks that are not terminal: %d and %d", k, other, id),
+				describe(other, c.mu.tasks[other]), describe(id, v))
+			continue
+		}
+		c.mu.liveAddr[k] = id
+	}
+}
+
+func (c *Checker) checkNodeLocked(id uint64, v *view, node uint32, now time.Time) {
+	c.mu.checked[OwnNode]++
+	if v.node != node {
+		c.violateLocked(now, OwnNode, fmt.Sprintf("the agent of node %d was handed task %d, which is on node %d", node, id, v.node),
+			describe(id, v))
+	}
+}
+
+// Handed records that the agent of node received task id in an
+// assignments frame.
+func (c *Checker) Handed(node uint32, id uint64, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if prev, ok := c.mu.handed[id]; ok && prev == node {
+		return
+	} else if ok {
+		c.mu.checked[OwnNode]++
+		c.violateLocked(now, OwnNode, fmt.Sprintf("task %d was handed to the agents of nodes %d and %d", id, prev, node),
+			describe(id, c.mu.tasks[id]))
+		return
+	}
+	c.mu.handed[id] = node
+	if v := c.mu.tasks[id]; v != nil && v.node != 0 {
+		c.checkNodeLocked(id, v, node, now)
+	}
+}
+
+// Hold records that the agent of node holds the addresses of task id (it
+// prepared or started it). Holding again what the task holds is no change.
+func (c *Checker) Hold(node uint32, id uint64, network, addrs []string, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.mu.held[id]; ok {
+		return
+	}
+	keys := make([]string, 0, len(addrs))
+	for i := range addrs {
+		k := addrKey(network[i], addrs[i])
+		c.mu.checked[AddressAgents]++
+		if h, ok := c.mu.agentAdr[k]; ok && h.task != id {
+			c.violateLocked(now, AddressAgents, fmt.Sprintf("address %s is held on the agents by task %d (node %d) and task %d (node %d)",
+				k, h.task, h.node, id, node), describe(h.task, c.mu.tasks[h.task]), describe(id, c.mu.tasks[id]))
+			continue
+		}
+		c.mu.agentAdr[k] = holder{node, id}
+		keys = append(keys, k)
+	}
+	c.mu.held[id] = keys
+}
+
+// Release records that the agent let go of task id (it forgot it).
+func (c *Checker) Release(id uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, k := range c.mu.held[id] {
+		if c.mu.agentAdr[k].task == id {
+			delete(c.mu.agentAdr, k)
+		}
+	}
+	delete(c.mu.held, id)
+}
+
+// Reset replaces the stream's view with a full task list (after the
+// stream could not resume and the state was read again). What agents hold
+// and were handed stays.
+func (c *Checker) Reset(tasks []client.Task, conn int, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.mu.tasks = map[uint64]*view{}
+	c.mu.liveAddr = map[string]uint64{}
+	for i := range tasks {
+		id, err := strconv.ParseUint(tasks[i].ID, 10, 64)
+		if err != nil {
+			continue
+		}
+		c.mergeLocked(id, &tasks[i], conn, now)
+	}
+}
+
+// Quiesced checks, once the cluster settled, that every service in want
+// (name → desired running count) has exactly that many running tasks, at
+// most one per slot, and that no other service runs tasks.
+func (c *Checker) Quiesced(want map[string]int, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	running := map[string]int{}
+	slots := map[string][]uint64{}
+	for id, v := range c.mu.tasks {
+		if v.rank != rankRunning {
+			continue
+		}
+		running[v.service]++
+		k := fmt.Sprintf("%s.%d", v.service, v.slot)
+		slots[k] = append(slots[k], id)
+	}
+	keys := make([]string, 0, len(slots))
+	for k := range slots {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		ids := slots[k]
+		c.mu.checked[OnePerSlot]++
+		if len(ids) > 1 {
+			sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+			var objs []string
+			for _, id := range ids {
+				objs = append(objs, describe(id, c.mu.tasks[id]))
+			}
+			c.violateLocked(now, OnePerSlot, fmt.Sprintf("slot %s has %d running tasks", k, len(ids)), objs...)
+		}
+	}
+	names := make([]string, 0, len(want)+len(running))
+	for s := range want {
+		names = append(names, s)
+	}
+	for s := range running {
+		if _, ok := want[s]; !ok {
+			names = append(names, s)
+		}
+	}
+	sort.Strings(names)
+	for _, s := range names {
+		c.mu.checked[AsDesired]++
+		if running[s] != want[s] {
+			c.violateLocked(now, AsDesired, fmt.Sprintf("service %s has %d running tasks, desired %d", s, running[s], want[s]))
+		}
+	}
+}
+
+// Running returns how many tasks run in the stream's view, by service.
+func (c *Checker) Running() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]int{}
+	for _, v := range c.mu.tasks {
+		if v.rank == rankRunning {
+			out[v.service]++
+		}
+	}
+	return out
+}
+
+// ByState counts the stream's view of tasks by observed state (index:
+// rank, as in States).
+func (c *Checker) ByState() []int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]int, len(States))
+	for _, v := range c.mu.tasks {
+		if v.rank >= 0 {
+			out[v.rank]++
+		}
+	}
+	return out
+}
+
+// Count returns how many violations were seen.
+func (c *Checker) Count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, k := range c.mu.count {
+		n += k
+	}
+	return n
+}
+
+// Violations returns the kept violations (the first 100), in order.
+func (c *Checker) Violations() []report.Violation {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]report.Violation(nil), c.mu.kept...)
+}
+
+// Results returns every invariant with how often it was checked and
+// broken.
+func (c *Checker) Results() []report.Invariant {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []report.Invariant
+	for _, n := range Names {
+		out = append(out, report.Invariant{Name: n.Name, Description: n.Description,
+			Checked: c.mu.checked[n.Name], Violations: c.mu.count[n.Name]})
+	}
+	return out
+}

@@ -1,0 +1,127 @@
+package check
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"shoal/api/client"
+)
+
+var t0 = time.Unix(1_700_000_000, 0)
+
+func taskEv(id, svc string, slot uint32, node uint32, desired, state string, addrs ...string) client.Event {
+	t := &client.Task{ID: id, Service: svc, Slot: slot, Node: node, Desired: desired, State: state}
+	for _, a := range addrs {
+		released := strings.HasSuffix(a, "!")
+		t.Addresses = append(t.Addresses, client.TaskAddress{Network: "net0", Addr: strings.TrimSuffix(a, "!"), Released: released})
+	}
+	return client.Event{Topic: "task", Type: "state", Key: id, Task: t}
+}
+
+func deleted(id string) client.Event { return client.Event{Topic: "task", Type: "deleted", Key: id} }
+
+func violations(c *Checker, inv string) int {
+	for _, r := range c.Results() {
+		if r.Name == inv {
+			return r.Violations
+		}
+	}
+	return -1
+}
+
+// A correct life: an address is released by one task, confirmed, and reused
+// by the next; the old task is deleted once terminal. Nothing is flagged.
+func TestCleanStream(t *testing.T) {
+	c := New(t0)
+	for _, ev := range []client.Event{
+		taskEv("1", "web", 1, 0, "running", "pending", "10.0.0.2/24"),
+		taskEv("1", "web", 1, 5, "running", "assigned", "10.0.0.2/24"),
+		taskEv("1", "web", 1, 5, "running", "running", "10.0.0.2/24"),
+		taskEv("1", "web", 1, 5, "shutdown", "shutdown", "10.0.0.2/24"),
+		taskEv("1", "web", 1, 5, "shutdown", "shutdown", "10.0.0.2/24!"),
+		taskEv("2", "web", 1, 0, "running", "pending", "10.0.0.2/24"),
+		deleted("1"),
+		taskEv("2", "web", 1, 6, "running", "running", "10.0.0.2/24"),
+	} {
+		c.Event(ev, 1, t0)
+	}
+	c.Handed(5, 1, t0)
+	c.Hold(5, 1, []string{"net0"}, []string{"10.0.0.2/24"}, t0)
+	c.Release(1)
+	c.Handed(6, 2, t0)
+	c.Hold(6, 2, []string{"net0"}, []string{"10.0.0.2/24"}, t0)
+	c.Quiesced(map[string]int{"web": 1}, t0)
+	if n := c.Count(); n != 0 {
+		t.Fatalf("%d violations in a clean stream: %+v", n, c.Violations())
+	}
+}
+
+// Planted bug: a manager hands an address to a new task while the old one,
+// still running, holds it. Both checks of addresses catch it.
+func TestPlantedAddressReuse(t *testing.T) {
+	c := New(t0)
+	c.Event(taskEv("1", "web", 1, 5, "running", "running", "10.0.0.2/24"), 1, t0)
+	c.Event(taskEv("2", "api", 1, 6, "running", "assigned", "10.0.0.2/24"), 1, t0)
+	if violations(c, AddressLive) != 1 {
+		t.Fatalf("address held by two live tasks not caught: %+v", c.Results())
+	}
+	// On the agents: node 5 still holds task 1 (not forgotten) when node 6
+	// prepares task 2 with the same address — the freed-at-release bug.
+	c.Hold(5, 1, []string{"net0"}, []string{"10.0.0.2/24"}, t0)
+	c.Hold(6, 2, []string{"net0"}, []string{"10.0.0.2/24"}, t0)
+	if violations(c, AddressAgents) != 1 {
+		t.Fatalf("address held by two agents not caught: %+v", c.Results())
+	}
+	v := c.Violations()
+	if len(v) != 2 || !strings.Contains(v[1].Message, "task 1 (node 5) and task 2 (node 6)") || len(v[1].Objects) != 2 {
+		t.Fatalf("violation lacks the objects involved: %+v", v)
+	}
+}
+
+// Planted bug: an agent is handed a task the manager placed on another
+// node; caught whichever arrives first, the assignment or the event.
+func TestPlantedForeignTask(t *testing.T) {
+	c := New(t0)
+	c.Event(taskEv("7", "web", 2, 3, "running", "assigned"), 1, t0)
+	c.Handed(4, 7, t0)
+	c.Handed(9, 8, t0) // before the stream shows task 8
+	c.Event(taskEv("8", "web", 3, 3, "running", "assigned"), 1, t0)
+	if violations(c, OwnNode) != 2 {
+		t.Fatalf("foreign tasks not caught: %+v", c.Violations())
+	}
+}
+
+// Planted bugs: a running task deleted; a state moving back; two running
+// tasks in one slot and a wrong running count at quiescence.
+func TestPlantedLifecycleBugs(t *testing.T) {
+	c := New(t0)
+	c.Event(taskEv("1", "web", 1, 5, "running", "running"), 1, t0)
+	c.Event(deleted("1"), 1, t0)
+	if violations(c, NoVanish) != 1 {
+		t.Fatalf("running task deleted not caught: %+v", c.Violations())
+	}
+	c.Event(taskEv("2", "web", 1, 5, "running", "running"), 1, t0)
+	c.Event(taskEv("2", "web", 1, 5, "running", "starting"), 1, t0)
+	if violations(c, Monotone) != 1 {
+		t.Fatalf("backwards state not caught: %+v", c.Violations())
+	}
+	// On another connection (a lagging replica) an older object is not a
+	// violation, and is not merged.
+	c.Event(taskEv("2", "web", 1, 5, "running", "assigned"), 2, t0)
+	if violations(c, Monotone) != 1 {
+		t.Fatalf("lagging replica's object flagged: %+v", c.Violations())
+	}
+	c.Event(taskEv("3", "web", 1, 6, "running", "running"), 1, t0)
+	c.Event(taskEv("4", "gone", 1, 6, "running", "running"), 1, t0)
+	c.Quiesced(map[string]int{"web": 1}, t0)
+	if violations(c, OnePerSlot) != 1 || violations(c, AsDesired) != 2 {
+		t.Fatalf("quiescence bugs not caught: %+v", c.Violations())
+	}
+	// A pending task deleted (flagged remove before placement) is fine.
+	c.Event(taskEv("5", "web", 2, 0, "running", "pending"), 1, t0)
+	c.Event(deleted("5"), 1, t0)
+	if violations(c, NoVanish) != 1 {
+		t.Fatalf("pending task deletion flagged: %+v", c.Violations())
+	}
+}

@@ -1,0 +1,160 @@
+package report
+
+// Version is the schema version written in Report.Version.
+const Version = 1
+
+// Report is one loadgen run.
+type Report struct {
+	Version int `json:"version"`
+	// TasksRunning is the number of running tasks at the end of the run (the
+	// sum of the services' running counts, read from the API).
+	TasksRunning int `json:"tasks_running"`
+	// Violations counts every invariant violation seen.
+	Violations int `json:"violations"`
+	// ConvergeSeconds is how long the cluster took, from the start of the
+	// quiesce phase, to have every service at its desired running count
+	// (desired total back to --tasks); -1 if it did not converge in time or
+	// the phase was off.
+	ConvergeSeconds float64 `json:"converge_seconds"`
+	Converged       bool    `json:"converged"`
+	// HeapBytesPerTask is the largest, over replicas, of
+	// go_memstats_heap_inuse_bytes divided by Params.Tasks, read at the end.
+	HeapBytesPerTask float64 `json:"heap_bytes_per_task"`
+
+	Seed         uint64      `json:"seed"`
+	Params       Params      `json:"params"`
+	StartedAt    string      `json:"started_at"` // RFC 3339
+	TotalSeconds float64     `json:"total_seconds"`
+	Phases       []Phase     `json:"phases"`
+	Counts       Counts      `json:"counts"`
+	Latencies    []Latency   `json:"latencies"`
+	Transitions  Rate        `json:"transitions_per_second"`
+	Replicas     []Replica   `json:"replicas"`
+	Invariants   []Invariant `json:"invariants"`
+	// ViolationList holds the first violations (at most 100) in the order
+	// they were seen.
+	ViolationList []Violation `json:"violation_list,omitempty"`
+	Series        Series      `json:"series"`
+	Thresholds    []Threshold `json:"thresholds,omitempty"`
+	// Profiles lists the profile files written (loadgen and replicas).
+	Profiles []string `json:"profiles,omitempty"`
+}
+
+// Params are the run's parameters as given (after defaults).
+type Params struct {
+	Agents         int      `json:"agents"`
+	Tasks          int      `json:"tasks"`
+	Services       int      `json:"services"`
+	Networks       int      `json:"networks"`
+	Managers       int      `json:"managers"` // 0 with Join
+	Join           []string `json:"join,omitempty"`
+	Groups         int      `json:"groups,omitempty"`
+	SyncSeconds    float64  `json:"sync_interval_seconds"`
+	RampSeconds    float64  `json:"ramp_timeout_seconds"`
+	ChurnSeconds   float64  `json:"churn_seconds"`
+	FaultSeconds   float64  `json:"fault_seconds"`
+	QuiesceSeconds float64  `json:"quiesce_timeout_seconds"`
+	ChurnRate      float64  `json:"churn_ops_per_second"`
+	LeaderKillSecs float64  `json:"leader_kill_every_seconds"`
+	FaultShare     float64  `json:"fault_agent_share"`
+	Phases         []string `json:"phases"` // the phases switched on
+}
+
+// Phase is one phase of the run.
+type Phase struct {
+	Name         string  `json:"name"` // ramp, churn, faults, quiesce
+	StartSeconds float64 `json:"start_seconds"`
+	Seconds      float64 `json:"seconds"`
+	Skipped      bool    `json:"skipped,omitempty"`
+	Note         string  `json:"note,omitempty"` // e.g. "timed out with 91234/100000 running"
+}
+
+// Counts are what the run did and saw.
+type Counts struct {
+	NetworksCreated  int   `json:"networks_created"`
+	ServicesCreated  int   `json:"services_created"`
+	Scales           int   `json:"scales"`
+	Updates          int   `json:"updates"`
+	Removes          int   `json:"removes"`
+	Recreates        int   `json:"recreates"`
+	Crashes          int   `json:"crashes"` // task processes made to exit by the loadgen
+	Disconnects      int   `json:"disconnects"`
+	Vanishes         int   `json:"vanishes"`
+	LeaderKills      int   `json:"leader_kills"`
+	APIErrors        int   `json:"api_errors"` // user API calls that failed after retries
+	Events           int64 `json:"events"`
+	Transitions      int64 `json:"transitions"`
+	StreamReconnects int   `json:"stream_reconnects"`
+	StreamResyncs    int   `json:"stream_resyncs"`
+	TasksSeen        int64 `json:"tasks_seen"`
+}
+
+// Latency is one latency distribution in milliseconds (HdrHistogram).
+type Latency struct {
+	Name  string  `json:"name"` // create_to_assigned, assigned_to_running, create_to_running
+	Count int64   `json:"count"`
+	P50   float64 `json:"p50_ms"`
+	P90   float64 `json:"p90_ms"`
+	P99   float64 `json:"p99_ms"`
+	Max   float64 `json:"max_ms"`
+	// Buckets is the distribution for charts: upper bound (ms) → count.
+	Buckets []Bucket `json:"buckets,omitempty"`
+}
+
+// Bucket is one bar of a latency distribution.
+type Bucket struct {
+	UpToMs float64 `json:"up_to_ms"`
+	Count  int64   `json:"count"`
+}
+
+// Rate summarizes a per-second rate.
+type Rate struct {
+	Mean float64 `json:"mean"`
+	Peak float64 `json:"peak"`
+}
+
+// Replica is one manager replica.
+type Replica struct {
+	ID            uint64 `json:"id"`
+	API           string `json:"api"`
+	HeapInuseEnd  uint64 `json:"heap_inuse_bytes_end"`
+	HeapInusePeak uint64 `json:"heap_inuse_bytes_peak"`
+	Kills         int    `json:"kills"`
+}
+
+// Invariant is one online check and its outcome.
+type Invariant struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	Checked     int64  `json:"checked"` // how many times it was evaluated
+	Violations  int    `json:"violations"`
+}
+
+// Violation is one broken invariant with the objects involved.
+type Violation struct {
+	Invariant string   `json:"invariant"`
+	AtSeconds float64  `json:"at_seconds"`
+	Message   string   `json:"message"`
+	Objects   []string `json:"objects,omitempty"`
+}
+
+// Series are per-second samples for charts; every slice has one entry per
+// sample, at Seconds[i] since the start.
+type Series struct {
+	Seconds      []float64 `json:"seconds"`
+	Phase        []string  `json:"phase"`
+	TasksRunning []int     `json:"tasks_running"` // the loadgen's view from the event stream
+	Transitions  []float64 `json:"transitions_per_second"`
+	Connected    []int     `json:"agents_connected"`
+	LagEntries   []int64   `json:"lag_entries"` // applied entries the event stream is behind
+	// HeapInuse maps a replica ID (decimal) to its heap in use per sample
+	// (0 when it could not be read).
+	HeapInuse map[string][]uint64 `json:"heap_inuse_bytes"`
+}
+
+// Threshold is one --threshold and its outcome.
+type Threshold struct {
+	Expr  string  `json:"expr"`
+	Value float64 `json:"value"`
+	OK    bool    `json:"ok"`
+}

@@ -1,0 +1,63 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+)
+
+// WriteTable writes r as a plain-text summary.
+func WriteTable(w io.Writer, r *Report) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	p := r.Params
+	fmt.Fprintf(tw, "shoal loadgen\tseed %d, %d agents, %d tasks, %d services, %d networks, phases %s\n",
+		r.Seed, p.Agents, p.Tasks, p.Services, p.Networks, strings.Join(p.Phases, ","))
+	fmt.Fprintf(tw, "phase\tstart\tduration\tnote\n")
+	for _, ph := range r.Phases {
+		if ph.Skipped {
+			fmt.Fprintf(tw, "  %s\t-\t-\toff\n", ph.Name)
+			continue
+		}
+		fmt.Fprintf(tw, "  %s\t%.1fs\t%.1fs\t%s\n", ph.Name, ph.StartSeconds, ph.Seconds, ph.Note)
+	}
+	conv := "did not converge"
+	if r.Converged {
+		conv = fmt.Sprintf("%.2fs", r.ConvergeSeconds)
+	}
+	fmt.Fprintf(tw, "tasks running\t%d / %d\n", r.TasksRunning, p.Tasks)
+	fmt.Fprintf(tw, "converge\t%s\n", conv)
+	fmt.Fprintf(tw, "heap per task\t%.0f B (max over replicas)\n", r.HeapBytesPerTask)
+	for _, rep := range r.Replicas {
+		fmt.Fprintf(tw, "  replica %d\theap end %.1f MiB, peak %.1f MiB, killed %d×\n", rep.ID,
+			float64(rep.HeapInuseEnd)/(1<<20), float64(rep.HeapInusePeak)/(1<<20), rep.Kills)
+	}
+	fmt.Fprintf(tw, "transitions/s\tmean %.0f, peak %.0f (%d transitions, %d events)\n",
+		r.Transitions.Mean, r.Transitions.Peak, r.Counts.Transitions, r.Counts.Events)
+	fmt.Fprintf(tw, "latency (ms)\tcount\tp50\tp90\tp99\tmax\n")
+	for _, l := range r.Latencies {
+		fmt.Fprintf(tw, "  %s\t%d\t%.0f\t%.0f\t%.0f\t%.0f\n", l.Name, l.Count, l.P50, l.P90, l.P99, l.Max)
+	}
+	c := r.Counts
+	fmt.Fprintf(tw, "operations\t%d services, %d scales, %d updates, %d removes, %d recreates, %d crashes, %d API errors\n",
+		c.ServicesCreated, c.Scales, c.Updates, c.Removes, c.Recreates, c.Crashes, c.APIErrors)
+	fmt.Fprintf(tw, "faults\t%d disconnects, %d vanishes, %d leader kills; stream: %d reconnects, %d resyncs\n",
+		c.Disconnects, c.Vanishes, c.LeaderKills, c.StreamReconnects, c.StreamResyncs)
+	fmt.Fprintf(tw, "invariant\tchecked\tviolations\n")
+	for _, inv := range r.Invariants {
+		mark := "✓"
+		if inv.Violations > 0 {
+			mark = "✗"
+		}
+		fmt.Fprintf(tw, "  %s %s\t%d\t%d\n", mark, inv.Name, inv.Checked, inv.Violations)
+	}
+	for _, th := range r.Thresholds {
+		mark := "✓"
+		if !th.OK {
+			mark = "✗"
+		}
+		fmt.Fprintf(tw, "threshold\t%s %s (value %.3g)\n", mark, th.Expr, th.Value)
+	}
+	fmt.Fprintf(tw, "violations\t%d\n", r.Violations)
+	return tw.Flush()
+}
