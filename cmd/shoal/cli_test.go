@@ -30,7 +30,7 @@ func TestCLIAgainstServe(t *testing.T) {
 		t.Fatalf("ls --format json: %+v, %v", svcs, err)
 	}
 	waitFor(t, 10*time.Second, "pending tasks explained", func() (bool, string) {
-		out := cli(t, api, "service", "ps", "web")
+		out, _ := cliErr(t, api, "service", "ps", "web")
 		return strings.Count(out, "Pending") == 3 && strings.Count(out, "no suitable node") == 3, out
 	})
 	if out, err := cliErr(t, api, "service", "create", "web", "--detach", "--", "true"); err == nil || !strings.Contains(out, `service "web" already exists`) {
@@ -38,7 +38,7 @@ func TestCLIAgainstServe(t *testing.T) {
 	}
 	cli(t, api, "service", "rm", "web")
 	waitFor(t, 10*time.Second, "service removed", func() (bool, string) {
-		out := cli(t, api, "service", "ls", "-q")
+		out, _ := cliErr(t, api, "service", "ls", "-q")
 		return strings.TrimSpace(out) == "", out
 	})
 	if out, err := cliErr(t, "127.0.0.1:1", "service", "ls"); err == nil || strings.Count(strings.TrimSpace(out), "\n") != 0 || !strings.Contains(out, "cannot reach the manager") {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -44,23 +45,37 @@ func startTestCluster(t *testing.T, agents int) *testCluster {
 			"--data-dir", filepath.Join(root, fmt.Sprintf("a%d", i)), "--hostname", fmt.Sprintf("node-%d", i)))
 	}
 	waitFor(t, 30*time.Second, "agents joined", func() (bool, string) {
-		out := cli(t, c.api(), "node", "ls")
+		out, _ := cliErr(t, c.api(), "node", "ls") // a replica that just started may not answer yet
 		return strings.Count(out, "Ready") == agents, out
 	})
 	return c
 }
 
-// api returns the address of a live manager.
+// api returns the address of a live manager that answers (a replica that
+// just restarted may not have loaded its groups yet), else of any live one.
 func (c *testCluster) api() string {
+	live := ""
 	for i, s := range c.servers {
 		select {
 		case <-s.exited:
+			continue
 		default:
-			return c.apis[i]
+		}
+		if live == "" {
+			live = c.apis[i]
+		}
+		hc := http.Client{Timeout: 2 * time.Second}
+		if resp, err := hc.Get("http://" + c.apis[i] + "/v1/nodes"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return c.apis[i]
+			}
 		}
 	}
-	c.t.Fatal("no manager is running")
-	return ""
+	if live == "" {
+		c.t.Fatal("no manager is running")
+	}
+	return live
 }
 
 // running waits until service has n running tasks (and none pending).
