@@ -97,6 +97,27 @@ func (s *State) HasDisconnectWindow(id NodeID) bool {
 	return false
 }
 
+// DisconnectWindowOpen reports whether disconnected node id still holds a
+// task with a live disconnect window at now (unix nanoseconds): a task left
+// unknown by the disconnect, still wanted, whose lost_after has not passed.
+// Once no service group says so, the node monitor gives the node up: it
+// goes down, and the down-node path applies (Nomad's rule).
+func (s *State) DisconnectWindowOpen(id NodeID, now int64) bool {
+	n := s.nodes[id]
+	if n == nil || s.cfg.seams.keepsDisconnected() {
+		return n != nil
+	}
+	for _, t := range n.tasks {
+		if t.Desired.Stopping() || t.Status.State.Terminal() || !NeedsReconnect(t) {
+			continue
+		}
+		if e, _ := connMarker(t); now < e.At+s.window(t).LostAfter {
+			return true
+		}
+	}
+	return false
+}
+
 func (s *State) mark(t *Task, kind HistoryKind) {
 	t.History.add(HistoryEntry{At: s.now, State: t.Status.State, Kind: kind, By: CompNodeMonitor, Desired: t.Desired})
 	s.emit(Effect{Kind: EffTaskState, Node: t.Node, Task: t.ID, Service: t.Service})

@@ -9,3 +9,5 @@ type seams struct{}
 const seamsCompiled = false
 
 func (seams) reapsLive(TaskState) bool { return false }
+
+func (seams) keepsDisconnected() bool { return false }

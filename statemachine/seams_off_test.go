@@ -2,4 +2,4 @@
 
 package statemachine
 
-func setSeededBug(*Config, bool) {}
+func setSeededBug(*Config, mcBug) {}

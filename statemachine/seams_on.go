@@ -10,9 +10,15 @@ package statemachine
 type seams struct {
 	// reapLive: the reaper may delete tasks that are still running.
 	reapLive bool
+	// neverDown: a disconnected node keeps a live disconnect window for
+	// ever, so it never goes down (the monitor's rule before it gave
+	// disconnected nodes up).
+	neverDown bool
 }
 
 // seamsCompiled reports whether this build has the seams.
 const seamsCompiled = true
 
 func (s seams) reapsLive(st TaskState) bool { return s.reapLive && st == StateRunning }
+
+func (s seams) keepsDisconnected() bool { return s.neverDown }

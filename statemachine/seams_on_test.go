@@ -2,4 +2,7 @@
 
 package statemachine
 
-func setSeededBug(cfg *Config, on bool) { cfg.seams.reapLive = on }
+func setSeededBug(cfg *Config, bug mcBug) {
+	cfg.seams.reapLive = bug == mcBugReapLive
+	cfg.seams.neverDown = bug == mcBugNeverDown
+}

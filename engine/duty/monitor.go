@@ -19,7 +19,9 @@ import (
 // forgotten, statuses another component changed corrected), looks up which
 // expiring nodes hold tasks with a disconnect window (read before taking
 // its lock, handed to the monitor as data), Ticks, and proposes the
-// changes: CmdSetNodeStatus (fanned out to every group) and, for a node
+// changes: CmdSetNodeStatus (fanned out to every group; a disconnected
+// node none of whose tasks has a live disconnect window left goes down)
+// and, for a node
 // down past the orphan timeout, CmdOrphan for each of its assigned..running
 // tasks in every service group. Heartbeat and MarkReReported are the
 // agents' entry points (through the API); a heartbeat that changes a
@@ -71,6 +73,9 @@ type MonitorDuty struct {
 		inflight map[statemachine.NodeID]int
 		// disconnectable is the set the next Tick consults.
 		disconnectable map[statemachine.NodeID]bool
+		// windowOpen: the disconnected nodes that still hold a task with
+		// a live disconnect window, for the next Tick.
+		windowOpen map[statemachine.NodeID]bool
 	}
 }
 
@@ -80,6 +85,7 @@ func NewMonitorDuty(c Cluster, cfg MonitorConfig) (*MonitorDuty, error) {
 	d := &MonitorDuty{c: c, cfg: cfg.withDefaults()}
 	mc := d.cfg.Monitor
 	mc.Disconnectable = func(n statemachine.NodeID) bool { return d.mu.disconnectable[n] } // under d.mu, from Tick
+	mc.WindowOpen = func(n statemachine.NodeID) bool { return d.mu.windowOpen[n] }         // likewise
 	m, err := monitor.New(mc)
 	if err != nil {
 		return nil, err
@@ -210,13 +216,15 @@ func (d *MonitorDuty) Tick(ctx context.Context) error {
 	now := d.now()
 	d.syncLocked(rows, now)
 	expiring := d.mu.m.Expiring(now, nil)
+	away := d.mu.m.Disconnected(now, nil)
 	d.mu.Unlock()
 	disc := d.disconnectable(expiring)
+	open := d.windowOpen(away, now)
 
 	d.mu.Lock()
-	d.mu.disconnectable = disc
+	d.mu.disconnectable, d.mu.windowOpen = disc, open
 	changes := append([]monitor.Change(nil), d.mu.m.Tick(now)...)
-	d.mu.disconnectable = nil
+	d.mu.disconnectable, d.mu.windowOpen = nil, nil
 	d.beginLocked(changes)
 	d.mu.Unlock()
 	if len(changes) == 0 {
@@ -240,6 +248,33 @@ func (d *MonitorDuty) disconnectable(nodes []statemachine.NodeID) map[statemachi
 				}
 			}
 		})
+	}
+	return set
+}
+
+// windowOpen returns which of the disconnected nodes still hold a task
+// with a live disconnect window at now in some service group, as this
+// replica has applied; the others are given up (they go down).
+func (d *MonitorDuty) windowOpen(nodes []statemachine.NodeID, now int64) map[statemachine.NodeID]bool {
+	if len(nodes) == 0 {
+		return nil
+	}
+	set := make(map[statemachine.NodeID]bool, len(nodes))
+	for g := 1; g <= d.c.Groups(); g++ {
+		err := d.c.ReadLocal(g, func(s *statemachine.State) {
+			for _, n := range nodes {
+				if !set[n] && s.DisconnectWindowOpen(n, now) {
+					set[n] = true
+				}
+			}
+		})
+		if err != nil {
+			// A group not read may hold a live window: give nobody up.
+			for _, n := range nodes {
+				set[n] = true
+			}
+			return set
+		}
 	}
 	return set
 }

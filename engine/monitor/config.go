@@ -46,6 +46,13 @@ type Config struct {
 	// from Tick only, for expiring nodes. Default nil: every expiring node
 	// becomes down.
 	Disconnectable func(statemachine.NodeID) bool
+	// WindowOpen reports whether a disconnected node still holds a task
+	// with a live disconnect window (statemachine.State.
+	// DisconnectWindowOpen). A disconnected node for which it reports
+	// false goes down at the next Tick, and the down-node path applies
+	// (Nomad's rule). It is called from Tick only, for disconnected nodes.
+	// Default nil: no window is open, every disconnected node goes down.
+	WindowOpen func(statemachine.NodeID) bool
 }
 
 // Defaults.

@@ -236,7 +236,8 @@ func (m *Monitor) MarkReReported(node statemachine.NodeID) bool {
 }
 
 // Tick returns, ordered by node ID, the nodes whose heartbeat expired by now
-// (ready → disconnected or down, initializing → down) and the nodes down for the
+// (ready → disconnected or down, initializing → down), the disconnected
+// nodes without a live disconnect window (→ down) and the nodes down for the
 // orphan timeout, and applies the status changes to the monitor's view.
 // The slice is reused by the next Tick. It reports nothing while not leading
 // or within the failover grace, and allocates nothing when nothing changes.
@@ -262,6 +263,12 @@ func (m *Monitor) Tick(now int64) []Change {
 			}
 			m.changes = append(m.changes, Change{Kind: ChangeStatus, Node: e.id, From: e.status, To: to, At: now})
 			e.setStatus(to, now)
+		case statemachine.NodeDisconnected:
+			// Given up once none of its tasks has a live window left.
+			if m.cfg.WindowOpen == nil || !m.cfg.WindowOpen(e.id) {
+				m.changes = append(m.changes, Change{Kind: ChangeStatus, Node: e.id, From: e.status, To: statemachine.NodeDown, At: now})
+				e.setStatus(statemachine.NodeDown, now)
+			}
 		case statemachine.NodeDown:
 			if !e.orphanSent && e.since <= orphanAt {
 				e.orphanSent = true
@@ -294,6 +301,21 @@ func (m *Monitor) Expiring(now int64, dst []statemachine.NodeID) []statemachine.
 	}
 	for i := range m.rows {
 		if e := &m.rows[i]; e.status == statemachine.NodeReady && now >= e.deadline {
+			dst = append(dst, e.id)
+		}
+	}
+	return dst
+}
+
+// Disconnected appends to dst the disconnected nodes: the nodes the next
+// Tick asks Config.WindowOpen about. It appends nothing while Tick would
+// report nothing.
+func (m *Monitor) Disconnected(now int64, dst []statemachine.NodeID) []statemachine.NodeID {
+	if !m.leading || now < m.graceUntil {
+		return dst
+	}
+	for i := range m.rows {
+		if e := &m.rows[i]; e.status == statemachine.NodeDisconnected {
 			dst = append(dst, e.id)
 		}
 	}

@@ -122,8 +122,10 @@ func parseStatus(s string) (statemachine.NodeStatus, bool) {
 func scriptConfig() Config {
 	return Config{
 		Jitter: -1,
-		// n1 and n11 hold tasks with a disconnect window.
-		Disconnectable: func(n statemachine.NodeID) bool { return n == 1 || n == 11 },
+		// n1, n11 and n21 hold tasks with a disconnect window; n21's
+		// windows are over by the time it is disconnected.
+		Disconnectable: func(n statemachine.NodeID) bool { return n == 1 || n == 11 || n == 21 },
+		WindowOpen:     func(n statemachine.NodeID) bool { return n == 1 || n == 11 },
 	}
 }
 
@@ -175,7 +177,7 @@ func TestScripts(t *testing.T) {
 43s beat: ttl=5s
 `,
 	}, {
-		name: "disconnected nodes never expire here; lost_after is the caller's",
+		name: "a disconnected node stays while a window is open; lost_after is the caller's",
 		script: `
 0s   track n1 ready
 0s   leader
@@ -184,6 +186,20 @@ func TestScripts(t *testing.T) {
 		want: `
 30s tick: n1 ready->disconnected
 48h tick: -
+`,
+	}, {
+		name: "a disconnected node without a live window left goes down",
+		script: `
+0s   track n21 ready
+0s   track n1 disconnected
+0s   leader
+29s  tick
+30s  tick
+31s  tick`,
+		want: `
+29s tick: -
+30s tick: n21 ready->disconnected
+31s tick: n21 disconnected->down
 `,
 	}, {
 		name: "an initializing node that misses a heartbeat goes down, even with a window",
@@ -311,7 +327,8 @@ func TestScripts(t *testing.T) {
 // Every status change the monitor emits is one the state machine accepts,
 // in every order of events (checked against the real Apply).
 func TestChangesAreLegal(t *testing.T) {
-	m, err := New(Config{Disconnectable: func(n statemachine.NodeID) bool { return n%2 == 0 }})
+	m, err := New(Config{Disconnectable: func(n statemachine.NodeID) bool { return n%2 == 0 },
+		WindowOpen: func(n statemachine.NodeID) bool { return n%4 == 0 }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -384,7 +401,7 @@ func TestChangesAreLegal(t *testing.T) {
 	}
 	// The walk took every step the monitor can take.
 	R, D, I, X := statemachine.NodeReady, statemachine.NodeDisconnected, statemachine.NodeInitializing, statemachine.NodeDown
-	for _, step := range [][2]statemachine.NodeStatus{{R, D}, {R, X}, {D, I}, {I, R}, {I, X}, {X, I}} {
+	for _, step := range [][2]statemachine.NodeStatus{{R, D}, {R, X}, {D, I}, {D, X}, {I, R}, {I, X}, {X, I}} {
 		if steps[step] == 0 {
 			t.Errorf("the walk never took %s -> %s (took %v)", step[0], step[1], steps)
 		}
