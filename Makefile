@@ -9,9 +9,10 @@ PERF_OUT  := perf/out
 .PHONY: build run test vet perf fuzz fmt modelcheck
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT  ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null)
 
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w -X main.version=$(VERSION)' -o bin/shoal ./cmd/shoal
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)' -o bin/shoal ./cmd/shoal
 
 # Shoal in development mode: one manager and an agent in one process, API on
 # 127.0.0.1:7700, data in a fresh temporary directory.

@@ -88,9 +88,14 @@ type Config struct {
 	// Clock stamps entries and times back-off. Default: the wall clock.
 	Clock Clock
 	// RaftLogLevel is the level of dragonboat's own logs: "critical",
-	// "error", "warning", "info" or "debug". Default "error" (quiet). It is
-	// process-wide: engines sharing a process should use the same level.
+	// "error", "warning", "info" or "debug". Default "error" (quiet; at
+	// "error" the transport's failures to reach a peer, a line per second
+	// per peer while one is down, are left out too). It is process-wide:
+	// engines sharing a process should use the same level.
 	RaftLogLevel string
+	// Logf receives the engine's own rare notices (a data directory that
+	// never started is reset). Default: discard.
+	Logf func(format string, args ...any)
 	// OnApply, if set (default: none), is called on this replica after each
 	// applied entry that has effects, on dragonboat's apply goroutine and
 	// under the group's write lock: it must be quick, must not block and
@@ -154,6 +159,9 @@ func (c Config) withDefaults() Config {
 	if c.RaftLogLevel == "" {
 		c.RaftLogLevel = "error"
 	}
+	if c.Logf == nil {
+		c.Logf = func(string, ...any) {}
+	}
 	return c
 }
 
@@ -181,6 +189,19 @@ func (c Config) validate() error {
 	}
 	if _, err := parseLogLevel(c.RaftLogLevel); err != nil {
 		return err
+	}
+	if c.RaftAddr != "" {
+		if err := checkAddr("Raft address", c.RaftAddr); err != nil {
+			return err
+		}
+	}
+	for id, addr := range c.Peers {
+		if id == 0 {
+			return fmt.Errorf("%w: peer ID 0; replica IDs start at 1", ErrConfig)
+		}
+		if err := checkAddr(fmt.Sprintf("replica %d's peer address", id), addr); err != nil {
+			return err
+		}
 	}
 	if len(c.Peers) > 0 {
 		addr, ok := c.Peers[c.ReplicaID]
@@ -237,6 +258,12 @@ func setLogLevel(level string) {
 	}
 	logLevel.set, logLevel.level = true, l
 	for _, name := range dragonboatLoggers {
+		if name == "transport" && l == logger.ERROR {
+			// A peer that is down is an error line per second per peer;
+			// the manager says once which peers it waits for instead.
+			logger.GetLogger(name).SetLevel(logger.CRITICAL)
+			continue
+		}
 		logger.GetLogger(name).SetLevel(l)
 	}
 }

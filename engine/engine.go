@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -35,11 +37,53 @@ func Open(cfg Config) (*Engine, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	if err := resolveMeta(&cfg); err != nil {
+	m, fresh, err := resolveMeta(&cfg)
+	if err != nil {
 		return nil, err
 	}
+	// Nothing is written before the Raft address is known good.
+	if err := checkAddr("Raft address", cfg.RaftAddr); err != nil {
+		return nil, err
+	}
+	if err := checkBind(cfg.RaftAddr); err != nil {
+		return nil, err
+	}
+	if fresh {
+		if m.Pending {
+			cfg.Logf("engine: %s never started (an earlier start failed); starting it afresh", cfg.DataDir)
+			if err := resetPending(cfg.DataDir); err != nil {
+				return nil, err
+			}
+		}
+		if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+			return nil, fmt.Errorf("engine: create data dir: %w", err)
+		}
+		m = meta{Version: 1, Groups: cfg.Groups, ReplicaID: cfg.ReplicaID, RaftAddr: cfg.RaftAddr, Peers: cfg.Peers, Pending: true}
+		if err := writeMeta(cfg.DataDir, m); err != nil {
+			return nil, err
+		}
+	}
+	e, err := start(cfg)
+	if err != nil {
+		if fresh {
+			err = fmt.Errorf("%w (%s never started: the next start resets it, so correct the settings and start again)", err, cfg.DataDir)
+		}
+		return nil, err
+	}
+	if fresh {
+		m.Pending = false
+		if err := writeMeta(cfg.DataDir, m); err != nil {
+			e.Close()
+			return nil, err
+		}
+	}
+	return e, nil
+}
+
+// start opens the NodeHost and starts every group in it.
+func start(cfg Config) (*Engine, error) {
 	peers := cfg.Peers
-	if len(peers) == 0 {
+	if len(peers) == 0 { // a directory recorded before peers were kept
 		peers = map[uint64]string{cfg.ReplicaID: cfg.RaftAddr}
 	}
 	setLogLevel(cfg.RaftLogLevel)
@@ -121,6 +165,10 @@ func (e *Engine) Close() {
 
 // ReplicaID returns this replica's Raft ID.
 func (e *Engine) ReplicaID() uint64 { return e.cfg.ReplicaID }
+
+// Peers returns the cluster's initial replicas (ID to Raft address), this
+// one included.
+func (e *Engine) Peers() map[uint64]string { return maps.Clone(e.cfg.Peers) }
 
 // RaftAddr returns the address this replica serves Raft on.
 func (e *Engine) RaftAddr() string { return e.cfg.RaftAddr }

@@ -5,20 +5,34 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 )
 
 // metaFile records, in a data directory, what may never change about the
 // replica living there.
 const metaFile = "shoal-engine.json"
 
+// raftDir is dragonboat's own directory inside a data directory.
+const raftDir = "raft"
+
 type meta struct {
 	Version   int    `json:"version"`
 	Groups    int    `json:"groups"`
 	ReplicaID uint64 `json:"replica_id"`
 	RaftAddr  string `json:"raft_addr"`
+	// Peers are the initial replicas, this one included, so a restart
+	// needs no --peers. Absent in directories made before it was kept.
+	Peers map[uint64]string `json:"peers,omitempty"`
+	// Pending is true from the moment the directory is first written
+	// until every group of the replica started in it. A pending directory
+	// never started: it holds nothing of value, and the next Open resets it
+	// and starts afresh with the configuration it is given.
+	Pending bool `json:"pending,omitempty"`
 }
 
 // readMeta returns the data directory's meta, or ok=false if it has none.
@@ -36,33 +50,54 @@ func readMeta(dir string) (m meta, ok bool, err error) {
 	return m, true, nil
 }
 
-// resolveMeta fills cfg's Groups and RaftAddr from the data directory (or
-// defaults, on first use), refuses changes to what is fixed, and records the
-// result. cfg must have its defaults applied.
-func resolveMeta(cfg *Config) error {
-	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
-		return fmt.Errorf("engine: create data dir: %w", err)
+// writeMeta replaces the data directory's meta atomically.
+func writeMeta(dir string, m meta) error {
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return fmt.Errorf("engine: encode meta: %w", err)
 	}
+	tmp := filepath.Join(dir, metaFile+".tmp")
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("engine: write meta: %w", err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, metaFile)); err != nil {
+		return fmt.Errorf("engine: write meta: %w", err)
+	}
+	return nil
+}
+
+// resolveMeta fills cfg's Groups, RaftAddr and Peers from the data
+// directory (or defaults, on first use) and refuses changes to what is
+// fixed. It writes nothing: fresh reports that the directory has no
+// started replica (none yet, or a pending one, which the caller resets).
+// cfg must have its defaults applied.
+func resolveMeta(cfg *Config) (m meta, fresh bool, err error) {
 	m, ok, err := readMeta(cfg.DataDir)
 	if err != nil {
-		return err
+		return meta{}, false, err
 	}
-	if ok {
+	if ok && !m.Pending {
 		switch {
 		case cfg.Groups != 0 && cfg.Groups != m.Groups:
-			return fmt.Errorf("%w: %s was created with %d service groups; the group count is fixed at cluster creation, so start with %d groups (or omit the setting) or use a fresh data directory",
+			return m, false, fmt.Errorf("%w: %s was created with %d service groups; the group count is fixed at cluster creation, so start with %d groups (or omit the setting) or use a fresh data directory",
 				ErrDataDir, cfg.DataDir, m.Groups, m.Groups)
 		case cfg.ReplicaID != m.ReplicaID:
-			return fmt.Errorf("%w: %s belongs to replica %d, not %d", ErrDataDir, cfg.DataDir, m.ReplicaID, cfg.ReplicaID)
+			return m, false, fmt.Errorf("%w: %s belongs to replica %d, not %d", ErrDataDir, cfg.DataDir, m.ReplicaID, cfg.ReplicaID)
 		case cfg.RaftAddr != "" && cfg.RaftAddr != m.RaftAddr:
-			return fmt.Errorf("%w: %s was created for Raft address %s, not %s; peers know it by that address",
+			return m, false, fmt.Errorf("%w: %s was created for Raft address %s, not %s; peers know it by that address",
 				ErrDataDir, cfg.DataDir, m.RaftAddr, cfg.RaftAddr)
+		case len(cfg.Peers) > 0 && len(m.Peers) > 0 && !maps.Equal(cfg.Peers, m.Peers):
+			return m, false, fmt.Errorf("%w: %s was created with peers %s, not %s; the initial peers are fixed, so omit them (they are recorded) or give the same",
+				ErrDataDir, cfg.DataDir, FormatPeers(m.Peers), FormatPeers(cfg.Peers))
 		}
 		cfg.Groups, cfg.RaftAddr = m.Groups, m.RaftAddr
-		if a, ok := cfg.Peers[cfg.ReplicaID]; ok && a != cfg.RaftAddr {
-			return fmt.Errorf("%w: peers give replica %d address %s but %s records %s", ErrDataDir, cfg.ReplicaID, a, cfg.DataDir, cfg.RaftAddr)
+		if len(cfg.Peers) == 0 {
+			cfg.Peers = maps.Clone(m.Peers)
 		}
-		return nil
+		if a, ok := cfg.Peers[cfg.ReplicaID]; ok && a != cfg.RaftAddr {
+			return m, false, fmt.Errorf("%w: peers give replica %d address %s but %s records %s", ErrDataDir, cfg.ReplicaID, a, cfg.DataDir, cfg.RaftAddr)
+		}
+		return m, false, nil
 	}
 	if cfg.Groups == 0 {
 		cfg.Groups = DefaultGroups
@@ -71,22 +106,66 @@ func resolveMeta(cfg *Config) error {
 		if a, ok := cfg.Peers[cfg.ReplicaID]; ok {
 			cfg.RaftAddr = a
 		} else if cfg.RaftAddr, err = freeLoopbackAddr(); err != nil {
-			return err
+			return m, true, err
 		}
 	}
-	m = meta{Version: 1, Groups: cfg.Groups, ReplicaID: cfg.ReplicaID, RaftAddr: cfg.RaftAddr}
-	b, err := json.MarshalIndent(m, "", "  ")
-	if err != nil {
-		return fmt.Errorf("engine: encode meta: %w", err)
+	if len(cfg.Peers) == 0 {
+		cfg.Peers = map[uint64]string{cfg.ReplicaID: cfg.RaftAddr}
 	}
-	tmp := filepath.Join(cfg.DataDir, metaFile+".tmp")
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("engine: write meta: %w", err)
+	return m, true, nil
+}
+
+// resetPending removes what a replica that never started left in dir: its
+// meta and dragonboat's directory. Nothing else in dir is touched.
+func resetPending(dir string) error {
+	if err := os.RemoveAll(filepath.Join(dir, raftDir)); err != nil {
+		return fmt.Errorf("engine: reset %s, which never started: %w", dir, err)
 	}
-	if err := os.Rename(tmp, filepath.Join(cfg.DataDir, metaFile)); err != nil {
-		return fmt.Errorf("engine: write meta: %w", err)
+	if err := os.Remove(filepath.Join(dir, metaFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("engine: reset %s, which never started: %w", dir, err)
 	}
 	return nil
+}
+
+// checkAddr reports whether addr is host:port with a host and a port
+// number in 1..65535.
+func checkAddr(what, addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%w: %s %q is not host:port: %w", ErrConfig, what, addr, err)
+	}
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || n == 0 || host == "" {
+		return fmt.Errorf("%w: %s %q needs a host and a port number in 1..65535", ErrConfig, what, addr)
+	}
+	return nil
+}
+
+// checkBind reports whether this process can listen on addr (the Raft
+// port must be free and local before anything is written).
+func checkBind(addr string) error {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("%w: cannot listen on Raft address %s: %w", ErrConfig, addr, err)
+	}
+	if err := l.Close(); err != nil {
+		return fmt.Errorf("engine: Raft address %s: %w", addr, err)
+	}
+	return nil
+}
+
+// FormatPeers renders peers as "1=host:port,2=host:port" in ID order, the
+// form --peers takes.
+func FormatPeers(peers map[uint64]string) string {
+	var b []byte
+	for i, id := range slices.Sorted(maps.Keys(peers)) {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendUint(b, id, 10)
+		b = append(b, '=')
+		b = append(b, peers[id]...)
+	}
+	return string(b)
 }
 
 // freeLoopbackAddr returns a loopback address whose port was free a moment

@@ -62,6 +62,9 @@ func Start(o Options) (*Manager, error) {
 	cfg := o.Engine
 	cfg.DataDir, cfg.ReplicaID, cfg.RaftAddr, cfg.Peers, cfg.Groups = o.DataDir, o.ReplicaID, o.RaftAddr, o.Peers, o.Groups
 	cfg.RaftLogLevel = o.RaftLogLevel
+	if cfg.Logf == nil {
+		cfg.Logf = o.Logf
+	}
 	cfg.OnApply = func(g int, index uint64, effects []statemachine.Effect) {
 		sig.OnApply(g, index, effects)
 		if f := feed.Load(); f != nil {

@@ -5,12 +5,44 @@ package main
 import (
 	"fmt"
 	"os"
+	"runtime/debug"
 
 	"github.com/spf13/cobra"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+// version and commit are set at build time with -ldflags "-X
+// main.version=... -X main.commit=..." (make build does); without them the
+// commit comes from the VCS stamp go build records.
+var (
+	version = "dev"
+	commit  = ""
+)
+
+// versionLine is what `shoal version` prints: "shoal VERSION (commit C)".
+func versionLine() string {
+	c := commit
+	modified := false
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range info.Settings {
+			switch {
+			case s.Key == "vcs.revision" && c == "":
+				c = s.Value
+			case s.Key == "vcs.modified":
+				modified = s.Value == "true"
+			}
+		}
+	}
+	if c == "" {
+		return "shoal " + version + " (commit unknown: built without VCS information)"
+	}
+	if len(c) > 12 {
+		c = c[:12]
+	}
+	if modified && commit == "" {
+		c += ", modified"
+	}
+	return "shoal " + version + " (commit " + c + ")"
+}
 
 func newRoot() *cobra.Command {
 	root := &cobra.Command{
@@ -24,7 +56,7 @@ func newRoot() *cobra.Command {
 		Short: "Print the version of this binary",
 		Args:  cobra.NoArgs,
 		Run: func(cmd *cobra.Command, _ []string) {
-			fmt.Fprintln(cmd.OutOrStdout(), "shoal", version)
+			fmt.Fprintln(cmd.OutOrStdout(), versionLine())
 		},
 	})
 	root.AddCommand(newServeCmd(), newAgentCmd(), newServiceCmd(), newNodeCmd(), newNetworkCmd(), newStatusCmd())

@@ -79,7 +79,7 @@ On exit it prints one line: "shoal: stopped replica=ID g0=INDEX/HASH g1=...".`,
 	f.StringVar(&o.dataDir, "data-dir", "shoal-data", "directory for this replica's Raft log, snapshots and meta")
 	f.Uint64Var(&o.id, "id", 1, "this replica's Raft ID (1 or more; fixed per data directory)")
 	f.StringVar(&o.raftAddr, "raft-addr", "", "host:port for Raft traffic (default: the one recorded in --data-dir, else a free loopback port)")
-	f.StringVar(&o.peers, "peers", "", "every initial replica as id=host:port,... including this one (default: this replica alone)")
+	f.StringVar(&o.peers, "peers", "", "every initial replica as id=host:port,... including this one (default: those recorded in --data-dir, else this replica alone)")
 	f.IntVar(&o.groups, "groups", engine.DefaultGroups, "number of service groups, fixed when the cluster is created")
 	f.StringVar(&o.raftLogLevel, "raft-log-level", "error", "dragonboat log level: critical, error, warning, info or debug")
 	f.StringVar(&o.statusFile, "status-file", "", "write this replica's group status (JSON) here every 250ms and on exit")
@@ -133,7 +133,7 @@ func runServe(ctx context.Context, o serveOptions, out io.Writer) error {
 	fmt.Fprintf(out, "shoal: serving replica=%d raft=%s api=%s groups=%d data=%s\n", e.ReplicaID(), e.RaftAddr(), m.APIAddr, e.Groups(), o.dataDir)
 	ready := make(chan bool, 1)
 	go func() {
-		ok := m.Register(ctx) == nil
+		ok := waitQuorum(ctx, e, out) == nil && m.Register(ctx) == nil
 		if ok {
 			fmt.Fprintf(out, "shoal: ready: every group has a leader; API at http://%s\n", m.APIAddr)
 		}

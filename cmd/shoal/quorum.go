@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"slices"
+	"strings"
+	"time"
+
+	"shoal/engine"
+)
+
+// waitQuorum waits until every group has a leader. While it waits it says,
+// in one line and again only when the answer changes, which peers do not
+// answer on their Raft address (dragonboat's own line per second per peer
+// is silenced at the default log level).
+func waitQuorum(ctx context.Context, e *engine.Engine, out io.Writer) error {
+	peers := e.Peers()
+	said := ""
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	start := time.Now()
+	for {
+		if leaderless(e) == 0 {
+			return nil
+		}
+		// Give a healthy start its election first.
+		if len(peers) > 1 && time.Since(start) > time.Second {
+			if line := waitingLine(ctx, e.ReplicaID(), peers, leaderless(e)); line != said && line != "" {
+				fmt.Fprintln(out, line)
+				said = line
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// leaderless counts the groups without a known leader.
+func leaderless(e *engine.Engine) int {
+	n := 0
+	for g := 0; g <= e.Groups(); g++ {
+		if _, ok := e.Leader(g); !ok {
+			n++
+		}
+	}
+	return n
+}
+
+// waitingLine says which peers do not answer on their Raft address.
+func waitingLine(ctx context.Context, self uint64, peers map[uint64]string, groups int) string {
+	var silent []string
+	var d net.Dialer
+	for _, id := range slices.Sorted(maps.Keys(peers)) {
+		if id == self {
+			continue
+		}
+		c, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		conn, err := d.DialContext(c, "tcp", peers[id])
+		cancel()
+		if err != nil {
+			silent = append(silent, fmt.Sprintf("replica %d at %s", id, peers[id]))
+			continue
+		}
+		conn.Close()
+	}
+	quorum := len(peers)/2 + 1
+	if len(silent) == 0 {
+		return fmt.Sprintf("shoal: waiting for leaders of %d groups: every peer answers (%s); an election is under way",
+			groups, engine.FormatPeers(peers))
+	}
+	return fmt.Sprintf("shoal: waiting for a quorum (%d of %d replicas): no answer from %s; start them, or check --peers if an address is wrong",
+		quorum, len(peers), strings.Join(silent, ", "))
+}
