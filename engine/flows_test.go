@@ -140,8 +140,8 @@ func TestFlowAddressQuarantine(t *testing.T) {
 
 // A node with a task of a service with a disconnect window goes
 // disconnected: the original keeps its observed state and a replacement
-// takes the slot. When the node comes back (initializing) within the
-// window, keep_original keeps the original and stops the replacement.
+// takes the slot. When the node comes back within the window and is ready
+// (re-reported), keep_original keeps the original and stops the replacement.
 func TestFlowDisconnectReconnect(t *testing.T) {
 	l, e, clk := startFlow(t)
 	mustSubmit(t, e, zoneNodes(2)...)
@@ -180,6 +180,7 @@ func TestFlowDisconnectReconnect(t *testing.T) {
 
 	clk.Advance(30 * time.Second) // back within the one-minute window
 	setStatus(statemachine.NodeInitializing)
+	setStatus(statemachine.NodeReady) // re-reported: the slot is decided now
 	tasks = serviceTasks(t, e, "api")
 	live := 0
 	for _, tk := range tasks {

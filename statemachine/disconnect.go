@@ -9,9 +9,12 @@ package statemachine
 // neither stopped nor counted. LostAfter after the unknown entry, an
 // original is lost: a *lost* entry, desired shutdown, and its slot is
 // refilled by the restart policy. When the node heartbeats again, each
-// original still unknown gets a *reconnect* entry and reconciliation keeps
-// exactly one of original and replacement per slot (the service's
-// ReconcileMode; a newer spec version always wins). Whether a task "needs
+// original still unknown is held aside while the node is initializing and
+// gets a *reconnect* entry when it is ready (it re-reported its tasks, or its
+// re-report window passed): only then, on the re-reported facts,
+// reconciliation keeps exactly one of original and replacement per slot (the
+// service's ReconcileMode; a newer spec version always wins); an original
+// that reported it failed while away is stopped and its replacement kept. Whether a task "needs
 // reconnect" is read from its last connectivity history entry, never from a
 // truncated event log. Tasks of services without a window on a disconnected
 // node are treated as on a down node: replaced at once.
@@ -133,10 +136,12 @@ func (s *State) nodeConnectivity(n *Node, old, st NodeStatus) {
 			s.mark(t, HistUnknown)
 			s.unknown[t.ID] = t
 			s.noteDue(t.History.At(t.History.Len()-1).At + s.window(t).LostAfter)
-		case old == NodeDisconnected && st == NodeDown && NeedsReconnect(t):
-			s.mark(t, HistLost)
+		case st == NodeDown && NeedsReconnect(t):
+			s.mark(t, HistLost) // given up, or its reconnect failed
 			delete(s.unknown, t.ID)
-		case old == NodeDisconnected && NeedsReconnect(t):
+		case st == NodeReady && NeedsReconnect(t):
+			// Back, and re-reported (or its re-report window passed): the
+			// facts are in, reconciliation decides now.
 			s.mark(t, HistReconnect)
 			delete(s.unknown, t.ID)
 		}
@@ -149,13 +154,15 @@ func (s *State) noteDue(at int64) {
 	}
 }
 
-// heldAside reports whether t is an unknown original on a disconnected node.
+// heldAside reports whether t is an unknown original, not known to have
+// ended, on a node that is disconnected or initializing (back, but not done
+// re-reporting its tasks): no survivor is chosen on stale facts.
 func (s *State) heldAside(t *Task) bool {
-	if _, ok := s.unknown[t.ID]; !ok {
+	if _, ok := s.unknown[t.ID]; !ok || t.Status.State.Terminal() {
 		return false
 	}
 	n := s.nodes[t.Node]
-	return n != nil && n.Status == NodeDisconnected
+	return n != nil && (n.Status == NodeDisconnected || n.Status == NodeInitializing)
 }
 
 // loseExpired loses the unknown originals whose window has passed.
@@ -165,6 +172,9 @@ func (s *State) loseExpired() {
 		if t.Desired.Stopping() || t.Status.State.Terminal() || !NeedsReconnect(t) {
 			delete(s.unknown, id) // stopped or settled meanwhile
 			continue
+		}
+		if n := s.nodes[t.Node]; n != nil && n.Status == NodeInitializing {
+			continue // back in time: it is decided when it is ready (or down)
 		}
 		e, _ := connMarker(t)
 		due := e.At + s.window(t).LostAfter

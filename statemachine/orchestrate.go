@@ -147,7 +147,7 @@ const (
 // it, as far as mode allows.
 func (s *State) reconcileSlot(svc *Service, sl *slot, mode slotMode) {
 	keep, create := mode != slotStopAll, mode == slotLive
-	var survivor *Task
+	var survivor, failed *Task
 	var runnable []*Task
 	aside := false
 	for _, t := range sl.tasks {
@@ -160,6 +160,7 @@ func (s *State) reconcileSlot(svc *Service, sl *slot, mode slotMode) {
 		case !s.runnable(t):
 			s.stopTask(t, StopFailed)
 			s.countFailure(svc, t)
+			failed = t
 		case s.onDrainedNode(t):
 			s.stopTask(t, StopMoved)
 		default:
@@ -208,6 +209,12 @@ func (s *State) reconcileSlot(svc *Service, sl *slot, mode slotMode) {
 		return
 	}
 	newest := sl.tasks[len(sl.tasks)-1]
+	if failed != nil {
+		// The restart policy applies to the task that actually failed (an
+		// original reporting after a reconnect), not to a newer one the
+		// orchestrator stopped.
+		newest = failed
+	}
 	n := slotNumber(sl)
 	switch {
 	case updated:

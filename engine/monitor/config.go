@@ -37,6 +37,13 @@ type Config struct {
 	// with ChangeOrphan (its assigned..running tasks are then orphaned).
 	// Default 24h.
 	OrphanTimeout time.Duration
+	// ReReportWindow is how long an initializing (reconnecting) node may
+	// take to re-report its tasks: its first heartbeat after re-reporting
+	// makes it ready, and so does its first heartbeat after this window
+	// even without a re-report (reconciliation then decides on what the
+	// state holds). Default: two base TTLs (heartbeat periods) at the
+	// time of the heartbeat.
+	ReReportWindow time.Duration
 	// Seed is mixed into the jitter, so a replay with the same seed gives
 	// the same TTLs. Default 0.
 	Seed uint64
@@ -113,8 +120,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("%w: jitter %g is more than the whole TTL; use 0..1", ErrConfig, c.Jitter)
 	case c.GraceFactor < 1:
 		return fmt.Errorf("%w: grace factor %g would expire nodes before their TTL; use at least 1", ErrConfig, c.GraceFactor)
-	case c.FailoverGrace < 0 || c.OrphanTimeout < 0:
-		return fmt.Errorf("%w: failover grace and orphan timeout must not be negative", ErrConfig)
+	case c.FailoverGrace < 0 || c.OrphanTimeout < 0 || c.ReReportWindow < 0:
+		return fmt.Errorf("%w: failover grace, orphan timeout and re-report window must not be negative", ErrConfig)
 	}
 	return nil
 }

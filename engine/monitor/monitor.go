@@ -75,7 +75,8 @@ type Beat struct {
 	// TTL is when the agent should heartbeat next.
 	TTL time.Duration
 	// Change is the status change the heartbeat causes (disconnected or
-	// down → initializing, initializing → ready); valid when Changed.
+	// down → initializing; initializing → ready once re-reported or past
+	// the re-report window); valid when Changed.
 	Change  Change
 	Changed bool
 }
@@ -211,7 +212,7 @@ func (m *Monitor) Heartbeat(node statemachine.NodeID, now int64) (Beat, error) {
 	case statemachine.NodeDisconnected, statemachine.NodeDown:
 		to = statemachine.NodeInitializing
 	case statemachine.NodeInitializing:
-		if e.reReported {
+		if e.reReported || now >= e.since+int64(m.reReportWindow()) {
 			to = statemachine.NodeReady
 		}
 	}
@@ -320,6 +321,14 @@ func (m *Monitor) Disconnected(now int64, dst []statemachine.NodeID) []statemach
 		}
 	}
 	return dst
+}
+
+// reReportWindow is Config.ReReportWindow, or two base TTLs.
+func (m *Monitor) reReportWindow() time.Duration {
+	if m.cfg.ReReportWindow > 0 {
+		return m.cfg.ReReportWindow
+	}
+	return 2 * m.baseTTL()
 }
 
 // TTL returns the base TTL (before jitter) for the current node count.

@@ -218,6 +218,21 @@ func TestScripts(t *testing.T) {
 46s tick: n1 initializing->down, n2 initializing->down
 `,
 	}, {
+		name: "an initializing node that never re-reports is ready after its re-report window (two TTLs)",
+		script: `
+0s   track n1 disconnected
+0s   leader
+31s  beat n1
+36s  beat n1
+40s  beat n1
+41s  beat n1`,
+		want: `
+31s beat: ttl=5s n1 disconnected->initializing
+36s beat: ttl=5s
+40s beat: ttl=5s
+41s beat: ttl=5s n1 initializing->ready
+`,
+	}, {
 		name: "a re-report mark counts only while initializing",
 		script: `
 0s   track n2 ready
