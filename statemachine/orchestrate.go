@@ -61,6 +61,8 @@ func (s *State) reconcileGlobal(svc *Service) []uint32 {
 		mode := slotStopAll
 		switch {
 		case n.Status == NodeDown || n.Availability == AvailDrain || !matchesAll(cons, n):
+		case n.Status == NodeDisconnected:
+			mode = slotNoStart // nothing new can run there while it is away
 		case n.Availability == AvailActive:
 			mode = slotLive
 		default:
@@ -203,7 +205,9 @@ func (s *State) reconcileSlot(svc *Service, sl *slot, mode slotMode) {
 		return
 	}
 	if aside {
-		if !svc.Spec.Disconnect.NoReplace {
+		// A global service's slot is its node: a replacement would be
+		// pinned to the node that is away.
+		if !svc.Spec.Disconnect.NoReplace && svc.Spec.Mode != ModeGlobal {
 			s.newTask(svc, slotNumber(sl)) // the replacement for an unknown original
 		}
 		return
