@@ -146,7 +146,9 @@ type Series struct {
 	TasksRunning []int     `json:"tasks_running"` // the loadgen's view from the event stream
 	Transitions  []float64 `json:"transitions_per_second"`
 	Connected    []int     `json:"agents_connected"`
-	LagEntries   []int64   `json:"lag_entries"` // applied entries the event stream is behind
+	// LagTasks is how many running tasks the loadgen's view (from the event
+	// stream) differs by from the replicas' own count (/metrics).
+	LagTasks []int64 `json:"lag_tasks"`
 	// HeapInuse maps a replica ID (decimal) to its heap in use per sample
 	// (0 when it could not be read).
 	HeapInuse map[string][]uint64 `json:"heap_inuse_bytes"`

@@ -1,0 +1,182 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/pprof"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"shoal/loadgen"
+	"shoal/loadgen/report"
+)
+
+type loadgenOptions struct {
+	cfg        loadgen.Config
+	join       string
+	phases     string
+	jsonFile   string
+	cpuProfile string
+	memProfile string
+	seed       uint64
+}
+
+func newLoadgenCmd() *cobra.Command {
+	var o loadgenOptions
+	cmd := &cobra.Command{
+		Use:   "loadgen",
+		Short: "Drive a cluster with simulated agents through churn and faults, checking invariants online",
+		Long: `Start three managers (shoal serve child processes of this binary on free
+loopback ports) or join existing ones, run --agents simulated agents (the real
+agent code with a simulated executor) against them over HTTP, and drive a
+seeded workload of --tasks tasks in --services services through phases:
+
+  ramp     create networks and services; wait until every task runs
+  churn    scale up and down, rolling updates, remove and re-create, task crashes
+  faults   churn goes on; agents disconnect and vanish (kill -9) and come back;
+           the leader replica is SIGKILLed every --leader-kill-every and restarted
+  quiesce  faults stop, services go back to the plan; time to convergence
+
+Invariants of the task model are checked online from the event stream and the
+agents' own view; any violation is printed with the objects involved and
+makes the exit status non-zero, as do a failed convergence and a failed
+--threshold ('converge<20s', 'running_p99<5s', 'heap_per_task<1024',
+'violations<1', 'ramp<30s').
+
+  shoal loadgen --agents 1000 --tasks 100000 --json run.json --pprof-dir prof`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runLoadgen(cmd, o) },
+	}
+	f := cmd.Flags()
+	c := &o.cfg
+	f.IntVar(&c.Agents, "agents", 100, "simulated agents (nodes)")
+	f.IntVar(&c.Tasks, "tasks", 1000, "tasks at quiescence (the sum of the services' replicas)")
+	f.IntVar(&c.Services, "services", 20, "services")
+	f.IntVar(&c.Managers, "managers", 3, "manager replicas to start as child processes")
+	f.StringVar(&o.join, "join", "", "drive existing managers host:port,... instead of starting any")
+	f.IntVar(&c.Groups, "groups", 0, "service groups of the started managers (default: the server's)")
+	f.StringVar(&c.DataDir, "data-dir", "", "the started managers' data and logs (default: a temporary directory, removed after a clean run)")
+	f.Uint64Var(&o.seed, "seed", 1, "seed of the workload, the stage tables and the faults (the same seed replays the same workload)")
+	f.DurationVar(&c.SyncInterval, "sync-interval", 0, "the started managers' --sync-interval (default 5s)")
+	f.DurationVar(&c.MinHeartbeat, "min-heartbeat", 0, "the started managers' --min-heartbeat (default: the server's)")
+	f.StringVar(&o.phases, "phases", strings.Join(loadgen.AllPhases, ","), "phases to run, comma-separated")
+	f.DurationVar(&c.RampTimeout, "ramp-timeout", 0, "longest wait for every task to run after the creates (default 45s)")
+	f.DurationVar(&c.Churn, "churn", 0, "churn phase length (default 15s)")
+	f.DurationVar(&c.Faults, "faults", 0, "fault phase length (default 20s)")
+	f.DurationVar(&c.QuiesceTimeout, "quiesce-timeout", 0, "longest wait for convergence (default 40s)")
+	f.Float64Var(&c.ChurnRate, "churn-rate", 0, "churn operations per second (default 4)")
+	f.Float64Var(&c.CrashRate, "crash-rate", 0, "task processes crashed per second in churn and faults (default 5; negative: none)")
+	f.Float64Var(&c.FaultShare, "fault-share", 0, "most agents faulted at once, as a share of --agents (default 0.1)")
+	f.DurationVar(&c.LeaderKillEvery, "leader-kill-every", 0, "SIGKILL the leader replica this often in the fault phase (default 10s; negative: never)")
+	f.StringVar(&c.AgentLog, "agent-log", "", "write the simulated agents' warnings and errors to this file (default: discarded)")
+	f.StringVar(&o.jsonFile, "json", "", "write the machine-readable report (loadgen/report) to this file")
+	f.StringVar(&o.cpuProfile, "cpuprofile", "", "write the loadgen's own CPU profile to this file")
+	f.StringVar(&o.memProfile, "memprofile", "", "write the loadgen's own heap profile to this file")
+	f.StringVar(&c.PprofDir, "pprof-dir", "", "fetch each replica's CPU profile (during the ramp) and heap profile (at the end) into this directory")
+	f.StringArrayVar(&c.Thresholds, "threshold", nil, "a pass/fail threshold, e.g. 'converge<20s' (repeatable)")
+	return cmd
+}
+
+func runLoadgen(cmd *cobra.Command, o loadgenOptions) error {
+	cfg := o.cfg
+	cfg.Seed = o.seed
+	if o.join != "" {
+		cfg.Join = strings.Split(o.join, ",")
+	}
+	if o.phases != "" {
+		cfg.Phases = strings.Split(o.phases, ",")
+	} else {
+		cfg.Phases = []string{}
+	}
+	out := cmd.OutOrStdout()
+	cfg.Out = out
+	if f, ok := out.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			cfg.Terminal = true
+		}
+	}
+	if cfg.PprofDir != "" {
+		if err := os.MkdirAll(cfg.PprofDir, 0o755); err != nil {
+			return err
+		}
+	}
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	}
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rep, err := loadgen.Run(ctx, cfg)
+	if rep == nil {
+		return err
+	}
+	if o.memProfile != "" {
+		runtime.GC()
+		if f, ferr := os.Create(o.memProfile); ferr == nil {
+			_ = pprof.WriteHeapProfile(f)
+			f.Close()
+			rep.Profiles = append(rep.Profiles, o.memProfile)
+		}
+	}
+	if o.cpuProfile != "" {
+		rep.Profiles = append(rep.Profiles, o.cpuProfile)
+	}
+	for _, v := range rep.ViolationList {
+		fmt.Fprintf(out, "VIOLATION %s at %.1fs: %s\n", v.Invariant, v.AtSeconds, v.Message)
+		for _, obj := range v.Objects {
+			fmt.Fprintf(out, "    %s\n", obj)
+		}
+	}
+	if err := report.WriteTable(out, rep); err != nil {
+		return err
+	}
+	if o.jsonFile != "" {
+		b, jerr := json.MarshalIndent(rep, "", "  ")
+		if jerr != nil {
+			return jerr
+		}
+		if werr := os.WriteFile(o.jsonFile, append(b, '\n'), 0o644); werr != nil {
+			return werr
+		}
+	}
+	if err != nil {
+		return err
+	}
+	var fails []string
+	if rep.Violations > 0 {
+		fails = append(fails, fmt.Sprintf("%d invariant violations", rep.Violations))
+	}
+	if !rep.Converged && contains(cfg.Phases, "quiesce") {
+		fails = append(fails, "the cluster did not converge")
+	}
+	for _, th := range rep.Thresholds {
+		if !th.OK {
+			fails = append(fails, "threshold "+th.Expr+" failed")
+		}
+	}
+	if len(fails) > 0 {
+		return errors.New("loadgen: " + strings.Join(fails, "; "))
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

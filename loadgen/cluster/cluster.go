@@ -1,0 +1,336 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"shoal/api/client"
+)
+
+// Config describes the managers to start.
+type Config struct {
+	Binary       string        // the shoal binary; default os.Executable()
+	Managers     int           // replicas; default 3
+	DataDir      string        // required: replicas' data go to DataDir/mN
+	Groups       int           // service groups; 0: the server's default
+	SyncInterval time.Duration // --sync-interval; default 5s
+	MinHeartbeat time.Duration // --min-heartbeat; 0: the server's default
+	Pprof        bool          // start replicas with --pprof
+	ReadyTimeout time.Duration // default 60s
+}
+
+// Replica is one manager.
+type Replica struct {
+	ID   uint64
+	API  string // host:port
+	Raft string
+	Dir  string
+	Log  string
+	args []string
+
+	mu struct {
+		sync.Mutex
+		cmd    *exec.Cmd
+		exited chan struct{}
+		kills  int
+	}
+}
+
+// Cluster is the managers the loadgen drives.
+type Cluster struct {
+	cfg      Config
+	Replicas []*Replica
+	owned    bool // started by us: we may kill and restart them
+}
+
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// Start starts cfg.Managers replicas and waits until every one answers
+// /v1/status with every group led.
+func Start(ctx context.Context, cfg Config) (*Cluster, error) {
+	if cfg.Binary == "" {
+		b, err := os.Executable()
+		if err != nil {
+			return nil, err
+		}
+		cfg.Binary = b
+	}
+	if cfg.Managers <= 0 {
+		cfg.Managers = 3
+	}
+	if cfg.SyncInterval <= 0 {
+		cfg.SyncInterval = 5 * time.Second
+	}
+	if cfg.ReadyTimeout <= 0 {
+		cfg.ReadyTimeout = 60 * time.Second
+	}
+	if cfg.DataDir == "" {
+		return nil, errors.New("cluster: Config.DataDir is required")
+	}
+	c := &Cluster{cfg: cfg, owned: true}
+	var peers []string
+	for i := 1; i <= cfg.Managers; i++ {
+		api, err := freeAddr()
+		if err != nil {
+			return nil, err
+		}
+		raft, err := freeAddr()
+		if err != nil {
+			return nil, err
+		}
+		r := &Replica{ID: uint64(i), API: api, Raft: raft, Dir: filepath.Join(cfg.DataDir, fmt.Sprintf("m%d", i)),
+			Log: filepath.Join(cfg.DataDir, fmt.Sprintf("m%d.log", i))}
+		c.Replicas = append(c.Replicas, r)
+		peers = append(peers, fmt.Sprintf("%d=%s", i, raft))
+	}
+	for _, r := range c.Replicas {
+		r.args = []string{"serve", "--id", fmt.Sprint(r.ID), "--raft-addr", r.Raft, "--api-addr", r.API,
+			"--peers", strings.Join(peers, ","), "--data-dir", r.Dir, "--raft-log-level", "critical",
+			"--sync-interval", cfg.SyncInterval.String()}
+		if cfg.Groups > 0 {
+			r.args = append(r.args, "--groups", fmt.Sprint(cfg.Groups))
+		}
+		if cfg.MinHeartbeat > 0 {
+			r.args = append(r.args, "--min-heartbeat", cfg.MinHeartbeat.String())
+		}
+		if cfg.Pprof {
+			r.args = append(r.args, "--pprof")
+		}
+		if err := c.start(r); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	rctx, cancel := context.WithTimeout(ctx, cfg.ReadyTimeout)
+	defer cancel()
+	if err := c.WaitReady(rctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// Join uses the managers at addrs; they are never killed.
+func Join(ctx context.Context, addrs []string) (*Cluster, error) {
+	c := &Cluster{}
+	for i, a := range addrs {
+		b, err := client.BaseURL(strings.TrimSpace(a))
+		if err != nil {
+			return nil, err
+		}
+		c.Replicas = append(c.Replicas, &Replica{ID: uint64(i + 1), API: strings.TrimPrefix(strings.TrimPrefix(b, "http://"), "https://")})
+	}
+	if len(c.Replicas) == 0 {
+		return nil, errors.New("cluster: --join needs at least one manager address")
+	}
+	// Learn the replica IDs from the managers themselves.
+	for _, r := range c.Replicas {
+		cl, _ := client.New(r.API)
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		st, err := cl.Status(sctx)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("cluster: manager %s: %w", r.API, err)
+		}
+		r.ID = st.Replica
+	}
+	return c, nil
+}
+
+// Owned reports whether the loadgen started the managers (and may kill
+// them).
+func (c *Cluster) Owned() bool { return c.owned }
+
+// APIs returns every replica's API address.
+func (c *Cluster) APIs() []string {
+	var out []string
+	for _, r := range c.Replicas {
+		out = append(out, r.API)
+	}
+	return out
+}
+
+func (c *Cluster) start(r *Replica) error {
+	if err := os.MkdirAll(filepath.Dir(r.Log), 0o755); err != nil {
+		return err
+	}
+	log, err := os.OpenFile(r.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(c.cfg.Binary, r.args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.Dir = c.cfg.DataDir // never pick up a dragonboat-soft-settings.json from the caller's directory
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		log.Close()
+		return fmt.Errorf("cluster: start replica %d: %w", r.ID, err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		log.Close()
+		close(exited)
+	}()
+	r.mu.Lock()
+	r.mu.cmd, r.mu.exited = cmd, exited
+	r.mu.Unlock()
+	return nil
+}
+
+// Alive reports whether r's process runs (always true for joined
+// managers).
+func (r *Replica) Alive() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.mu.exited == nil {
+		return r.mu.cmd == nil
+	}
+	select {
+	case <-r.mu.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// Kills returns how many times r was killed.
+func (r *Replica) Kills() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.mu.kills
+}
+
+// Kill sends SIGKILL to r (never the graceful stop) and waits until it is
+// gone.
+func (c *Cluster) Kill(r *Replica) error {
+	if !c.owned {
+		return errors.New("cluster: the loadgen did not start this manager; it will not kill it")
+	}
+	r.mu.Lock()
+	cmd, exited := r.mu.cmd, r.mu.exited
+	r.mu.kills++
+	r.mu.Unlock()
+	if cmd == nil || cmd.Process == nil {
+		return nil
+	}
+	_ = cmd.Process.Kill()
+	<-exited
+	return nil
+}
+
+// Restart starts a killed replica again on the same data and addresses.
+func (c *Cluster) Restart(r *Replica) error {
+	if r.Alive() {
+		return nil
+	}
+	return c.start(r)
+}
+
+// Status asks one replica for its status.
+func Status(ctx context.Context, addr string) (client.Status, error) {
+	cl, err := client.New(addr)
+	if err != nil {
+		return client.Status{}, err
+	}
+	return cl.Status(ctx)
+}
+
+// WaitReady waits until every live replica answers /v1/status listing
+// every manager, with a leader for every group.
+func (c *Cluster) WaitReady(ctx context.Context) error {
+	var last error
+	for {
+		ok := true
+		for _, r := range c.Replicas {
+			if !r.Alive() {
+				continue
+			}
+			sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			st, err := Status(sctx, r.API)
+			cancel()
+			switch {
+			case err != nil:
+				ok, last = false, fmt.Errorf("replica %d: %w", r.ID, err)
+			case len(st.Managers) < len(c.Replicas):
+				ok, last = false, fmt.Errorf("replica %d lists %d managers", r.ID, len(st.Managers))
+			default:
+				for _, g := range st.Groups {
+					if g.Leader == 0 {
+						ok, last = false, fmt.Errorf("replica %d: group %d has no leader", r.ID, g.Group)
+					}
+				}
+			}
+		}
+		if ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cluster: managers not ready: %w (last: %v; logs in %s)", ctx.Err(), last, c.cfg.DataDir)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// Leader returns the replica leading the cluster group (it runs the leader
+// duties), nil if none answers so.
+func (c *Cluster) Leader(ctx context.Context) *Replica {
+	for _, r := range c.Replicas {
+		if !r.Alive() {
+			continue
+		}
+		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		st, err := Status(sctx, r.API)
+		cancel()
+		if err == nil && st.Leading {
+			return r
+		}
+	}
+	return nil
+}
+
+// Close stops every replica the loadgen started: SIGTERM, then SIGKILL
+// after 10s.
+func (c *Cluster) Close() {
+	if !c.owned {
+		return
+	}
+	var wg sync.WaitGroup
+	for _, r := range c.Replicas {
+		r.mu.Lock()
+		cmd, exited := r.mu.cmd, r.mu.exited
+		r.mu.Unlock()
+		if cmd == nil || cmd.Process == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-exited:
+			case <-time.After(10 * time.Second):
+				_ = cmd.Process.Kill()
+				<-exited
+			}
+		}()
+	}
+	wg.Wait()
+}

@@ -1,0 +1,108 @@
+package cluster
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Metrics are the lines of a replica's /metrics the loadgen reads.
+type Metrics struct {
+	HeapInuse uint64
+	Tasks     map[string]int    // shoal_tasks by state
+	Nodes     map[string]int    // shoal_nodes by status
+	Applied   map[string]uint64 // shoal_group_applied_index by group
+}
+
+var httpc = &http.Client{Timeout: 5 * time.Second}
+
+// label returns the value of label `name` in a metric line's labels.
+func label(line, name string) string {
+	i := strings.Index(line, name+`="`)
+	if i < 0 {
+		return ""
+	}
+	rest := line[i+len(name)+2:]
+	j := strings.IndexByte(rest, '"')
+	if j < 0 {
+		return ""
+	}
+	return rest[:j]
+}
+
+// Scrape reads addr's /metrics.
+func Scrape(ctx context.Context, addr string) (Metrics, error) {
+	m := Metrics{Tasks: map[string]int{}, Nodes: map[string]int{}, Applied: map[string]uint64{}}
+	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/metrics", nil)
+	if err != nil {
+		return m, err
+	}
+	resp, err := httpc.Do(req)
+	if err != nil {
+		return m, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return m, fmt.Errorf("cluster: %s/metrics: %s", addr, resp.Status)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		sp := strings.LastIndexByte(line, ' ')
+		if sp < 0 {
+			continue
+		}
+		name, val := line[:sp], line[sp+1:]
+		f, err := strconv.ParseFloat(val, 64)
+		if err != nil {
+			continue
+		}
+		switch {
+		case name == "go_memstats_heap_inuse_bytes":
+			m.HeapInuse = uint64(f)
+		case strings.HasPrefix(name, "shoal_tasks{"):
+			m.Tasks[label(name, "state")] = int(f)
+		case strings.HasPrefix(name, "shoal_nodes{"):
+			m.Nodes[label(name, "status")] = int(f)
+		case strings.HasPrefix(name, "shoal_group_applied_index{"):
+			m.Applied[label(name, "group")] = uint64(f)
+		}
+	}
+	return m, sc.Err()
+}
+
+// FetchProfile saves addr's /debug/pprof/PATH (e.g. "profile?seconds=20",
+// "heap") to file.
+func FetchProfile(ctx context.Context, addr, path, file string) error {
+	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/debug/pprof/"+path, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := (&http.Client{}).Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return fmt.Errorf("cluster: %s/debug/pprof/%s: %s (start the managers with --pprof)", addr, path, resp.Status)
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

@@ -1,0 +1,126 @@
+package loadgen
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"shoal/agent"
+)
+
+// Phase names, in the order they run.
+var AllPhases = []string{"ramp", "churn", "faults", "quiesce"}
+
+// Config is one run's parameters. Zero values take the defaults named.
+type Config struct {
+	Binary   string   // the shoal binary for `serve` children; default os.Executable()
+	Agents   int      // simulated agents; default 100
+	Tasks    int      // tasks at quiescence; default 1,000
+	Services int      // default 20
+	Managers int      // manager child processes; default 3 (ignored with Join)
+	Join     []string // drive these managers instead of starting any
+	Groups   int      // --groups of the children; 0: the server's default
+	DataDir  string   // children's data and logs; default a temporary directory (removed after a clean run)
+	Seed     uint64   // default 1
+
+	SyncInterval time.Duration // children's --sync-interval; default 5s
+	MinHeartbeat time.Duration // children's --min-heartbeat; 0: the server's default (1s)
+
+	Phases          []string      // the phases switched on; default AllPhases
+	RampTimeout     time.Duration // longest wait for every task to run after the creates; default 45s
+	Churn           time.Duration // churn phase length; default 15s
+	Faults          time.Duration // fault phase length (churn goes on during it); default 20s
+	QuiesceTimeout  time.Duration // longest wait for convergence; default 40s
+	ChurnRate       float64       // churn operations per second; default 4
+	CrashRate       float64       // task processes crashed per second during churn and faults; default 5
+	FaultShare      float64       // most agents faulted at once (share of Agents); default 0.1
+	FaultEvery      time.Duration // how often an agent is disconnected or vanishes; default 250ms
+	LeaderKillEvery time.Duration // SIGKILL the leader replica this often in the fault phase (owned clusters); default 10s; <0: never
+
+	// Sim is the simulated tasks' stage table; zero: DefaultSim().
+	Sim *agent.SimConfig
+
+	AgentLog   string   // the agents' log file (warnings and errors); "" : discarded
+	PprofDir   string   // fetch each replica's CPU profile (during the ramp) and heap (at the end) here
+	Thresholds []string // e.g. "converge<20s", "running_p99<5s"
+
+	Out      io.Writer // progress lines and violations; default io.Discard
+	Terminal bool      // Out is a terminal: a live progress bar instead of a line every 5s
+}
+
+// DefaultSim is the stage table of simulated tasks: prepare and start take
+// tens to hundreds of milliseconds and fail 1% of the time each; stops take
+// up to 110ms; tasks run until stopped (the loadgen crashes some itself).
+func DefaultSim() agent.SimConfig {
+	return agent.SimConfig{
+		Prepare: agent.SimStage{Delay: 20 * time.Millisecond, Jitter: 100 * time.Millisecond,
+			Outcomes: []agent.SimOutcome{{Weight: 99}, {Weight: 1, Reject: "loadgen: image pull failed"}}},
+		Start: agent.SimStage{Delay: 20 * time.Millisecond, Jitter: 200 * time.Millisecond,
+			Outcomes: []agent.SimOutcome{{Weight: 99}, {Weight: 1, Reject: "loadgen: start failed"}}},
+		Stop: agent.SimStage{Delay: 10 * time.Millisecond, Jitter: 100 * time.Millisecond},
+	}
+}
+
+func (c Config) withDefaults() (Config, error) {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&c.Agents, 100)
+	def(&c.Tasks, 1000)
+	def(&c.Services, 20)
+	def(&c.Managers, 3)
+	if c.Seed == 0 {
+		c.Seed = 1
+	}
+	defd := func(v *time.Duration, d time.Duration) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	defd(&c.SyncInterval, 5*time.Second)
+	defd(&c.RampTimeout, 45*time.Second)
+	defd(&c.Churn, 15*time.Second)
+	defd(&c.Faults, 20*time.Second)
+	defd(&c.QuiesceTimeout, 40*time.Second)
+	defd(&c.FaultEvery, 250*time.Millisecond)
+	defd(&c.LeaderKillEvery, 10*time.Second)
+	if c.ChurnRate <= 0 {
+		c.ChurnRate = 4
+	}
+	if c.CrashRate < 0 {
+		c.CrashRate = 0
+	} else if c.CrashRate == 0 {
+		c.CrashRate = 5
+	}
+	if c.FaultShare <= 0 {
+		c.FaultShare = 0.1
+	}
+	if len(c.Phases) == 0 {
+		c.Phases = AllPhases
+	}
+	for _, p := range c.Phases {
+		if !slices.Contains(AllPhases, p) {
+			return c, fmt.Errorf("loadgen: unknown phase %q (phases are %v)", p, AllPhases)
+		}
+	}
+	if c.Sim == nil {
+		s := DefaultSim()
+		c.Sim = &s
+	}
+	if c.Out == nil {
+		c.Out = io.Discard
+	}
+	if c.Services > c.Tasks {
+		c.Services = c.Tasks
+	}
+	if c.Tasks <= 0 || c.Agents <= 0 {
+		return c, errors.New("loadgen: --tasks and --agents must be 1 or more")
+	}
+	return c, nil
+}
+
+func (c Config) on(phase string) bool { return slices.Contains(c.Phases, phase) }

@@ -1,0 +1,135 @@
+package loadgen
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+)
+
+// faults injects agent faults and leader kills until ctx ends, then heals
+// everything: every vanished agent returns, every killed replica restarts.
+type faults struct {
+	r   *run
+	rng *rand.Rand
+	mu  sync.Mutex
+	// until is when each faulted agent is healthy again (partitions end by
+	// themselves; vanished agents return at that time).
+	until  map[int]time.Time
+	wg     sync.WaitGroup
+	healed chan struct{} // closed when the phase ends: vanished agents return at once
+}
+
+func (r *run) runFaults(ctx context.Context) {
+	f := &faults{r: r, rng: rand.New(rand.NewPCG(r.cfg.Seed, 0xfa17)), until: map[int]time.Time{}, healed: make(chan struct{})}
+	maxFaulted := max(1, int(float64(r.cfg.Agents)*r.cfg.FaultShare))
+	tick := time.NewTicker(r.cfg.FaultEvery)
+	defer tick.Stop()
+	var kill <-chan time.Time
+	if r.cl.Owned() && len(r.cl.Replicas) >= 3 && r.cfg.LeaderKillEvery > 0 {
+		kt := time.NewTicker(r.cfg.LeaderKillEvery)
+		defer kt.Stop()
+		kill = kt.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			f.heal()
+			return
+		case <-kill:
+			f.killLeader(ctx)
+		case <-tick.C:
+			f.agentFault(maxFaulted)
+		}
+	}
+}
+
+// agentFault disconnects an agent for 2–8s or makes it vanish for 3–15s,
+// unless maxFaulted agents are already faulted.
+func (f *faults) agentFault(maxFaulted int) {
+	now := time.Now()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i, t := range f.until {
+		if now.After(t) && !f.r.fleet.Gone(i) {
+			delete(f.until, i)
+		}
+	}
+	if len(f.until) >= maxFaulted {
+		return
+	}
+	i := f.rng.IntN(f.r.cfg.Agents)
+	if _, busy := f.until[i]; busy {
+		return
+	}
+	if f.rng.IntN(2) == 0 {
+		d := 2*time.Second + time.Duration(f.rng.Int64N(int64(6*time.Second)))
+		f.r.fleet.Partition(i, d)
+		f.until[i] = now.Add(d)
+		f.r.counts.disconnects.Add(1)
+		return
+	}
+	d := 3*time.Second + time.Duration(f.rng.Int64N(int64(12*time.Second)))
+	f.until[i] = now.Add(d)
+	f.r.counts.vanishes.Add(1)
+	f.wg.Add(1)
+	go func() {
+		defer f.wg.Done()
+		if !f.r.fleet.Vanish(i) {
+			return
+		}
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-f.healed:
+		case <-f.r.ctx.Done():
+		}
+		f.r.fleet.Return(i)
+	}()
+}
+
+// killLeader SIGKILLs the replica leading the cluster group and restarts
+// it from its data 2s later.
+func (f *faults) killLeader(ctx context.Context) {
+	l := f.r.cl.Leader(ctx)
+	if l == nil {
+		return
+	}
+	if err := f.r.cl.Kill(l); err != nil {
+		fmt.Fprintln(f.r.cfg.Out, "loadgen: kill leader:", err)
+		return
+	}
+	f.r.counts.leaderKills.Add(1)
+	fmt.Fprintf(f.r.cfg.Out, "%5.0fs faults  killed the leader, replica %d (SIGKILL); restarting it in 2s\n",
+		time.Since(f.r.start).Seconds(), l.ID)
+	f.wg.Add(1)
+	go func() {
+		defer f.wg.Done()
+		select { // the replica stays dead 2s, or until the phase ends
+		case <-time.After(2 * time.Second):
+		case <-f.healed:
+		}
+		if err := f.r.cl.Restart(l); err != nil {
+			fmt.Fprintln(f.r.cfg.Out, "loadgen: restart replica:", err)
+		}
+	}()
+}
+
+// heal ends every fault: partitions are lifted, vanished agents return,
+// killed replicas restart.
+func (f *faults) heal() {
+	f.mu.Lock()
+	for i := range f.until {
+		f.r.fleet.Partition(i, 0)
+	}
+	f.mu.Unlock()
+	close(f.healed)
+	f.wg.Wait()
+	for _, rep := range f.r.cl.Replicas {
+		if !rep.Alive() {
+			_ = f.r.cl.Restart(rep)
+		}
+	}
+}

@@ -1,0 +1,19 @@
+// Package fleet runs the loadgen's simulated agents: many real agents
+// (agent.Run: session, heartbeats, assignments long-poll, status batching,
+// sync) in one process, each with a simulated executor, an in-memory store
+// and its own hostname, all sharing one fasthttp client to the managers
+// over loopback HTTP.
+//
+// The one idea: the load is made by the real agent code, so what the
+// managers see is what real nodes would send; only the processes are
+// simulated. Around each agent the fleet puts two thin wrappers that feed
+// an Observer (the invariant checker): the manager client reports every
+// task an agent is handed, and the executor reports which addresses each
+// agent holds, from prepare until the agent forgets the task.
+//
+// Faults: Partition cuts an agent off the managers for a while (its calls
+// fail, its long-poll is cut, its tasks keep running); Vanish stops an
+// agent like kill -9 (its simulated processes keep running) and Return
+// starts it again over the same store with the executor Reopen()ed; Crash
+// makes running task processes exit with code 137.
+package fleet

@@ -1,0 +1,236 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"shoal/agent"
+	"shoal/api/client"
+	"shoal/internal/clock"
+	"shoal/wire"
+)
+
+// Config describes the fleet.
+type Config struct {
+	Managers []string // API addresses (host:port)
+	Agents   int
+	Seed     uint64
+	Sim      agent.SimConfig // stage tables; Seed is derived per agent from Seed
+	Observer Observer        // nil: nothing is observed
+	Logger   *slog.Logger    // the agents' logger; default: discard
+	// Hostname names agent i; default "sim-%05d".
+	Hostname func(i int) string
+	// Slack is how many connections per manager the shared client allows
+	// beyond one per agent; default 64.
+	Slack int
+	// CPU and Memory each simulated node offers; default 64 cores, 256 GiB.
+	CPU, Memory int64
+	// StartSpread spreads the agents' first sessions over this long;
+	// default 0 (all at once; the managers' storm control answers 503 +
+	// Retry-After).
+	StartSpread time.Duration
+}
+
+// simAgent is one simulated node.
+type simAgent struct {
+	idx   int
+	cfg   agent.Config // without Manager and Executor
+	store *agent.MemStore
+	node  atomic.Uint32
+	live  atomic.Bool
+	mgr   *manager
+	mu    struct {
+		sync.Mutex
+		sim    *agent.SimExecutor
+		exec   *executor
+		cancel context.CancelFunc
+		done   chan struct{}
+		gone   bool // vanished
+	}
+}
+
+// Fleet is the running simulated agents.
+type Fleet struct {
+	cfg    Config
+	hc     *fasthttp.Client
+	agents []*simAgent
+	ctx    context.Context
+	errs   atomic.Int64
+	rng    struct {
+		sync.Mutex
+		r *rand.Rand
+	}
+}
+
+// Start starts cfg.Agents agents; they run until ctx ends or Stop.
+func Start(ctx context.Context, cfg Config) (*Fleet, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Hostname == nil {
+		cfg.Hostname = func(i int) string { return fmt.Sprintf("sim-%05d", i) }
+	}
+	if cfg.Slack <= 0 {
+		cfg.Slack = 64
+	}
+	if cfg.CPU <= 0 {
+		cfg.CPU = 64_000
+	}
+	if cfg.Memory <= 0 {
+		cfg.Memory = 256 << 30
+	}
+	f := &Fleet{cfg: cfg, hc: client.SharedHTTP(cfg.Agents + cfg.Slack), ctx: ctx}
+	f.rng.r = rand.New(rand.NewPCG(cfg.Seed, 0xf1ee7))
+	for i := range cfg.Agents {
+		a := &simAgent{idx: i, store: agent.NewMemStore()}
+		ac, err := client.NewAgentClient(cfg.Managers, f.hc)
+		if err != nil {
+			return nil, err
+		}
+		a.mgr = &manager{inner: ac, obs: cfg.Observer, node: &a.node, live: &a.live}
+		sim := cfg.Sim
+		sim.Seed = cfg.Seed*1_000_003 + uint64(i) + 1
+		a.mu.sim = agent.NewSimExecutor(clock.Real{}, sim)
+		a.cfg = agent.Config{Store: a.store, Logger: cfg.Logger, Seed: sim.Seed ^ 0x5eed,
+			Node: wire.NodeDescription{Hostname: cfg.Hostname(i), CPU: cfg.CPU, Memory: cfg.Memory, AgentVersion: "loadgen-sim",
+				Labels: map[string]string{"zone": fmt.Sprintf("z%d", i%3)}}}
+		f.agents = append(f.agents, a)
+	}
+	for i, a := range f.agents {
+		var delay time.Duration
+		if cfg.StartSpread > 0 && cfg.Agents > 1 {
+			delay = cfg.StartSpread * time.Duration(i) / time.Duration(cfg.Agents)
+		}
+		f.run(a, a.mu.sim, delay)
+	}
+	return f, nil
+}
+
+// run starts one agent run over sim after delay.
+func (f *Fleet) run(a *simAgent, sim *agent.SimExecutor, delay time.Duration) {
+	ctx, cancel := context.WithCancel(f.ctx)
+	done := make(chan struct{})
+	ex := newExecutor(sim, f.cfg.Observer, &a.node)
+	a.mu.Lock()
+	a.mu.sim, a.mu.exec, a.mu.cancel, a.mu.done, a.mu.gone = sim, ex, cancel, done, false
+	a.mu.Unlock()
+	cfg := a.cfg
+	cfg.Manager, cfg.Executor = a.mgr, ex
+	go func() {
+		defer close(done)
+		if delay > 0 {
+			t := time.NewTimer(delay)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return
+			}
+		}
+		if err := agent.Run(ctx, cfg); err != nil {
+			f.errs.Add(1)
+			cfg.Logger.Error("loadgen: agent stopped", "host", cfg.Node.Hostname, "err", err)
+		}
+	}()
+}
+
+// Len returns the number of agents.
+func (f *Fleet) Len() int { return len(f.agents) }
+
+// Errors returns how many agent runs ended with an error.
+func (f *Fleet) Errors() int64 { return f.errs.Load() }
+
+// Connected counts agents whose last heartbeat succeeded.
+func (f *Fleet) Connected() int {
+	n := 0
+	for _, a := range f.agents {
+		if a.live.Load() {
+			n++
+		}
+	}
+	return n
+}
+
+// Partition cuts agent i off the managers for d: its calls fail at once
+// and its calls in flight are cut; its tasks keep running.
+func (f *Fleet) Partition(i int, d time.Duration) { f.agents[i].mgr.cut(d) }
+
+// Vanish stops agent i at once, like kill -9: nothing is flushed, its
+// simulated processes keep running. It reports false if i was gone.
+func (f *Fleet) Vanish(i int) bool {
+	a := f.agents[i]
+	a.mu.Lock()
+	if a.mu.gone {
+		a.mu.Unlock()
+		return false
+	}
+	a.mu.gone = true
+	cancel, done, ex := a.mu.cancel, a.mu.done, a.mu.exec
+	a.mu.Unlock()
+	cancel()
+	<-done
+	_ = ex.Close()
+	a.live.Store(false)
+	return true
+}
+
+// Return starts a vanished agent i again over its store, with its
+// executor reopened (it re-attaches to the processes that kept running).
+func (f *Fleet) Return(i int) {
+	a := f.agents[i]
+	a.mu.Lock()
+	gone, sim := a.mu.gone, a.mu.sim
+	a.mu.Unlock()
+	if !gone || f.ctx.Err() != nil {
+		return
+	}
+	f.run(a, sim.Reopen(), 0)
+}
+
+// Gone reports whether agent i is vanished.
+func (f *Fleet) Gone(i int) bool {
+	a := f.agents[i]
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.mu.gone
+}
+
+// Crash makes up to n running tasks of agent i exit with code 137.
+func (f *Fleet) Crash(i, n int) int {
+	a := f.agents[i]
+	a.mu.Lock()
+	ex, gone := a.mu.exec, a.mu.gone
+	a.mu.Unlock()
+	if gone {
+		return 0
+	}
+	f.rng.Lock()
+	defer f.rng.Unlock()
+	return ex.crash(n, f.rng.r)
+}
+
+// Stop stops every agent and waits for them.
+func (f *Fleet) Stop() {
+	var wg sync.WaitGroup
+	for _, a := range f.agents {
+		a.mu.Lock()
+		cancel, done, ex := a.mu.cancel, a.mu.done, a.mu.exec
+		a.mu.Unlock()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cancel()
+			<-done
+			_ = ex.Close()
+		}()
+	}
+	wg.Wait()
+	f.hc.CloseIdleConnections()
+}

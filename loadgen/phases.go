@@ -1,0 +1,205 @@
+package loadgen
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"time"
+
+	"shoal/loadgen/cluster"
+	"shoal/loadgen/report"
+)
+
+var profileWG sync.WaitGroup
+
+// doRamp creates the workload and waits until every task runs.
+func (r *run) doRamp(ctx context.Context) {
+	r.setPhase("ramp")
+	t0 := time.Now()
+	if r.cfg.PprofDir != "" {
+		secs := int(min(r.cfg.RampTimeout, 20*time.Second) / time.Second)
+		for _, rep := range r.cl.Replicas {
+			file := filepath.Join(r.cfg.PprofDir, fmt.Sprintf("m%d.cpu.prof", rep.ID))
+			r.profiles = append(r.profiles, file)
+			profileWG.Add(1)
+			go func() {
+				defer profileWG.Done()
+				if err := cluster.FetchProfile(ctx, rep.API, fmt.Sprintf("profile?seconds=%d", secs), file); err != nil {
+					r.logf("pprof: %v", err)
+				}
+			}()
+		}
+	}
+	if err := r.driver.Ramp(ctx, 8); err != nil {
+		r.logf("%v", err)
+	}
+	created := time.Since(t0)
+	ph := report.Phase{Name: "ramp", StartSeconds: t0.Sub(r.start).Seconds()}
+	if !r.cfg.on("ramp") {
+		ph.Note = fmt.Sprintf("created only (%.1fs); not waited for", created.Seconds())
+		ph.Seconds = created.Seconds()
+		r.phases = append(r.phases, ph)
+		return
+	}
+	deadline := t0.Add(r.cfg.RampTimeout)
+	running := 0
+	for ctx.Err() == nil && time.Now().Before(deadline) {
+		running = r.checker.ByState()[7]
+		if running >= r.cfg.Tasks {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	ph.Seconds = time.Since(t0).Seconds()
+	if running >= r.cfg.Tasks {
+		ph.Note = fmt.Sprintf("%d tasks running %.1fs after the first create (creates took %.1fs)", running, ph.Seconds, created.Seconds())
+	} else {
+		ph.Note = fmt.Sprintf("timed out with %d/%d running (creates took %.1fs)", running, r.cfg.Tasks, created.Seconds())
+	}
+	r.logf("%s", ph.Note)
+	r.phases = append(r.phases, ph)
+}
+
+// doQuiesce ends the churn's changes (faults already healed), restores
+// the plan and waits until every service runs its planned replicas; then it
+// checks the quiescence invariants on the stream's view.
+func (r *run) doQuiesce(ctx context.Context) (bool, float64) {
+	if !r.cfg.on("quiesce") || ctx.Err() != nil {
+		r.phases = append(r.phases, report.Phase{Name: "quiesce", Skipped: true})
+		return false, -1
+	}
+	r.setPhase("quiesce")
+	t0 := time.Now()
+	qctx, cancel := context.WithTimeout(ctx, r.cfg.QuiesceTimeout)
+	defer cancel()
+	ph := report.Phase{Name: "quiesce", StartSeconds: t0.Sub(r.start).Seconds()}
+	if err := r.driver.Restore(qctx); err != nil {
+		r.logf("%v", err)
+	}
+	want := r.driver.Desired()
+	converged := false
+	var running, desired int
+	for qctx.Err() == nil {
+		var ok bool
+		var err error
+		running, desired, ok, err = r.driver.Converged(qctx)
+		if err == nil && ok && running == r.cfg.Tasks {
+			converged = true
+			break
+		}
+		select {
+		case <-qctx.Done():
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	conv := time.Since(t0).Seconds()
+	if converged {
+		ph.Note = fmt.Sprintf("converged in %.2fs: %d/%d running", conv, running, desired)
+	} else {
+		ph.Note = fmt.Sprintf("did not converge in %v: %d running, %d desired (want %d)", r.cfg.QuiesceTimeout, running, desired, r.cfg.Tasks)
+		conv = -1
+	}
+	r.logf("%s", ph.Note)
+	// The stream's view catches up (bounded), then the quiescence checks.
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		if sameCounts(r.checker.Running(), want) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	r.checker.Quiesced(want, time.Now())
+	ph.Seconds = time.Since(t0).Seconds()
+	r.phases = append(r.phases, ph)
+	return converged, conv
+}
+
+func sameCounts(a, b map[string]int) bool {
+	for k, v := range b {
+		if a[k] != v {
+			return false
+		}
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// buildReport gathers the run's figures.
+func (r *run) buildReport(ctx context.Context, converged bool, convergeSecs float64) *report.Report {
+	cfg := r.cfg
+	rep := &report.Report{Version: report.Version, Seed: cfg.Seed, StartedAt: r.start.UTC().Format(time.RFC3339),
+		Converged: converged, ConvergeSeconds: convergeSecs, Phases: r.phases}
+	rep.Params = report.Params{Agents: cfg.Agents, Tasks: cfg.Tasks, Services: len(r.plan.Services), Networks: len(r.plan.Networks),
+		Join: cfg.Join, Groups: cfg.Groups, SyncSeconds: cfg.SyncInterval.Seconds(), RampSeconds: cfg.RampTimeout.Seconds(),
+		ChurnSeconds: cfg.Churn.Seconds(), FaultSeconds: cfg.Faults.Seconds(), QuiesceSeconds: cfg.QuiesceTimeout.Seconds(),
+		ChurnRate: cfg.ChurnRate, FaultShare: cfg.FaultShare, Phases: cfg.Phases}
+	if len(cfg.Join) == 0 {
+		rep.Params.Managers = cfg.Managers
+		rep.Params.LeaderKillSecs = cfg.LeaderKillEvery.Seconds()
+	}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	if running, _, _, err := r.driver.Converged(cctx); err == nil {
+		rep.TasksRunning = running
+	}
+	cancel()
+	// One last sample so the heap read is from the end of the run.
+	r.sampler.sample(ctx)
+	c := &r.driver.Counts
+	ev, reconn, resync := r.follower.Stats()
+	tr, seen := r.stats.counts()
+	rep.Counts = report.Counts{NetworksCreated: int(c.Networks.Load()), ServicesCreated: int(c.Services.Load()),
+		Scales: int(c.Scales.Load()), Updates: int(c.Updates.Load()), Removes: int(c.Removes.Load()), Recreates: int(c.Recreates.Load()),
+		APIErrors: int(c.Errors.Load()), Crashes: int(r.counts.crashes.Load()), Disconnects: int(r.counts.disconnects.Load()),
+		Vanishes: int(r.counts.vanishes.Load()), LeaderKills: int(r.counts.leaderKills.Load()), Events: ev, Transitions: tr,
+		StreamReconnects: reconn, StreamResyncs: resync, TasksSeen: seen}
+	rep.Latencies = r.stats.latencies()
+	rep.Transitions = r.sampler.rate()
+	rep.Series = r.sampler.series()
+	r.sampler.mu.Lock()
+	for _, rp := range r.cl.Replicas {
+		rep.Replicas = append(rep.Replicas, report.Replica{ID: rp.ID, API: rp.API, HeapInuseEnd: r.sampler.last[rp.ID],
+			HeapInusePeak: r.sampler.peak[rp.ID], Kills: rp.Kills()})
+		rep.HeapBytesPerTask = max(rep.HeapBytesPerTask, float64(r.sampler.last[rp.ID])/float64(cfg.Tasks))
+	}
+	r.sampler.mu.Unlock()
+	rep.Invariants = r.checker.Results()
+	rep.ViolationList = r.checker.Violations()
+	rep.Violations = r.checker.Count()
+	rep.TotalSeconds = time.Since(r.start).Seconds()
+	rep.Thresholds = evalThresholds(cfg.Thresholds, rep)
+	return rep
+}
+
+// fetchHeaps saves each replica's heap profile (with --pprof-dir) and
+// waits for the CPU profiles.
+func (r *run) fetchHeaps(ctx context.Context, rep *report.Report) {
+	if r.cfg.PprofDir == "" {
+		return
+	}
+	runtime.GC()
+	for _, rp := range r.cl.Replicas {
+		if !rp.Alive() {
+			continue
+		}
+		file := filepath.Join(r.cfg.PprofDir, fmt.Sprintf("m%d.heap.prof", rp.ID))
+		if err := cluster.FetchProfile(ctx, rp.API, "heap", file); err != nil {
+			r.logf("pprof: %v", err)
+			continue
+		}
+		r.profiles = append(r.profiles, file)
+	}
+	profileWG.Wait()
+	rep.Profiles = append(rep.Profiles, r.profiles...)
+}

@@ -1,0 +1,228 @@
+package loadgen
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"shoal/api/client"
+	"shoal/loadgen/check"
+	"shoal/loadgen/cluster"
+	"shoal/loadgen/fleet"
+	"shoal/loadgen/report"
+	"shoal/loadgen/watch"
+	"shoal/loadgen/workload"
+)
+
+// run is one loadgen run in progress.
+type run struct {
+	cfg      Config
+	ctx      context.Context
+	start    time.Time
+	cl       *cluster.Cluster
+	fleet    *fleet.Fleet
+	checker  *check.Checker
+	stats    *stats
+	follower *watch.Follower
+	driver   *workload.Driver
+	plan     workload.Plan
+	sampler  *sampler
+	phaseMu  sync.Mutex
+	phaseNow string
+	phases   []report.Phase
+	profiles []string
+	counts   struct {
+		crashes, disconnects, vanishes, leaderKills atomic.Int64
+	}
+}
+
+func (r *run) phase() string {
+	r.phaseMu.Lock()
+	defer r.phaseMu.Unlock()
+	return r.phaseNow
+}
+
+func (r *run) setPhase(p string) {
+	r.phaseMu.Lock()
+	r.phaseNow = p
+	r.phaseMu.Unlock()
+}
+
+func (r *run) logf(format string, args ...any) {
+	fmt.Fprintf(r.cfg.Out, "%5.0fs %-7s "+format+"\n", append([]any{time.Since(r.start).Seconds(), r.phase()}, args...)...)
+}
+
+// Run runs the load generator and returns its report. An error means the
+// run could not be carried out (managers did not start, ...); violations
+// and convergence are in the report.
+func Run(ctx context.Context, cfg Config) (*report.Report, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := raiseFileLimit(); err != nil {
+		fmt.Fprintln(cfg.Out, "loadgen: cannot raise the open-file limit:", err)
+	}
+	r := &run{cfg: cfg, ctx: ctx, start: time.Now(), stats: newStats()}
+	r.checker = check.New(r.start)
+	r.setPhase("setup")
+	tempDir := false
+	if cfg.DataDir == "" {
+		d, err := os.MkdirTemp("", "shoal-loadgen-")
+		if err != nil {
+			return nil, err
+		}
+		cfg.DataDir, r.cfg.DataDir, tempDir = d, d, true
+	}
+	if len(cfg.Join) > 0 {
+		r.cl, err = cluster.Join(ctx, cfg.Join)
+	} else {
+		r.logf("starting %d managers (data and logs in %s)", cfg.Managers, cfg.DataDir)
+		r.cl, err = cluster.Start(ctx, cluster.Config{Binary: cfg.Binary, Managers: cfg.Managers, DataDir: cfg.DataDir,
+			Groups: cfg.Groups, SyncInterval: cfg.SyncInterval, MinHeartbeat: cfg.MinHeartbeat, Pprof: cfg.PprofDir != ""})
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer r.cl.Close()
+	apis := r.cl.APIs()
+	st, err := cluster.Status(ctx, apis[0])
+	if err != nil {
+		return nil, fmt.Errorf("loadgen: status of %s: %w", apis[0], err)
+	}
+
+	runCtx, stopAll := context.WithCancel(ctx)
+	defer stopAll()
+	var bg sync.WaitGroup
+	r.follower = watch.New(watch.Config{Managers: apis, Index: st.Index,
+		Event: func(ev client.Event, conn int) {
+			now := time.Now()
+			r.checker.Event(ev, conn, now)
+			r.stats.event(ev)
+		},
+		Resync: func(tasks []client.Task, conn int) { r.checker.Reset(tasks, conn, time.Now()) }})
+	bg.Add(1)
+	go func() { defer bg.Done(); r.follower.Follow(runCtx) }()
+
+	logger := slog.New(slog.DiscardHandler)
+	if cfg.AgentLog != "" {
+		f, err := os.Create(cfg.AgentLog)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		logger = slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	r.logf("starting %d simulated agents", cfg.Agents)
+	r.fleet, err = fleet.Start(runCtx, fleet.Config{Managers: apis, Agents: cfg.Agents, Seed: cfg.Seed, Sim: *cfg.Sim,
+		Observer: r.checker, Logger: logger})
+	if err != nil {
+		return nil, err
+	}
+	r.sampler = newSampler(r)
+	sctx, stopSampler := context.WithCancel(runCtx)
+	defer stopSampler()
+	bg.Add(1)
+	go func() { defer bg.Done(); r.sampler.loop(sctx) }()
+
+	r.plan = workload.NewPlan(cfg.Seed, cfg.Tasks, cfg.Services, len(st.Groups)-1)
+	r.driver, err = workload.NewDriver(runCtx, r.plan, apis, cfg.Seed)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.waitAgents(runCtx); err != nil {
+		r.logf("%v", err)
+	}
+	r.phases = nil
+	r.doRamp(runCtx)
+	r.timed(runCtx, "churn", cfg.Churn, func(c context.Context) { r.churn(c) })
+	r.timed(runCtx, "faults", cfg.Faults, func(c context.Context) {
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() { defer wg.Done(); r.churn(c) }()
+		r.runFaults(c)
+		wg.Wait()
+	})
+	converged, convergeSecs := r.doQuiesce(runCtx)
+
+	rep := r.buildReport(runCtx, converged, convergeSecs)
+	stopSampler()
+	r.fetchHeaps(runCtx, rep)
+	r.fleet.Stop()
+	stopAll()
+	bg.Wait()
+	if tempDir && rep.Violations == 0 && (converged || !cfg.on("quiesce")) {
+		r.cl.Close()
+		_ = os.RemoveAll(cfg.DataDir)
+	} else {
+		fmt.Fprintln(cfg.Out, "loadgen: managers' data and logs kept in", cfg.DataDir)
+	}
+	return rep, ctx.Err()
+}
+
+// waitAgents waits (at most a minute) until the cluster lists every agent
+// as a node.
+func (r *run) waitAgents(ctx context.Context) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if r.fleet.Connected() >= r.cfg.Agents {
+			st, err := cluster.Status(ctx, r.cl.APIs()[0])
+			if err == nil && st.Nodes >= r.cfg.Agents {
+				r.logf("%d agents connected", r.cfg.Agents)
+				return nil
+			}
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("only %d of %d agents connected after a minute; going on", r.fleet.Connected(), r.cfg.Agents)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// timed runs one phase for d (if switched on).
+func (r *run) timed(ctx context.Context, name string, d time.Duration, f func(context.Context)) {
+	if !r.cfg.on(name) || ctx.Err() != nil {
+		r.phases = append(r.phases, report.Phase{Name: name, Skipped: true})
+		return
+	}
+	r.setPhase(name)
+	t0 := time.Now()
+	pctx, cancel := context.WithTimeout(ctx, d)
+	f(pctx)
+	cancel()
+	r.phases = append(r.phases, report.Phase{Name: name, StartSeconds: t0.Sub(r.start).Seconds(), Seconds: time.Since(t0).Seconds()})
+}
+
+// churn carries out seeded operations at ChurnRate and crashes tasks at
+// CrashRate until ctx ends.
+func (r *run) churn(ctx context.Context) {
+	every := time.Duration(float64(time.Second) / r.cfg.ChurnRate)
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	var crash <-chan time.Time
+	if r.cfg.CrashRate > 0 {
+		ct := time.NewTicker(time.Duration(float64(time.Second) / r.cfg.CrashRate))
+		defer ct.Stop()
+		crash = ct.C
+	}
+	i := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			r.driver.Churn(ctx)
+		case <-crash:
+			i++
+			n := r.fleet.Crash(int(r.cfg.Seed+uint64(i)*7919)%r.cfg.Agents, 1)
+			r.counts.crashes.Add(int64(n))
+		}
+	}
+}

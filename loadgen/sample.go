@@ -1,0 +1,158 @@
+package loadgen
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+
+	"shoal/loadgen/check"
+	"shoal/loadgen/cluster"
+	"shoal/loadgen/report"
+)
+
+// sampler takes one sample per second for the report's series and the
+// progress view.
+type sampler struct {
+	r     *run
+	mu    sync.Mutex
+	ser   report.Series
+	peak  map[uint64]uint64
+	last  map[uint64]uint64 // last heap read per replica
+	prevT int64
+	bar   *progressbar.ProgressBar
+}
+
+func newSampler(r *run) *sampler {
+	s := &sampler{r: r, peak: map[uint64]uint64{}, last: map[uint64]uint64{}}
+	s.ser.HeapInuse = map[string][]uint64{}
+	if r.cfg.Terminal {
+		s.bar = progressbar.NewOptions(r.cfg.Tasks, progressbar.OptionSetWriter(r.cfg.Out),
+			progressbar.OptionSetWidth(30), progressbar.OptionShowCount(), progressbar.OptionSetPredictTime(false),
+			progressbar.OptionThrottle(200*time.Millisecond), progressbar.OptionClearOnFinish())
+	}
+	return s
+}
+
+func (s *sampler) loop(ctx context.Context) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	n := 0
+	for {
+		select {
+		case <-ctx.Done():
+			if s.bar != nil {
+				_ = s.bar.Finish()
+			}
+			return
+		case <-tick.C:
+		}
+		line := s.sample(ctx)
+		n++
+		if s.bar != nil {
+			s.bar.Describe(line)
+		} else if n%5 == 0 {
+			fmt.Fprintln(s.r.cfg.Out, line)
+		}
+	}
+}
+
+// sample takes one sample and returns the progress line.
+func (s *sampler) sample(ctx context.Context) string {
+	r := s.r
+	at := time.Since(r.start)
+	byState := r.checker.ByState()
+	running := byState[7]
+	tr, _ := r.stats.counts()
+	heaps := map[uint64]uint64{}
+	metricRunning := -1
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for _, rep := range r.cl.Replicas {
+		if !rep.Alive() {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sctx, cancel := context.WithTimeout(ctx, 900*time.Millisecond)
+			defer cancel()
+			m, err := cluster.Scrape(sctx, rep.API)
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			heaps[rep.ID] = m.HeapInuse
+			metricRunning = max(metricRunning, m.Tasks["running"])
+		}()
+	}
+	wg.Wait()
+	var lag int64
+	if metricRunning >= 0 {
+		lag = int64(metricRunning - running)
+		if lag < 0 {
+			lag = -lag
+		}
+	}
+	conn := r.fleet.Connected()
+	s.mu.Lock()
+	rate := float64(tr - s.prevT)
+	s.prevT = tr
+	s.ser.Seconds = append(s.ser.Seconds, at.Seconds())
+	s.ser.Phase = append(s.ser.Phase, r.phase())
+	s.ser.TasksRunning = append(s.ser.TasksRunning, running)
+	s.ser.Transitions = append(s.ser.Transitions, rate)
+	s.ser.Connected = append(s.ser.Connected, conn)
+	s.ser.LagTasks = append(s.ser.LagTasks, lag)
+	for _, rep := range r.cl.Replicas {
+		k := strconv.FormatUint(rep.ID, 10)
+		h := heaps[rep.ID]
+		s.ser.HeapInuse[k] = append(s.ser.HeapInuse[k], h)
+		if h > 0 {
+			s.last[rep.ID] = h
+			s.peak[rep.ID] = max(s.peak[rep.ID], h)
+		}
+	}
+	s.mu.Unlock()
+	if s.bar != nil {
+		_ = s.bar.Set(min(running, r.cfg.Tasks))
+	}
+	var st []string
+	for i, n := range byState {
+		if n > 0 && i != 7 {
+			st = append(st, fmt.Sprintf("%s=%d", check.States[i], n))
+		}
+	}
+	var hp []string
+	for _, rep := range r.cl.Replicas {
+		hp = append(hp, fmt.Sprintf("m%d=%dMiB", rep.ID, heaps[rep.ID]>>20))
+	}
+	return fmt.Sprintf("%5.0fs %-7s agents %d/%d  running %d/%d  %s  %.0f tr/s  lag %d  heap %s  violations %d",
+		at.Seconds(), r.phase(), conn, r.cfg.Agents, running, r.cfg.Tasks, strings.Join(st, " "), rate, lag,
+		strings.Join(hp, " "), r.checker.Count())
+}
+
+func (s *sampler) series() report.Series {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ser
+}
+
+func (s *sampler) rate() report.Rate {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var r report.Rate
+	for _, v := range s.ser.Transitions {
+		r.Mean += v
+		r.Peak = max(r.Peak, v)
+	}
+	if n := len(s.ser.Transitions); n > 0 {
+		r.Mean /= float64(n)
+	}
+	return r
+}

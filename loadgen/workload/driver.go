@@ -1,0 +1,340 @@
+package workload
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"shoal/api/client"
+)
+
+// Counts are the operations the driver carried out.
+type Counts struct {
+	Networks, Services, Scales, Updates, Removes, Recreates, Errors atomic.Int64
+}
+
+// Driver carries out a plan through the user API.
+type Driver struct {
+	plan    Plan
+	bg      context.Context // re-creations outlive the phase that removed the service
+	clients []*client.Client
+	Counts  Counts
+	rng     *rand.Rand // churn choices; used by one goroutine at a time
+	cur     atomic.Int64
+	wg      sync.WaitGroup // removals waiting to re-create
+	mu      struct {
+		sync.Mutex
+		replicas map[string]int  // current desired replicas
+		busy     map[string]bool // removed, waiting to be re-created
+		gen      map[string]int  // rolling-update generation
+		specs    map[string]client.ServiceSpec
+	}
+}
+
+// NewDriver returns a driver of plan against managers; background work
+// (re-creating removed services) runs until bg ends.
+func NewDriver(bg context.Context, plan Plan, managers []string, seed uint64) (*Driver, error) {
+	d := &Driver{plan: plan, bg: bg, rng: rand.New(rand.NewPCG(seed, 0xc4a7))}
+	for _, m := range managers {
+		c, err := client.New(m)
+		if err != nil {
+			return nil, err
+		}
+		d.clients = append(d.clients, c)
+	}
+	d.mu.replicas = map[string]int{}
+	d.mu.busy = map[string]bool{}
+	d.mu.gen = map[string]int{}
+	d.mu.specs = map[string]client.ServiceSpec{}
+	for _, s := range plan.Services {
+		d.mu.specs[s.Name] = spec(s, 0, "stop-first")
+	}
+	return d, nil
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func spec(s Service, gen int, order string) client.ServiceSpec {
+	sp := client.ServiceSpec{Name: s.Name, Replicas: ptr(uint32(s.Replicas)), Command: []string{"sleep", "infinity"},
+		Networks: []string{s.Network}, Env: []string{fmt.Sprintf("LOADGEN_GEN=%d", gen)},
+		StopGrace: ptr(client.Duration(time.Second)),
+		Restart:   &client.RestartPolicy{Condition: "any", Delay: ptr(client.Duration(200 * time.Millisecond))},
+		Update: &client.UpdateConfig{Parallelism: ptr(uint32(max(1, s.Replicas/4))), Monitor: ptr(client.Duration(500 * time.Millisecond)),
+			FailureAction: "continue", Order: order}}
+	if s.LostAfter {
+		sp.Disconnect = &client.Disconnect{LostAfter: client.Duration(5 * time.Second)}
+	}
+	return sp
+}
+
+// call runs f against a manager, moving to the next one when a manager is
+// unreachable or unavailable, until it succeeds, fails otherwise, or ctx
+// ends.
+func (d *Driver) call(ctx context.Context, f func(ctx context.Context, c *client.Client) error) error {
+	backoff := 50 * time.Millisecond
+	for {
+		c := d.clients[int(d.cur.Load())%len(d.clients)]
+		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		err := f(cctx, c)
+		cancel()
+		var ae *client.APIError
+		retry := errors.Is(err, client.ErrUnreachable) ||
+			(errors.As(err, &ae) && (ae.Code == client.CodeUnavailable || ae.Status == http.StatusServiceUnavailable || ae.Code == client.CodeInternalFail))
+		if err == nil || !retry {
+			return err
+		}
+		d.cur.Add(1)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+func isCode(err error, code string) bool {
+	var ae *client.APIError
+	return errors.As(err, &ae) && ae.Code == code
+}
+
+// Ramp creates the networks, then the services, with `parallel` calls at
+// once.
+func (d *Driver) Ramp(ctx context.Context, parallel int) error {
+	for _, n := range d.plan.Networks {
+		err := d.call(ctx, func(ctx context.Context, c *client.Client) error {
+			_, err := c.CreateNetwork(ctx, client.NetworkSpec{Name: n.Name, Subnet: n.Subnet})
+			return err
+		})
+		if err != nil && !isCode(err, client.CodeConflict) {
+			return fmt.Errorf("workload: create network %s: %w", n.Name, err)
+		}
+		d.Counts.Networks.Add(1)
+	}
+	sem := make(chan struct{}, max(parallel, 1))
+	errc := make(chan error, len(d.plan.Services))
+	var wg sync.WaitGroup
+	for _, s := range d.plan.Services {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if err := d.create(ctx, s.Name); err != nil {
+				errc <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errc)
+	return <-errc
+}
+
+func (d *Driver) create(ctx context.Context, name string) error {
+	d.mu.Lock()
+	sp := d.mu.specs[name]
+	d.mu.Unlock()
+	err := d.call(ctx, func(ctx context.Context, c *client.Client) error {
+		_, _, err := c.CreateService(ctx, sp)
+		return err
+	})
+	if err != nil && !isCode(err, client.CodeConflict) {
+		d.Counts.Errors.Add(1)
+		return fmt.Errorf("workload: create service %s: %w", name, err)
+	}
+	d.mu.Lock()
+	d.mu.replicas[name] = int(*sp.Replicas)
+	d.mu.Unlock()
+	d.Counts.Services.Add(1)
+	return nil
+}
+
+// Churn carries out one seeded operation: a scale up or down, a rolling
+// update, or a removal followed (once the service is gone) by its
+// re-creation. It returns what it did.
+func (d *Driver) Churn(ctx context.Context) string {
+	s := d.plan.Services[d.rng.IntN(len(d.plan.Services))]
+	op := d.rng.IntN(100)
+	d.mu.Lock()
+	if d.mu.busy[s.Name] {
+		d.mu.Unlock()
+		return "skip"
+	}
+	d.mu.Unlock()
+	switch {
+	case op < 45:
+		n := max(1, int(float64(s.Replicas)*(0.5+0.8*d.rng.Float64())))
+		if d.scale(ctx, s.Name, n) == nil {
+			return "scale"
+		}
+	case op < 85:
+		order := "stop-first"
+		if d.rng.IntN(2) == 0 {
+			order = "start-first"
+		}
+		d.mu.Lock()
+		d.mu.gen[s.Name]++
+		sp := spec(s, d.mu.gen[s.Name], order)
+		sp.Replicas = ptr(uint32(d.mu.replicas[s.Name]))
+		d.mu.specs[s.Name] = sp
+		d.mu.Unlock()
+		err := d.call(ctx, func(ctx context.Context, c *client.Client) error {
+			_, _, err := c.UpdateService(ctx, sp, 0)
+			return err
+		})
+		if err == nil {
+			d.Counts.Updates.Add(1)
+			return "update"
+		}
+		d.Counts.Errors.Add(1)
+	default:
+		d.mu.Lock()
+		d.mu.busy[s.Name] = true
+		d.mu.Unlock()
+		err := d.call(ctx, func(ctx context.Context, c *client.Client) error {
+			_, _, err := c.RemoveService(ctx, s.Name)
+			return err
+		})
+		if err != nil {
+			d.Counts.Errors.Add(1)
+			d.mu.Lock()
+			delete(d.mu.busy, s.Name)
+			d.mu.Unlock()
+			return "error"
+		}
+		d.Counts.Removes.Add(1)
+		d.wg.Add(1)
+		go func() {
+			defer d.wg.Done()
+			d.recreate(d.bg, s)
+		}()
+		return "remove"
+	}
+	return "error"
+}
+
+func (d *Driver) scale(ctx context.Context, name string, n int) error {
+	err := d.call(ctx, func(ctx context.Context, c *client.Client) error {
+		_, _, err := c.Scale(ctx, name, uint32(n))
+		return err
+	})
+	if err != nil {
+		d.Counts.Errors.Add(1)
+		return err
+	}
+	d.mu.Lock()
+	d.mu.replicas[name] = n
+	sp := d.mu.specs[name]
+	sp.Replicas = ptr(uint32(n))
+	d.mu.specs[name] = sp
+	d.mu.Unlock()
+	d.Counts.Scales.Add(1)
+	return nil
+}
+
+// recreate waits until a removed service is deleted, then creates it with
+// its base replicas.
+func (d *Driver) recreate(ctx context.Context, s Service) {
+	for ctx.Err() == nil {
+		err := d.call(ctx, func(ctx context.Context, c *client.Client) error {
+			_, _, err := c.Service(ctx, s.Name, nil)
+			return err
+		})
+		if isCode(err, client.CodeNotFound) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	d.mu.Lock()
+	d.mu.gen[s.Name]++
+	d.mu.specs[s.Name] = spec(s, d.mu.gen[s.Name], "stop-first")
+	d.mu.Unlock()
+	if d.create(ctx, s.Name) == nil {
+		d.Counts.Recreates.Add(1)
+	}
+	d.mu.Lock()
+	delete(d.mu.busy, s.Name)
+	d.mu.Unlock()
+}
+
+// Restore waits for pending re-creations, then scales every service back
+// to its planned replicas.
+func (d *Driver) Restore(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { d.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	for _, s := range d.plan.Services {
+		d.mu.Lock()
+		cur := d.mu.replicas[s.Name]
+		d.mu.Unlock()
+		if cur != s.Replicas {
+			if err := d.scale(ctx, s.Name, s.Replicas); err != nil {
+				return fmt.Errorf("workload: restore %s to %d replicas: %w", s.Name, s.Replicas, err)
+			}
+		}
+	}
+	return nil
+}
+
+// Desired returns the plan's services with their base replicas (what
+// every service must run at quiescence).
+func (d *Driver) Desired() map[string]int {
+	out := map[string]int{}
+	for _, s := range d.plan.Services {
+		out[s.Name] = s.Replicas
+	}
+	return out
+}
+
+// Converged reads every service and reports the running and desired
+// totals, and whether every planned service runs exactly its planned
+// replicas.
+func (d *Driver) Converged(ctx context.Context) (running, desired int, ok bool, err error) {
+	want := d.Desired()
+	seen := 0
+	ok = true
+	token := ""
+	for {
+		var l client.List[client.Service]
+		err = d.call(ctx, func(ctx context.Context, c *client.Client) error {
+			q := &client.Query{Params: map[string][]string{"per_page": {"10000"}}}
+			if token != "" {
+				q.Params["next_token"] = []string{token}
+			}
+			var err error
+			l, _, err = c.Services(ctx, q)
+			return err
+		})
+		if err != nil {
+			return 0, 0, false, err
+		}
+		for _, s := range l.Items {
+			running += s.Running
+			desired += s.Desired
+			w, planned := want[s.Spec.Name]
+			if !planned || s.Removing || s.Running != w || s.Desired != w {
+				ok = false
+			}
+			if planned {
+				seen++
+			}
+		}
+		if l.NextToken == "" {
+			break
+		}
+		token = l.NextToken
+	}
+	return running, desired, ok && seen == len(want), nil
+}
