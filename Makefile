@@ -6,7 +6,7 @@ BENCHTIME ?= 1x
 FUZZTIME  ?= 10s
 PERF_OUT  := perf/out
 
-.PHONY: build run test vet perf fuzz fmt modelcheck
+.PHONY: build run test vet perf perf-failover fuzz fmt modelcheck
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null)
@@ -44,6 +44,13 @@ perf:
 	    -o $(PERF_OUT)/$$n.test ./$$p/ | tee $(PERF_OUT)/$$n.bench.txt || exit 1; \
 	done
 	@$(GO) run ./perf/summary $(PERF_OUT)/*.bench.txt
+	@$(MAKE) --no-print-directory perf-failover
+
+# Failover and rolling-restart figures with three `shoal serve` processes:
+# one replica's start to ready, the longest write gap while each replica is
+# stopped with SIGTERM and restarted, and kill -9 of the leader.
+perf-failover:
+	@SHOAL_PERF_FAILOVER=1 $(GO) test -count=1 -run '^TestFailoverTimes$$' -v ./cmd/shoal/ | grep -E '^failover:|FAIL'
 
 # Short runs of every fuzz target.
 fuzz:

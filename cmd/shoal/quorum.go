@@ -29,7 +29,7 @@ func waitQuorum(ctx context.Context, e *engine.Engine, out io.Writer) error {
 		}
 		// Give a healthy start its election first.
 		if len(peers) > 1 && time.Since(start) > time.Second {
-			if line := waitingLine(ctx, e.ReplicaID(), peers, leaderless(e)); line != said && line != "" {
+			if line := waitingLine(ctx, e.ReplicaID(), peers); line != said && line != "" {
 				fmt.Fprintln(out, line)
 				said = line
 			}
@@ -54,7 +54,7 @@ func leaderless(e *engine.Engine) int {
 }
 
 // waitingLine says which peers do not answer on their Raft address.
-func waitingLine(ctx context.Context, self uint64, peers map[uint64]string, groups int) string {
+func waitingLine(ctx context.Context, self uint64, peers map[uint64]string) string {
 	var silent []string
 	var d net.Dialer
 	for _, id := range slices.Sorted(maps.Keys(peers)) {
@@ -72,8 +72,8 @@ func waitingLine(ctx context.Context, self uint64, peers map[uint64]string, grou
 	}
 	quorum := len(peers)/2 + 1
 	if len(silent) == 0 {
-		return fmt.Sprintf("shoal: waiting for leaders of %d groups: every peer answers (%s); an election is under way",
-			groups, engine.FormatPeers(peers))
+		return fmt.Sprintf("shoal: waiting for leaders: every peer answers (%s); an election is under way",
+			engine.FormatPeers(peers))
 	}
 	return fmt.Sprintf("shoal: waiting for a quorum (%d of %d replicas): no answer from %s; start them, or check --peers if an address is wrong",
 		quorum, len(peers), strings.Join(silent, ", "))

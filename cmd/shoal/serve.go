@@ -165,6 +165,13 @@ func runServe(ctx context.Context, o serveOptions, out io.Writer) error {
 			}
 		}
 	}
+	// A planned stop: hand the groups this replica leads to a caught-up
+	// peer first, so the cluster does not wait out an election timeout.
+	hctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	if err := e.HandOver(hctx); err != nil {
+		fmt.Fprintln(out, "shoal: leadership not handed over, the peers will elect a leader:", err)
+	}
+	cancel()
 	st, err := e.Status()
 	if err != nil {
 		return err

@@ -1,0 +1,73 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net"
+	"slices"
+	"time"
+)
+
+// HandOver transfers the leadership of every group this replica leads to
+// another replica, so that stopping it afterwards costs no election: a
+// planned restart. Raft transfers only to a peer whose log has caught up
+// (the leader brings it up to date first), and the peers tried are those
+// whose Raft address answers. It returns once this replica leads no group,
+// or with an error naming the groups still led when ctx ends or no peer
+// took them; the caller stops the replica either way.
+func (e *Engine) HandOver(ctx context.Context) error {
+	var targets []uint64
+	var d net.Dialer
+	for _, id := range slices.Sorted(maps.Keys(e.cfg.Peers)) {
+		if id == e.cfg.ReplicaID {
+			continue
+		}
+		c, cancel := context.WithTimeout(ctx, 10*e.cfg.RTT)
+		conn, err := d.DialContext(c, "tcp", e.cfg.Peers[id])
+		cancel()
+		if err == nil {
+			conn.Close()
+			targets = append(targets, id)
+		}
+	}
+	led := e.ledGroups()
+	if len(led) == 0 {
+		return nil
+	}
+	if len(targets) == 0 {
+		return fmt.Errorf("engine: hand over groups %v: no peer answers", led)
+	}
+	// Each round asks one peer to take every group still led here, and
+	// gives it an election timeout (a transfer Raft abandons after that).
+	for round := 0; len(led) > 0; round++ {
+		to := targets[round%len(targets)]
+		for _, g := range led {
+			_ = e.nh.RequestLeaderTransfer(shardID(g), to)
+		}
+		deadline := time.Now().Add(time.Duration(e.cfg.ElectionRTT) * e.cfg.RTT)
+		for len(led) > 0 && time.Now().Before(deadline) {
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("engine: hand over groups %v: %w", led, ctx.Err())
+			case <-e.cfg.Clock.After(e.cfg.RTT):
+			}
+			led = e.ledGroups()
+		}
+		if round >= 2*len(targets) && len(led) > 0 {
+			return fmt.Errorf("engine: hand over groups %v: no peer took them", led)
+		}
+	}
+	return nil
+}
+
+// ledGroups lists the groups this replica leads as far as it knows.
+func (e *Engine) ledGroups() []int {
+	var led []int
+	for g := 0; g <= e.cfg.Groups; g++ {
+		if id, ok := e.Leader(g); ok && id == e.cfg.ReplicaID {
+			led = append(led, g)
+		}
+	}
+	return led
+}
