@@ -10,7 +10,7 @@ import (
 
 func TestBlocksPartitionAllocation(t *testing.T) {
 	p := newTestPool(t, "10.0.0.0/26", 16) // 4 blocks of 16; block 0 holds network+gateway, block 3 broadcast
-	if _, err := p.Allocate(1, 1); !errors.Is(err, ErrExhausted) || !strings.Contains(err.Error(), "leases no block") {
+	if _, err := p.Allocate(1, 1); !errors.Is(err, ErrExhausted) || !strings.Contains(err.Error(), "has no address block for group 1") {
 		t.Fatalf("Allocate without a lease = %v", err)
 	}
 	b0, err := p.LeaseBlock(1)
@@ -30,7 +30,7 @@ func TestBlocksPartitionAllocation(t *testing.T) {
 		}
 	}
 	_, err = p.Allocate(1, 200)
-	if !errors.Is(err, ErrExhausted) || !strings.Contains(err.Error(), "lease another block") || !strings.Contains(err.Error(), "14 held") {
+	if !errors.Is(err, ErrExhausted) || !strings.Contains(err.Error(), "no free address for group 1") || !strings.Contains(err.Error(), "14 held") {
 		t.Fatalf("owner 1 exhausted = %v", err)
 	}
 	if a := mustAlloc(t, p, 2, 300); a != mustAddr("10.0.0.16") {

@@ -8,9 +8,9 @@ import "errors"
 var (
 	// ErrExhausted: no free address is left in the owner's region (or, wrapped
 	// by ErrNoFreeBlock, no block is left to lease). The message names the
-	// network and the held and quarantined counts. For a leasing owner the fix
-	// is LeaseBlock; otherwise wait for quarantined addresses to be confirmed
-	// or grow the subnet.
+	// network and the held and quarantined counts. A caller with a leasing
+	// owner may lease another block (LeaseBlock); a user waits for
+	// quarantined addresses to be confirmed or grows the subnet.
 	ErrExhausted = errors.New("ipam: pool exhausted")
 	// ErrInvalidCIDR: the subnet is not an IPv4 prefix between /8 and /30
 	// with its host bits clear.

@@ -309,10 +309,10 @@ func (p *Pool) allocateAt(owner uint32, a netip.Addr, h Holder) error {
 	b := off >> p.blockShift
 	if o := p.blockOwner[b]; o != owner {
 		if o == 0 {
-			return fmt.Errorf("%w: %s is in block %d of network %s, which is not leased to owner %d; lease it with LeaseBlockAt",
+			return fmt.Errorf("%w: %s is in block %d of network %s, which is not leased to group %d",
 				ErrNotLeased, a, b, p.label(), owner)
 		}
-		return fmt.Errorf("%w: %s is in block %d of network %s, leased to owner %d, not %d",
+		return fmt.Errorf("%w: %s is in block %d of network %s, leased to group %d, not %d",
 			ErrNotLeased, a, b, p.label(), o, owner)
 	}
 	p.ownerOf(owner).free.Remove(off)
@@ -375,11 +375,11 @@ func (p *Pool) exhausted(owner uint32) error {
 		return fmt.Errorf("%w: network %s has no free unleased address: %d held and %d quarantined there (%d held, %d quarantined in the whole pool of %d); wait for quarantined addresses to be confirmed or use a larger subnet",
 			ErrExhausted, p.label(), held, quar, p.nHeld, p.nQuar, p.usable)
 	case nBlocks == 0:
-		return fmt.Errorf("%w: owner %d leases no block of network %s (%d held, %d quarantined in the pool of %d); lease one with LeaseBlock",
-			ErrExhausted, owner, p.label(), p.nHeld, p.nQuar, p.usable)
+		return fmt.Errorf("%w: network %s has no address block for group %d (%d held, %d quarantined of its %d addresses); use a larger subnet",
+			ErrExhausted, p.label(), owner, p.nHeld, p.nQuar, p.usable)
 	}
-	return fmt.Errorf("%w: owner %d's %d blocks of network %s have no free address: %d held, %d quarantined (%d held, %d quarantined in the pool of %d); lease another block with LeaseBlock",
-		ErrExhausted, owner, nBlocks, p.label(), held, quar, p.nHeld, p.nQuar, p.usable)
+	return fmt.Errorf("%w: network %s has no free address for group %d: %d held, %d quarantined in its %d block(s) (%d held, %d quarantined of the network's %d); wait for quarantined addresses to be confirmed gone by their nodes' sync, or use a larger subnet",
+		ErrExhausted, p.label(), owner, held, quar, nBlocks, p.nHeld, p.nQuar, p.usable)
 }
 
 // insertSorted inserts v into the ascending slice s.

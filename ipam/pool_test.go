@@ -68,8 +68,8 @@ func TestAllocateAddrErrors(t *testing.T) {
 		{"held by a task", 0, "10.0.0.7", 1, ErrInUse, "held by task 7"},
 		{"held as a VIP", 0, "10.0.0.9", 1, ErrInUse, "held by service 70 (vip)"},
 		{"quarantined", 0, "10.0.0.8", 1, ErrQuarantined, "released by task 8"},
-		{"in another owner's block", 0, "10.0.0.70", 1, ErrNotLeased, "leased to owner 5, not 0"},
-		{"in an unleased block", 5, "10.0.0.130", 1, ErrNotLeased, "LeaseBlockAt"},
+		{"in another owner's block", 0, "10.0.0.70", 1, ErrNotLeased, "leased to group 5, not 0"},
+		{"in an unleased block", 5, "10.0.0.130", 1, ErrNotLeased, "not leased to group 5"},
 		{"holder 0", 0, "10.0.0.30", 0, ErrInvalidID, ""},
 		{"owner's own block", 5, "10.0.0.66", 66, nil, ""},
 	}

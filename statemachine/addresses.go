@@ -211,6 +211,9 @@ func (s *State) releaseAddresses(t *Task) {
 			_ = p.Release(u32Addr(at.Addr), uint64(t.ID), uint32(t.Node), seq) // already released: nothing to do
 		}
 	}
+	// The pool's counts changed: tasks waiting for addresses try again, so
+	// their message gives the current counts.
+	s.retryAllocation()
 }
 
 // retryAllocation moves tasks that waited for addresses to pending, oldest

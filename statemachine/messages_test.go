@@ -1,0 +1,42 @@
+package statemachine
+
+import (
+	"strings"
+	"testing"
+)
+
+// A task waiting for addresses says why in words a user can act on: no
+// advice about internal calls, and counts that are the current ones.
+func TestWaitingMessageIsCurrentAndForUsers(t *testing.T) {
+	h := newHarness(t, Config{Group: 1})
+	h.addNodes(1)
+	// 10.0.0.0/29: five usable addresses; the VIP takes one.
+	h.network("net", "10.0.0.0/29")
+	h.ok(Command{Kind: CmdCreateService, Spec: &ServiceSpec{Name: "web", Replicas: 4, Networks: []string{"net"}}})
+	h.placeAll(1)
+	ts := h.tasksIn("web")
+	h.ok(Command{Kind: CmdTaskStatus, Task: ts[0].ID, Node: 1, State: StateFailed})
+	waiting := h.tasksIn("web")[4]
+	msg := waiting.Status.Message
+	if waiting.Status.State != StateNew || !strings.Contains(msg, "4 held, 1 quarantined") {
+		t.Fatalf("waiting task: %s %q, want new with 4 held, 1 quarantined", waiting.Status.State, msg)
+	}
+	// Another task dies: its address is quarantined too; the message counts it.
+	h.ok(Command{Kind: CmdTaskStatus, Task: ts[1].ID, Node: 1, State: StateFailed})
+	var msgs []string
+	for _, tk := range h.tasksIn("web") {
+		if tk.Status.State == StateNew {
+			msgs = append(msgs, tk.Status.Message)
+		}
+	}
+	for _, m := range msgs {
+		if !strings.Contains(m, "3 held, 2 quarantined") {
+			t.Errorf("waiting task's message %q does not give the current counts (3 held, 2 quarantined)", m)
+		}
+		for _, internal := range []string{"LeaseBlock", "LeaseBlockAt", "owner "} {
+			if strings.Contains(m, internal) {
+				t.Errorf("waiting task's message %q speaks of %q", m, internal)
+			}
+		}
+	}
+}
