@@ -69,8 +69,16 @@ var edges = map[string]rule{
 		shoal: []string{"wire", "statemachine", "api/client", "internal/*"},
 		third: []string{"github.com/cockroachdb/pebble"}},
 	"loadgen": {
-		shoal: []string{"agent", "api/client", "wire", "statemachine", "internal/*"},
-		third: []string{"github.com/HdrHistogram/hdrhistogram-go", "github.com/valyala/fasthttp"}},
+		shoal: []string{"agent", "api/client", "wire", "statemachine", "internal/*", "loadgen/*"},
+		third: []string{"github.com/HdrHistogram/hdrhistogram-go", "github.com/valyala/fasthttp", "github.com/schollz/progressbar/v3"}},
+	// The load generator's parts see the cluster only as a user and an
+	// agent do: through api/client and the real agent.
+	"loadgen/check":    {shoal: []string{"api/client", "statemachine", "wire", "loadgen/report"}},
+	"loadgen/cluster":  {shoal: []string{"api/client"}},
+	"loadgen/fleet":    {shoal: []string{"agent", "api/client", "wire", "statemachine", "internal/*"}, third: []string{"github.com/valyala/fasthttp"}},
+	"loadgen/report":   {third: []string{"github.com/go-echarts/go-echarts/v2"}},
+	"loadgen/watch":    {shoal: []string{"api/client", "wire"}},
+	"loadgen/workload": {shoal: []string{"api/client"}},
 	// One manager replica: engine + duties + API wired together (what
 	// `shoal serve` starts; tests start several in one process).
 	"manager": {
@@ -83,7 +91,8 @@ var edges = map[string]rule{
 // transitively (agents and the load generator see managers only through
 // wire and the API client).
 var neverReaches = map[string][]string{
-	"engine": {"agent", "loadgen", "api/client", "wire", "engine/duty", "engine/route"},
+	"engine": {"agent", "loadgen", "loadgen/check", "loadgen/cluster", "loadgen/fleet", "loadgen/report",
+		"loadgen/watch", "loadgen/workload", "api/client", "wire", "engine/duty", "engine/route"},
 }
 
 // adapterLibs are the libraries only adapters use.
