@@ -105,6 +105,15 @@ func (r *run) doQuiesce(ctx context.Context) (bool, float64) {
 		conv = -1
 	}
 	r.logf("%s", ph.Note)
+	if !converged {
+		// One liveness violation, not one per service from a view that may
+		// lag as far as the cluster does.
+		r.checker.NotConverged(fmt.Sprintf("the cluster did not converge within %v of the quiesce phase: %d running, %d desired, want %d",
+			r.cfg.QuiesceTimeout, running, desired, r.cfg.Tasks), time.Now())
+		ph.Seconds = time.Since(t0).Seconds()
+		r.phases = append(r.phases, ph)
+		return false, -1
+	}
 	// The stream's view catches up (bounded), then the quiescence checks.
 	deadline := time.Now().Add(15 * time.Second)
 	for time.Now().Before(deadline) && ctx.Err() == nil {

@@ -22,6 +22,7 @@ type loadgenOptions struct {
 	join       string
 	phases     string
 	jsonFile   string
+	reportFile string
 	cpuProfile string
 	memProfile string
 	seed       uint64
@@ -76,6 +77,7 @@ makes the exit status non-zero, as do a failed convergence and a failed
 	f.DurationVar(&c.LeaderKillEvery, "leader-kill-every", 0, "SIGKILL the leader replica this often in the fault phase (default 10s; negative: never)")
 	f.StringVar(&c.AgentLog, "agent-log", "", "write the simulated agents' warnings and errors to this file (default: discarded)")
 	f.StringVar(&o.jsonFile, "json", "", "write the machine-readable report (loadgen/report) to this file")
+	f.StringVar(&o.reportFile, "report", "", "write a self-contained HTML report (charts, invariants; opens offline) to this file")
 	f.StringVar(&o.cpuProfile, "cpuprofile", "", "write the loadgen's own CPU profile to this file")
 	f.StringVar(&o.memProfile, "memprofile", "", "write the loadgen's own heap profile to this file")
 	f.StringVar(&c.PprofDir, "pprof-dir", "", "fetch each replica's CPU profile (during the ramp) and heap profile (at the end) into this directory")
@@ -149,6 +151,11 @@ func runLoadgen(cmd *cobra.Command, o loadgenOptions) error {
 		}
 		if werr := os.WriteFile(o.jsonFile, append(b, '\n'), 0o644); werr != nil {
 			return werr
+		}
+	}
+	if o.reportFile != "" {
+		if herr := report.WriteHTMLFile(o.reportFile, rep); herr != nil {
+			return herr
 		}
 	}
 	if err != nil {

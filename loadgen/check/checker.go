@@ -331,6 +331,15 @@ func (c *Checker) Quiesced(want map[string]int, now time.Time) {
 	}
 }
 
+// NotConverged records that the cluster did not reach its desired state
+// in time (a liveness failure of as-desired).
+func (c *Checker) NotConverged(msg string, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.mu.checked[AsDesired]++
+	c.violateLocked(now, AsDesired, msg)
+}
+
 // Running returns how many tasks run in the stream's view, by service.
 func (c *Checker) Running() map[string]int {
 	c.mu.Lock()
