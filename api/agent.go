@@ -22,9 +22,20 @@ const wireContentType = "application/x-shoal-wire"
 // session is what this manager remembers of an agent's session: which
 // specs it already sent (each once per service and version).
 type session struct {
-	mu   sync.Mutex // guards sent
+	mu   sync.Mutex // guards sent and given
 	node statemachine.NodeID
 	sent map[specKey]bool
+	// given is the cursor the last answer brought the agent to. A request
+	// from another cursor means that answer was lost (or the agent
+	// resyncs): the specs it carried are sent again.
+	given wire.Cursor
+}
+
+// beginLocked prepares an answer to a request from cursor.
+func (ss *session) beginLocked(cursor wire.Cursor) {
+	if len(cursor) == 0 || !slices.Equal(cursor, ss.given) {
+		clear(ss.sent)
+	}
 }
 
 type specKey struct {

@@ -20,6 +20,9 @@ func (s *Server) agentAssignments(ctx *fasthttp.RequestCtx, _ []string) error {
 			return e
 		}
 		ss := s.sessionFor(req.SessionID, req.NodeID)
+		ss.mu.Lock()
+		ss.beginLocked(req.Cursor)
+		ss.mu.Unlock()
 		if len(req.Cursor) == 0 {
 			return s.sendComplete(ctx, ss, req.NodeID, false)
 		}
@@ -38,6 +41,9 @@ func (s *Server) agentAssignments(ctx *fasthttp.RequestCtx, _ []string) error {
 			case <-s.closed:
 			}
 			// Nothing changed: the agent asks again from the same place.
+			ss.mu.Lock()
+			ss.given = req.Cursor
+			ss.mu.Unlock()
 			return s.wireReply(ctx, &wire.Assignments{Kind: wire.FrameIncremental, Last: true,
 				AppliesTo: req.Cursor, ResultsIn: req.Cursor})
 		}
@@ -110,6 +116,7 @@ func (s *Server) sendComplete(ctx *fasthttp.RequestCtx, ss *session, node statem
 			return err
 		}
 	}
+	ss.given = a.ResultsIn
 	s.metrics.frames.complete.Inc()
 	return s.wireReply(ctx, frames(a)...)
 }
@@ -155,8 +162,14 @@ func (s *Server) sendIncremental(ctx *fasthttp.RequestCtx, ss *session, node sta
 			return err
 		}
 	}
+	if !resync {
+		ss.given = a.ResultsIn
+	}
 	ss.mu.Unlock()
 	if resync {
+		ss.mu.Lock()
+		clear(ss.sent) // a resync is a fresh start
+		ss.mu.Unlock()
 		return s.sendComplete(ctx, ss, node, true)
 	}
 	s.metrics.frames.incremental.Inc()
