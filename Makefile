@@ -6,7 +6,7 @@ BENCHTIME ?= 1x
 FUZZTIME  ?= 10s
 PERF_OUT  := perf/out
 
-.PHONY: build run test vet perf perf-failover fuzz fmt modelcheck
+.PHONY: build run test vet perf perf-failover fuzz fmt modelcheck report-check
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null)
@@ -51,6 +51,14 @@ perf:
 # stopped with SIGTERM and restarted, and kill -9 of the leader.
 perf-failover:
 	@SHOAL_PERF_FAILOVER=1 $(GO) test -count=1 -run '^TestFailoverTimes$$' -v ./cmd/shoal/ | grep -E '^failover:|FAIL'
+
+# The loadgen's HTML report (shoal loadgen --report) of the checked-in sample
+# run, opened in headless Chromium with networking off (Chromium installed
+# from Debian's packages if missing): every chart must be drawn by the
+# embedded ECharts with all its points. Page, DOM and screenshot go under
+# perf/out/report-check/.
+report-check:
+	@GO=$(GO) REPORT_CHECK_OUT=$(PERF_OUT)/report-check sh scripts/report-check.sh
 
 # Short runs of every fuzz target.
 fuzz:

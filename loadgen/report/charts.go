@@ -70,7 +70,7 @@ func seriesLen(s Series) int {
 }
 
 func timeAxis() charts.GlobalOpts {
-	return charts.WithXAxisOpts(opts.XAxis{Type: "value", Name: "s", Min: 0})
+	return charts.WithXAxisOpts(opts.XAxis{Type: "value", Name: "s", Min: 0, Max: "dataMax"})
 }
 
 // phaseAreas shades the phases of the run behind a time series.
@@ -173,7 +173,7 @@ func percentilesChart(r *Report) chart {
 	const id = "latency_percentiles"
 	bar := charts.NewBar()
 	bar.SetGlobalOptions(append(commonOpts(id),
-		charts.WithYAxisOpts(opts.YAxis{Type: "value", Name: "ms"}))...)
+		charts.WithYAxisOpts(opts.YAxis{Type: "log", Name: "ms (log scale)", Min: 1}))...)
 	var names []string
 	cols := map[string][]opts.BarData{}
 	for _, l := range r.Latencies {

@@ -7,5 +7,9 @@
 // tasks_running, violations, converge_seconds and heap_bytes_per_task are a
 // contract: they keep their names and meaning.
 //
-// It imports only the standard library.
+// WriteHTML renders a Report as one self-contained page (`--report
+// FILE.html`): tables, and charts drawn by go-echarts with Apache ECharts
+// embedded (assets/echarts.min.js, inlined into the page), so that the
+// report opens offline. `make report-check` opens the sample run's page in
+// headless Chromium with networking off and checks every chart was drawn.
 package report
