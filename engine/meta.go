@@ -87,7 +87,7 @@ func resolveMeta(cfg *Config) (m meta, fresh bool, err error) {
 			return m, false, fmt.Errorf("%w: %s was created for Raft address %s, not %s; peers know it by that address",
 				ErrDataDir, cfg.DataDir, m.RaftAddr, cfg.RaftAddr)
 		case len(cfg.Peers) > 0 && len(m.Peers) > 0 && !maps.Equal(cfg.Peers, m.Peers):
-			return m, false, fmt.Errorf("%w: %s was created with peers %s, not %s; the initial peers are fixed, so omit them (they are recorded) or give the same",
+			return m, false, fmt.Errorf("%w: %s was created with peers %s, not %s; the initial peers are fixed, so omit them (they are recorded) or give the same; if the recorded ones hold a typo and no replica was ever ready with them, stop every replica started with them, remove their data directories and start again",
 				ErrDataDir, cfg.DataDir, FormatPeers(m.Peers), FormatPeers(cfg.Peers))
 		}
 		cfg.Groups, cfg.RaftAddr = m.Groups, m.RaftAddr
