@@ -1,6 +1,7 @@
 package statemachine
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -164,6 +165,11 @@ func (s *State) allocateAddresses(t *Task) error {
 	if s.owner() == 0 {
 		return fmt.Errorf("%w: the cluster group holds no tasks", ErrNotAllowed)
 	}
+	for _, name := range svc.Spec.Networks {
+		if err := s.fullNets[name]; err != nil {
+			return err
+		}
+	}
 	atts := make([]Attachment, 0, len(svc.Spec.Networks))
 	for _, name := range svc.Spec.Networks {
 		nw := s.networkByName(name)
@@ -174,6 +180,9 @@ func (s *State) allocateAddresses(t *Task) error {
 		a, err := s.pools[nw.ID].Allocate(s.owner(), uint64(t.ID))
 		if err != nil {
 			s.freeAttachments(t.ID, atts)
+			if s.fullNets != nil && errors.Is(err, ipam.ErrExhausted) {
+				s.fullNets[name] = err
+			}
 			return err
 		}
 		atts = append(atts, Attachment{Network: nw.ID, Addr: addrU32(a)})
@@ -222,9 +231,14 @@ func (s *State) retryAllocation() {
 	if s.cfg.ManualReactions {
 		return
 	}
+	// Within one pass nothing is released, so a network found full stays
+	// full: later tasks on it get the same answer without another attempt
+	// (a sync at scale retried every waiting task, building an error each).
+	s.fullNets = map[string]error{}
 	for _, t := range s.waitingTasks() {
 		s.allocateTask(t)
 	}
+	s.fullNets = nil
 }
 
 // waitingTasks lists tasks still new (waiting for addresses), by ID.

@@ -78,7 +78,8 @@ type State struct {
 	observe *observer
 
 	// scratch, empty between Apply calls
-	index    uint64 // the entry being applied
+	fullNets map[string]error // during retryAllocation: networks found full
+	index    uint64           // the entry being applied
 	now      int64
 	out      *Output
 	dirty    []*Service
