@@ -84,13 +84,23 @@ func (r *run) doQuiesce(ctx context.Context) (bool, float64) {
 	want := r.driver.Desired()
 	converged := false
 	var running, desired int
+	lastRestore := time.Now()
 	for qctx.Err() == nil {
-		var ok bool
-		var err error
-		running, desired, ok, err = r.driver.Converged(qctx)
+		rn, ds, ok, err := r.driver.Converged(qctx)
+		if err == nil {
+			running, desired = rn, ds
+		}
 		if err == nil && ok && running == r.cfg.Tasks {
 			converged = true
 			break
+		}
+		if err == nil && !ok && time.Since(lastRestore) > 3*time.Second {
+			// A restore that failed (or whose answer was lost) is
+			// repeated until the plan holds.
+			lastRestore = time.Now()
+			if err := r.driver.Restore(qctx); err != nil {
+				r.logf("%v", err)
+			}
 		}
 		select {
 		case <-qctx.Done():

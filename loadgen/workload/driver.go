@@ -265,8 +265,13 @@ func (d *Driver) recreate(ctx context.Context, s Service) {
 	d.mu.Unlock()
 }
 
-// Restore waits for pending re-creations, then scales every service back
-// to its planned replicas.
+// Restore waits for pending re-creations, then brings every service back
+// to its planned replicas. It is safe to repeat: an answer lost in a
+// leader kill leaves the driver unsure whether a scale, a removal or a
+// creation was applied, so each service is read and set again (a scale to
+// the current count changes nothing; a service that is gone is created; a
+// service still being removed is left for the next call). It returns the
+// first error after trying every service.
 func (d *Driver) Restore(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() { d.wg.Wait(); close(done) }()
@@ -275,17 +280,35 @@ func (d *Driver) Restore(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	var first error
 	for _, s := range d.plan.Services {
-		d.mu.Lock()
-		cur := d.mu.replicas[s.Name]
-		d.mu.Unlock()
-		if cur != s.Replicas {
-			if err := d.scale(ctx, s.Name, s.Replicas); err != nil {
-				return fmt.Errorf("workload: restore %s to %d replicas: %w", s.Name, s.Replicas, err)
-			}
+		if err := d.restoreOne(ctx, s); err != nil && first == nil {
+			first = fmt.Errorf("workload: restore %s to %d replicas: %w", s.Name, s.Replicas, err)
 		}
 	}
-	return nil
+	return first
+}
+
+func (d *Driver) restoreOne(ctx context.Context, s Service) error {
+	var cur client.Service
+	err := d.call(ctx, func(ctx context.Context, c *client.Client) error {
+		var err error
+		cur, _, err = c.Service(ctx, s.Name, nil)
+		return err
+	})
+	switch {
+	case isCode(err, client.CodeNotFound):
+		d.mu.Lock()
+		d.mu.gen[s.Name]++
+		d.mu.specs[s.Name] = spec(s, d.mu.gen[s.Name], "stop-first")
+		d.mu.Unlock()
+		return d.create(ctx, s.Name)
+	case err != nil:
+		return err
+	case cur.Removing:
+		return nil
+	}
+	return d.scale(ctx, s.Name, s.Replicas)
 }
 
 // Desired returns the plan's services with their base replicas (what
