@@ -1,6 +1,7 @@
 package api
 
 import (
+	"fmt"
 	"slices"
 
 	"github.com/valyala/fasthttp"
@@ -16,9 +17,13 @@ func (s *Server) getStatus(ctx *fasthttp.RequestCtx, _ []string) error {
 		return err
 	}
 	doc := client.Status{Replica: s.e.ReplicaID(), Leading: s.e.Leading()}
+	hash := ctx.QueryArgs().GetBool("hash")
 	all := append([]int{engine.ClusterGroup}, s.serviceGroups()...)
 	cur, err := s.read(all, func(g int, st *statemachine.State) {
 		gs := client.GroupStatus{Group: g, AppliedIndex: st.LastIndex()}
+		if hash {
+			gs.Hash = fmt.Sprintf("%016x", st.Hash())
+		}
 		gs.Leader, _ = s.e.Leader(g)
 		if g == engine.ClusterGroup {
 			doc.Nodes = len(st.NodeIDs())

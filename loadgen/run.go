@@ -148,6 +148,9 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 		wg.Wait()
 	})
 	converged, convergeSecs := r.doQuiesce(runCtx)
+	if cfg.on("quiesce") && runCtx.Err() == nil {
+		r.checkReplicasAgree(runCtx, 15*time.Second)
+	}
 
 	rep := r.buildReport(runCtx, converged, convergeSecs)
 	stopSampler()

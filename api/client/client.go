@@ -154,6 +154,14 @@ func (c *Client) Status(ctx context.Context) (Status, error) {
 	return s, err
 }
 
+// StatusHashes is Status with every group's state hash (it encodes each
+// group's whole state: for checks, not for polling).
+func (c *Client) StatusHashes(ctx context.Context) (Status, error) {
+	var s Status
+	_, err := c.do(ctx, "GET", "/v1/status", url.Values{"hash": {"true"}}, nil, &s)
+	return s, err
+}
+
 // Services lists services (one page; Query.Params may carry per_page and
 // next_token).
 func (c *Client) Services(ctx context.Context, q *Query) (List[Service], string, error) {

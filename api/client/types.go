@@ -219,6 +219,9 @@ type GroupStatus struct {
 	AppliedIndex uint64 `json:"applied_index"`
 	Services     int    `json:"services"`
 	Tasks        int    `json:"tasks"`
+	// Hash is the group's state hash at AppliedIndex (hex), only with
+	// GET /v1/status?hash=true: replicas at the same index must agree.
+	Hash string `json:"hash,omitempty"`
 }
 
 // List is one page of a list.

@@ -340,6 +340,22 @@ func (c *Checker) NotConverged(msg string, now time.Time) {
 	c.violateLocked(now, AsDesired, msg)
 }
 
+// ReplicasDisagree records that two replicas hold different states of one
+// group at the same applied index.
+func (c *Checker) ReplicasDisagree(msg string, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.mu.checked[ReplicasAgree]++
+	c.violateLocked(now, ReplicasAgree, msg)
+}
+
+// ReplicasAgree records one group whose replicas were compared and agree.
+func (c *Checker) ReplicasAgree() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.mu.checked[ReplicasAgree]++
+}
+
 // Running returns how many tasks run in the stream's view, by service.
 func (c *Checker) Running() map[string]int {
 	c.mu.Lock()

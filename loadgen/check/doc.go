@@ -26,6 +26,9 @@
 //   - one-per-slot: at quiescence, at most one running task per slot.
 //   - as-desired: at quiescence, every service has exactly its desired
 //     running count, and no other service has running tasks.
+//   - replicas-agree: at quiescence, replicas that applied a group up to the
+//     same index hold the same state (GET /v1/status?hash=true); fed by the
+//     run, which reads the managers.
 //
 // The checker is safe for concurrent use (one mutex); the stream follower
 // and thousands of agents feed it.

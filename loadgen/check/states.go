@@ -28,6 +28,7 @@ const (
 	OwnNode       = "own-node"
 	OnePerSlot    = "one-per-slot"
 	AsDesired     = "as-desired"
+	ReplicasAgree = "replicas-agree"
 )
 
 // Names lists every invariant with its one-sentence statement.
@@ -40,4 +41,5 @@ var Names = []struct{ Name, Description string }{
 	{OwnNode, "an agent is handed only tasks of its own node"},
 	{OnePerSlot, "at quiescence, at most one running task per slot"},
 	{AsDesired, "at quiescence, every service has exactly its desired running count"},
+	{ReplicasAgree, "at quiescence, replicas at the same applied index hold the same state (group hashes)"},
 }
