@@ -104,6 +104,9 @@ type RunStats struct {
 	Placed   int  // assignments committed
 	Rejected int  // assignments the groups rejected
 	Failed   int  // assignments whose outcome is unknown (timeout, ...)
+	// Reasons is how many CmdPendingReason commands were proposed: batches
+	// (or a few of their tasks) whose reason for staying pending changed.
+	Reasons int
 	// Durations of the stages, on the driver's clock.
 	Scan, Place, Submit time.Duration
 }
@@ -195,8 +198,12 @@ func (d *Driver) RunOnce(ctx context.Context) (placed int, err error) {
 	d.logReasons(un, batches)
 	stats.Place = d.cfg.Clock.Now().Sub(start)
 
+	reasons := p.reasonCommands(batches)
 	start = d.cfg.Clock.Now()
 	first := d.submit(ctx, &p, &stats)
+	if err := d.submitReasons(ctx, reasons, &stats); first == nil {
+		first = err
+	}
 	stats.Submit = d.cfg.Clock.Now().Sub(start)
 	if first == nil {
 		d.scanned = indexes
@@ -288,6 +295,22 @@ func (d *Driver) submit(ctx context.Context, p *plan, stats *RunStats) error {
 	}
 	clear(p.cmds) // the buffer is reused; keep no references
 	return first
+}
+
+// submitReasons proposes the pending reasons that changed, after the
+// assignments (a task assigned meanwhile is past its reason and keeps no
+// message). A rejection means the service went away: nothing to explain.
+func (d *Driver) submitReasons(ctx context.Context, cmds []statemachine.Command, stats *RunStats) error {
+	if len(cmds) == 0 {
+		return nil
+	}
+	stats.Reasons = len(cmds)
+	for i, o := range d.c.SubmitMany(ctx, cmds) {
+		if o.Failed != nil {
+			return fmt.Errorf("engine: scheduler: say why service %q stays pending: %w", cmds[i].Name, o.Failed)
+		}
+	}
+	return nil
 }
 
 // publish makes a run's results visible to LastRun and Unschedulable
