@@ -228,6 +228,9 @@ func (s *State) reconcileSlot(svc *Service, sl *slot, mode slotMode) {
 			s.recordRestart(svc, n)
 			t := s.newTask(svc, n)
 			t.AfterReject = newest.Status.State == StateRejected && svc.Spec.Restart.Delay > 0
+			if t.AfterReject {
+				t.Status.Message = rejectedMessage(svc, newest)
+			}
 			s.delayStart(t, svc.Spec.Restart.Delay)
 		}
 	default:

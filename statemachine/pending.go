@@ -1,5 +1,11 @@
 package statemachine
 
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
 // Why pending tasks stay pending. The scheduler runs on the cluster
 // group's leader, outside the replicated state; what it could not place it
 // explains with CmdPendingReason, so the reason is replicated with the
@@ -42,4 +48,24 @@ func (s *State) pendingReason(c *Command) Result {
 		}
 	}
 	return Result{ID: uint64(svc.ID)}
+}
+
+// waitingPrefix starts the allocator's message for a task waiting for an
+// address; the allocator clears only its own message.
+const waitingPrefix = "waiting for an address: "
+
+// rejectedMessage is what the replacement of a rejected task says while it
+// waits for its restart delay before it may be placed.
+func rejectedMessage(svc *Service, rejected *Task) string {
+	why := ""
+	if m := rejected.Status.Message; m != "" {
+		why = ": " + m
+	}
+	return fmt.Sprintf("held for the restart delay (%s) because the task before it was rejected%s",
+		time.Duration(svc.Spec.Restart.Delay), why)
+}
+
+// allocationMessage says why a task waits for an address.
+func allocationMessage(err error) string {
+	return waitingPrefix + strings.TrimPrefix(err.Error(), "ipam: ")
 }

@@ -173,10 +173,12 @@ func (s *State) allocateTask(t *Task) {
 		return // the reaper deletes it; no resources for a task nobody wants
 	}
 	if err := s.allocateAddresses(t); err != nil {
-		t.Status.Message = "waiting for an address: " + strings.TrimPrefix(err.Error(), "ipam: ")
+		t.Status.Message = allocationMessage(err)
 		return // stays new; retried when addresses are freed
 	}
-	t.Status.Message = ""
+	if strings.HasPrefix(t.Status.Message, waitingPrefix) {
+		t.Status.Message = ""
+	}
 	s.transition(t, StatePending, CompAllocator)
 	s.emit(Effect{Kind: EffPending, Task: t.ID, Service: t.Service})
 }
