@@ -16,7 +16,8 @@ import (
 // that bring the messages up to date. A message that is already current is
 // not proposed again, so a pass over 100k tasks that stay pending for the
 // same reason proposes nothing; a batch whose reason changed is one command,
-// whatever its size.
+// whatever its size, and at most one per DriverConfig.ReasonRefresh (a task
+// that carries no reason yet gets one at once).
 
 // maxListedTasks is the most tasks a reason command names one by one (a few
 // new tasks joined a batch that already carries its reason); beyond it the
@@ -26,48 +27,57 @@ const maxListedTasks = 64
 
 // reasonCommands returns the commands that set the message of every task
 // the plan leaves pending to why it stays pending, where it says otherwise.
-func (p *plan) reasonCommands(batches []*batch) []statemachine.Command {
-	var cmds []statemachine.Command
+// A task that carries no message yet gets one at once; tasks that carry an
+// outdated one are updated only if refresh allows it for their batch (it is
+// asked only then); held reports that some were left outdated for now.
+func (p *plan) reasonCommands(batches []*batch, refresh func(batchKey) bool) (cmds []statemachine.Command, held bool) {
 	for _, b := range batches {
 		err := p.why[b.batchKey]
 		if err == nil {
 			continue
 		}
-		if b.global {
-			cmds = append(cmds, p.globalReasons(b)...)
-			continue
-		}
-		// The plan assigns a batch's tasks in order: the first placed
-		// ones are on their way to a node.
-		msg := pendingMessage(err)
-		var stale []statemachine.TaskID
-		for i := p.placed[b.batchKey]; i < len(b.tasks); i++ {
+		var stale []staleTask
+		outdated := false
+		batchMsg := pendingMessage(err)
+		for i, id := range b.tasks {
+			msg := batchMsg
+			if b.global {
+				terr := p.taskWhy[id]
+				if terr == nil {
+					continue
+				}
+				msg = pendingMessage(terr)
+			} else if i < p.placed[b.batchKey] {
+				continue // the plan assigns a batch's first tasks: they are on their way
+			}
 			if b.msgs[i] != msg {
-				stale = append(stale, b.tasks[i])
+				stale = append(stale, staleTask{id: id, msg: msg, outdated: b.msgs[i] != ""})
+				outdated = outdated || b.msgs[i] != ""
 			}
 		}
-		if len(stale) > maxListedTasks {
-			stale = nil // every pending task of the batch
-		} else if len(stale) == 0 {
-			continue
+		if outdated && !refresh(b.batchKey) {
+			held = true
+			stale = slices.DeleteFunc(stale, func(st staleTask) bool { return st.outdated })
 		}
-		cmds = append(cmds, reasonCommand(b, msg, stale))
+		cmds = append(cmds, batchReasons(b, stale)...)
 	}
-	return cmds
+	return cmds, held
 }
 
-// globalReasons: each task of a global service is bound to its node, so
-// each has its own reason; tasks with the same one share a command.
-func (p *plan) globalReasons(b *batch) []statemachine.Command {
+// staleTask is a task whose message is not the reason it stays pending.
+type staleTask struct {
+	id       statemachine.TaskID
+	msg      string
+	outdated bool // it carries another reason (else none)
+}
+
+// batchReasons groups a batch's stale tasks by message, one command per
+// message (in message order): a replicated batch's many tasks as the whole
+// batch, else listed, a global batch's at most 4*maxListedTasks a command.
+func batchReasons(b *batch, stale []staleTask) []statemachine.Command {
 	byMsg := map[string][]statemachine.TaskID{}
-	for i, id := range b.tasks {
-		err := p.taskWhy[id]
-		if err == nil {
-			continue
-		}
-		if msg := pendingMessage(err); b.msgs[i] != msg {
-			byMsg[msg] = append(byMsg[msg], id)
-		}
+	for _, st := range stale {
+		byMsg[st.msg] = append(byMsg[st.msg], st.id)
 	}
 	msgs := make([]string, 0, len(byMsg))
 	for m := range byMsg {
@@ -77,6 +87,10 @@ func (p *plan) globalReasons(b *batch) []statemachine.Command {
 	var cmds []statemachine.Command
 	for _, m := range msgs {
 		ids := byMsg[m]
+		if !b.global && len(ids) > maxListedTasks {
+			cmds = append(cmds, reasonCommand(b, m, nil)) // every pending task of the batch
+			continue
+		}
 		for len(ids) > 0 {
 			n := min(len(ids), 4*maxListedTasks)
 			cmds = append(cmds, reasonCommand(b, m, ids[:n]))

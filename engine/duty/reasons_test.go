@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"shoal/sched"
 	"shoal/statemachine"
@@ -51,11 +52,12 @@ func indexes(e *Memory) []uint64 {
 // while it holds, and a partial placement that leaves the reason as it was
 // proposes nothing.
 func TestPendingReasonsReplicated(t *testing.T) {
-	e := newMem(t, 2, nil)
+	clk := newFakeClock()
+	e := newMem(t, 2, clk)
 	mustSubmit(t, e, zoneNodes(4)...)
 	mustSubmit(t, e, createSpec(statemachine.ServiceSpec{Name: "big", Replicas: 3000,
 		Constraints: []string{"node.labels.zone==c"}, CPU: 1000}))
-	d := NewDriver(e, DriverConfig{})
+	d := NewDriver(e, DriverConfig{Clock: clk, ReasonRefresh: 10 * time.Second})
 
 	runOnce(t, d)
 	want := "no suitable node: constraint node.labels.zone==c matches none of the 4 nodes"
@@ -103,11 +105,30 @@ func TestPendingReasonsReplicated(t *testing.T) {
 		}
 	}
 
-	// A few tasks join the batch (a scale-up): one command naming them.
+	// The reason changes again at once (a second short node joins): the
+	// tasks keep the reason they carry until ReasonRefresh has passed since
+	// the last change, so a reason that changes at every run cannot
+	// rewrite the batch at every run; meanwhile the driver keeps scanning.
+	mustSubmit(t, e, statemachine.Command{Kind: statemachine.CmdUpsertNode, NodeSpec: &statemachine.Node{
+		ID: 6, Name: "node-6", Labels: map[string]string{"zone": "c"}, CPU: 500, Memory: 8 << 30}})
+	runOnce(t, d)
+	runOnce(t, d)
+	if got := messages(t, e, "big"); got[want] != 2996 || d.LastRun().Reasons != 0 || d.LastRun().Skipped {
+		t.Fatalf("a second change within ReasonRefresh: %v, stats %+v; want the old reason kept and the run not skipped", got, d.LastRun())
+	}
+	clk.Advance(10 * time.Second)
+	runOnce(t, d)
+	want = "no suitable node: constraint node.labels.zone==c excluded 4 nodes, insufficient CPU on 2 nodes (a task reserves 1000 milli-cores)"
+	if got := messages(t, e, "big"); got[want] != 2996 || d.LastRun().Reasons != 1 {
+		t.Fatalf("after ReasonRefresh: %v, %d reason commands; want all to say %q", got, d.LastRun().Reasons, want)
+	}
+
+	// A few tasks join the batch (a scale-up): one command naming them,
+	// at once (they carry no reason yet).
 	spec := statemachine.ServiceSpec{Name: "big", Replicas: 3003, Constraints: []string{"node.labels.zone==c"}, CPU: 1000}
 	mustSubmit(t, e, statemachine.Command{Kind: statemachine.CmdUpdateService, Spec: &spec})
 	runOnce(t, d)
-	if got := messages(t, e, "big"); got[want] != 2999 || d.LastRun().Reasons != 1 {
+	if got := messages(t, e, "big"); got[want] != 2999 || d.LastRun().Reasons != 1 || d.LastRun().Skipped {
 		t.Fatalf("after a scale-up: %v, %d reason commands", got, d.LastRun().Reasons)
 	}
 }
@@ -163,7 +184,10 @@ func TestReasonCommands(t *testing.T) {
 	} {
 		b := mk(tc.n, tc.stale)
 		p := plan{why: map[batchKey]error{b.batchKey: err}, placed: map[batchKey]int{b.batchKey: tc.placed}}
-		cmds := p.reasonCommands([]*batch{b})
+		cmds, held := p.reasonCommands([]*batch{b}, func(batchKey) bool { return true })
+		if held {
+			t.Errorf("held with refresh allowed")
+		}
 		name := fmt.Sprintf("%d tasks, %d stale, %d placed", tc.n, tc.stale, tc.placed)
 		if tc.none {
 			if len(cmds) != 0 {
@@ -178,5 +202,22 @@ func TestReasonCommands(t *testing.T) {
 		if c.Kind != statemachine.CmdPendingReason || c.Name != "web" || c.Seq != 2 || c.Message != msg || !slices.Equal(c.Tasks, tc.want) {
 			t.Errorf("%s: %+v, want tasks %v", name, c, tc.want)
 		}
+	}
+}
+
+// Outdated reasons wait for refresh; tasks with none get theirs anyway.
+func TestReasonCommandsHeld(t *testing.T) {
+	err := &sched.UnplacedError{Why: sched.Explanation{Nodes: 1, Paused: 1}}
+	b := &batch{batchKey: batchKey{group: 1, service: 1, version: 1}, name: "web",
+		tasks: []statemachine.TaskID{1, 2, 3}, msgs: []string{"older", "", pendingMessage(err)}}
+	p := plan{why: map[batchKey]error{b.batchKey: err}, placed: map[batchKey]int{}}
+	asked := 0
+	cmds, held := p.reasonCommands([]*batch{b}, func(batchKey) bool { asked++; return false })
+	if !held || asked != 1 || len(cmds) != 1 || !slices.Equal(cmds[0].Tasks, []statemachine.TaskID{2}) {
+		t.Fatalf("held=%v asked=%d cmds=%+v; want task 2 only, held", held, asked, cmds)
+	}
+	b.msgs[0] = pendingMessage(err)
+	if _, held := p.reasonCommands([]*batch{b}, func(batchKey) bool { asked++; return false }); held || asked != 1 {
+		t.Fatalf("nothing outdated: held=%v, refresh asked %d times", held, asked)
 	}
 }
