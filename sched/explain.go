@@ -30,6 +30,10 @@ type Explanation struct {
 	CPU         int
 	Memory      int
 	MaxPerNode  int
+	// What one task of the group reserves (milli-cores, bytes) and its
+	// per-node limit, so that a message can say how much was short.
+	WantCPU, WantMemory int64
+	WantMaxPerNode      int
 }
 
 // ConstraintCount is how many nodes one constraint excluded.
@@ -38,8 +42,9 @@ type ConstraintCount struct {
 	Excluded   int
 }
 
-// String renders the counts a user can act on, e.g. "insufficient memory on
-// 3 nodes, constraint node.labels.zone==b excluded 7".
+// String renders the counts a user can act on, e.g. "constraint
+// node.labels.zone==b excluded 7 nodes, insufficient memory on 3 nodes (a
+// task reserves 2 GiB)".
 func (e Explanation) String() string {
 	if e.Nodes == 0 {
 		return "no nodes in the cluster"
@@ -54,14 +59,35 @@ func (e Explanation) String() string {
 	add(e.Paused, "%s paused")
 	add(e.Drained, "%s drained")
 	for _, c := range e.Constraints {
-		if c.Excluded > 0 {
-			parts = append(parts, fmt.Sprintf("constraint %s excluded %d", c.Constraint, c.Excluded))
+		switch {
+		case c.Excluded == 1 && e.Nodes == 1:
+			parts = append(parts, fmt.Sprintf("constraint %s does not match the only node", c.Constraint))
+		case c.Excluded == e.Nodes:
+			parts = append(parts, fmt.Sprintf("constraint %s matches none of the %d nodes", c.Constraint, c.Excluded))
+		case c.Excluded > 0:
+			parts = append(parts, fmt.Sprintf("constraint %s excluded %s", c.Constraint, nodes(c.Excluded)))
 		}
 	}
-	add(e.CPU, "insufficient CPU on %s")
-	add(e.Memory, "insufficient memory on %s")
-	add(e.MaxPerNode, "max replicas per node reached on %s")
+	add(e.CPU, "insufficient CPU on %s"+fmt.Sprintf(" (a task reserves %d milli-cores)", e.WantCPU))
+	add(e.Memory, "insufficient memory on %s"+fmt.Sprintf(" (a task reserves %s)", Bytes(e.WantMemory)))
+	add(e.MaxPerNode, fmt.Sprintf("max %d replicas per node", e.WantMaxPerNode)+" reached on %s")
 	return strings.Join(parts, ", ")
+}
+
+// Bytes renders a byte count for a user: "512 MiB", "1.5 GiB", "100 bytes".
+func Bytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return strconv.FormatInt(n, 10) + " bytes"
+	}
+	v, i := float64(n), -1
+	for v >= unit && i < 4 {
+		v /= unit
+		i++
+	}
+	s := strconv.FormatFloat(v, 'f', 1, 64)
+	s = strings.TrimSuffix(s, ".0")
+	return s + " " + [...]string{"KiB", "MiB", "GiB", "TiB", "PiB"}[i]
 }
 
 func nodes(n int) string {
@@ -129,8 +155,8 @@ func (t *Table) CheckNode(g Request, id uint32) error {
 		e.Detail = fmt.Sprintf("task needs %d milli-cores, node has %d free of %d",
 			g.CPU, t.cpuCap[r]-t.cpuRes[r], t.cpuCap[r])
 	case ReasonMemory:
-		e.Detail = fmt.Sprintf("task needs %d bytes, node has %d free of %d",
-			g.Mem, t.memCap[r]-t.memRes[r], t.memCap[r])
+		e.Detail = fmt.Sprintf("task needs %s of memory, node has %s free of %s",
+			Bytes(g.Mem), Bytes(t.memCap[r]-t.memRes[r]), Bytes(t.memCap[r]))
 	case ReasonMaxPerNode:
 		e.Detail = fmt.Sprintf("node runs %d tasks of the service, max %d",
 			t.serviceCount(g.Service, r), g.MaxPerNode)
@@ -184,7 +210,7 @@ func (t *Table) reject(g Request, r int32) (Reason, int) {
 // explain counts why each node cannot take one more task of g. It runs only
 // when a placement falls short, so it scans rows one by one.
 func (t *Table) explain(g Request) Explanation {
-	e := Explanation{Nodes: len(t.row)}
+	e := Explanation{Nodes: len(t.row), WantCPU: g.CPU, WantMemory: g.Mem, WantMaxPerNode: g.MaxPerNode}
 	if len(g.Constraints) > 0 {
 		e.Constraints = make([]ConstraintCount, len(g.Constraints))
 		for i, c := range g.Constraints {

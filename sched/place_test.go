@@ -147,7 +147,7 @@ func TestDrainPauseDown(t *testing.T) {
 		t.Errorf("placement %v, want only node 1 (max 2)", got)
 	}
 	want := "sched: no suitable node for 3 of 5 tasks of service 1 (1 node not ready, 1 node paused, " +
-		"1 node drained, max replicas per node reached on 1 node)"
+		"1 node drained, max 2 replicas per node reached on 1 node)"
 	if err == nil || err.Error() != want || !errors.Is(err, ErrNoSuitableNode) {
 		t.Errorf("err = %v\nwant %s", err, want)
 	}
@@ -216,13 +216,26 @@ func TestExplanation(t *testing.T) {
 	g := Request{Service: 3, Count: 5, Mem: 2 << 30, Constraints: MustParseConstraints("node.labels.zone==b")}
 	p, err := tb.Place(g, 9)
 	want := "sched: no suitable node for 5 of 5 tasks of service 3 " +
-		"(constraint node.labels.zone==b excluded 7, insufficient memory on 3 nodes)"
+		"(constraint node.labels.zone==b excluded 7 nodes, insufficient memory on 3 nodes (a task reserves 2 GiB))"
 	if p.Placed != 0 || err == nil || err.Error() != want {
 		t.Fatalf("placed %d, err %v\nwant %s", p.Placed, err, want)
 	}
 	var ue *UnplacedError
 	if !errors.As(err, &ue) || ue.Why.Memory != 3 || ue.Why.Constraints[0].Excluded != 7 {
 		t.Errorf("explanation %+v", ue)
+	}
+	for n, want := range map[int64]string{100: "100 bytes", 1 << 29: "512 MiB", 3 << 29: "1.5 GiB", 1<<40 + 1: "1 TiB"} {
+		if got := Bytes(n); got != want {
+			t.Errorf("Bytes(%d) = %q, want %q", n, got, want)
+		}
+	}
+	for n, want := range map[int]string{1: "constraint node.labels.zone==c does not match the only node",
+		3: "constraint node.labels.zone==c matches none of the 3 nodes"} {
+		tb, _ := NewTableFrom(nodes[:n], nil)
+		_, err := tb.Place(Request{Service: 3, Count: 1, Constraints: MustParseConstraints("node.labels.zone==c")}, 9)
+		if !errors.As(err, &ue) || ue.Why.String() != want {
+			t.Errorf("%d nodes: %v, want %q", n, err, want)
+		}
 	}
 	if _, err := NewTable().Place(g, 0); err == nil || !strings.HasSuffix(err.Error(), "(no nodes in the cluster)") {
 		t.Errorf("empty table: %v", err)

@@ -9,7 +9,7 @@ import (
 type CmdKind uint8
 
 // Command kinds. The component that may issue each is fixed: user commands
-// come through the API, CmdAssign from the scheduler, CmdTaskStatus from an
+// come through the API, CmdAssign and CmdPendingReason from the scheduler, CmdTaskStatus from an
 // agent, CmdSetNodeStatus/CmdOrphan from the node monitor, and
 // CmdReconcile/CmdAllocate/CmdReap are the reactions that Apply runs by itself
 // unless Config.ManualReactions is set.
@@ -36,12 +36,13 @@ const (
 	CmdReserveNodeID
 	CmdSetManager
 	CmdReserveNetworkID
+	CmdPendingReason
 	numCmdKinds
 )
 
 var cmdNames = [...]string{"nop", "create-service", "update-service", "remove-service",
 	"upsert-node", "remove-node", "set-node-status", "set-availability", "assign",
-	"task-status", "orphan", "reconcile", "allocate", "reap", "create-network", "remove-network", "node-sync", "tick", "rollback-service", "reserve-node-id", "set-manager", "reserve-network-id"}
+	"task-status", "orphan", "reconcile", "allocate", "reap", "create-network", "remove-network", "node-sync", "tick", "rollback-service", "reserve-node-id", "set-manager", "reserve-network-id", "pending-reason"}
 
 func (k CmdKind) String() string {
 	if k < numCmdKinds {
@@ -72,6 +73,8 @@ func (k CmdKind) String() string {
 //	CmdReserveNodeID:                   nothing: the cluster group hands out the next unused node ID (Result.ID)
 //	CmdReserveNetworkID:                nothing: the cluster group hands out the next unused network ID (Result.ID)
 //	CmdSetManager:                      Seq (manager replica ID), Name (its API address; "" forgets it)
+//	CmdPendingReason:                   Name (service name), Seq (spec version), Message (why its pending
+//	                                    tasks of that version stay pending), Tasks (only these; empty: all)
 type Command struct {
 	Kind         CmdKind
 	State        TaskState

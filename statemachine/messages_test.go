@@ -33,7 +33,10 @@ func TestWaitingMessageIsCurrentAndForUsers(t *testing.T) {
 		if !strings.Contains(m, "3 held, 2 quarantined") {
 			t.Errorf("waiting task's message %q does not give the current counts (3 held, 2 quarantined)", m)
 		}
-		for _, internal := range []string{"LeaseBlock", "LeaseBlockAt", "owner "} {
+		if !strings.HasPrefix(m, `waiting for an address: pool exhausted: network "net" (10.0.0.0/29)`) {
+			t.Errorf("waiting task's message %q does not say which network is full", m)
+		}
+		for _, internal := range []string{"LeaseBlock", "LeaseBlockAt", "owner ", "ipam:"} {
 			if strings.Contains(m, internal) {
 				t.Errorf("waiting task's message %q speaks of %q", m, internal)
 			}

@@ -79,9 +79,15 @@ func mcDesired(s *State, b mcBounds, retention int) error {
 		if svc.Remove {
 			return fmt.Errorf("service %q flagged for removal still exists", svc.Spec.Name)
 		}
+		slotNums, slots := s.SlotTasks(sid)
 		want := map[uint32]bool{}
 		if svc.Spec.Mode == ModeReplicated {
-			for n := uint32(1); n <= svc.Spec.Replicas; n++ {
+			// replicas slots, numbered from 1 but sparse after a
+			// scale-down; a slot given up must be gone
+			if len(slotNums) != int(svc.Spec.Replicas) {
+				return fmt.Errorf("service %q has %d slots, want %d", svc.Spec.Name, len(slotNums), svc.Spec.Replicas)
+			}
+			for _, n := range slotNums {
 				want[n] = true
 			}
 		} else {
@@ -91,7 +97,6 @@ func mcDesired(s *State, b mcBounds, retention int) error {
 				}
 			}
 		}
-		slotNums, slots := s.SlotTasks(sid)
 		seen := map[uint32]bool{}
 		for i, n := range slotNums {
 			ts := slots[i]
@@ -146,4 +151,56 @@ func mcOwns(c Component, from, to TaskState) bool {
 			(to == StateRejected && from <= StateStarting)
 	}
 	return false
+}
+
+// mcScaleCheck is the scale-down rule, checked at every step: a step that
+// gives up slots of a replicated service never gives up one whose task runs
+// while it keeps one whose task is not yet on a node.
+func mcScaleCheck(before, after *State) error {
+	for _, sid := range after.ServiceIDs() {
+		svc, old := after.services[sid], before.services[sid]
+		if old == nil || svc.Remove || svc.Spec.Mode != ModeReplicated {
+			continue
+		}
+		var gaveUpRunning, keptUnplaced string
+		for n, sl := range old.slots {
+			if mcGivenUp(sl) {
+				continue
+			}
+			h := mcHolder(sl)
+			now := svc.slots[n]
+			switch {
+			case now != nil && mcGivenUp(now) && h != nil && h.Status.State == StateRunning:
+				gaveUpRunning = before.taskName(h)
+			case now != nil && !mcGivenUp(now) && h != nil && h.Node == 0:
+				keptUnplaced = before.taskName(h)
+			}
+		}
+		if gaveUpRunning != "" && keptUnplaced != "" {
+			return fmt.Errorf("scale-down of %q gave up running task %s and kept %s, which is not on a node",
+				svc.Spec.Name, gaveUpRunning, keptUnplaced)
+		}
+	}
+	return nil
+}
+
+// mcHolder is the newest task of a slot that is wanted and not finished
+// (written out again here, independently of the code under test).
+func mcHolder(sl *slot) *Task {
+	for i := len(sl.tasks) - 1; i >= 0; i-- {
+		if t := sl.tasks[i]; !t.Desired.Stopping() && !t.Status.State.Terminal() {
+			return t
+		}
+	}
+	return nil
+}
+
+// mcGivenUp reports whether every task of a slot is flagged remove.
+func mcGivenUp(sl *slot) bool {
+	for _, t := range sl.tasks {
+		if t.Desired != DesiredRemove {
+			return false
+		}
+	}
+	return true
 }

@@ -261,6 +261,9 @@ func (c *mcChecker) apply(before *State, canon []byte, a mcAction) (after *State
 	if *stepErr != nil {
 		return nil, nil, *stepErr
 	}
+	if err := mcScaleCheck(before, after); err != nil {
+		return nil, nil, err
+	}
 	if out.Results[0].Code != CodeOK {
 		return nil, nil, nil
 	}

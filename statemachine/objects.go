@@ -169,7 +169,7 @@ type Attachment struct {
 type Task struct {
 	ID          TaskID
 	Service     ServiceID
-	Slot        uint32 // replicated: 1..replicas; global: the node ID
+	Slot        uint32 // replicated: from 1, sparse after a scale-down; global: the node ID
 	SpecVersion uint32
 	Node        NodeID
 	Desired     DesiredState

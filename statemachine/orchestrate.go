@@ -1,6 +1,10 @@
 package statemachine
 
-import "shoal/sched"
+import (
+	"slices"
+
+	"shoal/sched"
+)
 
 // reconcileSlots reconciles the queued slots of svc (all of them when the
 // service is marked whole) and returns the slot numbers it looked at, for the
@@ -25,28 +29,20 @@ func (s *State) reconcileSlots(svc *Service) []uint32 {
 	if svc.Spec.Mode == ModeGlobal {
 		return s.reconcileGlobal(svc)
 	}
+	// A scale, or a slot that vanished (its last tasks reaped), may leave
+	// the service with more or fewer live slots than replicas.
+	count := full
 	for _, n := range slots {
-		sl := svc.slots[n]
-		if n > svc.Spec.Replicas || n == 0 {
-			if sl != nil {
-				for _, t := range sl.tasks {
-					s.setDesired(t, DesiredRemove)
-				}
-			}
-			continue
-		}
-		if sl == nil {
-			s.newTask(svc, n)
-			continue
-		}
-		s.reconcileSlot(svc, sl, slotLive)
+		count = count || svc.slots[n] == nil
 	}
-	if full {
-		for n := uint32(1); n <= svc.Spec.Replicas; n++ {
-			if svc.slots[n] == nil {
-				s.newTask(svc, n)
-				slots = append(slots, n)
-			}
+	if count {
+		slots = append(slots, s.scale(svc)...)
+		slices.Sort(slots)
+		slots = slices.Compact(slots)
+	}
+	for _, n := range slots {
+		if sl := svc.slots[n]; sl != nil && !removedSlot(sl) {
+			s.reconcileSlot(svc, sl, slotLive)
 		}
 	}
 	return slots
@@ -232,6 +228,9 @@ func (s *State) reconcileSlot(svc *Service, sl *slot, mode slotMode) {
 			s.recordRestart(svc, n)
 			t := s.newTask(svc, n)
 			t.AfterReject = newest.Status.State == StateRejected && svc.Spec.Restart.Delay > 0
+			if t.AfterReject {
+				t.Status.Message = rejectedMessage(svc, newest)
+			}
 			s.delayStart(t, svc.Spec.Restart.Delay)
 		}
 	default:

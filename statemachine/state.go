@@ -279,6 +279,8 @@ func (s *State) applyOne(c *Command) Result {
 		return s.reserveNetworkID()
 	case CmdSetManager:
 		return s.setManager(c.Seq, c.Name)
+	case CmdPendingReason:
+		return s.pendingReason(c)
 	case CmdTick:
 		if s.cfg.ManualReactions {
 			s.timers()

@@ -1,5 +1,7 @@
 package statemachine
 
+import "strings"
+
 // CanTransition reports whether component c may move a task's observed
 // state from `from` to `to` (DESIGN.md's ownership table). Agent reports may
 // be coalesced: any target reachable from `from` through agent transitions
@@ -94,6 +96,7 @@ func (s *State) assign(id TaskID, node NodeID) Result {
 			id, svc.Spec.Name, t.Slot, node)
 	}
 	s.attach(t, n)
+	t.Status.Message = "" // it said why the task was not placed
 	s.transition(t, StateAssigned, CompScheduler)
 	s.nodeChanged(t, EffAssignments)
 	return Result{ID: uint64(id)}
@@ -170,10 +173,12 @@ func (s *State) allocateTask(t *Task) {
 		return // the reaper deletes it; no resources for a task nobody wants
 	}
 	if err := s.allocateAddresses(t); err != nil {
-		t.Status.Message = "waiting for addresses: " + err.Error()
+		t.Status.Message = allocationMessage(err)
 		return // stays new; retried when addresses are freed
 	}
-	t.Status.Message = ""
+	if strings.HasPrefix(t.Status.Message, waitingPrefix) {
+		t.Status.Message = ""
+	}
 	s.transition(t, StatePending, CompAllocator)
 	s.emit(Effect{Kind: EffPending, Task: t.ID, Service: t.Service})
 }

@@ -161,7 +161,7 @@ func (s *State) countFailure(svc *Service, t *Task) {
 	svc.Update.Failures++
 	updated := 0
 	for _, sl := range svc.slots {
-		if sl.tasks[len(sl.tasks)-1].SpecVersion == svc.SpecVersion {
+		if !removedSlot(sl) && sl.tasks[len(sl.tasks)-1].SpecVersion == svc.SpecVersion {
 			updated++
 		}
 	}

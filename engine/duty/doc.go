@@ -14,8 +14,10 @@
 // Contract:
 //
 //   - The decisions are value functions, table-tested without any loop:
-//     the driver's scan (states → node table + pending batches) and plan
-//     (table + batches + seed → assignments + reasons), the monitor's
+//     the driver's scan (states → node table + pending batches), plan
+//     (table + batches + seed → assignments + reasons) and pending reasons
+//     (plan + the message each pending task carries → CmdPendingReason
+//     only where it changed), the monitor's
 //     heartbeat table (shoal/engine/monitor), the timer duty's due check.
 //   - The loops hold no lock across a submission: a run's observable
 //     results (LastRun, Unschedulable, NodeStatus) are published under a

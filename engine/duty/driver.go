@@ -40,6 +40,13 @@ type DriverConfig struct {
 	// Signal.OnApply into the engine's Config.OnApply. Default: none
 	// (periodic runs only).
 	Signal *Signal
+	// ReasonRefresh is the least time between two changes of the reason
+	// the pending tasks of one batch carry (a task that carries no reason
+	// yet gets one at once). A reason that changes at every run (a count
+	// of nodes that come and go) would otherwise rewrite every pending
+	// task of the batch in the Raft log at every run. Default 10s;
+	// negative: no limit.
+	ReasonRefresh time.Duration
 	// Logf receives one line whenever a batch's reason for staying pending
 	// first appears or changes (a bad constraint, no suitable node), and
 	// run failures. Default: discard.
@@ -49,6 +56,7 @@ type DriverConfig struct {
 func (c DriverConfig) withDefaults() DriverConfig {
 	setDefault(&c.Interval, time.Second)
 	setDefault(&c.MinGap, 20*time.Millisecond)
+	setDefault(&c.ReasonRefresh, 10*time.Second)
 	defaults(&c.Clock, &c.Logf)
 	return c
 }
@@ -104,6 +112,9 @@ type RunStats struct {
 	Placed   int  // assignments committed
 	Rejected int  // assignments the groups rejected
 	Failed   int  // assignments whose outcome is unknown (timeout, ...)
+	// Reasons is how many CmdPendingReason commands were proposed: batches
+	// (or a few of their tasks) whose reason for staying pending changed.
+	Reasons int
 	// Durations of the stages, on the driver's clock.
 	Scan, Place, Submit time.Duration
 }
@@ -122,6 +133,8 @@ type Driver struct {
 	scanned   []uint64     // per group: LastIndex at the last complete scan
 	problems  map[batchKey]string
 	assignBuf []statemachine.Command
+	// reasonAt is when each batch's reason last changed (ReasonRefresh).
+	reasonAt map[batchKey]time.Time
 
 	mu struct {
 		sync.Mutex
@@ -132,7 +145,7 @@ type Driver struct {
 
 // NewDriver returns a scheduler driver over c.
 func NewDriver(c Cluster, cfg DriverConfig) *Driver {
-	return &Driver{c: c, cfg: cfg.withDefaults(), problems: make(map[batchKey]string)}
+	return &Driver{c: c, cfg: cfg.withDefaults(), problems: make(map[batchKey]string), reasonAt: make(map[batchKey]time.Time)}
 }
 
 // Run places pending tasks until ctx ends: once at once, then whenever
@@ -195,13 +208,17 @@ func (d *Driver) RunOnce(ctx context.Context) (placed int, err error) {
 	d.logReasons(un, batches)
 	stats.Place = d.cfg.Clock.Now().Sub(start)
 
+	reasons, held := p.reasonCommands(batches, d.mayRefresh(batches, start))
 	start = d.cfg.Clock.Now()
 	first := d.submit(ctx, &p, &stats)
+	if err := d.submitReasons(ctx, reasons, &stats); first == nil {
+		first = err
+	}
 	stats.Submit = d.cfg.Clock.Now().Sub(start)
-	if first == nil {
+	if first == nil && !held {
 		d.scanned = indexes
 	} else {
-		d.scanned = nil // outcomes unknown: scan again next time
+		d.scanned = nil // outcomes unknown, or a reason is held back: scan again next time
 	}
 	d.publish(stats, un, true)
 	return stats.Placed, first
@@ -288,6 +305,44 @@ func (d *Driver) submit(ctx context.Context, p *plan, stats *RunStats) error {
 	}
 	clear(p.cmds) // the buffer is reused; keep no references
 	return first
+}
+
+// mayRefresh returns which batches may have their reason changed now
+// (ReasonRefresh), noting the change for those that will; batches no
+// longer pending are forgotten.
+func (d *Driver) mayRefresh(batches []*batch, now time.Time) func(batchKey) bool {
+	live := make(map[batchKey]bool, len(batches))
+	for _, b := range batches {
+		live[b.batchKey] = true
+	}
+	for k := range d.reasonAt {
+		if !live[k] {
+			delete(d.reasonAt, k)
+		}
+	}
+	return func(k batchKey) bool {
+		if at, ok := d.reasonAt[k]; ok && d.cfg.ReasonRefresh > 0 && now.Sub(at) < d.cfg.ReasonRefresh {
+			return false
+		}
+		d.reasonAt[k] = now
+		return true
+	}
+}
+
+// submitReasons proposes the pending reasons that changed, after the
+// assignments (a task assigned meanwhile is past its reason and keeps no
+// message). A rejection means the service went away: nothing to explain.
+func (d *Driver) submitReasons(ctx context.Context, cmds []statemachine.Command, stats *RunStats) error {
+	if len(cmds) == 0 {
+		return nil
+	}
+	stats.Reasons = len(cmds)
+	for i, o := range d.c.SubmitMany(ctx, cmds) {
+		if o.Failed != nil {
+			return fmt.Errorf("engine: scheduler: say why service %q stays pending: %w", cmds[i].Name, o.Failed)
+		}
+	}
+	return nil
 }
 
 // publish makes a run's results visible to LastRun and Unschedulable

@@ -26,12 +26,15 @@ type plan struct {
 	assigns []assignment // parallel to cmds
 	placed  map[batchKey]int
 	why     map[batchKey]error
+	// taskWhy: why each task of a global batch that stays pending does.
+	taskWhy map[statemachine.TaskID]error
 }
 
 // makePlan places every batch on t (which it updates) and appends the
 // assignments to buf.
 func makePlan(t *sched.Table, batches []*batch, seed uint64, buf []statemachine.Command) plan {
-	p := plan{cmds: buf[:0], placed: make(map[batchKey]int), why: make(map[batchKey]error)}
+	p := plan{cmds: buf[:0], placed: make(map[batchKey]int), why: make(map[batchKey]error),
+		taskWhy: make(map[statemachine.TaskID]error)}
 	add := func(b *batch, task statemachine.TaskID, node uint32) {
 		p.cmds = append(p.cmds, statemachine.Command{Kind: statemachine.CmdAssign, Task: task, Node: statemachine.NodeID(node)})
 		p.assigns = append(p.assigns, assignment{node: node, service: b.sg.Service, cpu: b.sg.CPU, mem: b.sg.Mem})
@@ -47,7 +50,7 @@ func makePlan(t *sched.Table, batches []*batch, seed uint64, buf []statemachine.
 				continue
 			}
 			if global {
-				placeGlobal(t, b, p.why, add)
+				placeGlobal(t, b, &p, add)
 				continue
 			}
 			g := b.sg
@@ -69,15 +72,16 @@ func makePlan(t *sched.Table, batches []*batch, seed uint64, buf []statemachine.
 }
 
 // placeGlobal checks each task of a global batch on its own node.
-func placeGlobal(t *sched.Table, b *batch, why map[batchKey]error, add func(*batch, statemachine.TaskID, uint32)) {
+func placeGlobal(t *sched.Table, b *batch, p *plan, add func(*batch, statemachine.TaskID, uint32)) {
 	g := b.sg
 	g.Count = 1
 	for i, task := range b.tasks {
 		node := b.slots[i]
 		if err := t.CheckNode(g, node); err != nil {
-			if why[b.batchKey] == nil {
-				why[b.batchKey] = err
+			if p.why[b.batchKey] == nil {
+				p.why[b.batchKey] = err
 			}
+			p.taskWhy[task] = err
 			continue
 		}
 		if t.AddTask(node, g.Service, g.CPU, g.Mem) == nil {

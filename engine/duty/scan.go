@@ -42,6 +42,7 @@ type batch struct {
 	sg     sched.Request // Service, SpecVersion, CPU, Mem, Constraints; Count set when placing
 	perr   error         // constraint parse error
 	tasks  []statemachine.TaskID
+	msgs   []string // each task's status message (why it is still pending)
 	slots  []uint32 // global: each task's node
 }
 
@@ -120,6 +121,7 @@ func (sc *scanner) scanGroup(g int, s *statemachine.State) {
 			sc.batches = append(sc.batches, b)
 		}
 		b.tasks = append(b.tasks, id)
+		b.msgs = append(b.msgs, t.Status.Message)
 		if b.global {
 			b.slots = append(b.slots, t.Slot)
 		}

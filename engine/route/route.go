@@ -29,7 +29,8 @@ func Groups(c *statemachine.Command, groups int, dst []int) ([]int, statemachine
 			return dst, statemachine.Result{Code: statemachine.CodeInvalid, Msg: c.Kind.String() + " needs a service spec"}
 		}
 		return append(dst, ServiceGroup(c.Spec.Name, groups)), statemachine.Result{}
-	case statemachine.CmdRemoveService, statemachine.CmdReconcile, statemachine.CmdRollbackService:
+	case statemachine.CmdRemoveService, statemachine.CmdReconcile, statemachine.CmdRollbackService,
+		statemachine.CmdPendingReason:
 		return append(dst, ServiceGroup(c.Name, groups)), statemachine.Result{}
 	case statemachine.CmdNodeSync, statemachine.CmdTick:
 		// A sync's sequence number and a tick's timers belong to one group.

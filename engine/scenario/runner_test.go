@@ -21,7 +21,8 @@ package scenario
 //
 //	schedule          one run of the real scheduler driver (scan → sched.Place
 //	                  → one CmdAssign entry): "t3 web.1 -> n2: ok" per placed
-//	                  task, "no eligible node; stays pending" per other one
+//	                  task, "stays pending: <the reason the task carries>" per
+//	                  other one, then a line per pending-reason proposal
 //	advance 30s       move the fake clock, then one run of the timer duty (a
 //	                  CmdTick entry only if a timer is due)
 //	heartbeat n1      the monitor duty's Heartbeat at now: the TTL and any

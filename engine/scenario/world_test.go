@@ -133,6 +133,16 @@ func (r *runner) describe(cmds []sm.Command, b before, res []sm.Result) string {
 		switch c.Kind {
 		case sm.CmdAssign:
 			fmt.Fprintf(&out, "%s %s -> %s: %s", shortID(c.Task), b.names[c.Task], r.nodeName(c.Node), resultLine(res[i]))
+		case sm.CmdPendingReason:
+			which := "every pending task"
+			if len(c.Tasks) > 0 {
+				var ids []string
+				for _, id := range c.Tasks {
+					ids = append(ids, shortID(id))
+				}
+				which = strings.Join(ids, ",")
+			}
+			fmt.Fprintf(&out, "pending reason of %s v%d (%s) proposed: %s", c.Name, c.Seq, which, resultLine(res[i]))
 		case sm.CmdSetNodeStatus:
 			fmt.Fprintf(&out, "%s %s->%s: %s", r.nodeName(c.Node), b.status[c.Node], c.NodeStatus, resultLine(res[i]))
 		case sm.CmdOrphan:
@@ -237,7 +247,9 @@ func (r *runner) runDuties(d *datadriven.TestData) (string, bool, error) {
 }
 
 // cmdSchedule runs the scheduler driver once and prints, in task order,
-// each pending task's placement or that it stays pending.
+// each pending task's placement or that it stays pending and the reason it
+// carries afterwards, then the driver's other proposals (pending reasons
+// that changed).
 func (r *runner) cmdSchedule(ctx context.Context) (string, error) {
 	names := r.taskNames()
 	var pending []sm.TaskID
@@ -270,7 +282,11 @@ func (r *runner) cmdSchedule(ctx context.Context) (string, error) {
 			b.WriteString(l)
 			continue
 		}
-		fmt.Fprintf(&b, "%s %s: no eligible node; stays pending\n", shortID(id), names[id])
+		msg := "(no reason given)"
+		if t := r.s.Task(id); t != nil && t.Status.Message != "" {
+			msg = t.Status.Message
+		}
+		fmt.Fprintf(&b, "%s %s: stays pending: %s\n", shortID(id), names[id], msg)
 	}
 	return b.String() + trailer.String(), nil
 }
