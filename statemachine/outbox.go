@@ -276,3 +276,36 @@ func (s *State) OutboxAcked(g int) uint64 {
 // OutboxApplied returns the Seq of the last outbox entry this service
 // group applied and the cluster group's index it was applied at there.
 func (s *State) OutboxApplied() (seq, clusterIndex uint64) { return s.in.applied, s.in.index }
+
+// CheckRemoval says whether this service group can follow the removal of a
+// node (it has no live task there) or a network (no service of it uses
+// it, no address of it is held or quarantined here). Other commands pass.
+func (s *State) CheckRemoval(c *Command) Result {
+	switch c.Kind {
+	case CmdRemoveNode:
+		n := s.nodes[c.Node]
+		if n == nil {
+			return Result{}
+		}
+		for _, t := range s.NodeTasks(c.Node) {
+			if !t.Status.State.Terminal() {
+				return reject(CodeNotAllowed, "node %d still has task %d (%s); it must be orphaned first", c.Node, t.ID, t.Status.State)
+			}
+		}
+	case CmdRemoveNetwork:
+		nw := s.networkByName(c.Name)
+		if nw == nil {
+			return Result{}
+		}
+		for _, id := range s.ServiceIDs() {
+			if slices.Contains(s.services[id].Spec.Networks, c.Name) {
+				return reject(CodeNotAllowed, "network %q is used by service %q; remove or update it first", c.Name, s.services[id].Spec.Name)
+			}
+		}
+		if p := s.pools[nw.ID]; p != nil && (p.Held() > 0 || p.Quarantined() > 0) {
+			return reject(CodeNotAllowed, "network %q still has %d held and %d quarantined addresses; wait until tasks are gone and their nodes have synced",
+				c.Name, p.Held(), p.Quarantined())
+		}
+	}
+	return Result{}
+}

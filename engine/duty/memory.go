@@ -110,8 +110,9 @@ func (m *Memory) applyLocked(group int, cmds []statemachine.Command) *statemachi
 }
 
 // SubmitMany routes like the engine: one entry per group, commands in
-// order; a fanned-out command reports the cluster group's result unless a
-// service group rejected it.
+// order. Removals are first checked with every service group (Precheck);
+// node and network commands the cluster group applied are then delivered
+// to the service groups (Deliver) before it returns.
 func (m *Memory) SubmitMany(ctx context.Context, cmds []statemachine.Command) []Outcome {
 	out := make([]Outcome, len(cmds))
 	if err := ctx.Err(); err != nil {
@@ -120,11 +121,29 @@ func (m *Memory) SubmitMany(ctx context.Context, cmds []statemachine.Command) []
 		}
 		return out
 	}
+	skip := make([]bool, len(cmds))
+	for i := range cmds {
+		if r := Precheck(ctx, m, &cmds[i]); r.Code != statemachine.CodeOK {
+			out[i].Result, skip[i] = r, true
+		}
+	}
+	if m.submit(cmds, skip, out) {
+		_ = Deliver(ctx, m) // what it could not deliver, the outbox duty re-drives
+	}
+	return out
+}
+
+// submit applies cmds (but the skipped ones) and reports whether a node or
+// network command was applied.
+func (m *Memory) submit(cmds []statemachine.Command, skip []bool, out []Outcome) (outbox bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	perGroup := make([][]int, len(m.mu.states)) // command indexes
 	seen := make([]bool, len(cmds))
 	for i := range cmds {
+		if skip[i] {
+			continue
+		}
 		if m.mu.reject != nil {
 			if err := m.mu.reject(cmds[i]); err != nil {
 				out[i].Failed = err
@@ -156,9 +175,12 @@ func (m *Memory) SubmitMany(ctx context.Context, cmds []statemachine.Command) []
 				out[i].Result = r
 			}
 			seen[i] = true
+			if g == route.ClusterGroup && r.Code == statemachine.CodeOK && statemachine.OutboxKind(cmds[i].Kind) {
+				outbox = true
+			}
 		}
 	}
-	return out
+	return outbox
 }
 
 // SubmitToGroup applies one per-group command to group.
