@@ -110,19 +110,17 @@ func (d *OutboxDuty) Run(ctx context.Context) {
 func (d *OutboxDuty) RunOnce(ctx context.Context) error {
 	d.run.Lock()
 	defer d.run.Unlock()
+	// A group that cannot be reached does not hold up the others: every
+	// step runs, and the failures are reported together.
+	var errs []error
 	for range 4 {
-		if err := Deliver(ctx, d.c); err != nil {
-			return err
-		}
-		if err := d.release(ctx); err != nil {
-			return err
-		}
+		errs = append(errs, Deliver(ctx, d.c), d.release(ctx))
 		more, err := d.forward(ctx)
-		if err != nil || !more {
-			return err
+		if errs = append(errs, err); !more {
+			return errors.Join(errs...)
 		}
 	}
-	return Deliver(ctx, d.c)
+	return errors.Join(append(errs, Deliver(ctx, d.c))...)
 }
 
 // groupView is what a run reads of one service group.
