@@ -131,13 +131,12 @@ func leaseWorld(t *testing.T) *Memory {
 	return m
 }
 
-func scale(t testing.TB, m *Memory, name string, n uint32) {
-	t.Helper()
+func scale(_ testing.TB, m *Memory, name string, n uint32) {
 	g := route.ServiceGroup(name, m.Groups())
 	var spec statemachine.ServiceSpec
 	_ = m.ReadLocal(g, func(s *statemachine.State) { spec = s.ServiceByName(name).Spec })
 	spec.Replicas = n
-	submitAll(t, m, statemachine.Command{Kind: statemachine.CmdUpdateService, Spec: &spec})
+	m.SubmitMany(context.Background(), []statemachine.Command{{Kind: statemachine.CmdUpdateService, Spec: &spec}}) // lost in a crash: the test sees it
 }
 
 // addressed counts a service's tasks that hold an address and collects
