@@ -331,3 +331,21 @@ func (s *State) returnBlocks(c *Command) Result {
 	s.appendOutbox(Command{Kind: CmdReturnBlocks, Group: c.Group, Network: c.Network, Blocks: c.Blocks})
 	return Result{ID: uint64(back)}
 }
+
+// leaseLegacyStripes records, in a cluster group loaded from a snapshot
+// written before leases were kept here, the blocks service groups were
+// given then: group k owned the blocks b with b mod Groups == k-1. The
+// cluster group must not lease them again; the groups give back what they
+// do not use.
+func (s *State) leaseLegacyStripes() {
+	if s.cfg.Group != 0 || !s.leasing() {
+		return
+	}
+	n := s.groups()
+	for _, id := range sortedKeys(s.pools) {
+		p := s.pools[id]
+		for b := 0; b < p.NumBlocks(); b++ {
+			_ = p.LeaseBlockAt(uint32(b%n+1), ipam.BlockID(b)) // a block of reserved addresses only stays unleased
+		}
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"shoal/ipam"
 )
 
 // leaseWorld is a cluster group and two service groups wired by hand: the
@@ -165,5 +167,28 @@ func TestGrantThenRefuseWhenFull(t *testing.T) {
 	}
 	if w.st[0].Pool(1).Leasable() != 0 {
 		t.Fatal("the cluster group still has blocks to lease")
+	}
+}
+
+// A cluster group loaded from a snapshot written before it kept leases
+// (format 2) knows the blocks the service groups were striped then, so it
+// never leases one of them to another group.
+func TestVersion2ClusterSnapshotKeepsStripedBlocks(t *testing.T) {
+	s := New(Config{Group: 0, Groups: 2})
+	var out Output
+	s.Apply([]Command{{Kind: CmdCreateNetwork, NetworkSpec: &Network{ID: 1, Name: "net", Subnet: "10.1.0.0/24"}}}, 1, 1, &out)
+	canon := s.Canonical()
+	var rd encoder
+	s.encodeRedrive(&rd)
+	v2 := append([]byte(snapshotMagicV2), canon[len(snapshotMagic):len(canon)-len(rd.b)]...)
+	got, err := FromCanonical(v2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := got.Pool(1)
+	for b := 1; b < p.NumBlocks(); b++ { // block 0 holds the network and gateway addresses only
+		if o, _ := p.BlockOwner(ipam.BlockID(b)); o != uint32(b%2+1) {
+			t.Fatalf("block %d leased to %d after loading a format-2 snapshot, want group %d", b, o, b%2+1)
+		}
 	}
 }

@@ -391,6 +391,8 @@ func decodeCanonical(b []byte) (*State, error) {
 	}
 	if !v1 && !v2 && d.Err() == nil {
 		s.decodeRedrive(&d)
+	} else if d.Err() == nil {
+		s.leaseLegacyStripes()
 	}
 	if d.Err() == nil && d.Len() != 0 {
 		d.fail("trailing bytes")
