@@ -112,6 +112,15 @@ type Config struct {
 	// entries up to index were never passed to OnApply. Same rules as
 	// OnApply.
 	OnRecover func(group int, index uint64)
+	// OnDiverge, if set, turns on the replay check (default: off): each
+	// group keeps a second state restored from its last snapshot, applies
+	// every entry to it as well, and at the next snapshot compares the two
+	// encodings byte for byte. A difference means applying is not
+	// deterministic (a restarted replica would disagree with the others);
+	// each entry's results and effects are compared too. OnDiverge then
+	// gets where (detail) and both encodings. It doubles the cost of applying:
+	// for tests and load-test debugging, not production.
+	OnDiverge func(group int, index uint64, detail string, live, restored []byte)
 }
 
 // DefaultGroups is the number of service groups a new cluster gets.

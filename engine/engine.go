@@ -99,6 +99,7 @@ func start(cfg Config) (*Engine, error) {
 		create := func(shard, _ uint64) sm.IConcurrentStateMachine {
 			r := newReplica(groupOf(shard), cfg.Groups, cfg.OnApply)
 			r.onRecover = cfg.OnRecover
+			r.onDiverge = cfg.OnDiverge
 			return r
 		}
 		if err := nh.StartConcurrentReplica(peers, false, create, e.raftConfig(g)); err != nil {

@@ -1,8 +1,11 @@
 package engine
 
 import (
+	"bytes"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"sync"
 
 	sm "github.com/lni/dragonboat/v4/statemachine"
@@ -19,6 +22,13 @@ type replica struct {
 	onApply func(group int, index uint64, effects []statemachine.Effect)
 	// onRecover is Config.OnRecover.
 	onRecover func(group int, index uint64)
+	// onDiverge is Config.OnDiverge: non-nil turns the replay check on.
+	onDiverge func(group int, index uint64, detail string, live, restored []byte)
+
+	// shadow is the replay check's state restored from the last snapshot
+	// (nil until the first one), with its own scratch output; under mu.
+	shadow    *statemachine.State
+	shadowOut statemachine.Output
 
 	mu struct {
 		sync.RWMutex
@@ -61,6 +71,9 @@ func (r *replica) applyLocked(e *sm.Entry) {
 	out := &r.mu.out
 	if len(e.Cmd) == 0 {
 		r.mu.st.Apply(nil, e.Index, 0, out)
+		if r.shadow != nil {
+			r.shadow.Apply(nil, e.Index, 0, &r.shadowOut)
+		}
 		e.Result = sm.Result{}
 		return
 	}
@@ -70,11 +83,18 @@ func (r *replica) applyLocked(e *sm.Entry) {
 		// no-op everywhere (its index still counts, so a replay is still
 		// recognised), and the proposer hears why.
 		r.mu.st.Apply(nil, e.Index, 0, out)
+		if r.shadow != nil {
+			r.shadow.Apply(nil, e.Index, 0, &r.shadowOut)
+		}
 		res := []statemachine.Result{{Code: statemachine.CodeCorrupt, Msg: err.Error()}}
 		e.Result = sm.Result{Value: resultCorrupt, Data: statemachine.AppendResults(nil, res)}
 		return
 	}
 	r.mu.st.Apply(batch, e.Index, now, out)
+	if r.shadow != nil {
+		r.shadow.Apply(batch, e.Index, now, &r.shadowOut)
+		r.compareShadow(e.Index, batch)
+	}
 	data := statemachine.AppendResults(make([]byte, 0, 4+4*len(out.Results)), out.Results)
 	e.Result = sm.Result{Value: uint64(len(out.Results)), Data: data}
 	if r.onApply != nil && len(out.Effects) > 0 {
@@ -97,9 +117,57 @@ func (r *replica) Lookup(q any) (any, error) {
 // PrepareSnapshot captures the state's canonical encoding; dragonboat holds
 // Update off meanwhile, and compression happens later in SaveSnapshot.
 func (r *replica) PrepareSnapshot() (any, error) {
+	if r.onDiverge != nil {
+		return r.checkReplay()
+	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	return r.mu.st.Canonical(), nil
+}
+
+// compareShadow compares what the entry at index did to the live state and
+// to the restored one; at the first difference it reports both states and
+// drops the restored one until the next snapshot.
+func (r *replica) compareShadow(index uint64, batch []statemachine.Command) {
+	out, sh := &r.mu.out, &r.shadowOut
+	if slices.Equal(out.Results, sh.Results) && slices.Equal(out.Effects, sh.Effects) &&
+		r.mu.st.NumTasks() == r.shadow.NumTasks() && r.mu.st.NextDue() == r.shadow.NextDue() {
+		return
+	}
+	detail := fmt.Sprintf("entry %d (%d commands; first: %+v): live results %+v effects %d, restored results %+v effects %d",
+		index, len(batch), firstCommand(batch), out.Results, len(out.Effects), sh.Results, len(sh.Effects))
+	r.onDiverge(r.group, index, detail, r.mu.st.Canonical(), r.shadow.Canonical())
+	r.shadow = nil
+}
+
+func firstCommand(b []statemachine.Command) any {
+	if len(b) == 0 {
+		return nil
+	}
+	return b[0]
+}
+
+// checkReplay compares the live state with the one restored from the last
+// snapshot (both have applied the same entries since), then restores a new
+// one from this snapshot.
+func (r *replica) checkReplay() (any, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	raw := r.mu.st.Canonical()
+	if r.shadow != nil {
+		if other := r.shadow.Canonical(); !bytes.Equal(raw, other) {
+			r.onDiverge(r.group, r.mu.st.LastIndex(), "at a snapshot", raw, other)
+		}
+	}
+	sh, err := statemachine.FromCanonical(raw)
+	if err != nil {
+		return nil, fmt.Errorf("engine: replay check of group %d: the snapshot does not load: %w", r.group, err)
+	}
+	if d := statemachine.DiffDerived(r.mu.st, sh, 10); len(d) > 0 {
+		r.onDiverge(r.group, r.mu.st.LastIndex(), "loading the snapshot rebuilds another state: "+strings.Join(d, "; "), raw, raw)
+	}
+	r.shadow = sh
+	return raw, nil
 }
 
 // SaveSnapshot writes the captured state with statemachine.SaveCanonical:
@@ -126,6 +194,7 @@ func (r *replica) RecoverFromSnapshot(rd io.Reader, _ []sm.SnapshotFile, _ <-cha
 	}
 	r.mu.Lock()
 	r.mu.st = st
+	r.shadow = nil
 	if r.onRecover != nil {
 		r.onRecover(r.group, st.LastIndex())
 	}

@@ -42,9 +42,13 @@ type Config struct {
 	// Sim is the simulated tasks' stage table; zero: DefaultSim().
 	Sim *agent.SimConfig
 
-	AgentLog   string   // the agents' log file (warnings and errors); "" : discarded
-	PprofDir   string   // fetch each replica's CPU profile (during the ramp) and heap (at the end) here
-	Thresholds []string // e.g. "converge<20s", "running_p99<5s"
+	AgentLog string // the agents' log file (warnings and errors); "" : discarded
+	PprofDir string // fetch each replica's CPU profile (during the ramp) and heap (at the end) here
+	// CheckReplay starts the managers with serve --check-replay (each
+	// group's live state compared at every snapshot with one restored from
+	// the last snapshot; differences go to the managers' logs).
+	CheckReplay bool
+	Thresholds  []string // e.g. "converge<20s", "running_p99<5s"
 
 	Out      io.Writer // progress lines and violations; default io.Discard
 	Terminal bool      // Out is a terminal: a live progress bar instead of a line every 5s

@@ -83,7 +83,7 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 	} else {
 		r.logf("starting %d managers (data and logs in %s)", cfg.Managers, cfg.DataDir)
 		r.cl, err = cluster.Start(ctx, cluster.Config{Binary: cfg.Binary, Managers: cfg.Managers, DataDir: cfg.DataDir,
-			Groups: cfg.Groups, SyncInterval: cfg.SyncInterval, MinHeartbeat: cfg.MinHeartbeat, Pprof: cfg.PprofDir != ""})
+			Groups: cfg.Groups, SyncInterval: cfg.SyncInterval, MinHeartbeat: cfg.MinHeartbeat, Pprof: cfg.PprofDir != "", CheckReplay: cfg.CheckReplay})
 	}
 	if err != nil {
 		return nil, err

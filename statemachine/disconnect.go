@@ -165,6 +165,17 @@ func (s *State) heldAside(t *Task) bool {
 	return n != nil && (n.Status == NodeDisconnected || n.Status == NodeInitializing)
 }
 
+// heldAsideFacts reports, from replicated facts alone, whether t belongs in
+// the unknown index: an original left unknown by a disconnect, still wanted
+// and not ended, on a node that is away or back but not done re-reporting.
+// The live index may also hold entries that no longer pass (removed lazily;
+// no decision reads them); a state loaded from a snapshot holds exactly
+// these, so that it goes on as the live one does.
+func heldAsideFacts(t *Task, n *Node) bool {
+	return n != nil && (n.Status == NodeDisconnected || n.Status == NodeInitializing) &&
+		!t.Desired.Stopping() && !t.Status.State.Terminal() && NeedsReconnect(t)
+}
+
 // loseExpired loses the unknown originals whose window has passed.
 func (s *State) loseExpired() {
 	for _, id := range sortedKeys(s.unknown) {

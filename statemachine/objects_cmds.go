@@ -250,7 +250,7 @@ func (s *State) removeNode(id NodeID) Result {
 	if n.Status != NodeDown {
 		return reject(CodeNotAllowed, "node %d is %s; only a down node can be removed", id, n.Status)
 	}
-	for _, t := range n.tasks {
+	for _, t := range s.NodeTasks(id) { // in ID order: the message is the same on every replica
 		if !t.Status.State.Terminal() {
 			return reject(CodeNotAllowed, "node %d still has task %d (%s); it must be orphaned first", id, t.ID, t.Status.State)
 		}

@@ -89,6 +89,13 @@ func (s *State) holdAtReady(t *Task, delay int64) {
 	s.noteDue(t.StartAt)
 }
 
+// delayedFacts reports, from replicated facts alone, whether t belongs in
+// the delayed index: held at desired ready until its start time. (The live
+// index may also hold tasks stopped meanwhile, dropped lazily.)
+func delayedFacts(t *Task, _ *Node) bool {
+	return t.Desired == DesiredReady && t.StartAt != 0
+}
+
 // promotable reports whether a delayed task may start now: its delay has
 // passed and every other task of its slot has stopped, or it has waited
 // oldTaskTimeout.

@@ -371,13 +371,11 @@ func decodeCanonical(b []byte) (*State, error) {
 		if t.Status.State == StateNew {
 			s.waiting[t.ID] = t
 		}
-		if t.Desired == DesiredReady && t.StartAt != 0 {
+		if delayedFacts(t, nil) {
 			s.delayed[t.ID] = t
 		}
-		if !t.Desired.Stopping() && NeedsReconnect(t) {
-			if n := s.nodes[t.Node]; n != nil && n.Status == NodeDisconnected {
-				s.unknown[t.ID] = t
-			}
+		if heldAsideFacts(t, s.nodes[t.Node]) {
+			s.unknown[t.ID] = t
 		}
 		sl := svc.slots[t.Slot]
 		if sl == nil {

@@ -34,6 +34,7 @@ type serveOptions struct {
 	syncInterval time.Duration
 	minHeartbeat time.Duration
 	dev          bool
+	checkReplay  bool
 }
 
 func newServeCmd() *cobra.Command {
@@ -88,6 +89,8 @@ On exit it prints one line: "shoal: stopped replica=ID g0=INDEX/HASH g1=...".`,
 	f.DurationVar(&o.syncInterval, "sync-interval", time.Minute, "how often agents sync what they hold (pushed to agents; ±50% jitter)")
 	f.DurationVar(&o.minHeartbeat, "min-heartbeat", time.Second, "shortest heartbeat period handed to agents (it grows with the node count, up to 30s)")
 	f.BoolVar(&o.dev, "dev", false, "development mode: also run an agent in this process (plain HTTP on loopback)")
+	f.BoolVar(&o.checkReplay, "check-replay", false, "debugging: keep a copy of each group restored from its last snapshot, apply every entry to it too and compare at the next snapshot (doubles apply cost); a difference is logged and both states written to the data directory")
+	_ = f.MarkHidden("check-replay")
 	return cmd
 }
 
@@ -120,9 +123,13 @@ func runServe(ctx context.Context, o serveOptions, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	m, err := manager.Start(manager.Options{DataDir: o.dataDir, ReplicaID: o.id, RaftAddr: o.raftAddr, Peers: peers,
+	mo := manager.Options{DataDir: o.dataDir, ReplicaID: o.id, RaftAddr: o.raftAddr, Peers: peers,
 		Groups: o.groups, RaftLogLevel: o.raftLogLevel, APIAddr: o.apiAddr, Pprof: o.pprof,
-		SyncInterval: o.syncInterval, MinHeartbeat: o.minHeartbeat, Logf: logf})
+		SyncInterval: o.syncInterval, MinHeartbeat: o.minHeartbeat, Logf: logf}
+	if o.checkReplay {
+		mo.Engine.OnDiverge = replayDiverged(o.dataDir, logf)
+	}
+	m, err := manager.Start(mo)
 	if err != nil {
 		return err
 	}

@@ -25,6 +25,7 @@ type Config struct {
 	SyncInterval time.Duration // --sync-interval; default 5s
 	MinHeartbeat time.Duration // --min-heartbeat; 0: the server's default
 	Pprof        bool          // start replicas with --pprof
+	CheckReplay  bool          // start replicas with --check-replay
 	ReadyTimeout time.Duration // default 60s
 }
 
@@ -111,6 +112,9 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		}
 		if cfg.Pprof {
 			r.args = append(r.args, "--pprof")
+		}
+		if cfg.CheckReplay {
+			r.args = append(r.args, "--check-replay")
 		}
 		if err := c.start(r); err != nil {
 			c.Close()
