@@ -15,7 +15,8 @@ import (
 //	d := engine.NewDriver(e, engine.DriverConfig{Signal: sig})
 //	m, err := engine.NewMonitorDuty(e, engine.MonitorConfig{})
 //	tm := engine.NewTimerDuty(e, engine.TimerConfig{})
-//	e.AddDuty(d); e.AddDuty(m); e.AddDuty(tm)
+//	ob := engine.NewOutboxDuty(e, engine.OutboxConfig{Signal: obSig}) // obSig := engine.NewOutboxSignal(), its OnApply in cfg.OnApply
+//	e.AddDuty(d); e.AddDuty(m); e.AddDuty(tm); e.AddDuty(ob)
 //
 // A duty's Clock defaults to the engine's clock.
 
@@ -99,7 +100,27 @@ func NewTimerDuty(e *Engine, cfg TimerConfig) *TimerDuty {
 	return duty.NewTimerDuty(cluster{e}, cfg)
 }
 
+// Outbox duty (see duty.OutboxDuty).
+type (
+	OutboxDuty   = duty.OutboxDuty
+	OutboxConfig = duty.OutboxConfig
+)
+
+// NewOutboxSignal returns a signal for OutboxConfig.Signal; wire its
+// OnApply into Config.OnApply.
+func NewOutboxSignal() *Signal { return duty.NewOutboxSignal() }
+
+// NewOutboxDuty returns the outbox duty for e (the cross-group re-drive of
+// node, network and lease changes); register it with e.AddDuty.
+func NewOutboxDuty(e *Engine, cfg OutboxConfig) *OutboxDuty {
+	if cfg.Clock == nil {
+		cfg.Clock = e.cfg.Clock
+	}
+	return duty.NewOutboxDuty(cluster{e}, cfg)
+}
+
 var (
+	_ Duty = (*OutboxDuty)(nil)
 	_ Duty = (*Driver)(nil)
 	_ Duty = (*MonitorDuty)(nil)
 	_ Duty = (*TimerDuty)(nil)

@@ -14,6 +14,7 @@ import (
 	"github.com/lni/dragonboat/v4/config"
 	sm "github.com/lni/dragonboat/v4/statemachine"
 
+	"shoal/engine/duty"
 	"shoal/engine/route"
 	"shoal/statemachine"
 )
@@ -224,13 +225,29 @@ func (e *Engine) Submit(ctx context.Context, cmd statemachine.Command) (statemac
 	return o.Result, o.Err()
 }
 
-// SubmitMany routes every command to its group(s), queues them behind
+// SubmitMany routes every command to its group, queues them behind
 // whatever is already queued there, and waits for all of them. Commands for
-// one group keep their order. A fanned-out command (nodes, networks) reports
-// the cluster group's result unless a service group rejected it or failed.
-// If ctx ends first, the commands not yet applied report ctx's error (they
-// may still be applied later).
+// one group keep their order. Node and network commands are the cluster
+// group's: a removal is first checked with every service group
+// (duty.Precheck), and once the cluster group applied any of them its
+// outbox is delivered to the service groups (duty.Deliver) before
+// SubmitMany returns; what a crash cuts short there, the outbox duty
+// re-drives. If ctx ends first, the commands not yet applied report ctx's
+// error (they may still be applied later).
 func (e *Engine) SubmitMany(ctx context.Context, cmds []statemachine.Command) []Outcome {
+	out := e.submitMany(ctx, cmds)
+	for i := range cmds {
+		if statemachine.OutboxKind(cmds[i].Kind) && out[i].Failed == nil && out[i].Result.Code == statemachine.CodeOK {
+			if err := duty.Deliver(ctx, cluster{e}); err != nil {
+				e.cfg.Logf("engine: delivering the outbox (the outbox duty retries): %v", err)
+			}
+			break
+		}
+	}
+	return out
+}
+
+func (e *Engine) submitMany(ctx context.Context, cmds []statemachine.Command) []Outcome {
 	out := make([]Outcome, len(cmds))
 	type span struct{ first, n int }
 	spans := make([]span, len(cmds))
@@ -242,6 +259,9 @@ func (e *Engine) SubmitMany(ctx context.Context, cmds []statemachine.Command) []
 		gs, rej := route.Groups(&cmds[i], e.cfg.Groups, targets[:0])
 		if rej.Code == statemachine.CodeOK {
 			rej = statemachine.CheckEncodable(&cmds[i])
+		}
+		if rej.Code == statemachine.CodeOK {
+			rej = duty.Precheck(ctx, cluster{e}, &cmds[i])
 		}
 		if rej.Code != statemachine.CodeOK {
 			out[i].Result = rej

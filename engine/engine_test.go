@@ -138,8 +138,12 @@ func TestRouting(t *testing.T) {
 		t.Fatal("unstable routing")
 	}
 	gs, rej := route.Groups(&statemachine.Command{Kind: statemachine.CmdSetNodeStatus, Node: 1}, groups, nil)
-	if rej.Code != statemachine.CodeOK || len(gs) != groups+1 || gs[0] != ClusterGroup {
-		t.Fatalf("node status fans out to %v (%v)", gs, rej)
+	if rej.Code != statemachine.CodeOK || len(gs) != 1 || gs[0] != ClusterGroup {
+		t.Fatalf("node status goes to %v (%v), want the cluster group alone (its outbox reaches the others)", gs, rej)
+	}
+	gs, _ = route.Groups(&statemachine.Command{Kind: statemachine.CmdDeliver, Group: 5}, groups, nil)
+	if len(gs) != 1 || gs[0] != 5 {
+		t.Fatalf("a delivery to group 5 routed to %v", gs)
 	}
 	gs, _ = route.Groups(&statemachine.Command{Kind: statemachine.CmdTaskStatus, Task: statemachine.TaskID(3<<48 | 77)}, groups, nil)
 	if len(gs) != 1 || gs[0] != 3 {

@@ -40,6 +40,16 @@ func mustSubmitTo(t testing.TB, e *Engine, group int, cmd statemachine.Command) 
 	return res
 }
 
+// redrive makes one run of the outbox duty (deliveries, block leases).
+func redrive(t testing.TB, e *Engine) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := NewOutboxDuty(e, OutboxConfig{}).RunOnce(ctx); err != nil {
+		t.Fatalf("outbox duty: %v", err)
+	}
+}
+
 // readGroup runs fn over a group's state (linearizably) and fails on error.
 func readGroup(t testing.TB, e *Engine, group int, fn func(*statemachine.State)) {
 	t.Helper()
@@ -78,6 +88,7 @@ func TestFlowAddressQuarantine(t *testing.T) {
 		NetworkSpec: &statemachine.Network{ID: 7, Name: "backend", Subnet: "10.20.0.0/16"}})
 	mustSubmit(t, e, createSpec(statemachine.ServiceSpec{Name: "db", Replicas: 1, Networks: []string{"backend"},
 		Restart: statemachine.RestartPolicy{Condition: statemachine.RestartNone}}))
+	redrive(t, e) // the cluster group leases db's group a block of backend
 	mustSubmit(t, e, assignPending(t, e, 1)...)
 	mustSubmit(t, e, reports(t, e, statemachine.StateRunning)...)
 	tasks := serviceTasks(t, e, "db")

@@ -170,3 +170,31 @@ func (p *Pool) blockUsable(b BlockID) int {
 	lo, hi := p.blockRange(b)
 	return int(hi - lo - p.reserved.CardinalityInRange(lo, hi))
 }
+
+// EmptyBlocks lists, ascending, owner's leased blocks with no held or
+// quarantined address: the ones ReleaseBlock accepts (nil for owner 0).
+func (p *Pool) EmptyBlocks(owner uint32) []BlockID {
+	os := p.owners[owner]
+	if owner == 0 || os == nil {
+		return nil
+	}
+	var out []BlockID
+	for b := range roaring.Values(os.blocks) {
+		if p.used[b] == 0 {
+			out = append(out, BlockID(b))
+		}
+	}
+	return out
+}
+
+// Leasable returns how many blocks LeaseBlock could still hand out.
+func (p *Pool) Leasable() int { return int(p.leasable.GetCardinality()) }
+
+// Leased returns how many blocks are leased to any owner.
+func (p *Pool) Leased() int {
+	n := 0
+	for _, os := range p.owners {
+		n += int(os.blocks.GetCardinality())
+	}
+	return n
+}

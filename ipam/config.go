@@ -16,8 +16,9 @@ const (
 	MaxPrefixBits = 30
 	// DefaultBlockSize is the block size, in addresses, when Config.BlockSize is 0.
 	DefaultBlockSize = 64
-	// MinBlockSize is the smallest block size, in addresses.
-	MinBlockSize = 4
+	// MinBlockSize is the smallest block size, in addresses: a block of one
+	// address lets a small network be lent out address by address.
+	MinBlockSize = 1
 	// MaxNameLen is the longest Config.Name, in bytes.
 	MaxNameLen = 255
 )

@@ -48,7 +48,7 @@ func TestNewConfig(t *testing.T) {
 		{name: "gateway is network", cfg: Config{Subnet: pfx("10.0.0.0/24"), Gateway: mustAddr("10.0.0.0")}, wantErr: ErrInvalidConfig},
 		{name: "gateway is broadcast", cfg: Config{Subnet: pfx("10.0.0.0/24"), Gateway: mustAddr("10.0.0.255")}, wantErr: ErrInvalidConfig},
 		{name: "block size not a power of two", cfg: Config{Subnet: pfx("10.0.0.0/24"), BlockSize: 48}, wantErr: ErrInvalidConfig, msg: "power of two"},
-		{name: "block size too small", cfg: Config{Subnet: pfx("10.0.0.0/24"), BlockSize: 2}, wantErr: ErrInvalidConfig},
+		{name: "block size not a power of two, small", cfg: Config{Subnet: pfx("10.0.0.0/24"), BlockSize: 3}, wantErr: ErrInvalidConfig},
 		{name: "name too long", cfg: Config{Subnet: pfx("10.0.0.0/24"), Name: strings.Repeat("n", MaxNameLen+1)}, wantErr: ErrInvalidConfig},
 	}
 	for _, tt := range tests {

@@ -59,6 +59,7 @@ func Start(o Options) (*Manager, error) {
 	}
 	var feed atomic.Pointer[api.Feed]
 	sig := engine.NewSignal()
+	obSig := engine.NewOutboxSignal()
 	cfg := o.Engine
 	cfg.DataDir, cfg.ReplicaID, cfg.RaftAddr, cfg.Peers, cfg.Groups = o.DataDir, o.ReplicaID, o.RaftAddr, o.Peers, o.Groups
 	cfg.RaftLogLevel = o.RaftLogLevel
@@ -67,6 +68,7 @@ func Start(o Options) (*Manager, error) {
 	}
 	cfg.OnApply = func(g int, index uint64, effects []statemachine.Effect) {
 		sig.OnApply(g, index, effects)
+		obSig.OnApply(g, index, effects)
 		if f := feed.Load(); f != nil {
 			f.OnApply(g, index, effects)
 		}
@@ -100,6 +102,7 @@ func Start(o Options) (*Manager, error) {
 	e.AddDuty(driver)
 	e.AddDuty(mon)
 	e.AddDuty(engine.NewTimerDuty(e, engine.TimerConfig{Logf: o.Logf}))
+	e.AddDuty(engine.NewOutboxDuty(e, engine.OutboxConfig{Signal: obSig, Logf: o.Logf}))
 	srv, err := api.New(api.Config{Engine: e, Feed: f, Monitor: mon, Driver: driver, Pprof: o.Pprof,
 		SyncInterval: o.SyncInterval, Logf: o.Logf})
 	if err != nil {

@@ -19,9 +19,9 @@ import (
 // addresses at once. A service's VIPs are freed only when the service is
 // deleted, after its last task.
 //
-// Every group holds a pool per network, and group k (of Config.Groups
-// service groups) owns the blocks b with b mod Groups == k-1, so allocation
-// never crosses groups. The cluster group (0) allocates nothing.
+// Every group holds a pool per network. Service groups own the blocks the
+// cluster group leased them (lease.go), so allocation never crosses groups;
+// the cluster group allocates nothing and keeps the leases.
 
 // networkByName finds a network by its (unique) name; map order cannot
 // change the answer, so no sorting on this per-task path.
@@ -32,18 +32,6 @@ func (s *State) networkByName(name string) *Network {
 		}
 	}
 	return nil
-}
-
-// blockSize picks a network's block size: the default, halved (down to the
-// smallest) until every service group can own at least one block, so a
-// small network serves services of every group.
-func blockSize(p netip.Prefix, groups int) uint32 {
-	size := uint64(1) << (32 - p.Bits())
-	bs := uint32(ipam.DefaultBlockSize)
-	for groups > 1 && bs > ipam.MinBlockSize && size/uint64(bs) < uint64(groups) {
-		bs /= 2
-	}
-	return bs
 }
 
 // owner is this group's block owner number in every pool.
@@ -95,15 +83,8 @@ func (s *State) createNetwork(spec *Network) Result {
 	if err != nil {
 		return reject(CodeInvalid, "network %q: %v", spec.Name, err)
 	}
-	if g := s.owner(); g > 0 {
-		n := uint32(s.groups())
-		for b := 0; b < pool.NumBlocks(); b++ {
-			if uint32(b)%n == (g-1)%n {
-				if err := pool.LeaseBlockAt(g, ipam.BlockID(b)); err != nil {
-					return reject(CodeInvalid, "network %q: leasing block %d: %v", spec.Name, b, err)
-				}
-			}
-		}
+	if err := s.leaseInitial(pool); err != nil {
+		return reject(CodeInvalid, "network %q: %v", spec.Name, err)
 	}
 	nw := *spec
 	nw.Reserved = slices.Clone(spec.Reserved)
@@ -126,6 +107,10 @@ func (s *State) removeNetwork(name string) Result {
 		return reject(CodeNotAllowed, "network %q still has %d held and %d quarantined addresses; wait until tasks are gone and their nodes have synced",
 			name, p.Held(), p.Quarantined())
 	}
+	if p := s.pools[nw.ID]; p != nil && s.cfg.Group == 0 && s.leasing() && p.Leased() > 0 {
+		return reject(CodeNotAllowed, "network %q is still in use: %d of its address blocks are leased to services' groups; remove the services on it, wait until their tasks are gone and their nodes have synced, then retry",
+			name, p.Leased())
+	}
 	delete(s.networks, nw.ID)
 	delete(s.pools, nw.ID)
 	return Result{ID: uint64(nw.ID)}
@@ -143,6 +128,9 @@ func (s *State) allocateVIPs(svc *Service) Result {
 			continue
 		}
 		if _, err := pool.AllocateVIP(s.owner(), uint64(svc.ID)); err != nil {
+			if err = s.noBlockFree(nw, err); errors.Is(err, errWaitBlock) {
+				continue // the VIP comes with the block (allocatePendingVIPs)
+			}
 			return reject(CodeNotAllowed, "service %q: VIP on network %q: %v", svc.Spec.Name, name, err)
 		}
 	}
@@ -180,8 +168,11 @@ func (s *State) allocateAddresses(t *Task) error {
 		a, err := s.pools[nw.ID].Allocate(s.owner(), uint64(t.ID))
 		if err != nil {
 			s.freeAttachments(t.ID, atts)
-			if s.fullNets != nil && errors.Is(err, ipam.ErrExhausted) {
-				s.fullNets[name] = err
+			if errors.Is(err, ipam.ErrExhausted) {
+				err = s.noBlockFree(nw, err)
+				if s.fullNets != nil {
+					s.fullNets[name] = err
+				}
 			}
 			return err
 		}

@@ -91,5 +91,6 @@ func (s *State) Clone() *State {
 	for id, p := range s.pools {
 		c.pools[id] = p.Clone()
 	}
+	c.ob, c.in = s.ob.clone(), s.in.clone()
 	return c
 }

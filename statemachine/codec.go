@@ -68,6 +68,10 @@ func encodeCommand(e *encoder, c *Command) {
 	if c.NetworkSpec != nil {
 		flags |= 4
 	}
+	lease := c.Group != 0 || c.Count != 0 || c.Network != 0 || len(c.Blocks) > 0 || c.Entry != nil
+	if lease {
+		flags |= 8
+	}
 	e.byte1(flags)
 	if c.Spec != nil {
 		encodeSpec(e, c.Spec)
@@ -78,9 +82,55 @@ func encodeCommand(e *encoder, c *Command) {
 	if c.NetworkSpec != nil {
 		encodeNetwork(e, c.NetworkSpec)
 	}
+	if lease {
+		encodeLeaseFields(e, c)
+	}
 }
 
-func decodeCommand(d *decoder, c *Command) {
+// encodeLeaseFields writes the re-drive fields (flag 8), absent from
+// batches written before them.
+func encodeLeaseFields(e *encoder, c *Command) {
+	e.u(uint64(c.Group))
+	e.u(uint64(c.Count))
+	e.u(uint64(c.Network))
+	e.u(uint64(len(c.Blocks)))
+	for _, b := range c.Blocks {
+		e.u(uint64(b))
+	}
+	e.bool(c.Entry != nil)
+	if c.Entry != nil {
+		if c.Entry.Cmd.Entry != nil {
+			panic("statemachine: an outbox entry cannot nest another") // CheckEncodable refuses it first
+		}
+		e.u(c.Entry.Seq)
+		e.u(c.Entry.Index)
+		encodeCommand(e, &c.Entry.Cmd)
+	}
+}
+
+func decodeLeaseFields(d *decoder, c *Command, nested bool) {
+	c.Group = uint16(d.un(1<<16-1, "group"))
+	c.Count = uint32(d.un(1<<32-1, "count"))
+	c.Network = NetworkID(d.un(1<<32-1, "network id"))
+	if n := d.count(1); n > 0 {
+		c.Blocks = make([]uint32, n)
+		for i := range c.Blocks {
+			c.Blocks[i] = uint32(d.un(1<<32-1, "block"))
+		}
+	}
+	if d.bool() {
+		if nested {
+			d.fail("nested outbox entry")
+			return
+		}
+		c.Entry = &OutboxEntry{Seq: d.u(), Index: d.u()}
+		decodeCommandNested(d, &c.Entry.Cmd, true)
+	}
+}
+
+func decodeCommand(d *decoder, c *Command) { decodeCommandNested(d, c, false) }
+
+func decodeCommandNested(d *decoder, c *Command, nested bool) {
 	c.Kind = CmdKind(d.un(uint64(numCmdKinds)-1, "command kind"))
 	c.State = TaskState(d.un(uint64(numTaskStates)-1, "task state"))
 	c.NodeStatus = NodeStatus(d.un(uint64(numNodeStatuses)-1, "node status"))
@@ -98,7 +148,7 @@ func decodeCommand(d *decoder, c *Command) {
 	c.Name = d.str()
 	c.Message = d.str()
 	flags := d.byte1()
-	if flags&^7 != 0 {
+	if flags&^15 != 0 {
 		d.fail("bad command flags")
 		return
 	}
@@ -113,6 +163,9 @@ func decodeCommand(d *decoder, c *Command) {
 	if flags&4 != 0 {
 		c.NetworkSpec = new(Network)
 		decodeNetwork(d, c.NetworkSpec)
+	}
+	if flags&8 != 0 {
+		decodeLeaseFields(d, c, nested)
 	}
 }
 
@@ -288,6 +341,9 @@ func DecodeResults(b []byte) ([]Result, error) {
 // replicas. The hot kinds (task status, assign) take a field check; the
 // rest a round trip through the codec.
 func CheckEncodable(c *Command) Result {
+	if c.Entry != nil && c.Entry.Cmd.Entry != nil {
+		return Result{Code: CodeInvalid, Msg: "an outbox entry cannot carry another"}
+	}
 	if (c.Kind == CmdTaskStatus || c.Kind == CmdAssign) &&
 		c.Spec == nil && c.NodeSpec == nil && c.NetworkSpec == nil && c.State.Valid() &&
 		c.NodeStatus < numNodeStatuses && c.Availability < numAvailabilities {

@@ -37,12 +37,19 @@ const (
 	CmdSetManager
 	CmdReserveNetworkID
 	CmdPendingReason
+	CmdDeliver
+	CmdOutboxAck
+	CmdRequestBlocks
+	CmdReturnBlocks
+	CmdGrantBlocks
+	CmdReleaseBlocks
 	numCmdKinds
 )
 
 var cmdNames = [...]string{"nop", "create-service", "update-service", "remove-service",
 	"upsert-node", "remove-node", "set-node-status", "set-availability", "assign",
-	"task-status", "orphan", "reconcile", "allocate", "reap", "create-network", "remove-network", "node-sync", "tick", "rollback-service", "reserve-node-id", "set-manager", "reserve-network-id", "pending-reason"}
+	"task-status", "orphan", "reconcile", "allocate", "reap", "create-network", "remove-network", "node-sync", "tick", "rollback-service", "reserve-node-id", "set-manager", "reserve-network-id", "pending-reason",
+	"deliver", "outbox-ack", "request-blocks", "return-blocks", "grant-blocks", "release-blocks"}
 
 func (k CmdKind) String() string {
 	if k < numCmdKinds {
@@ -75,6 +82,18 @@ func (k CmdKind) String() string {
 //	CmdSetManager:                      Seq (manager replica ID), Name (its API address; "" forgets it)
 //	CmdPendingReason:                   Name (service name), Seq (spec version), Message (why its pending
 //	                                    tasks of that version stay pending), Tasks (only these; empty: all)
+//
+// The cross-group re-drive (see outbox.go): the cluster group is the source
+// of truth for nodes, networks and address-block leases, and its outbox
+// carries each change to every service group.
+//
+//	CmdDeliver:        Group (the service group), Entry (one outbox entry, applied once, in Seq order)
+//	CmdOutboxAck:      Group, Seq (the last outbox entry Group applied): the cluster group trims what all applied
+//	CmdRequestBlocks:  Group, Network, Count (addresses wanted), Seq (Group's last applied outbox entry: a fence)
+//	CmdReturnBlocks:   to the cluster group: Group, Network, Blocks (released by Group), Seq (fence as above);
+//	                   in an outbox entry: the cluster group took Blocks back from Group
+//	CmdGrantBlocks:    only in an outbox entry: Blocks of Network leased to Group (none: the network is full, Message says why)
+//	CmdReleaseBlocks:  to a service group: give back the empty blocks no waiting task or VIP needs
 type Command struct {
 	Kind         CmdKind
 	State        TaskState
@@ -90,6 +109,21 @@ type Command struct {
 	Spec         *ServiceSpec
 	NodeSpec     *Node
 	NetworkSpec  *Network
+
+	Group   uint16
+	Count   uint32
+	Network NetworkID
+	Blocks  []uint32
+	Entry   *OutboxEntry
+}
+
+// OutboxEntry is one change the cluster group applied that service groups
+// must apply too: Seq numbers entries 1, 2, … in apply order, Index is the
+// cluster group's Raft index it was applied at.
+type OutboxEntry struct {
+	Seq   uint64
+	Index uint64
+	Cmd   Command
 }
 
 // Sentinel errors for rejected commands. A result's Err wraps one of them.
@@ -182,6 +216,12 @@ const (
 	// EffNodeChanged: Node was added, changed status or availability, or
 	// was removed.
 	EffNodeChanged
+	// EffOutbox: the cluster group appended to its outbox; service groups
+	// must be sent the new entries.
+	EffOutbox
+	// EffBlocksWanted: a task or VIP of this service group waits for an
+	// address block the cluster group has not leased it yet.
+	EffBlocksWanted
 )
 
 // Effect is a consequence of Apply for the outside world, as data.

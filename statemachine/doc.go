@@ -22,6 +22,12 @@
 //     deletes only what DESIGN.md allows.
 //   - Replays are harmless: an entry whose index is at or below the last
 //     applied index changes nothing.
+//   - The cluster group is the source of truth for nodes, networks and
+//     address-block leases: what it applies of them it appends to its
+//     outbox, which service groups apply entry by entry, exactly once and in
+//     order (CmdDeliver); blocks are leased to service groups on demand and
+//     given back when empty (outbox.go, lease.go), so an address is held in
+//     one group at a time.
 //   - Save/Load round-trip the whole state (zstd-compressed canonical
 //     encoding); Hash is a digest of that canonical encoding, so equal hashes
 //     mean equal states. Load and DecodeBatch return errors on corrupt input,

@@ -78,6 +78,9 @@ func mcKeyPerm(s *State, m mcMeta, perm map[NodeID]NodeID, pools []byte) uint64 
 		}
 	}
 	e.b = append(e.b, pools...)
+	// Outbox, leases being returned, networks the cluster group said are
+	// full: they change what allocation and deliveries do next.
+	s.encodeRedrive(&e)
 	for _, sid := range s.ServiceIDs() {
 		svc := s.services[sid]
 		e.u(uint64(sid))

@@ -14,10 +14,12 @@ import (
 )
 
 // snapshotMagic opens every canonical encoding; the last byte is the format
-// version: 2 records the last applied time after the last index; 1 (still
-// read, as time 0) did not.
+// version: 3 ends with the outbox and lease state (outbox_enc.go); 2 (still
+// read, with an empty outbox) records the last applied time after the last
+// index; 1 (still read, as time 0) did not.
 const (
-	snapshotMagic   = "SHOALSM\x02"
+	snapshotMagic   = "SHOALSM\x03"
+	snapshotMagicV2 = "SHOALSM\x02"
 	snapshotMagicV1 = "SHOALSM\x01"
 )
 
@@ -161,6 +163,7 @@ func (s *State) writeCanonical(w io.Writer) error {
 			return err
 		}
 	}
+	s.encodeRedrive(&e)
 	return flush(true)
 }
 
@@ -261,7 +264,8 @@ func FromCanonical(b []byte) (*State, error) { return decodeCanonical(b) }
 
 func decodeCanonical(b []byte) (*State, error) {
 	v1 := bytes.HasPrefix(b, []byte(snapshotMagicV1))
-	if !v1 && !bytes.HasPrefix(b, []byte(snapshotMagic)) {
+	v2 := bytes.HasPrefix(b, []byte(snapshotMagicV2))
+	if !v1 && !v2 && !bytes.HasPrefix(b, []byte(snapshotMagic)) {
 		return nil, fmt.Errorf("%w: not a Shoal state snapshot (bad magic)", ErrCorrupt)
 	}
 	d := newDecoder(b)
@@ -382,6 +386,11 @@ func decodeCanonical(b []byte) (*State, error) {
 		if n := s.nodes[t.Node]; n != nil {
 			s.attach(t, n)
 		}
+	}
+	if !v1 && !v2 && d.Err() == nil {
+		s.decodeRedrive(&d)
+	} else if d.Err() == nil {
+		s.leaseLegacyStripes()
 	}
 	if d.Err() == nil && d.Len() != 0 {
 		d.fail("trailing bytes")

@@ -14,8 +14,9 @@ type Config struct {
 	// top 16 bits of every task ID created here, so IDs never collide across
 	// groups.
 	Group uint16
-	// Groups is the number of service groups (default 1); group k owns the
-	// address blocks b with b mod Groups == k-1 of every network.
+	// Groups is the number of service groups (default 1). With one, it
+	// leases every address block of a network at creation; with more, the
+	// cluster group leases blocks to them on demand (lease.go).
 	Groups int
 	// HistoryRetention is the most tasks a slot keeps, counting its live
 	// task, as SwarmKit counts (default 5): at most HistoryRetention-1
@@ -73,6 +74,11 @@ type State struct {
 	updating map[ServiceID]*Service
 	nextDue  int64
 
+	// The cross-group re-drive (outbox.go): ob is used in the cluster
+	// group, in in service groups.
+	ob outbox
+	in inbox
+
 	// observe, when set, sees every change as it is made (the model
 	// checker's independent legality checks); never serialized.
 	observe *observer
@@ -91,7 +97,10 @@ func New(cfg Config) *State {
 	if cfg.HistoryRetention <= 0 {
 		cfg.HistoryRetention = DefaultHistoryRetention
 	}
+	groups := max(cfg.Groups, 1)
 	return &State{
+		ob:            newOutbox(groups),
+		in:            newInbox(),
 		cfg:           cfg,
 		nextService:   1,
 		services:      make(map[ServiceID]*Service),
@@ -216,6 +225,10 @@ func (s *State) Apply(batch []Command, index uint64, now int64, out *Output) {
 		s.react()
 		s.timers()
 	}
+	if s.in.wanted {
+		s.in.wanted = false
+		s.emit(Effect{Kind: EffBlocksWanted})
+	}
 	for _, svc := range s.dirty {
 		s.takeWork(svc)
 	}
@@ -239,14 +252,11 @@ func (s *State) applyOne(c *Command) Result {
 		return s.updateService(c.Spec, c.Seq)
 	case CmdRemoveService:
 		return s.removeService(c.Name)
-	case CmdUpsertNode:
-		return s.upsertNode(c.NodeSpec)
-	case CmdRemoveNode:
-		return s.removeNode(c.Node)
-	case CmdSetNodeStatus:
-		return s.setNodeStatus(c.Node, c.NodeStatus)
-	case CmdSetAvailability:
-		return s.setAvailability(c.Node, c.Availability)
+	case CmdUpsertNode, CmdRemoveNode, CmdSetNodeStatus, CmdSetAvailability, CmdCreateNetwork, CmdRemoveNetwork:
+		if s.cfg.Group == 0 {
+			return s.applyCluster(c)
+		}
+		return s.applyObject(c)
 	case CmdAssign:
 		return s.assign(c.Task, c.Node)
 	case CmdTaskStatus:
@@ -265,10 +275,6 @@ func (s *State) applyOne(c *Command) Result {
 		return s.allocate(c.Task)
 	case CmdReap:
 		return s.reapCmd(c.Task)
-	case CmdCreateNetwork:
-		return s.createNetwork(c.NetworkSpec)
-	case CmdRemoveNetwork:
-		return s.removeNetwork(c.Name)
 	case CmdNodeSync:
 		return s.nodeSync(c)
 	case CmdRollbackService:
@@ -281,6 +287,18 @@ func (s *State) applyOne(c *Command) Result {
 		return s.setManager(c.Seq, c.Name)
 	case CmdPendingReason:
 		return s.pendingReason(c)
+	case CmdDeliver:
+		return s.deliver(c)
+	case CmdOutboxAck:
+		return s.outboxAck(c.Group, c.Seq)
+	case CmdRequestBlocks:
+		return s.requestBlocks(c)
+	case CmdReturnBlocks:
+		return s.returnBlocks(c)
+	case CmdGrantBlocks:
+		return reject(CodeInvalid, "blocks are granted only by the cluster group, through its outbox")
+	case CmdReleaseBlocks:
+		return s.releaseBlocks()
 	case CmdTick:
 		if s.cfg.ManualReactions {
 			s.timers()

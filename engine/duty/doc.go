@@ -1,7 +1,9 @@
 // Package duty holds the leader-only loops of a Shoal manager: the
 // scheduler driver (pending tasks → sched.Place → CmdAssign), the node
-// monitor duty (heartbeats → node status changes and orphaning) and the
-// timer duty (CmdTick to service groups whose timers are due).
+// monitor duty (heartbeats → node status changes and orphaning), the
+// timer duty (CmdTick to service groups whose timers are due) and the
+// outbox duty (the cluster group's outbox re-driven into every service
+// group; address-block requests, grants and returns between them).
 //
 // The one idea: a duty is a loop over a narrow Cluster interface — read a
 // group's applied state, submit commands, count the groups — and a Clock.

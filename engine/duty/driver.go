@@ -61,11 +61,17 @@ func (c DriverConfig) withDefaults() DriverConfig {
 	return c
 }
 
-// Signal wakes the scheduler driver when tasks become pending. It is safe
-// for concurrent use and never blocks.
-type Signal struct{ c chan struct{} }
+// Signal wakes a duty when an applied entry had an effect it cares about:
+// the scheduler driver when tasks become pending (NewSignal), the outbox
+// duty on outbox entries and block needs (NewOutboxSignal). It is safe for
+// concurrent use and never blocks.
+type Signal struct {
+	c     chan struct{}
+	kinds []statemachine.EffectKind // nil: EffPending
+}
 
-// NewSignal returns a signal with no wake-up pending.
+// NewSignal returns a signal for the scheduler driver, with no wake-up
+// pending.
 func NewSignal() *Signal { return &Signal{c: make(chan struct{}, 1)} }
 
 // Notify wakes the driver (wake-ups coalesce).
@@ -76,15 +82,22 @@ func (s *Signal) Notify() {
 	}
 }
 
-// OnApply has engine.Config.OnApply's signature: it notifies on any
-// statemachine.EffPending effect.
+// OnApply has engine.Config.OnApply's signature: it notifies on any effect
+// of the signal's kinds.
 func (s *Signal) OnApply(_ int, _ uint64, effects []statemachine.Effect) {
 	for i := range effects {
-		if effects[i].Kind == statemachine.EffPending {
+		if s.wants(effects[i].Kind) {
 			s.Notify()
 			return
 		}
 	}
+}
+
+func (s *Signal) wants(k statemachine.EffectKind) bool {
+	if s.kinds == nil {
+		return k == statemachine.EffPending
+	}
+	return slices.Contains(s.kinds, k)
 }
 
 // Unschedulable is one batch of pending tasks the last run left pending,

@@ -1,6 +1,7 @@
 package duty
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -24,6 +25,7 @@ type Memory struct {
 		index   []uint64 // per group: the last entry's index
 		out     statemachine.Output
 		reject  func(statemachine.Command) error
+		drop    func(group int, cmd statemachine.Command) bool
 		onApply func(group int, index uint64, effects []statemachine.Effect)
 	}
 }
@@ -58,6 +60,36 @@ func (m *Memory) FailSubmissions(fn func(statemachine.Command) error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.mu.reject = fn
+}
+
+// DropApply injects a crash between groups: every later submitted command
+// for which fn(group, cmd) is true is not applied to that group (its
+// outcome there is ErrDropped), as if the proposer died before proposing
+// it there; other groups apply the rest of the submission. nil fn: none.
+func (m *Memory) DropApply(fn func(group int, cmd statemachine.Command) bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.mu.drop = fn
+}
+
+// ErrDropped is the outcome of a command DropApply kept from a group.
+var ErrDropped = errors.New("duty: dropped by DropApply (a crash between groups)")
+
+// Restore replaces a group's state by a copy saved and loaded through a
+// snapshot (a replica restarting from it), keeping its index.
+func (m *Memory) Restore(group int) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var buf bytes.Buffer
+	if err := m.mu.states[group].Save(&buf); err != nil {
+		return err
+	}
+	s := statemachine.New(statemachine.Config{})
+	if err := s.Load(&buf); err != nil {
+		return err
+	}
+	m.mu.states[group] = s
+	return nil
 }
 
 // Groups returns the number of service groups.
@@ -110,8 +142,9 @@ func (m *Memory) applyLocked(group int, cmds []statemachine.Command) *statemachi
 }
 
 // SubmitMany routes like the engine: one entry per group, commands in
-// order; a fanned-out command reports the cluster group's result unless a
-// service group rejected it.
+// order. Removals are first checked with every service group (Precheck);
+// node and network commands the cluster group applied are then delivered
+// to the service groups (Deliver) before it returns.
 func (m *Memory) SubmitMany(ctx context.Context, cmds []statemachine.Command) []Outcome {
 	out := make([]Outcome, len(cmds))
 	if err := ctx.Err(); err != nil {
@@ -120,11 +153,29 @@ func (m *Memory) SubmitMany(ctx context.Context, cmds []statemachine.Command) []
 		}
 		return out
 	}
+	skip := make([]bool, len(cmds))
+	for i := range cmds {
+		if r := Precheck(ctx, m, &cmds[i]); r.Code != statemachine.CodeOK {
+			out[i].Result, skip[i] = r, true
+		}
+	}
+	if m.submit(cmds, skip, out) {
+		_ = Deliver(ctx, m) // what it could not deliver, the outbox duty re-drives
+	}
+	return out
+}
+
+// submit applies cmds (but the skipped ones) and reports whether a node or
+// network command was applied.
+func (m *Memory) submit(cmds []statemachine.Command, skip []bool, out []Outcome) (outbox bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	perGroup := make([][]int, len(m.mu.states)) // command indexes
 	seen := make([]bool, len(cmds))
 	for i := range cmds {
+		if skip[i] {
+			continue
+		}
 		if m.mu.reject != nil {
 			if err := m.mu.reject(cmds[i]); err != nil {
 				out[i].Failed = err
@@ -146,8 +197,17 @@ func (m *Memory) SubmitMany(ctx context.Context, cmds []statemachine.Command) []
 			continue
 		}
 		batch = batch[:0]
+		kept := idx[:0:0]
 		for _, i := range idx {
+			if m.mu.drop != nil && m.mu.drop(g, cmds[i]) {
+				out[i].Failed = ErrDropped
+				continue
+			}
 			batch = append(batch, cmds[i])
+			kept = append(kept, i)
+		}
+		if idx = kept; len(idx) == 0 {
+			continue
 		}
 		res := m.applyLocked(g, batch).Results
 		for k, i := range idx {
@@ -156,9 +216,12 @@ func (m *Memory) SubmitMany(ctx context.Context, cmds []statemachine.Command) []
 				out[i].Result = r
 			}
 			seen[i] = true
+			if g == route.ClusterGroup && r.Code == statemachine.CodeOK && statemachine.OutboxKind(cmds[i].Kind) {
+				outbox = true
+			}
 		}
 	}
-	return out
+	return outbox
 }
 
 // SubmitToGroup applies one per-group command to group.
@@ -179,6 +242,9 @@ func (m *Memory) SubmitToGroup(ctx context.Context, group int, cmd statemachine.
 		if err := m.mu.reject(cmd); err != nil {
 			return statemachine.Result{}, err
 		}
+	}
+	if m.mu.drop != nil && m.mu.drop(group, cmd) {
+		return statemachine.Result{}, ErrDropped
 	}
 	r := m.applyLocked(group, []statemachine.Command{cmd}).Results[0]
 	return r, r.Err()

@@ -1,8 +1,10 @@
 // Package route says which Raft group owns a command: the cluster group
 // (0) holds nodes and networks, service groups 1..N hold services (by a
 // stable hash of the name) and their tasks (a task ID's top 16 bits name its
-// group); node and network commands fan out to every group, whose mirrors
-// check agent updates and service networks without crossing groups.
+// group); node and network commands go to the cluster group, whose outbox
+// carries them to every service group (its leader's duty re-drives them
+// until each group applied them), so mirrors check agent updates and
+// service networks without crossing groups.
 //
 // The one idea: routing is a pure function of the command and the group
 // count, shared by the engine (which proposes to dragonboat shards) and the

@@ -19,9 +19,8 @@ func ServiceGroup(name string, groups int) int {
 // TaskGroup returns the group encoded in a task ID's top 16 bits.
 func TaskGroup(id statemachine.TaskID) int { return int(uint64(id) >> 48) }
 
-// Groups appends to dst the groups c goes to, in order (the cluster group
-// first for fanned-out commands). A command that cannot be routed gets a
-// rejection (non-OK result) instead.
+// Groups appends to dst the group c goes to. A command that cannot be
+// routed gets a rejection (non-OK result) instead.
 func Groups(c *statemachine.Command, groups int, dst []int) ([]int, statemachine.Result) {
 	switch c.Kind {
 	case statemachine.CmdCreateService, statemachine.CmdUpdateService:
@@ -44,23 +43,28 @@ func Groups(c *statemachine.Command, groups int, dst []int) ([]int, statemachine
 				Msg: "task id names a group this cluster does not have"}
 		}
 		return append(dst, g), statemachine.Result{}
-	case statemachine.CmdUpsertNode, statemachine.CmdRemoveNode, statemachine.CmdSetNodeStatus,
-		statemachine.CmdSetAvailability, statemachine.CmdCreateNetwork, statemachine.CmdRemoveNetwork:
-		for g := 0; g <= groups; g++ {
-			dst = append(dst, g)
+	case statemachine.CmdDeliver:
+		if c.Group < 1 || int(c.Group) > groups {
+			return dst, statemachine.Result{Code: statemachine.CodeNotFound,
+				Msg: "outbox delivery names a group this cluster does not have"}
 		}
-		return dst, statemachine.Result{}
+		return append(dst, int(c.Group)), statemachine.Result{}
+	case statemachine.CmdReleaseBlocks:
+		return dst, statemachine.Result{Code: statemachine.CodeInvalid,
+			Msg: c.Kind.String() + " belongs to one service group: submit it with SubmitToGroup"}
 	}
-	// CmdNop and unknown kinds: the cluster group applies (or rejects) them.
+	// Node and network commands, lease requests and returns, CmdNop and
+	// unknown kinds: the cluster group applies (or rejects) them; node and
+	// network changes reach the service groups through its outbox.
 	return append(dst, ClusterGroup), statemachine.Result{}
 }
 
 // PerGroup reports whether a command kind is meaningful per group and so
-// is submitted to a group the caller chooses (CmdTick, CmdNop, CmdNodeSync)
-// rather than routed by Groups.
+// is submitted to a group the caller chooses (CmdTick, CmdNop, CmdNodeSync,
+// CmdReleaseBlocks) rather than routed by Groups.
 func PerGroup(k statemachine.CmdKind) bool {
 	switch k {
-	case statemachine.CmdTick, statemachine.CmdNop, statemachine.CmdNodeSync:
+	case statemachine.CmdTick, statemachine.CmdNop, statemachine.CmdNodeSync, statemachine.CmdReleaseBlocks:
 		return true
 	}
 	return false

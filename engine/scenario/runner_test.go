@@ -201,16 +201,39 @@ func (r *runner) applyOut(cmds ...sm.Command) ([]sm.Result, string) {
 	for _, id := range r.s.ServiceIDs() {
 		svcNames[id] = r.s.Service(id).Spec.Name
 	}
-	var mirror []sm.Command
+	// Node and network commands are the cluster group's; its outbox
+	// entries reach the service group in the same entry as the rest.
+	batch := make([]sm.Command, 0, len(cmds))
+	clusterRes := map[int]sm.Result{}
+	delivered := map[int]int{} // outbox entries per cluster command
 	for i := range cmds {
-		if gs, _ := route.Groups(&cmds[i], 1, nil); len(gs) > 1 {
-			mirror = append(mirror, cmds[i])
+		if !sm.OutboxKind(cmds[i].Kind) {
+			batch = append(batch, cmds[i])
+			continue
 		}
+		var from uint64
+		_ = r.m.ReadLocal(route.ClusterGroup, func(s *sm.State) { from = s.OutboxNext() - 1 })
+		clusterRes[i] = r.m.Apply(route.ClusterGroup, cmds[i]).Results[0]
+		_ = r.m.ReadLocal(route.ClusterGroup, func(s *sm.State) {
+			for _, e := range s.Outbox(from) {
+				batch = append(batch, sm.Command{Kind: sm.CmdDeliver, Group: 1, Entry: &e})
+				delivered[i]++
+			}
+		})
 	}
-	if len(mirror) > 0 {
-		r.m.Apply(route.ClusterGroup, mirror...)
+	out := r.m.Apply(1, batch...)
+	results := make([]sm.Result, 0, len(cmds))
+	k := 0
+	for i := range cmds {
+		if res, ok := clusterRes[i]; ok {
+			results = append(results, res)
+			k += delivered[i]
+			continue
+		}
+		results = append(results, out.Results[k])
+		k++
 	}
-	out := r.m.Apply(1, cmds...)
+	out.Results = results
 	var b strings.Builder
 	after := r.taskNames()
 	for _, id := range r.s.TaskIDs() {

@@ -1,0 +1,194 @@
+package statemachine
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"shoal/ipam"
+)
+
+// leaseWorld is a cluster group and two service groups wired by hand: the
+// test plays the engine's routing and the outbox duty (deliver, release,
+// return, request, acknowledge) as plain entries.
+type leaseWorld struct {
+	st  [3]*State
+	idx [3]uint64
+	now int64
+	out Output
+}
+
+func newLeaseWorld() *leaseWorld {
+	w := &leaseWorld{now: 1e9}
+	for g := range w.st {
+		w.st[g] = New(Config{Group: uint16(g), Groups: 2})
+	}
+	return w
+}
+
+// apply applies batch as group g's next entry and returns its results.
+func (w *leaseWorld) apply(g int, batch ...Command) []Result {
+	w.idx[g]++
+	w.st[g].Apply(batch, w.idx[g], w.now, &w.out)
+	return append([]Result(nil), w.out.Results...)
+}
+
+// steps lists the entries one re-drive makes from w's states, as (group,
+// batch) pairs, so another world can replay them.
+type step struct {
+	g     int
+	batch []Command
+}
+
+func (w *leaseWorld) redrive(run func(step)) {
+	for range 3 {
+		for g := 1; g <= 2; g++ {
+			applied, _ := w.st[g].OutboxApplied()
+			var ds []Command
+			for _, e := range w.st[0].Outbox(applied) {
+				ds = append(ds, Command{Kind: CmdDeliver, Group: uint16(g), Entry: &e})
+			}
+			if len(ds) > 0 {
+				run(step{g, ds})
+			}
+			if w.st[g].Returnable() {
+				run(step{g, []Command{{Kind: CmdReleaseBlocks}}})
+			}
+		}
+		before := w.st[0].OutboxNext()
+		var cmds []Command
+		for g := 1; g <= 2; g++ {
+			applied, _ := w.st[g].OutboxApplied()
+			for id, bs := range w.st[g].Returning() {
+				cmds = append(cmds, Command{Kind: CmdReturnBlocks, Group: uint16(g), Network: id, Blocks: bs, Seq: applied})
+			}
+			for _, want := range w.st[g].BlockWants() {
+				cmds = append(cmds, Command{Kind: CmdRequestBlocks, Group: uint16(g), Network: want.Network, Count: want.Count, Seq: applied})
+			}
+			cmds = append(cmds, Command{Kind: CmdOutboxAck, Group: uint16(g), Seq: applied})
+		}
+		run(step{0, cmds})
+		if w.st[0].OutboxNext() == before {
+			return
+		}
+	}
+}
+
+// A state restored from a snapshot behaves exactly as the live one it was
+// taken from, in every group, through leases, returns and deliveries.
+func TestLoadedLeaseStateBehavesLikeLive(t *testing.T) {
+	for seed := uint64(1); seed <= 30; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		live := newLeaseWorld()
+		var restored *leaseWorld
+		run := func(s step) {
+			live.apply(s.g, s.batch...)
+			if restored != nil {
+				restored.now = live.now
+				restored.apply(s.g, s.batch...)
+			}
+		}
+		for _, c := range []Command{
+			{Kind: CmdUpsertNode, NodeSpec: &Node{ID: 1, Name: "n1"}},
+			{Kind: CmdUpsertNode, NodeSpec: &Node{ID: 2, Name: "n2"}},
+			{Kind: CmdUpsertNode, NodeSpec: &Node{ID: 3, Name: "n3"}},
+			{Kind: CmdCreateNetwork, NetworkSpec: &Network{ID: 1, Name: "net", Subnet: "10.1.0.0/28"}},
+		} {
+			run(step{0, []Command{c}})
+		}
+		live.redrive(run)
+		for i := 0; i < 300; i++ {
+			live.now += int64(rng.IntN(15)) * 1e9
+			g := 1 + rng.IntN(2)
+			c := randomCommand(rng, live.st[g])
+			switch {
+			case OutboxKind(c.Kind):
+				run(step{0, []Command{c}})
+				live.redrive(run)
+			case rng.IntN(4) == 0:
+				live.redrive(run)
+			default:
+				run(step{g, []Command{c}})
+			}
+			if restored == nil && rng.IntN(30) == 0 {
+				restored = &leaseWorld{idx: live.idx, now: live.now}
+				for g, s := range live.st {
+					var buf bytes.Buffer
+					if err := s.Save(&buf); err != nil {
+						t.Fatal(err)
+					}
+					restored.st[g] = New(Config{})
+					if err := restored.st[g].Load(&buf); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			for g, s := range live.st {
+				if err := s.CheckInvariants(); err != nil {
+					t.Fatalf("seed %d step %d group %d: %v", seed, i, g, err)
+				}
+				if restored != nil && restored.st[g].Hash() != s.Hash() {
+					t.Fatalf("seed %d step %d: restored group %d diverged from the live one after %s", seed, i, g, c.Kind)
+				}
+			}
+		}
+	}
+}
+
+// With two service groups a network's blocks are single addresses: a /28
+// of 13 usable addresses is lent out address by address on demand, and the
+// group that asks for more than is left is told the network is full.
+func TestGrantThenRefuseWhenFull(t *testing.T) {
+	w := newLeaseWorld()
+	run := func(s step) { w.apply(s.g, s.batch...) }
+	run(step{0, []Command{{Kind: CmdCreateNetwork, NetworkSpec: &Network{ID: 1, Name: "net", Subnet: "10.1.0.0/28"}}}})
+	w.redrive(run)
+	if bs := w.st[0].Pool(1).BlockSize(); bs != 1 {
+		t.Fatalf("block size %d with two groups on a /28, want 1", bs)
+	}
+	// web is in group 1 (its replicas and VIP need 14 > 13 addresses).
+	run(step{1, []Command{{Kind: CmdCreateService, Spec: &ServiceSpec{Name: "web", Replicas: 13, Networks: []string{"net"}}}}})
+	if w.st[1].Pool(1).Held() != 0 {
+		t.Fatal("group 1 allocated before any block was leased to it")
+	}
+	w.redrive(run)
+	held, waiting := w.st[1].Pool(1).Held(), 0
+	for _, id := range w.st[1].TaskIDs() {
+		if tk := w.st[1].Task(id); tk.Status.State == StateNew {
+			waiting++
+			if !strings.Contains(tk.Status.Message, `network "net" is full`) {
+				t.Fatalf("a task waiting on a full network says %q", tk.Status.Message)
+			}
+		}
+	}
+	if held != 13 || waiting != 1 {
+		t.Fatalf("group 1 holds %d (want all 13) with %d tasks waiting (want 1)", held, waiting)
+	}
+	if w.st[0].Pool(1).Leasable() != 0 {
+		t.Fatal("the cluster group still has blocks to lease")
+	}
+}
+
+// A cluster group loaded from a snapshot written before it kept leases
+// (format 2) knows the blocks the service groups were striped then, so it
+// never leases one of them to another group.
+func TestVersion2ClusterSnapshotKeepsStripedBlocks(t *testing.T) {
+	s := New(Config{Group: 0, Groups: 2})
+	var out Output
+	s.Apply([]Command{{Kind: CmdCreateNetwork, NetworkSpec: &Network{ID: 1, Name: "net", Subnet: "10.1.0.0/24"}}}, 1, 1, &out)
+	canon := s.Canonical()
+	var rd encoder
+	s.encodeRedrive(&rd)
+	v2 := append([]byte(snapshotMagicV2), canon[len(snapshotMagic):len(canon)-len(rd.b)]...)
+	got, err := FromCanonical(v2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := got.Pool(1)
+	for b := 1; b < p.NumBlocks(); b++ { // block 0 holds the network and gateway addresses only
+		if o, _ := p.BlockOwner(ipam.BlockID(b)); o != uint32(b%2+1) {
+			t.Fatalf("block %d leased to %d after loading a format-2 snapshot, want group %d", b, o, b%2+1)
+		}
+	}
+}

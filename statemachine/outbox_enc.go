@@ -1,0 +1,141 @@
+package statemachine
+
+import (
+	"maps"
+	"slices"
+)
+
+// The outbox and lease state in snapshots (format 3, after the tasks):
+//
+//	outbox: next, entry count, entries (seq, index, command)
+//	acks, last grants: count, values by group
+//	refused: count, (group, network) ascending
+//	inbox: applied, index
+//	returning: count, by ascending network: network, block count, blocks
+//	full: count, by ascending network: network, message
+
+func (s *State) encodeRedrive(e *encoder) {
+	e.u(s.ob.next)
+	e.u(uint64(len(s.ob.entries)))
+	for i := range s.ob.entries {
+		en := &s.ob.entries[i]
+		e.u(en.Seq)
+		e.u(en.Index)
+		encodeCommand(e, &en.Cmd)
+	}
+	for _, list := range [][]uint64{s.ob.acks, s.ob.lastGrant} {
+		e.u(uint64(len(list)))
+		for _, v := range list {
+			e.u(v)
+		}
+	}
+	keys := s.refusedKeys()
+	e.u(uint64(len(keys)))
+	for _, k := range keys {
+		e.u(uint64(k.group))
+		e.u(uint64(k.network))
+	}
+	e.u(s.in.applied)
+	e.u(s.in.index)
+	ret := sortedKeys(s.in.returning)
+	e.u(uint64(len(ret)))
+	for _, id := range ret {
+		e.u(uint64(id))
+		e.u(uint64(len(s.in.returning[id])))
+		for _, b := range s.in.returning[id] {
+			e.u(uint64(b))
+		}
+	}
+	full := sortedKeys(s.in.full)
+	e.u(uint64(len(full)))
+	for _, id := range full {
+		e.u(uint64(id))
+		e.str(s.in.full[id])
+	}
+}
+
+func (s *State) refusedKeys() []leaseKey {
+	keys := make([]leaseKey, 0, len(s.ob.refused))
+	for k := range s.ob.refused {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b leaseKey) int {
+		if a.group != b.group {
+			return int(a.group) - int(b.group)
+		}
+		switch {
+		case a.network < b.network:
+			return -1
+		case a.network > b.network:
+			return 1
+		}
+		return 0
+	})
+	return keys
+}
+
+func (s *State) decodeRedrive(d *decoder) {
+	s.ob.next = d.u()
+	n := d.count(3)
+	s.ob.entries = make([]OutboxEntry, 0, n)
+	for range n {
+		en := OutboxEntry{Seq: d.u(), Index: d.u()}
+		decodeCommandNested(d, &en.Cmd, true)
+		if d.Err() != nil {
+			return
+		}
+		if last := len(s.ob.entries); en.Seq >= s.ob.next || (last > 0 && en.Seq != s.ob.entries[last-1].Seq+1) {
+			d.fail("outbox entries out of order")
+			return
+		}
+		s.ob.entries = append(s.ob.entries, en)
+	}
+	for _, list := range []*[]uint64{&s.ob.acks, &s.ob.lastGrant} {
+		vals := make([]uint64, d.count(1))
+		for i := range vals {
+			vals[i] = d.u()
+		}
+		if d.Err() == nil && len(vals) != len(*list) {
+			d.fail("outbox group count differs from the configured groups")
+			return
+		}
+		*list = vals
+	}
+	for range d.count(2) {
+		k := leaseKey{group: uint16(d.un(1<<16-1, "group")), network: NetworkID(d.un(1<<32-1, "network id"))}
+		s.ob.refused[k] = struct{}{}
+	}
+	s.in.applied = d.u()
+	s.in.index = d.u()
+	for range d.count(2) {
+		id := NetworkID(d.un(1<<32-1, "network id"))
+		bs := make([]uint32, d.count(1))
+		for i := range bs {
+			bs[i] = uint32(d.un(1<<32-1, "block"))
+		}
+		s.in.returning[id] = bs
+	}
+	for range d.count(2) {
+		id := NetworkID(d.un(1<<32-1, "network id"))
+		s.in.full[id] = d.str()
+	}
+}
+
+func (o outbox) clone() outbox {
+	c := o
+	c.entries = slices.Clone(o.entries)
+	c.acks = slices.Clone(o.acks)
+	c.lastGrant = slices.Clone(o.lastGrant)
+	c.refused = maps.Clone(o.refused)
+	return c
+}
+
+func (in inbox) clone() inbox {
+	c := in
+	c.returning = make(map[NetworkID][]uint32, len(in.returning))
+	for id, bs := range in.returning {
+		c.returning[id] = slices.Clone(bs)
+	}
+	c.full = maps.Clone(in.full)
+	return c
+}
