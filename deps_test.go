@@ -42,6 +42,8 @@ var edges = map[string]rule{
 	// The cluster's identities: CA, certificates, join tokens. Pure: time
 	// and randomness come in as arguments.
 	"security": {pure: true},
+	// A TLS directory on disk (PEM files, join secrets).
+	"security/tlsdir": {shoal: []string{"security"}},
 
 	// Leaf vocabulary packages: the standard library only.
 	"internal/clock":  {},
