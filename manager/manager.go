@@ -30,6 +30,9 @@ type Options struct {
 	// from; default 262,144 (at least 1,024).
 	EventHistory int
 	MinHeartbeat time.Duration // shortest heartbeat period; default 1s
+	// FailoverGrace is how long after becoming leader no node is marked
+	// down; default 30s (monitor.DefaultFailoverGrace). Tests shorten it.
+	FailoverGrace time.Duration
 	// Engine tunes the engine beyond the fields above (RTT, timeouts...).
 	Engine engine.Config
 	// TLS, if set, serves the API over TLS with authentication and makes
@@ -120,7 +123,7 @@ func Start(o Options) (*Manager, error) {
 	}
 	driver := engine.NewDriver(e, engine.DriverConfig{Signal: sig, Logf: o.Logf})
 	mon, err := engine.NewMonitorDuty(e, engine.MonitorConfig{Logf: o.Logf,
-		Monitor: monitor.Config{MinTTL: o.MinHeartbeat, MaxTTL: 30 * time.Second}})
+		Monitor: monitor.Config{MinTTL: o.MinHeartbeat, MaxTTL: 30 * time.Second, FailoverGrace: o.FailoverGrace}})
 	if err != nil {
 		e.Close()
 		ln.Close()

@@ -70,10 +70,12 @@ func (ca *CA) Issue(rnd io.Reader, req Request, now time.Time) ([][]byte, error)
 	tmpl := &x509.Certificate{
 		SerialNumber: serial,
 		Subject:      pkix.Name{CommonName: req.Name, OrganizationalUnit: []string{string(req.Role)}, Organization: []string{ca.ClusterID}},
-		NotBefore:    now.Add(-time.Minute), // clocks of peers differ a little
-		NotAfter:     now.Add(life),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+		// Clocks of peers differ a little: backdate by a minute, or a tenth
+		// of a short lifetime.
+		NotBefore:   now.Add(-min(time.Minute, life/10)),
+		NotAfter:    now.Add(life),
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	}
 	parent, key := ca.Root, ca.RootKey
 	switch req.Role {
