@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-
 )
 
 // startDevAgent runs an agent in this process for `serve --dev`, with its
