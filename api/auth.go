@@ -94,6 +94,8 @@ func (s *Server) authorize(ctx *fasthttp.RequestCtx, a access) *denial {
 		return &denial{fasthttp.StatusUnauthorized, "bad_certificate", err.Error()}
 	}
 	if !s.cfg.Clock.Now().Before(id.NotAfter) {
+		// The client reconnects, presenting its renewed certificate.
+		ctx.SetConnectionClose()
 		return &denial{fasthttp.StatusUnauthorized, "expired", "the client certificate has expired: " + wantCert(a)}
 	}
 	ok := false

@@ -200,7 +200,7 @@ func (c *secureCluster) joinWorker(ctx context.Context, id uint64, host string) 
 		c.t.Fatal(err)
 	}
 	creds := client.NewCredentials(c.cas[0].Root, &pair)
-	ac, err := client.NewAgentClient([]string{c.addr(id)}, client.SharedHTTPS(16, creds.TLS()))
+	ac, err := client.NewAgentClient([]string{c.addr(id)}, client.SharedHTTPS(16, creds.TLS(), pair.Leaf.NotAfter.Sub(pair.Leaf.NotBefore)))
 	if err != nil {
 		c.t.Fatal(err)
 	}

@@ -44,10 +44,16 @@ func SharedHTTP(maxConns int) *fasthttp.Client {
 	}
 }
 
-// SharedHTTPS is SharedHTTP speaking TLS with cfg.
-func SharedHTTPS(maxConns int, cfg *tls.Config) *fasthttp.Client {
+// SharedHTTPS is SharedHTTP speaking TLS with cfg. certLife is the
+// lifetime of the client certificate (0: unknown): connections are retired
+// after a tenth of it, so one opened with a certificate that a renewal
+// replaced is gone before that certificate expires.
+func SharedHTTPS(maxConns int, cfg *tls.Config, certLife time.Duration) *fasthttp.Client {
 	hc := SharedHTTP(maxConns)
 	hc.TLSConfig = cfg
+	if certLife > 0 {
+		hc.MaxConnDuration = max(certLife/10, 100*time.Millisecond)
+	}
 	return hc
 }
 

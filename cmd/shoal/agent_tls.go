@@ -64,7 +64,7 @@ func agentClient(ctx context.Context, o agentOptions, addrs []string, node wire.
 		return nil, nil, err
 	}
 	creds := client.NewCredentials(root, &cert)
-	mgr, err := client.NewAgentClient(addrs, client.SharedHTTPS(64, creds.TLS()))
+	mgr, err := client.NewAgentClient(addrs, client.SharedHTTPS(64, creds.TLS(), cert.Leaf.NotAfter.Sub(cert.Leaf.NotBefore)))
 	if err != nil {
 		return nil, nil, err
 	}
