@@ -6,7 +6,7 @@ BENCHTIME ?= 1x
 FUZZTIME  ?= 10s
 PERF_OUT  := perf/out
 
-.PHONY: build run test vet perf perf-failover fuzz fmt modelcheck report-check
+.PHONY: build run test vet perf perf-failover fuzz fuzz-long fmt modelcheck report-check
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null)
@@ -68,6 +68,24 @@ fuzz:
 	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
 	  done; \
 	done
+
+# Long runs of every fuzz target of the decoders that take input from the
+# network: wire/ (agent frames, cursors, JSON), api/ (user JSON) and
+# security/ (join tokens, certificate requests, PEM): FUZZ_LONG_EXECS
+# executions each (default 2,000,000: at least 10^7 in all), then the total.
+# CPU-heavy: one core per fuzz worker for many minutes.
+FUZZ_LONG_PKGS  ?= wire api security
+FUZZ_LONG_EXECS ?= 2000000
+fuzz-long:
+	@total=0; n=0; \
+	for p in $(FUZZ_LONG_PKGS); do \
+	  for f in $$($(GO) test -list '^Fuzz' ./$$p/ | grep '^Fuzz'); do \
+	    echo "== ./$$p $$f: $(FUZZ_LONG_EXECS) executions"; \
+	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZ_LONG_EXECS)x ./$$p/ || exit 1; \
+	    total=$$((total + $(FUZZ_LONG_EXECS))); n=$$((n + 1)); \
+	  done; \
+	done; \
+	echo "fuzz-long: $$n targets, $$total executions, no failure"
 
 # The state machine's model checker at larger bounds than `make test` uses
 # (millions of states: many minutes, and several GB of memory).

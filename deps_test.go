@@ -39,6 +39,12 @@ var edges = map[string]rule{
 	"engine/monitor": {pure: true,
 		shoal: []string{"statemachine", "internal/*"}},
 
+	// The cluster's identities: CA, certificates, join tokens. Pure: time
+	// and randomness come in as arguments.
+	"security": {pure: true},
+	// A TLS directory on disk (PEM files, join secrets).
+	"security/tlsdir": {shoal: []string{"security"}},
+
 	// Leaf vocabulary packages: the standard library only.
 	"internal/clock":  {},
 	"internal/mix":    {pure: true},
@@ -60,29 +66,29 @@ var edges = map[string]rule{
 		shoal: []string{"statemachine", "sched", "ipam", "engine/monitor", "engine/duty", "engine/route", "internal/*"},
 		third: []string{"github.com/lni/dragonboat/v4", "github.com/cespare/xxhash/v2", "github.com/klauspost/compress"}},
 	"api": {
-		shoal: []string{"engine", "engine/duty", "engine/monitor", "engine/route", "statemachine", "sched", "ipam", "wire", "api/client", "internal/*"},
+		shoal: []string{"engine", "engine/duty", "engine/monitor", "engine/route", "statemachine", "sched", "ipam", "wire", "api/client", "security", "internal/*"},
 		third: []string{"github.com/valyala/fasthttp", "github.com/klauspost/compress", "github.com/VictoriaMetrics/metrics"}},
 	"api/client": {
-		shoal: []string{"wire", "statemachine", "internal/*"},
+		shoal: []string{"wire", "statemachine", "security", "internal/*"},
 		third: []string{"github.com/valyala/fasthttp"}},
 	"agent": {
 		shoal: []string{"wire", "statemachine", "api/client", "internal/*"},
 		third: []string{"github.com/cockroachdb/pebble"}},
 	"loadgen": {
-		shoal: []string{"agent", "api/client", "wire", "statemachine", "internal/*", "loadgen/*"},
+		shoal: []string{"agent", "api/client", "wire", "statemachine", "security", "internal/*", "loadgen/*"},
 		third: []string{"github.com/HdrHistogram/hdrhistogram-go", "github.com/valyala/fasthttp", "github.com/schollz/progressbar/v3"}},
 	// The load generator's parts see the cluster only as a user and an
 	// agent do: through api/client and the real agent.
 	"loadgen/check":    {shoal: []string{"api/client", "statemachine", "wire", "loadgen/report"}},
-	"loadgen/cluster":  {shoal: []string{"api/client"}},
-	"loadgen/fleet":    {shoal: []string{"agent", "api/client", "wire", "statemachine", "internal/*"}, third: []string{"github.com/valyala/fasthttp"}},
+	"loadgen/cluster":  {shoal: []string{"api/client", "security"}},
+	"loadgen/fleet":    {shoal: []string{"agent", "api/client", "wire", "statemachine", "security", "internal/*"}, third: []string{"github.com/valyala/fasthttp"}},
 	"loadgen/report":   {third: []string{"github.com/go-echarts/go-echarts/v2"}},
 	"loadgen/watch":    {shoal: []string{"api/client", "wire"}},
 	"loadgen/workload": {shoal: []string{"api/client"}},
 	// One manager replica: engine + duties + API wired together (what
 	// `shoal serve` starts; tests start several in one process).
 	"manager": {
-		shoal: []string{"engine", "engine/duty", "engine/monitor", "engine/route", "api", "api/client", "statemachine", "wire", "internal/*"}},
+		shoal: []string{"engine", "engine/duty", "engine/monitor", "engine/route", "api", "api/client", "statemachine", "wire", "security", "internal/*"}},
 	"cmd/shoal":    {shoal: []string{"*"}, third: []string{"*"}},
 	"perf/summary": {third: []string{"golang.org/x/perf"}},
 }

@@ -49,7 +49,8 @@ func (s *Server) wireFail(ctx *fasthttp.RequestCtx, e *wire.Error) {
 		wire.CodeNotLeader: fasthttp.StatusMisdirectedRequest, wire.CodeBusy: fasthttp.StatusServiceUnavailable,
 		wire.CodeUnavailable: fasthttp.StatusServiceUnavailable, wire.CodeUnknownSession: fasthttp.StatusNotFound,
 		wire.CodeNodeNotReady: fasthttp.StatusConflict, wire.CodeNodeRemoved: fasthttp.StatusGone,
-		wire.CodeBadRequest: fasthttp.StatusBadRequest,
+		wire.CodeBadRequest: fasthttp.StatusBadRequest, wire.CodeForbidden: fasthttp.StatusForbidden,
+		wire.CodeUnauthorized: fasthttp.StatusUnauthorized,
 	}[e.Code]
 	if status == 0 {
 		status = fasthttp.StatusInternalServerError
@@ -117,6 +118,10 @@ func (s *Server) openSession(ctx *fasthttp.RequestCtx) error {
 	var req wire.SessionRequest
 	if e := decodeWire(ctx, &req); e != nil {
 		return e
+	}
+	var err error
+	if req.NodeID, err = s.callerNode(ctx, req.NodeID); err != nil {
+		return err
 	}
 	select {
 	case s.setups <- struct{}{}:
@@ -208,6 +213,10 @@ func (s *Server) agentHeartbeat(ctx *fasthttp.RequestCtx, _ []string) error {
 		var hb wire.Heartbeat
 		if e := decodeWire(ctx, &hb); e != nil {
 			return e
+		}
+		var err error
+		if hb.NodeID, err = s.callerNode(ctx, hb.NodeID); err != nil {
+			return err
 		}
 		if s.cfg.Monitor == nil {
 			return s.notLeader()

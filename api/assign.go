@@ -19,6 +19,10 @@ func (s *Server) agentAssignments(ctx *fasthttp.RequestCtx, _ []string) error {
 		if e := decodeWire(ctx, &req); e != nil {
 			return e
 		}
+		var err error
+		if req.NodeID, err = s.callerNode(ctx, req.NodeID); err != nil {
+			return err
+		}
 		ss := s.sessionFor(req.SessionID, req.NodeID)
 		ss.mu.Lock()
 		ss.beginLocked(req.Cursor)

@@ -22,6 +22,8 @@ type metrics struct {
 	reports    *vm.Counter
 	syncs      *vm.Counter
 	frames     struct{ complete, incremental *vm.Counter }
+	// joins, refused joins and certificate renewals (with TLS).
+	joins, joinsRefused, renewals *vm.Counter
 }
 
 func newMetrics(s *Server) *metrics {
@@ -32,6 +34,9 @@ func newMetrics(s *Server) *metrics {
 	m.syncs = m.set.NewCounter("shoal_agent_syncs_total")
 	m.frames.complete = m.set.NewCounter(`shoal_assignment_frames_total{kind="complete"}`)
 	m.frames.incremental = m.set.NewCounter(`shoal_assignment_frames_total{kind="incremental"}`)
+	m.joins = m.set.NewCounter("shoal_joins_total")
+	m.joinsRefused = m.set.NewCounter("shoal_joins_refused_total")
+	m.renewals = m.set.NewCounter("shoal_cert_renewals_total")
 	return m
 }
 
@@ -39,6 +44,11 @@ func newMetrics(s *Server) *metrics {
 func (m *metrics) observe(endpoint string, status int, d time.Duration) {
 	m.set.GetOrCreateCounter(fmt.Sprintf(`shoal_http_requests_total{endpoint=%q,code="%d"}`, endpoint, status)).Inc()
 	m.set.GetOrCreateHistogram(fmt.Sprintf(`shoal_http_request_duration_seconds{endpoint=%q}`, endpoint)).Update(d.Seconds())
+}
+
+// denied counts a request refused by authorization, by reason.
+func (m *metrics) denied(reason string) {
+	m.set.GetOrCreateCounter(fmt.Sprintf(`shoal_auth_denied_total{reason=%q}`, reason)).Inc()
 }
 
 func (s *Server) serveMetrics(ctx *fasthttp.RequestCtx, _ []string) error {

@@ -37,6 +37,13 @@ func (s *Server) agentStatus(ctx *fasthttp.RequestCtx, _ []string) error {
 		if e := decodeWire(ctx, &b); e != nil {
 			return e
 		}
+		var err error
+		if b.NodeID, err = s.callerNode(ctx, b.NodeID); err != nil {
+			return err
+		}
+		if err := s.checkOwnTasks(b.NodeID, b.Reports); err != nil {
+			return err
+		}
 		if b.ReReport && (s.cfg.Monitor == nil || !s.e.Leading()) {
 			// The re-report marker must reach the node monitor, which
 			// runs on the leader only.
@@ -74,6 +81,10 @@ func (s *Server) agentSync(ctx *fasthttp.RequestCtx, _ []string) error {
 		var req wire.SyncRequest
 		if e := decodeWire(ctx, &req); e != nil {
 			return e
+		}
+		var err error
+		if req.NodeID, err = s.callerNode(ctx, req.NodeID); err != nil {
+			return err
 		}
 		groups := s.e.Groups()
 		held := make([][]statemachine.TaskID, groups+1)

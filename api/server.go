@@ -45,6 +45,11 @@ type Config struct {
 	// MaxBody is the largest request body accepted, in bytes. Default 1 MiB
 	// plus framing.
 	MaxBody int
+	// Security, if set, requires client certificates of the cluster and
+	// admits each endpoint's roles only (see auth.go); Serve must then get a
+	// TLS listener. Nil: plain HTTP, no authentication (serve --dev and
+	// --insecure).
+	Security *Security
 	// Logf receives one line per notable event. Default: discard.
 	Logf func(format string, args ...any)
 }
@@ -65,6 +70,11 @@ func (c Config) withDefaults() Config {
 	if c.Logf == nil {
 		c.Logf = func(string, ...any) {}
 	}
+	if c.Security != nil {
+		sec := *c.Security
+		sec.withDefaults()
+		c.Security = &sec
+	}
 	return c
 }
 
@@ -80,6 +90,7 @@ type Server struct {
 
 	tableOnce  sync.Once
 	routeTable []route
+	joins      joinState
 
 	mu struct {
 		sync.Mutex
@@ -142,11 +153,23 @@ type route struct {
 	pattern []string // "*" matches one segment
 	name    string   // metrics label
 	h       handlerFunc
+	access  access // which certificates may call it (with Security)
 }
 
 func (s *Server) routes() []route {
 	r := func(method, path, name string, h handlerFunc) route {
-		return route{method, strings.Split(strings.Trim(path, "/"), "/"), name, h}
+		a := accessAdmin
+		switch {
+		case strings.HasPrefix(path, "/v1/agent/"), path == "/v1/renew":
+			a = accessAgent
+		case path == "/v1/join":
+			a = accessOpen
+		case path == "/v1/tokens/peer":
+			a = accessManager
+		case path == "/metrics":
+			a = accessObserve
+		}
+		return route{method, strings.Split(strings.Trim(path, "/"), "/"), name, h, a}
 	}
 	return []route{
 		r("GET", "/v1/status", "status", s.getStatus),
@@ -173,6 +196,11 @@ func (s *Server) routes() []route {
 		r("POST", "/v1/agent/assignments", "agent_assignments", s.agentAssignments),
 		r("POST", "/v1/agent/status", "agent_status", s.agentStatus),
 		r("POST", "/v1/agent/sync", "agent_sync", s.agentSync),
+		r("POST", "/v1/renew", "renew", s.agentRenew),
+		r("POST", "/v1/join", "join", s.join),
+		r("GET", "/v1/tokens/*", "tokens_show", s.showToken),
+		r("POST", "/v1/tokens/*/rotate", "tokens_rotate", s.rotateToken),
+		r("POST", "/v1/tokens/peer", "tokens_peer", s.peerTokens),
 		r("GET", "/metrics", "metrics", s.serveMetrics),
 	}
 }
@@ -186,6 +214,10 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	}()
 	path := string(ctx.Path())
 	if strings.HasPrefix(path, "/debug/pprof") {
+		if d := s.authorize(ctx, accessAdmin); d != nil {
+			s.deny(ctx, accessAdmin, d)
+			return
+		}
 		if !s.cfg.Pprof {
 			s.fail(ctx, notFound("profiling is off; start the manager with --pprof"))
 			return
@@ -206,6 +238,11 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 			continue
 		}
 		start := time.Now()
+		if d := s.authorize(ctx, rt.access); d != nil {
+			s.deny(ctx, rt.access, d)
+			s.metrics.observe(rt.name, ctx.Response.StatusCode(), time.Since(start))
+			return
+		}
 		if err := rt.h(ctx, args); err != nil {
 			s.fail(ctx, fromErr(err))
 		}

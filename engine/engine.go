@@ -126,6 +126,10 @@ func (e *Engine) nodeHostConfig() config.NodeHostConfig {
 		RTTMillisecond:    uint64(e.cfg.RTT / time.Millisecond),
 		RaftAddress:       e.cfg.RaftAddr,
 		RaftEventListener: e.lead,
+		MutualTLS:         e.cfg.RaftCAFile != "",
+		CAFile:            e.cfg.RaftCAFile,
+		CertFile:          e.cfg.RaftCertFile,
+		KeyFile:           e.cfg.RaftKeyFile,
 		Expert: config.ExpertConfig{
 			LogDB: logdb,
 			Engine: config.EngineConfig{

@@ -181,3 +181,21 @@ func freeLoopbackAddr() (string, error) {
 	}
 	return addr, nil
 }
+
+// Check reports what Open would refuse in cfg (settings, addresses, the
+// data directory's recorded settings, a Raft port that cannot be bound)
+// without writing anything, so a caller can refuse bad input before it
+// prepares files of its own.
+func Check(cfg Config) error {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return err
+	}
+	if _, _, err := resolveMeta(&cfg); err != nil {
+		return err
+	}
+	if err := checkAddr("Raft address", cfg.RaftAddr); err != nil {
+		return err
+	}
+	return checkBind(cfg.RaftAddr)
+}

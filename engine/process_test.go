@@ -52,7 +52,8 @@ func TestThreeProcesses(t *testing.T) {
 		p := &proc{out: &syncBuffer{}, status: filepath.Join(dir, fmt.Sprintf("status-%d.json", i+1)), exited: make(chan error, 1)}
 		args := []string{"serve", "--id", fmt.Sprint(i + 1), "--raft-addr", addrs[i],
 			"--peers", strings.Join(peers, ","), "--data-dir", filepath.Join(dir, fmt.Sprintf("data-%d", i+1)),
-			"--groups", "2", "--status-file", p.status, "--raft-log-level", "critical", "--api-addr", apis[i]}
+			"--groups", "2", "--status-file", p.status, "--raft-log-level", "critical", "--api-addr", apis[i],
+			"--insecure"} // a Raft test: plain HTTP for its API client
 		p.cmd = exec.Command(bin, args...)
 		p.cmd.Dir = dir // never pick up a dragonboat-soft-settings.json
 		p.cmd.Stdout, p.cmd.Stderr = p.out, p.out

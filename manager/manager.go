@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"sync/atomic"
@@ -10,6 +11,7 @@ import (
 	"shoal/api"
 	"shoal/engine"
 	"shoal/engine/monitor"
+	"shoal/security"
 	"shoal/statemachine"
 )
 
@@ -28,10 +30,32 @@ type Options struct {
 	// from; default 262,144 (at least 1,024).
 	EventHistory int
 	MinHeartbeat time.Duration // shortest heartbeat period; default 1s
+	// FailoverGrace is how long after becoming leader no node is marked
+	// down; default 30s (monitor.DefaultFailoverGrace). Tests shorten it.
+	FailoverGrace time.Duration
 	// Engine tunes the engine beyond the fields above (RTT, timeouts...).
 	Engine engine.Config
+	// TLS, if set, serves the API over TLS with authentication and makes
+	// Raft traffic mutual TLS. Nil: plain HTTP and TCP (dev, --insecure).
+	TLS *TLS
 	// Logf receives the duties' and the API's log lines. Default: discard.
 	Logf func(format string, args ...any)
+}
+
+// TLS is a manager replica's security material.
+type TLS struct {
+	CA *security.CA
+	// Cert is this replica's manager certificate (chain: leaf, managers
+	// CA, root) with its key.
+	Cert tls.Certificate
+	// Tokens holds the join secrets.
+	Tokens api.TokenStore
+	// RaftCAFile (the managers CA), RaftCertFile and RaftKeyFile are the
+	// PEM files dragonboat reads.
+	RaftCAFile, RaftCertFile, RaftKeyFile string
+	// WorkerLifetime is the lifetime of agents' certificates; default 90
+	// days.
+	WorkerLifetime time.Duration
 }
 
 // Manager is one running replica.
@@ -63,6 +87,14 @@ func Start(o Options) (*Manager, error) {
 	cfg := o.Engine
 	cfg.DataDir, cfg.ReplicaID, cfg.RaftAddr, cfg.Peers, cfg.Groups = o.DataDir, o.ReplicaID, o.RaftAddr, o.Peers, o.Groups
 	cfg.RaftLogLevel = o.RaftLogLevel
+	var sec *api.Security
+	if t := o.TLS; t != nil {
+		cfg.RaftCAFile, cfg.RaftCertFile, cfg.RaftKeyFile = t.RaftCAFile, t.RaftCertFile, t.RaftKeyFile
+		cert := t.Cert
+		ln = tls.NewListener(ln, security.ServerTLS(func() *tls.Certificate { return &cert }, t.CA.RootPool()))
+		sec = &api.Security{CA: t.CA, Tokens: t.Tokens, WorkerLifetime: t.WorkerLifetime,
+			PeerTLS: security.ClientTLS(t.CA.RootPool(), func() *tls.Certificate { return &cert })}
+	}
 	if cfg.Logf == nil {
 		cfg.Logf = o.Logf
 	}
@@ -93,7 +125,7 @@ func Start(o Options) (*Manager, error) {
 	}
 	driver := engine.NewDriver(e, engine.DriverConfig{Signal: sig, Logf: o.Logf})
 	mon, err := engine.NewMonitorDuty(e, engine.MonitorConfig{Logf: o.Logf,
-		Monitor: monitor.Config{MinTTL: o.MinHeartbeat, MaxTTL: 30 * time.Second}})
+		Monitor: monitor.Config{MinTTL: o.MinHeartbeat, MaxTTL: 30 * time.Second, FailoverGrace: o.FailoverGrace}})
 	if err != nil {
 		e.Close()
 		ln.Close()
@@ -104,7 +136,7 @@ func Start(o Options) (*Manager, error) {
 	e.AddDuty(engine.NewTimerDuty(e, engine.TimerConfig{Logf: o.Logf}))
 	e.AddDuty(engine.NewOutboxDuty(e, engine.OutboxConfig{Signal: obSig, Logf: o.Logf}))
 	srv, err := api.New(api.Config{Engine: e, Feed: f, Monitor: mon, Driver: driver, Pprof: o.Pprof,
-		SyncInterval: o.SyncInterval, Logf: o.Logf})
+		SyncInterval: o.SyncInterval, Security: sec, Logf: o.Logf})
 	if err != nil {
 		e.Close()
 		ln.Close()

@@ -51,6 +51,8 @@ const (
 	CodeBadRequest     = "bad_request"     // the request could not be decoded or makes no sense
 	CodeInternal       = "internal"        // the manager failed; retry
 	CodeUnavailable    = "unavailable"     // no leader or no quorum; retry after RetryAfter
+	CodeForbidden      = "forbidden"       // the client certificate may not do this (another node's data)
+	CodeUnauthorized   = "unauthorized"    // no valid client certificate: join the cluster first
 )
 
 // Error is the manager's refusal of a request. It implements error: Error()

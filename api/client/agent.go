@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"strings"
@@ -43,8 +44,23 @@ func SharedHTTP(maxConns int) *fasthttp.Client {
 	}
 }
 
+// SharedHTTPS is SharedHTTP speaking TLS with cfg. certLife is the
+// lifetime of the client certificate (0: unknown): connections are retired
+// after a tenth of it, so one opened with a certificate that a renewal
+// replaced is gone before that certificate expires.
+func SharedHTTPS(maxConns int, cfg *tls.Config, certLife time.Duration) *fasthttp.Client {
+	hc := SharedHTTP(maxConns)
+	hc.TLSConfig = cfg
+	if certLife > 0 {
+		hc.MaxConnDuration = max(certLife/10, 100*time.Millisecond)
+	}
+	return hc
+}
+
 // NewAgentClient returns a client of the managers at addrs (host:port or
-// http://host:port), sharing hc (nil: a client of its own).
+// http(s)://host:port), sharing hc (nil: a plain HTTP client of its own).
+// When hc speaks TLS (its TLSConfig is set), addresses without a scheme
+// mean https.
 func NewAgentClient(addrs []string, hc *fasthttp.Client) (*AgentClient, error) {
 	if hc == nil {
 		hc = SharedHTTP(64)
@@ -59,7 +75,7 @@ func NewAgentClient(addrs []string, hc *fasthttp.Client) (*AgentClient, error) {
 func (c *AgentClient) setManagers(addrs []string) error {
 	var bases []string
 	for _, a := range addrs {
-		b, err := BaseURL(strings.TrimSpace(a))
+		b, err := baseURL(strings.TrimSpace(a), c.hc.TLSConfig != nil)
 		if err != nil {
 			return err
 		}
@@ -113,7 +129,7 @@ func (c *AgentClient) failed(base string) {
 }
 
 func (c *AgentClient) setLeader(addr string) {
-	b, err := BaseURL(addr)
+	b, err := baseURL(addr, c.hc.TLSConfig != nil)
 	if err != nil {
 		return
 	}

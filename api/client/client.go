@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -39,13 +40,21 @@ type Client struct {
 	hc   *http.Client
 }
 
-// BaseURL turns host:port or http(s)://host:port into a base URL.
-func BaseURL(addr string) (string, error) {
+// BaseURL turns host:port or http(s)://host:port into a base URL (http
+// unless said).
+func BaseURL(addr string) (string, error) { return baseURL(addr, false) }
+
+// baseURL is BaseURL with https as the default scheme when secure.
+func baseURL(addr string, secure bool) (string, error) {
 	if addr == "" {
 		return "", errors.New("no manager address: pass --addr or set SHOAL_ADDR (host:port)")
 	}
 	if !strings.Contains(addr, "://") {
-		addr = "http://" + addr
+		if secure {
+			addr = "https://" + addr
+		} else {
+			addr = "http://" + addr
+		}
 	}
 	u, err := url.Parse(addr)
 	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
@@ -54,13 +63,21 @@ func BaseURL(addr string) (string, error) {
 	return strings.TrimRight(u.Scheme+"://"+u.Host, "/"), nil
 }
 
-// New returns a client of the manager at addr.
-func New(addr string) (*Client, error) {
-	base, err := BaseURL(addr)
+// New returns a client of the manager at addr over plain HTTP.
+func New(addr string) (*Client, error) { return NewTLS(addr, nil) }
+
+// NewTLS returns a client of the manager at addr that speaks TLS with cfg
+// (an addr without a scheme means https); nil cfg means plain HTTP.
+func NewTLS(addr string, cfg *tls.Config) (*Client, error) {
+	base, err := baseURL(addr, cfg != nil)
 	if err != nil {
 		return nil, err
 	}
-	return &Client{base: base, hc: &http.Client{}}, nil
+	hc := &http.Client{}
+	if cfg != nil {
+		hc.Transport = &http.Transport{TLSClientConfig: cfg, ForceAttemptHTTP2: false, MaxIdleConnsPerHost: 16}
+	}
+	return &Client{base: base, hc: hc}, nil
 }
 
 // Addr returns the manager's base URL.

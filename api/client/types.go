@@ -264,5 +264,9 @@ const (
 	CodeInvalidSpec  = "invalid_spec"  // 422
 	CodeIndexTooOld  = "index_too_old" // 410: the event stream cannot resume that far back
 	CodeUnavailable  = "unavailable"   // 503: no leader or not ready; retry after Retry-After
+	CodeUnauthorized = "unauthorized"  // 401: no valid client certificate
+	CodeForbidden    = "forbidden"     // 403: the certificate's role may not do this
+	CodeJoinRefused  = "join_refused"  // 401: the join token was refused (the message says why)
+	CodeRateLimited  = "rate_limited"  // 429: too many failed attempts; retry after Retry-After
 	CodeInternalFail = "internal"      // 500
 )

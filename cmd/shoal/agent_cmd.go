@@ -17,16 +17,14 @@ import (
 	"shoal/agent"
 )
 
-// newAgentManager builds the agent's client of the managers; the api/client
-// wiring sets it (agent/ knows only the agent.Manager interface).
-var newAgentManager func(addrs []string) (agent.Manager, error)
-
 // agentOptions are the flags of `shoal agent`.
 type agentOptions struct {
 	join     string   // ADDR[,ADDR...]
 	dataDir  string   // node ID, local state, task logs
 	labels   []string // k=v
 	hostname string
+	token    string // the worker join token (first start with TLS)
+	insecure bool   // plain HTTP to managers started with --insecure
 	// stopOnExit stops every task process when the agent exits (serve
 	// --dev); a real agent leaves them to the next agent run.
 	stopOnExit bool
@@ -45,7 +43,13 @@ a restart; one agent per data directory), and runs its tasks as processes,
 their output under DATA-DIR/logs/TASK-ID/. Task processes outlive the agent:
 an agent started again on the same data directory re-attaches to them.
 
-  shoal agent --join 127.0.0.1:7701,127.0.0.1:7702 --data-dir /var/lib/shoal-agent --label zone=a`,
+On its first start it presents the worker join token (--token, or
+SHOAL_JOIN_TOKEN; print it with "shoal token worker"): it checks the
+managers' CA against the token, obtains its node certificate (the manager
+assigns the node ID) and keeps it in DATA-DIR/tls, renewing it at 50-80%
+of its lifetime. A refused token is an error, not retried.
+
+  shoal agent --join 127.0.0.1:7701,127.0.0.1:7702 --data-dir /var/lib/shoal-agent --token SHOAL-1-... --label zone=a`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
@@ -58,6 +62,8 @@ an agent started again on the same data directory re-attaches to them.
 	f.StringVar(&o.dataDir, "data-dir", "", "the agent's data directory")
 	f.StringArrayVar(&o.labels, "label", nil, "a node label k=v (repeatable)")
 	f.StringVar(&o.hostname, "hostname", "", "the node's name (default: the machine's hostname)")
+	f.StringVar(&o.token, "token", os.Getenv("SHOAL_JOIN_TOKEN"), "the worker join token, SHOAL-1-... (env SHOAL_JOIN_TOKEN; needed on the first start only)")
+	f.BoolVar(&o.insecure, "insecure", false, "plain HTTP, no certificate: for managers started with --insecure")
 	_ = cmd.MarkFlagRequired("join")
 	_ = cmd.MarkFlagRequired("data-dir")
 	return cmd
@@ -66,12 +72,7 @@ an agent started again on the same data directory re-attaches to them.
 // runAgent runs an agent with a process executor and a pebble store in
 // o.dataDir until ctx ends. `serve --dev` uses it too.
 func runAgent(ctx context.Context, o agentOptions, logOut io.Writer) error {
-	var addrs []string
-	for _, a := range strings.Split(o.join, ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			addrs = append(addrs, a)
-		}
-	}
+	addrs := splitAddrs(o.join)
 	if len(addrs) == 0 {
 		return errors.New("--join needs at least one manager address (host:port)")
 	}
@@ -82,9 +83,6 @@ func runAgent(ctx context.Context, o agentOptions, logOut io.Writer) error {
 			return fmt.Errorf("--label %q: want key=value", l)
 		}
 		labels[k] = v
-	}
-	if newAgentManager == nil {
-		return errors.New("this binary was built without the agent's manager client")
 	}
 	log := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: slog.LevelInfo}))
 
@@ -103,16 +101,28 @@ func runAgent(ctx context.Context, o agentOptions, logOut io.Writer) error {
 		return err
 	}
 	defer exec.Close()
-	mgr, err := newAgentManager(addrs)
+	node := agent.DescribeNode(o.hostname, labels, version)
+	mgr, renew, err := agentClient(ctx, o, addrs, node, store, log)
 	if err != nil {
 		return err
 	}
-	log.Info("agent: starting", "join", addrs, "data_dir", o.dataDir, "pid", os.Getpid())
+	if renew != nil {
+		rctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if err := renew.Run(rctx); err != nil {
+				log.Error("agent: certificate renewal stopped", "err", err)
+			}
+		}()
+		defer func() { cancel(); <-done }()
+	}
+	log.Info("agent: starting", "join", addrs, "data_dir", o.dataDir, "pid", os.Getpid(), "tls", renew != nil)
 	return agent.Run(ctx, agent.Config{
 		Manager:    mgr,
 		Executor:   exec,
 		Store:      store,
-		Node:       agent.DescribeNode(o.hostname, labels, version),
+		Node:       node,
 		Logger:     log,
 		StopOnExit: o.stopOnExit,
 	})

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,11 +15,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"shoal/api/client"
+	"shoal/security/tlsdir"
 )
 
 // cliOptions are the options every client command shares.
 type cliOptions struct {
 	addr    string
+	tlsDir  string // ca.crt, admin.crt, admin.key
 	format  string
 	quiet   bool
 	timeout time.Duration
@@ -31,9 +34,34 @@ func addClientFlags(cmd *cobra.Command, o *cliOptions) {
 		def = "127.0.0.1:7700"
 	}
 	cmd.PersistentFlags().StringVar(&o.addr, "addr", def, "manager API address, host:port or http(s)://host:port (env SHOAL_ADDR)")
+	cmd.PersistentFlags().StringVar(&o.tlsDir, "tls-dir", os.Getenv("SHOAL_TLS_DIR"),
+		"directory with ca.crt, admin.crt and admin.key (a manager's DATA-DIR/tls) for a cluster with TLS (env SHOAL_TLS_DIR); empty: plain HTTP")
 }
 
-func (o *cliOptions) client() (*client.Client, error) { return client.New(o.addr) }
+func (o *cliOptions) client() (*client.Client, error) {
+	if o.tlsDir == "" {
+		return client.New(o.addr)
+	}
+	cfg, err := adminTLS(o.tlsDir)
+	if err != nil {
+		return nil, err
+	}
+	return client.NewTLS(o.addr, cfg)
+}
+
+// adminTLS reads an admin credential from dir.
+func adminTLS(dir string) (*tls.Config, error) {
+	d := tlsdir.Dir(dir)
+	root, err := d.Root()
+	if err != nil {
+		return nil, fmt.Errorf("--tls-dir: %w (want ca.crt, admin.crt and admin.key, as in a manager's DATA-DIR/tls)", err)
+	}
+	cert, err := d.Pair(tlsdir.Admin)
+	if err != nil {
+		return nil, fmt.Errorf("--tls-dir: %w (want ca.crt, admin.crt and admin.key, as in a manager's DATA-DIR/tls)", err)
+	}
+	return client.NewCredentials(root, &cert).TLS(), nil
+}
 
 // ctx returns a context for one request-answer exchange.
 func requestCtx(cmd *cobra.Command) (context.Context, context.CancelFunc) {
@@ -63,6 +91,14 @@ func userError(err error) error {
 		return errors.New(ae.ErrorBody.Error)
 	case errors.Is(err, client.ErrUnreachable):
 		msg := err.Error()
+		switch {
+		case strings.Contains(msg, "server gave HTTP response"):
+			return fmt.Errorf("%s: the manager speaks plain HTTP (started with --insecure or --dev): drop --tls-dir / SHOAL_TLS_DIR", strings.SplitN(msg, ": ", 2)[0])
+		case strings.Contains(msg, "malformed HTTP response"), strings.Contains(msg, "EOF") && !strings.Contains(msg, "https://"):
+			return fmt.Errorf("%s: the manager may require TLS: pass --tls-dir DATA-DIR/tls of a manager (or set SHOAL_TLS_DIR)", strings.SplitN(msg, ": ", 2)[0])
+		case strings.Contains(msg, "certificate"):
+			return fmt.Errorf("%s: TLS failed: %s; is --tls-dir from this cluster?", strings.SplitN(msg, ": ", 2)[0], msg)
+		}
 		if i := strings.Index(msg, ": dial"); i >= 0 {
 			msg = msg[:i] + ": is a manager running there? (start one with `shoal serve`, or set --addr / SHOAL_ADDR)"
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -10,11 +11,16 @@ import (
 // The CLI against a real `shoal serve`, as the README shows it: without
 // agents tasks stay pending and `ps` says why.
 func TestCLIAgainstServe(t *testing.T) {
-	api := freeAddr(t)
-	srv := startProc(t, "serve", "serve", "--data-dir", t.TempDir(), "--api-addr", api, "--groups", "2", "--raft-log-level", "critical")
+	api, dir := freeAddr(t), t.TempDir()
+	srv := startProc(t, "serve", "serve", "--data-dir", dir, "--api-addr", api, "--groups", "2", "--raft-log-level", "critical")
 	waitFor(t, 30*time.Second, "manager ready", func() (bool, string) {
 		return strings.Contains(srv.out.String(), "shoal: ready"), srv.out.String()
 	})
+	// TLS is on by default: without the admin credential the CLI says so.
+	if out, err := cliErr(t, api, "service", "ls"); err == nil || !strings.Contains(out, "--tls-dir") {
+		t.Fatalf("without --tls-dir: %v %q", err, out)
+	}
+	cliTLSDirs.Store(api, filepath.Join(dir, "tls"))
 	if out := cli(t, api, "service", "create", "web", "--replicas", "3", "--detach", "--", "sleep", "1000"); strings.TrimSpace(out) != "web" {
 		t.Fatalf("create printed %q", out)
 	}

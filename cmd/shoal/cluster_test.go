@@ -29,20 +29,39 @@ func startTestCluster(t *testing.T, agents int) *testCluster {
 		peers = append(peers, fmt.Sprintf("%d=%s", i, r))
 	}
 	root := t.TempDir()
-	for i := 1; i <= 3; i++ {
-		c.servers = append(c.servers, startProc(t, fmt.Sprintf("serve-%d", i), "serve", "--id", fmt.Sprint(i),
+	// With TLS, as in production: replica 1 creates the cluster CA, the
+	// others join with the manager token, agents with the worker token.
+	tlsDir := filepath.Join(root, "m1", "tls")
+	for _, a := range c.apis {
+		cliTLSDirs.Store(a, tlsDir)
+	}
+	serve := func(i int, extra ...string) {
+		args := append([]string{"serve", "--id", fmt.Sprint(i),
 			"--raft-addr", rafts[i-1], "--api-addr", c.apis[i-1], "--peers", strings.Join(peers, ","),
 			"--data-dir", filepath.Join(root, fmt.Sprintf("m%d", i)), "--groups", "2",
-			"--raft-log-level", "critical", "--sync-interval", "2s"))
+			"--raft-log-level", "critical", "--sync-interval", "2s"}, extra...)
+		c.servers = append(c.servers, startProc(t, fmt.Sprintf("serve-%d", i), args...))
+	}
+	serve(1)
+	var managerToken string
+	waitFor(t, 30*time.Second, "manager 1 answers", func() (bool, string) {
+		out, err := cliErr(t, c.apis[0], "token", "manager", "-q")
+		managerToken = strings.TrimSpace(out)
+		return err == nil, out + c.servers[0].out.String()
+	})
+	for i := 2; i <= 3; i++ {
+		serve(i, "--join", c.apis[0], "--token", managerToken)
 	}
 	for i, s := range c.servers {
 		waitFor(t, 60*time.Second, fmt.Sprintf("manager %d ready", i+1), func() (bool, string) {
 			return strings.Contains(s.out.String(), "shoal: ready"), s.out.String()
 		})
 	}
+	workerToken := strings.TrimSpace(cli(t, c.apis[1], "token", "worker", "-q"))
 	for i := 1; i <= agents; i++ {
 		c.agents = append(c.agents, startProc(t, fmt.Sprintf("agent-%d", i), "agent", "--join", strings.Join(c.apis, ","),
-			"--data-dir", filepath.Join(root, fmt.Sprintf("a%d", i)), "--hostname", fmt.Sprintf("node-%d", i)))
+			"--data-dir", filepath.Join(root, fmt.Sprintf("a%d", i)), "--hostname", fmt.Sprintf("node-%d", i),
+			"--token", workerToken))
 	}
 	waitFor(t, 30*time.Second, "agents joined", func() (bool, string) {
 		out, _ := cliErr(t, c.api(), "node", "ls") // a replica that just started may not answer yet

@@ -6,14 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-
-	"shoal/agent"
-	"shoal/api/client"
 )
-
-func init() {
-	newAgentManager = func(addrs []string) (agent.Manager, error) { return client.NewAgentClient(addrs, nil) }
-}
 
 // startDevAgent runs an agent in this process for `serve --dev`, with its
 // data under the manager's data directory; the returned function stops it.
@@ -22,7 +15,7 @@ func startDevAgent(ctx context.Context, o serveOptions, apiAddr string, out io.W
 	if host == "" {
 		host = "dev"
 	}
-	ao := agentOptions{join: apiAddr, dataDir: filepath.Join(o.dataDir, "agent"), hostname: host, stopOnExit: true}
+	ao := agentOptions{join: apiAddr, dataDir: filepath.Join(o.dataDir, "agent"), hostname: host, stopOnExit: true, insecure: true}
 	if err := os.MkdirAll(ao.dataDir, 0o755); err != nil {
 		return nil, err
 	}

@@ -31,7 +31,7 @@ func TestFailoverTimes(t *testing.T) {
 
 	// One replica alone: start to ready.
 	t0 := time.Now()
-	solo := startProc(t, "solo", "serve", "--api-addr", freeAddr(t), "--data-dir", filepath.Join(root, "solo"))
+	solo := startProc(t, "solo", "serve", "--api-addr", freeAddr(t), "--data-dir", filepath.Join(root, "solo"), "--insecure")
 	waitFor(t, 30*time.Second, "solo ready", func() (bool, string) {
 		return strings.Contains(solo.out.String(), "shoal: ready"), solo.out.String()
 	})
@@ -47,7 +47,7 @@ func TestFailoverTimes(t *testing.T) {
 	for i := range procs {
 		procs[i] = startProc(t, fmt.Sprintf("serve-%d", i+1), "serve", "--id", fmt.Sprint(i+1),
 			"--raft-addr", rafts[i], "--api-addr", apis[i], "--peers", strings.Join(peers, ","),
-			"--data-dir", filepath.Join(root, fmt.Sprintf("m%d", i+1)))
+			"--data-dir", filepath.Join(root, fmt.Sprintf("m%d", i+1)), "--insecure")
 	}
 	ready := func(p *proc, n int) {
 		t.Helper()

@@ -59,7 +59,7 @@ func newRoot() *cobra.Command {
 			fmt.Fprintln(cmd.OutOrStdout(), versionLine())
 		},
 	})
-	root.AddCommand(newServeCmd(), newAgentCmd(), newServiceCmd(), newNodeCmd(), newNetworkCmd(), newStatusCmd(), newLoadgenCmd())
+	root.AddCommand(newServeCmd(), newAgentCmd(), newServiceCmd(), newNodeCmd(), newNetworkCmd(), newStatusCmd(), newTokenCmd(), newLoadgenCmd())
 	return root
 }
 

@@ -117,6 +117,10 @@ func (p *proc) kill() {
 	<-p.exited
 }
 
+// cliTLSDirs maps a manager's API address to the TLS directory (admin
+// credential) cli and cliErr use against it; absent: plain HTTP.
+var cliTLSDirs sync.Map
+
 // cli runs one CLI command against addr and returns its stdout, failing
 // the test on a non-zero exit.
 func cli(t *testing.T, addr string, args ...string) string {
@@ -131,7 +135,10 @@ func cli(t *testing.T, addr string, args ...string) string {
 func cliErr(t *testing.T, addr string, args ...string) (string, error) {
 	t.Helper()
 	cmd := exec.Command(shoalBin(t), args...)
-	cmd.Env = append(os.Environ(), "SHOAL_ADDR="+addr)
+	cmd.Env = append(os.Environ(), "SHOAL_ADDR="+addr, "SHOAL_TLS_DIR=")
+	if dir, ok := cliTLSDirs.Load(addr); ok {
+		cmd.Env = append(cmd.Env, "SHOAL_TLS_DIR="+dir.(string))
+	}
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()

@@ -19,6 +19,7 @@ import (
 
 	"shoal/engine"
 	"shoal/manager"
+	"shoal/security"
 )
 
 type serveOptions struct {
@@ -35,6 +36,10 @@ type serveOptions struct {
 	minHeartbeat time.Duration
 	dev          bool
 	checkReplay  bool
+	insecure     bool
+	join         string // API addresses of running managers (TLS join)
+	token        string // the manager join token
+	nodeCertTTL  time.Duration
 }
 
 func newServeCmd() *cobra.Command {
@@ -51,9 +56,20 @@ each with its own --id, --raft-addr, --api-addr and --data-dir and the same
   shoal serve --id 1 --raft-addr 127.0.0.1:7101 --api-addr 127.0.0.1:7701 --data-dir d1 \
       --peers 1=127.0.0.1:7101,2=127.0.0.1:7102,3=127.0.0.1:7103
 
+TLS is on by default: the first replica creates the cluster CA in
+DATA-DIR/tls (with an admin credential for the CLI: ca.crt, admin.crt,
+admin.key), and every other replica obtains its certificate before Raft
+starts with --join and the manager token:
+
+  shoal serve --id 2 --raft-addr 127.0.0.1:7102 --api-addr 127.0.0.1:7702 --data-dir d2 \
+      --peers 1=127.0.0.1:7101,2=127.0.0.1:7102,3=127.0.0.1:7103 \
+      --join 127.0.0.1:7701 --token SHOAL-1-...
+
+--insecure runs without TLS (every replica then needs it).
+
 With --dev it also runs an agent in the same process, so services run
 processes on this machine at once (data in a fresh temporary directory
-unless --data-dir is given).
+unless --data-dir is given); --dev is plain HTTP on loopback.
 
 On exit it prints one line: "shoal: stopped replica=ID g0=INDEX/HASH g1=...".`,
 		Args: cobra.NoArgs,
@@ -91,6 +107,10 @@ On exit it prints one line: "shoal: stopped replica=ID g0=INDEX/HASH g1=...".`,
 	f.BoolVar(&o.dev, "dev", false, "development mode: also run an agent in this process (plain HTTP on loopback)")
 	f.BoolVar(&o.checkReplay, "check-replay", false, "debugging: keep a copy of each group restored from its last snapshot, apply every entry to it too and compare at the next snapshot (doubles apply cost); a difference is logged and both states written to the data directory")
 	_ = f.MarkHidden("check-replay")
+	f.BoolVar(&o.insecure, "insecure", false, "no TLS: plain HTTP API and Raft, no authentication (every replica and agent of the cluster needs it)")
+	f.StringVar(&o.join, "join", "", "API address(es) of a running manager, comma-separated: obtain this replica's certificate there (TLS; needs --token)")
+	f.StringVar(&o.token, "token", os.Getenv("SHOAL_JOIN_TOKEN"), "the manager join token, SHOAL-1-... (env SHOAL_JOIN_TOKEN; print it with `shoal token manager`)")
+	f.DurationVar(&o.nodeCertTTL, "node-cert-ttl", security.DefaultWorkerLifetime, "lifetime of the certificates this manager issues to agents (they renew at 50-80%)")
 	return cmd
 }
 
@@ -123,9 +143,15 @@ func runServe(ctx context.Context, o serveOptions, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	sec, err := prepareServeTLS(ctx, o, peers, out)
+	if err != nil {
+		return err
+	}
 	mo := manager.Options{DataDir: o.dataDir, ReplicaID: o.id, RaftAddr: o.raftAddr, Peers: peers,
 		Groups: o.groups, RaftLogLevel: o.raftLogLevel, APIAddr: o.apiAddr, Pprof: o.pprof,
-		SyncInterval: o.syncInterval, MinHeartbeat: o.minHeartbeat, Logf: logf}
+		SyncInterval: o.syncInterval, MinHeartbeat: o.minHeartbeat, TLS: sec, Logf: logf}
 	if o.checkReplay {
 		mo.Engine.OnDiverge = replayDiverged(o.dataDir, logf)
 	}
@@ -135,14 +161,20 @@ func runServe(ctx context.Context, o serveOptions, out io.Writer) error {
 	}
 	defer m.Close()
 	e := m.E
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	scheme, mode := "http", "TLS off (--insecure): anyone who reaches the API and Raft ports can act as any node or admin"
+	switch {
+	case sec != nil:
+		scheme, mode = "https", "TLS on: mutual TLS for the API and Raft"
+	case o.dev:
+		mode = "dev mode: plain HTTP on loopback, no TLS"
+	}
 	fmt.Fprintf(out, "shoal: serving replica=%d raft=%s api=%s groups=%d data=%s\n", e.ReplicaID(), e.RaftAddr(), m.APIAddr, e.Groups(), o.dataDir)
+	fmt.Fprintf(out, "shoal: %s\n", mode)
 	ready := make(chan bool, 1)
 	go func() {
 		ok := waitQuorum(ctx, e, out) == nil && m.Register(ctx) == nil
 		if ok {
-			fmt.Fprintf(out, "shoal: ready: every group has a leader; API at http://%s\n", m.APIAddr)
+			fmt.Fprintf(out, "shoal: ready: every group has a leader; API at %s://%s\n", scheme, m.APIAddr)
 		}
 		ready <- ok
 	}()

@@ -89,7 +89,7 @@ func TestServeWaitsForPeersAndRecordsThem(t *testing.T) {
 		peers = append(peers, fmt.Sprintf("%d=%s", i, rafts[i-1]))
 	}
 	serve := func(i int, withPeers bool) *proc {
-		args := []string{"serve", "--id", fmt.Sprint(i), "--api-addr", apis[i-1], "--groups", "2",
+		args := []string{"serve", "--id", fmt.Sprint(i), "--api-addr", apis[i-1], "--groups", "2", "--insecure",
 			"--data-dir", filepath.Join(root, fmt.Sprintf("m%d", i))}
 		if withPeers {
 			args = append(args, "--raft-addr", rafts[i-1], "--peers", strings.Join(peers, ","))

@@ -1,0 +1,220 @@
+package api
+
+import (
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"shoal/api/client"
+	"shoal/engine"
+	"shoal/security"
+	"shoal/statemachine"
+	"shoal/wire"
+)
+
+// Security turns on authentication and authorization. The listener given
+// to Serve must then be a TLS listener built with security.ServerTLS (the
+// server reads each request's verified client certificate from it).
+type Security struct {
+	// CA is the cluster's authority: it verifies identities and issues
+	// certificates to joiners. Required.
+	CA *security.CA
+	// Tokens holds the join secrets. Required.
+	Tokens TokenStore
+	// WorkerLifetime is the lifetime of certificates issued to agents.
+	// Default security.DefaultWorkerLifetime (90 days).
+	WorkerLifetime time.Duration
+	// PeerTLS is this manager's client configuration towards its peers
+	// (it presents its manager certificate): used to hand a rotated token
+	// to the other managers. Nil: rotation stays on this manager.
+	PeerTLS *tls.Config
+	// Rand is the source of keys and serial numbers; default crypto/rand.
+	Rand io.Reader
+}
+
+// TokenStore keeps the join secrets of this manager (a file in its data
+// directory).
+type TokenStore interface {
+	Secrets() security.Secrets
+	// Set replaces the secrets durably.
+	Set(security.Secrets) error
+}
+
+func (sec *Security) withDefaults() {
+	if sec.WorkerLifetime <= 0 {
+		sec.WorkerLifetime = security.DefaultWorkerLifetime
+	}
+	if sec.Rand == nil {
+		sec.Rand = rand.Reader
+	}
+}
+
+// access says which certificates an endpoint admits.
+type access uint8
+
+const (
+	accessAdmin   access = iota // admin certificates: the user API, /debug/pprof
+	accessAgent                 // worker certificates, each for its own node only
+	accessOpen                  // anyone: joining (the token is the credential)
+	accessManager               // the other managers (a rotated token)
+	accessObserve               // admin or manager certificates: /metrics
+)
+
+// peerKey is the request user value holding the caller's identity.
+const peerKey = "shoal.peer"
+
+// denial is a refused request: why (a metrics label) and what to tell.
+type denial struct {
+	status int
+	reason string
+	msg    string
+}
+
+// authorize checks the caller's certificate against what the endpoint
+// admits, and records the caller's identity for the handler. Nil when
+// security is off.
+func (s *Server) authorize(ctx *fasthttp.RequestCtx, a access) *denial {
+	sec := s.cfg.Security
+	if sec == nil || a == accessOpen {
+		return nil
+	}
+	leaf := peerLeaf(ctx)
+	if leaf == nil {
+		return &denial{fasthttp.StatusUnauthorized, "no_certificate",
+			"this manager requires a client certificate of the cluster: " + wantCert(a)}
+	}
+	id, err := security.Identify(leaf, sec.CA.ClusterID)
+	if err != nil {
+		return &denial{fasthttp.StatusUnauthorized, "bad_certificate", err.Error()}
+	}
+	if !s.cfg.Clock.Now().Before(id.NotAfter) {
+		// The client reconnects, presenting its renewed certificate.
+		ctx.SetConnectionClose()
+		return &denial{fasthttp.StatusUnauthorized, "expired", "the client certificate has expired: " + wantCert(a)}
+	}
+	ok := false
+	switch a {
+	case accessAdmin:
+		ok = id.Role == security.RoleAdmin
+	case accessAgent:
+		ok = id.Role == security.RoleWorker
+	case accessManager:
+		ok = id.Role == security.RoleManager
+	case accessObserve:
+		ok = id.Role == security.RoleAdmin || id.Role == security.RoleManager
+	}
+	if !ok {
+		return &denial{fasthttp.StatusForbidden, "wrong_role",
+			fmt.Sprintf("a %s certificate may not use this endpoint: %s", id.Role, wantCert(a))}
+	}
+	if id.Role == security.RoleWorker {
+		removed := false
+		_ = s.e.ReadLocal(engine.ClusterGroup, func(st *statemachine.State) {
+			removed = st.NodeRemoved(statemachine.NodeID(id.NodeID()))
+		})
+		if removed {
+			return &denial{fasthttp.StatusGone, "removed_node", removedMsg}
+		}
+	}
+	ctx.SetUserValue(peerKey, id)
+	return nil
+}
+
+const removedMsg = "this node was removed from the cluster; its certificate is no longer accepted: clear the agent's data directory to join as a new node"
+
+func wantCert(a access) string {
+	switch a {
+	case accessAgent:
+		return "agents use the node certificate they obtained with `shoal agent --join ADDR --token ...`"
+	case accessManager:
+		return "only managers of this cluster may"
+	}
+	return "use the admin certificate: --tls-dir or SHOAL_TLS_DIR pointing at a directory with ca.crt, admin.crt and admin.key (a manager's DATA-DIR/tls)"
+}
+
+// peerLeaf returns the client certificate TLS verified, if any.
+func peerLeaf(ctx *fasthttp.RequestCtx) *x509.Certificate {
+	st := ctx.TLSConnectionState()
+	if st == nil || len(st.VerifiedChains) == 0 || len(st.VerifiedChains[0]) == 0 {
+		return nil
+	}
+	return st.VerifiedChains[0][0]
+}
+
+// deny writes a refusal in the endpoint's dialect and counts it.
+func (s *Server) deny(ctx *fasthttp.RequestCtx, a access, d *denial) {
+	s.metrics.denied(d.reason)
+	if a == accessAgent && strings.HasPrefix(string(ctx.Path()), "/v1/agent/") {
+		code := wire.CodeForbidden
+		switch d.status {
+		case fasthttp.StatusUnauthorized:
+			code = wire.CodeUnauthorized
+		case fasthttp.StatusGone:
+			code = wire.CodeNodeRemoved
+		}
+		body, _ := wire.Append(nil, &wire.Error{Code: code, Message: d.msg})
+		ctx.SetStatusCode(d.status)
+		ctx.SetContentType(wireContentType)
+		ctx.SetBody(body)
+		return
+	}
+	code := client.CodeForbidden
+	if d.status == fasthttp.StatusUnauthorized {
+		code = client.CodeUnauthorized
+	}
+	s.fail(ctx, errorf(d.status, code, "%s", d.msg))
+}
+
+// callerNode returns the node an agent request speaks for: the one its
+// certificate names. A body naming another node is refused (and counted);
+// without security the body's node is taken as is.
+func (s *Server) callerNode(ctx *fasthttp.RequestCtx, body statemachine.NodeID) (statemachine.NodeID, error) {
+	id, ok := ctx.UserValue(peerKey).(security.Identity)
+	if !ok {
+		return body, nil
+	}
+	node := statemachine.NodeID(id.NodeID())
+	if body != 0 && body != node {
+		return 0, s.forbidden(fmt.Sprintf("this certificate is node %d's; it may not act for node %d", node, body))
+	}
+	return node, nil
+}
+
+// forbidden counts and returns a refusal of another node's data.
+func (s *Server) forbidden(msg string) *wire.Error {
+	s.metrics.denied("other_node")
+	return &wire.Error{Code: wire.CodeForbidden, Message: msg}
+}
+
+// checkOwnTasks refuses a status batch of caller that names a task this
+// replica knows to be on another node: nothing of the batch is applied.
+// (The state machine refuses such a report too; this answers it with 403
+// and counts it.)
+func (s *Server) checkOwnTasks(caller statemachine.NodeID, reports []wire.StatusReport) error {
+	if s.cfg.Security == nil {
+		return nil
+	}
+	groups := s.e.Groups()
+	for _, r := range reports {
+		g := engine.TaskGroup(r.Task)
+		if g < 1 || g > groups {
+			continue
+		}
+		var owner statemachine.NodeID
+		_ = s.e.ReadLocal(g, func(st *statemachine.State) {
+			if t := st.Task(r.Task); t != nil {
+				owner = t.Node
+			}
+		})
+		if owner != 0 && owner != caller {
+			return s.forbidden(fmt.Sprintf("task %d is not assigned to node %d; a node reports only its own tasks", r.Task, caller))
+		}
+	}
+	return nil
+}

@@ -1,0 +1,155 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"shoal/security"
+)
+
+// ErrJoinRefused wraps every answer that retrying will not change: the
+// token was refused, the manager belongs to another cluster, or it does not
+// speak TLS. The message says which.
+var ErrJoinRefused = errors.New("join refused")
+
+// Credentials are a client's TLS identity: the cluster root it trusts and a
+// certificate that a renewal may replace while connections use it (new
+// connections present the new one).
+type Credentials struct {
+	roots *x509.CertPool
+	cert  atomic.Pointer[tls.Certificate]
+}
+
+// NewCredentials trusts root and presents cert (nil: no client certificate).
+func NewCredentials(root *x509.Certificate, cert *tls.Certificate) *Credentials {
+	c := &Credentials{roots: security.PoolOf(root)}
+	if cert != nil {
+		c.Set(*cert)
+	}
+	return c
+}
+
+// Cert returns the current certificate (nil if none).
+func (c *Credentials) Cert() *tls.Certificate { return c.cert.Load() }
+
+// Set replaces the certificate.
+func (c *Credentials) Set(cert tls.Certificate) { c.cert.Store(&cert) }
+
+// TLS returns a client configuration presenting the current certificate.
+func (c *Credentials) TLS() *tls.Config { return security.ClientTLS(c.roots, c.Cert) }
+
+// Joined is the outcome of a join: the fresh key and what the manager
+// answered.
+type Joined struct {
+	Key    *ecdsa.PrivateKey
+	Answer JoinAnswer
+}
+
+// Join asks the managers at addrs, in turn, for a certificate with token:
+// the manager's CA is checked against the token's digest before the token
+// is sent. A refusal is final (ErrJoinRefused, naming the problem); only
+// when no manager could be reached does it return ErrUnreachable.
+func Join(ctx context.Context, addrs []string, token string, req JoinRequest) (*Joined, error) {
+	tok, err := security.ParseToken(token)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrJoinRefused, err)
+	}
+	key, err := security.NewKey(rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	csr, err := security.NewCertRequest(rand.Reader, key)
+	if err != nil {
+		return nil, err
+	}
+	req.Token, req.CSR = tok.String(), string(csr)
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: security.PinnedTLS(tok.Digest)}, Timeout: 30 * time.Second}
+	defer hc.CloseIdleConnections()
+	var lastErr error
+	for _, addr := range addrs {
+		base, err := baseURL(strings.TrimSpace(addr), true)
+		if err != nil {
+			return nil, err
+		}
+		var ans JoinAnswer
+		err = joinOnce(ctx, hc, base, body, &ans)
+		if err == nil {
+			if cs, err := security.ParseCerts([]byte(ans.CA)); err != nil || security.DigestOf(cs[0].Raw) != tok.Digest {
+				return nil, fmt.Errorf("%w: the manager at %s answered with a CA that does not match the token", ErrJoinRefused, base)
+			}
+			return &Joined{Key: key, Answer: ans}, nil
+		}
+		if errors.Is(err, ErrJoinRefused) || ctx.Err() != nil {
+			return nil, err
+		}
+		lastErr = err
+	}
+	return nil, lastErr
+}
+
+func joinOnce(ctx context.Context, hc *http.Client, base string, body []byte, out *JoinAnswer) error {
+	hreq, err := http.NewRequestWithContext(ctx, "POST", base+"/v1/join", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	resp, err := hc.Do(hreq)
+	if err != nil {
+		switch {
+		case errors.Is(err, security.ErrManagerNotPinned):
+			return fmt.Errorf("%w by the manager at %s: %w", ErrJoinRefused, base, security.ErrManagerNotPinned)
+		case strings.Contains(err.Error(), "server gave HTTP response"):
+			return fmt.Errorf("%w: the manager at %s speaks plain HTTP, not TLS (started with --insecure or --dev?): join it without a token", ErrJoinRefused, base)
+		}
+		return fmt.Errorf("%w at %s: %v", ErrUnreachable, base, unwrapURLError(err))
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return fmt.Errorf("%w at %s: %v", ErrUnreachable, base, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		var eb ErrorBody
+		if json.Unmarshal(raw, &eb) != nil || eb.Error == "" {
+			return fmt.Errorf("%w at %s: unexpected answer %s", ErrUnreachable, base, resp.Status)
+		}
+		if resp.StatusCode >= 500 {
+			return fmt.Errorf("%w at %s: %s", ErrUnreachable, base, eb.Error)
+		}
+		return fmt.Errorf("%w by the manager at %s: %s", ErrJoinRefused, base, eb.Error)
+	}
+	if err := json.Unmarshal(raw, out); err != nil {
+		return fmt.Errorf("%w at %s: answer is not valid JSON: %v", ErrUnreachable, base, err)
+	}
+	return nil
+}
+
+// ShowToken returns the join token of role ("worker" or "manager").
+func (c *Client) ShowToken(ctx context.Context, role string) (TokenDoc, error) {
+	var d TokenDoc
+	_, err := c.do(ctx, "GET", "/v1/tokens/"+role, nil, nil, &d)
+	return d, err
+}
+
+// RotateToken replaces the join token of role and returns the new one.
+func (c *Client) RotateToken(ctx context.Context, role string) (TokenDoc, error) {
+	var d TokenDoc
+	_, err := c.do(ctx, "POST", "/v1/tokens/"+role+"/rotate", nil, nil, &d)
+	return d, err
+}
