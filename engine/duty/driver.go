@@ -167,29 +167,11 @@ func (d *Driver) Run(ctx context.Context) {
 	d.run.Lock()
 	d.scanned = nil // a new term: scan whatever happened meanwhile
 	d.run.Unlock()
-	var wake <-chan struct{}
-	if d.cfg.Signal != nil {
-		wake = d.cfg.Signal.c
-	}
-	for {
-		start := d.cfg.Clock.Now()
+	wakeLoop(ctx, d.cfg.Clock, d.cfg.Interval, d.cfg.MinGap, d.cfg.Signal, func() {
 		if _, err := d.RunOnce(ctx); err != nil && ctx.Err() == nil {
 			d.cfg.Logf("engine: scheduler driver: %v", err)
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-d.cfg.Clock.After(d.cfg.Interval):
-		case <-wake:
-			if gap := d.cfg.MinGap - d.cfg.Clock.Now().Sub(start); gap > 0 {
-				select {
-				case <-ctx.Done():
-					return
-				case <-d.cfg.Clock.After(gap):
-				}
-			}
-		}
-	}
+	})
 }
 
 // RunOnce places every pending task it can and returns once the

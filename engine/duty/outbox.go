@@ -80,29 +80,11 @@ func NewOutboxDuty(c Cluster, cfg OutboxConfig) *OutboxDuty {
 // Run re-drives until ctx ends: at once, then every Interval and whenever
 // Signal fires (at most once per MinGap).
 func (d *OutboxDuty) Run(ctx context.Context) {
-	var wake <-chan struct{}
-	if d.cfg.Signal != nil {
-		wake = d.cfg.Signal.c
-	}
-	for {
-		start := d.cfg.Clock.Now()
+	wakeLoop(ctx, d.cfg.Clock, d.cfg.Interval, d.cfg.MinGap, d.cfg.Signal, func() {
 		if err := d.RunOnce(ctx); err != nil && ctx.Err() == nil {
 			d.cfg.Logf("engine: outbox: %v", err)
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-d.cfg.Clock.After(d.cfg.Interval):
-		case <-wake:
-			if gap := d.cfg.MinGap - d.cfg.Clock.Now().Sub(start); gap > 0 {
-				select {
-				case <-ctx.Done():
-					return
-				case <-d.cfg.Clock.After(gap):
-				}
-			}
-		}
-	}
+	})
 }
 
 // RunOnce makes one re-drive run (steps 1–4 above) and returns the first
