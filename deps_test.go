@@ -80,7 +80,7 @@ var edges = map[string]rule{
 	// The load generator's parts see the cluster only as a user and an
 	// agent do: through api/client and the real agent.
 	"loadgen/check":    {shoal: []string{"api/client", "statemachine", "wire", "loadgen/report"}},
-	"loadgen/cluster":  {shoal: []string{"api/client", "security"}},
+	"loadgen/cluster":  {shoal: []string{"api/client", "security", "security/tlsdir"}},
 	"loadgen/fleet":    {shoal: []string{"agent", "api/client", "wire", "statemachine", "security", "internal/*"}, third: []string{"github.com/valyala/fasthttp"}},
 	"loadgen/report":   {third: []string{"github.com/go-echarts/go-echarts/v2"}},
 	"loadgen/watch":    {shoal: []string{"api/client", "wire"}},

@@ -20,7 +20,7 @@ func (r *run) checkReplicasAgree(ctx context.Context, wait time.Duration) {
 	for {
 		var sts []client.Status
 		for _, addr := range r.cl.APIs() {
-			c, err := client.New(addr)
+			c, err := r.cl.Access.Client(addr)
 			if err != nil {
 				continue
 			}

@@ -21,6 +21,11 @@ type Config struct {
 	Services int      // default 20
 	Managers int      // manager child processes; default 3 (ignored with Join)
 	Join     []string // drive these managers instead of starting any
+	// Insecure: the managers speak plain HTTP (started with --insecure).
+	// By default the started managers use TLS as in production, and with
+	// Join the loadgen needs TLSDir.
+	Insecure bool
+	TLSDir   string // with Join and TLS: the admin credential (a manager's DATA-DIR/tls)
 	Groups   int      // --groups of the children; 0: the server's default
 	DataDir  string   // children's data and logs; default a temporary directory (removed after a clean run)
 	Seed     uint64   // default 1
@@ -123,6 +128,15 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Tasks <= 0 || c.Agents <= 0 {
 		return c, errors.New("loadgen: --tasks and --agents must be 1 or more")
+	}
+	switch {
+	case len(c.Join) > 0 && !c.Insecure && c.TLSDir == "":
+		return c, errors.New("loadgen: --join drives managers with TLS: give --tls-dir (the admin credential, a manager's DATA-DIR/tls), " +
+			"or --insecure for managers started with --insecure")
+	case len(c.Join) == 0 && c.TLSDir != "":
+		return c, errors.New("loadgen: --tls-dir is for --join; the managers the loadgen starts create their own CA")
+	case c.Insecure && c.TLSDir != "":
+		return c, errors.New("loadgen: --tls-dir and --insecure exclude each other")
 	}
 	return c, nil
 }

@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"shoal/loadgen/cluster"
 	"shoal/loadgen/report"
 )
 
@@ -26,7 +25,7 @@ func (r *run) doRamp(ctx context.Context) {
 			profileWG.Add(1)
 			go func() {
 				defer profileWG.Done()
-				if err := cluster.FetchProfile(ctx, rep.API, fmt.Sprintf("profile?seconds=%d", secs), file); err != nil {
+				if err := r.cl.Access.FetchProfile(ctx, rep.API, fmt.Sprintf("profile?seconds=%d", secs), file); err != nil {
 					r.logf("pprof: %v", err)
 				}
 			}()
@@ -213,7 +212,7 @@ func (r *run) fetchHeaps(ctx context.Context, rep *report.Report) {
 			continue
 		}
 		file := filepath.Join(r.cfg.PprofDir, fmt.Sprintf("m%d.heap.prof", rp.ID))
-		if err := cluster.FetchProfile(ctx, rp.API, "heap", file); err != nil {
+		if err := r.cl.Access.FetchProfile(ctx, rp.API, "heap", file); err != nil {
 			r.logf("pprof: %v", err)
 			continue
 		}

@@ -79,18 +79,24 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 		cfg.DataDir, r.cfg.DataDir, tempDir = d, d, true
 	}
 	if len(cfg.Join) > 0 {
-		r.cl, err = cluster.Join(ctx, cfg.Join)
+		access := &cluster.Access{}
+		if !cfg.Insecure {
+			if access, err = cluster.AdminAccess(ctx, cfg.TLSDir, cfg.Join[0]); err != nil {
+				return nil, fmt.Errorf("loadgen: the admin credential: %w", err)
+			}
+		}
+		r.cl, err = cluster.Join(ctx, cfg.Join, access)
 	} else {
 		r.logf("starting %d managers (data and logs in %s)", cfg.Managers, cfg.DataDir)
 		r.cl, err = cluster.Start(ctx, cluster.Config{Binary: cfg.Binary, Managers: cfg.Managers, DataDir: cfg.DataDir,
-			Groups: cfg.Groups, SyncInterval: cfg.SyncInterval, MinHeartbeat: cfg.MinHeartbeat, Pprof: cfg.PprofDir != "", CheckReplay: cfg.CheckReplay})
+			Groups: cfg.Groups, SyncInterval: cfg.SyncInterval, MinHeartbeat: cfg.MinHeartbeat, Pprof: cfg.PprofDir != "", CheckReplay: cfg.CheckReplay, Insecure: cfg.Insecure})
 	}
 	if err != nil {
 		return nil, err
 	}
 	defer r.cl.Close()
 	apis := r.cl.APIs()
-	st, err := cluster.Status(ctx, apis[0])
+	st, err := r.cl.Access.Status(ctx, apis[0])
 	if err != nil {
 		return nil, fmt.Errorf("loadgen: status of %s: %w", apis[0], err)
 	}
@@ -104,7 +110,8 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 			r.checker.Event(ev, conn, now)
 			r.stats.event(ev)
 		},
-		Resync: func(tasks []client.Task, conn int) { r.checker.Reset(tasks, conn, time.Now()) }})
+		Resync: func(tasks []client.Task, conn int) { r.checker.Reset(tasks, conn, time.Now()) },
+		Dial:   r.cl.Access.Client})
 	bg.Add(1)
 	go func() { defer bg.Done(); r.follower.Follow(runCtx) }()
 
@@ -119,7 +126,7 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 	}
 	r.logf("starting %d simulated agents", cfg.Agents)
 	r.fleet, err = fleet.Start(runCtx, fleet.Config{Managers: apis, Agents: cfg.Agents, Seed: cfg.Seed, Sim: *cfg.Sim,
-		Observer: r.checker, Logger: logger})
+		Observer: r.checker, Logger: logger, Token: r.cl.Access.WorkerToken})
 	if err != nil {
 		return nil, err
 	}
@@ -130,7 +137,7 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 	go func() { defer bg.Done(); r.sampler.loop(sctx) }()
 
 	r.plan = workload.NewPlan(cfg.Seed, cfg.Tasks, cfg.Services, len(st.Groups)-1)
-	r.driver, err = workload.NewDriver(runCtx, r.plan, apis, cfg.Seed)
+	r.driver, err = workload.NewDriver(runCtx, r.plan, apis, r.cl.Access.Client, cfg.Seed)
 	if err != nil {
 		return nil, err
 	}
@@ -173,7 +180,7 @@ func (r *run) waitAgents(ctx context.Context) error {
 	deadline := time.Now().Add(time.Minute)
 	for {
 		if r.fleet.Connected() >= r.cfg.Agents {
-			st, err := cluster.Status(ctx, r.cl.APIs()[0])
+			st, err := r.cl.Access.Status(ctx, r.cl.APIs()[0])
 			if err == nil && st.Nodes >= r.cfg.Agents {
 				r.logf("%d agents connected", r.cfg.Agents)
 				return nil

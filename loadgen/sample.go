@@ -11,7 +11,6 @@ import (
 	"github.com/schollz/progressbar/v3"
 
 	"shoal/loadgen/check"
-	"shoal/loadgen/cluster"
 	"shoal/loadgen/report"
 )
 
@@ -81,7 +80,7 @@ func (s *sampler) sample(ctx context.Context) string {
 			defer wg.Done()
 			sctx, cancel := context.WithTimeout(ctx, 900*time.Millisecond)
 			defer cancel()
-			m, err := cluster.Scrape(sctx, rep.API)
+			m, err := r.cl.Access.Scrape(sctx, rep.API)
 			if err != nil {
 				return
 			}

@@ -61,6 +61,8 @@ makes the exit status non-zero, as do a failed convergence and a failed
 	f.IntVar(&c.Services, "services", 20, "services")
 	f.IntVar(&c.Managers, "managers", 3, "manager replicas to start as child processes")
 	f.StringVar(&o.join, "join", "", "drive existing managers host:port,... instead of starting any")
+	f.BoolVar(&c.Insecure, "insecure", false, "plain HTTP: start the managers with --insecure, or drive --join managers started so (default: TLS, agents join with the worker token)")
+	f.StringVar(&c.TLSDir, "tls-dir", os.Getenv("SHOAL_TLS_DIR"), "with --join: the admin credential, ca.crt, admin.crt and admin.key (a manager's DATA-DIR/tls; env SHOAL_TLS_DIR)")
 	f.IntVar(&c.Groups, "groups", 0, "service groups of the started managers (default: the server's)")
 	f.StringVar(&c.DataDir, "data-dir", "", "the started managers' data and logs (default: a temporary directory, removed after a clean run)")
 	f.Uint64Var(&o.seed, "seed", 1, "seed of the workload, the stage tables and the faults (the same seed replays the same workload)")

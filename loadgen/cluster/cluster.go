@@ -27,6 +27,10 @@ type Config struct {
 	Pprof        bool          // start replicas with --pprof
 	CheckReplay  bool          // start replicas with --check-replay
 	ReadyTimeout time.Duration // default 60s
+	// Insecure starts the managers with --insecure (plain HTTP and Raft,
+	// no authentication); by default replica 1 creates the cluster CA and
+	// the others join with the manager token, as in production.
+	Insecure bool
 }
 
 // Replica is one manager.
@@ -51,6 +55,9 @@ type Cluster struct {
 	cfg      Config
 	Replicas []*Replica
 	owned    bool // started by us: we may kill and restart them
+	// Access is how to reach the managers (the admin credential and the
+	// worker token with TLS).
+	Access *Access
 }
 
 func freeAddr() (string, error) {
@@ -103,10 +110,10 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	for _, r := range c.Replicas {
 		r.args = []string{"serve", "--id", fmt.Sprint(r.ID), "--raft-addr", r.Raft, "--api-addr", r.API,
 			"--peers", strings.Join(peers, ","), "--data-dir", r.Dir, "--raft-log-level", "critical",
-			"--sync-interval", cfg.SyncInterval.String(),
-			// The simulated agents and the driver speak plain HTTP: the
-			// loadgen does not obtain certificates yet (issue 16).
-			"--insecure"}
+			"--sync-interval", cfg.SyncInterval.String()}
+		if cfg.Insecure {
+			r.args = append(r.args, "--insecure")
+		}
 		if cfg.Groups > 0 {
 			r.args = append(r.args, "--groups", fmt.Sprint(cfg.Groups))
 		}
@@ -119,13 +126,13 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		if cfg.CheckReplay {
 			r.args = append(r.args, "--check-replay")
 		}
-		if err := c.start(r); err != nil {
-			c.Close()
-			return nil, err
-		}
 	}
 	rctx, cancel := context.WithTimeout(ctx, cfg.ReadyTimeout)
 	defer cancel()
+	if err := c.startAll(rctx); err != nil {
+		c.Close()
+		return nil, err
+	}
 	if err := c.WaitReady(rctx); err != nil {
 		c.Close()
 		return nil, err
@@ -133,9 +140,10 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	return c, nil
 }
 
-// Join uses the managers at addrs; they are never killed.
-func Join(ctx context.Context, addrs []string) (*Cluster, error) {
-	c := &Cluster{}
+// Join uses the managers at addrs, reached with access; they are never
+// killed.
+func Join(ctx context.Context, addrs []string, access *Access) (*Cluster, error) {
+	c := &Cluster{Access: access}
 	for i, a := range addrs {
 		b, err := client.BaseURL(strings.TrimSpace(a))
 		if err != nil {
@@ -148,9 +156,8 @@ func Join(ctx context.Context, addrs []string) (*Cluster, error) {
 	}
 	// Learn the replica IDs from the managers themselves.
 	for _, r := range c.Replicas {
-		cl, _ := client.New(r.API)
 		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		st, err := cl.Status(sctx)
+		st, err := access.Status(sctx, r.API)
 		cancel()
 		if err != nil {
 			return nil, fmt.Errorf("cluster: manager %s: %w", r.API, err)
@@ -250,15 +257,6 @@ func (c *Cluster) Restart(r *Replica) error {
 	return c.start(r)
 }
 
-// Status asks one replica for its status.
-func Status(ctx context.Context, addr string) (client.Status, error) {
-	cl, err := client.New(addr)
-	if err != nil {
-		return client.Status{}, err
-	}
-	return cl.Status(ctx)
-}
-
 // WaitReady waits until every live replica answers /v1/status listing
 // every manager, with a leader for every group.
 func (c *Cluster) WaitReady(ctx context.Context) error {
@@ -270,7 +268,7 @@ func (c *Cluster) WaitReady(ctx context.Context) error {
 				continue
 			}
 			sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			st, err := Status(sctx, r.API)
+			st, err := c.Access.Status(sctx, r.API)
 			cancel()
 			switch {
 			case err != nil:
@@ -304,7 +302,7 @@ func (c *Cluster) Leader(ctx context.Context) *Replica {
 			continue
 		}
 		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		st, err := Status(sctx, r.API)
+		st, err := c.Access.Status(sctx, r.API)
 		cancel()
 		if err == nil && st.Leading {
 			return r
@@ -340,4 +338,54 @@ func (c *Cluster) Close() {
 		}()
 	}
 	wg.Wait()
+}
+
+// startAll starts every replica. With TLS, as an operator would: replica 1
+// first (it creates the cluster CA and the admin credential in its data
+// directory), then the others with --join and the manager token read from
+// replica 1 with that credential.
+func (c *Cluster) startAll(ctx context.Context) error {
+	if c.cfg.Insecure {
+		c.Access = &Access{}
+		for _, r := range c.Replicas {
+			if err := c.start(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	first := c.Replicas[0]
+	if err := c.start(first); err != nil {
+		return err
+	}
+	dir := filepath.Join(first.Dir, "tls")
+	var access *Access
+	for {
+		var err error
+		if access, err = AdminAccess(ctx, dir, first.API); err == nil {
+			break
+		}
+		if !first.Alive() {
+			return fmt.Errorf("cluster: replica %d exited before it created the cluster CA (log: %s)", first.ID, first.Log)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cluster: replica %d did not create the cluster CA: %v (log: %s)", first.ID, err, first.Log)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	managerToken, err := access.token(ctx, first.API, "manager")
+	if err != nil {
+		return err
+	}
+	c.Access = access
+	for _, r := range c.Replicas[1:] {
+		// On a restart the replica finds its credentials in its data
+		// directory and ignores --join.
+		r.args = append(r.args, "--join", first.API, "--token", managerToken)
+		if err := c.start(r); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -20,8 +20,6 @@ type Metrics struct {
 	Applied   map[string]uint64 // shoal_group_applied_index by group
 }
 
-var httpc = &http.Client{Timeout: 5 * time.Second}
-
 // label returns the value of label `name` in a metric line's labels.
 func label(line, name string) string {
 	i := strings.Index(line, name+`="`)
@@ -37,13 +35,15 @@ func label(line, name string) string {
 }
 
 // Scrape reads addr's /metrics.
-func Scrape(ctx context.Context, addr string) (Metrics, error) {
+func (a *Access) Scrape(ctx context.Context, addr string) (Metrics, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
 	m := Metrics{Tasks: map[string]int{}, Nodes: map[string]int{}, Applied: map[string]uint64{}}
-	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/metrics", nil)
+	req, err := http.NewRequestWithContext(ctx, "GET", a.url(addr, "/metrics"), nil)
 	if err != nil {
 		return m, err
 	}
-	resp, err := httpc.Do(req)
+	resp, err := a.httpClient().Do(req)
 	if err != nil {
 		return m, err
 	}
@@ -83,12 +83,12 @@ func Scrape(ctx context.Context, addr string) (Metrics, error) {
 
 // FetchProfile saves addr's /debug/pprof/PATH (e.g. "profile?seconds=20",
 // "heap") to file.
-func FetchProfile(ctx context.Context, addr, path, file string) error {
-	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/debug/pprof/"+path, nil)
+func (a *Access) FetchProfile(ctx context.Context, addr, path, file string) error {
+	req, err := http.NewRequestWithContext(ctx, "GET", a.url(addr, "/debug/pprof/"+path), nil)
 	if err != nil {
 		return err
 	}
-	resp, err := (&http.Client{}).Do(req)
+	resp, err := a.httpClient().Do(req)
 	if err != nil {
 		return err
 	}

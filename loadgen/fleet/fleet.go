@@ -20,6 +20,10 @@ import (
 // Config describes the fleet.
 type Config struct {
 	Managers []string // API addresses (host:port)
+	// Token is the worker join token: each agent joins with it and speaks
+	// mutual TLS with its own certificate. Empty: plain HTTP, one shared
+	// connection pool.
+	Token    string
 	Agents   int
 	Seed     uint64
 	Sim      agent.SimConfig // stage tables; Seed is derived per agent from Seed
@@ -46,7 +50,11 @@ type simAgent struct {
 	node  atomic.Uint32
 	live  atomic.Bool
 	mgr   *manager
-	mu    struct {
+	// With TLS, set by the agent's first run (joinTLS) and kept after.
+	joined bool
+	creds  *client.Credentials
+	hc     *fasthttp.Client
+	mu     struct {
 		sync.Mutex
 		sim    *agent.SimExecutor
 		exec   *executor
@@ -86,15 +94,21 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 	if cfg.Memory <= 0 {
 		cfg.Memory = 256 << 30
 	}
-	f := &Fleet{cfg: cfg, hc: client.SharedHTTP(cfg.Agents + cfg.Slack), ctx: ctx}
+	f := &Fleet{cfg: cfg, ctx: ctx}
+	if cfg.Token == "" {
+		f.hc = client.SharedHTTP(cfg.Agents + cfg.Slack)
+	}
 	f.rng.r = rand.New(rand.NewPCG(cfg.Seed, 0xf1ee7))
 	for i := range cfg.Agents {
 		a := &simAgent{idx: i, store: agent.NewMemStore()}
-		ac, err := client.NewAgentClient(cfg.Managers, f.hc)
-		if err != nil {
-			return nil, err
+		a.mgr = &manager{obs: cfg.Observer, node: &a.node, live: &a.live}
+		if cfg.Token == "" {
+			ac, err := client.NewAgentClient(cfg.Managers, f.hc)
+			if err != nil {
+				return nil, err
+			}
+			a.mgr.inner = ac
 		}
-		a.mgr = &manager{inner: ac, obs: cfg.Observer, node: &a.node, live: &a.live}
 		sim := cfg.Sim
 		sim.Seed = cfg.Seed*1_000_003 + uint64(i) + 1
 		a.mu.sim = agent.NewSimExecutor(clock.Real{}, sim)
@@ -133,6 +147,16 @@ func (f *Fleet) run(a *simAgent, sim *agent.SimExecutor, delay time.Duration) {
 				t.Stop()
 				return
 			}
+		}
+		if f.cfg.Token != "" {
+			if err := f.joinTLS(ctx, a); err != nil {
+				if ctx.Err() == nil {
+					f.errs.Add(1)
+					cfg.Logger.Error("loadgen: agent could not join", "host", cfg.Node.Hostname, "err", err)
+				}
+				return
+			}
+			go f.renew(ctx, a)
 		}
 		if err := agent.Run(ctx, cfg); err != nil {
 			f.errs.Add(1)
@@ -232,5 +256,12 @@ func (f *Fleet) Stop() {
 		}()
 	}
 	wg.Wait()
-	f.hc.CloseIdleConnections()
+	if f.hc != nil {
+		f.hc.CloseIdleConnections()
+	}
+	for _, a := range f.agents {
+		if a.hc != nil {
+			a.hc.CloseIdleConnections()
+		}
+	}
 }

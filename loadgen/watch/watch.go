@@ -21,6 +21,8 @@ type Config struct {
 	// Resync receives the full task list read after the stream could not
 	// resume.
 	Resync func(tasks []client.Task, conn int)
+	// Dial returns a client of a manager; default client.New (plain HTTP).
+	Dial func(addr string) (*client.Client, error)
 }
 
 // Follower follows the stream; see Follow.
@@ -39,6 +41,9 @@ type Follower struct {
 
 // New returns a follower.
 func New(cfg Config) *Follower {
+	if cfg.Dial == nil {
+		cfg.Dial = client.New
+	}
 	f := &Follower{cfg: cfg}
 	f.mu.index = cfg.Index
 	f.mu.pos = map[int]uint64{}
@@ -74,7 +79,7 @@ func (f *Follower) Follow(ctx context.Context) {
 		f.mu.conn++
 		conn, index := f.mu.conn, f.mu.index
 		f.mu.Unlock()
-		c, err := client.New(addr)
+		c, err := f.cfg.Dial(addr)
 		if err != nil {
 			return
 		}
@@ -124,7 +129,7 @@ func (f *Follower) Follow(ctx context.Context) {
 // resync reads every task from addr (pages of 10,000) and follows from
 // the first page's index.
 func (f *Follower) resync(ctx context.Context, addr string, conn int) {
-	c, err := client.New(addr)
+	c, err := f.cfg.Dial(addr)
 	if err != nil {
 		return
 	}

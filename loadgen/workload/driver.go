@@ -36,12 +36,12 @@ type Driver struct {
 	}
 }
 
-// NewDriver returns a driver of plan against managers; background work
-// (re-creating removed services) runs until bg ends.
-func NewDriver(bg context.Context, plan Plan, managers []string, seed uint64) (*Driver, error) {
+// NewDriver returns a driver of plan against managers, reached with dial;
+// background work (re-creating removed services) runs until bg ends.
+func NewDriver(bg context.Context, plan Plan, managers []string, dial func(addr string) (*client.Client, error), seed uint64) (*Driver, error) {
 	d := &Driver{plan: plan, bg: bg, rng: rand.New(rand.NewPCG(seed, 0xc4a7))}
 	for _, m := range managers {
-		c, err := client.New(m)
+		c, err := dial(m)
 		if err != nil {
 			return nil, err
 		}

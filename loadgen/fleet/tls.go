@@ -1,0 +1,78 @@
+package fleet
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"time"
+
+	"shoal/api/client"
+	"shoal/security"
+	sm "shoal/statemachine"
+)
+
+// joinTLS gives agent a its node identity as a real agent gets it: it joins
+// with the worker token (the manager creates the node and signs its
+// certificate) and then speaks mutual TLS with a client of its own, since
+// the manager reads the node from the certificate. A vanished agent that
+// returns keeps its identity, as a real one keeps DATA-DIR/tls.
+func (f *Fleet) joinTLS(ctx context.Context, a *simAgent) error {
+	if a.joined {
+		return nil
+	}
+	node := a.cfg.Node
+	req := client.JoinRequest{Role: string(security.RoleWorker), Node: &client.JoinNode{Hostname: node.Hostname,
+		Labels: node.Labels, CPU: node.CPU, Memory: node.Memory, AgentVersion: node.AgentVersion}}
+	var j *client.Joined
+	for {
+		var err error
+		j, err = client.Join(ctx, f.cfg.Managers, f.cfg.Token, req)
+		if err == nil {
+			break
+		}
+		if errors.Is(err, client.ErrJoinRefused) || ctx.Err() != nil {
+			return fmt.Errorf("join: %w", err)
+		}
+		select { // no manager answered: one is being restarted
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	keyPEM, err := security.KeyPEM(j.Key)
+	if err != nil {
+		return err
+	}
+	cert, err := tls.X509KeyPair([]byte(j.Answer.Cert), keyPEM)
+	if err != nil {
+		return fmt.Errorf("join: the manager's certificate: %w", err)
+	}
+	roots, err := security.ParseCerts([]byte(j.Answer.CA))
+	if err != nil || len(roots) == 0 {
+		return fmt.Errorf("join: the manager's CA: %v", err)
+	}
+	if err := a.store.SaveNodeID(sm.NodeID(j.Answer.NodeID)); err != nil {
+		return err
+	}
+	a.creds = client.NewCredentials(roots[0], &cert)
+	// An agent holds its long poll and at most a few short calls at once.
+	a.hc = client.SharedHTTPS(4, a.creds.TLS(), cert.Leaf.NotAfter.Sub(cert.Leaf.NotBefore))
+	ac, err := client.NewAgentClient(f.cfg.Managers, a.hc)
+	if err != nil {
+		return err
+	}
+	a.mgr.inner = ac
+	a.joined = true
+	return nil
+}
+
+// renew keeps agent a's certificate fresh while its run lasts (kept in
+// memory: the simulated agent's store is its memory).
+func (f *Fleet) renew(ctx context.Context, a *simAgent) {
+	r := &client.Renewer{Client: a.mgr.inner, Creds: a.creds, Seed: a.cfg.Seed ^ 0xce47,
+		Save: func(_, _ []byte) error { return nil }}
+	if err := r.Run(ctx); err != nil && ctx.Err() == nil {
+		f.cfg.Logger.Warn("loadgen: certificate renewal stopped", "host", a.cfg.Node.Hostname, "err", err)
+	}
+}
