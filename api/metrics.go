@@ -90,6 +90,9 @@ func (s *Server) writeStateMetrics(b *bytes.Buffer) error {
 		}
 		leader, _ := s.e.Leader(g)
 		fmt.Fprintf(b, "shoal_group_leader{group=\"%d\"} %d\n", g, leader)
+		entries, cmds := s.e.Proposed(g)
+		fmt.Fprintf(b, "shoal_group_proposals_total{group=\"%d\"} %d\n", g, entries)
+		fmt.Fprintf(b, "shoal_group_proposed_commands_total{group=\"%d\"} %d\n", g, cmds)
 	}
 	for st := statemachine.StateNew; st <= statemachine.StateOrphaned; st++ {
 		fmt.Fprintf(b, "shoal_tasks{state=%q} %d\n", st.String(), tasks[st])

@@ -69,6 +69,9 @@ type proposer struct {
 	stop    chan struct{}
 	done    chan struct{}
 	scratch []statemachine.Command // the loop goroutine's encoding buffer
+	// proposed counts the entries this replica proposed and the commands
+	// they carried (the mean batch size is their ratio).
+	proposed struct{ entries, commands atomic.Uint64 }
 
 	mu struct {
 		sync.Mutex
@@ -205,6 +208,8 @@ func (p *proposer) propose(calls []call, size int) {
 	ent := encodeEntry(now.UnixNano(), cmds, size)
 	clear(cmds) // drop references to specs
 	p.scratch = cmds[:0]
+	p.proposed.entries.Add(1)
+	p.proposed.commands.Add(uint64(len(calls)))
 	p.send(ent, calls, size, now.Add(p.cfg.ProposeTimeout))
 }
 

@@ -26,9 +26,9 @@ type Config struct {
 	// Join the loadgen needs TLSDir.
 	Insecure bool
 	TLSDir   string // with Join and TLS: the admin credential (a manager's DATA-DIR/tls)
-	Groups   int      // --groups of the children; 0: the server's default
-	DataDir  string   // children's data and logs; default a temporary directory (removed after a clean run)
-	Seed     uint64   // default 1
+	Groups   int    // --groups of the children; 0: the server's default
+	DataDir  string // children's data and logs; default a temporary directory (removed after a clean run)
+	Seed     uint64 // default 1
 
 	SyncInterval time.Duration // children's --sync-interval; default 5s
 	MinHeartbeat time.Duration // children's --min-heartbeat; 0: the server's default (1s)

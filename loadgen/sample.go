@@ -23,11 +23,13 @@ type sampler struct {
 	peak  map[uint64]uint64
 	last  map[uint64]uint64 // last heap read per replica
 	prevT int64
+	prevS time.Duration // when the previous sample was taken
+	props *proposalCounts
 	bar   *progressbar.ProgressBar
 }
 
 func newSampler(r *run) *sampler {
-	s := &sampler{r: r, peak: map[uint64]uint64{}, last: map[uint64]uint64{}}
+	s := &sampler{r: r, peak: map[uint64]uint64{}, last: map[uint64]uint64{}, props: newProposalCounts()}
 	s.ser.HeapInuse = map[string][]uint64{}
 	if r.cfg.Terminal {
 		s.bar = progressbar.NewOptions(r.cfg.Tasks, progressbar.OptionSetWriter(r.cfg.Out),
@@ -68,6 +70,7 @@ func (s *sampler) sample(ctx context.Context) string {
 	running := byState[7]
 	tr, _ := r.stats.counts()
 	heaps := map[uint64]uint64{}
+	props := map[int]uint64{} // proposals since the last sample, per group
 	metricRunning := -1
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -88,6 +91,9 @@ func (s *sampler) sample(ctx context.Context) string {
 			defer mu.Unlock()
 			heaps[rep.ID] = m.HeapInuse
 			metricRunning = max(metricRunning, m.Tasks["running"])
+			s.mu.Lock()
+			s.props.add(rep.ID, m.Proposals, m.Commands, props)
+			s.mu.Unlock()
 		}()
 	}
 	wg.Wait()
@@ -102,6 +108,8 @@ func (s *sampler) sample(ctx context.Context) string {
 	s.mu.Lock()
 	rate := float64(tr - s.prevT)
 	s.prevT = tr
+	s.props.peak(props, (at - s.prevS).Seconds())
+	s.prevS = at
 	s.ser.Seconds = append(s.ser.Seconds, at.Seconds())
 	s.ser.Phase = append(s.ser.Phase, r.phase())
 	s.ser.TasksRunning = append(s.ser.TasksRunning, running)
@@ -140,6 +148,13 @@ func (s *sampler) series() report.Series {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.ser
+}
+
+// proposals returns the proposals per group over seconds.
+func (s *sampler) proposals(seconds float64) []report.GroupLoad {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.props.report(seconds)
 }
 
 func (s *sampler) rate() report.Rate {

@@ -241,6 +241,37 @@ func TestAPIOverThreeReplicas(t *testing.T) {
 				t.Errorf("metric %s missing", name)
 			}
 		}
+		// Every write above was proposed by some replica: the proposal
+		// counters, summed over replicas, saw entries carrying at least as
+		// many commands.
+		var entries, cmds float64
+		for _, m := range c.ms {
+			resp, err := http.Get("http://" + m.APIAddr + "/metrics")
+			if err != nil {
+				t.Fatal(err)
+			}
+			tp := expfmt.NewTextParser(model.UTF8Validation)
+			fams, err := tp.TextToMetricFamilies(resp.Body)
+			resp.Body.Close()
+			if err != nil {
+				t.Fatalf("metrics do not parse: %v", err)
+			}
+			for _, f := range []struct {
+				name string
+				sum  *float64
+			}{{"shoal_group_proposals_total", &entries}, {"shoal_group_proposed_commands_total", &cmds}} {
+				fam := fams[f.name]
+				if fam == nil {
+					t.Fatalf("metric %s missing", f.name)
+				}
+				for _, mm := range fam.GetMetric() {
+					*f.sum += mm.GetUntyped().GetValue() + mm.GetCounter().GetValue()
+				}
+			}
+		}
+		if entries == 0 || cmds < entries {
+			t.Errorf("proposals: %v entries carrying %v commands over the replicas; want some, with at least one command each", entries, cmds)
+		}
 	})
 
 	t.Run("leader killed while a client waits", func(t *testing.T) {

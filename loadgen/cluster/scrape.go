@@ -18,6 +18,10 @@ type Metrics struct {
 	Tasks     map[string]int    // shoal_tasks by state
 	Nodes     map[string]int    // shoal_nodes by status
 	Applied   map[string]uint64 // shoal_group_applied_index by group
+	// Proposals and Commands are the entries this replica proposed per
+	// group and the commands they carried (counters since it started).
+	Proposals map[string]uint64
+	Commands  map[string]uint64
 }
 
 // label returns the value of label `name` in a metric line's labels.
@@ -38,7 +42,8 @@ func label(line, name string) string {
 func (a *Access) Scrape(ctx context.Context, addr string) (Metrics, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	m := Metrics{Tasks: map[string]int{}, Nodes: map[string]int{}, Applied: map[string]uint64{}}
+	m := Metrics{Tasks: map[string]int{}, Nodes: map[string]int{}, Applied: map[string]uint64{},
+		Proposals: map[string]uint64{}, Commands: map[string]uint64{}}
 	req, err := http.NewRequestWithContext(ctx, "GET", a.url(addr, "/metrics"), nil)
 	if err != nil {
 		return m, err
@@ -76,6 +81,10 @@ func (a *Access) Scrape(ctx context.Context, addr string) (Metrics, error) {
 			m.Nodes[label(name, "status")] = int(f)
 		case strings.HasPrefix(name, "shoal_group_applied_index{"):
 			m.Applied[label(name, "group")] = uint64(f)
+		case strings.HasPrefix(name, "shoal_group_proposals_total{"):
+			m.Proposals[label(name, "group")] = uint64(f)
+		case strings.HasPrefix(name, "shoal_group_proposed_commands_total{"):
+			m.Commands[label(name, "group")] = uint64(f)
 		}
 	}
 	return m, sc.Err()

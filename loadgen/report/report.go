@@ -21,16 +21,18 @@ type Report struct {
 	// go_memstats_heap_inuse_bytes divided by Params.Tasks, read at the end.
 	HeapBytesPerTask float64 `json:"heap_bytes_per_task"`
 
-	Seed         uint64      `json:"seed"`
-	Params       Params      `json:"params"`
-	StartedAt    string      `json:"started_at"` // RFC 3339
-	TotalSeconds float64     `json:"total_seconds"`
-	Phases       []Phase     `json:"phases"`
-	Counts       Counts      `json:"counts"`
-	Latencies    []Latency   `json:"latencies"`
-	Transitions  Rate        `json:"transitions_per_second"`
-	Replicas     []Replica   `json:"replicas"`
-	Invariants   []Invariant `json:"invariants"`
+	Seed         uint64    `json:"seed"`
+	Params       Params    `json:"params"`
+	StartedAt    string    `json:"started_at"` // RFC 3339
+	TotalSeconds float64   `json:"total_seconds"`
+	Phases       []Phase   `json:"phases"`
+	Counts       Counts    `json:"counts"`
+	Latencies    []Latency `json:"latencies"`
+	Transitions  Rate      `json:"transitions_per_second"`
+	Replicas     []Replica `json:"replicas"`
+	// Groups are the proposals per Raft group, summed over replicas.
+	Groups     []GroupLoad `json:"groups"`
+	Invariants []Invariant `json:"invariants"`
 	// ViolationList holds the first violations (at most 100) in the order
 	// they were seen.
 	ViolationList []Violation `json:"violation_list,omitempty"`
@@ -120,6 +122,18 @@ type Replica struct {
 	HeapInuseEnd  uint64 `json:"heap_inuse_bytes_end"`
 	HeapInusePeak uint64 `json:"heap_inuse_bytes_peak"`
 	Kills         int    `json:"kills"`
+}
+
+// GroupLoad is one Raft group's proposals over the run, summed over the
+// replicas that proposed them (a restarted replica's counters start
+// again; the loadgen adds what each run of it counted).
+type GroupLoad struct {
+	Group     int     `json:"group"` // 0 is the cluster group
+	Proposals uint64  `json:"proposals"`
+	Commands  uint64  `json:"commands"`
+	PerSecond float64 `json:"proposals_per_second"` // mean over the run
+	PeakRate  float64 `json:"proposals_per_second_peak"`
+	MeanBatch float64 `json:"mean_batch"` // commands per proposal
 }
 
 // Invariant is one online check and its outcome.

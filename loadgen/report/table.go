@@ -34,6 +34,12 @@ func WriteTable(w io.Writer, r *Report) error {
 	}
 	fmt.Fprintf(tw, "transitions/s\tmean %.0f, peak %.0f (%d transitions, %d events)\n",
 		r.Transitions.Mean, r.Transitions.Peak, r.Counts.Transitions, r.Counts.Events)
+	if len(r.Groups) > 0 {
+		fmt.Fprintf(tw, "proposals per group\tper s\tpeak/s\tbatch\ttotal\n")
+		for _, g := range r.Groups {
+			fmt.Fprintf(tw, "  group %d\t%.0f\t%.0f\t%.1f\t%d\n", g.Group, g.PerSecond, g.PeakRate, g.MeanBatch, g.Proposals)
+		}
+	}
 	fmt.Fprintf(tw, "latency (ms)\tcount\tp50\tp90\tp99\tmax\n")
 	for _, l := range r.Latencies {
 		fmt.Fprintf(tw, "  %s\t%d\t%.0f\t%.0f\t%.0f\t%.0f\n", l.Name, l.Count, l.P50, l.P90, l.P99, l.Max)

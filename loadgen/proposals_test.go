@@ -1,0 +1,31 @@
+package loadgen
+
+import "testing"
+
+// The totals are what the replicas proposed while the loadgen watched: the
+// growth of each replica's counters, and after a restart (counters below
+// the last reading) everything the new process counted.
+func TestProposalCountsAcrossRestarts(t *testing.T) {
+	p := newProposalCounts()
+	d := map[int]uint64{}
+	p.add(1, map[string]uint64{"0": 10, "1": 100}, map[string]uint64{"0": 10, "1": 400}, d) // first reading: counted
+	p.add(2, map[string]uint64{"1": 50}, map[string]uint64{"1": 100}, d)
+	d = map[int]uint64{}
+	p.add(1, map[string]uint64{"0": 15, "1": 130}, map[string]uint64{"0": 15, "1": 520}, d)
+	p.add(2, map[string]uint64{"1": 7}, map[string]uint64{"1": 21}, d) // replica 2 restarted
+	if d[1] != 30+7 || d[0] != 5 {
+		t.Errorf("deltas %v, want group 0: 5, group 1: 37", d)
+	}
+	p.peak(d, 0.5)
+	got := p.report(10)
+	if len(got) != 2 || got[0].Group != 0 || got[1].Group != 1 {
+		t.Fatalf("groups %+v", got)
+	}
+	g := got[1]
+	if g.Proposals != 130+50+7 || g.Commands != 520+100+21 {
+		t.Errorf("group 1: %d proposals, %d commands; want 187, 641", g.Proposals, g.Commands)
+	}
+	if g.PerSecond != 18.7 || g.PeakRate != 74 || g.MeanBatch != 641.0/187 {
+		t.Errorf("group 1 rates %+v", g)
+	}
+}
