@@ -5,6 +5,7 @@ import (
 	"crypto/ecdsa"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"strconv"
 	"sync"
@@ -73,6 +74,17 @@ func (s *Server) join(ctx *fasthttp.RequestCtx, _ []string) error {
 	pub, err := security.ParseCertRequest([]byte(req.CSR))
 	if err != nil {
 		return badRequest("%v", err)
+	}
+	// A join creates a node and signs a certificate: bounded like session
+	// setups, so a fleet joining at once is spread out instead of piling
+	// up past the joiners' deadlines (whose retries would join again).
+	select {
+	case s.setups <- struct{}{}:
+		defer func() { <-s.setups }()
+	default:
+		e := errorf(fasthttp.StatusServiceUnavailable, client.CodeUnavailable, "too many nodes are joining at once; retry later")
+		e.retryAfter = time.Second + time.Duration(rand.Int64N(int64(2*time.Second)))
+		return e
 	}
 	if role == security.RoleManager {
 		return s.joinManager(ctx, &req, pub)

@@ -27,6 +27,11 @@ type Engine struct {
 	props []*proposer // index: group
 	lead  *leadership
 
+	// deliveries shares outbox delivery runs between submitters
+	// (duty.Deliveries); made on first use.
+	deliveriesOnce sync.Once
+	deliveries     *duty.Deliveries
+
 	closeOnce sync.Once
 }
 
@@ -234,7 +239,8 @@ func (e *Engine) Submit(ctx context.Context, cmd statemachine.Command) (statemac
 // one group keep their order. Node and network commands are the cluster
 // group's: a removal is first checked with every service group
 // (duty.Precheck), and once the cluster group applied any of them its
-// outbox is delivered to the service groups (duty.Deliver) before
+// outbox is delivered to the service groups (duty.Deliveries: concurrent
+// submitters share delivery runs) before
 // SubmitMany returns; what a crash cuts short there, the outbox duty
 // re-drives. If ctx ends first, the commands not yet applied report ctx's
 // error (they may still be applied later).
@@ -242,7 +248,8 @@ func (e *Engine) SubmitMany(ctx context.Context, cmds []statemachine.Command) []
 	out := e.submitMany(ctx, cmds)
 	for i := range cmds {
 		if statemachine.OutboxKind(cmds[i].Kind) && out[i].Failed == nil && out[i].Result.Code == statemachine.CodeOK {
-			if err := duty.Deliver(ctx, cluster{e}); err != nil {
+			e.deliveriesOnce.Do(func() { e.deliveries = duty.NewDeliveries(cluster{e}) })
+			if err := e.deliveries.Deliver(ctx); err != nil {
 				e.cfg.Logf("engine: delivering the outbox (the outbox duty retries): %v", err)
 			}
 			break

@@ -158,6 +158,7 @@ func sameCounts(a, b map[string]int) bool {
 func (r *run) buildReport(ctx context.Context, converged bool, convergeSecs float64) *report.Report {
 	cfg := r.cfg
 	rep := &report.Report{Version: report.Version, Seed: cfg.Seed, StartedAt: r.start.UTC().Format(time.RFC3339),
+		Machine:   machine(r.load),
 		Converged: converged, ConvergeSeconds: convergeSecs, Phases: r.phases}
 	rep.Params = report.Params{Agents: cfg.Agents, Tasks: cfg.Tasks, Services: len(r.plan.Services), Networks: len(r.plan.Networks),
 		Join: cfg.Join, Groups: cfg.Groups, SyncSeconds: cfg.SyncInterval.Seconds(), RampSeconds: cfg.RampTimeout.Seconds(),

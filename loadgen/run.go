@@ -23,6 +23,7 @@ type run struct {
 	cfg      Config
 	ctx      context.Context
 	start    time.Time
+	load     string // the load average when the run began
 	cl       *cluster.Cluster
 	fleet    *fleet.Fleet
 	checker  *check.Checker
@@ -67,7 +68,7 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 	if _, err := raiseFileLimit(); err != nil {
 		fmt.Fprintln(cfg.Out, "loadgen: cannot raise the open-file limit:", err)
 	}
-	r := &run{cfg: cfg, ctx: ctx, start: time.Now(), stats: newStats()}
+	r := &run{cfg: cfg, ctx: ctx, start: time.Now(), stats: newStats(), load: loadAvg()}
 	r.checker = check.New(r.start)
 	r.setPhase("setup")
 	tempDir := false

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"shoal/api/client"
@@ -34,10 +35,12 @@ func (f *Fleet) joinTLS(ctx context.Context, a *simAgent) error {
 		if errors.Is(err, client.ErrJoinRefused) || ctx.Err() != nil {
 			return fmt.Errorf("join: %w", err)
 		}
-		select { // no manager answered: one is being restarted
+		// No manager answered, or all were busy with other joins (503):
+		// back off with jitter, as a fleet of real agents does.
+		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(250 * time.Millisecond):
+		case <-time.After(500*time.Millisecond + rand.N(1500*time.Millisecond)):
 		}
 	}
 	keyPEM, err := security.KeyPEM(j.Key)

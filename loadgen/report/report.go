@@ -24,6 +24,7 @@ type Report struct {
 	Seed         uint64    `json:"seed"`
 	Params       Params    `json:"params"`
 	StartedAt    string    `json:"started_at"` // RFC 3339
+	Machine      Machine   `json:"machine"`
 	TotalSeconds float64   `json:"total_seconds"`
 	Phases       []Phase   `json:"phases"`
 	Counts       Counts    `json:"counts"`
@@ -122,6 +123,17 @@ type Replica struct {
 	HeapInuseEnd  uint64 `json:"heap_inuse_bytes_end"`
 	HeapInusePeak uint64 `json:"heap_inuse_bytes_peak"`
 	Kills         int    `json:"kills"`
+}
+
+// Machine is where the run ran: its figures mean little without it, and
+// the load average says how much else the machine was doing.
+type Machine struct {
+	CPUs         int    `json:"cpus"`
+	MemoryBytes  uint64 `json:"memory_bytes,omitempty"`
+	OSArch       string `json:"os_arch"`
+	GoVersion    string `json:"go_version"`
+	LoadAvgStart string `json:"load_average_start,omitempty"` // 1, 5 and 15 minutes
+	LoadAvgEnd   string `json:"load_average_end,omitempty"`
 }
 
 // GroupLoad is one Raft group's proposals over the run, summed over the

@@ -13,6 +13,10 @@ func WriteTable(w io.Writer, r *Report) error {
 	p := r.Params
 	fmt.Fprintf(tw, "shoal loadgen\tseed %d, %d agents, %d tasks, %d services, %d networks, phases %s\n",
 		r.Seed, p.Agents, p.Tasks, p.Services, p.Networks, strings.Join(p.Phases, ","))
+	if m := r.Machine; m.CPUs > 0 {
+		fmt.Fprintf(tw, "machine	%d CPUs, %.0f GiB, %s, %s; load average %s at the start, %s at the end\n",
+			m.CPUs, float64(m.MemoryBytes)/(1<<30), m.OSArch, m.GoVersion, m.LoadAvgStart, m.LoadAvgEnd)
+	}
 	fmt.Fprintf(tw, "phase\tstart\tduration\tnote\n")
 	for _, ph := range r.Phases {
 		if ph.Skipped {

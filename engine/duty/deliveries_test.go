@@ -1,0 +1,94 @@
+package duty
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"shoal/statemachine"
+)
+
+// gateCluster counts delivery submissions and holds each one until the
+// gate opens.
+type gateCluster struct {
+	*Memory
+	runs    atomic.Int32
+	entered chan struct{} // closed at the first delivery
+	gate    chan struct{}
+}
+
+func (g *gateCluster) SubmitMany(ctx context.Context, cmds []statemachine.Command) []Outcome {
+	if len(cmds) > 0 && cmds[0].Kind == statemachine.CmdDeliver {
+		if g.runs.Add(1) == 1 {
+			close(g.entered)
+		}
+		<-g.gate
+	}
+	return g.Memory.SubmitMany(ctx, cmds)
+}
+
+// Concurrent submitters share delivery runs: while one run is under way,
+// every caller that arrives waits for the one next run, so fifty callers
+// cost at most two runs (not fifty, each resending the whole backlog), and each
+// returns only after a run that began after its call, so every group has
+// applied the whole outbox when they are back.
+func TestDeliveriesShareRuns(t *testing.T) {
+	m := newMem(t, 3, nil)
+	m.DropApply(func(g int, _ statemachine.Command) bool { return g != 0 }) // the backlog
+	for id := statemachine.NodeID(1); id <= 20; id++ {
+		submitAll(t, m, statemachine.Command{Kind: statemachine.CmdUpsertNode,
+			NodeSpec: &statemachine.Node{ID: id, Name: "n", Status: statemachine.NodeReady}})
+	}
+	m.DropApply(nil)
+	g := &gateCluster{Memory: m, entered: make(chan struct{}), gate: make(chan struct{})}
+	d := NewDeliveries(g)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make(chan error, 50)
+	call := func() {
+		defer wg.Done()
+		errs <- d.Deliver(ctx)
+	}
+	wg.Add(1)
+	go call()
+	<-g.entered
+	wg.Add(49)
+	for range 49 {
+		go call()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		d.mu.Lock()
+		n := d.waiting + int(g.runs.Load())
+		d.mu.Unlock()
+		if n == 50 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of 50 callers delivering or waiting after 10s", n)
+		}
+		time.Sleep(time.Millisecond) // polling a condition, with a deadline
+	}
+	close(g.gate)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := g.runs.Load(); n > 2 {
+		t.Errorf("%d delivery submissions for 50 concurrent callers; want at most 2 (the second run may find nothing left)", n)
+	}
+	var next uint64
+	_ = m.ReadLocal(0, func(s *statemachine.State) { next = s.OutboxNext() })
+	for grp := 1; grp <= m.Groups(); grp++ {
+		var applied uint64
+		_ = m.ReadLocal(grp, func(s *statemachine.State) { applied, _ = s.OutboxApplied() })
+		if applied+1 != next {
+			t.Errorf("group %d applied the outbox up to %d; the cluster group's next entry is %d", grp, applied, next)
+		}
+	}
+}
