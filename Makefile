@@ -6,7 +6,7 @@ BENCHTIME ?= 1x
 FUZZTIME  ?= 10s
 PERF_OUT  := perf/out
 
-.PHONY: build run test vet perf perf-failover fuzz fuzz-long fmt modelcheck report-check
+.PHONY: build run test vet perf perf-e2e perf-failover fuzz fuzz-long fmt modelcheck report-check
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null)
@@ -44,7 +44,34 @@ perf:
 	    -o $(PERF_OUT)/$$n.test ./$$p/ | tee $(PERF_OUT)/$$n.bench.txt || exit 1; \
 	done
 	@$(GO) run ./perf/summary $(PERF_OUT)/*.bench.txt
+	@for f in $(PERF_OUT)/*.bench.txt; do \
+	  b=perf/baseline/$$(basename $$f); \
+	  [ -f $$b ] || continue; \
+	  echo "== $$(basename $$f .bench.txt) against $$b"; \
+	  $(GO) tool benchstat $$b $$f || exit 1; \
+	done
 	@$(MAKE) --no-print-directory perf-failover
+
+# The standard end-to-end scale run: the loadgen with three managers, every
+# phase (ramp, churn, faults with leader kills, quiesce), TLS on. JSON, HTML
+# report and the replicas' CPU and heap profiles go under perf/out/e2e/;
+# then the run is set beside the checked-in baseline (a ratio per metric).
+# It fails on an invariant violation or tasks not running at the end, not
+# on speed (the machines are shared; a slower run is flagged).
+E2E_AGENTS   ?= 1000
+E2E_TASKS    ?= 100000
+E2E_SERVICES ?= 100
+E2E_SEED     ?= 1
+E2E_FLAGS    ?=
+E2E_BASELINE ?= perf/baseline/e2e.json
+perf-e2e: build
+	@rm -rf $(PERF_OUT)/e2e && mkdir -p $(PERF_OUT)/e2e/prof
+	@bin/shoal loadgen --agents $(E2E_AGENTS) --tasks $(E2E_TASKS) --services $(E2E_SERVICES) --seed $(E2E_SEED) \
+	  --json $(PERF_OUT)/e2e/run.json --report $(PERF_OUT)/e2e/run.html --pprof-dir $(PERF_OUT)/e2e/prof \
+	  --cpuprofile $(PERF_OUT)/e2e/prof/loadgen.cpu.prof $(E2E_FLAGS); status=$$?; \
+	  if [ -f $(PERF_OUT)/e2e/run.json ] && [ -f $(E2E_BASELINE) ]; then \
+	    echo "== against $(E2E_BASELINE)"; $(GO) run ./perf/compare $(E2E_BASELINE) $(PERF_OUT)/e2e/run.json || status=1; \
+	  fi; exit $$status
 
 # Failover and rolling-restart figures with three `shoal serve` processes:
 # one replica's start to ready, the longest write gap while each replica is

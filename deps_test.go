@@ -91,6 +91,7 @@ var edges = map[string]rule{
 		shoal: []string{"engine", "engine/duty", "engine/monitor", "engine/route", "api", "api/client", "statemachine", "wire", "security", "internal/*"}},
 	"cmd/shoal":    {shoal: []string{"*"}, third: []string{"*"}},
 	"perf/summary": {third: []string{"golang.org/x/perf"}},
+	"perf/compare": {shoal: []string{"loadgen/report"}},
 }
 
 // neverReaches: packages that must not depend on the key, directly or

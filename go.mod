@@ -69,3 +69,5 @@ require (
 	golang.org/x/term v0.46.0 // indirect
 	google.golang.org/protobuf v1.36.8 // indirect
 )
+
+tool golang.org/x/perf/cmd/benchstat
