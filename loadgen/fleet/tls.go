@@ -61,6 +61,7 @@ func (f *Fleet) joinTLS(ctx context.Context, a *simAgent) error {
 	a.creds = client.NewCredentials(roots[0], &cert)
 	// An agent holds its long poll and at most a few short calls at once.
 	a.hc = client.SharedHTTPS(4, a.creds.TLS(), cert.Leaf.NotAfter.Sub(cert.Leaf.NotBefore))
+	a.hc.MaxConnsPerHost = 4
 	ac, err := client.NewAgentClient(f.cfg.Managers, a.hc)
 	if err != nil {
 		return err
