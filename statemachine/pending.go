@@ -65,7 +65,13 @@ func rejectedMessage(svc *Service, rejected *Task) string {
 		time.Duration(svc.Spec.Restart.Delay), why)
 }
 
-// allocationMessage says why a task waits for an address.
-func allocationMessage(err error) string {
-	return waitingPrefix + strings.TrimPrefix(err.Error(), "ipam: ")
+// allocationMessage says why a task waits for an address; equal messages
+// share the last one's string.
+func (s *State) allocationMessage(err error) string {
+	e := strings.TrimPrefix(err.Error(), "ipam: ")
+	if m := s.lastWaitMsg; len(m) == len(waitingPrefix)+len(e) && m[len(waitingPrefix):] == e {
+		return m
+	}
+	s.lastWaitMsg = waitingPrefix + e
+	return s.lastWaitMsg
 }

@@ -173,7 +173,7 @@ func (s *State) allocateTask(t *Task) {
 		return // the reaper deletes it; no resources for a task nobody wants
 	}
 	if err := s.allocateAddresses(t); err != nil {
-		t.Status.Message = allocationMessage(err)
+		t.Status.Message = s.allocationMessage(err)
 		return // stays new; retried when addresses are freed
 	}
 	if strings.HasPrefix(t.Status.Message, waitingPrefix) {
