@@ -37,12 +37,12 @@ const DefaultHistoryRetention = 5
 
 // State is the replicated state of one group.
 type State struct {
-	cfg       Config
+	cfg Config
 	// lastWaitMsg is the last allocation message made: the tasks of one
 	// full network all say the same, and share one string instead of a
 	// copy each (not state: a cache of a pure function's last value).
 	lastWaitMsg string
-	lastIndex uint64
+	lastIndex   uint64
 	// lastTime is the time of the last applied entry (unix nanoseconds)
 	// after clamping: an entry stamped earlier applies at lastTime, so the
 	// state's clock never goes backwards, on every replica alike.
