@@ -13,10 +13,14 @@ import (
 type proposalCounts struct {
 	last   map[uint64]map[string][2]uint64 // replica -> group -> {proposals, commands}
 	groups map[int]*report.GroupLoad
+	// firstTerm and lastTerm are the highest Raft term per group seen at
+	// the first reading and since.
+	firstTerm, lastTerm map[int]uint64
 }
 
 func newProposalCounts() *proposalCounts {
-	return &proposalCounts{last: map[uint64]map[string][2]uint64{}, groups: map[int]*report.GroupLoad{}}
+	return &proposalCounts{last: map[uint64]map[string][2]uint64{}, groups: map[int]*report.GroupLoad{},
+		firstTerm: map[int]uint64{}, lastTerm: map[int]uint64{}}
 }
 
 // add takes one replica's counters; it returns the proposals new since
@@ -50,6 +54,20 @@ func (p *proposalCounts) add(replica uint64, proposals, commands map[string]uint
 	}
 }
 
+// terms takes one replica's Raft terms per group.
+func (p *proposalCounts) terms(terms map[string]uint64) {
+	for g, t := range terms {
+		gi, err := strconv.Atoi(g)
+		if err != nil || t == 0 {
+			continue
+		}
+		if _, ok := p.firstTerm[gi]; !ok {
+			p.firstTerm[gi] = t
+		}
+		p.lastTerm[gi] = max(p.lastTerm[gi], t)
+	}
+}
+
 // peak records one second's proposals per group.
 func (p *proposalCounts) peak(delta map[int]uint64, seconds float64) {
 	for g, n := range delta {
@@ -69,6 +87,9 @@ func (p *proposalCounts) report(seconds float64) []report.GroupLoad {
 		}
 		if g.Proposals > 0 {
 			g.MeanBatch = float64(g.Commands) / float64(g.Proposals)
+		}
+		if f, ok := p.firstTerm[g.Group]; ok {
+			g.Elections = p.lastTerm[g.Group] - f
 		}
 		out = append(out, g)
 	}

@@ -16,6 +16,9 @@ func TestProposalCountsAcrossRestarts(t *testing.T) {
 	if d[1] != 30+7 || d[0] != 5 {
 		t.Errorf("deltas %v, want group 0: 5, group 1: 37", d)
 	}
+	p.terms(map[string]uint64{"0": 3, "1": 2})
+	p.terms(map[string]uint64{"1": 5})
+	p.terms(map[string]uint64{"1": 4}) // a replica behind: the highest counts
 	p.peak(d, 0.5)
 	got := p.report(10)
 	if len(got) != 2 || got[0].Group != 0 || got[1].Group != 1 {
@@ -24,6 +27,9 @@ func TestProposalCountsAcrossRestarts(t *testing.T) {
 	g := got[1]
 	if g.Proposals != 130+50+7 || g.Commands != 520+100+21 {
 		t.Errorf("group 1: %d proposals, %d commands; want 187, 641", g.Proposals, g.Commands)
+	}
+	if got[0].Elections != 0 || g.Elections != 3 {
+		t.Errorf("elections: group 0 %d, group 1 %d; want 0, 3 (terms 2 → 5)", got[0].Elections, g.Elections)
 	}
 	if g.PerSecond != 18.7 || g.PeakRate != 74 || g.MeanBatch != 641.0/187 {
 		t.Errorf("group 1 rates %+v", g)

@@ -93,6 +93,7 @@ func (s *sampler) sample(ctx context.Context) string {
 			metricRunning = max(metricRunning, m.Tasks["running"])
 			s.mu.Lock()
 			s.props.add(rep.ID, m.Proposals, m.Commands, props)
+			s.props.terms(m.Terms)
 			s.mu.Unlock()
 		}()
 	}

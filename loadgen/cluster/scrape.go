@@ -22,6 +22,9 @@ type Metrics struct {
 	// group and the commands they carried (counters since it started).
 	Proposals map[string]uint64
 	Commands  map[string]uint64
+	// Terms is the Raft term per group (shoal_raft_term): each election
+	// raises it.
+	Terms map[string]uint64
 }
 
 // label returns the value of label `name` in a metric line's labels.
@@ -43,7 +46,7 @@ func (a *Access) Scrape(ctx context.Context, addr string) (Metrics, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	m := Metrics{Tasks: map[string]int{}, Nodes: map[string]int{}, Applied: map[string]uint64{},
-		Proposals: map[string]uint64{}, Commands: map[string]uint64{}}
+		Proposals: map[string]uint64{}, Commands: map[string]uint64{}, Terms: map[string]uint64{}}
 	req, err := http.NewRequestWithContext(ctx, "GET", a.url(addr, "/metrics"), nil)
 	if err != nil {
 		return m, err
@@ -85,6 +88,8 @@ func (a *Access) Scrape(ctx context.Context, addr string) (Metrics, error) {
 			m.Proposals[label(name, "group")] = uint64(f)
 		case strings.HasPrefix(name, "shoal_group_proposed_commands_total{"):
 			m.Commands[label(name, "group")] = uint64(f)
+		case strings.HasPrefix(name, "shoal_raft_term{"):
+			m.Terms[label(name, "group")] = uint64(f)
 		}
 	}
 	return m, sc.Err()

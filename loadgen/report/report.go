@@ -146,6 +146,11 @@ type GroupLoad struct {
 	PerSecond float64 `json:"proposals_per_second"` // mean over the run
 	PeakRate  float64 `json:"proposals_per_second_peak"`
 	MeanBatch float64 `json:"mean_batch"` // commands per proposal
+	// Elections is how far the group's Raft term rose during the run
+	// (the highest any replica reported): every election, won or not.
+	// Each leader kill costs the groups it led one or more; the rest are
+	// spurious.
+	Elections uint64 `json:"elections"`
 }
 
 // Invariant is one online check and its outcome.

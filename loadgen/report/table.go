@@ -39,9 +39,9 @@ func WriteTable(w io.Writer, r *Report) error {
 	fmt.Fprintf(tw, "transitions/s\tmean %.0f, peak %.0f (%d transitions, %d events)\n",
 		r.Transitions.Mean, r.Transitions.Peak, r.Counts.Transitions, r.Counts.Events)
 	if len(r.Groups) > 0 {
-		fmt.Fprintf(tw, "proposals per group\tper s\tpeak/s\tbatch\ttotal\n")
+		fmt.Fprintf(tw, "proposals per group\tper s\tpeak/s\tbatch\ttotal\telections\n")
 		for _, g := range r.Groups {
-			fmt.Fprintf(tw, "  group %d\t%.0f\t%.0f\t%.1f\t%d\n", g.Group, g.PerSecond, g.PeakRate, g.MeanBatch, g.Proposals)
+			fmt.Fprintf(tw, "  group %d\t%.0f\t%.0f\t%.1f\t%d\t%d\n", g.Group, g.PerSecond, g.PeakRate, g.MeanBatch, g.Proposals, g.Elections)
 		}
 	}
 	fmt.Fprintf(tw, "latency (ms)\tcount\tp50\tp90\tp99\tmax\n")
