@@ -101,9 +101,13 @@ func (f *faults) killLeader(ctx context.Context) {
 		fmt.Fprintln(f.r.cfg.Out, "loadgen: kill leader:", err)
 		return
 	}
+	killed := time.Now()
 	f.r.counts.leaderKills.Add(1)
 	fmt.Fprintf(f.r.cfg.Out, "%5.0fs faults  killed the leader, replica %d (SIGKILL); restarting it in 2s\n",
 		time.Since(f.r.start).Seconds(), l.ID)
+	// Not in f.wg: it may go on into the next phase (the run's context
+	// bounds it).
+	go f.timeReconnect(f.r.ctx, killed)
 	f.wg.Add(1)
 	go func() {
 		defer f.wg.Done()
@@ -115,6 +119,35 @@ func (f *faults) killLeader(ctx context.Context) {
 			fmt.Fprintln(f.r.cfg.Out, "loadgen: restart replica:", err)
 		}
 	}()
+}
+
+// timeReconnect waits until every agent the loadgen is not faulting has
+// had a heartbeat succeed since the leader was killed (so it reached the
+// new leader), and records how long that took; it gives up after a minute.
+func (f *faults) timeReconnect(ctx context.Context, killed time.Time) {
+	for ctx.Err() == nil && time.Since(killed) < time.Minute {
+		waiting := 0
+		f.mu.Lock()
+		for i := range f.r.cfg.Agents {
+			if _, faulted := f.until[i]; !faulted && !f.r.fleet.HeartbeatSince(i, killed) {
+				waiting++
+			}
+		}
+		f.mu.Unlock()
+		if waiting == 0 {
+			d := time.Since(killed).Seconds()
+			f.r.recordReconnect(d)
+			fmt.Fprintf(f.r.cfg.Out, "%5.0fs faults  every agent reached the new leader %.2fs after the kill\n",
+				time.Since(f.r.start).Seconds(), d)
+			return
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	fmt.Fprintf(f.r.cfg.Out, "%5.0fs faults  not every agent reached the new leader within a minute of the kill\n",
+		time.Since(f.r.start).Seconds())
 }
 
 // heal ends every fault: partitions are lifted, vanished agents return,

@@ -183,6 +183,9 @@ func (r *run) buildReport(ctx context.Context, converged bool, convergeSecs floa
 		APIErrors: int(c.Errors.Load()), Crashes: int(r.counts.crashes.Load()), Disconnects: int(r.counts.disconnects.Load()),
 		Vanishes: int(r.counts.vanishes.Load()), LeaderKills: int(r.counts.leaderKills.Load()), Events: ev, Transitions: tr,
 		StreamReconnects: reconn, StreamResyncs: resync, TasksSeen: seen}
+	r.reconnects.Lock()
+	rep.Counts.LeaderKillRecovery = append([]float64(nil), r.reconnects.seconds...)
+	r.reconnects.Unlock()
 	rep.Latencies = r.stats.latencies()
 	rep.Transitions = r.sampler.rate()
 	rep.Series = r.sampler.series()

@@ -39,6 +39,16 @@ type run struct {
 	counts   struct {
 		crashes, disconnects, vanishes, leaderKills atomic.Int64
 	}
+	reconnects struct {
+		sync.Mutex
+		seconds []float64 // per leader kill: until every agent reached the new leader
+	}
+}
+
+func (r *run) recordReconnect(seconds float64) {
+	r.reconnects.Lock()
+	r.reconnects.seconds = append(r.reconnects.seconds, seconds)
+	r.reconnects.Unlock()
 }
 
 func (r *run) phase() string {

@@ -182,6 +182,12 @@ func (f *Fleet) Connected() int {
 	return n
 }
 
+// HeartbeatSince reports whether agent i's heartbeat succeeded after t:
+// after a leader kill, that it reached the new leader.
+func (f *Fleet) HeartbeatSince(i int, t time.Time) bool {
+	return f.agents[i].mgr.ok.Load() > t.UnixNano()
+}
+
 // Partition cuts agent i off the managers for d: its calls fail at once
 // and its calls in flight are cut; its tasks keep running.
 func (f *Fleet) Partition(i int, d time.Duration) { f.agents[i].mgr.cut(d) }

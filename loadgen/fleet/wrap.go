@@ -29,6 +29,7 @@ type manager struct {
 	obs   Observer
 	node  *atomic.Uint32
 	live  *atomic.Bool // the last heartbeat succeeded
+	ok    atomic.Int64 // when a heartbeat last succeeded (unix ns)
 	mu    struct {
 		sync.Mutex
 		cutUntil time.Time
@@ -97,6 +98,9 @@ func (m *manager) OpenSession(ctx context.Context, req *wire.SessionRequest) (*w
 func (m *manager) Heartbeat(ctx context.Context, hb *wire.Heartbeat) (*wire.HeartbeatAck, error) {
 	a, err := call(m, ctx, func(c context.Context) (*wire.HeartbeatAck, error) { return m.inner.Heartbeat(c, hb) })
 	m.live.Store(err == nil)
+	if err == nil {
+		m.ok.Store(time.Now().UnixNano())
+	}
 	return a, err
 }
 

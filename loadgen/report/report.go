@@ -74,22 +74,26 @@ type Phase struct {
 
 // Counts are what the run did and saw.
 type Counts struct {
-	NetworksCreated  int   `json:"networks_created"`
-	ServicesCreated  int   `json:"services_created"`
-	Scales           int   `json:"scales"`
-	Updates          int   `json:"updates"`
-	Removes          int   `json:"removes"`
-	Recreates        int   `json:"recreates"`
-	Crashes          int   `json:"crashes"` // task processes made to exit by the loadgen
-	Disconnects      int   `json:"disconnects"`
-	Vanishes         int   `json:"vanishes"`
-	LeaderKills      int   `json:"leader_kills"`
-	APIErrors        int   `json:"api_errors"` // user API calls that failed after retries
-	Events           int64 `json:"events"`
-	Transitions      int64 `json:"transitions"`
-	StreamReconnects int   `json:"stream_reconnects"`
-	StreamResyncs    int   `json:"stream_resyncs"`
-	TasksSeen        int64 `json:"tasks_seen"`
+	NetworksCreated int `json:"networks_created"`
+	ServicesCreated int `json:"services_created"`
+	Scales          int `json:"scales"`
+	Updates         int `json:"updates"`
+	Removes         int `json:"removes"`
+	Recreates       int `json:"recreates"`
+	Crashes         int `json:"crashes"` // task processes made to exit by the loadgen
+	Disconnects     int `json:"disconnects"`
+	Vanishes        int `json:"vanishes"`
+	LeaderKills     int `json:"leader_kills"`
+	// LeaderKillRecovery is, per leader kill, the seconds until every
+	// agent the loadgen was not faulting had a heartbeat succeed at the new
+	// leader.
+	LeaderKillRecovery []float64 `json:"leader_kill_recovery_seconds,omitempty"`
+	APIErrors          int       `json:"api_errors"` // user API calls that failed after retries
+	Events             int64     `json:"events"`
+	Transitions        int64     `json:"transitions"`
+	StreamReconnects   int       `json:"stream_reconnects"`
+	StreamResyncs      int       `json:"stream_resyncs"`
+	TasksSeen          int64     `json:"tasks_seen"`
 }
 
 // Latency is one latency distribution in milliseconds (HdrHistogram).

@@ -53,6 +53,13 @@ func WriteTable(w io.Writer, r *Report) error {
 		c.ServicesCreated, c.Scales, c.Updates, c.Removes, c.Recreates, c.Crashes, c.APIErrors)
 	fmt.Fprintf(tw, "faults\t%d disconnects, %d vanishes, %d leader kills; stream: %d reconnects, %d resyncs\n",
 		c.Disconnects, c.Vanishes, c.LeaderKills, c.StreamReconnects, c.StreamResyncs)
+	if len(c.LeaderKillRecovery) > 0 {
+		var s []string
+		for _, v := range c.LeaderKillRecovery {
+			s = append(s, fmt.Sprintf("%.2fs", v))
+		}
+		fmt.Fprintf(tw, "  agents at new leader\t%s after each leader kill\n", strings.Join(s, ", "))
+	}
 	fmt.Fprintf(tw, "invariant\tchecked\tviolations\n")
 	for _, inv := range r.Invariants {
 		mark := "✓"
