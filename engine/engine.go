@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
 	"sync"
@@ -59,7 +58,8 @@ func Open(cfg Config) (*Engine, error) {
 		if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 			return nil, fmt.Errorf("engine: create data dir: %w", err)
 		}
-		m = meta{Version: 1, Groups: cfg.Groups, ReplicaID: cfg.ReplicaID, RaftAddr: cfg.RaftAddr, Peers: cfg.Peers, Pending: true}
+		m = meta{Version: 1, Groups: cfg.Groups, ReplicaID: cfg.ReplicaID, RaftAddr: cfg.RaftAddr, Peers: cfg.Peers,
+			Joined: cfg.Join, Pending: true}
 		if err := writeMeta(cfg.DataDir, m); err != nil {
 			return nil, err
 		}
@@ -87,6 +87,10 @@ func start(cfg Config) (*Engine, error) {
 	if len(peers) == 0 { // a directory recorded before peers were kept
 		peers = map[uint64]string{cfg.ReplicaID: cfg.RaftAddr}
 	}
+	if cfg.Join {
+		// Added to running groups: the members come from their leaders.
+		peers = nil
+	}
 	setLogLevel(cfg.RaftLogLevel)
 	e := &Engine{cfg: cfg, lead: newLeadership(cfg.ReplicaID, cfg.Groups)}
 	nh, err := dragonboat.NewNodeHost(e.nodeHostConfig())
@@ -102,9 +106,12 @@ func start(cfg Config) (*Engine, error) {
 			r.onDiverge = cfg.OnDiverge
 			return r
 		}
-		if err := nh.StartConcurrentReplica(peers, false, create, e.raftConfig(g)); err != nil {
+		if err := nh.StartConcurrentReplica(peers, cfg.Join, create, e.raftConfig(g)); err != nil {
 			e.Close()
 			if errors.Is(err, dragonboat.ErrInvalidShardSettings) {
+				if cfg.Join {
+					return nil, fmt.Errorf("%w: group %d of %s was started as an initial member, not by a join: start it without --join: %w", ErrDataDir, g, cfg.DataDir, err)
+				}
 				return nil, fmt.Errorf("%w: group %d was created with other peers than %v: %w", ErrDataDir, g, peers, err)
 			}
 			return nil, fmt.Errorf("engine: start group %d: %w", g, err)
@@ -171,10 +178,6 @@ func (e *Engine) Close() {
 
 // ReplicaID returns this replica's Raft ID.
 func (e *Engine) ReplicaID() uint64 { return e.cfg.ReplicaID }
-
-// Peers returns the cluster's initial replicas (ID to Raft address), this
-// one included.
-func (e *Engine) Peers() map[uint64]string { return maps.Clone(e.cfg.Peers) }
 
 // RaftAddr returns the address this replica serves Raft on.
 func (e *Engine) RaftAddr() string { return e.cfg.RaftAddr }
