@@ -210,3 +210,10 @@ func Check(cfg Config) error {
 	}
 	return checkBind(cfg.RaftAddr)
 }
+
+// Started reports whether dir holds a replica that started at least once
+// (its meta is written and no longer pending).
+func Started(dir string) (bool, error) {
+	m, ok, err := readMeta(dir)
+	return ok && !m.Pending, err
+}
