@@ -45,7 +45,7 @@ func (r *replicaSet) serveIn(id uint64, dir, api string, join ...string) *proc {
 	}
 	args := []string{"serve", "--id", fmt.Sprint(id), "--raft-addr", freeAddr(r.t), "--api-addr", api,
 		"--data-dir", dir, "--groups", "2", "--raft-log-level", "critical",
-		"--status-file", filepath.Join(dir+".status.json")}
+		"--status-file", filepath.Join(dir + ".status.json")}
 	if !r.tls {
 		args = append(args, "--insecure")
 	}
