@@ -39,6 +39,7 @@ type serveOptions struct {
 	insecure     bool
 	join         string // API addresses of running managers (TLS join)
 	token        string // the manager join token
+	tokenFlag    bool   // --token was given (not only SHOAL_JOIN_TOKEN)
 	nodeCertTTL  time.Duration
 }
 
@@ -86,6 +87,7 @@ On exit it prints one line: "shoal: stopped replica=ID g0=INDEX/HASH g1=...".`,
 			if cmd.Flags().Changed("id") && o.id == 0 {
 				return errors.New("--id must be 1 or more")
 			}
+			o.tokenFlag = cmd.Flags().Changed("token")
 			if o.dev && !cmd.Flags().Changed("data-dir") {
 				dir, err := os.MkdirTemp("", "shoal-dev-")
 				if err != nil {

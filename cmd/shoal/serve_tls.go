@@ -38,7 +38,7 @@ func prepareServeTLS(ctx context.Context, o serveOptions, peers map[uint64]strin
 		switch {
 		case o.dev && o.join != "":
 			return nil, errors.New("--dev runs a one-replica cluster; --join is for a replica of a cluster (start it with --insecure or with TLS)")
-		case o.token != "":
+		case o.tokenFlag:
 			return nil, errors.New("--token is the TLS join token; without TLS (--insecure) --join needs no token")
 		case !o.dev && dir.Has(tlsdir.RootCert):
 			return nil, fmt.Errorf("%s was created with TLS; start it without --insecure", o.dataDir)
