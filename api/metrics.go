@@ -90,6 +90,9 @@ func (s *Server) writeStateMetrics(b *bytes.Buffer) error {
 		}
 		leader, _ := s.e.Leader(g)
 		fmt.Fprintf(b, "shoal_group_leader{group=\"%d\"} %d\n", g, leader)
+		changes, term := s.e.LeaderChanges(g)
+		fmt.Fprintf(b, "shoal_raft_leader_changes_total{group=\"%d\"} %d\n", g, changes)
+		fmt.Fprintf(b, "shoal_raft_term{group=\"%d\"} %d\n", g, term)
 	}
 	for st := statemachine.StateNew; st <= statemachine.StateOrphaned; st++ {
 		fmt.Fprintf(b, "shoal_tasks{state=%q} %d\n", st.String(), tasks[st])

@@ -206,6 +206,17 @@ func (e *Engine) Leader(group int) (replicaID uint64, ok bool) {
 	return id, true
 }
 
+// LeaderChanges returns how many leaders this replica has learned of for
+// a group since it started (each election or hand-over that it saw
+// complete counts one; the first leader counts too), and the current
+// term as it knows it.
+func (e *Engine) LeaderChanges(group int) (changes, term uint64) {
+	if group < 0 || group > e.cfg.Groups {
+		return 0, 0
+	}
+	return e.lead.changes[group].Load(), e.lead.terms[group].Load()
+}
+
 // WaitReady waits until every group has a known leader.
 func (e *Engine) WaitReady(ctx context.Context) error {
 	for {

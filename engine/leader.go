@@ -29,6 +29,10 @@ type leadership struct {
 	self    uint64
 	leaders []atomic.Uint64 // per group: leader replica ID, 0 if unknown
 	terms   []atomic.Uint64 // per group: term of the last notification
+	// changes counts, per group, the leaders this replica learned of: a
+	// known leader in a new term, or another leader (elections and
+	// hand-overs alike; the first leader after start counts once).
+	changes []atomic.Uint64
 	changed chan struct{}   // cap 1: the cluster group's leader changed
 	stop    chan struct{}
 	done    chan struct{}
@@ -49,6 +53,7 @@ func newLeadership(self uint64, groups int) *leadership {
 		self:    self,
 		leaders: make([]atomic.Uint64, groups+1),
 		terms:   make([]atomic.Uint64, groups+1),
+		changes: make([]atomic.Uint64, groups+1),
 		changed: make(chan struct{}, 1),
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
@@ -63,8 +68,11 @@ func (l *leadership) LeaderUpdated(info raftio.LeaderInfo) {
 	if g < 0 || g >= len(l.leaders) {
 		return
 	}
-	l.leaders[g].Store(info.LeaderID)
-	l.terms[g].Store(info.Term)
+	prevLeader := l.leaders[g].Swap(info.LeaderID)
+	prevTerm := l.terms[g].Swap(info.Term)
+	if info.LeaderID != 0 && (info.LeaderID != prevLeader || info.Term != prevTerm) {
+		l.changes[g].Add(1)
+	}
 	if g == ClusterGroup {
 		select {
 		case l.changed <- struct{}{}:
