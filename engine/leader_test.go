@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/lni/dragonboat/v4/raftio"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/lni/dragonboat/v4/raftio"
 
 	"shoal/statemachine"
 )
