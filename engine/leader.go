@@ -33,7 +33,7 @@ type leadership struct {
 	// known leader in a new term, or another leader (elections and
 	// hand-overs alike; the first leader after start counts once).
 	changes []atomic.Uint64
-	changed chan struct{}   // cap 1: the cluster group's leader changed
+	changed chan struct{} // cap 1: the cluster group's leader changed
 	stop    chan struct{}
 	done    chan struct{}
 
