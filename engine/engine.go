@@ -119,7 +119,7 @@ func start(cfg Config) (*Engine, error) {
 	}
 	e.props = make([]*proposer, cfg.Groups+1)
 	for g := range e.props {
-		e.props[g] = newProposer(nh, &e.cfg, g)
+		e.props[g] = newProposer(nh, &e.cfg, g, e.lead)
 	}
 	return e, nil
 }

@@ -33,6 +33,12 @@ type leadership struct {
 	// known leader in a new term, or another leader (elections and
 	// hand-overs alike; the first leader after start counts once).
 	changes []atomic.Uint64
+	// notify holds, per group, a channel closed (and replaced) at every
+	// leader notification: entries in flight wait on it.
+	notify struct {
+		sync.Mutex
+		ch []chan struct{}
+	}
 	changed chan struct{} // cap 1: the cluster group's leader changed
 	stop    chan struct{}
 	done    chan struct{}
@@ -58,6 +64,10 @@ func newLeadership(self uint64, groups int) *leadership {
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
 	}
+	l.notify.ch = make([]chan struct{}, groups+1)
+	for g := range l.notify.ch {
+		l.notify.ch[g] = make(chan struct{})
+	}
 	go l.run()
 	return l
 }
@@ -73,12 +83,30 @@ func (l *leadership) LeaderUpdated(info raftio.LeaderInfo) {
 	if info.LeaderID != 0 && (info.LeaderID != prevLeader || info.Term != prevTerm) {
 		l.changes[g].Add(1)
 	}
+	l.notify.Lock()
+	close(l.notify.ch[g])
+	l.notify.ch[g] = make(chan struct{})
+	l.notify.Unlock()
 	if g == ClusterGroup {
 		select {
 		case l.changed <- struct{}{}:
 		default:
 		}
 	}
+}
+
+// notified returns a channel closed at the next leader notification of
+// group g.
+func (l *leadership) notified(g int) <-chan struct{} {
+	l.notify.Lock()
+	defer l.notify.Unlock()
+	return l.notify.ch[g]
+}
+
+// leaderTerm returns group g's leader (0 if unknown) and term as last
+// notified.
+func (l *leadership) leaderTerm(g int) (leader, term uint64) {
+	return l.leaders[g].Load(), l.terms[g].Load()
 }
 
 func (l *leadership) run() {

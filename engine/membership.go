@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/lni/dragonboat/v4"
 )
@@ -70,6 +71,17 @@ func (e *Engine) AddReplica(ctx context.Context, id uint64, addr string) error {
 	for _, gm := range view {
 		if err := addConflict(gm, id, addr); err != nil {
 			return err
+		}
+	}
+	// A removed ID is refused by Raft itself; say so plainly when the
+	// cluster group can answer (it may not while a member it just gained
+	// has not started yet: then the group's refusal speaks).
+	c, cancel := context.WithTimeout(ctx, 2*time.Second)
+	m, err := e.nh.SyncGetShardMembership(c, shardID(ClusterGroup))
+	cancel()
+	if err == nil {
+		if _, gone := m.Removed[id]; gone {
+			return fmt.Errorf("%w: replica %d was removed from the cluster, and a removed ID can never join again: give the new replica another --id", ErrMembership, id)
 		}
 	}
 	for g := 0; g <= e.cfg.Groups; g++ {

@@ -109,6 +109,7 @@ func TestJoinAndRemoveReplica(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitMembers(t, e1, 1)
+	e2.Close() // a removed replica is stopped
 	submitAll(t, e1, createServices("alone", 1, 1))
 	if err := e1.RemoveReplica(ctx, 1); !errors.Is(err, ErrMembership) || !strings.Contains(err.Error(), "only member") {
 		t.Errorf("remove the last replica: %v, want ErrMembership saying it is the only member", err)
