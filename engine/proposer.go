@@ -81,13 +81,14 @@ type proposer struct {
 
 	mu struct {
 		sync.Mutex
-		queue    []call
-		queued   int // bytes in queue
-		inflight int // bytes proposed, not yet applied here
-		entries  int // entries proposed, not yet applied here
-		closed   bool
-		space    chan struct{}     // closed (and replaced) when bytes free up
-		sessions []*client.Session // registered, free for an entry
+		queue      []call
+		queued     int // bytes in queue
+		inflight   int // bytes proposed, not yet applied here
+		entries    int // entries proposed, not yet applied here
+		closed     bool
+		space      chan struct{}     // closed (and replaced) when bytes free up
+		sessions   []*client.Session // registered, free for an entry
+		registered int               // sessions registered or being registered
 	}
 }
 
@@ -103,6 +104,7 @@ func newProposer(nh *dragonboat.NodeHost, cfg *Config, group int, lead *leadersh
 	}
 	p.mu.space = make(chan struct{})
 	go p.run()
+	go p.prefill()
 	return p
 }
 
@@ -246,14 +248,30 @@ func (p *proposer) session(deadline time.Time) (*client.Session, error) {
 		p.mu.Unlock()
 		return s, nil
 	}
+	p.mu.registered++
 	p.mu.Unlock()
+	s, err := p.register(deadline)
+	if err != nil {
+		p.mu.Lock()
+		p.mu.registered--
+		p.mu.Unlock()
+	}
+	return s, err
+}
+
+// register registers a new client session with the group.
+func (p *proposer) register(deadline time.Time) (*client.Session, error) {
 	backoff := p.cfg.RTT
 	for attempt := 0; ; attempt++ {
 		left := deadline.Sub(p.cfg.Clock.Now())
 		if left < 2*p.cfg.RTT {
 			return nil, fmt.Errorf("%w (group %d: no client session, %d attempts)", ErrNotProposed, p.group, attempt)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), left)
+		// A registration forwarded to a leader that dies is lost like any
+		// proposal: try again after an election's time rather than wait
+		// out the whole deadline (a lost one leaves an unused session,
+		// which the group's LRU drops).
+		ctx, cancel := context.WithTimeout(context.Background(), min(left, p.registerTimeout()))
 		s, err := p.nh.SyncGetSession(ctx, shardID(p.group))
 		cancel()
 		switch {
@@ -270,6 +288,46 @@ func (p *proposer) session(deadline time.Time) (*client.Session, error) {
 			return nil, ErrClosed
 		}
 		backoff = min(2*backoff, 20*p.cfg.RTT)
+	}
+}
+
+// registerTimeout bounds one attempt to register a session: about two
+// election timeouts.
+func (p *proposer) registerTimeout() time.Duration {
+	return max(4*time.Duration(p.cfg.ElectionRTT)*p.cfg.RTT, 20*p.cfg.RTT)
+}
+
+// prefill registers the whole pool of sessions in the background once
+// the group has a leader, so that a burst after a failover finds them
+// ready instead of registering while leadership moves.
+func (p *proposer) prefill() {
+	for {
+		if leader, _ := p.lead.leaderTerm(p.group); leader != 0 {
+			break
+		}
+		select {
+		case <-p.lead.notified(p.group):
+		case <-p.stop:
+			return
+		}
+	}
+	for {
+		p.mu.Lock()
+		if p.mu.registered >= p.cfg.MaxInFlightEntries || p.mu.closed {
+			p.mu.Unlock()
+			return
+		}
+		p.mu.registered++
+		p.mu.Unlock()
+		s, err := p.register(p.cfg.Clock.Now().Add(p.cfg.ProposeTimeout))
+		p.mu.Lock()
+		if err != nil {
+			p.mu.registered--
+			p.mu.Unlock()
+			return // the rest are registered on demand
+		}
+		p.mu.sessions = append(p.mu.sessions, s)
+		p.mu.Unlock()
 	}
 }
 
