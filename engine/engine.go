@@ -336,7 +336,8 @@ func (e *Engine) submitMany(ctx context.Context, cmds []statemachine.Command) []
 // everything committed before Read was called (a linearizable ReadIndex
 // read). fn runs under the group's read lock: it must be quick and must not
 // keep or modify anything it sees. Without a deadline in ctx, Read gives up
-// after Config.ProposeTimeout.
+// after Config.ProposeTimeout. A read index asked of a leader that dies or
+// hands over is asked again of the new leader as soon as one is known.
 func (e *Engine) Read(ctx context.Context, group int, fn func(*statemachine.State)) error {
 	if err := e.checkGroup(group); err != nil {
 		return err
@@ -348,12 +349,15 @@ func (e *Engine) Read(ctx context.Context, group int, fn func(*statemachine.Stat
 	}
 	backoff := e.cfg.RTT
 	for {
-		_, err := e.nh.SyncRead(ctx, shardID(group), readFunc(fn))
+		err := e.readOnce(ctx, group, fn)
 		if err == nil || !dragonboat.IsTempError(err) || errors.Is(err, dragonboat.ErrClosed) || ctx.Err() != nil {
 			if err != nil {
 				return fmt.Errorf("engine: read group %d: %w", group, err)
 			}
 			return nil
+		}
+		if errors.Is(err, errLeaderChanged) {
+			continue
 		}
 		select {
 		case <-ctx.Done():
@@ -361,6 +365,46 @@ func (e *Engine) Read(ctx context.Context, group int, fn func(*statemachine.Stat
 		case <-e.cfg.Clock.After(backoff):
 		}
 		backoff = min(2*backoff, 20*e.cfg.RTT)
+	}
+}
+
+// errLeaderChanged ends a read index request that a newer leader should
+// answer; it counts as temporary.
+var errLeaderChanged = fmt.Errorf("leader changed: %w", dragonboat.ErrAborted)
+
+// readOnce asks for one read index and, once it is applied here, runs fn.
+func (e *Engine) readOnce(ctx context.Context, group int, fn func(*statemachine.State)) error {
+	deadline, _ := ctx.Deadline()
+	left := time.Until(deadline)
+	if left <= 0 {
+		return ctx.Err()
+	}
+	_, term := e.lead.leaderTerm(group)
+	rs, err := e.nh.ReadIndex(shardID(group), left)
+	if err != nil {
+		return err
+	}
+	for {
+		select {
+		case r := <-rs.ResultC():
+			defer rs.Release()
+			switch {
+			case r.Completed():
+				_, err := e.nh.ReadLocalNode(rs, readFunc(fn))
+				return err
+			case r.Dropped():
+				return dragonboat.ErrShardNotReady
+			case r.Terminated():
+				return dragonboat.ErrClosed
+			}
+			return dragonboat.ErrTimeout
+		case <-e.lead.notified(group):
+			if leader, now := e.lead.leaderTerm(group); leader != 0 && now > term {
+				return errLeaderChanged // rs is abandoned; dragonboat ends it
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 }
 

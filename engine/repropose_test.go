@@ -14,6 +14,7 @@ import (
 // again at the new leader as soon as one is known, instead of waiting out
 // the proposal timeout, and is applied exactly once: node IDs reserved
 // through it come out consecutive, none lost to a second application.
+// Reads through the follower (read index) are asked again the same way.
 func TestProposalRetriedAtNewLeader(t *testing.T) {
 	cfg := testConfig(1)
 	cfg.ProposeTimeout = 20 * time.Second
@@ -37,6 +38,10 @@ func TestProposalRetriedAtNewLeader(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			start := time.Now()
 			res, err := follower.Submit(ctx, statemachine.Command{Kind: statemachine.CmdReserveNodeID})
+			if err == nil && i%2 == 1 {
+				// Linearizable reads through the follower too.
+				err = follower.Read(ctx, ClusterGroup, func(*statemachine.State) {})
+			}
 			cancel()
 			results <- outcome{res.ID, time.Since(start), err}
 			done.Add(1)
