@@ -350,6 +350,7 @@ func (p *proposer) proposeRetry(sess *client.Session, ent []byte, deadline time.
 		if left < 2*p.cfg.RTT {
 			return nil, fmt.Errorf("%w (group %d, %d attempts)", ErrNotProposed, p.group, attempt)
 		}
+		changed := p.lead.notified(p.group)
 		rs, err := p.nh.Propose(sess, ent, left)
 		if err == nil {
 			return rs, nil
@@ -362,6 +363,7 @@ func (p *proposer) proposeRetry(sess *client.Session, ent []byte, deadline time.
 		}
 		select {
 		case <-p.cfg.Clock.After(backoff):
+		case <-changed: // a leader is elected or handed over: try at once
 		case <-p.stop:
 			return nil, ErrClosed
 		}
