@@ -129,6 +129,13 @@ func (s *Server) joinManager(ctx *fasthttp.RequestCtx, req *client.JoinRequest, 
 	if req.Replica == 0 {
 		return badRequest("a manager's join needs its replica ID")
 	}
+	if req.Member {
+		// Membership first: a join that cannot be added gets no credentials,
+		// and a retried join finds the change done.
+		if err := s.addMember(req.Replica, req.RaftAddr, ctx.RemoteIP().String()); err != nil {
+			return err
+		}
+	}
 	var hosts []string
 	for _, a := range []string{req.RaftAddr, req.APIAddr} {
 		if h, _, err := net.SplitHostPort(a); err == nil && h != "" {

@@ -93,6 +93,9 @@ func (s *Server) writeStateMetrics(b *bytes.Buffer) error {
 		entries, cmds := s.e.Proposed(g)
 		fmt.Fprintf(b, "shoal_group_proposals_total{group=\"%d\"} %d\n", g, entries)
 		fmt.Fprintf(b, "shoal_group_proposed_commands_total{group=\"%d\"} %d\n", g, cmds)
+		changes, term := s.e.LeaderChanges(g)
+		fmt.Fprintf(b, "shoal_raft_leader_changes_total{group=\"%d\"} %d\n", g, changes)
+		fmt.Fprintf(b, "shoal_raft_term{group=\"%d\"} %d\n", g, term)
 	}
 	for st := statemachine.StateNew; st <= statemachine.StateOrphaned; st++ {
 		fmt.Fprintf(b, "shoal_tasks{state=%q} %d\n", st.String(), tasks[st])

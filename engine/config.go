@@ -29,6 +29,13 @@ type Config struct {
 	// replica's included. Default: this replica alone (a one-replica
 	// cluster). It must be the same on every start.
 	Peers map[uint64]string
+	// Join starts a replica that a running cluster added to the membership
+	// of every group (Engine.AddReplica, done by the manager answering
+	// `serve --join`): its groups start with no initial members and learn
+	// them, and the state, from their leaders. Recorded in DataDir on the
+	// first start, so later starts need not repeat it; it cannot be
+	// combined with Peers.
+	Join bool
 	// Groups is the number of service groups (the cluster group comes on
 	// top). Default: the number stored in DataDir, else DefaultGroups. It is
 	// fixed when DataDir is first used; a different value later is refused.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
 	"sync"
@@ -64,7 +63,8 @@ func Open(cfg Config) (*Engine, error) {
 		if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 			return nil, fmt.Errorf("engine: create data dir: %w", err)
 		}
-		m = meta{Version: 1, Groups: cfg.Groups, ReplicaID: cfg.ReplicaID, RaftAddr: cfg.RaftAddr, Peers: cfg.Peers, Pending: true}
+		m = meta{Version: 1, Groups: cfg.Groups, ReplicaID: cfg.ReplicaID, RaftAddr: cfg.RaftAddr, Peers: cfg.Peers,
+			Joined: cfg.Join, Pending: true}
 		if err := writeMeta(cfg.DataDir, m); err != nil {
 			return nil, err
 		}
@@ -92,6 +92,10 @@ func start(cfg Config) (*Engine, error) {
 	if len(peers) == 0 { // a directory recorded before peers were kept
 		peers = map[uint64]string{cfg.ReplicaID: cfg.RaftAddr}
 	}
+	if cfg.Join {
+		// Added to running groups: the members come from their leaders.
+		peers = nil
+	}
 	setLogLevel(cfg.RaftLogLevel)
 	e := &Engine{cfg: cfg, lead: newLeadership(cfg.ReplicaID, cfg.Groups)}
 	nh, err := dragonboat.NewNodeHost(e.nodeHostConfig())
@@ -107,9 +111,12 @@ func start(cfg Config) (*Engine, error) {
 			r.onDiverge = cfg.OnDiverge
 			return r
 		}
-		if err := nh.StartConcurrentReplica(peers, false, create, e.raftConfig(g)); err != nil {
+		if err := nh.StartConcurrentReplica(peers, cfg.Join, create, e.raftConfig(g)); err != nil {
 			e.Close()
 			if errors.Is(err, dragonboat.ErrInvalidShardSettings) {
+				if cfg.Join {
+					return nil, fmt.Errorf("%w: group %d of %s was started as an initial member, not by a join: start it without --join: %w", ErrDataDir, g, cfg.DataDir, err)
+				}
 				return nil, fmt.Errorf("%w: group %d was created with other peers than %v: %w", ErrDataDir, g, peers, err)
 			}
 			return nil, fmt.Errorf("engine: start group %d: %w", g, err)
@@ -117,7 +124,7 @@ func start(cfg Config) (*Engine, error) {
 	}
 	e.props = make([]*proposer, cfg.Groups+1)
 	for g := range e.props {
-		e.props[g] = newProposer(nh, &e.cfg, g)
+		e.props[g] = newProposer(nh, &e.cfg, g, e.lead)
 	}
 	return e, nil
 }
@@ -177,10 +184,6 @@ func (e *Engine) Close() {
 // ReplicaID returns this replica's Raft ID.
 func (e *Engine) ReplicaID() uint64 { return e.cfg.ReplicaID }
 
-// Peers returns the cluster's initial replicas (ID to Raft address), this
-// one included.
-func (e *Engine) Peers() map[uint64]string { return maps.Clone(e.cfg.Peers) }
-
 // RaftAddr returns the address this replica serves Raft on.
 func (e *Engine) RaftAddr() string { return e.cfg.RaftAddr }
 
@@ -206,6 +209,17 @@ func (e *Engine) Leader(group int) (replicaID uint64, ok bool) {
 		return 0, false
 	}
 	return id, true
+}
+
+// LeaderChanges returns how many leaders this replica has learned of for
+// a group since it started (each election or hand-over that it saw
+// complete counts one; the first leader counts too), and the current
+// term as it knows it.
+func (e *Engine) LeaderChanges(group int) (changes, term uint64) {
+	if group < 0 || group > e.cfg.Groups {
+		return 0, 0
+	}
+	return e.lead.changes[group].Load(), e.lead.terms[group].Load()
 }
 
 // WaitReady waits until every group has a known leader.
@@ -329,7 +343,8 @@ func (e *Engine) submitMany(ctx context.Context, cmds []statemachine.Command) []
 // everything committed before Read was called (a linearizable ReadIndex
 // read). fn runs under the group's read lock: it must be quick and must not
 // keep or modify anything it sees. Without a deadline in ctx, Read gives up
-// after Config.ProposeTimeout.
+// after Config.ProposeTimeout. A read index asked of a leader that dies or
+// hands over is asked again of the new leader as soon as one is known.
 func (e *Engine) Read(ctx context.Context, group int, fn func(*statemachine.State)) error {
 	if err := e.checkGroup(group); err != nil {
 		return err
@@ -341,12 +356,15 @@ func (e *Engine) Read(ctx context.Context, group int, fn func(*statemachine.Stat
 	}
 	backoff := e.cfg.RTT
 	for {
-		_, err := e.nh.SyncRead(ctx, shardID(group), readFunc(fn))
+		err := e.readOnce(ctx, group, fn)
 		if err == nil || !dragonboat.IsTempError(err) || errors.Is(err, dragonboat.ErrClosed) || ctx.Err() != nil {
 			if err != nil {
 				return fmt.Errorf("engine: read group %d: %w", group, err)
 			}
 			return nil
+		}
+		if errors.Is(err, errLeaderChanged) {
+			continue
 		}
 		select {
 		case <-ctx.Done():
@@ -354,6 +372,46 @@ func (e *Engine) Read(ctx context.Context, group int, fn func(*statemachine.Stat
 		case <-e.cfg.Clock.After(backoff):
 		}
 		backoff = min(2*backoff, 20*e.cfg.RTT)
+	}
+}
+
+// errLeaderChanged ends a read index request that a newer leader should
+// answer; it counts as temporary.
+var errLeaderChanged = fmt.Errorf("leader changed: %w", dragonboat.ErrAborted)
+
+// readOnce asks for one read index and, once it is applied here, runs fn.
+func (e *Engine) readOnce(ctx context.Context, group int, fn func(*statemachine.State)) error {
+	deadline, _ := ctx.Deadline()
+	left := time.Until(deadline)
+	if left <= 0 {
+		return ctx.Err()
+	}
+	_, term := e.lead.leaderTerm(group)
+	rs, err := e.nh.ReadIndex(shardID(group), left)
+	if err != nil {
+		return err
+	}
+	for {
+		select {
+		case r := <-rs.ResultC():
+			defer rs.Release()
+			switch {
+			case r.Completed():
+				_, err := e.nh.ReadLocalNode(rs, readFunc(fn))
+				return err
+			case r.Dropped():
+				return dragonboat.ErrShardNotReady
+			case r.Terminated():
+				return dragonboat.ErrClosed
+			}
+			return dragonboat.ErrTimeout
+		case <-e.lead.notified(group):
+			if leader, now := e.lead.leaderTerm(group); leader != 0 && now > term {
+				return errLeaderChanged // rs is abandoned; dragonboat ends it
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 }
 

@@ -32,6 +32,15 @@ var (
 	// fit the configuration it is opened with.
 	ErrDataDir = errors.New("engine: data directory does not match the configuration")
 
+	// ErrMembership is wrapped by refused membership changes (a duplicate
+	// ID or address, an ID that was removed, removing the last replica).
+	ErrMembership = errors.New("engine: membership change refused")
+	// ErrNoReplica: the replica named is not a member of the cluster.
+	ErrNoReplica = errors.New("engine: no such replica")
+	// ErrNoQuorum: a membership change found no leader with a quorum
+	// before its deadline; nothing may have changed in that group.
+	ErrNoQuorum = errors.New("engine: the group has no leader with a quorum")
+
 	// ErrNotMonitoring: this replica's node monitor duty is not running
 	// (not the cluster group's leader, or the node list is not loaded
 	// yet); send the heartbeat to the leader, or retry shortly.

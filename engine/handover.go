@@ -19,12 +19,13 @@ import (
 func (e *Engine) HandOver(ctx context.Context) error {
 	var targets []uint64
 	var d net.Dialer
-	for _, id := range slices.Sorted(maps.Keys(e.cfg.Peers)) {
+	peers := e.Peers()
+	for _, id := range slices.Sorted(maps.Keys(peers)) {
 		if id == e.cfg.ReplicaID {
 			continue
 		}
 		c, cancel := context.WithTimeout(ctx, 10*e.cfg.RTT)
-		conn, err := d.DialContext(c, "tcp", e.cfg.Peers[id])
+		conn, err := d.DialContext(c, "tcp", peers[id])
 		cancel()
 		if err == nil {
 			conn.Close()

@@ -29,7 +29,17 @@ type leadership struct {
 	self    uint64
 	leaders []atomic.Uint64 // per group: leader replica ID, 0 if unknown
 	terms   []atomic.Uint64 // per group: term of the last notification
-	changed chan struct{}   // cap 1: the cluster group's leader changed
+	// changes counts, per group, the leaders this replica learned of: a
+	// known leader in a new term, or another leader (elections and
+	// hand-overs alike; the first leader after start counts once).
+	changes []atomic.Uint64
+	// notify holds, per group, a channel closed (and replaced) at every
+	// leader notification: entries in flight wait on it.
+	notify struct {
+		sync.Mutex
+		ch []chan struct{}
+	}
+	changed chan struct{} // cap 1: the cluster group's leader changed
 	stop    chan struct{}
 	done    chan struct{}
 
@@ -49,9 +59,14 @@ func newLeadership(self uint64, groups int) *leadership {
 		self:    self,
 		leaders: make([]atomic.Uint64, groups+1),
 		terms:   make([]atomic.Uint64, groups+1),
+		changes: make([]atomic.Uint64, groups+1),
 		changed: make(chan struct{}, 1),
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
+	}
+	l.notify.ch = make([]chan struct{}, groups+1)
+	for g := range l.notify.ch {
+		l.notify.ch[g] = make(chan struct{})
 	}
 	go l.run()
 	return l
@@ -63,14 +78,35 @@ func (l *leadership) LeaderUpdated(info raftio.LeaderInfo) {
 	if g < 0 || g >= len(l.leaders) {
 		return
 	}
-	l.leaders[g].Store(info.LeaderID)
-	l.terms[g].Store(info.Term)
+	prevLeader := l.leaders[g].Swap(info.LeaderID)
+	prevTerm := l.terms[g].Swap(info.Term)
+	if info.LeaderID != 0 && (info.LeaderID != prevLeader || info.Term != prevTerm) {
+		l.changes[g].Add(1)
+	}
+	l.notify.Lock()
+	close(l.notify.ch[g])
+	l.notify.ch[g] = make(chan struct{})
+	l.notify.Unlock()
 	if g == ClusterGroup {
 		select {
 		case l.changed <- struct{}{}:
 		default:
 		}
 	}
+}
+
+// notified returns a channel closed at the next leader notification of
+// group g.
+func (l *leadership) notified(g int) <-chan struct{} {
+	l.notify.Lock()
+	defer l.notify.Unlock()
+	return l.notify.ch[g]
+}
+
+// leaderTerm returns group g's leader (0 if unknown) and term as last
+// notified.
+func (l *leadership) leaderTerm(g int) (leader, term uint64) {
+	return l.leaders[g].Load(), l.terms[g].Load()
 }
 
 func (l *leadership) run() {

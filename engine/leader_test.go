@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lni/dragonboat/v4/raftio"
+
 	"shoal/statemachine"
 )
 
@@ -58,6 +60,14 @@ func TestLeaderLoss(t *testing.T) {
 	eventually(t, 10*time.Second, func() (bool, string) { return log.only(old) })
 	submitAll(t, l.Engine(1), addNodes(3))
 
+	before := make(map[uint64]uint64)
+	for _, e := range l.Engines() {
+		if n, _ := e.LeaderChanges(ClusterGroup); n == 0 {
+			t.Fatalf("replica %d counts no leader change for the cluster group, yet knows its leader", e.ReplicaID())
+		} else {
+			before[e.ReplicaID()] = n
+		}
+	}
 	l.Stop(old)
 	var rest []*Engine
 	var ids []uint64
@@ -67,6 +77,11 @@ func TestLeaderLoss(t *testing.T) {
 	waitLeaderAmong(t, rest, ids...)
 	leader, _ := rest[0].Leader(ClusterGroup)
 	eventually(t, 10*time.Second, func() (bool, string) { return log.only(leader) })
+	for _, e := range rest {
+		if n, _ := e.LeaderChanges(ClusterGroup); n <= before[e.ReplicaID()] {
+			t.Errorf("replica %d: %d leader changes after the leader died, %d before", e.ReplicaID(), n, before[e.ReplicaID()])
+		}
+	}
 
 	// Writes to every group go through under the new leaders.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -132,4 +147,29 @@ func TestCorruptEntries(t *testing.T) {
 		t.Fatal(err)
 	}
 	converged(t, l.Engines())
+}
+
+// Leader changes count a known leader in a new term or another leader,
+// never an unknown leader or a repeated notification.
+func TestLeaderChangesCount(t *testing.T) {
+	l := newLeadership(1, 0)
+	defer l.close()
+	steps := []struct {
+		leader, term uint64
+		want         uint64
+	}{
+		{0, 1, 0}, // election under way
+		{2, 1, 1}, // 2 elected
+		{2, 1, 1}, // repeated
+		{0, 2, 1}, // 2 lost it
+		{3, 2, 2}, // 3 elected
+		{3, 3, 3}, // 3 re-elected in a new term
+		{1, 4, 4}, // this replica
+	}
+	for i, s := range steps {
+		l.LeaderUpdated(raftio.LeaderInfo{ShardID: shardID(ClusterGroup), LeaderID: s.leader, Term: s.term})
+		if got := l.changes[ClusterGroup].Load(); got != s.want {
+			t.Fatalf("step %d (leader %d, term %d): %d changes, want %d", i, s.leader, s.term, got, s.want)
+		}
+	}
 }

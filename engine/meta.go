@@ -28,6 +28,10 @@ type meta struct {
 	// Peers are the initial replicas, this one included, so a restart
 	// needs no --peers. Absent in directories made before it was kept.
 	Peers map[uint64]string `json:"peers,omitempty"`
+	// Joined is true for a replica added to a running cluster (Config.Join):
+	// its groups start with no initial members, on every start. Peers then
+	// holds this replica alone.
+	Joined bool `json:"joined,omitempty"`
 	// Pending is true from the moment the directory is first written
 	// until every group of the replica started in it. A pending directory
 	// never started: it holds nothing of value, and the next Open resets it
@@ -86,11 +90,15 @@ func resolveMeta(cfg *Config) (m meta, fresh bool, err error) {
 		case cfg.RaftAddr != "" && cfg.RaftAddr != m.RaftAddr:
 			return m, false, fmt.Errorf("%w: %s was created for Raft address %s, not %s; peers know it by that address",
 				ErrDataDir, cfg.DataDir, m.RaftAddr, cfg.RaftAddr)
+		case cfg.Join && !m.Joined:
+			return m, false, fmt.Errorf("%w: %s belongs to an initial member of its cluster, not to a replica that joined one; start it without --join", ErrDataDir, cfg.DataDir)
+		case m.Joined && len(cfg.Peers) > 1:
+			return m, false, fmt.Errorf("%w: %s belongs to a replica that joined a running cluster; its members are recorded by Raft, so start it without --peers", ErrDataDir, cfg.DataDir)
 		case len(cfg.Peers) > 0 && len(m.Peers) > 0 && !maps.Equal(cfg.Peers, m.Peers):
 			return m, false, fmt.Errorf("%w: %s was created with peers %s, not %s; the initial peers are fixed, so omit them (they are recorded) or give the same; if the recorded ones hold a typo and no replica was ever ready with them, stop every replica started with them, remove their data directories and start again",
 				ErrDataDir, cfg.DataDir, FormatPeers(m.Peers), FormatPeers(cfg.Peers))
 		}
-		cfg.Groups, cfg.RaftAddr = m.Groups, m.RaftAddr
+		cfg.Groups, cfg.RaftAddr, cfg.Join = m.Groups, m.RaftAddr, m.Joined
 		if len(cfg.Peers) == 0 {
 			cfg.Peers = maps.Clone(m.Peers)
 		}
@@ -108,6 +116,9 @@ func resolveMeta(cfg *Config) (m meta, fresh bool, err error) {
 		} else if cfg.RaftAddr, err = freeLoopbackAddr(); err != nil {
 			return m, true, err
 		}
+	}
+	if cfg.Join && len(cfg.Peers) > 1 {
+		return m, true, fmt.Errorf("%w: a replica that joins a running cluster takes its members from it: give no peers", ErrConfig)
 	}
 	if len(cfg.Peers) == 0 {
 		cfg.Peers = map[uint64]string{cfg.ReplicaID: cfg.RaftAddr}
@@ -198,4 +209,11 @@ func Check(cfg Config) error {
 		return err
 	}
 	return checkBind(cfg.RaftAddr)
+}
+
+// Started reports whether dir holds a replica that started at least once
+// (its meta is written and no longer pending).
+func Started(dir string) (bool, error) {
+	m, ok, err := readMeta(dir)
+	return ok && !m.Pending, err
 }

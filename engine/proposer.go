@@ -60,42 +60,54 @@ type call struct {
 // goroutine takes queued calls in order, encodes them into an entry
 // stamped with the clock, and proposes it; each entry in flight has its own
 // goroutine waiting for the result. In-flight and queued bytes are bounded.
+//
+// Each entry in flight holds a dragonboat client session of its own (a
+// pool, registered on demand, at most MaxInFlightEntries): when the
+// group's leader changes while an entry waits — a proposal forwarded to a
+// leader that died or handed over is lost with it — the entry is proposed
+// again at once under the same session and series ID, and the state
+// machine applies it at most once (a duplicate gets the first result).
 type proposer struct {
-	nh      *dragonboat.NodeHost
-	cfg     *Config
-	group   int
-	session *client.Session
-	kick    chan struct{}
-	stop    chan struct{}
-	done    chan struct{}
-	scratch []statemachine.Command // the loop goroutine's encoding buffer
+	nh    *dragonboat.NodeHost
+	cfg   *Config
+	group int
+	lead  *leadership
+	kick  chan struct{}
+	// reproposed counts entries proposed again after a leader change.
+	reproposed atomic.Uint64
+	stop       chan struct{}
+	done       chan struct{}
+	scratch    []statemachine.Command // the loop goroutine's encoding buffer
 	// proposed counts the entries this replica proposed and the commands
 	// they carried (the mean batch size is their ratio).
 	proposed struct{ entries, commands atomic.Uint64 }
 
 	mu struct {
 		sync.Mutex
-		queue    []call
-		queued   int // bytes in queue
-		inflight int // bytes proposed, not yet applied here
-		entries  int // entries proposed, not yet applied here
-		closed   bool
-		space    chan struct{} // closed (and replaced) when bytes free up
+		queue      []call
+		queued     int // bytes in queue
+		inflight   int // bytes proposed, not yet applied here
+		entries    int // entries proposed, not yet applied here
+		closed     bool
+		space      chan struct{}     // closed (and replaced) when bytes free up
+		sessions   []*client.Session // registered, free for an entry
+		registered int               // sessions registered or being registered
 	}
 }
 
-func newProposer(nh *dragonboat.NodeHost, cfg *Config, group int) *proposer {
+func newProposer(nh *dragonboat.NodeHost, cfg *Config, group int, lead *leadership) *proposer {
 	p := &proposer{
-		nh:      nh,
-		cfg:     cfg,
-		group:   group,
-		session: nh.GetNoOPSession(shardID(group)),
-		kick:    make(chan struct{}, 1),
-		stop:    make(chan struct{}),
-		done:    make(chan struct{}),
+		nh:    nh,
+		cfg:   cfg,
+		group: group,
+		lead:  lead,
+		kick:  make(chan struct{}, 1),
+		stop:  make(chan struct{}),
+		done:  make(chan struct{}),
 	}
 	p.mu.space = make(chan struct{})
 	go p.run()
+	go p.prefill()
 	return p
 }
 
@@ -216,24 +228,135 @@ func (p *proposer) propose(calls []call, size int) {
 // send proposes a raw entry for calls (the test hook proposes garbage this
 // way too) and hands the request to a waiting goroutine.
 func (p *proposer) send(ent []byte, calls []call, size int, deadline time.Time) {
-	rs, err := p.proposeRetry(ent, deadline)
+	sess, err := p.session(deadline)
 	if err != nil {
 		p.finish(calls, size, func(int) Outcome { return Outcome{Failed: err} })
 		return
 	}
-	go p.await(rs, ent, calls, size, deadline)
+	_, term := p.lead.leaderTerm(p.group)
+	rs, err := p.proposeRetry(sess, ent, deadline)
+	if err != nil {
+		p.release(sess)
+		p.finish(calls, size, func(int) Outcome { return Outcome{Failed: err} })
+		return
+	}
+	go p.await(sess, rs, term, ent, calls, size, deadline)
+}
+
+// session returns a free client session, registering a new one (a Raft
+// round trip, once per session) when none is free.
+func (p *proposer) session(deadline time.Time) (*client.Session, error) {
+	p.mu.Lock()
+	if n := len(p.mu.sessions); n > 0 {
+		s := p.mu.sessions[n-1]
+		p.mu.sessions = p.mu.sessions[:n-1]
+		p.mu.Unlock()
+		return s, nil
+	}
+	p.mu.registered++
+	p.mu.Unlock()
+	s, err := p.register(deadline)
+	if err != nil {
+		p.mu.Lock()
+		p.mu.registered--
+		p.mu.Unlock()
+	}
+	return s, err
+}
+
+// register registers a new client session with the group.
+func (p *proposer) register(deadline time.Time) (*client.Session, error) {
+	backoff := p.cfg.RTT
+	for attempt := 0; ; attempt++ {
+		left := deadline.Sub(p.cfg.Clock.Now())
+		if left < 2*p.cfg.RTT {
+			return nil, fmt.Errorf("%w (group %d: no client session, %d attempts)", ErrNotProposed, p.group, attempt)
+		}
+		// A registration forwarded to a leader that dies is lost like any
+		// proposal: try again after an election's time rather than wait
+		// out the whole deadline (a lost one leaves an unused session,
+		// which the group's LRU drops).
+		ctx, cancel := context.WithTimeout(context.Background(), min(left, p.registerTimeout()))
+		s, err := p.nh.SyncGetSession(ctx, shardID(p.group))
+		cancel()
+		switch {
+		case err == nil:
+			return s, nil
+		case errors.Is(err, dragonboat.ErrClosed), errors.Is(err, dragonboat.ErrShardClosed):
+			return nil, ErrClosed
+		case !dragonboat.IsTempError(err) && !errors.Is(err, context.DeadlineExceeded):
+			return nil, fmt.Errorf("engine: register a client session with group %d: %w", p.group, err)
+		}
+		select {
+		case <-p.cfg.Clock.After(backoff):
+		case <-p.stop:
+			return nil, ErrClosed
+		}
+		backoff = min(2*backoff, 20*p.cfg.RTT)
+	}
+}
+
+// registerTimeout bounds one attempt to register a session: about two
+// election timeouts.
+func (p *proposer) registerTimeout() time.Duration {
+	return max(4*time.Duration(p.cfg.ElectionRTT)*p.cfg.RTT, 20*p.cfg.RTT)
+}
+
+// prefill registers the whole pool of sessions in the background once
+// the group has a leader, so that a burst after a failover finds them
+// ready instead of registering while leadership moves.
+func (p *proposer) prefill() {
+	for {
+		if leader, _ := p.lead.leaderTerm(p.group); leader != 0 {
+			break
+		}
+		select {
+		case <-p.lead.notified(p.group):
+		case <-p.stop:
+			return
+		}
+	}
+	for {
+		p.mu.Lock()
+		if p.mu.registered >= p.cfg.MaxInFlightEntries || p.mu.closed {
+			p.mu.Unlock()
+			return
+		}
+		p.mu.registered++
+		p.mu.Unlock()
+		s, err := p.register(p.cfg.Clock.Now().Add(p.cfg.ProposeTimeout))
+		p.mu.Lock()
+		if err != nil {
+			p.mu.registered--
+			p.mu.Unlock()
+			return // the rest are registered on demand
+		}
+		p.mu.sessions = append(p.mu.sessions, s)
+		p.mu.Unlock()
+	}
+}
+
+// release marks the session's proposal finished (applied, or given up:
+// a later proposal on it tells the state machine never to apply the old
+// one after) and returns it to the pool.
+func (p *proposer) release(s *client.Session) {
+	s.ProposalCompleted()
+	p.mu.Lock()
+	p.mu.sessions = append(p.mu.sessions, s)
+	p.mu.Unlock()
 }
 
 // proposeRetry proposes ent, backing off while dragonboat reports a
 // temporary refusal (busy, no leader yet), until the deadline.
-func (p *proposer) proposeRetry(ent []byte, deadline time.Time) (*dragonboat.RequestState, error) {
+func (p *proposer) proposeRetry(sess *client.Session, ent []byte, deadline time.Time) (*dragonboat.RequestState, error) {
 	backoff := p.cfg.RTT
 	for attempt := 0; ; attempt++ {
 		left := deadline.Sub(p.cfg.Clock.Now())
 		if left < 2*p.cfg.RTT {
 			return nil, fmt.Errorf("%w (group %d, %d attempts)", ErrNotProposed, p.group, attempt)
 		}
-		rs, err := p.nh.Propose(p.session, ent, left)
+		changed := p.lead.notified(p.group)
+		rs, err := p.nh.Propose(sess, ent, left)
 		if err == nil {
 			return rs, nil
 		}
@@ -245,6 +368,7 @@ func (p *proposer) proposeRetry(ent []byte, deadline time.Time) (*dragonboat.Req
 		}
 		select {
 		case <-p.cfg.Clock.After(backoff):
+		case <-changed: // a leader is elected or handed over: try at once
 		case <-p.stop:
 			return nil, ErrClosed
 		}
@@ -252,11 +376,31 @@ func (p *proposer) proposeRetry(ent []byte, deadline time.Time) (*dragonboat.Req
 	}
 }
 
-// await waits for one entry's result and delivers it; an entry dropped
-// before it was proposed (no leader) is proposed again.
-func (p *proposer) await(rs *dragonboat.RequestState, ent []byte, calls []call, size int, deadline time.Time) {
+// await waits for one entry's result and delivers it. An entry dropped
+// before it was proposed (no leader) is proposed again, and so is one
+// still waiting when a new leader is known (term newer than when it was
+// proposed): the session makes a second copy harmless, and the copy the
+// new leader commits completes the wait.
+func (p *proposer) await(sess *client.Session, rs *dragonboat.RequestState, term uint64, ent []byte, calls []call, size int, deadline time.Time) {
+	defer p.release(sess)
 	for {
-		r := <-rs.ResultC()
+		var r dragonboat.RequestResult
+		select {
+		case r = <-rs.ResultC():
+		case <-p.lead.notified(p.group):
+			leader, now := p.lead.leaderTerm(p.group)
+			if leader == 0 || now <= term {
+				continue
+			}
+			term = now
+			if again, err := p.proposeRetry(sess, ent, deadline); err == nil {
+				// The old request is abandoned: if its entry commits after
+				// all, the new one completes with the same result.
+				p.reproposed.Add(1)
+				rs = again
+			}
+			continue
+		}
 		rs.Release()
 		var failed error
 		switch {
@@ -265,7 +409,7 @@ func (p *proposer) await(rs *dragonboat.RequestState, ent []byte, calls []call, 
 			return
 		case r.Dropped():
 			var err error
-			if rs, err = p.proposeRetry(ent, deadline); err == nil {
+			if rs, err = p.proposeRetry(sess, ent, deadline); err == nil {
 				continue
 			}
 			failed = err

@@ -17,13 +17,16 @@ import (
 
 // Options configure one replica. Zero values take the defaults named.
 type Options struct {
-	DataDir      string
-	ReplicaID    uint64            // default 1
-	RaftAddr     string            // default: recorded in DataDir, else a free loopback port
-	Peers        map[uint64]string // default: this replica alone
-	Groups       int               // default: recorded in DataDir, else engine.DefaultGroups
-	RaftLogLevel string            // default "error"
-	APIAddr      string            // required; "127.0.0.1:0" picks a free port
+	DataDir   string
+	ReplicaID uint64            // default 1
+	RaftAddr  string            // default: recorded in DataDir, else a free loopback port
+	Peers     map[uint64]string // default: this replica alone
+	// Join starts a replica the cluster already added to every group's
+	// membership (engine.Config.Join); Peers must then be empty.
+	Join         bool
+	Groups       int    // default: recorded in DataDir, else engine.DefaultGroups
+	RaftLogLevel string // default "error"
+	APIAddr      string // required; "127.0.0.1:0" picks a free port
 	Pprof        bool
 	SyncInterval time.Duration // pushed to agents; default 1m
 	// EventHistory is how many recent changes the event stream can resume
@@ -86,7 +89,7 @@ func Start(o Options) (*Manager, error) {
 	obSig := engine.NewOutboxSignal()
 	cfg := o.Engine
 	cfg.DataDir, cfg.ReplicaID, cfg.RaftAddr, cfg.Peers, cfg.Groups = o.DataDir, o.ReplicaID, o.RaftAddr, o.Peers, o.Groups
-	cfg.RaftLogLevel = o.RaftLogLevel
+	cfg.RaftLogLevel, cfg.Join = o.RaftLogLevel, o.Join
 	var sec *api.Security
 	if t := o.TLS; t != nil {
 		cfg.RaftCAFile, cfg.RaftCertFile, cfg.RaftKeyFile = t.RaftCAFile, t.RaftCertFile, t.RaftKeyFile

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -152,4 +153,25 @@ func (c *Client) RotateToken(ctx context.Context, role string) (TokenDoc, error)
 	var d TokenDoc
 	_, err := c.do(ctx, "POST", "/v1/tokens/"+role+"/rotate", nil, nil, &d)
 	return d, err
+}
+
+// Replicas returns the cluster's membership.
+func (c *Client) Replicas(ctx context.Context) (Replicas, error) {
+	var r Replicas
+	_, err := c.do(ctx, "GET", "/v1/replicas", nil, nil, &r)
+	return r, err
+}
+
+// AddReplica adds a replica to the membership of every group.
+func (c *Client) AddReplica(ctx context.Context, r Replica) (Replicas, error) {
+	var out Replicas
+	_, err := c.do(ctx, "POST", "/v1/replicas", nil, r, &out)
+	return out, err
+}
+
+// RemoveReplica removes a replica from the membership of every group.
+func (c *Client) RemoveReplica(ctx context.Context, id uint64) (Replicas, error) {
+	var out Replicas
+	_, err := c.do(ctx, "DELETE", "/v1/replicas/"+strconv.FormatUint(id, 10), nil, nil, &out)
+	return out, err
 }

@@ -17,6 +17,11 @@ type JoinRequest struct {
 	Replica  uint64 `json:"replica,omitempty"`
 	RaftAddr string `json:"raft_addr,omitempty"`
 	APIAddr  string `json:"api_addr,omitempty"`
+	// Member asks the manager to add the replica (Replica at RaftAddr) to
+	// the Raft membership of every group before it answers; the replica
+	// then starts with no --peers. False: the replica is an initial member
+	// (started with --peers) and only needs its certificate.
+	Member bool `json:"member,omitempty"`
 }
 
 // JoinNode is a worker's machine as its agent describes it.
@@ -78,4 +83,25 @@ type TokenDoc struct {
 type PeerTokens struct {
 	WorkerSecret  string `json:"worker_secret"`
 	ManagerSecret string `json:"manager_secret"`
+}
+
+// Replica is one manager replica (GET /v1/replicas; POST /v1/replicas
+// takes ID and RaftAddr).
+type Replica struct {
+	ID       uint64 `json:"id"`
+	RaftAddr string `json:"raft_addr"`
+	APIAddr  string `json:"api_addr,omitempty"`
+}
+
+// GroupMembers is one group's voting replicas, by ID.
+type GroupMembers struct {
+	Group   int      `json:"group"`
+	Members []uint64 `json:"members"`
+}
+
+// Replicas is the cluster's membership as the answering manager applied
+// it: the cluster group's replicas, and every group's member IDs.
+type Replicas struct {
+	Replicas []Replica      `json:"replicas"`
+	Groups   []GroupMembers `json:"groups"`
 }

@@ -39,6 +39,7 @@ type serveOptions struct {
 	insecure     bool
 	join         string // API addresses of running managers (TLS join)
 	token        string // the manager join token
+	tokenFlag    bool   // --token was given (not only SHOAL_JOIN_TOKEN)
 	nodeCertTTL  time.Duration
 }
 
@@ -49,23 +50,27 @@ func newServeCmd() *cobra.Command {
 		Short: "Run a manager: this replica of the cluster group and every service group, and its API",
 		Long: `Run a manager replica and its HTTP API until SIGINT or SIGTERM.
 
-Alone (no --peers) it is a one-replica cluster. For three managers, start
-each with its own --id, --raft-addr, --api-addr and --data-dir and the same
---peers:
+Alone (no --peers, no --join) it is a one-replica cluster. TLS is on by
+default: that first replica creates the cluster CA in DATA-DIR/tls (with an
+admin credential for the CLI: ca.crt, admin.crt, admin.key). Every other
+replica joins the running cluster with --join and the manager token: the
+manager answering adds it to the Raft membership of every group and hands
+it its certificate, and it starts with no --peers:
 
-  shoal serve --id 1 --raft-addr 127.0.0.1:7101 --api-addr 127.0.0.1:7701 --data-dir d1 \
-      --peers 1=127.0.0.1:7101,2=127.0.0.1:7102,3=127.0.0.1:7103
-
-TLS is on by default: the first replica creates the cluster CA in
-DATA-DIR/tls (with an admin credential for the CLI: ca.crt, admin.crt,
-admin.key), and every other replica obtains its certificate before Raft
-starts with --join and the manager token:
-
+  shoal serve --id 1 --raft-addr 127.0.0.1:7101 --api-addr 127.0.0.1:7701 --data-dir d1
   shoal serve --id 2 --raft-addr 127.0.0.1:7102 --api-addr 127.0.0.1:7702 --data-dir d2 \
-      --peers 1=127.0.0.1:7101,2=127.0.0.1:7102,3=127.0.0.1:7103 \
       --join 127.0.0.1:7701 --token SHOAL-1-...
 
---insecure runs without TLS (every replica then needs it).
+A restart needs only --data-dir (and --id): the rest is recorded there.
+To replace a replica whose data is lost: ` + "`shoal replica rm ID`" + `, then
+join a fresh one with a new --id.
+
+Alternatively every initial replica starts with the same --peers list
+(id=raft-addr,...); with TLS, replicas other than the lowest ID still pass
+--join and --token to get their certificate.
+
+--insecure runs without TLS (every replica then needs it); --insecure
+--join ADDR adds the replica to the membership without a token.
 
 With --dev it also runs an agent in the same process, so services run
 processes on this machine at once (data in a fresh temporary directory
@@ -82,6 +87,7 @@ On exit it prints one line: "shoal: stopped replica=ID g0=INDEX/HASH g1=...".`,
 			if cmd.Flags().Changed("id") && o.id == 0 {
 				return errors.New("--id must be 1 or more")
 			}
+			o.tokenFlag = cmd.Flags().Changed("token")
 			if o.dev && !cmd.Flags().Changed("data-dir") {
 				dir, err := os.MkdirTemp("", "shoal-dev-")
 				if err != nil {
@@ -108,7 +114,7 @@ On exit it prints one line: "shoal: stopped replica=ID g0=INDEX/HASH g1=...".`,
 	f.BoolVar(&o.checkReplay, "check-replay", false, "debugging: keep a copy of each group restored from its last snapshot, apply every entry to it too and compare at the next snapshot (doubles apply cost); a difference is logged and both states written to the data directory")
 	_ = f.MarkHidden("check-replay")
 	f.BoolVar(&o.insecure, "insecure", false, "no TLS: plain HTTP API and Raft, no authentication (every replica and agent of the cluster needs it)")
-	f.StringVar(&o.join, "join", "", "API address(es) of a running manager, comma-separated: obtain this replica's certificate there (TLS; needs --token)")
+	f.StringVar(&o.join, "join", "", "API address(es) of a running manager, comma-separated: join its cluster (without --peers: become a member of every group; with TLS: obtain this replica's certificate, needs --token)")
 	f.StringVar(&o.token, "token", os.Getenv("SHOAL_JOIN_TOKEN"), "the manager join token, SHOAL-1-... (env SHOAL_JOIN_TOKEN; print it with `shoal token manager`)")
 	f.DurationVar(&o.nodeCertTTL, "node-cert-ttl", security.DefaultWorkerLifetime, "lifetime of the certificates this manager issues to agents (they renew at 50-80%)")
 	return cmd
@@ -145,11 +151,20 @@ func runServe(ctx context.Context, o serveOptions, out io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	sec, err := prepareServeTLS(ctx, o, peers, out)
+	member, err := joinsMembership(o, peers)
 	if err != nil {
 		return err
 	}
-	mo := manager.Options{DataDir: o.dataDir, ReplicaID: o.id, RaftAddr: o.raftAddr, Peers: peers,
+	sec, err := prepareServeTLS(ctx, o, peers, member, out)
+	if err != nil {
+		return err
+	}
+	if member && sec == nil {
+		if err := joinInsecure(ctx, o, out); err != nil {
+			return err
+		}
+	}
+	mo := manager.Options{DataDir: o.dataDir, ReplicaID: o.id, RaftAddr: o.raftAddr, Peers: peers, Join: member,
 		Groups: o.groups, RaftLogLevel: o.raftLogLevel, APIAddr: o.apiAddr, Pprof: o.pprof,
 		SyncInterval: o.syncInterval, MinHeartbeat: o.minHeartbeat, TLS: sec, Logf: logf}
 	if o.checkReplay {

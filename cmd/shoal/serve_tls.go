@@ -32,12 +32,14 @@ var managerFiles = []string{tlsdir.RootCert, tlsdir.RootKey, tlsdir.ManagersCert
 // DATA-DIR/tls, created there (the first manager of a cluster), or
 // obtained with --join and --token (the others). Nil with --dev or
 // --insecure.
-func prepareServeTLS(ctx context.Context, o serveOptions, peers map[uint64]string, out io.Writer) (*manager.TLS, error) {
+func prepareServeTLS(ctx context.Context, o serveOptions, peers map[uint64]string, member bool, out io.Writer) (*manager.TLS, error) {
 	dir := tlsDirOf(o.dataDir)
 	if o.dev || o.insecure {
 		switch {
-		case o.join != "" || o.token != "":
-			return nil, errors.New("--join and --token obtain TLS credentials; without TLS (--insecure or --dev) start every replica with the same --peers instead")
+		case o.dev && o.join != "":
+			return nil, errors.New("--dev runs a one-replica cluster; --join is for a replica of a cluster (start it with --insecure or with TLS)")
+		case o.tokenFlag:
+			return nil, errors.New("--token is the TLS join token; without TLS (--insecure) --join needs no token")
 		case !o.dev && dir.Has(tlsdir.RootCert):
 			return nil, fmt.Errorf("%s was created with TLS; start it without --insecure", o.dataDir)
 		}
@@ -52,7 +54,7 @@ func prepareServeTLS(ctx context.Context, o serveOptions, peers map[uint64]strin
 		}
 		// Refuse bad flags and busy ports before anything is written.
 		if err := engine.Check(engine.Config{DataDir: o.dataDir, ReplicaID: o.id, RaftAddr: o.raftAddr, Peers: peers,
-			Groups: o.groups, RaftLogLevel: o.raftLogLevel}); err != nil {
+			Join: member, Groups: o.groups, RaftLogLevel: o.raftLogLevel}); err != nil {
 			return nil, err
 		}
 		if err := probeBind(o.apiAddr); err != nil {
@@ -63,7 +65,7 @@ func prepareServeTLS(ctx context.Context, o serveOptions, peers map[uint64]strin
 			raftAddr = peers[o.id]
 		}
 		if o.join != "" {
-			if err := joinAsManager(ctx, o, raftAddr, dir, out); err != nil {
+			if err := joinAsManager(ctx, o, raftAddr, member, dir, out); err != nil {
 				return nil, err
 			}
 		} else {
@@ -169,11 +171,11 @@ func bootstrapCA(o serveOptions, raftAddr string, dir tlsdir.Dir, out io.Writer)
 
 // joinAsManager obtains this replica's certificate and the cluster
 // authority from a running manager, before Raft starts.
-func joinAsManager(ctx context.Context, o serveOptions, raftAddr string, dir tlsdir.Dir, out io.Writer) error {
+func joinAsManager(ctx context.Context, o serveOptions, raftAddr string, member bool, dir tlsdir.Dir, out io.Writer) error {
 	if o.token == "" {
 		return errors.New("--join needs --token: the manager token (print it on a running manager with `shoal token manager`)")
 	}
-	req := client.JoinRequest{Role: string(security.RoleManager), Replica: o.id, RaftAddr: raftAddr, APIAddr: o.apiAddr}
+	req := client.JoinRequest{Role: string(security.RoleManager), Replica: o.id, RaftAddr: raftAddr, APIAddr: o.apiAddr, Member: member}
 	j, err := joinWithRetry(ctx, splitAddrs(o.join), o.token, req, out)
 	if err != nil {
 		return err
@@ -199,6 +201,9 @@ func joinAsManager(ctx context.Context, o serveOptions, raftAddr string, dir tls
 	}
 	if _, err := dir.CA(); err != nil {
 		return err
+	}
+	if member {
+		fmt.Fprintf(out, "shoal: joined the cluster as replica %d (Raft %s): added to every group\n", o.id, raftAddr)
 	}
 	fmt.Fprintf(out, "shoal: TLS: joined the cluster; credentials in %s\n", dir)
 	return nil

@@ -1,0 +1,111 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"shoal/api/client"
+	"shoal/engine"
+	"shoal/statemachine"
+)
+
+// membershipTimeout bounds one membership change of every group.
+const membershipTimeout = 30 * time.Second
+
+// listReplicas answers GET /v1/replicas: every group's members as this
+// manager applied them, with the API addresses the managers recorded.
+func (s *Server) listReplicas(ctx *fasthttp.RequestCtx, _ []string) error {
+	var apis map[uint64]string
+	_ = s.e.ReadLocal(engine.ClusterGroup, func(st *statemachine.State) { apis = st.Managers() })
+	doc := client.Replicas{}
+	for _, gm := range s.e.Membership() {
+		g := client.GroupMembers{Group: gm.Group}
+		for _, id := range slices.Sorted(maps.Keys(gm.Members)) {
+			g.Members = append(g.Members, id)
+			if gm.Group == engine.ClusterGroup {
+				doc.Replicas = append(doc.Replicas, client.Replica{ID: id, RaftAddr: gm.Members[id], APIAddr: apis[id]})
+			}
+		}
+		doc.Groups = append(doc.Groups, g)
+	}
+	return s.reply(ctx, fasthttp.StatusOK, nil, doc)
+}
+
+// addReplica answers POST /v1/replicas: add a replica to the membership
+// of every group (what a TLS join does as part of the join; without TLS,
+// `serve --insecure --join` calls this).
+func (s *Server) addReplica(ctx *fasthttp.RequestCtx, _ []string) error {
+	var req client.Replica
+	if err := decodeJSON(ctx, &req); err != nil {
+		return err
+	}
+	if err := s.addMember(req.ID, req.RaftAddr, ctx.RemoteIP().String()); err != nil {
+		return err
+	}
+	return s.listReplicas(ctx, nil)
+}
+
+func (s *Server) addMember(id uint64, raftAddr, from string) error {
+	if id == 0 || raftAddr == "" {
+		return badRequest("adding a replica needs its ID (1 or more) and its Raft address")
+	}
+	c, cancel := context.WithTimeout(context.Background(), membershipTimeout)
+	defer cancel()
+	if err := s.e.AddReplica(c, id, raftAddr); err != nil {
+		return membershipErr(err)
+	}
+	s.cfg.Logf("api: replica %d (Raft %s) added to every group, from %s", id, raftAddr, from)
+	return nil
+}
+
+// removeReplica answers DELETE /v1/replicas/ID: remove a replica from
+// every group and forget its API address.
+func (s *Server) removeReplica(ctx *fasthttp.RequestCtx, args []string) error {
+	id, err := strconv.ParseUint(args[0], 10, 64)
+	if err != nil || id == 0 {
+		return badRequest("replica ID %q: want a number, 1 or more (see `shoal replica ls`)", args[0])
+	}
+	c, cancel := context.WithTimeout(context.Background(), membershipTimeout)
+	defer cancel()
+	if err := s.e.RemoveReplica(c, id); err != nil {
+		return membershipErr(err)
+	}
+	if _, err := s.submit(ctx, statemachine.Command{Kind: statemachine.CmdSetManager, Seq: id}); err != nil {
+		return err
+	}
+	s.cfg.Logf("api: replica %d removed from every group", id)
+	return s.listReplicas(ctx, nil)
+}
+
+// membershipErr maps a refused membership change to an answer.
+func membershipErr(err error) error {
+	switch {
+	case errors.Is(err, engine.ErrMembership):
+		return errorf(fasthttp.StatusConflict, client.CodeConflict, "%s", userText(err))
+	case errors.Is(err, engine.ErrNoReplica):
+		return notFound("%s", userText(err))
+	case errors.Is(err, engine.ErrNoQuorum):
+		e := errorf(fasthttp.StatusServiceUnavailable, client.CodeUnavailable,
+			"%s; a membership change needs a quorum of the current members running", userText(err))
+		e.retryAfter = time.Second
+		return e
+	}
+	return err
+}
+
+// userText drops the "engine: ..." sentinel prefix the message starts with.
+func userText(err error) string {
+	msg := err.Error()
+	for _, s := range []error{engine.ErrMembership, engine.ErrNoReplica, engine.ErrNoQuorum} {
+		if p := s.Error() + ": "; len(msg) > len(p) && msg[:len(p)] == p {
+			return msg[len(p):]
+		}
+	}
+	return msg
+}
