@@ -111,23 +111,42 @@ func (s *Server) stream(w *bufio.Writer, cursor wire.Cursor, topics map[string]b
 	}
 }
 
+// resumeTokens returns, for each change, the cursor token a reader that
+// got it resumes from. A cursor counts whole entries, so only an entry's
+// last change may resume after the entry: the others resume at the entry's
+// start, and a reader cut off in the middle of an entry gets all of it
+// again (an event may come twice; none is lost).
+func resumeTokens(changes []change, start wire.Cursor) []string {
+	out := make([]string, len(changes))
+	run := append(wire.Cursor(nil), start...)
+	for i, c := range changes {
+		for len(run) <= c.group {
+			run = append(run, 0)
+		}
+		if i+1 < len(changes) && changes[i+1].group == c.group && changes[i+1].index == c.index {
+			out[i] = run.Token() // the entry goes on
+			continue
+		}
+		run[c.group] = max(run[c.group], c.index)
+		out[i] = run.Token()
+	}
+	return out
+}
+
 // renderEvents renders changes with their objects as this replica has them
-// now, one read per group. Each event's index resumes right after it.
+// now, one read per group; each event carries its resume token
+// (resumeTokens).
 func (s *Server) renderEvents(changes []change, topics map[string]bool, start wire.Cursor) []client.Event {
 	evs := make([]client.Event, 0, len(changes))
 	src := make([]change, 0, len(changes))
 	byGroup := map[int][]int{}
-	run := append(wire.Cursor(nil), start...)
-	for _, c := range changes {
-		for len(run) <= c.group {
-			run = append(run, 0)
-		}
-		run[c.group] = max(run[c.group], c.index)
+	tokens := resumeTokens(changes, start)
+	for i, c := range changes {
 		topic, typ := topicOf(c.kind)
 		if topic == "" || (len(topics) > 0 && !topics[topic]) {
 			continue
 		}
-		ev := client.Event{Group: c.group, Raft: c.index, Topic: topic, Type: typ, Index: run.Token()}
+		ev := client.Event{Group: c.group, Raft: c.index, Topic: topic, Type: typ, Index: tokens[i]}
 		switch topic {
 		case "task":
 			ev.Key = strconv.FormatUint(uint64(c.task), 10)
