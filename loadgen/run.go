@@ -125,6 +125,8 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 		Dial:   r.cl.Access.Client})
 	bg.Add(1)
 	go func() { defer bg.Done(); r.follower.Follow(runCtx) }()
+	bg.Add(1)
+	go func() { defer bg.Done(); r.confirmSuspects(runCtx) }()
 
 	logger := slog.New(slog.DiscardHandler)
 	if cfg.AgentLog != "" {
@@ -170,6 +172,7 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 		r.checkReplicasAgree(runCtx, 15*time.Second)
 	}
 
+	r.settleSuspects(runCtx)
 	rep := r.buildReport(runCtx, converged, convergeSecs)
 	stopSampler()
 	r.fetchHeaps(runCtx, rep)

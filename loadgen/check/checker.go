@@ -47,6 +47,9 @@ type Checker struct {
 		checked  map[string]int64
 		count    map[string]int
 		kept     []report.Violation
+		// suspects are address-live conflicts seen in the stream's view,
+		// waiting to be confirmed against the replicated state (Suspects).
+		suspects []Suspect
 	}
 }
 
@@ -193,8 +196,8 @@ func (c *Checker) setLiveLocked(id uint64, v *view, live []string, now time.Time
 	for _, k := range live {
 		c.mu.checked[AddressLive]++
 		if other, ok := c.mu.liveAddr[k]; ok && other != id {
-			c.violateLocked(now, AddressLive, fmt.Sprintf("address %s is attached to two tasks that are not terminal: %d and %d", k, other, id),
-				describe(other, c.mu.tasks[other]), describe(id, v))
+			c.mu.suspects = append(c.mu.suspects, Suspect{Addr: k, Tasks: [2]uint64{other, id}, At: now,
+				Objects: []string{describe(other, c.mu.tasks[other]), describe(id, v)}})
 			continue
 		}
 		c.mu.liveAddr[k] = id

@@ -63,6 +63,13 @@ func TestPlantedAddressReuse(t *testing.T) {
 	c := New(t0)
 	c.Event(taskEv("1", "web", 1, 5, "running", "running", "10.0.0.2/24"), 1, t0)
 	c.Event(taskEv("2", "api", 1, 6, "running", "assigned", "10.0.0.2/24"), 1, t0)
+	sus := c.Suspects()
+	if len(sus) != 1 || sus[0].Tasks != [2]uint64{1, 2} || sus[0].Addr != addrKey("net0", "10.0.0.2/24") {
+		t.Fatalf("address held by two live tasks not suspected: %+v", sus)
+	}
+	// The replicated state agrees: both hold it.
+	c.Confirm(sus[0], taskEv("1", "web", 1, 5, "running", "running", "10.0.0.2/24").Task,
+		taskEv("2", "api", 1, 6, "running", "assigned", "10.0.0.2/24").Task, t0)
 	if violations(c, AddressLive) != 1 {
 		t.Fatalf("address held by two live tasks not caught: %+v", c.Results())
 	}
@@ -74,7 +81,7 @@ func TestPlantedAddressReuse(t *testing.T) {
 		t.Fatalf("address held by two agents not caught: %+v", c.Results())
 	}
 	v := c.Violations()
-	if len(v) != 2 || !strings.Contains(v[1].Message, "task 1 (node 5) and task 2 (node 6)") || len(v[1].Objects) != 2 {
+	if len(v) != 2 || !strings.Contains(v[1].Message, "task 1 (node 5) and task 2 (node 6)") || len(v[1].Objects) != 2 || len(v[0].Objects) != 4 {
 		t.Fatalf("violation lacks the objects involved: %+v", v)
 	}
 }
@@ -123,5 +130,34 @@ func TestPlantedLifecycleBugs(t *testing.T) {
 	c.Event(deleted("5"), 1, t0)
 	if violations(c, NoVanish) != 1 {
 		t.Fatalf("pending task deletion flagged: %+v", c.Violations())
+	}
+}
+
+// The stream renders objects as they are when sent: a new task's event can
+// show the address it got after the old task's deletion, ahead of that
+// deletion's event. The view suspects a conflict; the replicated state
+// (the old task gone, or released, or terminal) clears it.
+func TestAddressSuspectClearedByState(t *testing.T) {
+	c := New(t0)
+	c.Event(taskEv("1", "web", 1, 0, "running", "pending", "10.0.0.2/24"), 1, t0)
+	c.Event(taskEv("2", "web", 1, 0, "ready", "pending", "10.0.0.2/24"), 1, t0) // rendered after 1's deletion
+	c.Event(deleted("1"), 1, t0)
+	sus := c.Suspects()
+	if len(sus) != 1 {
+		t.Fatalf("no suspect: %+v", sus)
+	}
+	now2 := taskEv("2", "web", 1, 0, "ready", "pending", "10.0.0.2/24").Task
+	for _, old := range []*client.Task{
+		nil, // deleted
+		taskEv("1", "web", 1, 5, "shutdown", "shutdown", "10.0.0.2/24").Task, // terminal
+		taskEv("1", "web", 1, 5, "shutdown", "running", "10.0.0.2/24!").Task, // released
+	} {
+		c.Confirm(sus[0], old, now2, t0)
+	}
+	if n := c.Count(); n != 0 {
+		t.Fatalf("a suspect the state cleared was counted: %+v", c.Violations())
+	}
+	if len(c.Suspects()) != 0 {
+		t.Fatal("a suspect was handed out twice")
 	}
 }

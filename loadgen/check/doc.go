@@ -14,7 +14,8 @@
 //     agents (held from prepare until the agent forgets the task — that is,
 //     until its sync can confirm the release).
 //   - address-live: no address is attached (unreleased) to two tasks that
-//     are both not terminal, in the event stream's view.
+//     are both not terminal: suspected in the event stream's view, counted
+//     once a read of the replicated state confirms it (see Suspect).
 //   - no-vanish: a task is deleted only once terminal, or before it was
 //     ever assigned.
 //   - monotone: a task's observed state never moves to a lower rank within

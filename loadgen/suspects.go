@@ -1,0 +1,67 @@
+package loadgen
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	"shoal/api/client"
+)
+
+// confirmSuspects settles the address conflicts the stream's view suspects
+// (check.Suspect) against the replicated state, every second until ctx
+// ends, and once more when it does.
+func (r *run) confirmSuspects(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			r.settleSuspects(context.Background())
+			return
+		case <-time.After(time.Second):
+		}
+		r.settleSuspects(ctx)
+	}
+}
+
+func (r *run) settleSuspects(ctx context.Context) {
+	sus := r.checker.Suspects()
+	if len(sus) == 0 {
+		return
+	}
+	read := func(id uint64) (*client.Task, error) {
+		var last error
+		for _, rep := range r.cl.Replicas {
+			if !rep.Alive() {
+				continue
+			}
+			c, err := r.cl.Access.Client(rep.API)
+			if err != nil {
+				return nil, err
+			}
+			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			t, err := c.Task(rctx, strconv.FormatUint(id, 10))
+			cancel()
+			var ae *client.APIError
+			switch {
+			case err == nil:
+				return &t, nil
+			case errors.As(err, &ae) && ae.Code == client.CodeNotFound:
+				return nil, nil
+			}
+			last = err
+		}
+		return nil, last
+	}
+	for _, s := range sus {
+		a, errA := read(s.Tasks[0])
+		b, errB := read(s.Tasks[1])
+		if errA != nil || errB != nil {
+			// Unconfirmed either way: keep the suspicion as a violation
+			// rather than drop it.
+			r.checker.ConfirmUnread(s, errors.Join(errA, errB), time.Now())
+			continue
+		}
+		r.checker.Confirm(s, a, b, time.Now())
+	}
+}
