@@ -336,11 +336,11 @@ func (c *Checker) Quiesced(want map[string]int, now time.Time) {
 
 // NotConverged records that the cluster did not reach its desired state
 // in time (a liveness failure of as-desired).
-func (c *Checker) NotConverged(msg string, now time.Time) {
+func (c *Checker) NotConverged(msg string, now time.Time, objs ...string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.mu.checked[AsDesired]++
-	c.violateLocked(now, AsDesired, msg)
+	c.violateLocked(now, AsDesired, msg, objs...)
 }
 
 // ReplicasDisagree records that two replicas hold different states of one

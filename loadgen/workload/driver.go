@@ -361,3 +361,46 @@ func (d *Driver) Converged(ctx context.Context) (running, desired int, ok bool, 
 	}
 	return running, desired, ok && seen == len(want), nil
 }
+
+// Lagging describes, for a run that did not converge, the services off the
+// plan (at most max of them) and their tasks that are not running: state,
+// desired state, node and message, as the managers have them.
+func (d *Driver) Lagging(ctx context.Context, max int) []string {
+	want := d.Desired()
+	var out []string
+	var l client.List[client.Service]
+	if err := d.call(ctx, func(ctx context.Context, c *client.Client) error {
+		var err error
+		l, _, err = c.Services(ctx, &client.Query{Params: map[string][]string{"per_page": {"10000"}}})
+		return err
+	}); err != nil {
+		return []string{"the services could not be read: " + err.Error()}
+	}
+	for _, s := range l.Items {
+		w, planned := want[s.Spec.Name]
+		if planned && !s.Removing && s.Running == w && s.Desired == w {
+			continue
+		}
+		if len(out) >= max*8 {
+			break
+		}
+		out = append(out, fmt.Sprintf("service %s: %d running, %d desired, plan %d, removing=%v", s.Spec.Name, s.Running, s.Desired, w, s.Removing))
+		var tl client.List[client.Task]
+		_ = d.call(ctx, func(ctx context.Context, c *client.Client) error {
+			var err error
+			tl, _, err = c.Tasks(ctx, &client.Query{Params: map[string][]string{"service": {s.Spec.Name}, "per_page": {"10000"}}})
+			return err
+		})
+		n := 0
+		for _, t := range tl.Items {
+			if t.State == "running" || t.Desired != "running" && t.Desired != "ready" {
+				continue
+			}
+			if n++; n > 6 {
+				break
+			}
+			out = append(out, fmt.Sprintf("  task %s %s.%d %s desired=%s node=%d %s", t.ID, t.Service, t.Slot, t.State, t.Desired, t.Node, t.Message))
+		}
+	}
+	return out
+}
