@@ -20,9 +20,10 @@ import (
 func mcKey(s *State, m mcMeta) uint64 {
 	var pools []byte
 	for _, id := range sortedKeys(s.pools) {
-		// Finer than needed (holder IDs, node IDs), which is sound.
+		// The part that names no task and no node: layout, leases,
+		// allocation cursors (holders and quarantine: mcKeyPools).
 		raw, _ := s.pools[id].MarshalBinary()
-		pools = append(pools, raw...)
+		pools = append(pools, mcPoolFixed(raw)...)
 	}
 	ids := s.NodeIDs()
 	perm := make(map[NodeID]NodeID, len(ids))
@@ -73,9 +74,6 @@ func mcKeyPerm(s *State, m mcMeta, perm map[NodeID]NodeID, pools []byte) uint64 
 		e.u(uint64(pid))
 		e.byte1(uint8(n.Status))
 		e.byte1(uint8(n.Availability))
-		if len(s.pools) > 0 {
-			e.u(n.AssignSeq) // syncs are fenced by it
-		}
 	}
 	e.b = append(e.b, pools...)
 	// Outbox, leases being returned, networks the cluster group said are
@@ -116,11 +114,11 @@ func mcKeyPerm(s *State, m mcMeta, perm map[NodeID]NodeID, pools []byte) uint64 
 					e.u(uint64(at.Addr))
 					e.bool(at.Released)
 				}
-				if len(s.pools) > 0 {
-					e.u(uint64(t.ID)) // pools name holders by ID
-				}
 			}
 		}
+	}
+	if len(s.pools) > 0 {
+		mcKeyPools(s, &e, mapNode)
 	}
 	return xxhash.Sum64(e.b)
 }

@@ -3,7 +3,6 @@ package statemachine
 import (
 	"flag"
 	"fmt"
-	"strings"
 	"sync"
 	"testing"
 )
@@ -223,16 +222,17 @@ func (s *State) taskName(t *Task) string {
 	return fmt.Sprintf("%s.%d#%d", name, t.Slot, uint64(t.ID)&(1<<48-1))
 }
 
-type mcNode struct {
-	canon  []byte
-	meta   mcMeta
-	parent int32
-	action string
-}
-
 type mcResult struct {
 	states, transitions int
 	violation           string // empty when none
+}
+
+// time is the entry's time of an action: the checker's usual 1, or later.
+func (a mcAction) time() int64 {
+	if a.at != 0 {
+		return a.at
+	}
+	return 1
 }
 
 // mcClone decodes a state; the seeded bug is not part of the encoding, so
@@ -253,11 +253,7 @@ func (c *mcChecker) apply(before *State, canon []byte, a mcAction) (after *State
 	after = before.Clone()
 	stepErr := mcWatch(after, a, c.b.manual, c.retention)
 	var out Output
-	at := int64(1)
-	if a.at != 0 {
-		at = a.at
-	}
-	after.Apply([]Command{a.cmd}, 0, at, &out)
+	after.Apply([]Command{a.cmd}, 0, a.time(), &out)
 	if *stepErr != nil {
 		return nil, nil, *stepErr
 	}
@@ -275,25 +271,11 @@ func (c *mcChecker) apply(before *State, canon []byte, a mcAction) (after *State
 	return after, next, nil
 }
 
-func (r *mcChecker) trace(i int32, last string) string {
-	var steps []string
-	if last != "" {
-		steps = append(steps, last)
-	}
-	for ; i > 0; i = r.nodes[i].parent {
-		steps = append(steps, r.nodes[i].action)
-	}
-	var sb strings.Builder
-	for j := len(steps) - 1; j >= 0; j-- {
-		fmt.Fprintf(&sb, "  %d. %s\n", len(steps)-j, steps[j])
-	}
-	return sb.String()
-}
-
 type mcChecker struct {
 	b         mcBounds
 	retention int
-	nodes     []mcNode
+	init      []byte  // the initial state's encoding
+	recs      []mcRec // every state found, in the order found
 }
 
 // mcWorkers is how many goroutines expand states (the machine has 2 cores).
@@ -301,9 +283,14 @@ const mcWorkers = 2
 
 // mcSucc is a successor found while expanding a state.
 type mcSucc struct {
-	node mcNode
-	key  uint64
+	rec   mcRec
+	canon []byte
+	key   uint64
 }
+
+// mcMemoCap bounds each worker's liveness memo (a cache: clearing it only
+// costs time).
+const mcMemoCap = 1 << 22
 
 func runModelCheck(b mcBounds) mcResult {
 	c := &mcChecker{b: b, retention: b.retained + 1}
@@ -321,24 +308,35 @@ func runModelCheck(b mcBounds) mcResult {
 			panic(out.Results[0].Err())
 		}
 	}
-	c.nodes = append(c.nodes, mcNode{canon: init.Canonical(), parent: -1, action: "init"})
-	seen := map[uint64]struct{}{mcKey(init, mcMeta{}): {}}
+	c.init = init.Canonical()
+	c.recs = append(c.recs, mcRec{parent: -1})
+	seen := newMCSet(1 << 16)
+	seen.add(mcKey(init, mcMeta{}))
+	frontier := []mcFront{{idx: 0, canon: c.init}}
+	memos := make([]*mcSet, mcWorkers)
+	for w := range memos {
+		memos[w] = newMCSet(1 << 10)
+	}
 	res := mcResult{}
-	// Safety first, breadth first, a level at a time: invariants at every
-	// state, legality at every step. Workers expand disjoint parts of a
-	// level; successors are merged in state order, so runs are repeatable.
-	for lo := 0; lo < len(c.nodes) && res.violation == ""; {
-		hi := len(c.nodes)
-		succs := make([][]mcSucc, hi-lo)
-		viol := make([]string, hi-lo)
+	// Breadth first, a level at a time. At every state: the invariants,
+	// and that fair progress from it reaches the desired state (liveness);
+	// at every step, legality. Workers expand disjoint parts of a level;
+	// successors are merged in state order, so runs are repeatable.
+	for len(frontier) > 0 && res.violation == "" {
+		succs := make([][]mcSucc, len(frontier))
+		viol := make([]string, len(frontier))
 		trans := make([]int, mcWorkers)
 		var wg sync.WaitGroup
 		for w := range mcWorkers {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				for q := lo + w; q < hi; q += mcWorkers {
-					succs[q-lo], trans[w], viol[q-lo] = c.expand(q, trans[w])
+				for q := w; q < len(frontier); q += mcWorkers {
+					if memos[w].n > mcMemoCap {
+						memos[w] = newMCSet(1 << 10)
+					}
+					succs[q], trans[w], viol[q] = c.expand(frontier[q], trans[w], memos[w])
+					frontier[q].canon = nil
 				}
 			}()
 		}
@@ -346,75 +344,59 @@ func runModelCheck(b mcBounds) mcResult {
 		for _, t := range trans {
 			res.transitions += t
 		}
+		var next []mcFront
 		for i := range succs {
 			if viol[i] != "" {
 				res.violation = viol[i]
 				break
 			}
 			for _, sc := range succs[i] {
-				if _, ok := seen[sc.key]; ok {
+				if !seen.add(sc.key) {
 					continue
 				}
-				seen[sc.key] = struct{}{}
-				c.nodes = append(c.nodes, sc.node)
+				next = append(next, mcFront{idx: int32(len(c.recs)), canon: sc.canon})
+				c.recs = append(c.recs, sc.rec)
 			}
 		}
-		if testing.Verbose() && hi > 1000000 {
-			fmt.Printf("  progress: %d states, %d to expand\n", len(c.nodes), len(c.nodes)-hi)
+		if testing.Verbose() && len(c.recs) > 1000000 {
+			fmt.Printf("  progress: %d states, %d to expand\n", len(c.recs), len(next))
 		}
-		lo = hi
+		frontier = next
 	}
-	// Then liveness from every reachable state.
-	viol := make([]string, mcWorkers)
-	var wg sync.WaitGroup
-	for w := range mcWorkers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			memo := map[uint64]bool{}
-			for q := w; q < len(c.nodes) && res.violation == ""; q += mcWorkers {
-				if err := c.checkProgress(c.nodes[q].canon, memo); err != nil {
-					viol[w] = fmt.Sprintf("liveness: %v\ntrace:\n%s", err, c.trace(int32(q), ""))
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	for _, v := range viol {
-		if v != "" && res.violation == "" {
-			res.violation = v
-		}
-	}
-	res.states = len(c.nodes)
+	res.states = len(c.recs)
 	return res
 }
 
-// expand checks state q and returns its successors.
-func (c *mcChecker) expand(q, transitions int) ([]mcSucc, int, string) {
-	cur := c.nodes[q]
-	before := mcClone(cur.canon, c.b.bug)
+// expand checks a state (its invariants, the legality of every step from
+// it, then that progress from it reaches the desired state) and returns its
+// successors.
+func (c *mcChecker) expand(f mcFront, transitions int, memo *mcSet) ([]mcSucc, int, string) {
+	meta := c.recs[f.idx].meta
+	before := mcClone(f.canon, c.b.bug)
 	if err := before.CheckInvariants(); err != nil {
-		return nil, transitions, fmt.Sprintf("invariant broken: %v\ntrace:\n%s", err, c.trace(int32(q), ""))
+		return nil, transitions, fmt.Sprintf("invariant broken: %v\ntrace:\n%s", err, c.trace(f.idx, ""))
 	}
 	var out []mcSucc
-	for _, a := range mcActions(before, cur.meta, c.b, false) {
-		after, canon, err := c.apply(before, cur.canon, a)
+	for i, a := range mcActions(before, meta, c.b, false) {
+		after, canon, err := c.apply(before, f.canon, a)
 		if err != nil {
-			return nil, transitions, fmt.Sprintf("illegal step: %v\ntrace:\n%s", err, c.trace(int32(q), a.desc))
+			return nil, transitions, fmt.Sprintf("illegal step: %v\ntrace:\n%s", err, c.trace(f.idx, a.desc))
 		}
 		if canon == nil {
 			continue
 		}
 		transitions++
-		m := cur.meta
+		m := meta
 		if a.event {
 			m.events++
 		}
 		if a.meta != nil {
 			a.meta(&m)
 		}
-		out = append(out, mcSucc{node: mcNode{canon: canon, meta: m, parent: int32(q), action: a.desc}, key: mcKey(after, m)})
+		out = append(out, mcSucc{rec: mcRec{parent: f.idx, act: uint16(i), meta: m}, canon: canon, key: mcKey(after, m)})
+	}
+	if err := c.checkProgress(f.canon, memo); err != nil {
+		return nil, transitions, fmt.Sprintf("liveness: %v\ntrace:\n%s", err, c.trace(f.idx, ""))
 	}
 	return out, transitions, ""
 }
@@ -423,7 +405,7 @@ func (c *mcChecker) expand(q, transitions int) ([]mcSucc, int, string) {
 // failures; time passes, so down nodes' tasks get orphaned) until nothing is
 // enabled, and checks that the result is the desired state. memo holds the
 // states already known to get there.
-func (c *mcChecker) checkProgress(canon []byte, memo map[uint64]bool) error {
+func (c *mcChecker) checkProgress(canon []byte, memo *mcSet) error {
 	var path []uint64
 	s := mcClone(canon, c.b.bug)
 	for step := 0; ; step++ {
@@ -431,7 +413,7 @@ func (c *mcChecker) checkProgress(canon []byte, memo map[uint64]bool) error {
 			return fmt.Errorf("no fixpoint after 500 progress steps (livelock)")
 		}
 		k := mcKey(s, mcMeta{})
-		if memo[k] {
+		if memo.has(k) {
 			break
 		}
 		path = append(path, k)
@@ -454,7 +436,7 @@ func (c *mcChecker) checkProgress(canon []byte, memo map[uint64]bool) error {
 		}
 	}
 	for _, k := range path {
-		memo[k] = true
+		memo.add(k)
 	}
 	return nil
 }
