@@ -4,7 +4,9 @@ import (
 	"flag"
 	"fmt"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // The model checker explores every interleaving of component actions over the
@@ -247,28 +249,24 @@ func mcClone(canon []byte, bug mcBug) *State {
 }
 
 // apply applies one action to a copy of before and returns the new state
-// and its encoding (nil when Apply rejected the action or it changed
-// nothing), and the first illegal change the observer saw.
-func (c *mcChecker) apply(before *State, canon []byte, a mcAction) (after *State, next []byte, err error) {
+// (nil when Apply rejected the action), and the first illegal change the
+// observer saw.
+func (c *mcChecker) apply(before *State, a mcAction) (after *State, err error) {
 	after = before.Clone()
 	stepErr := mcWatch(after, a, c.b.manual, c.retention)
 	var out Output
 	after.Apply([]Command{a.cmd}, 0, a.time(), &out)
 	if *stepErr != nil {
-		return nil, nil, *stepErr
+		return nil, *stepErr
 	}
 	if err := mcScaleCheck(before, after); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if out.Results[0].Code != CodeOK {
-		return nil, nil, nil
+		return nil, nil
 	}
 	after.observe = nil
-	next = after.Canonical()
-	if string(next) == string(canon) {
-		return nil, nil, nil
-	}
-	return after, next, nil
+	return after, nil
 }
 
 type mcChecker struct {
@@ -335,7 +333,7 @@ func runModelCheck(b mcBounds) mcResult {
 					if memos[w].n > mcMemoCap {
 						memos[w] = newMCSet(1 << 10)
 					}
-					succs[q], trans[w], viol[q] = c.expand(frontier[q], trans[w], memos[w])
+					succs[q], trans[w], viol[q] = c.expand(frontier[q], seen, memos[w], trans[w])
 					frontier[q].canon = nil
 				}
 			}()
@@ -370,22 +368,24 @@ func runModelCheck(b mcBounds) mcResult {
 // expand checks a state (its invariants, the legality of every step from
 // it, then that progress from it reaches the desired state) and returns its
 // successors.
-func (c *mcChecker) expand(f mcFront, transitions int, memo *mcSet) ([]mcSucc, int, string) {
+func (c *mcChecker) expand(f mcFront, seen, memo *mcSet, transitions int) ([]mcSucc, int, string) {
 	meta := c.recs[f.idx].meta
 	before := mcClone(f.canon, c.b.bug)
 	if err := before.CheckInvariants(); err != nil {
 		return nil, transitions, fmt.Sprintf("invariant broken: %v\ntrace:\n%s", err, c.trace(f.idx, ""))
 	}
+	// A successor is encoded only if its key is new: seen is not written
+	// while a level is expanded, so the workers may read it.
+	self := mcKey(before, meta)
 	var out []mcSucc
 	for i, a := range mcActions(before, meta, c.b, false) {
-		after, canon, err := c.apply(before, f.canon, a)
+		after, err := c.apply(before, a)
 		if err != nil {
 			return nil, transitions, fmt.Sprintf("illegal step: %v\ntrace:\n%s", err, c.trace(f.idx, a.desc))
 		}
-		if canon == nil {
+		if after == nil {
 			continue
 		}
-		transitions++
 		m := meta
 		if a.event {
 			m.events++
@@ -393,9 +393,17 @@ func (c *mcChecker) expand(f mcFront, transitions int, memo *mcSet) ([]mcSucc, i
 		if a.meta != nil {
 			a.meta(&m)
 		}
-		out = append(out, mcSucc{rec: mcRec{parent: f.idx, act: uint16(i), meta: m}, canon: canon, key: mcKey(after, m)})
+		key := mcKey(after, m)
+		if m == meta && key == self || m != meta && mcKey(after, meta) == self {
+			continue // changed nothing (up to the key's abstractions)
+		}
+		transitions++
+		if seen.has(key) {
+			continue
+		}
+		out = append(out, mcSucc{rec: mcRec{parent: f.idx, act: uint16(i), meta: m}, canon: after.Canonical(), key: key})
 	}
-	if err := c.checkProgress(f.canon, memo); err != nil {
+	if err := c.checkProgress(before, f.canon, memo); err != nil {
 		return nil, transitions, fmt.Sprintf("liveness: %v\ntrace:\n%s", err, c.trace(f.idx, ""))
 	}
 	return out, transitions, ""
@@ -405,9 +413,8 @@ func (c *mcChecker) expand(f mcFront, transitions int, memo *mcSet) ([]mcSucc, i
 // failures; time passes, so down nodes' tasks get orphaned) until nothing is
 // enabled, and checks that the result is the desired state. memo holds the
 // states already known to get there.
-func (c *mcChecker) checkProgress(canon []byte, memo *mcSet) error {
+func (c *mcChecker) checkProgress(s *State, canon []byte, memo *mcSet) error {
 	var path []uint64
-	s := mcClone(canon, c.b.bug)
 	for step := 0; ; step++ {
 		if step == 500 {
 			return fmt.Errorf("no fixpoint after 500 progress steps (livelock)")
@@ -419,11 +426,14 @@ func (c *mcChecker) checkProgress(canon []byte, memo *mcSet) error {
 		path = append(path, k)
 		moved := false
 		for _, a := range mcActions(s, mcMeta{}, c.b, true) {
-			next, nextCanon, err := c.apply(s, canon, a)
+			next, err := c.apply(s, a)
 			if err != nil {
 				return fmt.Errorf("illegal progress step %q: %w", a.desc, err)
 			}
-			if next != nil {
+			if next == nil {
+				continue
+			}
+			if nextCanon := next.Canonical(); string(nextCanon) != string(canon) {
 				s, canon, moved = next, nextCanon, true
 				break
 			}
@@ -442,9 +452,13 @@ func (c *mcChecker) checkProgress(canon []byte, memo *mcSet) error {
 }
 
 func mcReport(t *testing.T, name string, b mcBounds) {
+	start := time.Now()
 	res := runModelCheck(b)
-	fmt.Printf("%s: nodes=%d services=2 replicas=%d retained=%d events=%d states=%d transitions=%d\n",
-		name, b.nodes, b.replicas, b.retained, b.events, res.states, res.transitions)
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru) // Maxrss: KiB on Linux
+	fmt.Printf("%s: nodes=%d services=2 replicas=%d retained=%d events=%d states=%d transitions=%d seconds=%.1f peak-rss-mib=%d\n",
+		name, b.nodes, b.replicas, b.retained, b.events, res.states, res.transitions,
+		time.Since(start).Seconds(), ru.Maxrss/1024)
 	if res.violation != "" {
 		t.Fatal(res.violation)
 	}
