@@ -46,6 +46,14 @@ func mcWatch(st *State, a mcAction, manual bool, retention int) *error {
 			if !acting(CompOrchestrator) || t.Status.State != StateNew || t.Node != 0 {
 				fail("task %s created during a %s step in state %s on node %d", st.taskName(t), a.by, t.Status.State, t.Node)
 			}
+			// A global service's slot is its node: no task is created for
+			// it while the node is away (issue 12 item 4: no replacement
+			// pinned to a disconnected node).
+			if svc := st.services[t.Service]; svc != nil && svc.Spec.Mode == ModeGlobal {
+				if n := st.nodes[NodeID(t.Slot)]; n == nil || n.Status == NodeDisconnected || n.Status == NodeDown {
+					fail("task %s of global service %q created for node %d, which is away", st.taskName(t), svc.Spec.Name, t.Slot)
+				}
+			}
 		},
 		deleted: func(t *Task, beyond bool) {
 			ts := t.Status.State

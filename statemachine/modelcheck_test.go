@@ -61,11 +61,15 @@ type mcAction struct {
 // a global one (restart any).
 func mcServices(b mcBounds) [2]ServiceSpec {
 	web := ServiceSpec{Name: "web", Replicas: b.replicas, Restart: RestartPolicy{Condition: RestartOnFailure}}
+	mon := ServiceSpec{Name: "mon", Mode: ModeGlobal}
 	if b.net {
 		web.Networks = []string{"net"}
 		web.Disconnect = DisconnectPolicy{LostAfter: 60e9}
+		// a window for the global service too: its task is held aside,
+		// and no replacement may be pinned to the node that is away
+		mon.Disconnect = DisconnectPolicy{LostAfter: 60e9}
 	}
-	return [2]ServiceSpec{web, {Name: "mon", Mode: ModeGlobal}}
+	return [2]ServiceSpec{web, mon}
 }
 
 // mcActions lists every action enabled (or possibly enabled: Apply decides)
@@ -356,7 +360,7 @@ func runModelCheck(b mcBounds) mcResult {
 				c.recs = append(c.recs, sc.rec)
 			}
 		}
-		if testing.Verbose() && len(c.recs) > 1000000 {
+		if testing.Verbose() && len(c.recs) > 100000 {
 			fmt.Printf("  progress: %d states, %d to expand\n", len(c.recs), len(next))
 		}
 		frontier = next
