@@ -23,6 +23,10 @@ const (
 	// node is treated as live, so a task is created pinned to the node
 	// that is away (a safety bug: issue 12 item 4).
 	mcBugReplaceGlobalAside
+	// mcBugDecideEarly: a reconnecting node's originals are decided at its
+	// first heartbeat, before it re-reported its tasks (a safety bug:
+	// issue 12 item 3).
+	mcBugDecideEarly
 )
 
 func TestModelCheckFindsSeededBug(t *testing.T) {
@@ -76,6 +80,23 @@ func TestModelCheckFindsSeededBugGlobalAside(t *testing.T) {
 	}
 	if !strings.Contains(res.violation, "which is away") || !strings.Contains(res.violation, "disconnects") {
 		t.Fatalf("violation is not the global-aside bug:\n%s", res.violation)
+	}
+	t.Logf("found, as expected (%d states):\n%s", res.states, res.violation)
+}
+
+// TestModelCheckFindsSeededBugDecideEarly: the step check sees a survivor
+// chosen at a reconnecting node's first heartbeat, before it re-reported.
+func TestModelCheckFindsSeededBugDecideEarly(t *testing.T) {
+	if !seamsCompiled {
+		t.Skip("the seeded bug is compiled only with -tags shoal_seams (make test runs it)")
+	}
+	b := mcBounds{nodes: 2, replicas: 1, retained: 1, events: 1, net: true, webOnly: true, bug: mcBugDecideEarly}
+	res := runModelCheck(b)
+	if res.violation == "" {
+		t.Fatalf("the checker explored %d states and missed a reconnect decided before the re-report", res.states)
+	}
+	if !strings.Contains(res.violation, "stale facts") || !strings.Contains(res.violation, "reconnects") {
+		t.Fatalf("violation is not the decide-early bug:\n%s", res.violation)
 	}
 	t.Logf("found, as expected (%d states):\n%s", res.states, res.violation)
 }

@@ -41,6 +41,10 @@ func mcWatch(st *State, a mcAction, manual bool, retention int) *error {
 			if to < from && !(from == DesiredReady && to == DesiredRunning) {
 				fail("desired state of %s went back from %s to %s", st.taskName(t), from, to)
 			}
+			if u := mcUnreported(st, t); to.Stopping() && a.by != CompUser && u != nil {
+				fail("%s stopped %s while %s on node %d is not re-reported (node %s): decided on stale facts",
+					a.by, st.taskName(t), st.taskName(u), u.Node, st.nodes[u.Node].Status)
+			}
 		},
 		created: func(t *Task) {
 			if !acting(CompOrchestrator) || t.Status.State != StateNew || t.Node != 0 {
@@ -211,4 +215,27 @@ func mcGivenUp(sl *slot) bool {
 		}
 	}
 	return true
+}
+
+// mcUnreported returns a task of t's slot, of t's spec version and not
+// ended, left unknown by a disconnect on a node that is back but has not
+// re-reported its tasks (initializing): while there is one, no step but a
+// user's may stop a task of the slot (issue 12 item 3: reconnect
+// reconciliation decides on re-reported facts).
+func mcUnreported(st *State, t *Task) *Task {
+	svc := st.services[t.Service]
+	if svc == nil || t.Status.State.Terminal() {
+		return nil
+	}
+	sl := svc.slots[t.Slot]
+	if sl == nil {
+		return nil
+	}
+	for _, u := range sl.tasks {
+		n := st.nodes[u.Node]
+		if n != nil && n.Status == NodeInitializing && NeedsReconnect(u) && u.SpecVersion == t.SpecVersion && !u.Status.State.Terminal() {
+			return u
+		}
+	}
+	return nil
 }

@@ -13,3 +13,5 @@ func (seams) reapsLive(TaskState) bool { return false }
 func (seams) keepsDisconnected() bool { return false }
 
 func (seams) replacesGlobalAside() bool { return false }
+
+func (seams) decidesEarly() bool { return false }

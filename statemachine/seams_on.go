@@ -18,6 +18,10 @@ type seams struct {
 	// is treated as live, so a task is created pinned to the node that is
 	// away (the rule before issue 12 item 4).
 	replaceGlobalAside bool
+	// decideEarly: a reconnecting node's originals are decided at its
+	// first heartbeat, before it re-reported its tasks (the rule before
+	// issue 12 item 3).
+	decideEarly bool
 }
 
 // seamsCompiled reports whether this build has the seams.
@@ -28,3 +32,5 @@ func (s seams) reapsLive(st TaskState) bool { return s.reapLive && st == StateRu
 func (s seams) keepsDisconnected() bool { return s.neverDown }
 
 func (s seams) replacesGlobalAside() bool { return s.replaceGlobalAside }
+
+func (s seams) decidesEarly() bool { return s.decideEarly }
