@@ -88,13 +88,17 @@ fuzz-long:
 	echo "fuzz-long: $$n targets, $$total executions, no failure"
 
 # The state machine's model checker at larger bounds than `make test` uses
-# (millions of states: many minutes, and several GB of memory).
+# (millions of states: many minutes). Each run prints its states,
+# transitions, seconds and the process's peak RSS; the load average before
+# and after says how much of the machine it had.
 MC_EVENTS ?= 2
-MC_NET_EVENTS ?= 1
+MC_NET_EVENTS ?= 2
 MC_MANUAL_EVENTS ?= 1
 modelcheck:
+	@uptime
 	$(GO) test -count=1 -timeout 120m -run 'TestModelCheck' -v ./statemachine/ \
 	  -mc.events=$(MC_EVENTS) -mc.net-events=$(MC_NET_EVENTS) -mc.manual-events=$(MC_MANUAL_EVENTS)
+	@uptime
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
