@@ -93,7 +93,8 @@ type mcRec struct {
 	meta   mcMeta
 }
 
-// mcFront is a state still to expand: its record and its encoding.
+// mcFront is a state still to expand: its record and its encoding,
+// compressed (s2: about a quarter of the size, for little time).
 type mcFront struct {
 	idx   int32
 	canon []byte

@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/klauspost/compress/s2"
 )
 
 // The model checker explores every interleaving of component actions over the
@@ -21,6 +23,7 @@ var (
 	mcEvents       = flag.Int("mc.events", 1, "model checker: most event actions (update, node down, reject, exit) per behaviour")
 	mcNetEvents    = flag.Int("mc.net-events", 0, "model checker with addresses and disconnects: most event actions per behaviour")
 	mcManualEvents = flag.Int("mc.manual-events", 0, "model checker with separate reaction steps: most event actions per behaviour")
+	mcMaxStates    = flag.Int("mc.max-states", 0, "model checker: stop after about this many states (0: no limit; for profiling, the run then proves nothing)")
 )
 
 type mcBounds struct {
@@ -314,7 +317,7 @@ func runModelCheck(b mcBounds) mcResult {
 	c.recs = append(c.recs, mcRec{parent: -1})
 	seen := newMCSet(1 << 16)
 	seen.add(mcKey(init, mcMeta{}))
-	frontier := []mcFront{{idx: 0, canon: c.init}}
+	frontier := []mcFront{{idx: 0, canon: s2.Encode(nil, c.init)}}
 	memos := make([]*mcSet, mcWorkers)
 	for w := range memos {
 		memos[w] = newMCSet(1 << 10)
@@ -324,7 +327,7 @@ func runModelCheck(b mcBounds) mcResult {
 	// and that fair progress from it reaches the desired state (liveness);
 	// at every step, legality. Workers expand disjoint parts of a level;
 	// successors are merged in state order, so runs are repeatable.
-	for len(frontier) > 0 && res.violation == "" {
+	for len(frontier) > 0 && res.violation == "" && (*mcMaxStates == 0 || len(c.recs) < *mcMaxStates) {
 		succs := make([][]mcSucc, len(frontier))
 		viol := make([]string, len(frontier))
 		trans := make([]int, mcWorkers)
@@ -374,7 +377,11 @@ func runModelCheck(b mcBounds) mcResult {
 // successors.
 func (c *mcChecker) expand(f mcFront, seen, memo *mcSet, transitions int) ([]mcSucc, int, string) {
 	meta := c.recs[f.idx].meta
-	before := mcClone(f.canon, c.b.bug)
+	canon, err := s2.Decode(nil, f.canon)
+	if err != nil {
+		panic(fmt.Sprintf("model checker: frontier entry does not decompress: %v", err))
+	}
+	before := mcClone(canon, c.b.bug)
 	if err := before.CheckInvariants(); err != nil {
 		return nil, transitions, fmt.Sprintf("invariant broken: %v\ntrace:\n%s", err, c.trace(f.idx, ""))
 	}
@@ -405,9 +412,9 @@ func (c *mcChecker) expand(f mcFront, seen, memo *mcSet, transitions int) ([]mcS
 		if seen.has(key) {
 			continue
 		}
-		out = append(out, mcSucc{rec: mcRec{parent: f.idx, act: uint16(i), meta: m}, canon: after.Canonical(), key: key})
+		out = append(out, mcSucc{rec: mcRec{parent: f.idx, act: uint16(i), meta: m}, canon: s2.Encode(nil, after.Canonical()), key: key})
 	}
-	if err := c.checkProgress(before, f.canon, memo); err != nil {
+	if err := c.checkProgress(before, canon, memo); err != nil {
 		return nil, transitions, fmt.Sprintf("liveness: %v\ntrace:\n%s", err, c.trace(f.idx, ""))
 	}
 	return out, transitions, ""
