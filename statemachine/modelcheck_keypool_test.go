@@ -119,3 +119,14 @@ func mcKeyPools(s *State, e *encoder, mapNode func(NodeID) NodeID) {
 		}
 	}
 }
+
+// mcQuarantined reports whether any pool holds an address quarantined on
+// node id (else a sync from it frees nothing and changes nothing).
+func (s *State) mcQuarantined(id NodeID) bool {
+	for _, p := range s.pools {
+		if len(p.Quarantine(uint32(id))) > 0 {
+			return true
+		}
+	}
+	return false
+}

@@ -200,8 +200,8 @@ func mcActions(s *State, m mcMeta, b mcBounds, progressOnly bool) []mcAction {
 		}
 		for _, nid := range s.NodeIDs() {
 			n := s.nodes[nid]
-			if !n.Status.AcceptsUpdates() {
-				continue
+			if !n.Status.AcceptsUpdates() || !s.mcQuarantined(nid) {
+				continue // a sync with nothing quarantined changes nothing
 			}
 			var holds []TaskID
 			for _, t := range s.NodeTasks(nid) {
