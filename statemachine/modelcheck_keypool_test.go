@@ -13,12 +13,16 @@ import (
 // by task ID and quarantine by node ID, which made every creation order and
 // every node renaming a distinct state).
 //
-// Why it is sound: Apply reads task IDs only through equality and order
-// (maps, sorted iteration, "the original is the older ID"), and new IDs are
-// always above every existing one. So two states whose tasks differ by an
-// order-preserving renaming of IDs have the same futures up to that
-// renaming. The key keeps the order: it lists every task's name (service,
-// slot, position) in ID order. A holder that is no longer a task (deleted
+// Why it is sound: Apply reads task IDs only through equality and order,
+// and new IDs are always above every existing one. Inside a slot the order
+// is kept (position). Across slots, the order decides an outcome where
+// tasks compete: tasks waiting for addresses are served oldest first, so
+// the key lists the waiting tasks' names in ID order. Elsewhere slots are
+// handled one by one with no shared budget in these bounds, so the order
+// across slots only decides which fresh ID a new task gets, which the key
+// abstracts. (Keeping every task's order broke node symmetry: the global
+// service creates its tasks in node order. TestModelCheckKeyIsBisimulation
+// checks the claim on explored states.) A holder that is no longer a task (deleted
 // while its address was quarantined) is read only by "is it still a task"
 // and "is it among the tasks the agent holds" (never: the agent lists live
 // tasks), so it is named "gone". Sequence numbers are read only through
@@ -57,9 +61,9 @@ func mcPoolFixed(raw []byte) []byte {
 	return raw[:i]
 }
 
-// mcKeyPools appends, for every pool, each held address with its holder and
-// each node's quarantine, naming tasks and nodes as the key does, then every
-// task's name in ID order.
+// mcKeyPools appends the waiting tasks' names in ID order, then for every
+// pool each held address with its holder and each node's quarantine,
+// naming tasks and nodes as the key does.
 func mcKeyPools(s *State, e *encoder, mapNode func(NodeID) NodeID) {
 	names := make(map[TaskID]uint64, len(s.tasks))
 	for _, sid := range s.ServiceIDs() {
@@ -73,7 +77,7 @@ func mcKeyPools(s *State, e *encoder, mapNode func(NodeID) NodeID) {
 			}
 		}
 	}
-	for _, id := range sortedKeys(s.tasks) {
+	for _, id := range sortedKeys(s.waiting) {
 		e.u(names[id])
 	}
 	for _, pid := range sortedKeys(s.pools) {

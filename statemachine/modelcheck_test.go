@@ -297,9 +297,10 @@ type mcSucc struct {
 // costs time).
 const mcMemoCap = 1 << 22
 
-func runModelCheck(b mcBounds) mcResult {
-	c := &mcChecker{b: b, retention: b.retained + 1}
-	cfg := Config{Group: 1, HistoryRetention: c.retention, ManualReactions: b.manual}
+// mcInitial is the state every behaviour starts from: the nodes, and in
+// net mode the network.
+func mcInitial(b mcBounds, retention int) *State {
+	cfg := Config{Group: 1, HistoryRetention: retention, ManualReactions: b.manual}
 	setSeededBug(&cfg, b.bug)
 	init := New(cfg)
 	var out Output
@@ -313,6 +314,12 @@ func runModelCheck(b mcBounds) mcResult {
 			panic(out.Results[0].Err())
 		}
 	}
+	return init
+}
+
+func runModelCheck(b mcBounds) mcResult {
+	c := &mcChecker{b: b, retention: b.retained + 1}
+	init := mcInitial(b, c.retention)
 	c.init = init.Canonical()
 	c.recs = append(c.recs, mcRec{parent: -1})
 	seen := newMCSet(1 << 16)
