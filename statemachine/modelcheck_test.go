@@ -411,12 +411,13 @@ func (c *mcChecker) expand(f mcFront, seen, memo *mcSet, transitions int) ([]mcS
 		if a.meta != nil {
 			a.meta(&m)
 		}
-		key := mcKey(after, m)
+		base := mcKeyBase(after, m)
+		key := mcWithEvents(base, m.events)
 		if m == meta && key == self || m != meta && mcKey(after, meta) == self {
 			continue // changed nothing (up to the key's abstractions)
 		}
 		transitions++
-		if seen.has(key) {
+		if seen.has(key) || mcSubsumed(seen, base, m) {
 			continue
 		}
 		out = append(out, mcSucc{rec: mcRec{parent: f.idx, act: uint16(i), meta: m}, canon: s2.Encode(nil, after.Canonical()), key: key})
