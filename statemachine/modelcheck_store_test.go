@@ -1,8 +1,11 @@
 package statemachine
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
+
+	"github.com/klauspost/compress/s2"
 )
 
 // The model checker's memory: what it keeps per state, and how it finds a
@@ -91,6 +94,13 @@ type mcRec struct {
 	parent int32
 	act    uint16
 	meta   mcMeta
+}
+
+// mcCompress returns canon s2-compressed, in a slice of its own size
+// (s2.Encode's result keeps the capacity of the worst case, larger than
+// the input).
+func mcCompress(canon []byte) []byte {
+	return bytes.Clone(s2.Encode(nil, canon))
 }
 
 // mcFront is a state still to expand: its record and its encoding,

@@ -327,7 +327,7 @@ func runModelCheck(b mcBounds) mcResult {
 	c.recs = append(c.recs, mcRec{parent: -1})
 	seen := newMCSet(1 << 16)
 	seen.add(mcKey(init, mcMeta{}))
-	frontier := []mcFront{{idx: 0, canon: s2.Encode(nil, c.init)}}
+	frontier := []mcFront{{idx: 0, canon: mcCompress(c.init)}}
 	memos := make([]*mcSet, mcWorkers)
 	for w := range memos {
 		memos[w] = newMCSet(1 << 10)
@@ -430,7 +430,7 @@ func (c *mcChecker) expand(f mcFront, seen, memo *mcSet, transitions int) ([]mcS
 		if seen.has(key) || mcSubsumed(seen, base, m) {
 			continue
 		}
-		out = append(out, mcSucc{rec: mcRec{parent: f.idx, act: uint16(i), meta: m}, canon: s2.Encode(nil, after.Canonical()), key: key})
+		out = append(out, mcSucc{rec: mcRec{parent: f.idx, act: uint16(i), meta: m}, canon: mcCompress(after.Canonical()), key: key})
 	}
 	if err := c.checkProgress(before, canon, memo); err != nil {
 		return out, transitions, fmt.Sprintf("liveness: %v\ntrace:\n%s", err, c.trace(f.idx, ""))
