@@ -4,7 +4,8 @@ import "fmt"
 
 // The model checker's checks: what every explored step must respect
 // (mcWatch, mcOwns: DESIGN.md's transition table and invariants) and the
-// liveness check that the desired state is reachable (mcDesired).
+// liveness check that fair progress reaches the desired state
+// (checkProgress, mcRevive, mcDesired).
 
 // mcWatch installs an observer on st that checks every change the action
 // makes, at the moment it is made, against DESIGN.md's ownership table
@@ -236,6 +237,83 @@ func mcUnreported(st *State, t *Task) *Task {
 		if n != nil && n.Status == NodeInitializing && NeedsReconnect(u) && u.SpecVersion == t.SpecVersion && !u.Status.State.Terminal() {
 			return u
 		}
+	}
+	return nil
+}
+
+// mcRevive is the last resort of fair progress: when nothing else is
+// enabled and no node is up (ready or coming back), the lowest down node
+// comes back. Liveness is promised only for a cluster that keeps a node:
+// with every node down nothing can run, and with two events both nodes may
+// go down. A disconnected node is not revived: it must be given up first
+// (issue 12 item 2, which the never-down seeded bug checks), and only then,
+// down, may it come back; nor is a down node revived while another is up,
+// so the down-node path (orphans, freed addresses) runs to its end.
+func mcRevive(s *State) (mcAction, bool) {
+	down := NodeID(0)
+	for _, nid := range s.NodeIDs() {
+		switch s.nodes[nid].Status {
+		case NodeReady, NodeInitializing:
+			return mcAction{}, false
+		case NodeDown:
+			if down == 0 {
+				down = nid
+			}
+		}
+	}
+	if down == 0 {
+		return mcAction{}, false
+	}
+	return mcAction{desc: fmt.Sprintf("node n%d reconnects", down), by: CompNodeMonitor,
+		cmd: Command{Kind: CmdSetNodeStatus, Node: down, NodeStatus: NodeInitializing}}, true
+}
+
+// checkProgress runs fair progress from a state (no user actions, no
+// failures; time passes, so down nodes' tasks get orphaned) until nothing is
+// enabled, and checks that the result is the desired state. memo holds the
+// states already known to get there.
+func (c *mcChecker) checkProgress(s *State, canon []byte, memo *mcSet) error {
+	var path []uint64
+	for step := 0; ; step++ {
+		if step == 500 {
+			return fmt.Errorf("no fixpoint after 500 progress steps (livelock)")
+		}
+		k := mcKey(s, mcMeta{})
+		if memo.has(k) {
+			break
+		}
+		path = append(path, k)
+		moved := false
+		for _, a := range mcActions(s, mcMeta{}, c.b, true) {
+			next, err := c.apply(s, a)
+			if err != nil {
+				return fmt.Errorf("illegal progress step %q: %w", a.desc, err)
+			}
+			if next == nil {
+				continue
+			}
+			if nextCanon := next.Canonical(); string(nextCanon) != string(canon) {
+				s, canon, moved = next, nextCanon, true
+				break
+			}
+		}
+		if !moved {
+			if a, ok := mcRevive(s); ok {
+				next, err := c.apply(s, a)
+				if err != nil || next == nil {
+					return fmt.Errorf("progress could not bring a node back (%q): %v", a.desc, err)
+				}
+				s, canon = next, next.Canonical()
+				continue
+			}
+			if err := mcDesired(s, c.b, c.retention); err != nil {
+				return fmt.Errorf("progress stopped short of the desired state: %w", err)
+			}
+			break
+		}
+	}
+	for _, k := range path {
+		memo.add(k)
 	}
 	return nil
 }

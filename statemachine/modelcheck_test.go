@@ -339,46 +339,12 @@ func runModelCheck(b mcBounds) mcResult {
 	// successors are merged in state order, so runs are repeatable.
 	stop := false
 	for len(frontier) > 0 && !stop && (*mcMaxStates == 0 || len(c.recs) < *mcMaxStates) {
-		succs := make([][]mcSucc, len(frontier))
-		viol := make([]string, len(frontier))
-		trans := make([]int, mcWorkers)
-		var wg sync.WaitGroup
-		for w := range mcWorkers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for q := w; q < len(frontier); q += mcWorkers {
-					if memos[w].n > mcMemoCap {
-						memos[w] = newMCSet(1 << 10)
-					}
-					succs[q], trans[w], viol[q] = c.expand(frontier[q], seen, memos[w], trans[w])
-					frontier[q].canon = nil
-				}
-			}()
-		}
-		wg.Wait()
-		for _, t := range trans {
-			res.transitions += t
-		}
 		var next []mcFront
-		for i := range succs {
-			if viol[i] != "" {
-				if res.violation == "" {
-					res.violation = viol[i]
-				}
-				if !*mcKeepGoing || !strings.HasPrefix(viol[i], "liveness") {
-					stop = true
-					break
-				}
-				res.liveness++
-			}
-			for _, sc := range succs[i] {
-				if !seen.add(sc.key) {
-					continue
-				}
-				next = append(next, mcFront{idx: int32(len(c.recs)), canon: sc.canon})
-				c.recs = append(c.recs, sc.rec)
-			}
+		// A level is expanded a chunk at a time and merged after each, so
+		// only a chunk's successors (duplicates included) are held at once.
+		for lo := 0; lo < len(frontier) && !stop; lo += mcChunk {
+			chunk := frontier[lo:min(lo+mcChunk, len(frontier))]
+			stop = c.expandChunk(chunk, seen, memos, &res, &next)
 		}
 		if testing.Verbose() && len(c.recs) > 100000 {
 			fmt.Printf("  progress: %d states, %d to expand\n", len(c.recs), len(next))
@@ -387,6 +353,56 @@ func runModelCheck(b mcBounds) mcResult {
 	}
 	res.states = len(c.recs)
 	return res
+}
+
+// mcChunk is how many states are expanded between two merges.
+const mcChunk = 1 << 14
+
+// expandChunk expands chunk on the workers, then merges the successors not
+// seen before into next, in state order (runs are repeatable). It reports
+// whether to stop: a violation (past a liveness one, with -mc.keep-going,
+// it goes on).
+func (c *mcChecker) expandChunk(chunk []mcFront, seen *mcSet, memos []*mcSet, res *mcResult, next *[]mcFront) bool {
+	succs := make([][]mcSucc, len(chunk))
+	viol := make([]string, len(chunk))
+	trans := make([]int, mcWorkers)
+	var wg sync.WaitGroup
+	for w := range mcWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for q := w; q < len(chunk); q += mcWorkers {
+				if memos[w].n > mcMemoCap {
+					memos[w] = newMCSet(1 << 10)
+				}
+				succs[q], trans[w], viol[q] = c.expand(chunk[q], seen, memos[w], trans[w])
+				chunk[q].canon = nil
+			}
+		}()
+	}
+	wg.Wait()
+	for _, t := range trans {
+		res.transitions += t
+	}
+	for i := range succs {
+		if viol[i] != "" {
+			if res.violation == "" {
+				res.violation = viol[i]
+			}
+			if !*mcKeepGoing || !strings.HasPrefix(viol[i], "liveness") {
+				return true
+			}
+			res.liveness++
+		}
+		for _, sc := range succs[i] {
+			if !seen.add(sc.key) {
+				continue
+			}
+			*next = append(*next, mcFront{idx: int32(len(c.recs)), canon: sc.canon})
+			c.recs = append(c.recs, sc.rec)
+		}
+	}
+	return false
 }
 
 // expand checks a state (its invariants, the legality of every step from
@@ -436,83 +452,6 @@ func (c *mcChecker) expand(f mcFront, seen, memo *mcSet, transitions int) ([]mcS
 		return out, transitions, fmt.Sprintf("liveness: %v\ntrace:\n%s", err, c.trace(f.idx, ""))
 	}
 	return out, transitions, ""
-}
-
-// mcRevive is the last resort of fair progress: when nothing else is
-// enabled and no node is up (ready or coming back), the lowest down node
-// comes back. Liveness is promised only for a cluster that keeps a node:
-// with every node down nothing can run, and with two events both nodes may
-// go down. A disconnected node is not revived: it must be given up first
-// (issue 12 item 2, which the never-down seeded bug checks), and only then,
-// down, may it come back; nor is a down node revived while another is up,
-// so the down-node path (orphans, freed addresses) runs to its end.
-func mcRevive(s *State) (mcAction, bool) {
-	down := NodeID(0)
-	for _, nid := range s.NodeIDs() {
-		switch s.nodes[nid].Status {
-		case NodeReady, NodeInitializing:
-			return mcAction{}, false
-		case NodeDown:
-			if down == 0 {
-				down = nid
-			}
-		}
-	}
-	if down == 0 {
-		return mcAction{}, false
-	}
-	return mcAction{desc: fmt.Sprintf("node n%d reconnects", down), by: CompNodeMonitor,
-		cmd: Command{Kind: CmdSetNodeStatus, Node: down, NodeStatus: NodeInitializing}}, true
-}
-
-// checkProgress runs fair progress from a state (no user actions, no
-// failures; time passes, so down nodes' tasks get orphaned) until nothing is
-// enabled, and checks that the result is the desired state. memo holds the
-// states already known to get there.
-func (c *mcChecker) checkProgress(s *State, canon []byte, memo *mcSet) error {
-	var path []uint64
-	for step := 0; ; step++ {
-		if step == 500 {
-			return fmt.Errorf("no fixpoint after 500 progress steps (livelock)")
-		}
-		k := mcKey(s, mcMeta{})
-		if memo.has(k) {
-			break
-		}
-		path = append(path, k)
-		moved := false
-		for _, a := range mcActions(s, mcMeta{}, c.b, true) {
-			next, err := c.apply(s, a)
-			if err != nil {
-				return fmt.Errorf("illegal progress step %q: %w", a.desc, err)
-			}
-			if next == nil {
-				continue
-			}
-			if nextCanon := next.Canonical(); string(nextCanon) != string(canon) {
-				s, canon, moved = next, nextCanon, true
-				break
-			}
-		}
-		if !moved {
-			if a, ok := mcRevive(s); ok {
-				next, err := c.apply(s, a)
-				if err != nil || next == nil {
-					return fmt.Errorf("progress could not bring a node back (%q): %v", a.desc, err)
-				}
-				s, canon = next, next.Canonical()
-				continue
-			}
-			if err := mcDesired(s, c.b, c.retention); err != nil {
-				return fmt.Errorf("progress stopped short of the desired state: %w", err)
-			}
-			break
-		}
-	}
-	for _, k := range path {
-		memo.add(k)
-	}
-	return nil
 }
 
 func mcReport(t *testing.T, name string, b mcBounds) {
