@@ -198,7 +198,11 @@ func (s *State) releaseAddresses(t *Task) {
 		return
 	}
 	if t.Node == 0 {
+		// Never on a node: free at once, and tasks waiting for addresses
+		// try again (a rolling update of unplaced tasks creates the
+		// replacements before it frees the originals).
 		s.freeAttachments(t.ID, t.Attachments)
+		s.retryAllocation()
 		return
 	}
 	s.nodeChanged(t, EffSeqAdvanced)

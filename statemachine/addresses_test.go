@@ -233,3 +233,23 @@ func TestSyncAnswerDestroysWhatIsNotAssigned(t *testing.T) {
 		}
 	}
 }
+
+// TestUpdateOfUnplacedTasksOnFullNetwork: addresses freed by deleting tasks
+// no node saw go to the tasks waiting for them (found by the model checker:
+// a rolling update of unplaced tasks on a full network left the
+// replacements new for good).
+func TestUpdateOfUnplacedTasksOnFullNetwork(t *testing.T) {
+	h := newHarness(t, Config{Group: 1})
+	h.addNodes(1)
+	// two task addresses beside the VIP's: .1 gateway, .5-.6 reserved
+	h.ok(Command{Kind: CmdCreateNetwork, NetworkSpec: &Network{ID: 1, Name: "net", Subnet: "10.0.0.0/29", Reserved: []string{"10.0.0.5-10.0.0.6"}}})
+	spec := ServiceSpec{Name: "web", Replicas: 2, Networks: []string{"net"}}
+	h.ok(Command{Kind: CmdCreateService, Spec: &spec})
+	spec.Image = "v2"
+	h.ok(Command{Kind: CmdUpdateService, Spec: &spec})
+	for _, tk := range h.tasksIn("web") {
+		if tk.Status.State != StatePending || len(tk.Attachments) != 1 {
+			t.Fatalf("task %d is %s with %d addresses, want pending with one (the originals freed theirs)", tk.ID, tk.Status.State, len(tk.Attachments))
+		}
+	}
+}

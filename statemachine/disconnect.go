@@ -162,7 +162,7 @@ func (s *State) heldAside(t *Task) bool {
 		return false
 	}
 	n := s.nodes[t.Node]
-	return n != nil && (n.Status == NodeDisconnected || n.Status == NodeInitializing)
+	return n != nil && (n.Status == NodeDisconnected || n.Status == NodeInitializing && !s.cfg.seams.decidesEarly())
 }
 
 // heldAsideFacts reports, from replicated facts alone, whether t belongs in

@@ -19,6 +19,14 @@ const (
 	// tasks keep running with desired shutdown and their addresses for
 	// ever (a liveness bug: the monitor's rule before issue 12).
 	mcBugNeverDown
+	// mcBugReplaceGlobalAside: a global service's slot on a disconnected
+	// node is treated as live, so a task is created pinned to the node
+	// that is away (a safety bug: issue 12 item 4).
+	mcBugReplaceGlobalAside
+	// mcBugDecideEarly: a reconnecting node's originals are decided at its
+	// first heartbeat, before it re-reported its tasks (a safety bug:
+	// issue 12 item 3).
+	mcBugDecideEarly
 )
 
 func TestModelCheckFindsSeededBug(t *testing.T) {
@@ -57,4 +65,38 @@ func TestModelCheckFindsSeededBugNeverDown(t *testing.T) {
 	if res := runModelCheck(b); res.violation != "" {
 		t.Fatalf("without the bug the same bounds fail:\n%s", res.violation)
 	}
+}
+
+// TestModelCheckFindsSeededBugGlobalAside: the step check sees a global
+// service's task created pinned to a disconnected node.
+func TestModelCheckFindsSeededBugGlobalAside(t *testing.T) {
+	if !seamsCompiled {
+		t.Skip("the seeded bug is compiled only with -tags shoal_seams (make test runs it)")
+	}
+	b := mcBounds{nodes: 2, replicas: 1, retained: 1, events: 1, net: true, bug: mcBugReplaceGlobalAside}
+	res := runModelCheck(b)
+	if res.violation == "" {
+		t.Fatalf("the checker explored %d states and missed a global replacement pinned to a disconnected node", res.states)
+	}
+	if !strings.Contains(res.violation, "which is away") || !strings.Contains(res.violation, "disconnects") {
+		t.Fatalf("violation is not the global-aside bug:\n%s", res.violation)
+	}
+	t.Logf("found, as expected (%d states):\n%s", res.states, res.violation)
+}
+
+// TestModelCheckFindsSeededBugDecideEarly: the step check sees a survivor
+// chosen at a reconnecting node's first heartbeat, before it re-reported.
+func TestModelCheckFindsSeededBugDecideEarly(t *testing.T) {
+	if !seamsCompiled {
+		t.Skip("the seeded bug is compiled only with -tags shoal_seams (make test runs it)")
+	}
+	b := mcBounds{nodes: 2, replicas: 1, retained: 1, events: 1, net: true, webOnly: true, bug: mcBugDecideEarly}
+	res := runModelCheck(b)
+	if res.violation == "" {
+		t.Fatalf("the checker explored %d states and missed a reconnect decided before the re-report", res.states)
+	}
+	if !strings.Contains(res.violation, "stale facts") || !strings.Contains(res.violation, "reconnects") {
+		t.Fatalf("violation is not the decide-early bug:\n%s", res.violation)
+	}
+	t.Logf("found, as expected (%d states):\n%s", res.states, res.violation)
 }

@@ -4,7 +4,8 @@ import "fmt"
 
 // The model checker's checks: what every explored step must respect
 // (mcWatch, mcOwns: DESIGN.md's transition table and invariants) and the
-// liveness check that the desired state is reachable (mcDesired).
+// liveness check that fair progress reaches the desired state
+// (checkProgress, mcRevive, mcDesired).
 
 // mcWatch installs an observer on st that checks every change the action
 // makes, at the moment it is made, against DESIGN.md's ownership table
@@ -41,10 +42,22 @@ func mcWatch(st *State, a mcAction, manual bool, retention int) *error {
 			if to < from && !(from == DesiredReady && to == DesiredRunning) {
 				fail("desired state of %s went back from %s to %s", st.taskName(t), from, to)
 			}
+			if u := mcUnreported(st, t); to.Stopping() && a.by != CompUser && u != nil {
+				fail("%s stopped %s while %s on node %d is not re-reported (node %s): decided on stale facts",
+					a.by, st.taskName(t), st.taskName(u), u.Node, st.nodes[u.Node].Status)
+			}
 		},
 		created: func(t *Task) {
 			if !acting(CompOrchestrator) || t.Status.State != StateNew || t.Node != 0 {
 				fail("task %s created during a %s step in state %s on node %d", st.taskName(t), a.by, t.Status.State, t.Node)
+			}
+			// A global service's slot is its node: no task is created for
+			// it while the node is away (issue 12 item 4: no replacement
+			// pinned to a disconnected node).
+			if svc := st.services[t.Service]; svc != nil && svc.Spec.Mode == ModeGlobal {
+				if n := st.nodes[NodeID(t.Slot)]; n == nil || n.Status == NodeDisconnected || n.Status == NodeDown {
+					fail("task %s of global service %q created for node %d, which is away", st.taskName(t), svc.Spec.Name, t.Slot)
+				}
 			}
 		},
 		deleted: func(t *Task, beyond bool) {
@@ -203,4 +216,104 @@ func mcGivenUp(sl *slot) bool {
 		}
 	}
 	return true
+}
+
+// mcUnreported returns a task of t's slot, of t's spec version and not
+// ended, left unknown by a disconnect on a node that is back but has not
+// re-reported its tasks (initializing): while there is one, no step but a
+// user's may stop a task of the slot (issue 12 item 3: reconnect
+// reconciliation decides on re-reported facts).
+func mcUnreported(st *State, t *Task) *Task {
+	svc := st.services[t.Service]
+	if svc == nil || t.Status.State.Terminal() {
+		return nil
+	}
+	sl := svc.slots[t.Slot]
+	if sl == nil {
+		return nil
+	}
+	for _, u := range sl.tasks {
+		n := st.nodes[u.Node]
+		if n != nil && n.Status == NodeInitializing && NeedsReconnect(u) && u.SpecVersion == t.SpecVersion && !u.Status.State.Terminal() {
+			return u
+		}
+	}
+	return nil
+}
+
+// mcRevive is the last resort of fair progress: when nothing else is
+// enabled and no node is up (ready or coming back), the lowest down node
+// comes back. Liveness is promised only for a cluster that keeps a node:
+// with every node down nothing can run, and with two events both nodes may
+// go down. A disconnected node is not revived: it must be given up first
+// (issue 12 item 2, which the never-down seeded bug checks), and only then,
+// down, may it come back; nor is a down node revived while another is up,
+// so the down-node path (orphans, freed addresses) runs to its end.
+func mcRevive(s *State) (mcAction, bool) {
+	down := NodeID(0)
+	for _, nid := range s.NodeIDs() {
+		switch s.nodes[nid].Status {
+		case NodeReady, NodeInitializing:
+			return mcAction{}, false
+		case NodeDown:
+			if down == 0 {
+				down = nid
+			}
+		}
+	}
+	if down == 0 {
+		return mcAction{}, false
+	}
+	return mcAction{desc: fmt.Sprintf("node n%d reconnects", down), by: CompNodeMonitor,
+		cmd: Command{Kind: CmdSetNodeStatus, Node: down, NodeStatus: NodeInitializing}}, true
+}
+
+// checkProgress runs fair progress from a state (no user actions, no
+// failures; time passes, so down nodes' tasks get orphaned) until nothing is
+// enabled, and checks that the result is the desired state. memo holds the
+// states already known to get there.
+func (c *mcChecker) checkProgress(s *State, canon []byte, memo *mcSet) error {
+	var path []uint64
+	for step := 0; ; step++ {
+		if step == 500 {
+			return fmt.Errorf("no fixpoint after 500 progress steps (livelock)")
+		}
+		k := mcKey(s, mcMeta{})
+		if memo.has(k) {
+			break
+		}
+		path = append(path, k)
+		moved := false
+		for _, a := range mcActions(s, mcMeta{}, c.b, true) {
+			next, err := c.apply(s, a)
+			if err != nil {
+				return fmt.Errorf("illegal progress step %q: %w", a.desc, err)
+			}
+			if next == nil {
+				continue
+			}
+			if nextCanon := next.Canonical(); string(nextCanon) != string(canon) {
+				s, canon, moved = next, nextCanon, true
+				break
+			}
+		}
+		if !moved {
+			if a, ok := mcRevive(s); ok {
+				next, err := c.apply(s, a)
+				if err != nil || next == nil {
+					return fmt.Errorf("progress could not bring a node back (%q): %v", a.desc, err)
+				}
+				s, canon = next, next.Canonical()
+				continue
+			}
+			if err := mcDesired(s, c.b, c.retention); err != nil {
+				return fmt.Errorf("progress stopped short of the desired state: %w", err)
+			}
+			break
+		}
+	}
+	for _, k := range path {
+		memo.add(k)
+	}
+	return nil
 }

@@ -18,11 +18,37 @@ import (
 // the least over every renaming of the nodes). Two states with one key have
 // the same futures up to those names, so exploring one of them is enough.
 func mcKey(s *State, m mcMeta) uint64 {
+	return mcWithEvents(mcKeyBase(s, m), m.events)
+}
+
+// mcWithEvents is the key of a state whose key without its event count is
+// base, after events events.
+func mcWithEvents(base uint64, events uint8) uint64 {
+	return mcMix(base + uint64(events)*0x9e3779b97f4a7c15)
+}
+
+// mcSubsumed reports whether the state whose key without its event count
+// is base was seen after fewer events than m's: its futures then include
+// every future of this one (the event budget only takes actions away, and
+// nothing else reads the count), so this one need not be explored.
+func mcSubsumed(seen *mcSet, base uint64, m mcMeta) bool {
+	for e := uint8(0); e < m.events; e++ {
+		if seen.has(mcWithEvents(base, e)) {
+			return true
+		}
+	}
+	return false
+}
+
+// mcKeyBase is mcKey without the event count.
+func mcKeyBase(s *State, m mcMeta) uint64 {
+	m.events = 0
 	var pools []byte
 	for _, id := range sortedKeys(s.pools) {
-		// Finer than needed (holder IDs, node IDs), which is sound.
+		// The part that names no task and no node: layout, leases,
+		// allocation cursors (holders and quarantine: mcKeyPools).
 		raw, _ := s.pools[id].MarshalBinary()
-		pools = append(pools, raw...)
+		pools = append(pools, mcPoolFixed(raw)...)
 	}
 	ids := s.NodeIDs()
 	perm := make(map[NodeID]NodeID, len(ids))
@@ -73,9 +99,6 @@ func mcKeyPerm(s *State, m mcMeta, perm map[NodeID]NodeID, pools []byte) uint64 
 		e.u(uint64(pid))
 		e.byte1(uint8(n.Status))
 		e.byte1(uint8(n.Availability))
-		if len(s.pools) > 0 {
-			e.u(n.AssignSeq) // syncs are fenced by it
-		}
 	}
 	e.b = append(e.b, pools...)
 	// Outbox, leases being returned, networks the cluster group said are
@@ -116,11 +139,11 @@ func mcKeyPerm(s *State, m mcMeta, perm map[NodeID]NodeID, pools []byte) uint64 
 					e.u(uint64(at.Addr))
 					e.bool(at.Released)
 				}
-				if len(s.pools) > 0 {
-					e.u(uint64(t.ID)) // pools name holders by ID
-				}
 			}
 		}
+	}
+	if len(s.pools) > 0 {
+		mcKeyPools(s, &e, mapNode)
 	}
 	return xxhash.Sum64(e.b)
 }

@@ -5,7 +5,11 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/klauspost/compress/s2"
 )
 
 // The model checker explores every interleaving of component actions over the
@@ -20,6 +24,8 @@ var (
 	mcEvents       = flag.Int("mc.events", 1, "model checker: most event actions (update, node down, reject, exit) per behaviour")
 	mcNetEvents    = flag.Int("mc.net-events", 0, "model checker with addresses and disconnects: most event actions per behaviour")
 	mcManualEvents = flag.Int("mc.manual-events", 0, "model checker with separate reaction steps: most event actions per behaviour")
+	mcKeepGoing    = flag.Bool("mc.keep-going", false, "model checker: after a liveness violation, go on exploring (to measure the space; the first violation is still reported)")
+	mcMaxStates    = flag.Int("mc.max-states", 0, "model checker: stop after about this many states (0: no limit; for profiling, the run then proves nothing)")
 )
 
 type mcBounds struct {
@@ -60,11 +66,15 @@ type mcAction struct {
 // a global one (restart any).
 func mcServices(b mcBounds) [2]ServiceSpec {
 	web := ServiceSpec{Name: "web", Replicas: b.replicas, Restart: RestartPolicy{Condition: RestartOnFailure}}
+	mon := ServiceSpec{Name: "mon", Mode: ModeGlobal}
 	if b.net {
 		web.Networks = []string{"net"}
 		web.Disconnect = DisconnectPolicy{LostAfter: 60e9}
+		// a window for the global service too: its task is held aside,
+		// and no replacement may be pinned to the node that is away
+		mon.Disconnect = DisconnectPolicy{LostAfter: 60e9}
 	}
-	return [2]ServiceSpec{web, {Name: "mon", Mode: ModeGlobal}}
+	return [2]ServiceSpec{web, mon}
 }
 
 // mcActions lists every action enabled (or possibly enabled: Apply decides)
@@ -192,8 +202,8 @@ func mcActions(s *State, m mcMeta, b mcBounds, progressOnly bool) []mcAction {
 		}
 		for _, nid := range s.NodeIDs() {
 			n := s.nodes[nid]
-			if !n.Status.AcceptsUpdates() {
-				continue
+			if !n.Status.AcceptsUpdates() || !s.mcQuarantined(nid) {
+				continue // a sync with nothing quarantined changes nothing
 			}
 			var holds []TaskID
 			for _, t := range s.NodeTasks(nid) {
@@ -223,16 +233,18 @@ func (s *State) taskName(t *Task) string {
 	return fmt.Sprintf("%s.%d#%d", name, t.Slot, uint64(t.ID)&(1<<48-1))
 }
 
-type mcNode struct {
-	canon  []byte
-	meta   mcMeta
-	parent int32
-	action string
-}
-
 type mcResult struct {
 	states, transitions int
 	violation           string // empty when none
+	liveness            int    // liveness violations found (with -mc.keep-going)
+}
+
+// time is the entry's time of an action: the checker's usual 1, or later.
+func (a mcAction) time() int64 {
+	if a.at != 0 {
+		return a.at
+	}
+	return 1
 }
 
 // mcClone decodes a state; the seeded bug is not part of the encoding, so
@@ -247,53 +259,31 @@ func mcClone(canon []byte, bug mcBug) *State {
 }
 
 // apply applies one action to a copy of before and returns the new state
-// and its encoding (nil when Apply rejected the action or it changed
-// nothing), and the first illegal change the observer saw.
-func (c *mcChecker) apply(before *State, canon []byte, a mcAction) (after *State, next []byte, err error) {
+// (nil when Apply rejected the action), and the first illegal change the
+// observer saw.
+func (c *mcChecker) apply(before *State, a mcAction) (after *State, err error) {
 	after = before.Clone()
 	stepErr := mcWatch(after, a, c.b.manual, c.retention)
 	var out Output
-	at := int64(1)
-	if a.at != 0 {
-		at = a.at
-	}
-	after.Apply([]Command{a.cmd}, 0, at, &out)
+	after.Apply([]Command{a.cmd}, 0, a.time(), &out)
 	if *stepErr != nil {
-		return nil, nil, *stepErr
+		return nil, *stepErr
 	}
 	if err := mcScaleCheck(before, after); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if out.Results[0].Code != CodeOK {
-		return nil, nil, nil
+		return nil, nil
 	}
 	after.observe = nil
-	next = after.Canonical()
-	if string(next) == string(canon) {
-		return nil, nil, nil
-	}
-	return after, next, nil
-}
-
-func (r *mcChecker) trace(i int32, last string) string {
-	var steps []string
-	if last != "" {
-		steps = append(steps, last)
-	}
-	for ; i > 0; i = r.nodes[i].parent {
-		steps = append(steps, r.nodes[i].action)
-	}
-	var sb strings.Builder
-	for j := len(steps) - 1; j >= 0; j-- {
-		fmt.Fprintf(&sb, "  %d. %s\n", len(steps)-j, steps[j])
-	}
-	return sb.String()
+	return after, nil
 }
 
 type mcChecker struct {
 	b         mcBounds
 	retention int
-	nodes     []mcNode
+	init      []byte  // the initial state's encoding
+	recs      []mcRec // every state found, in the order found
 }
 
 // mcWorkers is how many goroutines expand states (the machine has 2 cores).
@@ -301,13 +291,19 @@ const mcWorkers = 2
 
 // mcSucc is a successor found while expanding a state.
 type mcSucc struct {
-	node mcNode
-	key  uint64
+	rec   mcRec
+	canon []byte
+	key   uint64
 }
 
-func runModelCheck(b mcBounds) mcResult {
-	c := &mcChecker{b: b, retention: b.retained + 1}
-	cfg := Config{Group: 1, HistoryRetention: c.retention, ManualReactions: b.manual}
+// mcMemoCap bounds each worker's liveness memo (a cache: clearing it only
+// costs time).
+const mcMemoCap = 1 << 22
+
+// mcInitial is the state every behaviour starts from: the nodes, and in
+// net mode the network.
+func mcInitial(b mcBounds, retention int) *State {
+	cfg := Config{Group: 1, HistoryRetention: retention, ManualReactions: b.manual}
 	setSeededBug(&cfg, b.bug)
 	init := New(cfg)
 	var out Output
@@ -321,148 +317,154 @@ func runModelCheck(b mcBounds) mcResult {
 			panic(out.Results[0].Err())
 		}
 	}
-	c.nodes = append(c.nodes, mcNode{canon: init.Canonical(), parent: -1, action: "init"})
-	seen := map[uint64]struct{}{mcKey(init, mcMeta{}): {}}
-	res := mcResult{}
-	// Safety first, breadth first, a level at a time: invariants at every
-	// state, legality at every step. Workers expand disjoint parts of a
-	// level; successors are merged in state order, so runs are repeatable.
-	for lo := 0; lo < len(c.nodes) && res.violation == ""; {
-		hi := len(c.nodes)
-		succs := make([][]mcSucc, hi-lo)
-		viol := make([]string, hi-lo)
-		trans := make([]int, mcWorkers)
-		var wg sync.WaitGroup
-		for w := range mcWorkers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for q := lo + w; q < hi; q += mcWorkers {
-					succs[q-lo], trans[w], viol[q-lo] = c.expand(q, trans[w])
-				}
-			}()
-		}
-		wg.Wait()
-		for _, t := range trans {
-			res.transitions += t
-		}
-		for i := range succs {
-			if viol[i] != "" {
-				res.violation = viol[i]
-				break
-			}
-			for _, sc := range succs[i] {
-				if _, ok := seen[sc.key]; ok {
-					continue
-				}
-				seen[sc.key] = struct{}{}
-				c.nodes = append(c.nodes, sc.node)
-			}
-		}
-		if testing.Verbose() && hi > 1000000 {
-			fmt.Printf("  progress: %d states, %d to expand\n", len(c.nodes), len(c.nodes)-hi)
-		}
-		lo = hi
+	return init
+}
+
+func runModelCheck(b mcBounds) mcResult {
+	c := &mcChecker{b: b, retention: b.retained + 1}
+	init := mcInitial(b, c.retention)
+	c.init = init.Canonical()
+	c.recs = append(c.recs, mcRec{parent: -1})
+	seen := newMCSet(1 << 16)
+	seen.add(mcKey(init, mcMeta{}))
+	frontier := []mcFront{{idx: 0, canon: mcCompress(c.init)}}
+	memos := make([]*mcSet, mcWorkers)
+	for w := range memos {
+		memos[w] = newMCSet(1 << 10)
 	}
-	// Then liveness from every reachable state.
-	viol := make([]string, mcWorkers)
+	res := mcResult{}
+	// Breadth first, a level at a time. At every state: the invariants,
+	// and that fair progress from it reaches the desired state (liveness);
+	// at every step, legality. Workers expand disjoint parts of a level;
+	// successors are merged in state order, so runs are repeatable.
+	stop := false
+	for len(frontier) > 0 && !stop && (*mcMaxStates == 0 || len(c.recs) < *mcMaxStates) {
+		var next []mcFront
+		// A level is expanded a chunk at a time and merged after each, so
+		// only a chunk's successors (duplicates included) are held at once.
+		for lo := 0; lo < len(frontier) && !stop; lo += mcChunk {
+			chunk := frontier[lo:min(lo+mcChunk, len(frontier))]
+			stop = c.expandChunk(chunk, seen, memos, &res, &next)
+		}
+		if testing.Verbose() && len(c.recs) > 100000 {
+			fmt.Printf("  progress: %d states, %d to expand\n", len(c.recs), len(next))
+		}
+		frontier = next
+	}
+	res.states = len(c.recs)
+	return res
+}
+
+// mcChunk is how many states are expanded between two merges.
+const mcChunk = 1 << 14
+
+// expandChunk expands chunk on the workers, then merges the successors not
+// seen before into next, in state order (runs are repeatable). It reports
+// whether to stop: a violation (past a liveness one, with -mc.keep-going,
+// it goes on).
+func (c *mcChecker) expandChunk(chunk []mcFront, seen *mcSet, memos []*mcSet, res *mcResult, next *[]mcFront) bool {
+	succs := make([][]mcSucc, len(chunk))
+	viol := make([]string, len(chunk))
+	trans := make([]int, mcWorkers)
 	var wg sync.WaitGroup
 	for w := range mcWorkers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			memo := map[uint64]bool{}
-			for q := w; q < len(c.nodes) && res.violation == ""; q += mcWorkers {
-				if err := c.checkProgress(c.nodes[q].canon, memo); err != nil {
-					viol[w] = fmt.Sprintf("liveness: %v\ntrace:\n%s", err, c.trace(int32(q), ""))
-					return
+			for q := w; q < len(chunk); q += mcWorkers {
+				if memos[w].n > mcMemoCap {
+					memos[w] = newMCSet(1 << 10)
 				}
+				succs[q], trans[w], viol[q] = c.expand(chunk[q], seen, memos[w], trans[w])
+				chunk[q].canon = nil
 			}
 		}()
 	}
 	wg.Wait()
-	for _, v := range viol {
-		if v != "" && res.violation == "" {
-			res.violation = v
+	for _, t := range trans {
+		res.transitions += t
+	}
+	for i := range succs {
+		if viol[i] != "" {
+			if res.violation == "" {
+				res.violation = viol[i]
+			}
+			if !*mcKeepGoing || !strings.HasPrefix(viol[i], "liveness") {
+				return true
+			}
+			res.liveness++
+		}
+		for _, sc := range succs[i] {
+			if !seen.add(sc.key) {
+				continue
+			}
+			*next = append(*next, mcFront{idx: int32(len(c.recs)), canon: sc.canon})
+			c.recs = append(c.recs, sc.rec)
 		}
 	}
-	res.states = len(c.nodes)
-	return res
+	return false
 }
 
-// expand checks state q and returns its successors.
-func (c *mcChecker) expand(q, transitions int) ([]mcSucc, int, string) {
-	cur := c.nodes[q]
-	before := mcClone(cur.canon, c.b.bug)
-	if err := before.CheckInvariants(); err != nil {
-		return nil, transitions, fmt.Sprintf("invariant broken: %v\ntrace:\n%s", err, c.trace(int32(q), ""))
+// expand checks a state (its invariants, the legality of every step from
+// it, then that progress from it reaches the desired state) and returns its
+// successors.
+func (c *mcChecker) expand(f mcFront, seen, memo *mcSet, transitions int) ([]mcSucc, int, string) {
+	meta := c.recs[f.idx].meta
+	canon, err := s2.Decode(nil, f.canon)
+	if err != nil {
+		panic(fmt.Sprintf("model checker: frontier entry does not decompress: %v", err))
 	}
+	before := mcClone(canon, c.b.bug)
+	if err := before.CheckInvariants(); err != nil {
+		return nil, transitions, fmt.Sprintf("invariant broken: %v\ntrace:\n%s", err, c.trace(f.idx, ""))
+	}
+	// A successor is encoded only if its key is new: seen is not written
+	// while a level is expanded, so the workers may read it.
+	self := mcKey(before, meta)
 	var out []mcSucc
-	for _, a := range mcActions(before, cur.meta, c.b, false) {
-		after, canon, err := c.apply(before, cur.canon, a)
+	for i, a := range mcActions(before, meta, c.b, false) {
+		after, err := c.apply(before, a)
 		if err != nil {
-			return nil, transitions, fmt.Sprintf("illegal step: %v\ntrace:\n%s", err, c.trace(int32(q), a.desc))
+			return nil, transitions, fmt.Sprintf("illegal step: %v\ntrace:\n%s", err, c.trace(f.idx, a.desc))
 		}
-		if canon == nil {
+		if after == nil {
 			continue
 		}
-		transitions++
-		m := cur.meta
+		m := meta
 		if a.event {
 			m.events++
 		}
 		if a.meta != nil {
 			a.meta(&m)
 		}
-		out = append(out, mcSucc{node: mcNode{canon: canon, meta: m, parent: int32(q), action: a.desc}, key: mcKey(after, m)})
+		base := mcKeyBase(after, m)
+		key := mcWithEvents(base, m.events)
+		if m == meta && key == self || m != meta && mcKey(after, meta) == self {
+			continue // changed nothing (up to the key's abstractions)
+		}
+		transitions++
+		if seen.has(key) || mcSubsumed(seen, base, m) {
+			continue
+		}
+		out = append(out, mcSucc{rec: mcRec{parent: f.idx, act: uint16(i), meta: m}, canon: mcCompress(after.Canonical()), key: key})
+	}
+	if err := c.checkProgress(before, canon, memo); err != nil {
+		return out, transitions, fmt.Sprintf("liveness: %v\ntrace:\n%s", err, c.trace(f.idx, ""))
 	}
 	return out, transitions, ""
 }
 
-// checkProgress runs fair progress from a state (no user actions, no
-// failures; time passes, so down nodes' tasks get orphaned) until nothing is
-// enabled, and checks that the result is the desired state. memo holds the
-// states already known to get there.
-func (c *mcChecker) checkProgress(canon []byte, memo map[uint64]bool) error {
-	var path []uint64
-	s := mcClone(canon, c.b.bug)
-	for step := 0; ; step++ {
-		if step == 500 {
-			return fmt.Errorf("no fixpoint after 500 progress steps (livelock)")
-		}
-		k := mcKey(s, mcMeta{})
-		if memo[k] {
-			break
-		}
-		path = append(path, k)
-		moved := false
-		for _, a := range mcActions(s, mcMeta{}, c.b, true) {
-			next, nextCanon, err := c.apply(s, canon, a)
-			if err != nil {
-				return fmt.Errorf("illegal progress step %q: %w", a.desc, err)
-			}
-			if next != nil {
-				s, canon, moved = next, nextCanon, true
-				break
-			}
-		}
-		if !moved {
-			if err := mcDesired(s, c.b, c.retention); err != nil {
-				return fmt.Errorf("progress stopped short of the desired state: %w", err)
-			}
-			break
-		}
-	}
-	for _, k := range path {
-		memo[k] = true
-	}
-	return nil
-}
-
 func mcReport(t *testing.T, name string, b mcBounds) {
+	start := time.Now()
 	res := runModelCheck(b)
-	fmt.Printf("%s: nodes=%d services=2 replicas=%d retained=%d events=%d states=%d transitions=%d\n",
-		name, b.nodes, b.replicas, b.retained, b.events, res.states, res.transitions)
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru) // Maxrss: KiB on Linux
+	fmt.Printf("%s: nodes=%d services=2 replicas=%d retained=%d events=%d states=%d transitions=%d seconds=%.1f peak-rss-mib=%d\n",
+		name, b.nodes, b.replicas, b.retained, b.events, res.states, res.transitions,
+		time.Since(start).Seconds(), ru.Maxrss/1024)
+	if res.liveness > 0 {
+		fmt.Printf("%s: %d states break liveness; the first found:\n", name, res.liveness)
+	}
 	if res.violation != "" {
 		t.Fatal(res.violation)
 	}

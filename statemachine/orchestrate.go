@@ -57,7 +57,7 @@ func (s *State) reconcileGlobal(svc *Service) []uint32 {
 		mode := slotStopAll
 		switch {
 		case n.Status == NodeDown || n.Availability == AvailDrain || !matchesAll(cons, n):
-		case n.Status == NodeDisconnected:
+		case n.Status == NodeDisconnected && !s.cfg.seams.replacesGlobalAside():
 			mode = slotNoStart // nothing new can run there while it is away
 		case n.Availability == AvailActive:
 			mode = slotLive

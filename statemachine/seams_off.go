@@ -11,3 +11,7 @@ const seamsCompiled = false
 func (seams) reapsLive(TaskState) bool { return false }
 
 func (seams) keepsDisconnected() bool { return false }
+
+func (seams) replacesGlobalAside() bool { return false }
+
+func (seams) decidesEarly() bool { return false }

@@ -14,6 +14,14 @@ type seams struct {
 	// ever, so it never goes down (the monitor's rule before it gave
 	// disconnected nodes up).
 	neverDown bool
+	// replaceGlobalAside: a global service's slot on a disconnected node
+	// is treated as live, so a task is created pinned to the node that is
+	// away (the rule before issue 12 item 4).
+	replaceGlobalAside bool
+	// decideEarly: a reconnecting node's originals are decided at its
+	// first heartbeat, before it re-reported its tasks (the rule before
+	// issue 12 item 3).
+	decideEarly bool
 }
 
 // seamsCompiled reports whether this build has the seams.
@@ -22,3 +30,7 @@ const seamsCompiled = true
 func (s seams) reapsLive(st TaskState) bool { return s.reapLive && st == StateRunning }
 
 func (s seams) keepsDisconnected() bool { return s.neverDown }
+
+func (s seams) replacesGlobalAside() bool { return s.replaceGlobalAside }
+
+func (s seams) decidesEarly() bool { return s.decideEarly }

@@ -5,4 +5,6 @@ package statemachine
 func setSeededBug(cfg *Config, bug mcBug) {
 	cfg.seams.reapLive = bug == mcBugReapLive
 	cfg.seams.neverDown = bug == mcBugNeverDown
+	cfg.seams.replaceGlobalAside = bug == mcBugReplaceGlobalAside
+	cfg.seams.decideEarly = bug == mcBugDecideEarly
 }

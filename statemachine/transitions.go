@@ -240,10 +240,14 @@ func (s *State) deleteTask(t *Task, beyondRetention bool) {
 	if s.observe != nil {
 		s.observe.deleted(t, beyondRetention)
 	}
-	if t.Status.State <= StatePending {
-		s.freeAttachments(t.ID, t.Attachments) // no node ever saw them
-	}
 	delete(s.waiting, t.ID)
+	if t.Status.State <= StatePending && len(t.Attachments) > 0 {
+		// No node ever saw them: free at once, and tasks waiting for
+		// addresses try again (a rolling update of unplaced tasks creates
+		// the replacements before the reaper deletes the originals).
+		s.freeAttachments(t.ID, t.Attachments)
+		s.retryAllocation()
+	}
 	delete(s.delayed, t.ID)
 	delete(s.unknown, t.ID)
 	svc := s.services[t.Service]

@@ -1,0 +1,136 @@
+package statemachine
+
+import (
+	"encoding/binary"
+	"slices"
+
+	"shoal/ipam"
+)
+
+// The address pools' part of the model checker's state key, with tasks and
+// nodes named as mcKeyPerm names them, so that node symmetry and the task-ID
+// abstraction hold with addresses too (the pool's own encoding names holders
+// by task ID and quarantine by node ID, which made every creation order and
+// every node renaming a distinct state).
+//
+// Why it is sound: Apply reads task IDs only through equality and order,
+// and new IDs are always above every existing one. Inside a slot the order
+// is kept (position). Across slots, the order decides an outcome where
+// tasks compete: tasks waiting for addresses are served oldest first, so
+// the key lists the waiting tasks' names in ID order. Elsewhere slots are
+// handled one by one with no shared budget in these bounds, so the order
+// across slots only decides which fresh ID a new task gets, which the key
+// abstracts. (Keeping every task's order broke node symmetry: the global
+// service creates its tasks in node order. TestModelCheckKeyIsBisimulation
+// checks the claim on explored states.) A holder that is no longer a task (deleted
+// while its address was quarantined) is read only by "is it still a task"
+// and "is it among the tasks the agent holds" (never: the agent lists live
+// tasks), so it is named "gone". Sequence numbers are read only through
+// comparisons of a node's quarantine entries with each other and with the
+// node's AssignSeq (a sync reports AssignSeq and frees entries at or below
+// it; releases take the current AssignSeq; assignments add one), so a
+// per-node translation of all of them changes nothing: the key keeps
+// AssignSeq minus each entry's sequence number, not the absolute values.
+
+// mcPoolFixed returns the prefix of a pool's encoding (ipam/encoding.go,
+// version 1) up to and including the allocation cursors: subnet, name,
+// gateway, block shift, reserved ranges, leases, cursors.
+func mcPoolFixed(raw []byte) []byte {
+	i := 4 + 1 + 4 + 1 // magic, version, subnet address, prefix length
+	uv := func() uint64 {
+		v, n := binary.Uvarint(raw[i:])
+		if n <= 0 {
+			panic("model checker: pool encoding is not version 1")
+		}
+		i += n
+		return v
+	}
+	i += int(uv()) // name
+	uv()           // gateway
+	i++            // block shift
+	for range 2 * uv() {
+		uv() // reserved ranges
+	}
+	for range 2 * uv() {
+		uv() // leases: block, owner
+	}
+	uv() // owner 0's cursor
+	for range 2 * uv() {
+		uv() // owners' cursors
+	}
+	return raw[:i]
+}
+
+// mcKeyPools appends the waiting tasks' names in ID order, then for every
+// pool each held address with its holder and each node's quarantine,
+// naming tasks and nodes as the key does.
+func mcKeyPools(s *State, e *encoder, mapNode func(NodeID) NodeID) {
+	names := make(map[TaskID]uint64, len(s.tasks))
+	for _, sid := range s.ServiceIDs() {
+		svc := s.services[sid]
+		for n, sl := range svc.slots {
+			if svc.Spec.Mode == ModeGlobal {
+				n = uint32(mapNode(NodeID(n)))
+			}
+			for pos, t := range sl.tasks {
+				names[t.ID] = uint64(sid)<<40 | uint64(n)<<8 | uint64(pos) + 1
+			}
+		}
+	}
+	for _, id := range sortedKeys(s.waiting) {
+		e.u(names[id])
+	}
+	for _, pid := range sortedKeys(s.pools) {
+		p := s.pools[pid]
+		pfx := p.Prefix()
+		for a, i := pfx.Masked().Addr(), 0; pfx.Contains(a) && i < 1<<10; a, i = a.Next(), i+1 {
+			h, ok := p.Holder(a)
+			if !ok {
+				continue
+			}
+			e.u(uint64(addrU32(a)))
+			e.byte1(uint8(h.Kind))
+			if h.Kind == ipam.KindVIP {
+				e.u(h.ID)
+			} else {
+				e.u(names[TaskID(h.ID)]) // 0: gone
+			}
+		}
+		type qn struct {
+			node NodeID
+			keys []uint64
+		}
+		var qs []qn
+		for _, raw := range p.QuarantineNodes() {
+			n := s.nodes[NodeID(raw)]
+			var seq uint64
+			if n != nil {
+				seq = n.AssignSeq
+			}
+			q := qn{node: mapNode(NodeID(raw))}
+			for _, en := range p.Quarantine(raw) {
+				q.keys = append(q.keys, seq-en.Seq, uint64(addrU32(en.Addr)), names[TaskID(en.Holder)])
+			}
+			qs = append(qs, q)
+		}
+		slices.SortFunc(qs, func(a, b qn) int { return int(a.node) - int(b.node) })
+		for _, q := range qs {
+			e.u(uint64(q.node))
+			e.u(uint64(len(q.keys)))
+			for _, k := range q.keys {
+				e.u(k)
+			}
+		}
+	}
+}
+
+// mcQuarantined reports whether any pool holds an address quarantined on
+// node id (else a sync from it frees nothing and changes nothing).
+func (s *State) mcQuarantined(id NodeID) bool {
+	for _, p := range s.pools {
+		if len(p.Quarantine(uint32(id))) > 0 {
+			return true
+		}
+	}
+	return false
+}
