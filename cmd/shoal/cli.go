@@ -51,14 +51,9 @@ func (o *cliOptions) client() (*client.Client, error) {
 
 // adminTLS reads an admin credential from dir.
 func adminTLS(dir string) (*tls.Config, error) {
-	d := tlsdir.Dir(dir)
-	root, err := d.Root()
+	root, cert, err := tlsdir.Dir(dir).AdminCredential()
 	if err != nil {
-		return nil, fmt.Errorf("--tls-dir: %w (want ca.crt, admin.crt and admin.key, as in a manager's DATA-DIR/tls)", err)
-	}
-	cert, err := d.Pair(tlsdir.Admin)
-	if err != nil {
-		return nil, fmt.Errorf("--tls-dir: %w (want ca.crt, admin.crt and admin.key, as in a manager's DATA-DIR/tls)", err)
+		return nil, fmt.Errorf("--tls-dir: %w", err)
 	}
 	return client.NewCredentials(root, &cert).TLS(), nil
 }

@@ -67,14 +67,9 @@ func (a *Access) Status(ctx context.Context, addr string) (client.Status, error)
 // admin.key: a manager's DATA-DIR/tls) and asks the manager at addr for the
 // worker join token.
 func AdminAccess(ctx context.Context, dir, addr string) (*Access, error) {
-	d := tlsdir.Dir(dir)
-	root, err := d.Root()
+	root, cert, err := tlsdir.Dir(dir).AdminCredential()
 	if err != nil {
-		return nil, fmt.Errorf("%w (want ca.crt, admin.crt and admin.key, as in a manager's DATA-DIR/tls)", err)
-	}
-	cert, err := d.Pair(tlsdir.Admin)
-	if err != nil {
-		return nil, fmt.Errorf("%w (want ca.crt, admin.crt and admin.key, as in a manager's DATA-DIR/tls)", err)
+		return nil, err
 	}
 	a := &Access{TLS: client.NewCredentials(root, &cert).TLS()}
 	tok, err := a.token(ctx, addr, "worker")

@@ -209,3 +209,19 @@ func (t *TokenFile) Set(s security.Secrets) error {
 	t.cur = s
 	return nil
 }
+
+// AdminCredential reads the cluster root and the admin key pair (ca.crt,
+// admin.crt, admin.key: a manager's DATA-DIR/tls, or a copy of it), with an
+// error that says which files are wanted.
+func (d Dir) AdminCredential() (*x509.Certificate, tls.Certificate, error) {
+	const want = "want ca.crt, admin.crt and admin.key, as in a manager's DATA-DIR/tls"
+	root, err := d.Root()
+	if err != nil {
+		return nil, tls.Certificate{}, fmt.Errorf("%w (%s)", err, want)
+	}
+	cert, err := d.Pair(Admin)
+	if err != nil {
+		return nil, tls.Certificate{}, fmt.Errorf("%w (%s)", err, want)
+	}
+	return root, cert, nil
+}
