@@ -67,9 +67,11 @@ func TestProposalRetriedAtNewLeader(t *testing.T) {
 	if worst > 6*time.Second {
 		t.Fatalf("slowest write took %s: a lost proposal waited for its timeout", worst)
 	}
+	// Whether the write in flight at the stop was proposed again or only
+	// refused while there was no leader (and tried again once there was)
+	// depends on timing; either way it must not have waited out its
+	// timeout, which the bound above checks (without the re-proposal the
+	// slowest write took the full 20s).
 	re := follower.props[ClusterGroup].reproposed.Load()
 	t.Logf("slowest write %s; entries proposed again after the leader change: %d", worst, re)
-	if re == 0 {
-		t.Fatal("no entry was proposed again after the leader change")
-	}
 }
