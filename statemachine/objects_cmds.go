@@ -260,6 +260,9 @@ func (s *State) removeNode(id NodeID) Result {
 	}
 	delete(s.nodes, id)
 	s.removedNodes[id] = struct{}{}
+	// A removed node can never sync again: what it had quarantined is free
+	// (its tasks are terminal; an orphaning freed it already, if any).
+	s.expireNode(id)
 	s.markNodeServices(n)
 	s.emit(Effect{Kind: EffNodeChanged, Node: id})
 	return Result{ID: uint64(id)}

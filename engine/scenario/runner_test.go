@@ -133,6 +133,14 @@ func (r *runner) run(d *datadriven.TestData) (string, error) {
 		return r.cmdNode(d)
 	case "node-status":
 		return r.cmdNodeStatus(d)
+	case "remove-node":
+		a, err := parseArgs(d, 1)
+		if err != nil {
+			return "", err
+		}
+		out := r.apply(sm.Command{Kind: sm.CmdRemoveNode, Node: r.node(a.pos[0])})
+		r.syncMonitor()
+		return out, nil
 	case "availability":
 		return r.cmdAvailability(d)
 	case "network":
