@@ -124,8 +124,9 @@ fuzz-long:
 # and after says how much of the machine it had. The address/disconnect
 # mode runs at one event by default: at MC_NET_EVENTS=2 it finds a real bug
 # still open (a down node whose only task was rejected keeps that task's
-# address quarantined for good, so its replacement never gets one) and its
-# space (est. 20-40 million states) does not fit 30 minutes here yet.
+# address quarantined until the node is removed, so its replacement waits
+# for the operator) and its space (est. 20-40 million states) does not fit
+# 30 minutes here yet.
 MC_EVENTS ?= 2
 MC_NET_EVENTS ?= 1
 MC_MANUAL_EVENTS ?= 1
