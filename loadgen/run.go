@@ -125,8 +125,6 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 		Dial:   r.cl.Access.Client})
 	bg.Add(1)
 	go func() { defer bg.Done(); r.follower.Follow(runCtx) }()
-	bg.Add(1)
-	go func() { defer bg.Done(); r.confirmSuspects(runCtx) }()
 
 	logger := slog.New(slog.DiscardHandler)
 	if cfg.AgentLog != "" {
@@ -154,6 +152,8 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	bg.Add(1)
+	go func() { defer bg.Done(); r.confirmSuspects(runCtx) }()
 	if err := r.waitAgents(runCtx); err != nil {
 		r.logf("%v", err)
 	}

@@ -30,28 +30,9 @@ func (r *run) settleSuspects(ctx context.Context) {
 		return
 	}
 	read := func(id uint64) (*client.Task, error) {
-		var last error
-		for _, rep := range r.cl.Replicas {
-			if !rep.Alive() {
-				continue
-			}
-			c, err := r.cl.Access.Client(rep.API)
-			if err != nil {
-				return nil, err
-			}
-			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			t, err := c.Task(rctx, strconv.FormatUint(id, 10))
-			cancel()
-			var ae *client.APIError
-			switch {
-			case err == nil:
-				return &t, nil
-			case errors.As(err, &ae) && ae.Code == client.CodeNotFound:
-				return nil, nil
-			}
-			last = err
-		}
-		return nil, last
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		return r.driver.Task(rctx, strconv.FormatUint(id, 10))
 	}
 	for _, s := range sus {
 		a, errA := read(s.Tasks[0])

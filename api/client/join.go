@@ -175,3 +175,29 @@ func (c *Client) RemoveReplica(ctx context.Context, id uint64) (Replicas, error)
 	_, err := c.do(ctx, "DELETE", "/v1/replicas/"+strconv.FormatUint(id, 10), nil, nil, &out)
 	return out, err
 }
+
+// JoinRetrying joins like Join, asking again while no manager could be
+// reached or all were busy (one may be starting, or a fleet joining at
+// once): after each such failure it waits what retry returns for it. A
+// refusal, or ctx ending, is final. Each attempt gets 30 seconds.
+func JoinRetrying(ctx context.Context, addrs []string, token string, req JoinRequest,
+	retry func(err error) time.Duration) (*Joined, error) {
+	for {
+		c, cancel := context.WithTimeout(ctx, 30*time.Second)
+		j, err := Join(c, addrs, token, req)
+		cancel()
+		switch {
+		case err == nil:
+			return j, nil
+		case errors.Is(err, ErrJoinRefused):
+			return nil, err
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(retry(err)):
+		}
+	}
+}

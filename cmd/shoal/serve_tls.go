@@ -213,28 +213,15 @@ func joinAsManager(ctx context.Context, o serveOptions, raftAddr string, member 
 // starting) until ctx ends; a refusal is returned at once.
 func joinWithRetry(ctx context.Context, addrs []string, token string, req client.JoinRequest, out io.Writer) (*client.Joined, error) {
 	said := false
-	for wait := 200 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
-		c, cancel := context.WithTimeout(ctx, 30*time.Second)
-		j, err := client.Join(c, addrs, token, req)
-		cancel()
-		switch {
-		case err == nil:
-			return j, nil
-		case errors.Is(err, client.ErrJoinRefused):
-			return nil, err
-		case ctx.Err() != nil:
-			return nil, ctx.Err()
-		}
+	wait := 100 * time.Millisecond
+	return client.JoinRetrying(ctx, addrs, token, req, func(err error) time.Duration {
 		if !said {
 			fmt.Fprintf(out, "shoal: waiting for a manager to answer the join (%v); retrying\n", err)
 			said = true
 		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(wait):
-		}
-	}
+		wait = min(2*wait, 5*time.Second)
+		return wait
+	})
 }
 
 func splitAddrs(s string) []string {

@@ -24,6 +24,9 @@ type Deliveries struct {
 	running bool
 	ended   chan struct{}
 	waiting int // callers waiting for a run
+	// waitChanged, if set, is told the number of waiting callers each
+	// time it changes (tests observe the queue through it).
+	waitChanged func(waiting int)
 }
 
 type deliveryRun struct {
@@ -63,18 +66,25 @@ func (d *Deliveries) Deliver(ctx context.Context) error {
 			return err
 		}
 		ended := d.ended
-		d.waiting++
+		d.setWaitingLocked(d.waiting + 1)
 		d.mu.Unlock()
 		select {
 		case <-r.done:
 		case <-ended: // the run before ours is over: ours may start
 		case <-ctx.Done():
 			d.mu.Lock()
-			d.waiting--
+			d.setWaitingLocked(d.waiting - 1)
 			d.mu.Unlock()
 			return ctx.Err()
 		}
 		d.mu.Lock()
-		d.waiting--
+		d.setWaitingLocked(d.waiting - 1)
+	}
+}
+
+func (d *Deliveries) setWaitingLocked(n int) {
+	d.waiting = n
+	if d.waitChanged != nil {
+		d.waitChanged(n)
 	}
 }

@@ -17,6 +17,9 @@ type gateCluster struct {
 	runs    atomic.Int32
 	entered chan struct{} // closed at the first delivery
 	gate    chan struct{}
+	// arrived gets one value per caller that blocked at the gate or
+	// started waiting in Deliveries.
+	arrived chan struct{}
 }
 
 func (g *gateCluster) SubmitMany(ctx context.Context, cmds []statemachine.Command) []Outcome {
@@ -24,6 +27,7 @@ func (g *gateCluster) SubmitMany(ctx context.Context, cmds []statemachine.Comman
 		if g.runs.Add(1) == 1 {
 			close(g.entered)
 		}
+		g.arrived <- struct{}{}
 		<-g.gate
 	}
 	return g.Memory.SubmitMany(ctx, cmds)
@@ -42,8 +46,15 @@ func TestDeliveriesShareRuns(t *testing.T) {
 			NodeSpec: &statemachine.Node{ID: id, Name: "n", Status: statemachine.NodeReady}})
 	}
 	m.DropApply(nil)
-	g := &gateCluster{Memory: m, entered: make(chan struct{}), gate: make(chan struct{})}
+	g := &gateCluster{Memory: m, entered: make(chan struct{}), gate: make(chan struct{}), arrived: make(chan struct{}, 200)}
 	d := NewDeliveries(g)
+	last := 0
+	d.waitChanged = func(n int) { // under d's lock: one value per caller that starts waiting
+		if n > last {
+			g.arrived <- struct{}{}
+		}
+		last = n
+	}
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	errs := make(chan error, 50)
@@ -58,18 +69,15 @@ func TestDeliveriesShareRuns(t *testing.T) {
 	for range 49 {
 		go call()
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		d.mu.Lock()
-		n := d.waiting + int(g.runs.Load())
-		d.mu.Unlock()
-		if n == 50 {
-			break
-		}
-		if time.Now().After(deadline) {
+	// Every caller is now at the gate or waiting in Deliveries: wait for
+	// all fifty to say so (no sleeps: each sends once on arrival).
+	timeout := time.After(10 * time.Second)
+	for n := 0; n < 50; n++ {
+		select {
+		case <-g.arrived:
+		case <-timeout:
 			t.Fatalf("%d of 50 callers delivering or waiting after 10s", n)
 		}
-		time.Sleep(time.Millisecond) // polling a condition, with a deadline
 	}
 	close(g.gate)
 	wg.Wait()

@@ -3,7 +3,6 @@ package fleet
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
@@ -25,23 +24,13 @@ func (f *Fleet) joinTLS(ctx context.Context, a *simAgent) error {
 	node := a.cfg.Node
 	req := client.JoinRequest{Role: string(security.RoleWorker), Node: &client.JoinNode{Hostname: node.Hostname,
 		Labels: node.Labels, CPU: node.CPU, Memory: node.Memory, AgentVersion: node.AgentVersion}}
-	var j *client.Joined
-	for {
-		var err error
-		j, err = client.Join(ctx, f.cfg.Managers, f.cfg.Token, req)
-		if err == nil {
-			break
-		}
-		if errors.Is(err, client.ErrJoinRefused) || ctx.Err() != nil {
-			return fmt.Errorf("join: %w", err)
-		}
-		// No manager answered, or all were busy with other joins (503):
-		// back off with jitter, as a fleet of real agents does.
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(500*time.Millisecond + rand.N(1500*time.Millisecond)):
-		}
+	// No manager answered, or all were busy with other joins (503): back
+	// off with jitter, as a fleet of real agents does.
+	j, err := client.JoinRetrying(ctx, f.cfg.Managers, f.cfg.Token, req, func(error) time.Duration {
+		return 500*time.Millisecond + rand.N(1500*time.Millisecond)
+	})
+	if err != nil {
+		return fmt.Errorf("join: %w", err)
 	}
 	keyPEM, err := security.KeyPEM(j.Key)
 	if err != nil {

@@ -404,3 +404,21 @@ func (d *Driver) Lagging(ctx context.Context, max int) []string {
 	}
 	return out
 }
+
+// Task reads one task from the managers (nil, nil when it does not exist),
+// moving to the next manager while one cannot answer.
+func (d *Driver) Task(ctx context.Context, id string) (*client.Task, error) {
+	var t client.Task
+	err := d.call(ctx, func(ctx context.Context, c *client.Client) error {
+		var err error
+		t, err = c.Task(ctx, id)
+		return err
+	})
+	switch {
+	case err == nil:
+		return &t, nil
+	case isCode(err, client.CodeNotFound):
+		return nil, nil
+	}
+	return nil, err
+}
