@@ -112,6 +112,11 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 		return nil, fmt.Errorf("loadgen: status of %s: %w", apis[0], err)
 	}
 
+	r.plan = workload.NewPlan(cfg.Seed, cfg.Tasks, cfg.Services, len(st.Groups)-1)
+	if len(cfg.Join) > 0 {
+		own := r.plan.Names()
+		r.checker.Only(func(service string) bool { return own[service] })
+	}
 	runCtx, stopAll := context.WithCancel(ctx)
 	defer stopAll()
 	var bg sync.WaitGroup
@@ -125,6 +130,16 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 		Dial:   r.cl.Access.Client})
 	bg.Add(1)
 	go func() { defer bg.Done(); r.follower.Follow(runCtx) }()
+
+	r.driver, err = workload.NewDriver(runCtx, r.plan, apis, r.cl.Access.Client, cfg.Seed)
+	if err != nil {
+		return nil, err
+	}
+	if len(cfg.Join) > 0 {
+		if err := r.refuseLeftovers(runCtx); err != nil {
+			return nil, err
+		}
+	}
 
 	logger := slog.New(slog.DiscardHandler)
 	if cfg.AgentLog != "" {
@@ -147,11 +162,6 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 	bg.Add(1)
 	go func() { defer bg.Done(); r.sampler.loop(sctx) }()
 
-	r.plan = workload.NewPlan(cfg.Seed, cfg.Tasks, cfg.Services, len(st.Groups)-1)
-	r.driver, err = workload.NewDriver(runCtx, r.plan, apis, r.cl.Access.Client, cfg.Seed)
-	if err != nil {
-		return nil, err
-	}
 	bg.Add(1)
 	go func() { defer bg.Done(); r.confirmSuspects(runCtx) }()
 	if err := r.waitAgents(runCtx); err != nil {
@@ -176,6 +186,9 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 	rep := r.buildReport(runCtx, converged, convergeSecs)
 	stopSampler()
 	r.fetchHeaps(runCtx, rep)
+	if len(cfg.Join) > 0 {
+		r.cleanup(runCtx)
+	}
 	r.fleet.Stop()
 	stopAll()
 	bg.Wait()

@@ -47,6 +47,9 @@ type Checker struct {
 		checked  map[string]int64
 		count    map[string]int
 		kept     []report.Violation
+		// own, when set, says which services' tasks the stream's view
+		// keeps (a cluster the loadgen joined runs its owner's too).
+		own func(service string) bool
 		// suspects are address-live conflicts seen in the stream's view,
 		// waiting to be confirmed against the replicated state (Suspects).
 		suspects []Suspect
@@ -65,6 +68,15 @@ func New(start time.Time) *Checker {
 	c.mu.checked = map[string]int64{}
 	c.mu.count = map[string]int{}
 	return c
+}
+
+// Only makes the stream's view keep the tasks of the services own accepts
+// and ignore the rest (call it before the first event). A run against a
+// cluster it joined checks its own services, not its owner's.
+func (c *Checker) Only(own func(service string) bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.mu.own = own
 }
 
 // addrKey names an address on a network, without its prefix length.
@@ -143,6 +155,9 @@ func (c *Checker) deletedLocked(id uint64, now time.Time) {
 
 // mergeLocked merges a rendered task object into the view.
 func (c *Checker) mergeLocked(id uint64, t *client.Task, conn int, now time.Time) {
+	if c.mu.own != nil && !c.mu.own(t.Service) {
+		return
+	}
 	rank, ok := stateRank[t.State]
 	c.mu.checked[TaskShape]++
 	if !ok {

@@ -154,7 +154,9 @@ func Join(ctx context.Context, addrs []string, access *Access) (*Cluster, error)
 	if len(c.Replicas) == 0 {
 		return nil, errors.New("cluster: --join needs at least one manager address")
 	}
-	// Learn the replica IDs from the managers themselves.
+	// Learn the replica IDs from the managers themselves, and the replicas
+	// not named (every replica is scraped and compared).
+	var managers []client.Manager
 	for _, r := range c.Replicas {
 		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		st, err := access.Status(sctx, r.API)
@@ -163,6 +165,17 @@ func Join(ctx context.Context, addrs []string, access *Access) (*Cluster, error)
 			return nil, fmt.Errorf("cluster: manager %s: %w", r.API, err)
 		}
 		r.ID = st.Replica
+		managers = append(managers, st.Managers...)
+	}
+	known := map[uint64]bool{}
+	for _, r := range c.Replicas {
+		known[r.ID] = true
+	}
+	for _, m := range managers {
+		if !known[m.Replica] && m.API != "" {
+			known[m.Replica] = true
+			c.Replicas = append(c.Replicas, &Replica{ID: m.Replica, API: m.API})
+		}
 	}
 	return c, nil
 }

@@ -71,6 +71,7 @@ type Fleet struct {
 	agents []*simAgent
 	ctx    context.Context
 	errs   atomic.Int64
+	stop   sync.Once
 	rng    struct {
 		sync.Mutex
 		r *rand.Rand
@@ -246,8 +247,22 @@ func (f *Fleet) Crash(i, n int) int {
 	return ex.crash(n, f.rng.r)
 }
 
-// Stop stops every agent and waits for them.
-func (f *Fleet) Stop() {
+// Nodes returns the node IDs the cluster gave the agents (agents that have
+// not registered yet are left out).
+func (f *Fleet) Nodes() []uint32 {
+	var out []uint32
+	for _, a := range f.agents {
+		if id := a.node.Load(); id != 0 {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// Stop stops every agent and waits for them; later calls do nothing.
+func (f *Fleet) Stop() { f.stop.Do(f.stopAll) }
+
+func (f *Fleet) stopAll() {
 	var wg sync.WaitGroup
 	for _, a := range f.agents {
 		a.mu.Lock()

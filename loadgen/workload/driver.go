@@ -21,6 +21,7 @@ type Counts struct {
 // Driver carries out a plan through the user API.
 type Driver struct {
 	plan    Plan
+	own     map[string]bool // the plan's service and network names; never changes
 	bg      context.Context // re-creations outlive the phase that removed the service
 	clients []*client.Client
 	Counts  Counts
@@ -51,6 +52,7 @@ func NewDriver(bg context.Context, plan Plan, managers []string, dial func(addr 
 	d.mu.busy = map[string]bool{}
 	d.mu.gen = map[string]int{}
 	d.mu.specs = map[string]client.ServiceSpec{}
+	d.own = plan.Names()
 	for _, s := range plan.Services {
 		d.mu.specs[s.Name] = spec(s, 0, "stop-first")
 	}
@@ -322,8 +324,9 @@ func (d *Driver) Desired() map[string]int {
 }
 
 // Converged reads every service and reports the running and desired
-// totals, and whether every planned service runs exactly its planned
-// replicas.
+// totals of the plan's services, and whether every planned service runs
+// exactly its planned replicas. Services not in the plan (the owner's, in
+// a cluster the loadgen joined) are not counted.
 func (d *Driver) Converged(ctx context.Context) (running, desired int, ok bool, err error) {
 	want := d.Desired()
 	seen := 0
@@ -344,15 +347,16 @@ func (d *Driver) Converged(ctx context.Context) (running, desired int, ok bool, 
 			return 0, 0, false, err
 		}
 		for _, s := range l.Items {
+			w, planned := want[s.Spec.Name]
+			if !planned {
+				continue // not the loadgen's (a cluster it joined)
+			}
 			running += s.Running
 			desired += s.Desired
-			w, planned := want[s.Spec.Name]
-			if !planned || s.Removing || s.Running != w || s.Desired != w {
+			if s.Removing || s.Running != w || s.Desired != w {
 				ok = false
 			}
-			if planned {
-				seen++
-			}
+			seen++
 		}
 		if l.NextToken == "" {
 			break
@@ -378,8 +382,8 @@ func (d *Driver) Lagging(ctx context.Context, max int) []string {
 	}
 	for _, s := range l.Items {
 		w, planned := want[s.Spec.Name]
-		if planned && !s.Removing && s.Running == w && s.Desired == w {
-			continue
+		if !planned || !s.Removing && s.Running == w && s.Desired == w {
+			continue // on plan, or not the loadgen's
 		}
 		if len(out) >= max*8 {
 			break
