@@ -46,6 +46,16 @@ func heartbeatRetryDelay(k int, p, ra time.Duration, r *rand.Rand) time.Duration
 	return max(uniform(r, hi/2, hi), ra)
 }
 
+// heartbeatTimeout bounds a heartbeat call after `failures` failed ones in
+// a row: one period (at least a second), doubled per failure up to eight
+// times that, never more than limit. A fleet that lost its leader dials the
+// new one all at once; with a fixed one-period bound the connections (and
+// TLS handshakes) still queued there when it ran out were dropped and
+// dialled again, which only lengthened the queue.
+func heartbeatTimeout(failures int, p, limit time.Duration) time.Duration {
+	return min(limit, max(p, time.Second)<<min(failures, 3))
+}
+
 // jitter returns d scaled by a uniform factor in [1-f, 1+f].
 func jitter(d time.Duration, f float64, r *rand.Rand) time.Duration {
 	return time.Duration(float64(d) * (1 - f + 2*f*r.Float64()))

@@ -31,9 +31,11 @@ type fakeManager struct {
 
 	log       []string // "open", "hb", "status n=2", "rereport n=0 held=2", "poll", "sync"
 	openAt    []time.Time
-	openErrs  []error // answered (and consumed) before a session opens
-	hbErr     error   // answered to every heartbeat while set
-	down      bool    // every call fails with a transport error
+	openErrs  []error         // answered (and consumed) before a session opens
+	hbErr     error           // answered to every heartbeat while set
+	hbErrs    []error         // answered (and consumed) before hbErr
+	hbBudgets []time.Duration // each heartbeat's time left before its deadline
+	down      bool            // every call fails with a transport error
 	results   func(r wire.StatusReport) wire.ReportResult
 	latest    map[sm.TaskID]wire.StatusReport // accepted statuses
 	batches   []*wire.StatusBatch
@@ -107,6 +109,15 @@ func (f *fakeManager) Heartbeat(ctx context.Context, hb *wire.Heartbeat) (*wire.
 	defer f.mu.Unlock()
 	if err := f.checkLocked(hb.SessionID); err != nil {
 		f.changedLocked("hb-refused")
+		return nil, err
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		f.hbBudgets = append(f.hbBudgets, time.Until(dl))
+	}
+	if len(f.hbErrs) > 0 {
+		err := f.hbErrs[0]
+		f.hbErrs = f.hbErrs[1:]
+		f.changedLocked("hb-error")
 		return nil, err
 	}
 	if f.hbErr != nil {

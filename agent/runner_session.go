@@ -86,14 +86,17 @@ func (a *Agent) begin(ctx context.Context, epoch uint64, sess *wire.Session) *li
 // heartbeat beats at the period the manager gives, ±10 %, until the session
 // is lost. The first beat goes at once: nothing else is sent on a session
 // before it succeeded. Failed beats are retried quickly (the client follows
-// leader changes), so a leader change costs less than one period.
+// leader changes), so a leader change costs less than one period; each
+// retry may take longer than the last (heartbeatTimeout), so that when a
+// whole fleet moves to a new leader at once, connections still being set
+// up there are not given up and dialled again.
 func (a *Agent) heartbeat(ctx context.Context, s *liveSession, period time.Duration) {
 	if period <= 0 {
 		period = a.period()
 	}
 	failures := 0
 	for {
-		c, cancel := a.callCtx(s.ctx, min(a.cfg.CallTimeout, max(period, time.Second)))
+		c, cancel := a.callCtx(s.ctx, heartbeatTimeout(failures, period, a.cfg.CallTimeout))
 		ack, err := a.cfg.Manager.Heartbeat(c, &wire.Heartbeat{NodeID: s.node, SessionID: s.id})
 		cancel()
 		var d time.Duration

@@ -310,3 +310,23 @@ func TestRunnerStopOnExit(t *testing.T) {
 		}
 	}
 }
+
+// Heartbeats that keep failing get more time each (one period, doubled per
+// failure in a row, at most eight periods); the first success brings the
+// bound back to one period.
+func TestRunnerHeartbeatTimeoutGrowsWhileFailing(t *testing.T) {
+	h := newHarness(t, SimConfig{})
+	h.mgr.period = time.Second
+	timeout := errors.New("timeout")
+	h.mgr.hbErrs = []error{timeout, timeout, timeout, timeout, timeout}
+	h.start()
+	h.mgr.until(t, "two heartbeats after the failures", func() bool { return len(h.mgr.hbBudgets) >= 7 })
+	h.mgr.do(func() {})
+	want := []time.Duration{1, 2, 4, 8, 8, 8, 1}
+	for i, w := range want {
+		got := h.mgr.hbBudgets[i]
+		if w *= time.Second; got > w || got < w-500*time.Millisecond {
+			t.Errorf("heartbeat %d had %v before its deadline, want about %v (all: %v)", i, got, w, h.mgr.hbBudgets[:len(want)])
+		}
+	}
+}

@@ -30,11 +30,15 @@ type AgentClient struct {
 }
 
 // SharedHTTP returns a fasthttp client sized for maxConns connections per
-// manager (each agent holds at most one long poll).
+// manager (each agent holds at most one long poll). A call that finds
+// every connection busy waits for one (bounded by its own deadline) rather
+// than failing at once: when a fleet moves to a new leader together, its
+// calls queue instead of failing and retrying.
 func SharedHTTP(maxConns int) *fasthttp.Client {
 	return &fasthttp.Client{
 		Name:                          "shoal-agent",
 		MaxConnsPerHost:               max(maxConns, 64),
+		MaxConnWaitTimeout:            10 * time.Second,
 		MaxIdleConnDuration:           90 * time.Second,
 		ReadTimeout:                   6 * time.Minute,
 		WriteTimeout:                  30 * time.Second,
