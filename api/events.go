@@ -25,6 +25,8 @@ func topicOf(k statemachine.EffectKind) (topic, typ string) {
 		return "task", "state"
 	case statemachine.EffAssignments:
 		return "task", "assignment"
+	case statemachine.EffTaskDesired:
+		return "task", "desired"
 	case statemachine.EffSeqAdvanced:
 		return "task", "released"
 	case statemachine.EffTaskDeleted:

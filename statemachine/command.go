@@ -224,6 +224,9 @@ const (
 	// EffBlocksWanted: a task or VIP of this service group waits for an
 	// address block the cluster group has not leased it yet.
 	EffBlocksWanted
+	// EffTaskDesired: the desired state of Task, which is on no node,
+	// changed (a task on a node gets EffAssignments instead).
+	EffTaskDesired
 )
 
 // Effect is a consequence of Apply for the outside world, as data.

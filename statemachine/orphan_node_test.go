@@ -42,3 +42,32 @@ func TestOrphanNode(t *testing.T) {
 		}
 	}
 }
+
+// A task on no node whose desired state changes is announced
+// (EffTaskDesired), before any deletion that follows: event-stream readers
+// see the change, not just the task vanishing.
+func TestUnplacedDesiredChangeIsAnnounced(t *testing.T) {
+	h := newHarness(t, Config{Group: 1})
+	h.ok(Command{Kind: CmdCreateService, Spec: &ServiceSpec{Name: "web", Replicas: 2}})
+	ts := h.tasksIn("web")
+	if len(ts) != 2 || ts[0].Node != 0 {
+		t.Fatalf("want 2 unplaced tasks, got %d", len(ts))
+	}
+	h.ok(Command{Kind: CmdRemoveService, Name: "web"})
+	desired := map[TaskID]int{}
+	for i, e := range h.out.Effects {
+		switch e.Kind {
+		case EffTaskDesired:
+			desired[e.Task] = i + 1
+		case EffTaskDeleted:
+			if desired[e.Task] == 0 {
+				t.Errorf("task %d deleted without its desired change announced first", e.Task)
+			}
+		}
+	}
+	for _, tk := range ts {
+		if desired[tk.ID] == 0 {
+			t.Errorf("task %d: no EffTaskDesired in %+v", tk.ID, h.out.Effects)
+		}
+	}
+}

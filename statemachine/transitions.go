@@ -68,6 +68,8 @@ func (s *State) setDesired(t *Task, d DesiredState) bool {
 	t.History.add(HistoryEntry{At: s.now, State: t.Status.State, Kind: HistDesired, By: CompOrchestrator, Desired: d})
 	if t.Node != 0 {
 		s.nodeChanged(t, EffAssignments)
+	} else {
+		s.emit(Effect{Kind: EffTaskDesired, Task: t.ID, Service: t.Service})
 	}
 	return true
 }
