@@ -3,6 +3,7 @@ package duty
 import (
 	"context"
 	"sync"
+	"time"
 )
 
 // Deliveries shares Deliver runs between concurrent callers. A caller
@@ -12,17 +13,21 @@ import (
 // joining at once thus cost two runs in flight, not a thousand runs each
 // resending the whole backlog to every group.
 //
-// The run is made on the goroutine of one of its callers, with that
-// caller's context; if it ends early, the others see its error (what was
-// not delivered, the outbox duty re-drives).
+// A run is made on a goroutine of its own, bounded by RunTimeout, not by
+// any caller's context: a caller whose context ends stops waiting, the
+// run goes on for the others. (Runs cut short by an impatient caller left
+// their commands queued, and the next run queued the same entries again
+// behind them: at a thousand joining nodes deliveries fell further behind
+// with every run.) What a run does not deliver, the outbox duty re-drives.
 type Deliveries struct {
-	c  Cluster
-	mu sync.Mutex
+	c Cluster
+	// RunTimeout bounds one run. Default 1 minute.
+	RunTimeout time.Duration
+	mu         sync.Mutex
 	// next is the run callers arriving now wait for; nil when none waits.
 	next *deliveryRun
-	// running is set while a run is made; ended closes when it is done.
+	// running is set while a run is made.
 	running bool
-	ended   chan struct{}
 	waiting int // callers waiting for a run
 	// waitChanged, if set, is told the number of waiting callers each
 	// time it changes (tests observe the queue through it).
@@ -35,7 +40,7 @@ type deliveryRun struct {
 }
 
 // NewDeliveries returns the shared deliverer of c's outbox.
-func NewDeliveries(c Cluster) *Deliveries { return &Deliveries{c: c} }
+func NewDeliveries(c Cluster) *Deliveries { return &Deliveries{c: c, RunTimeout: time.Minute} }
 
 // Deliver returns once a run of Deliver that began after the call ended,
 // with its error, or when ctx ends.
@@ -46,40 +51,41 @@ func (d *Deliveries) Deliver(ctx context.Context) error {
 		r = &deliveryRun{done: make(chan struct{})}
 		d.next = r
 	}
-	for {
-		select {
-		case <-r.done:
-			d.mu.Unlock()
-			return r.err
-		default:
-		}
-		if !d.running && d.next == r {
-			d.next, d.running, d.ended = nil, true, make(chan struct{})
-			d.mu.Unlock()
-			err := Deliver(ctx, d.c)
-			d.mu.Lock()
-			r.err = err
-			close(r.done)
-			d.running = false
-			close(d.ended)
-			d.mu.Unlock()
-			return err
-		}
-		ended := d.ended
-		d.setWaitingLocked(d.waiting + 1)
-		d.mu.Unlock()
-		select {
-		case <-r.done:
-		case <-ended: // the run before ours is over: ours may start
-		case <-ctx.Done():
-			d.mu.Lock()
-			d.setWaitingLocked(d.waiting - 1)
-			d.mu.Unlock()
-			return ctx.Err()
-		}
+	d.setWaitingLocked(d.waiting + 1)
+	d.startLocked()
+	d.mu.Unlock()
+	defer func() {
 		d.mu.Lock()
 		d.setWaitingLocked(d.waiting - 1)
+		d.mu.Unlock()
+	}()
+	select {
+	case <-r.done:
+		return r.err
+	case <-ctx.Done():
+		return ctx.Err()
 	}
+}
+
+// startLocked starts the run callers wait for, unless one is under way
+// (then it starts when that one ends).
+func (d *Deliveries) startLocked() {
+	if d.running || d.next == nil {
+		return
+	}
+	r := d.next
+	d.next, d.running = nil, true
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), d.RunTimeout)
+		err := Deliver(ctx, d.c)
+		cancel()
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		r.err = err
+		close(r.done)
+		d.running = false
+		d.startLocked()
+	}()
 }
 
 func (d *Deliveries) setWaitingLocked(n int) {

@@ -17,8 +17,8 @@ type gateCluster struct {
 	runs    atomic.Int32
 	entered chan struct{} // closed at the first delivery
 	gate    chan struct{}
-	// arrived gets one value per caller that blocked at the gate or
-	// started waiting in Deliveries.
+	// arrived gets one value per caller that started waiting in
+	// Deliveries.
 	arrived chan struct{}
 }
 
@@ -27,7 +27,6 @@ func (g *gateCluster) SubmitMany(ctx context.Context, cmds []statemachine.Comman
 		if g.runs.Add(1) == 1 {
 			close(g.entered)
 		}
-		g.arrived <- struct{}{}
 		<-g.gate
 	}
 	return g.Memory.SubmitMany(ctx, cmds)
@@ -69,8 +68,9 @@ func TestDeliveriesShareRuns(t *testing.T) {
 	for range 49 {
 		go call()
 	}
-	// Every caller is now at the gate or waiting in Deliveries: wait for
-	// all fifty to say so (no sleeps: each sends once on arrival).
+	// Every caller is now waiting in Deliveries (the first one's run at
+	// the gate): wait for all fifty to say so (no sleeps: each sends once
+	// on arrival).
 	timeout := time.After(10 * time.Second)
 	for n := 0; n < 50; n++ {
 		select {
@@ -89,6 +89,65 @@ func TestDeliveriesShareRuns(t *testing.T) {
 	}
 	if n := g.runs.Load(); n > 2 {
 		t.Errorf("%d delivery submissions for 50 concurrent callers; want at most 2 (the second run may find nothing left)", n)
+	}
+	var next uint64
+	_ = m.ReadLocal(0, func(s *statemachine.State) { next = s.OutboxNext() })
+	for grp := 1; grp <= m.Groups(); grp++ {
+		var applied uint64
+		_ = m.ReadLocal(grp, func(s *statemachine.State) { applied, _ = s.OutboxApplied() })
+		if applied+1 != next {
+			t.Errorf("group %d applied the outbox up to %d; the cluster group's next entry is %d", grp, applied, next)
+		}
+	}
+}
+
+// A caller whose context ends while the run it waits for is under way
+// stops waiting; the run goes on for the others and delivers everything.
+// (Made with that caller's context, the run was cut short and the others
+// got its error.)
+func TestDeliveriesOutliveImpatientCallers(t *testing.T) {
+	m := newMem(t, 2, nil)
+	m.DropApply(func(g int, _ statemachine.Command) bool { return g != 0 })
+	for id := statemachine.NodeID(1); id <= 5; id++ {
+		submitAll(t, m, statemachine.Command{Kind: statemachine.CmdUpsertNode,
+			NodeSpec: &statemachine.Node{ID: id, Name: "n", Status: statemachine.NodeReady}})
+	}
+	m.DropApply(nil)
+	g := &gateCluster{Memory: m, entered: make(chan struct{}), gate: make(chan struct{}), arrived: make(chan struct{}, 10)}
+	d := NewDeliveries(g)
+	impatient, cancel := context.WithCancel(context.Background())
+	first := make(chan error, 1)
+	go func() { first <- d.Deliver(impatient) }()
+	<-g.entered // its run is at the gate
+	second := make(chan error, 1)
+	waiting := make(chan struct{}, 10)
+	d.mu.Lock()
+	prev := d.waiting
+	d.waitChanged = func(n int) { // the second caller starts waiting
+		if n > prev {
+			waiting <- struct{}{}
+		}
+		prev = n
+	}
+	d.mu.Unlock()
+	go func() { second <- d.Deliver(context.Background()) }()
+	<-waiting
+	cancel()
+	select {
+	case err := <-first:
+		if err != context.Canceled {
+			t.Fatalf("the impatient caller got %v, want context.Canceled", err)
+		}
+	case <-time.After(10 * time.Second):
+		close(g.gate)
+		t.Fatal("the impatient caller still waited for the run 10s after its context ended")
+	}
+	close(g.gate)
+	if err := <-second; err != nil {
+		t.Fatalf("the patient caller got %v", err)
+	}
+	if n := g.runs.Load(); n != 1 {
+		t.Errorf("%d delivery submissions; want 1 (the first run delivered everything, the second found nothing left)", n)
 	}
 	var next uint64
 	_ = m.ReadLocal(0, func(s *statemachine.State) { next = s.OutboxNext() })
