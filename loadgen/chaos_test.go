@@ -30,6 +30,18 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
+// buildShoal builds the shoal binary into a temporary directory.
+func buildShoal(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "shoal")
+	build := exec.Command("go", "build", "-o", bin, "../cmd/shoal")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
 // A small chaos run: three `shoal serve` processes of the built binary,
 // 150 simulated agents, 3,000 tasks, churn, agent disconnects and
 // vanishes, one leader kill; no invariant may break and the cluster must
@@ -38,12 +50,7 @@ func TestChaosRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three managers and 150 agents")
 	}
-	bin := filepath.Join(t.TempDir(), "shoal")
-	build := exec.Command("go", "build", "-o", bin, "../cmd/shoal")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildShoal(t)
 	var out lockedBuffer
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

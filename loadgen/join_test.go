@@ -2,9 +2,6 @@ package loadgen
 
 import (
 	"context"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -21,12 +18,7 @@ func TestJoinRunOwnsAndCleansUp(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a manager and simulated agents")
 	}
-	bin := filepath.Join(t.TempDir(), "shoal")
-	build := exec.Command("go", "build", "-o", bin, "../cmd/shoal")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildShoal(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	cl, err := cluster.Start(ctx, cluster.Config{Binary: bin, Managers: 1, DataDir: t.TempDir(), Groups: 2, Insecure: true})

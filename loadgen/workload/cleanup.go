@@ -18,17 +18,16 @@ import (
 // Leftovers lists the plan's services and networks that already exist in
 // the cluster, named as the driver would name its own.
 func (d *Driver) Leftovers(ctx context.Context) ([]string, error) {
-	var svcs client.List[client.Service]
+	svcs, err := d.services(ctx)
+	if err != nil {
+		return nil, err
+	}
 	var nets client.List[client.Network]
-	err := d.call(ctx, func(ctx context.Context, c *client.Client) error {
+	if err := d.call(ctx, func(ctx context.Context, c *client.Client) error {
 		var err error
-		if svcs, _, err = c.Services(ctx, &client.Query{Params: map[string][]string{"per_page": {"10000"}}}); err != nil {
-			return err
-		}
 		nets, err = c.Networks(ctx)
 		return err
-	})
-	if err != nil {
+	}); err != nil {
 		return nil, err
 	}
 	var out []string
@@ -149,13 +148,9 @@ func (d *Driver) RemoveNodes(ctx context.Context, ids []uint32) (removed int, er
 	}
 	var why, kept []string
 	for len(left) > 0 {
-		var l client.List[client.Node]
-		if err := d.call(ctx, func(ctx context.Context, c *client.Client) error {
-			var err error
-			l, _, err = c.Nodes(ctx, &client.Query{Params: map[string][]string{"per_page": {"100000"}}})
-			return err
-		}); err != nil {
-			return removed, fmt.Errorf("workload: list nodes: %w", err)
+		l, err := d.nodes(ctx)
+		if err != nil {
+			return removed, err
 		}
 		present := map[uint32]bool{}
 		why = why[:0]
@@ -201,12 +196,8 @@ func (d *Driver) RemoveNodes(ctx context.Context, ids []uint32) (removed int, er
 // LiveNodes lists the nodes whose name match accepts and that are not
 // down, as "node ID (NAME) is STATUS".
 func (d *Driver) LiveNodes(ctx context.Context, match func(name string) bool) ([]string, error) {
-	var l client.List[client.Node]
-	if err := d.call(ctx, func(ctx context.Context, c *client.Client) error {
-		var err error
-		l, _, err = c.Nodes(ctx, &client.Query{Params: map[string][]string{"per_page": {"100000"}}})
-		return err
-	}); err != nil {
+	l, err := d.nodes(ctx)
+	if err != nil {
 		return nil, err
 	}
 	var out []string
@@ -216,4 +207,29 @@ func (d *Driver) LiveNodes(ctx context.Context, match func(name string) bool) ([
 		}
 	}
 	return out, nil
+}
+
+// nodes lists every node (one page).
+func (d *Driver) nodes(ctx context.Context) (client.List[client.Node], error) {
+	var l client.List[client.Node]
+	err := d.call(ctx, func(ctx context.Context, c *client.Client) error {
+		var err error
+		l, _, err = c.Nodes(ctx, &client.Query{Params: map[string][]string{"per_page": {"100000"}}})
+		return err
+	})
+	if err != nil {
+		return l, fmt.Errorf("workload: list nodes: %w", err)
+	}
+	return l, nil
+}
+
+// services lists every service (one page).
+func (d *Driver) services(ctx context.Context) (client.List[client.Service], error) {
+	var l client.List[client.Service]
+	err := d.call(ctx, func(ctx context.Context, c *client.Client) error {
+		var err error
+		l, _, err = c.Services(ctx, &client.Query{Params: map[string][]string{"per_page": {"10000"}}})
+		return err
+	})
+	return l, err
 }

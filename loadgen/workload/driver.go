@@ -412,12 +412,8 @@ func (d *Driver) Converged(ctx context.Context) (running, desired int, ok bool, 
 func (d *Driver) Lagging(ctx context.Context, max int) []string {
 	want := d.Desired()
 	var out []string
-	var l client.List[client.Service]
-	if err := d.call(ctx, func(ctx context.Context, c *client.Client) error {
-		var err error
-		l, _, err = c.Services(ctx, &client.Query{Params: map[string][]string{"per_page": {"10000"}}})
-		return err
-	}); err != nil {
+	l, err := d.services(ctx)
+	if err != nil {
 		return []string{"the services could not be read: " + err.Error()}
 	}
 	for _, s := range l.Items {
