@@ -34,10 +34,12 @@ func TestAPIOverThreeReplicas(t *testing.T) {
 	c1 := c.client(1)
 	ctx := ctxT(t)
 
-	st, err := c1.Status(ctx)
-	if err != nil || len(st.Managers) != 3 || len(st.Groups) != 3 {
-		t.Fatalf("status: %+v, %v", st, err)
-	}
+	// Each replica registered itself through its own engine; replica 1
+	// may apply the last registration a moment later.
+	eventually(t, 10*time.Second, func() (bool, string) {
+		st, err := c1.Status(ctx)
+		return err == nil && len(st.Managers) == 3 && len(st.Groups) == 3, fmt.Sprintf("status: %+v, %v", st, err)
+	})
 
 	created, idx, err := c1.CreateService(ctx, client.ServiceSpec{Name: "web", Replicas: u32(3), Command: []string{"sleep", "1000"}})
 	if err != nil || created.Spec.Name != "web" || *created.Spec.Replicas != 3 || idx == "" {
