@@ -1,6 +1,7 @@
 package statemachine
 
 import (
+	"cmp"
 	"encoding/binary"
 	"slices"
 
@@ -61,24 +62,55 @@ func mcPoolFixed(raw []byte) []byte {
 	return raw[:i]
 }
 
-// mcKeyPools appends the waiting tasks' names in ID order, then for every
-// pool each held address with its holder and each node's quarantine,
-// naming tasks and nodes as the key does.
-func mcKeyPools(s *State, e *encoder, mapNode func(NodeID) NodeID) {
-	names := make(map[TaskID]uint64, len(s.tasks))
-	for _, sid := range s.ServiceIDs() {
-		svc := s.services[sid]
+// mcTaskName is a task's name in the key before nodes are renamed:
+// service, slot (for a global service, its node), position in the slot.
+type mcTaskName struct {
+	service ServiceID
+	slot    uint32
+	pos     uint32
+	global  bool
+}
+
+// mcTaskNames fills names with every task's name (once per key: the
+// renamings only rename global slots).
+func mcTaskNames(s *State, names map[TaskID]mcTaskName) {
+	clear(names)
+	for sid, svc := range s.services {
 		for n, sl := range svc.slots {
-			if svc.Spec.Mode == ModeGlobal {
-				n = uint32(mapNode(NodeID(n)))
-			}
 			for pos, t := range sl.tasks {
-				names[t.ID] = uint64(sid)<<40 | uint64(n)<<8 | uint64(pos) + 1
+				names[t.ID] = mcTaskName{service: sid, slot: n, pos: uint32(pos), global: svc.Spec.Mode == ModeGlobal}
 			}
 		}
 	}
+}
+
+// taskName is task id's name under the renaming being hashed (0: gone).
+func (sc *mcScratch) taskName(id TaskID) uint64 {
+	tn, ok := sc.names[id]
+	if !ok {
+		return 0
+	}
+	n := tn.slot
+	if tn.global {
+		n = uint32(sc.mapNode(NodeID(n)))
+	}
+	return uint64(tn.service)<<40 | uint64(n)<<8 | uint64(tn.pos) + 1
+}
+
+// mcQuarNode is one node's quarantine in the key.
+type mcQuarNode struct {
+	node NodeID
+	lo   int // its entries: keys[lo:hi]
+	hi   int
+}
+
+// mcKeyPools appends the waiting tasks' names in ID order, then for every
+// pool each held address with its holder and each node's quarantine,
+// naming tasks and nodes as the key does.
+func mcKeyPools(s *State, sc *mcScratch) {
+	e := &sc.e
 	for _, id := range sortedKeys(s.waiting) {
-		e.u(names[id])
+		e.u(sc.taskName(id))
 	}
 	for _, pid := range sortedKeys(s.pools) {
 		p := s.pools[pid]
@@ -93,31 +125,29 @@ func mcKeyPools(s *State, e *encoder, mapNode func(NodeID) NodeID) {
 			if h.Kind == ipam.KindVIP {
 				e.u(h.ID)
 			} else {
-				e.u(names[TaskID(h.ID)]) // 0: gone
+				e.u(sc.taskName(TaskID(h.ID))) // 0: gone
 			}
 		}
-		type qn struct {
-			node NodeID
-			keys []uint64
-		}
-		var qs []qn
+		sc.keys = sc.keys[:0]
+		sc.qnodes = sc.qnodes[:0]
 		for _, raw := range p.QuarantineNodes() {
 			n := s.nodes[NodeID(raw)]
 			var seq uint64
 			if n != nil {
 				seq = n.AssignSeq
 			}
-			q := qn{node: mapNode(NodeID(raw))}
+			q := mcQuarNode{node: sc.mapNode(NodeID(raw)), lo: len(sc.keys)}
 			for _, en := range p.Quarantine(raw) {
-				q.keys = append(q.keys, seq-en.Seq, uint64(addrU32(en.Addr)), names[TaskID(en.Holder)])
+				sc.keys = append(sc.keys, seq-en.Seq, uint64(addrU32(en.Addr)), sc.taskName(TaskID(en.Holder)))
 			}
-			qs = append(qs, q)
+			q.hi = len(sc.keys)
+			sc.qnodes = append(sc.qnodes, q)
 		}
-		slices.SortFunc(qs, func(a, b qn) int { return int(a.node) - int(b.node) })
-		for _, q := range qs {
+		slices.SortFunc(sc.qnodes, func(a, b mcQuarNode) int { return cmp.Compare(a.node, b.node) })
+		for _, q := range sc.qnodes {
 			e.u(uint64(q.node))
-			e.u(uint64(len(q.keys)))
-			for _, k := range q.keys {
+			e.u(uint64(q.hi - q.lo))
+			for _, k := range sc.keys[q.lo:q.hi] {
 				e.u(k)
 			}
 		}

@@ -110,6 +110,56 @@ type mcFront struct {
 	canon []byte
 }
 
+// mcQueue holds the states of a level still to expand: their records and
+// their compressed encodings packed into large byte arenas, so that
+// millions of them are a few big allocations the garbage collector need not
+// scan (a slice per state cost a header, an object and marking work each).
+type mcQueue struct {
+	idx   []int32
+	loc   []uint64 // arena<<44 | offset<<20 | length
+	arena [][]byte
+	bytes int64
+}
+
+// mcArenaSize is the size of one arena of a queue.
+const mcArenaSize = 16 << 20 // fits the offset's 24 bits
+
+func (q *mcQueue) len() int { return len(q.idx) }
+
+// push appends a state; canon is copied.
+func (q *mcQueue) push(idx int32, canon []byte) {
+	if len(canon) >= 1<<20 {
+		panic("model checker: a compressed state of 1 MiB or more")
+	}
+	if len(q.arena) == 0 || len(q.arena[len(q.arena)-1])+len(canon) > mcArenaSize {
+		q.arena = append(q.arena, make([]byte, 0, mcArenaSize))
+	}
+	a := len(q.arena) - 1
+	off := len(q.arena[a])
+	q.arena[a] = append(q.arena[a], canon...)
+	q.idx = append(q.idx, idx)
+	q.loc = append(q.loc, uint64(a)<<44|uint64(off)<<20|uint64(len(canon)))
+	q.bytes += int64(len(canon))
+}
+
+// at returns state i; its bytes stay valid until release passes it.
+func (q *mcQueue) at(i int) mcFront {
+	l := q.loc[i]
+	a, off, n := l>>44, (l>>20)&(1<<24-1), l&(1<<20-1)
+	return mcFront{idx: q.idx[i], canon: q.arena[a][off : off+n : off+n]}
+}
+
+// release frees the arenas that hold only states before i (expanded).
+func (q *mcQueue) release(i int) {
+	if i >= len(q.loc) {
+		clear(q.arena)
+		return
+	}
+	for a := range q.loc[i] >> 44 {
+		q.arena[a] = nil
+	}
+}
+
 // trace replays the actions that reached record i from the initial state
 // and lists them, then last (the step that failed), if any.
 func (c *mcChecker) trace(i int32, last string) string {

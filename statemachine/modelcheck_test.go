@@ -3,6 +3,7 @@ package statemachine
 import (
 	"flag"
 	"fmt"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"syscall"
@@ -321,13 +322,21 @@ func mcInitial(b mcBounds, retention int) *State {
 }
 
 func runModelCheck(b mcBounds) mcResult {
+	start := time.Now()
+	// The checker allocates at a high rate and keeps little that the
+	// collector must scan (fingerprints and queued states are a few large
+	// pointer-free arrays): collecting less often saves a third of the
+	// time, and the memory limit keeps a large run within its bound.
+	defer debug.SetGCPercent(debug.SetGCPercent(400))
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(mcMemoryLimit))
 	c := &mcChecker{b: b, retention: b.retained + 1}
 	init := mcInitial(b, c.retention)
 	c.init = init.Canonical()
 	c.recs = append(c.recs, mcRec{parent: -1})
 	seen := newMCSet(1 << 16)
 	seen.add(mcKey(init, mcMeta{}))
-	frontier := []mcFront{{idx: 0, canon: mcCompress(c.init)}}
+	frontier := &mcQueue{}
+	frontier.push(0, mcCompress(c.init))
 	memos := make([]*mcSet, mcWorkers)
 	for w := range memos {
 		memos[w] = newMCSet(1 << 10)
@@ -338,22 +347,32 @@ func runModelCheck(b mcBounds) mcResult {
 	// at every step, legality. Workers expand disjoint parts of a level;
 	// successors are merged in state order, so runs are repeatable.
 	stop := false
-	for len(frontier) > 0 && !stop && (*mcMaxStates == 0 || len(c.recs) < *mcMaxStates) {
-		var next []mcFront
+	for frontier.len() > 0 && !stop && (*mcMaxStates == 0 || len(c.recs) < *mcMaxStates) {
+		next := &mcQueue{}
 		// A level is expanded a chunk at a time and merged after each, so
 		// only a chunk's successors (duplicates included) are held at once.
-		for lo := 0; lo < len(frontier) && !stop; lo += mcChunk {
-			chunk := frontier[lo:min(lo+mcChunk, len(frontier))]
-			stop = c.expandChunk(chunk, seen, memos, &res, &next)
+		for lo := 0; lo < frontier.len() && !stop; lo += mcChunk {
+			hi := min(lo+mcChunk, frontier.len())
+			chunk := make([]mcFront, hi-lo)
+			for i := range chunk {
+				chunk[i] = frontier.at(lo + i)
+			}
+			stop = c.expandChunk(chunk, seen, memos, &res, next)
+			frontier.release(hi)
 		}
 		if testing.Verbose() && len(c.recs) > 100000 {
-			fmt.Printf("  progress: %d states, %d to expand\n", len(c.recs), len(next))
+			fmt.Printf("  progress: %d states, %d to expand (%d MiB compressed), %.0fs\n",
+				len(c.recs), next.len(), next.bytes>>20, time.Since(start).Seconds())
 		}
 		frontier = next
 	}
 	res.states = len(c.recs)
 	return res
 }
+
+// mcMemoryLimit is the heap size at which the collector works harder (the
+// runs must stay within 8 GB).
+const mcMemoryLimit = 7 << 30
 
 // mcChunk is how many states are expanded between two merges.
 const mcChunk = 1 << 14
@@ -362,7 +381,7 @@ const mcChunk = 1 << 14
 // seen before into next, in state order (runs are repeatable). It reports
 // whether to stop: a violation (past a liveness one, with -mc.keep-going,
 // it goes on).
-func (c *mcChecker) expandChunk(chunk []mcFront, seen *mcSet, memos []*mcSet, res *mcResult, next *[]mcFront) bool {
+func (c *mcChecker) expandChunk(chunk []mcFront, seen *mcSet, memos []*mcSet, res *mcResult, next *mcQueue) bool {
 	succs := make([][]mcSucc, len(chunk))
 	viol := make([]string, len(chunk))
 	trans := make([]int, mcWorkers)
@@ -398,7 +417,7 @@ func (c *mcChecker) expandChunk(chunk []mcFront, seen *mcSet, memos []*mcSet, re
 			if !seen.add(sc.key) {
 				continue
 			}
-			*next = append(*next, mcFront{idx: int32(len(c.recs)), canon: sc.canon})
+			next.push(int32(len(c.recs)), sc.canon)
 			c.recs = append(c.recs, sc.rec)
 		}
 	}
@@ -420,7 +439,7 @@ func (c *mcChecker) expand(f mcFront, seen, memo *mcSet, transitions int) ([]mcS
 	}
 	// A successor is encoded only if its key is new: seen is not written
 	// while a level is expanded, so the workers may read it.
-	self := mcKey(before, meta)
+	self := mcStateKey(before)
 	var out []mcSucc
 	for i, a := range mcActions(before, meta, c.b, false) {
 		after, err := c.apply(before, a)
@@ -437,11 +456,12 @@ func (c *mcChecker) expand(f mcFront, seen, memo *mcSet, transitions int) ([]mcS
 		if a.meta != nil {
 			a.meta(&m)
 		}
-		base := mcKeyBase(after, m)
-		key := mcWithEvents(base, m.events)
-		if m == meta && key == self || m != meta && mcKey(after, meta) == self {
+		sk := mcStateKey(after)
+		if sk == self {
 			continue // changed nothing (up to the key's abstractions)
 		}
+		base := mcBaseOf(sk, m)
+		key := mcWithEvents(base, m.events)
 		transitions++
 		if seen.has(key) || mcSubsumed(seen, base, m) {
 			continue
