@@ -378,7 +378,7 @@ func (p *Pool) exhausted(owner uint32) error {
 		return fmt.Errorf("%w: network %s has no address block for group %d (%d held, %d quarantined of its %d addresses); use a larger subnet",
 			ErrExhausted, p.label(), owner, p.nHeld, p.nQuar, p.usable)
 	}
-	return fmt.Errorf("%w: network %s has no free address for group %d: %d held, %d quarantined in its %d block(s) (%d held, %d quarantined of the network's %d); wait for quarantined addresses to be confirmed gone by their nodes' sync, or use a larger subnet",
+	return fmt.Errorf("%w: network %s has no free address for group %d: %d held, %d quarantined in its %d block(s) (%d held, %d quarantined of the network's %d); wait for quarantined addresses to be confirmed gone by their nodes' sync (or for those nodes to be down past the orphan timeout), or use a larger subnet",
 		ErrExhausted, p.label(), owner, held, quar, nBlocks, p.nHeld, p.nQuar, p.usable)
 }
 

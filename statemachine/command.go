@@ -43,13 +43,14 @@ const (
 	CmdReturnBlocks
 	CmdGrantBlocks
 	CmdReleaseBlocks
+	CmdOrphanNode
 	numCmdKinds
 )
 
 var cmdNames = [...]string{"nop", "create-service", "update-service", "remove-service",
 	"upsert-node", "remove-node", "set-node-status", "set-availability", "assign",
 	"task-status", "orphan", "reconcile", "allocate", "reap", "create-network", "remove-network", "node-sync", "tick", "rollback-service", "reserve-node-id", "set-manager", "reserve-network-id", "pending-reason",
-	"deliver", "outbox-ack", "request-blocks", "return-blocks", "grant-blocks", "release-blocks"}
+	"deliver", "outbox-ack", "request-blocks", "return-blocks", "grant-blocks", "release-blocks", "orphan-node"}
 
 func (k CmdKind) String() string {
 	if k < numCmdKinds {
@@ -73,6 +74,7 @@ func (k CmdKind) String() string {
 //	CmdAssign:                          Task, Node
 //	CmdTaskStatus:                      Task, Node (reporting node), State, ExitCode, Message
 //	CmdOrphan, CmdAllocate, CmdReap:    Task
+//	CmdOrphanNode:                      Node: its orphan timeout passed (to each service group)
 //	CmdCreateNetwork:                   NetworkSpec
 //	CmdRemoveNetwork:                   Name (network name)
 //	CmdNodeSync:                        Node, Seq (last applied assignment sequence), Tasks (handles still held)

@@ -267,6 +267,8 @@ func (s *State) applyOne(c *Command) Result {
 		return s.agentStatus(c)
 	case CmdOrphan:
 		return s.orphan(c.Task)
+	case CmdOrphanNode:
+		return s.orphanNode(c.Node)
 	case CmdReconcile:
 		svc := s.ServiceByName(c.Name)
 		if svc == nil {

@@ -155,6 +155,32 @@ func (s *State) orphan(id TaskID) Result {
 	return Result{ID: uint64(id)}
 }
 
+// orphanNode is the node monitor giving up on a down node: its orphan
+// timeout passed, so its containers are gone. Every assigned..running task
+// it has in this group is orphaned (in ID order) and every address it had
+// quarantined is freed — also when it has no such task, e.g. when its only
+// task was rejected and that task's address waits for a sync that will
+// never come. Result.ID is the number of tasks orphaned. Applying it again
+// changes nothing.
+func (s *State) orphanNode(id NodeID) Result {
+	n := s.nodes[id]
+	if n == nil {
+		return reject(CodeNotFound, "node %d does not exist", id)
+	}
+	if n.Status != NodeDown {
+		return reject(CodeNotAllowed, "node %d is %s, not down", id, n.Status)
+	}
+	orphaned := 0
+	for _, t := range s.NodeTasks(id) {
+		if CanTransition(CompNodeMonitor, t.Status.State, StateOrphaned) {
+			s.transition(t, StateOrphaned, CompNodeMonitor)
+			orphaned++
+		}
+	}
+	s.expireNode(id)
+	return Result{ID: uint64(orphaned)}
+}
+
 // allocate is the allocator's new → pending (explicit form).
 func (s *State) allocate(id TaskID) Result {
 	t := s.tasks[id]

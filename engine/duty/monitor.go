@@ -22,8 +22,9 @@ import (
 // changes: CmdSetNodeStatus (fanned out to every group; a disconnected
 // node none of whose tasks has a live disconnect window left goes down)
 // and, for a node
-// down past the orphan timeout, CmdOrphan for each of its assigned..running
-// tasks in every service group. Heartbeat and MarkReReported are the
+// down past the orphan timeout, CmdOrphanNode to every service group (its
+// assigned..running tasks orphaned, its quarantine freed; repeated at the
+// next tick if a group did not apply it). Heartbeat and MarkReReported are the
 // agents' entry points (through the API); a heartbeat that changes a
 // node's status returns once the change is applied on this replica.
 //
@@ -345,31 +346,28 @@ func (d *MonitorDuty) finish(changes []monitor.Change, failed bool) {
 	}
 }
 
-// orphan proposes CmdOrphan for each assigned..running task of node in
-// every service group.
+// orphan proposes CmdOrphanNode to every service group: node is past its
+// orphan timeout. A group that does not know the node has nothing to do; a
+// group that refused (its copy of the node is not down yet: the cluster
+// group's outbox has not reached it) or could not be reached makes the
+// monitor report the node again at its next tick.
 func (d *MonitorDuty) orphan(ctx context.Context, node statemachine.NodeID) error {
-	var cmds []statemachine.Command
+	var first error
 	for g := 1; g <= d.c.Groups(); g++ {
-		err := d.c.ReadLocal(g, func(s *statemachine.State) {
-			for _, t := range s.NodeTasks(node) {
-				if statemachine.CanTransition(statemachine.CompNodeMonitor, t.Status.State, statemachine.StateOrphaned) {
-					cmds = append(cmds, statemachine.Command{Kind: statemachine.CmdOrphan, Task: t.ID})
-				}
-			}
-		})
-		if err != nil {
-			return fmt.Errorf("orphan node %d: read group %d: %w", node, g, err)
+		res, err := d.c.SubmitToGroup(ctx, g, statemachine.Command{Kind: statemachine.CmdOrphanNode, Node: node})
+		if err == nil || res.Code == statemachine.CodeNotFound {
+			continue
+		}
+		if first == nil {
+			first = fmt.Errorf("orphan node %d in group %d: %w", node, g, err)
 		}
 	}
-	if len(cmds) == 0 {
-		return nil
+	if first != nil {
+		d.mu.Lock()
+		d.mu.m.OrphanFailed(node)
+		d.mu.Unlock()
 	}
-	for i, o := range d.c.SubmitMany(ctx, cmds) {
-		if err := o.Err(); err != nil {
-			return fmt.Errorf("orphan task %d of node %d: %w", cmds[i].Task, node, err)
-		}
-	}
-	return nil
+	return first
 }
 
 // Heartbeat records a heartbeat from node at now and returns the TTL the

@@ -190,3 +190,63 @@ func TestMonitorDutyNewNode(t *testing.T) {
 		t.Errorf("heartbeating node 1 is %s, want ready", st)
 	}
 }
+
+// An orphaning that one service group did not apply (here: refused once,
+// as when the node's down status has not reached it yet) is sent again at
+// the next tick, so that group's tasks of the down node are orphaned too.
+func TestMonitorDutyRetriesOrphan(t *testing.T) {
+	clk := newFakeClock()
+	e := newMem(t, 2, clk)
+	mustSubmit(t, e, zoneNodes(1)...)
+	var specs []statemachine.Command
+	for _, name := range []string{"a", "b", "c", "d"} { // spread over both groups
+		specs = append(specs, createSpec(statemachine.ServiceSpec{Name: name, Replicas: 1}))
+	}
+	mustSubmit(t, e, specs...)
+	mustSubmit(t, e, assignPending(t, e, 1)...)
+	mustSubmit(t, e, reports(t, e, statemachine.StateRunning)...)
+	groups := map[int]bool{}
+	for _, tk := range tasksWhere(t, e, func(*statemachine.Task) bool { return true }) {
+		groups[route.TaskGroup(tk.ID)] = true
+	}
+	if !groups[1] || !groups[2] {
+		t.Fatalf("tasks in groups %v, want both", groups)
+	}
+	refused := 0
+	e.FailSubmissions(func(c statemachine.Command) error {
+		if c.Kind == statemachine.CmdOrphanNode && refused == 0 {
+			refused++
+			return errors.New("refused once")
+		}
+		return nil
+	})
+	d, err := NewMonitorDuty(e, MonitorConfig{Clock: clk, Interval: 5 * time.Second, Monitor: monitor.Config{
+		Jitter: -1, MinTTL: 5 * time.Second, FailoverGrace: 10 * time.Second, OrphanTimeout: time.Minute}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.BecomeLeader(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	notOrphaned := func() int {
+		return len(tasksWhere(t, e, func(tk *statemachine.Task) bool {
+			return tk.Node == 1 && tk.Status.State != statemachine.StateOrphaned
+		}))
+	}
+	var tickErrs int
+	for range 20 { // 100s: down at 10s, orphaned at 70s, retried at 75s
+		clk.Advance(5 * time.Second)
+		if err := d.Tick(context.Background()); err != nil {
+			tickErrs++
+		}
+	}
+	if refused != 1 || tickErrs != 1 {
+		t.Fatalf("orphan refused %d times, ticks failed %d times; want 1 and 1", refused, tickErrs)
+	}
+	if st := nodeStatus(t, e, 1); st != statemachine.NodeDown {
+		t.Fatalf("node 1 is %s, want down", st)
+	}
+	if n := notOrphaned(); n != 0 {
+		t.Errorf("%d tasks of the down node are not orphaned after the retry", n)
+	}
+}

@@ -37,7 +37,8 @@
 //     its first heartbeat to the new leader: a failover never marks the
 //     fleet down.
 //   - A node down for Config.OrphanTimeout yields one ChangeOrphan per down
-//     period (and again after a new BecomeLeader); the caller orphans the
-//     node's assigned..running tasks.
+//     period (and again after a new BecomeLeader, or after OrphanFailed);
+//     the caller orphans the node (CmdOrphanNode to every service group:
+//     its assigned..running tasks orphaned, its quarantine freed).
 //   - Heartbeat and a Tick that changes nothing allocate nothing.
 package monitor

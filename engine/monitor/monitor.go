@@ -292,6 +292,16 @@ func (m *Monitor) Tick(now int64) []Change {
 	return m.changes
 }
 
+// OrphanFailed tells the monitor that orphaning node (after its
+// ChangeOrphan) did not apply everywhere; the next Tick reports it again
+// while the node is still down. Orphaning is idempotent, so repeating it is
+// safe.
+func (m *Monitor) OrphanFailed(node statemachine.NodeID) {
+	if i, ok := m.index[node]; ok && m.rows[i].status == statemachine.NodeDown {
+		m.rows[i].orphanSent = false
+	}
+}
+
 // Expiring appends to dst the ready nodes whose heartbeat has expired by
 // now: the nodes the next Tick(now) asks Config.Disconnectable about, so
 // the caller can look up which of them hold tasks with a disconnect window

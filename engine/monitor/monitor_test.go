@@ -91,6 +91,8 @@ func runScript(t *testing.T, m *Monitor, script string) string {
 			}
 		case "mark":
 			say("%t", m.MarkReReported(node()))
+		case "orphan-failed":
+			m.OrphanFailed(node())
 		case "tick":
 			cs := m.Tick(now)
 			if len(cs) == 0 {
@@ -288,6 +290,26 @@ func TestScripts(t *testing.T) {
 31s tick: -
 1m29s tick: -
 1m30s tick: n2 orphan
+`,
+	}, {
+		name: "an orphaning that did not apply everywhere is reported again while the node is down",
+		script: `
+0s        track n2 down -30h
+0s        track n3 down -30h
+0s        leader
+30s       tick
+31s       orphan-failed n2
+31s       tick
+32s       tick
+40s       beat n3
+41s       orphan-failed n3
+41s       tick`,
+		want: `
+30s tick: n2 orphan, n3 orphan
+31s tick: n2 orphan
+32s tick: -
+40s beat: ttl=5s n3 down->initializing
+41s tick: -
 `,
 	}, {
 		name: "a failed proposal is corrected with Track and decided again",

@@ -31,8 +31,9 @@ func Groups(c *statemachine.Command, groups int, dst []int) ([]int, statemachine
 	case statemachine.CmdRemoveService, statemachine.CmdReconcile, statemachine.CmdRollbackService,
 		statemachine.CmdPendingReason:
 		return append(dst, ServiceGroup(c.Name, groups)), statemachine.Result{}
-	case statemachine.CmdNodeSync, statemachine.CmdTick:
-		// A sync's sequence number and a tick's timers belong to one group.
+	case statemachine.CmdNodeSync, statemachine.CmdTick, statemachine.CmdOrphanNode:
+		// A sync's sequence number and a tick's timers belong to one group;
+		// a node's orphaning is sent to each service group.
 		return dst, statemachine.Result{Code: statemachine.CodeInvalid,
 			Msg: c.Kind.String() + " belongs to one service group: submit it with SubmitToGroup"}
 	case statemachine.CmdAssign, statemachine.CmdTaskStatus, statemachine.CmdOrphan,
@@ -61,10 +62,11 @@ func Groups(c *statemachine.Command, groups int, dst []int) ([]int, statemachine
 
 // PerGroup reports whether a command kind is meaningful per group and so
 // is submitted to a group the caller chooses (CmdTick, CmdNop, CmdNodeSync,
-// CmdReleaseBlocks) rather than routed by Groups.
+// CmdReleaseBlocks, CmdOrphanNode) rather than routed by Groups.
 func PerGroup(k statemachine.CmdKind) bool {
 	switch k {
-	case statemachine.CmdTick, statemachine.CmdNop, statemachine.CmdNodeSync, statemachine.CmdReleaseBlocks:
+	case statemachine.CmdTick, statemachine.CmdNop, statemachine.CmdNodeSync, statemachine.CmdReleaseBlocks,
+		statemachine.CmdOrphanNode:
 		return true
 	}
 	return false

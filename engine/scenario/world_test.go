@@ -89,11 +89,16 @@ func (c recorder) SubmitMany(ctx context.Context, cmds []sm.Command) []duty.Outc
 }
 
 func (c recorder) SubmitToGroup(ctx context.Context, group int, cmd sm.Command) (sm.Result, error) {
-	if group != 1 || cmd.Kind != sm.CmdTick {
+	if group != 1 || (cmd.Kind != sm.CmdTick && cmd.Kind != sm.CmdOrphanNode) {
 		return c.Memory.SubmitToGroup(ctx, group, cmd)
 	}
+	before := c.r.describeBefore([]sm.Command{cmd})
 	res, trailer := c.r.applyOut(cmd)
-	c.r.log.WriteString(resultLine(res[0]) + trailer)
+	line := resultLine(res[0])
+	if cmd.Kind == sm.CmdOrphanNode {
+		line = c.r.describe([]sm.Command{cmd}, before, res)
+	}
+	c.r.log.WriteString(line + trailer)
 	return res[0], res[0].Err()
 }
 
@@ -101,8 +106,10 @@ func (c recorder) SubmitToGroup(ctx context.Context, group int, cmd sm.Command) 
 type before struct {
 	names  map[sm.TaskID]string
 	nodeOf map[sm.TaskID]sm.NodeID
-	status map[sm.NodeID]sm.NodeStatus
-	since  map[sm.NodeID]int64
+	// orphans: per node orphaned, its tasks the orphaning applies to.
+	orphans map[sm.NodeID][]sm.TaskID
+	status  map[sm.NodeID]sm.NodeStatus
+	since   map[sm.NodeID]int64
 }
 
 func (r *runner) describeBefore(cmds []sm.Command) before {
@@ -110,6 +117,16 @@ func (r *runner) describeBefore(cmds []sm.Command) before {
 	for _, c := range cmds {
 		if n := r.s.Node(c.Node); n != nil {
 			b.status[c.Node], b.since[c.Node] = n.Status, n.StatusAt
+		}
+		if c.Kind == sm.CmdOrphanNode {
+			if b.orphans == nil {
+				b.orphans = map[sm.NodeID][]sm.TaskID{}
+			}
+			for _, t := range r.s.NodeTasks(c.Node) {
+				if sm.CanTransition(sm.CompNodeMonitor, t.Status.State, sm.StateOrphaned) {
+					b.orphans[c.Node] = append(b.orphans[c.Node], t.ID)
+				}
+			}
 		}
 		if c.Kind == sm.CmdOrphan {
 			if t := r.s.Task(c.Task); t != nil {
@@ -145,6 +162,15 @@ func (r *runner) describe(cmds []sm.Command, b before, res []sm.Result) string {
 			fmt.Fprintf(&out, "pending reason of %s v%d (%s) proposed: %s", c.Name, c.Seq, which, resultLine(res[i]))
 		case sm.CmdSetNodeStatus:
 			fmt.Fprintf(&out, "%s %s->%s: %s", r.nodeName(c.Node), b.status[c.Node], c.NodeStatus, resultLine(res[i]))
+		case sm.CmdOrphanNode:
+			which := []string{"no task to orphan"}
+			if ids := b.orphans[c.Node]; len(ids) > 0 {
+				which = which[:0]
+				for _, id := range ids {
+					which = append(which, shortID(id)+" ("+b.names[id]+")")
+				}
+			}
+			fmt.Fprintf(&out, "%s orphan (down since %s): %s\n%s", r.nodeName(c.Node), r.elapsed(b.since[c.Node]), strings.Join(which, ", "), resultLine(res[i]))
 		case sm.CmdOrphan:
 			// One node's orphans are submitted together.
 			node := r.taskNode(c.Task, b)
