@@ -148,6 +148,13 @@ func mcActions(s *State, m mcMeta, b mcBounds, progressOnly bool) []mcAction {
 				add(CompNodeMonitor, false, Command{Kind: CmdSetNodeStatus, Node: nid, NodeStatus: NodeInitializing}, "node n%d reconnects", nid)
 			}
 		case NodeDown:
+			// Past its orphan timeout the node monitor orphans the node
+			// in one command (as the engine's monitor does): its
+			// assigned..running tasks and its quarantine. Offered while
+			// it would change something.
+			if s.mcOrphanable(nid) {
+				add(CompNodeMonitor, false, Command{Kind: CmdOrphanNode, Node: nid}, "node-monitor n%d orphaned", nid)
+			}
 			if !progressOnly {
 				add(CompNodeMonitor, false, Command{Kind: CmdSetNodeStatus, Node: nid, NodeStatus: NodeInitializing}, "node n%d reconnects", nid)
 			}
@@ -167,10 +174,6 @@ func mcActions(s *State, m mcMeta, b mcBounds, progressOnly bool) []mcAction {
 				add(CompScheduler, false, Command{Kind: CmdAssign, Task: id, Node: nid}, "scheduler %s -> n%d", name, nid)
 			}
 		case st >= StateAssigned && st <= StateRunning:
-			n := s.nodes[t.Node]
-			if n != nil && n.Status == NodeDown {
-				add(CompNodeMonitor, false, Command{Kind: CmdOrphan, Task: id}, "node-monitor %s orphaned", name)
-			}
 			report := func(to TaskState, event bool) {
 				add(CompAgent, event, Command{Kind: CmdTaskStatus, Task: id, Node: t.Node, State: to}, "agent n%d %s %s", t.Node, name, to)
 			}
@@ -224,6 +227,17 @@ func mcActions(s *State, m mcMeta, b mcBounds, progressOnly bool) []mcAction {
 		}
 	}
 	return acts
+}
+
+// mcOrphanable reports whether a node-level orphan of node id would change
+// anything: it has a task that can be orphaned, or addresses quarantined.
+func (s *State) mcOrphanable(id NodeID) bool {
+	for _, t := range s.nodes[id].tasks {
+		if CanTransition(CompNodeMonitor, t.Status.State, StateOrphaned) {
+			return true
+		}
+	}
+	return s.mcQuarantined(id)
 }
 
 func (s *State) taskName(t *Task) string {
