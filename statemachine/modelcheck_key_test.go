@@ -126,7 +126,14 @@ func (sc *mcScratch) mapNode(n NodeID) NodeID {
 func mcKeyPerm(s *State, sc *mcScratch) uint64 {
 	e := &sc.e
 	e.b = e.b[:0]
-	e.i(s.nextDue) // when timers are next looked at changes what happens
+	// When timers are next looked at changes what happens; every pending
+	// timer was set at the last entry's time (mcFar), so only the delay
+	// from it matters.
+	if s.nextDue != 0 {
+		e.i(s.nextDue - s.lastTime)
+	} else {
+		e.i(-1)
+	}
 	// the nodes in the order of their new names
 	sc.order = sc.order[:0]
 	for i := range sc.nodes {

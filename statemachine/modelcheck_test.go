@@ -44,9 +44,16 @@ type mcBounds struct {
 	webOnly bool
 }
 
-// mcFar is "much later": a tick at this time fires every pending timer
-// (restart holds, disconnect windows).
+// mcFar is "much later": a tick this long after the state's last entry
+// fires every pending timer (restart holds, disconnect windows). Every
+// other action happens at the last entry's time, so every pending timer
+// was set at that time and time matters only relative to it (the key keeps
+// nextDue relative to it). A tick at a fixed mcFar fired nothing once time
+// had reached mcFar: a window opened after the first tick never closed.
 const mcFar = int64(1) << 50
+
+// mcLater is the time of an entry "much later" than s's last one.
+func mcLater(s *State) int64 { return s.lastTime + mcFar }
 
 // mcMeta is what the checker tracks beside the state: bounded budgets.
 type mcMeta struct {
@@ -140,9 +147,9 @@ func mcActions(s *State, m mcMeta, b mcBounds, progressOnly bool) []mcAction {
 		case NodeDisconnected:
 			// Given up on once no task has a live window (time passes), or
 			// it comes back.
-			if !s.DisconnectWindowOpen(nid, mcFar) {
+			if !s.DisconnectWindowOpen(nid, mcLater(s)) {
 				acts = append(acts, mcAction{desc: fmt.Sprintf("node n%d given up: down", nid), by: CompNodeMonitor,
-					cmd: Command{Kind: CmdSetNodeStatus, Node: nid, NodeStatus: NodeDown}, at: mcFar})
+					cmd: Command{Kind: CmdSetNodeStatus, Node: nid, NodeStatus: NodeDown}, at: mcLater(s)})
 			}
 			if !progressOnly {
 				add(CompNodeMonitor, false, Command{Kind: CmdSetNodeStatus, Node: nid, NodeStatus: NodeInitializing}, "node n%d reconnects", nid)
@@ -202,7 +209,7 @@ func mcActions(s *State, m mcMeta, b mcBounds, progressOnly bool) []mcAction {
 	}
 	if b.net {
 		if s.NextDue() != 0 {
-			acts = append(acts, mcAction{desc: "time passes", by: CompNodeMonitor, cmd: Command{Kind: CmdTick}, at: mcFar})
+			acts = append(acts, mcAction{desc: "time passes", by: CompNodeMonitor, cmd: Command{Kind: CmdTick}, at: mcLater(s)})
 		}
 		for _, nid := range s.NodeIDs() {
 			n := s.nodes[nid]
