@@ -268,11 +268,34 @@ func mcRevive(s *State) (mcAction, bool) {
 		cmd: Command{Kind: CmdSetNodeStatus, Node: down, NodeStatus: NodeInitializing}}, true
 }
 
+// mcStep is a step taken while expanding a state: the action's
+// description, the state it led to (nil: Apply rejected it) and that
+// state's encoding when it was computed.
+type mcStep struct {
+	desc  string
+	after *State
+	canon []byte
+}
+
+func mcFindStep(steps []mcStep, desc string) (mcStep, bool) {
+	for _, st := range steps {
+		if st.desc == desc {
+			return st, true
+		}
+	}
+	return mcStep{}, false
+}
+
 // checkProgress runs fair progress from a state (no user actions, no
 // failures; time passes, so down nodes' tasks get orphaned) until nothing is
 // enabled, and checks that the result is the desired state. memo holds the
 // states already known to get there.
-func (c *mcChecker) checkProgress(s *State, canon []byte, memo *mcSet) error {
+//
+// first lists the steps already taken from s (its expansion): the first
+// progress step reuses them instead of applying its actions again (a
+// step's result depends only on the state, the command and its time, which
+// its description names).
+func (c *mcChecker) checkProgress(s *State, canon []byte, memo *mcSet, first []mcStep) error {
 	var path []uint64
 	for step := 0; ; step++ {
 		if step == 500 {
@@ -285,18 +308,28 @@ func (c *mcChecker) checkProgress(s *State, canon []byte, memo *mcSet) error {
 		path = append(path, k)
 		moved := false
 		for _, a := range mcActions(s, mcMeta{}, c.b, true) {
-			next, err := c.apply(s, a)
-			if err != nil {
-				return fmt.Errorf("illegal progress step %q: %w", a.desc, err)
+			var next *State
+			var nextCanon []byte
+			if st, ok := mcFindStep(first, a.desc); ok {
+				next, nextCanon = st.after, st.canon
+			} else {
+				var err error
+				if next, err = c.apply(s, a); err != nil {
+					return fmt.Errorf("illegal progress step %q: %w", a.desc, err)
+				}
 			}
 			if next == nil {
 				continue
 			}
-			if nextCanon := next.Canonical(); string(nextCanon) != string(canon) {
+			if nextCanon == nil {
+				nextCanon = next.Canonical()
+			}
+			if string(nextCanon) != string(canon) {
 				s, canon, moved = next, nextCanon, true
 				break
 			}
 		}
+		first = nil // the steps taken from the first state only
 		if !moved {
 			if a, ok := mcRevive(s); ok {
 				next, err := c.apply(s, a)

@@ -462,11 +462,14 @@ func (c *mcChecker) expand(f mcFront, seen, memo *mcSet, transitions int) ([]mcS
 	// while a level is expanded, so the workers may read it.
 	self := mcStateKey(before)
 	var out []mcSucc
-	for i, a := range mcActions(before, meta, c.b, false) {
+	acts := mcActions(before, meta, c.b, false)
+	steps := make([]mcStep, len(acts))
+	for i, a := range acts {
 		after, err := c.apply(before, a)
 		if err != nil {
 			return nil, transitions, fmt.Sprintf("illegal step: %v\ntrace:\n%s", err, c.trace(f.idx, a.desc))
 		}
+		steps[i] = mcStep{desc: a.desc, after: after}
 		if after == nil {
 			continue
 		}
@@ -487,9 +490,10 @@ func (c *mcChecker) expand(f mcFront, seen, memo *mcSet, transitions int) ([]mcS
 		if seen.has(key) || mcSubsumed(seen, base, m) {
 			continue
 		}
-		out = append(out, mcSucc{rec: mcRec{parent: f.idx, act: uint16(i), meta: m}, canon: mcCompress(after.Canonical()), key: key})
+		steps[i].canon = after.Canonical()
+		out = append(out, mcSucc{rec: mcRec{parent: f.idx, act: uint16(i), meta: m}, canon: mcCompress(steps[i].canon), key: key})
 	}
-	if err := c.checkProgress(before, canon, memo); err != nil {
+	if err := c.checkProgress(before, canon, memo, steps); err != nil {
 		return out, transitions, fmt.Sprintf("liveness: %v\ntrace:\n%s", err, c.trace(f.idx, ""))
 	}
 	return out, transitions, ""
