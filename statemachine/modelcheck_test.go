@@ -374,6 +374,7 @@ func runModelCheck(b mcBounds) mcResult {
 		// only a chunk's successors (duplicates included) are held at once.
 		for lo := 0; lo < frontier.len() && !stop; lo += mcChunk {
 			hi := min(lo+mcChunk, frontier.len())
+			frontier.load(lo, hi)
 			chunk := make([]mcFront, hi-lo)
 			for i := range chunk {
 				chunk[i] = frontier.at(lo + i)
@@ -381,12 +382,14 @@ func runModelCheck(b mcBounds) mcResult {
 			stop = c.expandChunk(chunk, seen, memos, &res, next)
 			frontier.release(hi)
 		}
+		frontier.release(frontier.len()) // also after a stop
 		if testing.Verbose() && len(c.recs) > 100000 {
 			fmt.Printf("  progress: %d states, %d to expand (%d MiB compressed), %.0fs\n",
 				len(c.recs), next.len(), next.bytes>>20, time.Since(start).Seconds())
 		}
 		frontier = next
 	}
+	frontier.release(frontier.len())
 	res.states = len(c.recs)
 	return res
 }
