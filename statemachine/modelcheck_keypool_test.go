@@ -3,7 +3,10 @@ package statemachine
 import (
 	"cmp"
 	"encoding/binary"
+	"fmt"
 	"slices"
+	"strings"
+	"testing"
 
 	"shoal/ipam"
 )
@@ -29,9 +32,15 @@ import (
 // tasks), so it is named "gone". Sequence numbers are read only through
 // comparisons of a node's quarantine entries with each other and with the
 // node's AssignSeq (a sync reports AssignSeq and frees entries at or below
-// it; releases take the current AssignSeq; assignments add one), so a
-// per-node translation of all of them changes nothing: the key keeps
-// AssignSeq minus each entry's sequence number, not the absolute values.
+// it; releases take the current AssignSeq; assignments add one). In this
+// model an agent's sync always reports its node's current AssignSeq (it has
+// applied every assignment: the checker has no stale syncs), which is at or
+// above every entry's, and an orphaned node frees all its entries: no
+// comparison of sequence numbers ever decides anything, so the key keeps
+// each node's quarantine as a set of (address, holder) pairs in address
+// order, without sequence numbers (the order in which a release and
+// another task's assignment to the node happened is not a state). A model
+// with stale syncs must keep them (AssignSeq minus each entry's number).
 
 // mcPoolFixed returns the prefix of a pool's encoding (ipam/encoding.go,
 // version 1) up to and including the allocation cursors: subnet, name,
@@ -138,7 +147,19 @@ func mcKeyPools(s *State, sc *mcScratch) {
 			}
 			q := mcQuarNode{node: sc.mapNode(NodeID(raw)), lo: len(sc.keys)}
 			for _, en := range p.Quarantine(raw) {
-				sc.keys = append(sc.keys, seq-en.Seq, uint64(addrU32(en.Addr)), sc.taskName(TaskID(en.Holder)))
+				if en.Seq > seq {
+					panic("model checker: a quarantine entry newer than its node's assignment sequence")
+				}
+				if mcKeySeqs {
+					sc.keys = append(sc.keys, seq-en.Seq, uint64(addrU32(en.Addr)), sc.taskName(TaskID(en.Holder)))
+					continue
+				}
+				// address, holder; in address order (insertion: a few entries)
+				sc.keys = append(sc.keys, uint64(addrU32(en.Addr)), sc.taskName(TaskID(en.Holder)))
+				for j := len(sc.keys) - 2; j > q.lo && sc.keys[j-2] > sc.keys[j]; j -= 2 {
+					sc.keys[j-2], sc.keys[j] = sc.keys[j], sc.keys[j-2]
+					sc.keys[j-1], sc.keys[j+1] = sc.keys[j+1], sc.keys[j-1]
+				}
 			}
 			q.hi = len(sc.keys)
 			sc.qnodes = append(sc.qnodes, q)
@@ -152,6 +173,92 @@ func mcKeyPools(s *State, sc *mcScratch) {
 			}
 		}
 	}
+}
+
+// mcKeySeqs makes the key keep quarantine sequence numbers (relative to
+// the node's AssignSeq) and entry order, as before the reduction: only for
+// TestModelCheckQuarantineSeqsReduction.
+var mcKeySeqs bool
+
+// TestModelCheckQuarantineSeqsReduction: leaving sequence numbers out of
+// the key loses no behaviour. Both keys explore every reachable state of
+// small net bounds; every state the finer key reaches must have a class
+// under the coarser key that the coarser exploration reached too (a merge
+// of states with different futures would leave some unreached).
+func TestModelCheckQuarantineSeqsReduction(t *testing.T) {
+	b := mcBounds{nodes: 2, replicas: 2, retained: 1, events: 1, net: true, webOnly: true}
+	defer func() { mcKeySeqs = false }()
+	mcKeySeqs = true
+	fine := mcReachable(t, b)
+	mcKeySeqs = false
+	coarse := mcReachable(t, b)
+	covered := map[uint64]bool{}
+	for _, s := range fine {
+		k := mcKey(s.s, s.m)
+		if _, ok := coarse[k]; !ok {
+			t.Fatalf("a state reachable with sequence numbers in the key is not reached without them:\n%s", mcDump(s.s))
+		}
+		covered[k] = true
+	}
+	if len(covered) != len(coarse) {
+		t.Fatalf("%d classes reached without sequence numbers, %d reachable", len(coarse), len(covered))
+	}
+	t.Logf("%d states with sequence numbers in the key, %d without", len(fine), len(coarse))
+	if len(coarse) >= len(fine) {
+		t.Fatal("no state was merged: the check checked nothing")
+	}
+}
+
+type mcStateMeta struct {
+	s *State
+	m mcMeta
+}
+
+// mcReachable explores every state of b breadth first (states kept in
+// memory: small bounds only), by key.
+func mcReachable(t *testing.T, b mcBounds) map[uint64]mcStateMeta {
+	c := &mcChecker{b: b, retention: b.retained + 1}
+	init := mcInitial(b, c.retention)
+	seen := map[uint64]mcStateMeta{mcKey(init, mcMeta{}): {init, mcMeta{}}}
+	queue := []mcStateMeta{{init, mcMeta{}}}
+	for len(queue) > 0 {
+		cur := queue[0]
+		queue = queue[1:]
+		for _, a := range mcActions(cur.s, cur.m, b, false) {
+			after, err := c.apply(cur.s, a)
+			if err != nil {
+				t.Fatalf("illegal step %q: %v", a.desc, err)
+			}
+			if after == nil {
+				continue
+			}
+			m := cur.m
+			if a.event {
+				m.events++
+			}
+			if a.meta != nil {
+				a.meta(&m)
+			}
+			if k := mcKey(after, m); seen[k].s == nil {
+				seen[k] = mcStateMeta{after, m}
+				queue = append(queue, mcStateMeta{after, m})
+			}
+		}
+	}
+	return seen
+}
+
+// mcDump lists a state's tasks and nodes (for failure messages).
+func mcDump(s *State) string {
+	var sb strings.Builder
+	for _, id := range s.TaskIDs() {
+		t := s.tasks[id]
+		fmt.Fprintf(&sb, "  %s v%d node=%d %s desired=%s\n", s.taskName(t), t.SpecVersion, t.Node, t.Status.State, t.Desired)
+	}
+	for _, nid := range s.NodeIDs() {
+		fmt.Fprintf(&sb, "  n%d %s seq=%d\n", nid, s.nodes[nid].Status, s.nodes[nid].AssignSeq)
+	}
+	return sb.String()
 }
 
 // mcQuarantined reports whether any pool holds an address quarantined on

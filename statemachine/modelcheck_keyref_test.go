@@ -162,14 +162,13 @@ func mcKeyRefPools(s *State, e *encoder, mapNode func(NodeID) NodeID) {
 		}
 		var qs []qn
 		for _, raw := range p.QuarantineNodes() {
-			n := s.nodes[NodeID(raw)]
-			var seq uint64
-			if n != nil {
-				seq = n.AssignSeq
-			}
+			// (address, holder) pairs in address order, no sequence
+			// numbers (see mcKeyPools)
 			q := qn{node: mapNode(NodeID(raw))}
-			for _, en := range p.Quarantine(raw) {
-				q.keys = append(q.keys, seq-en.Seq, uint64(addrU32(en.Addr)), names[TaskID(en.Holder)])
+			entries := p.Quarantine(raw)
+			slices.SortFunc(entries, func(a, b ipam.QuarantineEntry) int { return a.Addr.Compare(b.Addr) })
+			for _, en := range entries {
+				q.keys = append(q.keys, uint64(addrU32(en.Addr)), names[TaskID(en.Holder)])
 			}
 			qs = append(qs, q)
 		}
