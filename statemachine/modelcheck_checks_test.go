@@ -269,12 +269,13 @@ func mcRevive(s *State) (mcAction, bool) {
 }
 
 // mcStep is a step taken while expanding a state: the action's
-// description, the state it led to (nil: Apply rejected it) and that
-// state's encoding when it was computed.
+// description, the state it led to (nil: Apply rejected it), and that
+// state's key and encoding when they were computed.
 type mcStep struct {
 	desc  string
 	after *State
 	canon []byte
+	sk    uint64 // after's mcStateKey (0: not computed)
 }
 
 func mcFindStep(steps []mcStep, desc string) (mcStep, bool) {
@@ -295,13 +296,16 @@ func mcFindStep(steps []mcStep, desc string) (mcStep, bool) {
 // progress step reuses them instead of applying its actions again (a
 // step's result depends only on the state, the command and its time, which
 // its description names).
-func (c *mcChecker) checkProgress(s *State, canon []byte, memo *mcSet, first []mcStep) error {
+func (c *mcChecker) checkProgress(s *State, canon []byte, sk uint64, memo *mcSet, first []mcStep) error {
 	var path []uint64
 	for step := 0; ; step++ {
 		if step == 500 {
 			return fmt.Errorf("no fixpoint after 500 progress steps (livelock)")
 		}
-		k := mcKey(s, mcMeta{})
+		if sk == 0 {
+			sk = mcStateKey(s)
+		}
+		k := mcWithEvents(mcBaseOf(sk, mcMeta{}), 0) // mcKey(s, mcMeta{})
 		if memo.has(k) {
 			break
 		}
@@ -310,8 +314,9 @@ func (c *mcChecker) checkProgress(s *State, canon []byte, memo *mcSet, first []m
 		for _, a := range mcActions(s, mcMeta{}, c.b, true) {
 			var next *State
 			var nextCanon []byte
+			nextSK := uint64(0)
 			if st, ok := mcFindStep(first, a.desc); ok {
-				next, nextCanon = st.after, st.canon
+				next, nextCanon, nextSK = st.after, st.canon, st.sk
 			} else {
 				var err error
 				if next, err = c.apply(s, a); err != nil {
@@ -325,7 +330,7 @@ func (c *mcChecker) checkProgress(s *State, canon []byte, memo *mcSet, first []m
 				nextCanon = next.Canonical()
 			}
 			if string(nextCanon) != string(canon) {
-				s, canon, moved = next, nextCanon, true
+				s, canon, sk, moved = next, nextCanon, nextSK, true
 				break
 			}
 		}
@@ -336,7 +341,7 @@ func (c *mcChecker) checkProgress(s *State, canon []byte, memo *mcSet, first []m
 				if err != nil || next == nil {
 					return fmt.Errorf("progress could not bring a node back (%q): %v", a.desc, err)
 				}
-				s, canon = next, next.Canonical()
+				s, canon, sk = next, next.Canonical(), 0
 				continue
 			}
 			if err := mcDesired(s, c.b, c.retention); err != nil {

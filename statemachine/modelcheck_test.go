@@ -484,6 +484,7 @@ func (c *mcChecker) expand(f mcFront, seen, memo *mcSet, transitions int) ([]mcS
 			a.meta(&m)
 		}
 		sk := mcStateKey(after)
+		steps[i].sk = sk
 		if sk == self {
 			continue // changed nothing (up to the key's abstractions)
 		}
@@ -496,7 +497,7 @@ func (c *mcChecker) expand(f mcFront, seen, memo *mcSet, transitions int) ([]mcS
 		steps[i].canon = after.Canonical()
 		out = append(out, mcSucc{rec: mcRec{parent: f.idx, act: uint16(i), meta: m}, canon: mcCompress(steps[i].canon), key: key})
 	}
-	if err := c.checkProgress(before, canon, memo, steps); err != nil {
+	if err := c.checkProgress(before, canon, self, memo, steps); err != nil {
 		return out, transitions, fmt.Sprintf("liveness: %v\ntrace:\n%s", err, c.trace(f.idx, ""))
 	}
 	return out, transitions, ""
