@@ -296,6 +296,14 @@ func mcFindStep(steps []mcStep, desc string) (mcStep, bool) {
 // progress step reuses them instead of applying its actions again (a
 // step's result depends only on the state, the command and its time, which
 // its description names).
+//
+// The walk also stops at a state in c.checked: one whose own check passed
+// in an earlier chunk (with any budgets: progress reads none). By
+// induction on the order of the checks every walk then reaches the desired
+// state, and no cycle of states vouching for each other can hide a
+// livelock (a state is vouched for only by one checked before it). Before,
+// the walk went on to the fixpoint whenever the worker's memo had been
+// cleared, which made every check long in large runs.
 func (c *mcChecker) checkProgress(s *State, canon []byte, sk uint64, memo *mcSet, first []mcStep) error {
 	var path []uint64
 	for step := 0; ; step++ {
@@ -306,7 +314,7 @@ func (c *mcChecker) checkProgress(s *State, canon []byte, sk uint64, memo *mcSet
 			sk = mcStateKey(s)
 		}
 		k := mcWithEvents(mcBaseOf(sk, mcMeta{}), 0) // mcKey(s, mcMeta{})
-		if memo.has(k) {
+		if memo.has(k) || c.checked != nil && c.checked.has(k) {
 			break
 		}
 		path = append(path, k)

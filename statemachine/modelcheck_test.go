@@ -306,6 +306,9 @@ type mcChecker struct {
 	retention int
 	init      []byte  // the initial state's encoding
 	recs      []mcRec // every state found, in the order found
+	// checked holds mcKey(s, mcMeta{}) of every state whose liveness
+	// check passed, in chunks merged before (written between chunks).
+	checked *mcSet
 }
 
 // mcWorkers is how many goroutines expand states (the machine has 2 cores).
@@ -350,7 +353,7 @@ func runModelCheck(b mcBounds) mcResult {
 	// time, and the memory limit keeps a large run within its bound.
 	defer debug.SetGCPercent(debug.SetGCPercent(400))
 	defer debug.SetMemoryLimit(debug.SetMemoryLimit(mcMemoryLimit))
-	c := &mcChecker{b: b, retention: b.retained + 1}
+	c := &mcChecker{b: b, retention: b.retained + 1, checked: newMCSet(1 << 16)}
 	init := mcInitial(b, c.retention)
 	c.init = init.Canonical()
 	c.recs = append(c.recs, mcRec{parent: -1})
@@ -408,6 +411,7 @@ const mcChunk = 1 << 14
 func (c *mcChecker) expandChunk(chunk []mcFront, seen *mcSet, memos []*mcSet, res *mcResult, next *mcQueue) bool {
 	succs := make([][]mcSucc, len(chunk))
 	viol := make([]string, len(chunk))
+	checked := make([]uint64, len(chunk))
 	trans := make([]int, mcWorkers)
 	var wg sync.WaitGroup
 	for w := range mcWorkers {
@@ -418,7 +422,7 @@ func (c *mcChecker) expandChunk(chunk []mcFront, seen *mcSet, memos []*mcSet, re
 				if memos[w].n > mcMemoCap {
 					memos[w] = newMCSet(1 << 10)
 				}
-				succs[q], trans[w], viol[q] = c.expand(chunk[q], seen, memos[w], trans[w])
+				succs[q], trans[w], viol[q], checked[q] = c.expand(chunk[q], seen, memos[w], trans[w])
 				chunk[q].canon = nil
 			}
 		}()
@@ -428,6 +432,9 @@ func (c *mcChecker) expandChunk(chunk []mcFront, seen *mcSet, memos []*mcSet, re
 		res.transitions += t
 	}
 	for i := range succs {
+		if viol[i] == "" {
+			c.checked.add(checked[i])
+		}
 		if viol[i] != "" {
 			if res.violation == "" {
 				res.violation = viol[i]
@@ -450,8 +457,8 @@ func (c *mcChecker) expandChunk(chunk []mcFront, seen *mcSet, memos []*mcSet, re
 
 // expand checks a state (its invariants, the legality of every step from
 // it, then that progress from it reaches the desired state) and returns its
-// successors.
-func (c *mcChecker) expand(f mcFront, seen, memo *mcSet, transitions int) ([]mcSucc, int, string) {
+// successors, and its key for c.checked.
+func (c *mcChecker) expand(f mcFront, seen, memo *mcSet, transitions int) ([]mcSucc, int, string, uint64) {
 	meta := c.recs[f.idx].meta
 	canon, err := s2.Decode(nil, f.canon)
 	if err != nil {
@@ -459,7 +466,7 @@ func (c *mcChecker) expand(f mcFront, seen, memo *mcSet, transitions int) ([]mcS
 	}
 	before := mcClone(canon, c.b.bug)
 	if err := before.CheckInvariants(); err != nil {
-		return nil, transitions, fmt.Sprintf("invariant broken: %v\ntrace:\n%s", err, c.trace(f.idx, ""))
+		return nil, transitions, fmt.Sprintf("invariant broken: %v\ntrace:\n%s", err, c.trace(f.idx, "")), 0
 	}
 	// A successor is encoded only if its key is new: seen is not written
 	// while a level is expanded, so the workers may read it.
@@ -470,7 +477,7 @@ func (c *mcChecker) expand(f mcFront, seen, memo *mcSet, transitions int) ([]mcS
 	for i, a := range acts {
 		after, err := c.apply(before, a)
 		if err != nil {
-			return nil, transitions, fmt.Sprintf("illegal step: %v\ntrace:\n%s", err, c.trace(f.idx, a.desc))
+			return nil, transitions, fmt.Sprintf("illegal step: %v\ntrace:\n%s", err, c.trace(f.idx, a.desc)), 0
 		}
 		steps[i] = mcStep{desc: a.desc, after: after}
 		if after == nil {
@@ -498,9 +505,9 @@ func (c *mcChecker) expand(f mcFront, seen, memo *mcSet, transitions int) ([]mcS
 		out = append(out, mcSucc{rec: mcRec{parent: f.idx, act: uint16(i), meta: m}, canon: mcCompress(steps[i].canon), key: key})
 	}
 	if err := c.checkProgress(before, canon, self, memo, steps); err != nil {
-		return out, transitions, fmt.Sprintf("liveness: %v\ntrace:\n%s", err, c.trace(f.idx, ""))
+		return out, transitions, fmt.Sprintf("liveness: %v\ntrace:\n%s", err, c.trace(f.idx, "")), 0
 	}
-	return out, transitions, ""
+	return out, transitions, "", mcWithEvents(mcBaseOf(self, mcMeta{}), 0)
 }
 
 func mcReport(t *testing.T, name string, b mcBounds) {
