@@ -268,42 +268,88 @@ func mcRevive(s *State) (mcAction, bool) {
 		cmd: Command{Kind: CmdSetNodeStatus, Node: down, NodeStatus: NodeInitializing}}, true
 }
 
+// mcStep is a step taken while expanding a state: the action's
+// description, the state it led to (nil: Apply rejected it), and that
+// state's key and encoding when they were computed.
+type mcStep struct {
+	desc  string
+	after *State
+	canon []byte
+	sk    uint64 // after's mcStateKey (0: not computed)
+}
+
+func mcFindStep(steps []mcStep, desc string) (mcStep, bool) {
+	for _, st := range steps {
+		if st.desc == desc {
+			return st, true
+		}
+	}
+	return mcStep{}, false
+}
+
 // checkProgress runs fair progress from a state (no user actions, no
 // failures; time passes, so down nodes' tasks get orphaned) until nothing is
 // enabled, and checks that the result is the desired state. memo holds the
 // states already known to get there.
-func (c *mcChecker) checkProgress(s *State, canon []byte, memo *mcSet) error {
+//
+// first lists the steps already taken from s (its expansion): the first
+// progress step reuses them instead of applying its actions again (a
+// step's result depends only on the state, the command and its time, which
+// its description names).
+//
+// The walk also stops at a state in c.checked: one whose own check passed
+// in an earlier chunk (with any budgets: progress reads none). By
+// induction on the order of the checks every walk then reaches the desired
+// state, and no cycle of states vouching for each other can hide a
+// livelock (a state is vouched for only by one checked before it). Before,
+// the walk went on to the fixpoint whenever the worker's memo had been
+// cleared, which made every check long in large runs.
+func (c *mcChecker) checkProgress(s *State, canon []byte, sk uint64, memo *mcSet, first []mcStep) error {
 	var path []uint64
 	for step := 0; ; step++ {
 		if step == 500 {
 			return fmt.Errorf("no fixpoint after 500 progress steps (livelock)")
 		}
-		k := mcKey(s, mcMeta{})
-		if memo.has(k) {
+		if sk == 0 {
+			sk = mcStateKey(s)
+		}
+		k := mcWithEvents(mcBaseOf(sk, mcMeta{}), 0) // mcKey(s, mcMeta{})
+		if memo.has(k) || c.checked != nil && c.checked.has(k) {
 			break
 		}
 		path = append(path, k)
 		moved := false
 		for _, a := range mcActions(s, mcMeta{}, c.b, true) {
-			next, err := c.apply(s, a)
-			if err != nil {
-				return fmt.Errorf("illegal progress step %q: %w", a.desc, err)
+			var next *State
+			var nextCanon []byte
+			nextSK := uint64(0)
+			if st, ok := mcFindStep(first, a.desc); ok {
+				next, nextCanon, nextSK = st.after, st.canon, st.sk
+			} else {
+				var err error
+				if next, err = c.apply(s, a); err != nil {
+					return fmt.Errorf("illegal progress step %q: %w", a.desc, err)
+				}
 			}
 			if next == nil {
 				continue
 			}
-			if nextCanon := next.Canonical(); string(nextCanon) != string(canon) {
-				s, canon, moved = next, nextCanon, true
+			if nextCanon == nil {
+				nextCanon = next.Canonical()
+			}
+			if string(nextCanon) != string(canon) {
+				s, canon, sk, moved = next, nextCanon, nextSK, true
 				break
 			}
 		}
+		first = nil // the steps taken from the first state only
 		if !moved {
 			if a, ok := mcRevive(s); ok {
 				next, err := c.apply(s, a)
 				if err != nil || next == nil {
 					return fmt.Errorf("progress could not bring a node back (%q): %v", a.desc, err)
 				}
-				s, canon = next, next.Canonical()
+				s, canon, sk = next, next.Canonical(), 0
 				continue
 			}
 			if err := mcDesired(s, c.b, c.retention); err != nil {

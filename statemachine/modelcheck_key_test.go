@@ -3,12 +3,14 @@ package statemachine
 import (
 	"cmp"
 	"slices"
+	"sync"
 
 	"github.com/cespare/xxhash/v2"
 )
 
 // State keys for the model checker's visited set: a state's digest up to
-// node renaming (mcKey tries the node permutations, mcKeyPerm hashes one).
+// node renaming (mcStateKey tries the node permutations, mcKeyPerm hashes
+// one), with the checker's budgets mixed in afterwards.
 
 // mcKey identifies a state for de-duplication. It abstracts what cannot
 // change any future behaviour: task IDs (only their order inside a slot
@@ -18,13 +20,22 @@ import (
 // the least over every renaming of the nodes). Two states with one key have
 // the same futures up to those names, so exploring one of them is enough.
 func mcKey(s *State, m mcMeta) uint64 {
-	return mcWithEvents(mcKeyBase(s, m), m.events)
+	return mcWithEvents(mcBaseOf(mcStateKey(s), m), m.events)
 }
 
 // mcWithEvents is the key of a state whose key without its event count is
 // base, after events events.
 func mcWithEvents(base uint64, events uint8) uint64 {
 	return mcMix(base + uint64(events)*0x9e3779b97f4a7c15)
+}
+
+// mcBaseOf is the key without the event count of a state whose state key
+// is sk, with budgets m. The budgets name no node, so taking the least over
+// the renamings before mixing them in gives the same classes as mixing them
+// into every renaming's digest; it lets a step be compared with its source
+// state (did it change anything?) with one digest.
+func mcBaseOf(sk uint64, m mcMeta) uint64 {
+	return mcMix(sk + (uint64(m.created)+1)*0xbf58476d1ce4e5b9)
 }
 
 // mcSubsumed reports whether the state whose key without its event count
@@ -42,29 +53,60 @@ func mcSubsumed(seen *mcSet, base uint64, m mcMeta) bool {
 
 // mcKeyBase is mcKey without the event count.
 func mcKeyBase(s *State, m mcMeta) uint64 {
-	m.events = 0
-	var pools []byte
+	return mcBaseOf(mcStateKey(s), m)
+}
+
+// mcScratch is the reusable space of one key computation (keys are
+// computed millions of times: allocation was most of their cost).
+type mcScratch struct {
+	e      encoder
+	pools  []byte
+	perm   []NodeID // perm[id]: the name of node id (0: itself)
+	nodes  []NodeID
+	slots  []uint32
+	order  []int
+	names  map[TaskID]mcTaskName
+	keys   []uint64
+	qnodes []mcQuarNode
+}
+
+var mcScratchPool = sync.Pool{New: func() any { return &mcScratch{names: map[TaskID]mcTaskName{}} }}
+
+// mcStateKey is the least digest of s over every renaming of its nodes.
+func mcStateKey(s *State) uint64 {
+	sc := mcScratchPool.Get().(*mcScratch)
+	defer mcScratchPool.Put(sc)
+	sc.pools = sc.pools[:0]
 	for _, id := range sortedKeys(s.pools) {
 		// The part that names no task and no node: layout, leases,
 		// allocation cursors (holders and quarantine: mcKeyPools).
 		raw, _ := s.pools[id].MarshalBinary()
-		pools = append(pools, mcPoolFixed(raw)...)
+		sc.pools = append(sc.pools, mcPoolFixed(raw)...)
 	}
-	ids := s.NodeIDs()
-	perm := make(map[NodeID]NodeID, len(ids))
+	mcTaskNames(s, sc.names)
+	sc.nodes = sc.nodes[:0]
+	maxID := NodeID(0)
+	for id := range s.nodes {
+		sc.nodes = append(sc.nodes, id)
+		maxID = max(maxID, id)
+	}
+	slices.Sort(sc.nodes)
+	sc.perm = slices.Grow(sc.perm[:0], int(maxID)+1)[:int(maxID)+1]
+	clear(sc.perm)
+	ids := sc.nodes
 	var best uint64
 	first := true
 	var rec func(i int, used uint64)
 	rec = func(i int, used uint64) {
 		if i == len(ids) {
-			if k := mcKeyPerm(s, m, perm, pools); first || k < best {
+			if k := mcKeyPerm(s, sc); first || k < best {
 				best, first = k, false
 			}
 			return
 		}
 		for j := range ids {
 			if used&(1<<j) == 0 {
-				perm[ids[i]] = ids[j]
+				sc.perm[ids[i]] = ids[j]
 				rec(i+1, used|1<<j)
 			}
 		}
@@ -73,37 +115,41 @@ func mcKeyBase(s *State, m mcMeta) uint64 {
 	return best
 }
 
-func mcKeyPerm(s *State, m mcMeta, perm map[NodeID]NodeID, pools []byte) uint64 {
-	mapNode := func(n NodeID) NodeID {
-		if p, ok := perm[n]; ok {
-			return p
-		}
-		return n
+// mapNode is node n's name under the renaming being hashed.
+func (sc *mcScratch) mapNode(n NodeID) NodeID {
+	if int(n) < len(sc.perm) && sc.perm[n] != 0 {
+		return sc.perm[n]
 	}
-	e := encoder{}
-	e.byte1(m.events)
-	e.byte1(m.created)
-	e.i(s.nextDue) // when timers are next looked at changes what happens
-	nodes := s.NodeIDs()
-	byName := make([]NodeID, len(nodes))
-	for i, id := range nodes {
-		byName[i] = mapNode(id)
+	return n
+}
+
+func mcKeyPerm(s *State, sc *mcScratch) uint64 {
+	e := &sc.e
+	e.b = e.b[:0]
+	// When timers are next looked at changes what happens; every pending
+	// timer was set at the last entry's time (mcFar), so only the delay
+	// from it matters.
+	if s.nextDue != 0 {
+		e.i(s.nextDue - s.lastTime)
+	} else {
+		e.i(-1)
 	}
-	slices.Sort(byName)
-	inv := make(map[NodeID]NodeID, len(perm))
-	for k, v := range perm {
-		inv[v] = k
+	// the nodes in the order of their new names
+	sc.order = sc.order[:0]
+	for i := range sc.nodes {
+		sc.order = append(sc.order, i)
 	}
-	for _, pid := range byName {
-		n := s.nodes[inv[pid]]
-		e.u(uint64(pid))
+	slices.SortFunc(sc.order, func(a, b int) int { return cmp.Compare(sc.mapNode(sc.nodes[a]), sc.mapNode(sc.nodes[b])) })
+	for _, i := range sc.order {
+		n := s.nodes[sc.nodes[i]]
+		e.u(uint64(sc.mapNode(n.ID)))
 		e.byte1(uint8(n.Status))
 		e.byte1(uint8(n.Availability))
 	}
-	e.b = append(e.b, pools...)
+	e.b = append(e.b, sc.pools...)
 	// Outbox, leases being returned, networks the cluster group said are
 	// full: they change what allocation and deliveries do next.
-	s.encodeRedrive(&e)
+	s.encodeRedrive(e)
 	for _, sid := range s.ServiceIDs() {
 		svc := s.services[sid]
 		e.u(uint64(sid))
@@ -111,24 +157,25 @@ func mcKeyPerm(s *State, m mcMeta, perm map[NodeID]NodeID, pools []byte) uint64 
 		e.u(uint64(svc.Spec.Replicas))
 		e.u(uint64(svc.SpecVersion))
 		e.bool(svc.Remove)
-		slotNums, tasks := s.SlotTasks(sid)
-		order := make([]int, len(slotNums))
-		name := func(i int) uint32 {
-			if svc.Spec.Mode == ModeGlobal {
-				return uint32(mapNode(NodeID(slotNums[i])))
+		global := svc.Spec.Mode == ModeGlobal
+		name := func(n uint32) uint32 {
+			if global {
+				return uint32(sc.mapNode(NodeID(n)))
 			}
-			return slotNums[i]
+			return n
 		}
-		for i := range order {
-			order[i] = i
+		sc.slots = sc.slots[:0]
+		for n := range svc.slots {
+			sc.slots = append(sc.slots, n)
 		}
-		slices.SortFunc(order, func(a, b int) int { return cmp.Compare(name(a), name(b)) })
-		for _, i := range order {
-			e.u(uint64(name(i)))
-			e.u(uint64(len(tasks[i])))
-			for _, t := range tasks[i] {
+		slices.SortFunc(sc.slots, func(a, b uint32) int { return cmp.Compare(name(a), name(b)) })
+		for _, n := range sc.slots {
+			tasks := svc.slots[n].tasks
+			e.u(uint64(name(n)))
+			e.u(uint64(len(tasks)))
+			for _, t := range tasks {
 				e.u(uint64(t.SpecVersion))
-				e.u(uint64(mapNode(t.Node)))
+				e.u(uint64(sc.mapNode(t.Node)))
 				e.byte1(uint8(t.Desired))
 				e.byte1(uint8(t.Status.State))
 				m, _ := connMarker(t)
@@ -143,7 +190,7 @@ func mcKeyPerm(s *State, m mcMeta, perm map[NodeID]NodeID, pools []byte) uint64 
 		}
 	}
 	if len(s.pools) > 0 {
-		mcKeyPools(s, &e, mapNode)
+		mcKeyPools(s, sc)
 	}
 	return xxhash.Sum64(e.b)
 }

@@ -1,8 +1,12 @@
 package statemachine
 
 import (
+	"cmp"
 	"encoding/binary"
+	"fmt"
 	"slices"
+	"strings"
+	"testing"
 
 	"shoal/ipam"
 )
@@ -28,9 +32,15 @@ import (
 // tasks), so it is named "gone". Sequence numbers are read only through
 // comparisons of a node's quarantine entries with each other and with the
 // node's AssignSeq (a sync reports AssignSeq and frees entries at or below
-// it; releases take the current AssignSeq; assignments add one), so a
-// per-node translation of all of them changes nothing: the key keeps
-// AssignSeq minus each entry's sequence number, not the absolute values.
+// it; releases take the current AssignSeq; assignments add one). In this
+// model an agent's sync always reports its node's current AssignSeq (it has
+// applied every assignment: the checker has no stale syncs), which is at or
+// above every entry's, and an orphaned node frees all its entries: no
+// comparison of sequence numbers ever decides anything, so the key keeps
+// each node's quarantine as a set of (address, holder) pairs in address
+// order, without sequence numbers (the order in which a release and
+// another task's assignment to the node happened is not a state). A model
+// with stale syncs must keep them (AssignSeq minus each entry's number).
 
 // mcPoolFixed returns the prefix of a pool's encoding (ipam/encoding.go,
 // version 1) up to and including the allocation cursors: subnet, name,
@@ -61,24 +71,55 @@ func mcPoolFixed(raw []byte) []byte {
 	return raw[:i]
 }
 
-// mcKeyPools appends the waiting tasks' names in ID order, then for every
-// pool each held address with its holder and each node's quarantine,
-// naming tasks and nodes as the key does.
-func mcKeyPools(s *State, e *encoder, mapNode func(NodeID) NodeID) {
-	names := make(map[TaskID]uint64, len(s.tasks))
-	for _, sid := range s.ServiceIDs() {
-		svc := s.services[sid]
+// mcTaskName is a task's name in the key before nodes are renamed:
+// service, slot (for a global service, its node), position in the slot.
+type mcTaskName struct {
+	service ServiceID
+	slot    uint32
+	pos     uint32
+	global  bool
+}
+
+// mcTaskNames fills names with every task's name (once per key: the
+// renamings only rename global slots).
+func mcTaskNames(s *State, names map[TaskID]mcTaskName) {
+	clear(names)
+	for sid, svc := range s.services {
 		for n, sl := range svc.slots {
-			if svc.Spec.Mode == ModeGlobal {
-				n = uint32(mapNode(NodeID(n)))
-			}
 			for pos, t := range sl.tasks {
-				names[t.ID] = uint64(sid)<<40 | uint64(n)<<8 | uint64(pos) + 1
+				names[t.ID] = mcTaskName{service: sid, slot: n, pos: uint32(pos), global: svc.Spec.Mode == ModeGlobal}
 			}
 		}
 	}
+}
+
+// taskName is task id's name under the renaming being hashed (0: gone).
+func (sc *mcScratch) taskName(id TaskID) uint64 {
+	tn, ok := sc.names[id]
+	if !ok {
+		return 0
+	}
+	n := tn.slot
+	if tn.global {
+		n = uint32(sc.mapNode(NodeID(n)))
+	}
+	return uint64(tn.service)<<40 | uint64(n)<<8 | uint64(tn.pos) + 1
+}
+
+// mcQuarNode is one node's quarantine in the key.
+type mcQuarNode struct {
+	node NodeID
+	lo   int // its entries: keys[lo:hi]
+	hi   int
+}
+
+// mcKeyPools appends the waiting tasks' names in ID order, then for every
+// pool each held address with its holder and each node's quarantine,
+// naming tasks and nodes as the key does.
+func mcKeyPools(s *State, sc *mcScratch) {
+	e := &sc.e
 	for _, id := range sortedKeys(s.waiting) {
-		e.u(names[id])
+		e.u(sc.taskName(id))
 	}
 	for _, pid := range sortedKeys(s.pools) {
 		p := s.pools[pid]
@@ -93,35 +134,131 @@ func mcKeyPools(s *State, e *encoder, mapNode func(NodeID) NodeID) {
 			if h.Kind == ipam.KindVIP {
 				e.u(h.ID)
 			} else {
-				e.u(names[TaskID(h.ID)]) // 0: gone
+				e.u(sc.taskName(TaskID(h.ID))) // 0: gone
 			}
 		}
-		type qn struct {
-			node NodeID
-			keys []uint64
-		}
-		var qs []qn
+		sc.keys = sc.keys[:0]
+		sc.qnodes = sc.qnodes[:0]
 		for _, raw := range p.QuarantineNodes() {
 			n := s.nodes[NodeID(raw)]
 			var seq uint64
 			if n != nil {
 				seq = n.AssignSeq
 			}
-			q := qn{node: mapNode(NodeID(raw))}
+			q := mcQuarNode{node: sc.mapNode(NodeID(raw)), lo: len(sc.keys)}
 			for _, en := range p.Quarantine(raw) {
-				q.keys = append(q.keys, seq-en.Seq, uint64(addrU32(en.Addr)), names[TaskID(en.Holder)])
+				if en.Seq > seq {
+					panic("model checker: a quarantine entry newer than its node's assignment sequence")
+				}
+				if mcKeySeqs {
+					sc.keys = append(sc.keys, seq-en.Seq, uint64(addrU32(en.Addr)), sc.taskName(TaskID(en.Holder)))
+					continue
+				}
+				// address, holder; in address order (insertion: a few entries)
+				sc.keys = append(sc.keys, uint64(addrU32(en.Addr)), sc.taskName(TaskID(en.Holder)))
+				for j := len(sc.keys) - 2; j > q.lo && sc.keys[j-2] > sc.keys[j]; j -= 2 {
+					sc.keys[j-2], sc.keys[j] = sc.keys[j], sc.keys[j-2]
+					sc.keys[j-1], sc.keys[j+1] = sc.keys[j+1], sc.keys[j-1]
+				}
 			}
-			qs = append(qs, q)
+			q.hi = len(sc.keys)
+			sc.qnodes = append(sc.qnodes, q)
 		}
-		slices.SortFunc(qs, func(a, b qn) int { return int(a.node) - int(b.node) })
-		for _, q := range qs {
+		slices.SortFunc(sc.qnodes, func(a, b mcQuarNode) int { return cmp.Compare(a.node, b.node) })
+		for _, q := range sc.qnodes {
 			e.u(uint64(q.node))
-			e.u(uint64(len(q.keys)))
-			for _, k := range q.keys {
+			e.u(uint64(q.hi - q.lo))
+			for _, k := range sc.keys[q.lo:q.hi] {
 				e.u(k)
 			}
 		}
 	}
+}
+
+// mcKeySeqs makes the key keep quarantine sequence numbers (relative to
+// the node's AssignSeq) and entry order, as before the reduction: only for
+// TestModelCheckQuarantineSeqsReduction.
+var mcKeySeqs bool
+
+// TestModelCheckQuarantineSeqsReduction: leaving sequence numbers out of
+// the key loses no behaviour. Both keys explore every reachable state of
+// small net bounds; every state the finer key reaches must have a class
+// under the coarser key that the coarser exploration reached too (a merge
+// of states with different futures would leave some unreached).
+func TestModelCheckQuarantineSeqsReduction(t *testing.T) {
+	b := mcBounds{nodes: 2, replicas: 2, retained: 1, events: 1, net: true, webOnly: true}
+	defer func() { mcKeySeqs = false }()
+	mcKeySeqs = true
+	fine := mcReachable(t, b)
+	mcKeySeqs = false
+	coarse := mcReachable(t, b)
+	covered := map[uint64]bool{}
+	for _, s := range fine {
+		k := mcKey(s.s, s.m)
+		if _, ok := coarse[k]; !ok {
+			t.Fatalf("a state reachable with sequence numbers in the key is not reached without them:\n%s", mcDump(s.s))
+		}
+		covered[k] = true
+	}
+	if len(covered) != len(coarse) {
+		t.Fatalf("%d classes reached without sequence numbers, %d reachable", len(coarse), len(covered))
+	}
+	t.Logf("%d states with sequence numbers in the key, %d without", len(fine), len(coarse))
+	if len(coarse) >= len(fine) {
+		t.Fatal("no state was merged: the check checked nothing")
+	}
+}
+
+type mcStateMeta struct {
+	s *State
+	m mcMeta
+}
+
+// mcReachable explores every state of b breadth first (states kept in
+// memory: small bounds only), by key.
+func mcReachable(t *testing.T, b mcBounds) map[uint64]mcStateMeta {
+	c := &mcChecker{b: b, retention: b.retained + 1}
+	init := mcInitial(b, c.retention)
+	seen := map[uint64]mcStateMeta{mcKey(init, mcMeta{}): {init, mcMeta{}}}
+	queue := []mcStateMeta{{init, mcMeta{}}}
+	for len(queue) > 0 {
+		cur := queue[0]
+		queue = queue[1:]
+		for _, a := range mcActions(cur.s, cur.m, b, false) {
+			after, err := c.apply(cur.s, a)
+			if err != nil {
+				t.Fatalf("illegal step %q: %v", a.desc, err)
+			}
+			if after == nil {
+				continue
+			}
+			m := cur.m
+			if a.event {
+				m.events++
+			}
+			if a.meta != nil {
+				a.meta(&m)
+			}
+			if k := mcKey(after, m); seen[k].s == nil {
+				seen[k] = mcStateMeta{after, m}
+				queue = append(queue, mcStateMeta{after, m})
+			}
+		}
+	}
+	return seen
+}
+
+// mcDump lists a state's tasks and nodes (for failure messages).
+func mcDump(s *State) string {
+	var sb strings.Builder
+	for _, id := range s.TaskIDs() {
+		t := s.tasks[id]
+		fmt.Fprintf(&sb, "  %s v%d node=%d %s desired=%s\n", s.taskName(t), t.SpecVersion, t.Node, t.Status.State, t.Desired)
+	}
+	for _, nid := range s.NodeIDs() {
+		fmt.Fprintf(&sb, "  n%d %s seq=%d\n", nid, s.nodes[nid].Status, s.nodes[nid].AssignSeq)
+	}
+	return sb.String()
 }
 
 // mcQuarantined reports whether any pool holds an address quarantined on

@@ -3,6 +3,7 @@ package statemachine
 import (
 	"flag"
 	"fmt"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"syscall"
@@ -43,9 +44,16 @@ type mcBounds struct {
 	webOnly bool
 }
 
-// mcFar is "much later": a tick at this time fires every pending timer
-// (restart holds, disconnect windows).
+// mcFar is "much later": a tick this long after the state's last entry
+// fires every pending timer (restart holds, disconnect windows). Every
+// other action happens at the last entry's time, so every pending timer
+// was set at that time and time matters only relative to it (the key keeps
+// nextDue relative to it). A tick at a fixed mcFar fired nothing once time
+// had reached mcFar: a window opened after the first tick never closed.
 const mcFar = int64(1) << 50
+
+// mcLater is the time of an entry "much later" than s's last one.
+func mcLater(s *State) int64 { return s.lastTime + mcFar }
 
 // mcMeta is what the checker tracks beside the state: bounded budgets.
 type mcMeta struct {
@@ -139,14 +147,21 @@ func mcActions(s *State, m mcMeta, b mcBounds, progressOnly bool) []mcAction {
 		case NodeDisconnected:
 			// Given up on once no task has a live window (time passes), or
 			// it comes back.
-			if !s.DisconnectWindowOpen(nid, mcFar) {
+			if !s.DisconnectWindowOpen(nid, mcLater(s)) {
 				acts = append(acts, mcAction{desc: fmt.Sprintf("node n%d given up: down", nid), by: CompNodeMonitor,
-					cmd: Command{Kind: CmdSetNodeStatus, Node: nid, NodeStatus: NodeDown}, at: mcFar})
+					cmd: Command{Kind: CmdSetNodeStatus, Node: nid, NodeStatus: NodeDown}, at: mcLater(s)})
 			}
 			if !progressOnly {
 				add(CompNodeMonitor, false, Command{Kind: CmdSetNodeStatus, Node: nid, NodeStatus: NodeInitializing}, "node n%d reconnects", nid)
 			}
 		case NodeDown:
+			// Past its orphan timeout the node monitor orphans the node
+			// in one command (as the engine's monitor does): its
+			// assigned..running tasks and its quarantine. Offered while
+			// it would change something.
+			if s.mcOrphanable(nid) {
+				add(CompNodeMonitor, false, Command{Kind: CmdOrphanNode, Node: nid}, "node-monitor n%d orphaned", nid)
+			}
 			if !progressOnly {
 				add(CompNodeMonitor, false, Command{Kind: CmdSetNodeStatus, Node: nid, NodeStatus: NodeInitializing}, "node n%d reconnects", nid)
 			}
@@ -166,10 +181,6 @@ func mcActions(s *State, m mcMeta, b mcBounds, progressOnly bool) []mcAction {
 				add(CompScheduler, false, Command{Kind: CmdAssign, Task: id, Node: nid}, "scheduler %s -> n%d", name, nid)
 			}
 		case st >= StateAssigned && st <= StateRunning:
-			n := s.nodes[t.Node]
-			if n != nil && n.Status == NodeDown {
-				add(CompNodeMonitor, false, Command{Kind: CmdOrphan, Task: id}, "node-monitor %s orphaned", name)
-			}
 			report := func(to TaskState, event bool) {
 				add(CompAgent, event, Command{Kind: CmdTaskStatus, Task: id, Node: t.Node, State: to}, "agent n%d %s %s", t.Node, name, to)
 			}
@@ -198,7 +209,7 @@ func mcActions(s *State, m mcMeta, b mcBounds, progressOnly bool) []mcAction {
 	}
 	if b.net {
 		if s.NextDue() != 0 {
-			acts = append(acts, mcAction{desc: "time passes", by: CompNodeMonitor, cmd: Command{Kind: CmdTick}, at: mcFar})
+			acts = append(acts, mcAction{desc: "time passes", by: CompNodeMonitor, cmd: Command{Kind: CmdTick}, at: mcLater(s)})
 		}
 		for _, nid := range s.NodeIDs() {
 			n := s.nodes[nid]
@@ -223,6 +234,17 @@ func mcActions(s *State, m mcMeta, b mcBounds, progressOnly bool) []mcAction {
 		}
 	}
 	return acts
+}
+
+// mcOrphanable reports whether a node-level orphan of node id would change
+// anything: it has a task that can be orphaned, or addresses quarantined.
+func (s *State) mcOrphanable(id NodeID) bool {
+	for _, t := range s.nodes[id].tasks {
+		if CanTransition(CompNodeMonitor, t.Status.State, StateOrphaned) {
+			return true
+		}
+	}
+	return s.mcQuarantined(id)
 }
 
 func (s *State) taskName(t *Task) string {
@@ -284,6 +306,9 @@ type mcChecker struct {
 	retention int
 	init      []byte  // the initial state's encoding
 	recs      []mcRec // every state found, in the order found
+	// checked holds mcKey(s, mcMeta{}) of every state whose liveness
+	// check passed, in chunks merged before (written between chunks).
+	checked *mcSet
 }
 
 // mcWorkers is how many goroutines expand states (the machine has 2 cores).
@@ -321,13 +346,21 @@ func mcInitial(b mcBounds, retention int) *State {
 }
 
 func runModelCheck(b mcBounds) mcResult {
-	c := &mcChecker{b: b, retention: b.retained + 1}
+	start := time.Now()
+	// The checker allocates at a high rate and keeps little that the
+	// collector must scan (fingerprints and queued states are a few large
+	// pointer-free arrays): collecting less often saves a third of the
+	// time, and the memory limit keeps a large run within its bound.
+	defer debug.SetGCPercent(debug.SetGCPercent(400))
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(mcMemoryLimit))
+	c := &mcChecker{b: b, retention: b.retained + 1, checked: newMCSet(1 << 16)}
 	init := mcInitial(b, c.retention)
 	c.init = init.Canonical()
 	c.recs = append(c.recs, mcRec{parent: -1})
 	seen := newMCSet(1 << 16)
 	seen.add(mcKey(init, mcMeta{}))
-	frontier := []mcFront{{idx: 0, canon: mcCompress(c.init)}}
+	frontier := &mcQueue{}
+	frontier.push(0, mcCompress(c.init))
 	memos := make([]*mcSet, mcWorkers)
 	for w := range memos {
 		memos[w] = newMCSet(1 << 10)
@@ -338,22 +371,35 @@ func runModelCheck(b mcBounds) mcResult {
 	// at every step, legality. Workers expand disjoint parts of a level;
 	// successors are merged in state order, so runs are repeatable.
 	stop := false
-	for len(frontier) > 0 && !stop && (*mcMaxStates == 0 || len(c.recs) < *mcMaxStates) {
-		var next []mcFront
+	for frontier.len() > 0 && !stop && (*mcMaxStates == 0 || len(c.recs) < *mcMaxStates) {
+		next := &mcQueue{}
 		// A level is expanded a chunk at a time and merged after each, so
 		// only a chunk's successors (duplicates included) are held at once.
-		for lo := 0; lo < len(frontier) && !stop; lo += mcChunk {
-			chunk := frontier[lo:min(lo+mcChunk, len(frontier))]
-			stop = c.expandChunk(chunk, seen, memos, &res, &next)
+		for lo := 0; lo < frontier.len() && !stop; lo += mcChunk {
+			hi := min(lo+mcChunk, frontier.len())
+			frontier.load(lo, hi)
+			chunk := make([]mcFront, hi-lo)
+			for i := range chunk {
+				chunk[i] = frontier.at(lo + i)
+			}
+			stop = c.expandChunk(chunk, seen, memos, &res, next)
+			frontier.release(hi)
 		}
+		frontier.release(frontier.len()) // also after a stop
 		if testing.Verbose() && len(c.recs) > 100000 {
-			fmt.Printf("  progress: %d states, %d to expand\n", len(c.recs), len(next))
+			fmt.Printf("  progress: %d states, %d to expand (%d MiB compressed), %.0fs\n",
+				len(c.recs), next.len(), next.bytes>>20, time.Since(start).Seconds())
 		}
 		frontier = next
 	}
+	frontier.release(frontier.len())
 	res.states = len(c.recs)
 	return res
 }
+
+// mcMemoryLimit is the heap size at which the collector works harder (the
+// runs must stay within 8 GB).
+const mcMemoryLimit = 7 << 30
 
 // mcChunk is how many states are expanded between two merges.
 const mcChunk = 1 << 14
@@ -362,9 +408,10 @@ const mcChunk = 1 << 14
 // seen before into next, in state order (runs are repeatable). It reports
 // whether to stop: a violation (past a liveness one, with -mc.keep-going,
 // it goes on).
-func (c *mcChecker) expandChunk(chunk []mcFront, seen *mcSet, memos []*mcSet, res *mcResult, next *[]mcFront) bool {
+func (c *mcChecker) expandChunk(chunk []mcFront, seen *mcSet, memos []*mcSet, res *mcResult, next *mcQueue) bool {
 	succs := make([][]mcSucc, len(chunk))
 	viol := make([]string, len(chunk))
+	checked := make([]uint64, len(chunk))
 	trans := make([]int, mcWorkers)
 	var wg sync.WaitGroup
 	for w := range mcWorkers {
@@ -375,7 +422,7 @@ func (c *mcChecker) expandChunk(chunk []mcFront, seen *mcSet, memos []*mcSet, re
 				if memos[w].n > mcMemoCap {
 					memos[w] = newMCSet(1 << 10)
 				}
-				succs[q], trans[w], viol[q] = c.expand(chunk[q], seen, memos[w], trans[w])
+				succs[q], trans[w], viol[q], checked[q] = c.expand(chunk[q], seen, memos[w], trans[w])
 				chunk[q].canon = nil
 			}
 		}()
@@ -385,6 +432,9 @@ func (c *mcChecker) expandChunk(chunk []mcFront, seen *mcSet, memos []*mcSet, re
 		res.transitions += t
 	}
 	for i := range succs {
+		if viol[i] == "" {
+			c.checked.add(checked[i])
+		}
 		if viol[i] != "" {
 			if res.violation == "" {
 				res.violation = viol[i]
@@ -398,7 +448,7 @@ func (c *mcChecker) expandChunk(chunk []mcFront, seen *mcSet, memos []*mcSet, re
 			if !seen.add(sc.key) {
 				continue
 			}
-			*next = append(*next, mcFront{idx: int32(len(c.recs)), canon: sc.canon})
+			next.push(int32(len(c.recs)), sc.canon)
 			c.recs = append(c.recs, sc.rec)
 		}
 	}
@@ -407,8 +457,8 @@ func (c *mcChecker) expandChunk(chunk []mcFront, seen *mcSet, memos []*mcSet, re
 
 // expand checks a state (its invariants, the legality of every step from
 // it, then that progress from it reaches the desired state) and returns its
-// successors.
-func (c *mcChecker) expand(f mcFront, seen, memo *mcSet, transitions int) ([]mcSucc, int, string) {
+// successors, and its key for c.checked.
+func (c *mcChecker) expand(f mcFront, seen, memo *mcSet, transitions int) ([]mcSucc, int, string, uint64) {
 	meta := c.recs[f.idx].meta
 	canon, err := s2.Decode(nil, f.canon)
 	if err != nil {
@@ -416,17 +466,20 @@ func (c *mcChecker) expand(f mcFront, seen, memo *mcSet, transitions int) ([]mcS
 	}
 	before := mcClone(canon, c.b.bug)
 	if err := before.CheckInvariants(); err != nil {
-		return nil, transitions, fmt.Sprintf("invariant broken: %v\ntrace:\n%s", err, c.trace(f.idx, ""))
+		return nil, transitions, fmt.Sprintf("invariant broken: %v\ntrace:\n%s", err, c.trace(f.idx, "")), 0
 	}
 	// A successor is encoded only if its key is new: seen is not written
 	// while a level is expanded, so the workers may read it.
-	self := mcKey(before, meta)
+	self := mcStateKey(before)
 	var out []mcSucc
-	for i, a := range mcActions(before, meta, c.b, false) {
+	acts := mcActions(before, meta, c.b, false)
+	steps := make([]mcStep, len(acts))
+	for i, a := range acts {
 		after, err := c.apply(before, a)
 		if err != nil {
-			return nil, transitions, fmt.Sprintf("illegal step: %v\ntrace:\n%s", err, c.trace(f.idx, a.desc))
+			return nil, transitions, fmt.Sprintf("illegal step: %v\ntrace:\n%s", err, c.trace(f.idx, a.desc)), 0
 		}
+		steps[i] = mcStep{desc: a.desc, after: after}
 		if after == nil {
 			continue
 		}
@@ -437,21 +490,24 @@ func (c *mcChecker) expand(f mcFront, seen, memo *mcSet, transitions int) ([]mcS
 		if a.meta != nil {
 			a.meta(&m)
 		}
-		base := mcKeyBase(after, m)
-		key := mcWithEvents(base, m.events)
-		if m == meta && key == self || m != meta && mcKey(after, meta) == self {
+		sk := mcStateKey(after)
+		steps[i].sk = sk
+		if sk == self {
 			continue // changed nothing (up to the key's abstractions)
 		}
+		base := mcBaseOf(sk, m)
+		key := mcWithEvents(base, m.events)
 		transitions++
 		if seen.has(key) || mcSubsumed(seen, base, m) {
 			continue
 		}
-		out = append(out, mcSucc{rec: mcRec{parent: f.idx, act: uint16(i), meta: m}, canon: mcCompress(after.Canonical()), key: key})
+		steps[i].canon = after.Canonical()
+		out = append(out, mcSucc{rec: mcRec{parent: f.idx, act: uint16(i), meta: m}, canon: mcCompress(steps[i].canon), key: key})
 	}
-	if err := c.checkProgress(before, canon, memo); err != nil {
-		return out, transitions, fmt.Sprintf("liveness: %v\ntrace:\n%s", err, c.trace(f.idx, ""))
+	if err := c.checkProgress(before, canon, self, memo, steps); err != nil {
+		return out, transitions, fmt.Sprintf("liveness: %v\ntrace:\n%s", err, c.trace(f.idx, "")), 0
 	}
-	return out, transitions, ""
+	return out, transitions, "", mcWithEvents(mcBaseOf(self, mcMeta{}), 0)
 }
 
 func mcReport(t *testing.T, name string, b mcBounds) {
