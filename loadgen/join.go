@@ -53,12 +53,14 @@ func list(items []string) string {
 func (r *run) cleanup(ctx context.Context) {
 	t0 := time.Now()
 	r.setPhase("cleanup")
-	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	cctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
 	nodes := r.fleet.Nodes()
 	if err := r.driver.PauseNodes(cctx, nodes); err != nil {
 		r.logf("%v", err)
 	}
+	r.logf("removing this run's services, then its networks: a network goes once the agents' syncs " +
+		"confirm its addresses released (up to 1.5 times the managers' --sync-interval)")
 	if err := r.driver.Cleanup(cctx); err != nil {
 		r.logf("%v", err)
 	} else {
