@@ -232,13 +232,7 @@ func mcReachable(t *testing.T, b mcBounds) map[uint64]mcStateMeta {
 			if after == nil {
 				continue
 			}
-			m := cur.m
-			if a.event {
-				m.events++
-			}
-			if a.meta != nil {
-				a.meta(&m)
-			}
+			m := a.metaAfter(cur.m)
 			if k := mcKey(after, m); seen[k].s == nil {
 				seen[k] = mcStateMeta{after, m}
 				queue = append(queue, mcStateMeta{after, m})

@@ -221,13 +221,7 @@ func TestModelCheckKeyMatchesReference(t *testing.T) {
 					if err != nil || after == nil {
 						continue
 					}
-					m := cur.m
-					if a.event {
-						m.events++
-					}
-					if a.meta != nil {
-						a.meta(&m)
-					}
+					m := a.metaAfter(cur.m)
 					if ck := concKey(after, m); !seen[ck] {
 						seen[ck] = true
 						queue = append(queue, conc{after, m})

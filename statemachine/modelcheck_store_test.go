@@ -229,12 +229,7 @@ func (c *mcChecker) trace(i int32, last string) string {
 		fmt.Fprintf(&sb, "  %d. %s\n", step, a.desc)
 		after := s.Clone()
 		after.Apply([]Command{a.cmd}, 0, a.time(), &Output{})
-		if a.event {
-			m.events++
-		}
-		if a.meta != nil {
-			a.meta(&m)
-		}
+		m = a.metaAfter(m)
 		s = after
 	}
 	if last != "" {

@@ -56,13 +56,7 @@ func mcCheckKeyBisimulation(t *testing.T, b mcBounds, limit int) {
 			if after == nil {
 				continue
 			}
-			m := cur.m
-			if a.event {
-				m.events++
-			}
-			if a.meta != nil {
-				a.meta(&m)
-			}
+			m := a.metaAfter(cur.m)
 			k := mcKey(after, m)
 			succ = append(succ, k)
 			descs = append(descs, fmt.Sprintf("%s -> %x", a.desc, k))

@@ -70,6 +70,17 @@ type mcAction struct {
 	at    int64 // the entry's time; 0 means the checker's usual 1
 }
 
+// metaAfter is m after taking a: its event counted and its own change made.
+func (a mcAction) metaAfter(m mcMeta) mcMeta {
+	if a.event {
+		m.events++
+	}
+	if a.meta != nil {
+		a.meta(&m)
+	}
+	return m
+}
+
 // mcServices are the two services: a replicated one (restart on-failure) and
 // a global one (restart any).
 func mcServices(b mcBounds) [2]ServiceSpec {
@@ -483,13 +494,7 @@ func (c *mcChecker) expand(f mcFront, seen, memo *mcSet, transitions int) ([]mcS
 		if after == nil {
 			continue
 		}
-		m := meta
-		if a.event {
-			m.events++
-		}
-		if a.meta != nil {
-			a.meta(&m)
-		}
+		m := a.metaAfter(meta)
 		sk := mcStateKey(after)
 		steps[i].sk = sk
 		if sk == self {
