@@ -46,57 +46,50 @@ func TestModelCheckFindsSeededBug(t *testing.T) {
 	}
 }
 
-// TestModelCheckFindsSeededBugNeverDown: the liveness check sees a disconnected
-// node that is never given up (its lost tasks never stop).
-func TestModelCheckFindsSeededBugNeverDown(t *testing.T) {
+// The network-mode seeded bugs: each must be found at small bounds, with
+// a violation that names it.
+//   - never-down (liveness): a disconnected node that is never given up
+//     (its lost tasks never stop); without the bug the same bounds pass;
+//   - global-aside (step check): a global service's task created pinned to
+//     a disconnected node;
+//   - decide-early (step check): a survivor chosen at a reconnecting
+//     node's first heartbeat, before it re-reported.
+func TestModelCheckFindsSeededNetBugs(t *testing.T) {
 	if !seamsCompiled {
 		t.Skip("the seeded bug is compiled only with -tags shoal_seams (make test runs it)")
 	}
-	b := mcBounds{nodes: 2, replicas: 1, retained: 1, events: 1, net: true, webOnly: true, bug: mcBugNeverDown}
-	res := runModelCheck(b)
-	if res.violation == "" {
-		t.Fatalf("the checker explored %d states and missed a disconnected node that never goes down", res.states)
+	for _, tc := range []struct {
+		name, missed string
+		b            mcBounds
+		want         [2]string // both in the violation
+		cleanPasses  bool      // the same bounds without the bug pass
+	}{
+		{"never-down", "a disconnected node that never goes down",
+			mcBounds{nodes: 2, replicas: 1, retained: 1, events: 1, net: true, webOnly: true, bug: mcBugNeverDown},
+			[2]string{"liveness", "disconnects"}, true},
+		{"global-aside", "a global replacement pinned to a disconnected node",
+			mcBounds{nodes: 2, replicas: 1, retained: 1, events: 1, net: true, bug: mcBugReplaceGlobalAside},
+			[2]string{"which is away", "disconnects"}, false},
+		{"decide-early", "a reconnect decided before the re-report",
+			mcBounds{nodes: 2, replicas: 1, retained: 1, events: 1, net: true, webOnly: true, bug: mcBugDecideEarly},
+			[2]string{"stale facts", "reconnects"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := runModelCheck(tc.b)
+			if res.violation == "" {
+				t.Fatalf("the checker explored %d states and missed %s", res.states, tc.missed)
+			}
+			if !strings.Contains(res.violation, tc.want[0]) || !strings.Contains(res.violation, tc.want[1]) {
+				t.Fatalf("violation is not the %s bug:\n%s", tc.name, res.violation)
+			}
+			t.Logf("found, as expected (%d states):\n%s", res.states, res.violation)
+			if tc.cleanPasses {
+				b := tc.b
+				b.bug = mcNoBug
+				if res := runModelCheck(b); res.violation != "" {
+					t.Fatalf("without the bug the same bounds fail:\n%s", res.violation)
+				}
+			}
+		})
 	}
-	if !strings.Contains(res.violation, "liveness") || !strings.Contains(res.violation, "disconnects") {
-		t.Fatalf("violation is not the never-down liveness bug:\n%s", res.violation)
-	}
-	t.Logf("found, as expected (%d states):\n%s", res.states, res.violation)
-	b.bug = mcNoBug
-	if res := runModelCheck(b); res.violation != "" {
-		t.Fatalf("without the bug the same bounds fail:\n%s", res.violation)
-	}
-}
-
-// TestModelCheckFindsSeededBugGlobalAside: the step check sees a global
-// service's task created pinned to a disconnected node.
-func TestModelCheckFindsSeededBugGlobalAside(t *testing.T) {
-	if !seamsCompiled {
-		t.Skip("the seeded bug is compiled only with -tags shoal_seams (make test runs it)")
-	}
-	b := mcBounds{nodes: 2, replicas: 1, retained: 1, events: 1, net: true, bug: mcBugReplaceGlobalAside}
-	res := runModelCheck(b)
-	if res.violation == "" {
-		t.Fatalf("the checker explored %d states and missed a global replacement pinned to a disconnected node", res.states)
-	}
-	if !strings.Contains(res.violation, "which is away") || !strings.Contains(res.violation, "disconnects") {
-		t.Fatalf("violation is not the global-aside bug:\n%s", res.violation)
-	}
-	t.Logf("found, as expected (%d states):\n%s", res.states, res.violation)
-}
-
-// TestModelCheckFindsSeededBugDecideEarly: the step check sees a survivor
-// chosen at a reconnecting node's first heartbeat, before it re-reported.
-func TestModelCheckFindsSeededBugDecideEarly(t *testing.T) {
-	if !seamsCompiled {
-		t.Skip("the seeded bug is compiled only with -tags shoal_seams (make test runs it)")
-	}
-	b := mcBounds{nodes: 2, replicas: 1, retained: 1, events: 1, net: true, webOnly: true, bug: mcBugDecideEarly}
-	res := runModelCheck(b)
-	if res.violation == "" {
-		t.Fatalf("the checker explored %d states and missed a reconnect decided before the re-report", res.states)
-	}
-	if !strings.Contains(res.violation, "stale facts") || !strings.Contains(res.violation, "reconnects") {
-		t.Fatalf("violation is not the decide-early bug:\n%s", res.violation)
-	}
-	t.Logf("found, as expected (%d states):\n%s", res.states, res.violation)
 }

@@ -25,6 +25,20 @@ type replicaSet struct {
 	procs map[uint64]*proc
 }
 
+// newReplicaSet returns an empty set whose replicas' output is logged if
+// the test fails.
+func newReplicaSet(t *testing.T, tls bool) *replicaSet {
+	r := &replicaSet{t: t, root: t.TempDir(), tls: tls, apis: map[uint64]string{}, procs: map[uint64]*proc{}}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for id, p := range r.procs {
+				t.Logf("--- replica %d\n%s", id, p.out.String())
+			}
+		}
+	})
+	return r
+}
+
 func (r *replicaSet) dir(id uint64) string { return filepath.Join(r.root, fmt.Sprint("m", id)) }
 
 // serve starts replica id; join lists the API addresses to join (none:
@@ -117,14 +131,7 @@ func statusServices(t *testing.T, path string) (int, bool) {
 // three members, and a replica that joined restarts with nothing but its
 // data directory.
 func TestReplicaJoinRemoveReplace(t *testing.T) {
-	r := &replicaSet{t: t, root: t.TempDir(), tls: true, apis: map[uint64]string{}, procs: map[uint64]*proc{}}
-	defer func() {
-		if t.Failed() {
-			for id, p := range r.procs {
-				t.Logf("--- replica %d\n%s", id, p.out.String())
-			}
-		}
-	}()
+	r := newReplicaSet(t, true)
 	r.serve(1)
 	r.ready(1)
 	r.token = strings.TrimSpace(cli(t, r.apis[1], "token", "manager", "-q"))
@@ -184,14 +191,7 @@ func TestReplicaJoinRemoveReplace(t *testing.T) {
 
 // Without TLS, --insecure --join adds the replica to the membership too.
 func TestReplicaJoinInsecure(t *testing.T) {
-	r := &replicaSet{t: t, root: t.TempDir(), apis: map[uint64]string{}, procs: map[uint64]*proc{}}
-	defer func() {
-		if t.Failed() {
-			for id, p := range r.procs {
-				t.Logf("--- replica %d\n%s", id, p.out.String())
-			}
-		}
-	}()
+	r := newReplicaSet(t, false)
 	r.serve(1)
 	r.ready(1)
 	r.serve(2, r.apis[1])

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"shoal/api/client"
 )
 
@@ -108,49 +110,34 @@ func isCode(err error, code string) bool {
 // Ramp creates the networks, then the services, with `parallel` calls at
 // once.
 func (d *Driver) Ramp(ctx context.Context, parallel int) error {
-	// In parallel too: a network create returns once every service group
-	// has it, and concurrent creates share those deliveries (one at a
-	// time, 100 networks behind a thousand joining nodes took half a
-	// minute).
-	sem := make(chan struct{}, max(parallel, 1))
-	nerrc := make(chan error, len(d.plan.Networks))
-	var nwg sync.WaitGroup
+	// Networks in parallel too: a network create returns once every
+	// service group has it, and concurrent creates share those deliveries
+	// (one at a time, 100 networks behind a thousand joining nodes took
+	// half a minute).
+	var g errgroup.Group
+	g.SetLimit(max(parallel, 1))
 	for _, n := range d.plan.Networks {
-		sem <- struct{}{}
-		nwg.Add(1)
-		go func() {
-			defer func() { <-sem; nwg.Done() }()
+		g.Go(func() error {
 			err := d.call(ctx, func(ctx context.Context, c *client.Client) error {
 				_, err := c.CreateNetwork(ctx, client.NetworkSpec{Name: n.Name, Subnet: n.Subnet})
 				return err
 			})
 			if err != nil && !isCode(err, client.CodeConflict) {
-				nerrc <- fmt.Errorf("workload: create network %s: %w", n.Name, err)
-				return
+				return fmt.Errorf("workload: create network %s: %w", n.Name, err)
 			}
 			d.Counts.Networks.Add(1)
-		}()
+			return nil
+		})
 	}
-	nwg.Wait()
-	close(nerrc)
-	if err := <-nerrc; err != nil {
+	if err := g.Wait(); err != nil {
 		return err
 	}
-	errc := make(chan error, len(d.plan.Services))
-	var wg sync.WaitGroup
+	var sg errgroup.Group
+	sg.SetLimit(max(parallel, 1))
 	for _, s := range d.plan.Services {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			if err := d.create(ctx, s.Name); err != nil {
-				errc <- err
-			}
-		}()
+		sg.Go(func() error { return d.create(ctx, s.Name) })
 	}
-	wg.Wait()
-	close(errc)
-	return <-errc
+	return sg.Wait()
 }
 
 func (d *Driver) create(ctx context.Context, name string) error {
@@ -300,27 +287,19 @@ func (d *Driver) Restore(ctx context.Context) error {
 		return ctx.Err()
 	}
 	// Eight at a time: one by one, a hundred services took most of a
-	// minute on a loaded cluster.
-	var mu sync.Mutex
-	var first error
-	sem := make(chan struct{}, 8)
-	var wg sync.WaitGroup
+	// minute on a loaded cluster. Every service is tried; the first error
+	// is returned.
+	var g errgroup.Group
+	g.SetLimit(8)
 	for _, s := range d.plan.Services {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
+		g.Go(func() error {
 			if err := d.restoreOne(ctx, s); err != nil {
-				mu.Lock()
-				if first == nil {
-					first = fmt.Errorf("workload: restore %s to %d replicas: %w", s.Name, s.Replicas, err)
-				}
-				mu.Unlock()
+				return fmt.Errorf("workload: restore %s to %d replicas: %w", s.Name, s.Replicas, err)
 			}
-		}()
+			return nil
+		})
 	}
-	wg.Wait()
-	return first
+	return g.Wait()
 }
 
 func (d *Driver) restoreOne(ctx context.Context, s Service) error {
