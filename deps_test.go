@@ -84,7 +84,7 @@ var edges = map[string]rule{
 	"loadgen/fleet":    {shoal: []string{"agent", "api/client", "wire", "statemachine", "security", "internal/*"}, third: []string{"github.com/valyala/fasthttp"}},
 	"loadgen/report":   {third: []string{"github.com/go-echarts/go-echarts/v2"}},
 	"loadgen/watch":    {shoal: []string{"api/client", "wire"}},
-	"loadgen/workload": {shoal: []string{"api/client"}},
+	"loadgen/workload": {shoal: []string{"api/client"}, third: []string{"golang.org/x/sync"}},
 	// One manager replica: engine + duties + API wired together (what
 	// `shoal serve` starts; tests start several in one process).
 	"manager": {
