@@ -14,6 +14,7 @@ import (
 	sm "github.com/lni/dragonboat/v4/statemachine"
 
 	"shoal/engine/duty"
+	"shoal/engine/raftnet"
 	"shoal/engine/route"
 	"shoal/statemachine"
 )
@@ -143,7 +144,10 @@ func (e *Engine) nodeHostConfig() config.NodeHostConfig {
 		CertFile:          e.cfg.RaftCertFile,
 		KeyFile:           e.cfg.RaftKeyFile,
 		Expert: config.ExpertConfig{
-			LogDB: logdb,
+			// Connections that re-dial a peer that restarted, instead of
+			// tripping the circuit breaker once per stale stream.
+			TransportFactory: raftnet.Factory{},
+			LogDB:            logdb,
 			Engine: config.EngineConfig{
 				ExecShards: w, CommitShards: w, ApplyShards: w, SnapshotShards: w, CloseShards: w,
 			},

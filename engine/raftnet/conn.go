@@ -1,0 +1,117 @@
+package raftnet
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"time"
+
+	"github.com/lni/dragonboat/v4/raftio"
+	pb "github.com/lni/dragonboat/v4/raftpb"
+)
+
+// msgConn is one of dragonboat's stream connections to a peer. It is used
+// by one goroutine at a time (dragonboat's sender for that stream); its
+// watcher only closes gone.
+type msgConn struct {
+	t      *Transport
+	target string
+	c      net.Conn
+	gone   chan struct{} // closed when the peer closed or reset c
+	buf    []byte
+}
+
+var _ raftio.IConnection = (*msgConn)(nil)
+
+// dial replaces the connection with a fresh one and starts its watcher.
+func (m *msgConn) dial(ctx context.Context) error {
+	if m.c != nil {
+		_ = m.c.Close()
+		m.c = nil
+	}
+	c, err := m.t.dial(ctx, m.target, kindMessages)
+	if err != nil {
+		return err
+	}
+	gone := make(chan struct{})
+	go func() {
+		// The receiver never writes on a message connection: a read
+		// returns when the peer closed or reset it, or when Close did.
+		_, _ = io.Copy(io.Discard, c)
+		close(gone)
+	}()
+	m.c, m.gone = c, gone
+	return nil
+}
+
+// SendMessageBatch sends one batch. On a connection its peer already
+// closed it dials first; when the write fails it dials once more and
+// sends again (Raft tolerates a message delivered twice). An error means
+// the peer could not be reached: dragonboat then drops the connection.
+func (m *msgConn) SendMessageBatch(b pb.MessageBatch) error {
+	if m.c == nil || isClosed(m.gone) {
+		if err := m.dial(context.Background()); err != nil {
+			return err
+		}
+	}
+	need := headerSize + b.SizeUpperLimit()
+	if cap(m.buf) < need {
+		m.buf = make([]byte, need)
+	}
+	payload := pb.MustMarshalTo(&b, m.buf[headerSize:need])
+	frame := m.buf[:headerSize+len(payload)]
+	if cap(m.buf) > keepBuffer {
+		m.buf = nil
+	}
+	err := writeFrame(m.c, frame, ioTimeout)
+	if err == nil {
+		return nil
+	}
+	if derr := m.dial(context.Background()); derr != nil {
+		return errors.Join(err, derr)
+	}
+	return writeFrame(m.c, frame, ioTimeout)
+}
+
+// Close closes the connection; its watcher returns.
+func (m *msgConn) Close() {
+	if m.c != nil {
+		_ = m.c.Close()
+	}
+}
+
+func isClosed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// snapConn carries one snapshot's chunks.
+type snapConn struct {
+	c net.Conn
+}
+
+var _ raftio.ISnapshotConnection = (*snapConn)(nil)
+
+// SendChunk sends one chunk.
+func (s *snapConn) SendChunk(ch pb.Chunk) error {
+	buf := make([]byte, headerSize+ch.Size())
+	payload := pb.MustMarshalTo(&ch, buf[headerSize:])
+	return writeFrame(s.c, buf[:headerSize+len(payload)], ioTimeout)
+}
+
+// Close ends the snapshot with an empty frame and waits (bounded) for the
+// receiver's acknowledgement that it handled every chunk, then closes.
+func (s *snapConn) Close() {
+	defer func() { _ = s.c.Close() }()
+	if writeFrame(s.c, make([]byte, headerSize), ioTimeout) != nil {
+		return
+	}
+	_ = s.c.SetReadDeadline(time.Now().Add(ioTimeout))
+	var ack [1]byte
+	_, _ = io.ReadFull(s.c, ack[:])
+}

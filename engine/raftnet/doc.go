@@ -1,0 +1,30 @@
+// Package raftnet carries Raft messages and snapshot chunks between
+// replicas over TCP, with mutual TLS when the replica has Raft
+// certificates: the transport dragonboat's NodeHost uses
+// (config.ExpertConfig.TransportFactory).
+//
+// The one idea: a connection notices at once that its peer went away and
+// dials again before its next send. Dragonboat keeps several long-lived
+// stream connections to each peer and finds a dead one only when a write
+// fails; every such failure trips its per-peer circuit breaker (half a
+// second to a second of backoff, during which nothing reaches the peer).
+// Two followers send each other nothing while a leader is alive, so after
+// one of them restarted the other's connections to it were all dead
+// without anyone knowing: when the leader then died, each vote request hit
+// another dead connection and tripped the breaker again, and groups stayed
+// leaderless for 3-4 seconds. Here every outgoing connection has a watcher
+// that reads it (the receiver never writes on a message connection, so a
+// read returns only when the peer closed or reset it); a send on a
+// connection the watcher saw close dials a fresh one first, and a send
+// whose write fails is tried once more on a fresh connection. A peer that
+// is really down still fails the dial, and dragonboat's breaker and
+// unreachable reports work as before.
+//
+// The wire format is Shoal's own (all replicas of a cluster run one
+// version): a connection starts with an 8-byte preamble (magic, version,
+// kind: messages or snapshot chunks), then frames of a 4-byte length, a
+// 4-byte CRC-32C of the payload and the payload (a marshalled
+// raftpb.MessageBatch or raftpb.Chunk). A snapshot connection ends with an
+// empty frame, which the receiver acknowledges with one byte after it
+// handled every chunk before it.
+package raftnet

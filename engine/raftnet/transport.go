@@ -1,0 +1,228 @@
+package raftnet
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/lni/dragonboat/v4/config"
+	"github.com/lni/dragonboat/v4/raftio"
+	pb "github.com/lni/dragonboat/v4/raftpb"
+)
+
+// Name is the transport's name, as dragonboat reports it.
+const Name = "shoal-raftnet"
+
+const (
+	// dialTimeout bounds connecting to a peer, the TLS handshake included.
+	dialTimeout = 3 * time.Second
+	// preambleTimeout bounds how long an accepted connection may take to
+	// finish its TLS handshake and send its preamble.
+	preambleTimeout = 10 * time.Second
+	// ioTimeout bounds writing one frame and reading one frame's payload
+	// once its header arrived.
+	ioTimeout = 10 * time.Second
+	// keepAlive is the TCP keep-alive period of every connection (a peer
+	// that vanished without a reset is noticed by the watcher within a
+	// few periods).
+	keepAlive = 5 * time.Second
+)
+
+// Factory makes the transport for a NodeHost
+// (config.ExpertConfig.TransportFactory).
+type Factory struct{}
+
+var _ config.TransportFactory = Factory{}
+
+// Create returns the transport; it listens once dragonboat starts it.
+func (Factory) Create(nh config.NodeHostConfig, messages raftio.MessageHandler, chunks raftio.ChunkHandler) raftio.ITransport {
+	return &Transport{nh: nh, messages: messages, chunks: chunks, conns: map[net.Conn]struct{}{}}
+}
+
+// Validate accepts host:port addresses.
+func (Factory) Validate(addr string) bool {
+	host, port, err := net.SplitHostPort(addr)
+	return err == nil && host != "" && port != ""
+}
+
+// Transport listens for peers' connections and dials theirs.
+type Transport struct {
+	nh       config.NodeHostConfig
+	messages raftio.MessageHandler
+	chunks   raftio.ChunkHandler
+
+	ln     net.Listener
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{} // accepted and not yet closed
+	closed bool
+}
+
+var _ raftio.ITransport = (*Transport)(nil)
+
+// Name returns the transport's name.
+func (t *Transport) Name() string { return Name }
+
+// Start listens on the NodeHost's listen address (TLS with client
+// certificates required when the NodeHost has MutualTLS).
+func (t *Transport) Start() error {
+	srv, err := t.nh.GetServerTLSConfig()
+	if err != nil {
+		return err
+	}
+	ln, err := (&net.ListenConfig{KeepAlive: keepAlive}).Listen(context.Background(), "tcp", t.nh.GetListenAddress())
+	if err != nil {
+		return err
+	}
+	if srv != nil {
+		ln = tls.NewListener(ln, srv)
+	}
+	t.ln = ln
+	t.wg.Add(1)
+	go t.accept()
+	return nil
+}
+
+// Close stops listening, closes every accepted connection and waits for
+// their readers to return.
+func (t *Transport) Close() error {
+	t.mu.Lock()
+	t.closed = true
+	for c := range t.conns {
+		_ = c.Close()
+	}
+	t.mu.Unlock()
+	var err error
+	if t.ln != nil {
+		err = t.ln.Close()
+	}
+	t.wg.Wait()
+	return err
+}
+
+func (t *Transport) accept() {
+	defer t.wg.Done()
+	for {
+		c, err := t.ln.Accept()
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return // closed
+		}
+		t.mu.Lock()
+		if t.closed {
+			t.mu.Unlock()
+			_ = c.Close()
+			return
+		}
+		t.conns[c] = struct{}{}
+		t.wg.Add(1)
+		t.mu.Unlock()
+		go func() {
+			defer t.wg.Done()
+			t.serve(c)
+			t.mu.Lock()
+			delete(t.conns, c)
+			t.mu.Unlock()
+			_ = c.Close()
+		}()
+	}
+}
+
+// serve reads one accepted connection until it ends or carries garbage.
+func (t *Transport) serve(c net.Conn) {
+	if tc, ok := c.(*tls.Conn); ok {
+		ctx, cancel := context.WithTimeout(context.Background(), preambleTimeout)
+		err := tc.HandshakeContext(ctx)
+		cancel()
+		if err != nil {
+			return
+		}
+	}
+	k, err := readPreamble(c, preambleTimeout)
+	if err != nil {
+		return
+	}
+	var buf []byte
+	for {
+		payload, err := readFrame(c, buf, ioTimeout)
+		if err != nil {
+			return
+		}
+		if cap(payload) <= keepBuffer {
+			buf = payload[:0]
+		}
+		switch {
+		case k == kindMessages:
+			var b pb.MessageBatch
+			if b.Unmarshal(payload) != nil {
+				return
+			}
+			t.messages(b)
+		case len(payload) == 0: // a snapshot's end: every chunk was handled
+			_ = c.SetWriteDeadline(time.Now().Add(ioTimeout))
+			_, _ = c.Write([]byte{snapshotAck})
+			return
+		default:
+			var ch pb.Chunk
+			if ch.Unmarshal(payload) != nil || !t.chunks(ch) {
+				return
+			}
+		}
+	}
+}
+
+// GetConnection returns a connection for message batches to target.
+func (t *Transport) GetConnection(ctx context.Context, target string) (raftio.IConnection, error) {
+	c := &msgConn{t: t, target: target}
+	if err := c.dial(ctx); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// GetSnapshotConnection returns a connection for one snapshot's chunks.
+func (t *Transport) GetSnapshotConnection(ctx context.Context, target string) (raftio.ISnapshotConnection, error) {
+	c, err := t.dial(ctx, target, kindSnapshot)
+	if err != nil {
+		return nil, err
+	}
+	return &snapConn{c: c}, nil
+}
+
+// dial connects to target (TLS with this replica's certificate when the
+// NodeHost has MutualTLS) and sends the preamble of kind k.
+func (t *Transport) dial(ctx context.Context, target string, k kind) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	defer cancel()
+	c, err := (&net.Dialer{KeepAlive: keepAlive}).DialContext(ctx, "tcp", target)
+	if err != nil {
+		return nil, err
+	}
+	cli, err := t.nh.GetClientTLSConfig(target)
+	if err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	if cli != nil {
+		tc := tls.Client(c, cli)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			_ = c.Close()
+			return nil, err
+		}
+		c = tc
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		_ = c.SetWriteDeadline(dl)
+	}
+	if _, err := c.Write(preamble(k)); err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	return c, nil
+}

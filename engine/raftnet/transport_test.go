@@ -1,0 +1,283 @@
+package raftnet
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lni/dragonboat/v4/config"
+	pb "github.com/lni/dragonboat/v4/raftpb"
+
+	"shoal/security"
+)
+
+// inbox records what a transport received.
+type inbox struct {
+	mu     sync.Mutex
+	terms  []uint64 // of message batches' first message
+	chunks []uint64 // chunk IDs
+	got    chan struct{}
+}
+
+func newInbox() *inbox { return &inbox{got: make(chan struct{}, 1024)} }
+
+func (in *inbox) message(b pb.MessageBatch) {
+	in.mu.Lock()
+	for _, m := range b.Requests {
+		in.terms = append(in.terms, m.Term)
+	}
+	in.mu.Unlock()
+	in.got <- struct{}{}
+}
+
+func (in *inbox) chunk(c pb.Chunk) bool {
+	in.mu.Lock()
+	in.chunks = append(in.chunks, c.ChunkId)
+	in.mu.Unlock()
+	return true
+}
+
+// waitTerm waits (bounded) until a message of term arrived.
+func (in *inbox) waitTerm(t *testing.T, term uint64) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		in.mu.Lock()
+		for _, x := range in.terms {
+			if x == term {
+				in.mu.Unlock()
+				return
+			}
+		}
+		in.mu.Unlock()
+		select {
+		case <-in.got:
+		case <-deadline:
+			t.Fatalf("message of term %d never arrived", term)
+		}
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// start starts a transport at addr that records into in.
+func start(t *testing.T, nh config.NodeHostConfig, addr string, in *inbox) *Transport {
+	t.Helper()
+	nh.RaftAddress = addr
+	tr := Factory{}.Create(nh, in.message, in.chunk).(*Transport)
+	if err := tr.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tr.Close() })
+	return tr
+}
+
+func batch(term uint64) pb.MessageBatch {
+	return pb.MessageBatch{Requests: []pb.Message{{Type: pb.Heartbeat, ShardID: 1, From: 1, To: 2, Term: term}}}
+}
+
+// A peer that restarted at its address gets the very next message sent on
+// a connection made to its previous incarnation (the follower-to-follower
+// case: nothing was sent on it in between, so nothing had failed yet).
+func TestRestartedPeerGetsTheNextMessage(t *testing.T) {
+	addr := freeAddr(t)
+	in1 := newInbox()
+	peer := start(t, config.NodeHostConfig{}, addr, in1)
+	local := start(t, config.NodeHostConfig{}, freeAddr(t), newInbox())
+
+	conn, err := local.GetConnection(context.Background(), addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := conn.SendMessageBatch(batch(1)); err != nil {
+		t.Fatal(err)
+	}
+	in1.waitTerm(t, 1)
+
+	_ = peer.Close()
+	in2 := newInbox()
+	start(t, config.NodeHostConfig{}, addr, in2)
+	// The watcher sees the old incarnation's close (a real peer's kill
+	// shows the same way: its kernel closes the sockets).
+	select {
+	case <-conn.(*msgConn).gone:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the connection never noticed its peer closed it")
+	}
+	if err := conn.SendMessageBatch(batch(2)); err != nil {
+		t.Fatalf("send after the peer restarted: %v", err)
+	}
+	in2.waitTerm(t, 2)
+}
+
+// A peer that is down fails the send, so dragonboat reports it unreachable
+// and backs off.
+func TestDownPeerFailsTheSend(t *testing.T) {
+	addr := freeAddr(t)
+	peer := start(t, config.NodeHostConfig{}, addr, newInbox())
+	local := start(t, config.NodeHostConfig{}, freeAddr(t), newInbox())
+	conn, err := local.GetConnection(context.Background(), addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = peer.Close()
+	<-conn.(*msgConn).gone
+	if err := conn.SendMessageBatch(batch(1)); err == nil {
+		t.Fatal("a send to a peer that is down succeeded")
+	}
+	if _, err := local.GetConnection(context.Background(), addr); err == nil {
+		t.Fatal("a connection to a peer that is down was made")
+	}
+}
+
+// When a snapshot connection's Close returns, the receiver has handled
+// every chunk sent before it.
+func TestSnapshotCloseWaitsForEveryChunk(t *testing.T) {
+	addr := freeAddr(t)
+	in := newInbox()
+	start(t, config.NodeHostConfig{}, addr, in)
+	local := start(t, config.NodeHostConfig{}, freeAddr(t), newInbox())
+	sc, err := local.GetSnapshotConnection(context.Background(), addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := make([]byte, 1<<20)
+	for id := range uint64(5) {
+		if err := sc.SendChunk(pb.Chunk{ShardID: 1, ReplicaID: 2, ChunkId: id, ChunkCount: 5, Data: data}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sc.Close()
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if len(in.chunks) != 5 {
+		t.Fatalf("Close returned after %d of 5 chunks were handled", len(in.chunks))
+	}
+}
+
+// A connection that does not speak this protocol, or sends a frame whose
+// checksum does not match, is closed without anything reaching Raft.
+func TestGarbageIsRefused(t *testing.T) {
+	addr := freeAddr(t)
+	in := newInbox()
+	start(t, config.NodeHostConfig{}, addr, in)
+
+	junk, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer junk.Close()
+	_, _ = junk.Write([]byte("GET / HTTP/1.1\r\n\r\n"))
+	_ = junk.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := junk.Read(make([]byte, 1)); err == nil {
+		t.Fatal("a connection without the preamble was answered")
+	} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatal("a connection without the preamble was kept open")
+	}
+
+	bad, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bad.Close()
+	b := batch(7)
+	frame := make([]byte, headerSize+b.SizeUpperLimit())
+	payload := pb.MustMarshalTo(&b, frame[headerSize:])
+	frame = frame[:headerSize+len(payload)]
+	binary.BigEndian.PutUint32(frame[0:4], uint32(len(payload)))
+	binary.BigEndian.PutUint32(frame[4:8], 12345) // wrong checksum
+	_, _ = bad.Write(append(preamble(kindMessages), frame...))
+	_ = bad.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := bad.Read(make([]byte, 1)); err == nil {
+		t.Fatal("a corrupt frame was answered")
+	} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatal("a connection with a corrupt frame was kept open")
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if len(in.terms) != 0 {
+		t.Fatalf("garbage reached Raft: %v", in.terms)
+	}
+}
+
+// With mutual TLS both ends present certificates of the cluster's CA.
+func TestMutualTLS(t *testing.T) {
+	dir := t.TempDir()
+	ca, err := security.NewCA(rand.Reader, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	nh := func(name string) config.NodeHostConfig {
+		key, err := security.NewKey(rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		chain, err := ca.Issue(rand.Reader, security.Request{Role: security.RoleManager, Name: name, Key: &key.PublicKey, Hosts: []string{"127.0.0.1"}}, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		kp, err := security.KeyPEM(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files := map[string][]byte{"ca.pem": security.CertPEM(ca.Root.Raw), name + ".pem": security.CertPEM(chain...), name + ".key": kp}
+		for f, b := range files {
+			if err := os.WriteFile(filepath.Join(dir, f), b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return config.NodeHostConfig{MutualTLS: true, CAFile: filepath.Join(dir, "ca.pem"),
+			CertFile: filepath.Join(dir, name+".pem"), KeyFile: filepath.Join(dir, name+".key")}
+	}
+	addr := freeAddr(t)
+	in := newInbox()
+	start(t, nh("1"), addr, in)
+	local := start(t, nh("2"), freeAddr(t), newInbox())
+	conn, err := local.GetConnection(context.Background(), addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := conn.SendMessageBatch(batch(3)); err != nil {
+		t.Fatal(err)
+	}
+	in.waitTerm(t, 3)
+
+	plain := start(t, config.NodeHostConfig{}, freeAddr(t), newInbox())
+	if c, err := plain.GetConnection(context.Background(), addr); err == nil {
+		_ = c.SendMessageBatch(batch(4))
+		c.Close()
+	}
+	local2, err := local.GetConnection(context.Background(), addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer local2.Close()
+	if err := local2.SendMessageBatch(batch(5)); err != nil {
+		t.Fatal(err)
+	}
+	in.waitTerm(t, 5)
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for _, x := range in.terms {
+		if x == 4 {
+			t.Fatal("a peer without a certificate reached Raft")
+		}
+	}
+}
