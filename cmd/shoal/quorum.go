@@ -20,37 +20,28 @@ import (
 func waitQuorum(ctx context.Context, e *engine.Engine, out io.Writer) error {
 	peers := e.Peers()
 	said := ""
-	tick := time.NewTicker(250 * time.Millisecond)
-	defer tick.Stop()
-	start := time.Now()
+	// Leaders are looked for every Raft round trip; a healthy start gets
+	// its election (a second) before the line naming silent peers, which
+	// is then checked every 250ms and printed when it changes.
+	wait := time.Second
 	for {
-		if leaderless(e) == 0 {
+		c, cancel := context.WithTimeout(ctx, wait)
+		err := e.WaitReady(c)
+		cancel()
+		if err == nil {
 			return nil
 		}
-		// Give a healthy start its election first.
-		if len(peers) > 1 && time.Since(start) > time.Second {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if len(peers) > 1 {
 			if line := waitingLine(ctx, e.ReplicaID(), peers); line != said && line != "" {
 				fmt.Fprintln(out, line)
 				said = line
 			}
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-tick.C:
-		}
+		wait = 250 * time.Millisecond
 	}
-}
-
-// leaderless counts the groups without a known leader.
-func leaderless(e *engine.Engine) int {
-	n := 0
-	for g := 0; g <= e.Groups(); g++ {
-		if _, ok := e.Leader(g); !ok {
-			n++
-		}
-	}
-	return n
 }
 
 // waitingLine says which peers do not answer on their Raft address.

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -24,6 +25,7 @@ type Config struct {
 	Groups       int           // service groups; 0: the server's default
 	SyncInterval time.Duration // --sync-interval; default 5s
 	MinHeartbeat time.Duration // --min-heartbeat; 0: the server's default
+	RaftLogLevel string        // --raft-log-level; default critical
 	Pprof        bool          // start replicas with --pprof
 	CheckReplay  bool          // start replicas with --check-replay
 	ReadyTimeout time.Duration // default 60s
@@ -109,7 +111,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	}
 	for _, r := range c.Replicas {
 		r.args = []string{"serve", "--id", fmt.Sprint(r.ID), "--raft-addr", r.Raft, "--api-addr", r.API,
-			"--peers", strings.Join(peers, ","), "--data-dir", r.Dir, "--raft-log-level", "critical",
+			"--peers", strings.Join(peers, ","), "--data-dir", r.Dir, "--raft-log-level", cmp.Or(cfg.RaftLogLevel, "critical"),
 			"--sync-interval", cfg.SyncInterval.String()}
 		if cfg.Insecure {
 			r.args = append(r.args, "--insecure")
