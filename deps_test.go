@@ -46,11 +46,9 @@ var edges = map[string]rule{
 	"security/tlsdir": {shoal: []string{"security"}},
 
 	// Leaf vocabulary packages: the standard library only.
-	"internal/clock": {},
-	// Bounds a TLS server's concurrent handshakes (standard library only).
-	"internal/tlsgate": {},
-	"internal/mix":     {pure: true},
-	"internal/varint":  {pure: true},
+	"internal/clock":  {},
+	"internal/mix":    {pure: true},
+	"internal/varint": {pure: true},
 
 	// Which group owns a command: pure, shared by the engine and the
 	// duties' in-memory harness.

@@ -5,14 +5,12 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
-	"runtime"
 	"sync/atomic"
 	"time"
 
 	"shoal/api"
 	"shoal/engine"
 	"shoal/engine/monitor"
-	"shoal/internal/tlsgate"
 	"shoal/security"
 	"shoal/statemachine"
 )
@@ -96,10 +94,7 @@ func Start(o Options) (*Manager, error) {
 	if t := o.TLS; t != nil {
 		cfg.RaftCAFile, cfg.RaftCertFile, cfg.RaftKeyFile = t.RaftCAFile, t.RaftCertFile, t.RaftKeyFile
 		cert := t.Cert
-		// At most 16 handshakes per core at once: a fleet connecting
-		// together must not starve Raft of the CPU (see internal/tlsgate).
-		ln = tlsgate.NewListener(ln, security.ServerTLS(func() *tls.Certificate { return &cert }, t.CA.RootPool()),
-			16*runtime.GOMAXPROCS(0), 10*time.Second)
+		ln = tls.NewListener(ln, security.ServerTLS(func() *tls.Certificate { return &cert }, t.CA.RootPool()))
 		sec = &api.Security{CA: t.CA, Tokens: t.Tokens, WorkerLifetime: t.WorkerLifetime,
 			PeerTLS: security.ClientTLS(t.CA.RootPool(), func() *tls.Certificate { return &cert })}
 	}
