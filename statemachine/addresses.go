@@ -236,13 +236,37 @@ func (s *State) retryAllocation() {
 	s.fullNets = nil
 }
 
-// waitingTasks lists tasks still new (waiting for addresses), by ID.
+// waitingTasks lists tasks still new (waiting for addresses), by ID, and
+// drops from waitOrder the IDs that left waiting.
 func (s *State) waitingTasks() []*Task {
-	var ts []*Task
-	for _, id := range sortedKeys(s.waiting) {
-		ts = append(ts, s.waiting[id])
+	ts := make([]*Task, 0, len(s.waiting))
+	kept := s.waitOrder[:0]
+	for _, id := range s.waitOrder {
+		if t := s.waiting[id]; t != nil {
+			ts = append(ts, t)
+			kept = append(kept, id)
+		}
 	}
+	clear(s.waitOrder[len(kept):])
+	s.waitOrder = kept
 	return ts
+}
+
+// addWaiting indexes t as waiting for addresses. IDs come in increasing
+// order (creation, snapshot decoding); one that does not is put in its
+// place, so the order never depends on that.
+func (s *State) addWaiting(t *Task) {
+	s.waiting[t.ID] = t
+	if len(s.waitOrder) > 2*len(s.waiting)+64 {
+		s.waitingTasks() // mostly IDs that left: drop them (amortized)
+	}
+	if n := len(s.waitOrder); n == 0 || s.waitOrder[n-1] < t.ID {
+		s.waitOrder = append(s.waitOrder, t.ID)
+		return
+	}
+	if i, found := slices.BinarySearch(s.waitOrder, t.ID); !found {
+		s.waitOrder = slices.Insert(s.waitOrder, i, t.ID)
+	}
 }
 
 // checkAddresses checks invariant 6 and every pool's own invariants.

@@ -40,6 +40,7 @@ func (s *State) Clone() *State {
 	for id := range s.waiting {
 		c.waiting[id] = c.tasks[id]
 	}
+	c.waitOrder = slices.Clone(s.waitOrder)
 	for id := range s.delayed {
 		c.delayed[id] = c.tasks[id]
 	}

@@ -13,6 +13,21 @@ func (s *State) CheckInvariants() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	inSlots := 0
+	order := make(map[TaskID]bool, len(s.waitOrder))
+	for i, id := range s.waitOrder {
+		if i > 0 && s.waitOrder[i-1] >= id {
+			bad("the waiting order lists task %d after task %d", id, s.waitOrder[i-1])
+		}
+		order[id] = true
+	}
+	for id, t := range s.waiting {
+		if !order[id] {
+			bad("task %d waits for addresses but is missing from the waiting order", id)
+		}
+		if s.tasks[id] != t || t.Status.State != StateNew {
+			bad("task %d is indexed as waiting but is not a new task of the store", id)
+		}
+	}
 	for _, sid := range s.ServiceIDs() {
 		svc := s.services[sid]
 		if s.serviceByName[svc.Spec.Name] != sid {
@@ -47,6 +62,9 @@ func (s *State) CheckInvariants() error {
 		}
 		if !t.Status.State.Valid() {
 			bad("inv3: task %d has observed state %d, which is not a task state", id, t.Status.State)
+		}
+		if (t.Status.State == StateNew) != (s.waiting[id] != nil) {
+			bad("task %d is %s but indexed as waiting for addresses: %v", id, t.Status.State, s.waiting[id] != nil)
 		}
 		if t.Desired >= numDesiredStates {
 			bad("task %d has desired state %d", id, t.Desired)

@@ -369,7 +369,7 @@ func decodeCanonical(b []byte) (*State, error) {
 		prev = t.ID
 		s.tasks[t.ID] = t
 		if t.Status.State == StateNew {
-			s.waiting[t.ID] = t
+			s.addWaiting(t) // in ID order: tasks are decoded by increasing ID
 		}
 		if delayedFacts(t, nil) {
 			s.delayed[t.ID] = t

@@ -225,7 +225,7 @@ func (s *State) newTask(svc *Service, slotNum uint32) *Task {
 	t.Status = TaskStatus{State: StateNew, Timestamp: s.now}
 	t.History.add(HistoryEntry{At: s.now, State: StateNew, Kind: HistTransition, By: CompOrchestrator, Desired: DesiredRunning})
 	s.tasks[t.ID] = t
-	s.waiting[t.ID] = t
+	s.addWaiting(t)
 	if s.observe != nil {
 		s.observe.created(t)
 	}
