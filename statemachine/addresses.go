@@ -215,9 +215,12 @@ func (s *State) releaseAddresses(t *Task) {
 			_ = p.Release(u32Addr(at.Addr), uint64(t.ID), uint32(t.Node), seq) // already released: nothing to do
 		}
 	}
-	// The pool's counts changed: tasks waiting for addresses try again, so
-	// their message gives the current counts.
-	s.retryAllocation()
+	// The pool's counts changed, so the messages of tasks waiting for
+	// addresses must give the new ones; nothing was freed, so nothing can
+	// be allocated: one refresh at the end of the batch does (a retry per
+	// release cost a pass over every waiting task each, the bulk of a
+	// replica's apply while a fleet's tasks start on small networks).
+	s.countsChanged = true
 }
 
 // retryAllocation moves tasks that waited for addresses to pending, oldest

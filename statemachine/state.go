@@ -74,6 +74,9 @@ type State struct {
 	// every release sorted every waiting task each time (70% of a
 	// replica's CPU in a 100k ramp).
 	waitOrder []TaskID
+	// countsChanged: an address went into quarantine in this batch; the
+	// waiting tasks' messages are refreshed once at its end.
+	countsChanged bool
 	// delayed indexes replacements held at desired ready by a restart
 	// delay; nextDue is the earliest time one of them may need promoting.
 	delayed map[TaskID]*Task
@@ -234,7 +237,11 @@ func (s *State) Apply(batch []Command, index uint64, now int64, out *Output) {
 	if !s.cfg.ManualReactions {
 		s.react()
 		s.timers()
+		if s.countsChanged {
+			s.retryAllocation()
+		}
 	}
+	s.countsChanged = false
 	if s.in.wanted {
 		s.in.wanted = false
 		s.emit(Effect{Kind: EffBlocksWanted})
