@@ -126,11 +126,20 @@ func (r *run) doQuiesce(ctx context.Context) (bool, float64) {
 		r.phases = append(r.phases, ph)
 		return false, -1
 	}
-	// The stream's view catches up (bounded), then the quiescence checks.
-	deadline := time.Now().Add(15 * time.Second)
-	for time.Now().Before(deadline) && ctx.Err() == nil {
+	// The stream's view catches up, then the quiescence checks: until its
+	// counts match the plan, or it got no change for 5 s (drained: what
+	// it shows is all there is), at most 2 minutes. A fixed 15 s bound
+	// checked a view still behind a 100k ramp (a slot's old task still
+	// running there, services short) and reported what the cluster had
+	// long left behind.
+	deadline := time.Now().Add(2 * time.Minute)
+	lastPos, moved := positionSum(r.follower.Position()), time.Now()
+	for time.Now().Before(deadline) && ctx.Err() == nil && time.Since(moved) < 5*time.Second {
 		if sameCounts(r.checker.Running(), want) {
 			break
+		}
+		if p := positionSum(r.follower.Position()); p != lastPos {
+			lastPos, moved = p, time.Now()
 		}
 		select {
 		case <-ctx.Done():
@@ -228,4 +237,14 @@ func (r *run) fetchHeaps(ctx context.Context, rep *report.Report) {
 	}
 	profileWG.Wait()
 	rep.Profiles = append(rep.Profiles, r.profiles...)
+}
+
+// positionSum adds a stream position's per-group Raft indexes: it changes
+// whenever the stream delivers a change.
+func positionSum(pos map[int]uint64) uint64 {
+	var n uint64
+	for _, i := range pos {
+		n += i
+	}
+	return n
 }
