@@ -335,7 +335,7 @@ func (c *mcChecker) checkProgress(s *State, canon []byte, sk uint64, memo *mcSet
 				continue
 			}
 			if nextCanon == nil {
-				nextCanon = next.Canonical()
+				nextCanon = c.canonical(next)
 			}
 			if string(nextCanon) != string(canon) {
 				s, canon, sk, moved = next, nextCanon, nextSK, true
@@ -349,7 +349,7 @@ func (c *mcChecker) checkProgress(s *State, canon []byte, sk uint64, memo *mcSet
 				if err != nil || next == nil {
 					return fmt.Errorf("progress could not bring a node back (%q): %v", a.desc, err)
 				}
-				s, canon, sk = next, next.Canonical(), 0
+				s, canon, sk = next, c.canonical(next), 0
 				continue
 			}
 			if err := mcDesired(s, c.b, c.retention); err != nil {

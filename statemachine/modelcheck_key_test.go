@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/cespare/xxhash/v2"
+	"shoal/ipam"
 )
 
 // State keys for the model checker's visited set: a state's digest up to
@@ -59,18 +60,23 @@ func mcKeyBase(s *State, m mcMeta) uint64 {
 // mcScratch is the reusable space of one key computation (keys are
 // computed millions of times: allocation was most of their cost).
 type mcScratch struct {
-	e      encoder
-	pools  []byte
-	perm   []NodeID // perm[id]: the name of node id (0: itself)
-	nodes  []NodeID
-	slots  []uint32
-	order  []int
-	names  map[TaskID]mcTaskName
+	e     encoder
+	pools []byte
+	perm  []NodeID // perm[id]: the name of node id (0: itself)
+	nodes []NodeID
+	slots []uint32
+	order []int
+	names map[TaskID]mcTaskName
+	// fixed holds the key's part of shared pools (no state changes them
+	// any more; the map holds them, so a pointer is not reused).
+	fixed  map[*ipam.Pool][]byte
 	keys   []uint64
 	qnodes []mcQuarNode
 }
 
-var mcScratchPool = sync.Pool{New: func() any { return &mcScratch{names: map[TaskID]mcTaskName{}} }}
+var mcScratchPool = sync.Pool{New: func() any {
+	return &mcScratch{names: map[TaskID]mcTaskName{}, fixed: map[*ipam.Pool][]byte{}}
+}}
 
 // mcStateKey is the least digest of s over every renaming of its nodes.
 func mcStateKey(s *State) uint64 {
@@ -80,8 +86,7 @@ func mcStateKey(s *State) uint64 {
 	for _, id := range sortedKeys(s.pools) {
 		// The part that names no task and no node: layout, leases,
 		// allocation cursors (holders and quarantine: mcKeyPools).
-		raw, _ := s.pools[id].MarshalBinary()
-		sc.pools = append(sc.pools, mcPoolFixed(raw)...)
+		sc.pools = append(sc.pools, sc.poolFixed(s, id)...)
 	}
 	mcTaskNames(s, sc.names)
 	sc.nodes = sc.nodes[:0]
@@ -193,4 +198,23 @@ func mcKeyPerm(s *State, sc *mcScratch) uint64 {
 		mcKeyPools(s, sc)
 	}
 	return xxhash.Sum64(e.b)
+}
+
+// poolFixed is the part of network id's pool that names no task and no
+// node (mcPoolFixed), kept for shared pools.
+func (sc *mcScratch) poolFixed(s *State, id NetworkID) []byte {
+	p := s.pools[id]
+	shared := !s.poolsOwned[id]
+	if f, ok := sc.fixed[p]; ok && shared {
+		return f
+	}
+	raw, _ := p.MarshalBinary()
+	f := mcPoolFixed(raw)
+	if shared {
+		if len(sc.fixed) >= mcPoolsCap {
+			clear(sc.fixed)
+		}
+		sc.fixed[p] = f
+	}
+	return f
 }

@@ -282,8 +282,16 @@ func (a mcAction) time() int64 {
 
 // mcClone decodes a state; the seeded bug is not part of the encoding, so
 // it is set again on every copy.
-func mcClone(canon []byte, bug mcBug) *State {
-	s, err := FromCanonical(canon)
+func mcClone(canon []byte, bug mcBug) *State { return mcDecode(canon, bug, poolCodec{}) }
+
+// decode decodes a state, its pools shared through the checker's codec.
+func (c *mcChecker) decode(canon []byte) *State { return mcDecode(canon, c.b.bug, c.pools.codec()) }
+
+// canonical is s.Canonical(), shared pools' encodings from the codec.
+func (c *mcChecker) canonical(s *State) []byte { return s.canonicalWith(c.pools.codec()) }
+
+func mcDecode(canon []byte, bug mcBug, pc poolCodec) *State {
+	s, err := decodeCanonicalWith(canon, pc)
 	if err != nil {
 		panic(fmt.Sprintf("model checker: state does not decode: %v", err))
 	}
@@ -320,6 +328,7 @@ type mcChecker struct {
 	// checked holds mcKey(s, mcMeta{}) of every state whose liveness
 	// check passed, in chunks merged before (written between chunks).
 	checked *mcSet
+	pools   *mcPools
 }
 
 // mcWorkers is how many goroutines expand states (the machine has 2 cores).
@@ -364,7 +373,7 @@ func runModelCheck(b mcBounds) mcResult {
 	// time, and the memory limit keeps a large run within its bound.
 	defer debug.SetGCPercent(debug.SetGCPercent(400))
 	defer debug.SetMemoryLimit(debug.SetMemoryLimit(mcMemoryLimit))
-	c := &mcChecker{b: b, retention: b.retained + 1, checked: newMCSet(1 << 16)}
+	c := &mcChecker{b: b, retention: b.retained + 1, checked: newMCSet(1 << 16), pools: newMCPools()}
 	init := mcInitial(b, c.retention)
 	c.init = init.Canonical()
 	c.recs = append(c.recs, mcRec{parent: -1})
@@ -475,7 +484,7 @@ func (c *mcChecker) expand(f mcFront, seen, memo *mcSet, transitions int) ([]mcS
 	if err != nil {
 		panic(fmt.Sprintf("model checker: frontier entry does not decompress: %v", err))
 	}
-	before := mcClone(canon, c.b.bug)
+	before := c.decode(canon)
 	if err := before.CheckInvariants(); err != nil {
 		return nil, transitions, fmt.Sprintf("invariant broken: %v\ntrace:\n%s", err, c.trace(f.idx, "")), 0
 	}
@@ -506,7 +515,7 @@ func (c *mcChecker) expand(f mcFront, seen, memo *mcSet, transitions int) ([]mcS
 		if seen.has(key) || mcSubsumed(seen, base, m) {
 			continue
 		}
-		steps[i].canon = after.Canonical()
+		steps[i].canon = c.canonical(after)
 		out = append(out, mcSucc{rec: mcRec{parent: f.idx, act: uint16(i), meta: m}, canon: mcCompress(steps[i].canon), key: key})
 	}
 	if err := c.checkProgress(before, canon, self, memo, steps); err != nil {
