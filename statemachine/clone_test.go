@@ -26,10 +26,10 @@ func TestCloneIsolatesSharedPools(t *testing.T) {
 			want := cur.s.Canonical()
 			after, err := c.apply(cur.s, a)
 			if err != nil {
-				t.Fatalf("illegal step %q: %v", a.desc, err)
+				t.Fatalf("illegal step %q: %v", a.desc(), err)
 			}
 			if got := cur.s.Canonical(); !bytes.Equal(got, want) {
-				t.Fatalf("%q applied to a clone changed its source", a.desc)
+				t.Fatalf("%q applied to a clone changed its source", a.desc())
 			}
 			// The other way: the source changes, a clone taken before
 			// must not. The source is a clone itself (cur.s stays).
@@ -37,7 +37,7 @@ func TestCloneIsolatesSharedPools(t *testing.T) {
 			kept := src.Clone()
 			src.Apply([]Command{a.cmd}, 0, a.time(), &Output{})
 			if got := kept.Canonical(); !bytes.Equal(got, want) {
-				t.Fatalf("%q applied to a source changed a clone taken before", a.desc)
+				t.Fatalf("%q applied to a source changed a clone taken before", a.desc())
 			}
 			if after == nil {
 				continue

@@ -68,7 +68,9 @@ type mcScratch struct {
 	order []int
 	names map[TaskID]mcTaskName
 	// fixed holds the key's part of shared pools (no state changes them
-	// any more; the map holds them, so a pointer is not reused).
+	// any more; the map holds them, so a pointer is not reused). Most
+	// are decoded pools (mcPools), a few hundred; the cap clears the
+	// others, which steps make and are mostly keyed once.
 	fixed  map[*ipam.Pool][]byte
 	keys   []uint64
 	qnodes []mcQuarNode

@@ -227,7 +227,7 @@ func mcReachable(t *testing.T, b mcBounds) map[uint64]mcStateMeta {
 		for _, a := range mcActions(cur.s, cur.m, b, false) {
 			after, err := c.apply(cur.s, a)
 			if err != nil {
-				t.Fatalf("illegal step %q: %v", a.desc, err)
+				t.Fatalf("illegal step %q: %v", a.desc(), err)
 			}
 			if after == nil {
 				continue

@@ -62,13 +62,23 @@ type mcMeta struct {
 }
 
 type mcAction struct {
-	desc  string
-	by    Component
-	cmd   Command
-	event bool
-	meta  func(m *mcMeta)
-	at    int64 // the entry's time; 0 means the checker's usual 1
+	// format and args describe the action (desc formats them only when
+	// asked: formatting every action's description was a twentieth of
+	// the checker's time).
+	format string
+	args   []any
+	by     Component
+	cmd    Command
+	event  bool
+	// progress: the action is one of fair progress (mcActions with
+	// progressOnly lists exactly these, in the same order).
+	progress bool
+	meta     func(m *mcMeta)
+	at       int64 // the entry's time; 0 means the checker's usual 1
 }
+
+// desc describes the action, as traces show it.
+func (a mcAction) desc() string { return fmt.Sprintf(a.format, a.args...) }
 
 // metaAfter is m after taking a: its event counted and its own change made.
 func (a mcAction) metaAfter(m mcMeta) mcMeta {
@@ -79,191 +89,6 @@ func (a mcAction) metaAfter(m mcMeta) mcMeta {
 		a.meta(&m)
 	}
 	return m
-}
-
-// mcServices are the two services: a replicated one (restart on-failure) and
-// a global one (restart any).
-func mcServices(b mcBounds) [2]ServiceSpec {
-	web := ServiceSpec{Name: "web", Replicas: b.replicas, Restart: RestartPolicy{Condition: RestartOnFailure}}
-	mon := ServiceSpec{Name: "mon", Mode: ModeGlobal}
-	if b.net {
-		web.Networks = []string{"net"}
-		web.Disconnect = DisconnectPolicy{LostAfter: 60e9}
-		// a window for the global service too: its task is held aside,
-		// and no replacement may be pinned to the node that is away
-		mon.Disconnect = DisconnectPolicy{LostAfter: 60e9}
-	}
-	return [2]ServiceSpec{web, mon}
-}
-
-// mcActions lists every action enabled (or possibly enabled: Apply decides)
-// in s. progressOnly keeps the actions of fair progress: no user actions, no
-// events, no new failures.
-func mcActions(s *State, m mcMeta, b mcBounds, progressOnly bool) []mcAction {
-	var acts []mcAction
-	add := func(by Component, event bool, cmd Command, format string, args ...any) {
-		acts = append(acts, mcAction{desc: fmt.Sprintf(format, args...), by: by, cmd: cmd, event: event})
-	}
-	canEvent := !progressOnly && int(m.events) < b.events
-	specs := mcServices(b)
-	if !progressOnly {
-		for i := range specs {
-			if i > 0 && b.webOnly {
-				break
-			}
-			spec := specs[i]
-			if m.created&(1<<i) == 0 {
-				bit := uint8(1 << i)
-				acts = append(acts, mcAction{desc: "user create " + spec.Name, by: CompUser,
-					cmd: Command{Kind: CmdCreateService, Spec: &spec}, meta: func(m *mcMeta) { m.created |= bit }})
-			}
-			svc := s.ServiceByName(spec.Name)
-			if svc == nil || svc.Remove {
-				continue
-			}
-			add(CompUser, false, Command{Kind: CmdRemoveService, Name: spec.Name}, "user remove %s", spec.Name)
-			if canEvent {
-				up := cloneSpec(&svc.Spec)
-				up.Image = fmt.Sprintf("v%d", svc.SpecVersion+1)
-				add(CompUser, true, Command{Kind: CmdUpdateService, Spec: &up}, "user update %s image %s", spec.Name, up.Image)
-				if spec.Mode == ModeReplicated && b.replicas > 1 {
-					sc := cloneSpec(&svc.Spec)
-					sc.Replicas = b.replicas + 1 - svc.Spec.Replicas
-					if sc.Replicas > b.replicas {
-						sc.Replicas = b.replicas
-					}
-					if sc.Replicas != svc.Spec.Replicas {
-						add(CompUser, true, Command{Kind: CmdUpdateService, Spec: &sc}, "user scale %s to %d", spec.Name, sc.Replicas)
-					}
-				}
-			}
-		}
-	}
-	for _, id := range s.ServiceIDs() {
-		if !b.manual {
-			break // reactions run inside Apply
-		}
-		add(CompOrchestrator, false, Command{Kind: CmdReconcile, Name: s.services[id].Spec.Name}, "orchestrator reconcile %s", s.services[id].Spec.Name)
-	}
-	for _, nid := range s.NodeIDs() {
-		n := s.nodes[nid]
-		switch n.Status {
-		case NodeReady:
-			if canEvent {
-				add(CompNodeMonitor, true, Command{Kind: CmdSetNodeStatus, Node: nid, NodeStatus: NodeDown}, "node n%d down", nid)
-				if b.net {
-					add(CompNodeMonitor, true, Command{Kind: CmdSetNodeStatus, Node: nid, NodeStatus: NodeDisconnected}, "node n%d disconnects", nid)
-				}
-			}
-		case NodeDisconnected:
-			// Given up on once no task has a live window (time passes), or
-			// it comes back.
-			if !s.DisconnectWindowOpen(nid, mcLater(s)) {
-				acts = append(acts, mcAction{desc: fmt.Sprintf("node n%d given up: down", nid), by: CompNodeMonitor,
-					cmd: Command{Kind: CmdSetNodeStatus, Node: nid, NodeStatus: NodeDown}, at: mcLater(s)})
-			}
-			if !progressOnly {
-				add(CompNodeMonitor, false, Command{Kind: CmdSetNodeStatus, Node: nid, NodeStatus: NodeInitializing}, "node n%d reconnects", nid)
-			}
-		case NodeDown:
-			// Past its orphan timeout the node monitor orphans the node
-			// in one command (as the engine's monitor does): its
-			// assigned..running tasks and its quarantine. Offered while
-			// it would change something.
-			if s.mcOrphanable(nid) {
-				add(CompNodeMonitor, false, Command{Kind: CmdOrphanNode, Node: nid}, "node-monitor n%d orphaned", nid)
-			}
-			if !progressOnly {
-				add(CompNodeMonitor, false, Command{Kind: CmdSetNodeStatus, Node: nid, NodeStatus: NodeInitializing}, "node n%d reconnects", nid)
-			}
-		case NodeInitializing:
-			add(CompNodeMonitor, false, Command{Kind: CmdSetNodeStatus, Node: nid, NodeStatus: NodeReady}, "node n%d ready", nid)
-		}
-	}
-	for _, id := range s.TaskIDs() {
-		t := s.tasks[id]
-		name := s.taskName(t)
-		st := t.Status.State
-		switch {
-		case st == StateNew && b.manual:
-			add(CompAllocator, false, Command{Kind: CmdAllocate, Task: id}, "allocator %s pending", name)
-		case st == StatePending:
-			for _, nid := range s.NodeIDs() {
-				add(CompScheduler, false, Command{Kind: CmdAssign, Task: id, Node: nid}, "scheduler %s -> n%d", name, nid)
-			}
-		case st >= StateAssigned && st <= StateRunning:
-			report := func(to TaskState, event bool) {
-				add(CompAgent, event, Command{Kind: CmdTaskStatus, Task: id, Node: t.Node, State: to}, "agent n%d %s %s", t.Node, name, to)
-			}
-			if t.Desired.Stopping() {
-				report(StateShutdown, false)
-			} else if t.Desired == DesiredReady {
-				if st < StateReady {
-					report(StateReady, false) // held: prepare, do not start
-				}
-			} else if st < StateRunning {
-				report(StateRunning, false) // a coalesced report: assigned → running
-			}
-			if canEvent {
-				if st <= StateStarting {
-					report(StateRejected, true)
-				}
-				if st == StateRunning {
-					report(StateFailed, true)
-					report(StateComplete, true)
-				}
-			}
-		}
-		if b.manual && s.Reapable(id) {
-			add(CompReaper, false, Command{Kind: CmdReap, Task: id}, "reaper delete %s", name)
-		}
-	}
-	if b.net {
-		if s.NextDue() != 0 {
-			acts = append(acts, mcAction{desc: "time passes", by: CompNodeMonitor, cmd: Command{Kind: CmdTick}, at: mcLater(s)})
-		}
-		for _, nid := range s.NodeIDs() {
-			n := s.nodes[nid]
-			if !n.Status.AcceptsUpdates() || !s.mcQuarantined(nid) {
-				continue // a sync with nothing quarantined changes nothing
-			}
-			var holds []TaskID
-			for _, t := range s.NodeTasks(nid) {
-				if !t.Status.State.Terminal() {
-					holds = append(holds, t.ID)
-				}
-			}
-			add(CompAgent, false, Command{Kind: CmdNodeSync, Node: nid, Seq: n.AssignSeq, Tasks: holds}, "agent n%d sync seq=%d", nid, n.AssignSeq)
-		}
-	}
-	if b.bug == mcBugReapLive && b.manual {
-		// The seeded bug's reaper also offers running tasks.
-		for _, id := range s.TaskIDs() {
-			if t := s.tasks[id]; t.Status.State == StateRunning && !s.Reapable(id) {
-				add(CompReaper, false, Command{Kind: CmdReap, Task: id}, "reaper delete %s", s.taskName(t))
-			}
-		}
-	}
-	return acts
-}
-
-// mcOrphanable reports whether a node-level orphan of node id would change
-// anything: it has a task that can be orphaned, or addresses quarantined.
-func (s *State) mcOrphanable(id NodeID) bool {
-	for _, t := range s.nodes[id].tasks {
-		if CanTransition(CompNodeMonitor, t.Status.State, StateOrphaned) {
-			return true
-		}
-	}
-	return s.mcQuarantined(id)
-}
-
-func (s *State) taskName(t *Task) string {
-	name := "?"
-	if svc := s.services[t.Service]; svc != nil {
-		name = svc.Spec.Name
-	}
-	return fmt.Sprintf("%s.%d#%d", name, t.Slot, uint64(t.ID)&(1<<48-1))
 }
 
 type mcResult struct {
@@ -497,9 +322,9 @@ func (c *mcChecker) expand(f mcFront, seen, memo *mcSet, transitions int) ([]mcS
 	for i, a := range acts {
 		after, err := c.apply(before, a)
 		if err != nil {
-			return nil, transitions, fmt.Sprintf("illegal step: %v\ntrace:\n%s", err, c.trace(f.idx, a.desc)), 0
+			return nil, transitions, fmt.Sprintf("illegal step: %v\ntrace:\n%s", err, c.trace(f.idx, a.desc())), 0
 		}
-		steps[i] = mcStep{desc: a.desc, after: after}
+		steps[i] = mcStep{act: a, after: after, applied: true}
 		if after == nil {
 			continue
 		}
