@@ -1,6 +1,7 @@
 package statemachine
 
 import (
+	"bytes"
 	"flag"
 	"fmt"
 	"runtime/debug"
@@ -154,6 +155,19 @@ type mcChecker struct {
 	// check passed, in chunks merged before (written between chunks).
 	checked *mcSet
 	pools   *mcPools
+	claims  *mcClaims // the chunk being expanded's (mcClaims)
+}
+
+// mcWorker is what one worker keeps between the states it expands.
+type mcWorker struct {
+	memo *mcSet // states whose liveness walk passed
+	buf  []byte // compression's scratch
+}
+
+// compress returns canon s2-compressed, in a slice of its own size.
+func (w *mcWorker) compress(canon []byte) []byte {
+	w.buf = s2.Encode(w.buf[:cap(w.buf)], canon)
+	return bytes.Clone(w.buf)
 }
 
 // mcWorkers is how many goroutines expand states (the machine has 2 cores).
@@ -206,10 +220,11 @@ func runModelCheck(b mcBounds) mcResult {
 	seen.add(mcKey(init, mcMeta{}))
 	frontier := &mcQueue{}
 	frontier.push(0, mcCompress(c.init))
-	memos := make([]*mcSet, mcWorkers)
-	for w := range memos {
-		memos[w] = newMCSet(1 << 10)
+	workers := make([]*mcWorker, mcWorkers)
+	for w := range workers {
+		workers[w] = &mcWorker{memo: newMCSet(1 << 10)}
 	}
+	c.claims = newMCClaims(mcChunk * 8)
 	res := mcResult{}
 	// Breadth first, a level at a time. At every state: the invariants,
 	// and that fair progress from it reaches the desired state (liveness);
@@ -227,7 +242,7 @@ func runModelCheck(b mcBounds) mcResult {
 			for i := range chunk {
 				chunk[i] = frontier.at(lo + i)
 			}
-			stop = c.expandChunk(chunk, seen, memos, &res, next)
+			stop = c.expandChunk(chunk, seen, workers, &res, next)
 			frontier.release(hi)
 		}
 		frontier.release(frontier.len()) // also after a stop
@@ -253,7 +268,8 @@ const mcChunk = 1 << 14
 // seen before into next, in state order (runs are repeatable). It reports
 // whether to stop: a violation (past a liveness one, with -mc.keep-going,
 // it goes on).
-func (c *mcChecker) expandChunk(chunk []mcFront, seen *mcSet, memos []*mcSet, res *mcResult, next *mcQueue) bool {
+func (c *mcChecker) expandChunk(chunk []mcFront, seen *mcSet, workers []*mcWorker, res *mcResult, next *mcQueue) bool {
+	c.claims.reset(len(chunk) * 8)
 	succs := make([][]mcSucc, len(chunk))
 	viol := make([]string, len(chunk))
 	checked := make([]uint64, len(chunk))
@@ -264,10 +280,10 @@ func (c *mcChecker) expandChunk(chunk []mcFront, seen *mcSet, memos []*mcSet, re
 		go func() {
 			defer wg.Done()
 			for q := w; q < len(chunk); q += mcWorkers {
-				if memos[w].n > mcMemoCap {
-					memos[w] = newMCSet(1 << 10)
+				if workers[w].memo.n > mcMemoCap {
+					workers[w].memo = newMCSet(1 << 10)
 				}
-				succs[q], trans[w], viol[q], checked[q] = c.expand(chunk[q], seen, memos[w], trans[w])
+				succs[q], trans[w], viol[q], checked[q] = c.expand(chunk[q], seen, workers[w], trans[w])
 				chunk[q].canon = nil
 			}
 		}()
@@ -303,7 +319,7 @@ func (c *mcChecker) expandChunk(chunk []mcFront, seen *mcSet, memos []*mcSet, re
 // expand checks a state (its invariants, the legality of every step from
 // it, then that progress from it reaches the desired state) and returns its
 // successors, and its key for c.checked.
-func (c *mcChecker) expand(f mcFront, seen, memo *mcSet, transitions int) ([]mcSucc, int, string, uint64) {
+func (c *mcChecker) expand(f mcFront, seen *mcSet, wk *mcWorker, transitions int) ([]mcSucc, int, string, uint64) {
 	meta := c.recs[f.idx].meta
 	canon, err := s2.Decode(nil, f.canon)
 	if err != nil {
@@ -337,13 +353,13 @@ func (c *mcChecker) expand(f mcFront, seen, memo *mcSet, transitions int) ([]mcS
 		base := mcBaseOf(sk, m)
 		key := mcWithEvents(base, m.events)
 		transitions++
-		if seen.has(key) || mcSubsumed(seen, base, m) {
-			continue
+		if seen.has(key) || mcSubsumed(seen, base, m) || !c.claims.claim(key, int64(f.idx)) {
+			continue // seen, or an earlier state of the chunk reaches it too
 		}
 		steps[i].canon = c.canonical(after)
-		out = append(out, mcSucc{rec: mcRec{parent: f.idx, act: uint16(i), meta: m}, canon: mcCompress(steps[i].canon), key: key})
+		out = append(out, mcSucc{rec: mcRec{parent: f.idx, act: uint16(i), meta: m}, canon: wk.compress(steps[i].canon), key: key})
 	}
-	if err := c.checkProgress(before, canon, self, memo, steps); err != nil {
+	if err := c.checkProgress(before, canon, self, wk.memo, steps); err != nil {
 		return out, transitions, fmt.Sprintf("liveness: %v\ntrace:\n%s", err, c.trace(f.idx, "")), 0
 	}
 	return out, transitions, "", mcWithEvents(mcBaseOf(self, mcMeta{}), 0)
