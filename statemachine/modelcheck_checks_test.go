@@ -298,6 +298,9 @@ type mcStep struct {
 // livelock (a state is vouched for only by one checked before it). Before,
 // the walk went on to the fixpoint whenever the worker's memo had been
 // cleared, which made every check long in large runs.
+//
+// canon is s's encoding, or nil: it is computed when a step's result has
+// s's key (a step changed s if and only if the encodings differ).
 func (c *mcChecker) checkProgress(s *State, canon []byte, sk uint64, memo *mcSet, steps []mcStep) error {
 	var path []uint64
 	for step := 0; ; step++ {
@@ -335,10 +338,23 @@ func (c *mcChecker) checkProgress(s *State, canon []byte, sk uint64, memo *mcSet
 			if next == nil {
 				continue
 			}
-			if nextCanon == nil {
-				nextCanon = c.canonical(next)
+			// Did the step change the state? States with different keys
+			// differ; the encodings (computed only then) decide between
+			// states with one key.
+			if nextSK == 0 {
+				nextSK = mcStateKey(next)
 			}
-			if string(nextCanon) != string(canon) {
+			changed := nextSK != sk
+			if !changed {
+				if canon == nil {
+					canon = c.canonical(s)
+				}
+				if nextCanon == nil {
+					nextCanon = c.canonical(next)
+				}
+				changed = string(nextCanon) != string(canon)
+			}
+			if changed {
 				s, canon, sk, moved = next, nextCanon, nextSK, true
 				break
 			}
@@ -350,7 +366,7 @@ func (c *mcChecker) checkProgress(s *State, canon []byte, sk uint64, memo *mcSet
 				if err != nil || next == nil {
 					return fmt.Errorf("progress could not bring a node back (%q): %v", a.desc(), err)
 				}
-				s, canon, sk = next, c.canonical(next), 0
+				s, canon, sk = next, nil, 0
 				continue
 			}
 			if err := mcDesired(s, c.b, c.retention); err != nil {
