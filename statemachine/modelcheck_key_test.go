@@ -72,8 +72,12 @@ type mcScratch struct {
 	// are decoded pools (mcPools), a few hundred; the cap clears the
 	// others, which steps make and are mostly keyed once.
 	fixed  map[*ipam.Pool][]byte
-	keys   []uint64
 	qnodes []mcQuarNode
+	// per state, for every renaming: the pools' and waiting tasks' data,
+	// the redrive encoding, the services in ID order
+	pd      mcKeyPoolData
+	redrive []byte
+	svcs    []ServiceID
 }
 
 var mcScratchPool = sync.Pool{New: func() any {
@@ -91,6 +95,13 @@ func mcStateKey(s *State) uint64 {
 		sc.pools = append(sc.pools, sc.poolFixed(s, id)...)
 	}
 	mcTaskNames(s, sc.names)
+	if len(s.pools) > 0 {
+		mcPrepPools(s, &sc.pd)
+	}
+	sc.e.b = sc.e.b[:0]
+	s.encodeRedrive(&sc.e)
+	sc.redrive = append(sc.redrive[:0], sc.e.b...)
+	sc.svcs = append(sc.svcs[:0], s.ServiceIDs()...)
 	sc.nodes = sc.nodes[:0]
 	maxID := NodeID(0)
 	for id := range s.nodes {
@@ -156,8 +167,8 @@ func mcKeyPerm(s *State, sc *mcScratch) uint64 {
 	e.b = append(e.b, sc.pools...)
 	// Outbox, leases being returned, networks the cluster group said are
 	// full: they change what allocation and deliveries do next.
-	s.encodeRedrive(e)
-	for _, sid := range s.ServiceIDs() {
+	e.b = append(e.b, sc.redrive...)
+	for _, sid := range sc.svcs {
 		svc := s.services[sid]
 		e.u(uint64(sid))
 		e.str(svc.Spec.Image)
@@ -197,7 +208,7 @@ func mcKeyPerm(s *State, sc *mcScratch) uint64 {
 		}
 	}
 	if len(s.pools) > 0 {
-		mcKeyPools(s, sc)
+		mcKeyPools(sc)
 	}
 	return xxhash.Sum64(e.b)
 }
