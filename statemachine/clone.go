@@ -12,12 +12,6 @@ import (
 // (poolW), by either state: most steps change no pool, and a pool's copy
 // was most of a clone's cost. Clone therefore writes s's list of owned
 // pools; s must not be used by another goroutine meanwhile.
-//
-// Tasks, nodes, services, slots, attachments and task lists are copied
-// into one array of each kind (the model checker clones millions of
-// states, and one allocation per object was most of a clone's cost); the
-// lists are cut with their capacity at their length, so an append to one
-// never writes into the next.
 func (s *State) Clone() *State {
 	c := &State{
 		cfg:           s.cfg,
@@ -41,38 +35,10 @@ func (s *State) Clone() *State {
 		updating:      make(map[ServiceID]*Service, len(s.updating)),
 		nextDue:       s.nextDue,
 	}
-	nAtt, nPtr, nSlot := 0, 0, 0
-	for _, t := range s.tasks {
-		nAtt += len(t.Attachments)
-	}
-	for _, n := range s.nodes {
-		nPtr += len(n.tasks)
-	}
-	for _, svc := range s.services {
-		nSlot += len(svc.slots)
-		for _, sl := range svc.slots {
-			nPtr += len(sl.tasks)
-		}
-	}
-	taskArr, attArr := make([]Task, 0, len(s.tasks)), make([]Attachment, 0, nAtt)
-	ptrArr := make([]*Task, 0, nPtr)
 	for id, t := range s.tasks {
-		taskArr = append(taskArr, *t)
-		ct := &taskArr[len(taskArr)-1]
-		if t.Attachments != nil {
-			lo := len(attArr)
-			attArr = append(attArr, t.Attachments...)
-			ct.Attachments = attArr[lo:len(attArr):len(attArr)]
-		}
-		c.tasks[id] = ct
-	}
-	// taskList copies a list of tasks into ptrArr, capacity at length.
-	taskList := func(ts []*Task) []*Task {
-		lo := len(ptrArr)
-		for _, t := range ts {
-			ptrArr = append(ptrArr, c.tasks[t.ID])
-		}
-		return ptrArr[lo:len(ptrArr):len(ptrArr)]
+		ct := *t
+		ct.Attachments = slices.Clone(t.Attachments)
+		c.tasks[id] = &ct
 	}
 	for id := range s.waiting {
 		c.waiting[id] = c.tasks[id]
@@ -83,18 +49,17 @@ func (s *State) Clone() *State {
 	for id := range s.unknown {
 		c.unknown[id] = c.tasks[id]
 	}
-	nodeArr := make([]Node, 0, len(s.nodes))
 	for id, n := range s.nodes {
-		nodeArr = append(nodeArr, *n)
-		cn := &nodeArr[len(nodeArr)-1]
+		cn := *n
 		cn.Labels = maps.Clone(n.Labels)
-		cn.tasks = taskList(n.tasks)
-		c.nodes[id] = cn
+		cn.tasks = make([]*Task, len(n.tasks))
+		for i, t := range n.tasks {
+			cn.tasks[i] = c.tasks[t.ID]
+		}
+		c.nodes[id] = &cn
 	}
-	svcArr, slotArr := make([]Service, 0, len(s.services)), make([]slot, 0, nSlot)
 	for id, svc := range s.services {
-		svcArr = append(svcArr, *svc)
-		cs := &svcArr[len(svcArr)-1]
+		cs := *svc
 		cs.Spec = cloneSpec(&svc.Spec)
 		if svc.PrevSpec != nil {
 			p := cloneSpec(svc.PrevSpec)
@@ -110,12 +75,15 @@ func (s *State) Clone() *State {
 		}
 		cs.slots = make(map[uint32]*slot, len(svc.slots))
 		for n, sl := range svc.slots {
-			slotArr = append(slotArr, slot{tasks: taskList(sl.tasks)})
-			cs.slots[n] = &slotArr[len(slotArr)-1]
+			csl := &slot{tasks: make([]*Task, len(sl.tasks))}
+			for i, t := range sl.tasks {
+				csl.tasks[i] = c.tasks[t.ID]
+			}
+			cs.slots[n] = csl
 		}
-		c.services[id] = cs
+		c.services[id] = &cs
 		if _, ok := s.updating[id]; ok {
-			c.updating[id] = cs
+			c.updating[id] = &cs
 		}
 	}
 	for id, nw := range s.networks {
