@@ -122,10 +122,14 @@ fuzz-long:
 # (millions of states: many minutes). Each run prints its states,
 # transitions, seconds and the process's peak RSS; the load average before
 # and after says how much of the machine it had. The address/disconnect
-# mode runs at one event by default (about 310,000 states, half a minute).
-# MC_NET_EVENTS=2 (issue 12 item 8) is over 15 million states at about 165
-# CPU-microseconds each: it does not fit 30 minutes on 2 shared cores yet.
-# Its queue goes to a temporary file, so it stays within 8 GB.
+# mode runs at one event by default (308,815 states, about 110 CPU-us each:
+# 18 s on 2 idle cores, 550 MB). MC_NET_EVENTS=2 (issue 12 item 8) is
+# 29,057,671 states and 170.9 million transitions at about 150 CPU-us each
+# (larger states and tables than at one event): 82 min on this machine
+# shared with other tests (load average 8.6 median), an estimated 39 min
+# on 2 idle cores. It does not fit 30 minutes yet; partial-order reduction
+# is the next step. Its queue goes to a temporary file and its heap is
+# capped at 7 GiB: peak RSS 6.9 GiB, within 8 GB.
 MC_EVENTS ?= 2
 MC_NET_EVENTS ?= 1
 MC_MANUAL_EVENTS ?= 1

@@ -89,7 +89,7 @@ func (s *State) createNetwork(spec *Network) Result {
 	nw := *spec
 	nw.Reserved = slices.Clone(spec.Reserved)
 	s.networks[nw.ID] = &nw
-	s.pools[nw.ID] = pool
+	s.setPool(nw.ID, pool)
 	return Result{ID: uint64(nw.ID)}
 }
 
@@ -112,7 +112,7 @@ func (s *State) removeNetwork(name string) Result {
 			name, p.Leased())
 	}
 	delete(s.networks, nw.ID)
-	delete(s.pools, nw.ID)
+	s.deletePool(nw.ID)
 	return Result{ID: uint64(nw.ID)}
 }
 
@@ -123,11 +123,10 @@ func (s *State) allocateVIPs(svc *Service) Result {
 	}
 	for _, name := range svc.Spec.Networks {
 		nw := s.networkByName(name)
-		pool := s.pools[nw.ID]
-		if len(pool.VIPs(uint64(svc.ID))) > 0 {
+		if len(s.pools[nw.ID].VIPs(uint64(svc.ID))) > 0 {
 			continue
 		}
-		if _, err := pool.AllocateVIP(s.owner(), uint64(svc.ID)); err != nil {
+		if _, err := s.poolW(nw.ID).AllocateVIP(s.owner(), uint64(svc.ID)); err != nil {
 			if err = s.noBlockFree(nw, err); errors.Is(err, errWaitBlock) {
 				continue // the VIP comes with the block (allocatePendingVIPs)
 			}
@@ -139,7 +138,9 @@ func (s *State) allocateVIPs(svc *Service) Result {
 
 func (s *State) releaseVIPs(svc *Service) {
 	for _, id := range sortedKeys(s.pools) {
-		s.pools[id].ReleaseVIP(uint64(svc.ID))
+		if len(s.pools[id].VIPs(uint64(svc.ID))) > 0 {
+			s.poolW(id).ReleaseVIP(uint64(svc.ID))
+		}
 	}
 }
 
@@ -165,7 +166,7 @@ func (s *State) allocateAddresses(t *Task) error {
 			s.freeAttachments(t.ID, atts)
 			return fmt.Errorf("%w: network %q does not exist", ErrNotFound, name)
 		}
-		a, err := s.pools[nw.ID].Allocate(s.owner(), uint64(t.ID))
+		a, err := s.poolW(nw.ID).Allocate(s.owner(), uint64(t.ID))
 		if err != nil {
 			s.freeAttachments(t.ID, atts)
 			if errors.Is(err, ipam.ErrExhausted) {
@@ -185,7 +186,7 @@ func (s *State) allocateAddresses(t *Task) error {
 // freeAttachments frees at once addresses no node ever saw.
 func (s *State) freeAttachments(id TaskID, atts []Attachment) {
 	for _, at := range atts {
-		if p := s.pools[at.Network]; p != nil {
+		if p := s.poolW(at.Network); p != nil {
 			_ = p.FreeUnassigned(u32Addr(at.Addr), uint64(id)) // not held: nothing to free
 		}
 	}
@@ -211,7 +212,7 @@ func (s *State) releaseAddresses(t *Task) {
 		seq = n.AssignSeq
 	}
 	for _, at := range t.Attachments {
-		if p := s.pools[at.Network]; p != nil {
+		if p := s.poolW(at.Network); p != nil {
 			_ = p.Release(u32Addr(at.Addr), uint64(t.ID), uint32(t.Node), seq) // already released: nothing to do
 		}
 	}

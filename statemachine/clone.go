@@ -7,8 +7,11 @@ import (
 	"shoal/ipam"
 )
 
-// Clone returns a deep copy of the state: changes to either never show in
-// the other. Pools are copied through their (deterministic) encoding.
+// Clone returns a copy of the state: changes to either never show in the
+// other. Address pools are shared and copied on their first change
+// (poolW), by either state: most steps change no pool, and a pool's copy
+// was most of a clone's cost. Clone therefore writes s's list of owned
+// pools; s must not be used by another goroutine meanwhile.
 func (s *State) Clone() *State {
 	c := &State{
 		cfg:           s.cfg,
@@ -25,7 +28,7 @@ func (s *State) Clone() *State {
 		nodes:         make(map[NodeID]*Node, len(s.nodes)),
 		networks:      make(map[NetworkID]*Network, len(s.networks)),
 		removedNodes:  maps.Clone(s.removedNodes),
-		pools:         make(map[NetworkID]*ipam.Pool, len(s.pools)),
+		pools:         maps.Clone(s.pools),
 		waiting:       make(map[TaskID]*Task, len(s.waiting)),
 		delayed:       make(map[TaskID]*Task, len(s.delayed)),
 		unknown:       make(map[TaskID]*Task, len(s.unknown)),
@@ -89,9 +92,35 @@ func (s *State) Clone() *State {
 		cn.Reserved = slices.Clone(nw.Reserved)
 		c.networks[id] = &cn
 	}
-	for id, p := range s.pools {
-		c.pools[id] = p.Clone()
-	}
+	s.poolsOwned = nil // shared from now on, by both
 	c.ob, c.in = s.ob.clone(), s.in.clone()
 	return c
+}
+
+// poolW returns network id's pool for a change: the state's own copy,
+// made now if the pool may be shared with a clone. Every change to a pool
+// goes through it; reads use s.pools.
+func (s *State) poolW(id NetworkID) *ipam.Pool {
+	p := s.pools[id]
+	if p == nil || s.poolsOwned[id] {
+		return p
+	}
+	p = p.Clone()
+	s.setPool(id, p)
+	return p
+}
+
+// setPool installs p, which no other state holds, as network id's pool.
+func (s *State) setPool(id NetworkID, p *ipam.Pool) {
+	s.pools[id] = p
+	if s.poolsOwned == nil {
+		s.poolsOwned = make(map[NetworkID]bool, len(s.pools))
+	}
+	s.poolsOwned[id] = true
+}
+
+// deletePool removes network id's pool.
+func (s *State) deletePool(id NetworkID) {
+	delete(s.pools, id)
+	delete(s.poolsOwned, id)
 }

@@ -192,8 +192,12 @@ func (s *State) releaseBlocks() Result {
 		if need[id] > 0 {
 			continue
 		}
-		p := s.pools[id]
-		for _, b := range p.EmptyBlocks(s.owner()) {
+		empty := s.pools[id].EmptyBlocks(s.owner())
+		if len(empty) == 0 {
+			continue
+		}
+		p := s.poolW(id)
+		for _, b := range empty {
 			if p.ReleaseBlock(s.owner(), b) == nil {
 				s.in.returning[id] = append(s.in.returning[id], uint32(b))
 				n++
@@ -208,7 +212,7 @@ func (s *State) installGrant(c *Command) Result {
 	if c.Group != s.cfg.Group {
 		return Result{} // another group's lease: nothing here changes
 	}
-	p := s.pools[c.Network]
+	p := s.poolW(c.Network)
 	if p == nil {
 		return Result{}
 	}
@@ -267,7 +271,7 @@ func (s *State) checkLeaseCmd(c *Command) (*ipam.Pool, Result, bool) {
 		// Computed before the group applied our last answer to it.
 		return nil, Result{Msg: "stale: sent before the group applied its last grant"}, false
 	}
-	p := s.pools[c.Network]
+	p := s.poolW(c.Network) // the caller changes it
 	if p == nil {
 		return nil, Result{Msg: "network no longer exists"}, false
 	}
@@ -343,7 +347,7 @@ func (s *State) leaseLegacyStripes() {
 	}
 	n := s.groups()
 	for _, id := range sortedKeys(s.pools) {
-		p := s.pools[id]
+		p := s.poolW(id)
 		for b := 0; b < p.NumBlocks(); b++ {
 			_ = p.LeaseBlockAt(uint32(b%n+1), ipam.BlockID(b)) // a block of reserved addresses only stays unleased
 		}

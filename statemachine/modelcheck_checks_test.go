@@ -264,27 +264,20 @@ func mcRevive(s *State) (mcAction, bool) {
 	if down == 0 {
 		return mcAction{}, false
 	}
-	return mcAction{desc: fmt.Sprintf("node n%d reconnects", down), by: CompNodeMonitor,
+	return mcAction{format: "node n%d reconnects", args: []any{down}, by: CompNodeMonitor,
 		cmd: Command{Kind: CmdSetNodeStatus, Node: down, NodeStatus: NodeInitializing}}, true
 }
 
-// mcStep is a step taken while expanding a state: the action's
-// description, the state it led to (nil: Apply rejected it), and that
-// state's key and encoding when they were computed.
+// mcStep is a step taken while expanding a state: the action, the state
+// it led to (nil: Apply rejected it), and that state's key and encoding
+// when they were computed.
 type mcStep struct {
-	desc  string
+	act   mcAction
 	after *State
 	canon []byte
 	sk    uint64 // after's mcStateKey (0: not computed)
-}
-
-func mcFindStep(steps []mcStep, desc string) (mcStep, bool) {
-	for _, st := range steps {
-		if st.desc == desc {
-			return st, true
-		}
-	}
-	return mcStep{}, false
+	// applied: the step was taken (after is its result)
+	applied bool
 }
 
 // checkProgress runs fair progress from a state (no user actions, no
@@ -292,10 +285,11 @@ func mcFindStep(steps []mcStep, desc string) (mcStep, bool) {
 // enabled, and checks that the result is the desired state. memo holds the
 // states already known to get there.
 //
-// first lists the steps already taken from s (its expansion): the first
-// progress step reuses them instead of applying its actions again (a
-// step's result depends only on the state, the command and its time, which
-// its description names).
+// steps lists the steps already taken from s (its expansion, every action
+// of mcActions in its order): the first progress step takes those of its
+// actions marked progress, which are the progress actions in the same
+// order (TestModelCheckProgressActionsAreMarked), instead of listing and
+// applying them again.
 //
 // The walk also stops at a state in c.checked: one whose own check passed
 // in an earlier chunk (with any budgets: progress reads none). By
@@ -304,7 +298,10 @@ func mcFindStep(steps []mcStep, desc string) (mcStep, bool) {
 // livelock (a state is vouched for only by one checked before it). Before,
 // the walk went on to the fixpoint whenever the worker's memo had been
 // cleared, which made every check long in large runs.
-func (c *mcChecker) checkProgress(s *State, canon []byte, sk uint64, memo *mcSet, first []mcStep) error {
+//
+// canon is s's encoding, or nil: it is computed when a step's result has
+// s's key (a step changed s if and only if the encodings differ).
+func (c *mcChecker) checkProgress(s *State, canon []byte, sk uint64, memo *mcSet, steps []mcStep) error {
 	var path []uint64
 	for step := 0; ; step++ {
 		if step == 500 {
@@ -319,37 +316,57 @@ func (c *mcChecker) checkProgress(s *State, canon []byte, sk uint64, memo *mcSet
 		}
 		path = append(path, k)
 		moved := false
-		for _, a := range mcActions(s, mcMeta{}, c.b, true) {
-			var next *State
-			var nextCanon []byte
-			nextSK := uint64(0)
-			if st, ok := mcFindStep(first, a.desc); ok {
-				next, nextCanon, nextSK = st.after, st.canon, st.sk
-			} else {
+		if steps == nil {
+			acts := mcActions(s, mcMeta{}, c.b, true)
+			steps = make([]mcStep, len(acts))
+			for i, a := range acts {
+				steps[i].act = a
+			}
+		}
+		for _, st := range steps {
+			a := st.act
+			if !a.progress {
+				continue
+			}
+			next, nextCanon, nextSK := st.after, st.canon, st.sk
+			if !st.applied {
 				var err error
 				if next, err = c.apply(s, a); err != nil {
-					return fmt.Errorf("illegal progress step %q: %w", a.desc, err)
+					return fmt.Errorf("illegal progress step %q: %w", a.desc(), err)
 				}
 			}
 			if next == nil {
 				continue
 			}
-			if nextCanon == nil {
-				nextCanon = next.Canonical()
+			// Did the step change the state? States with different keys
+			// differ; the encodings (computed only then) decide between
+			// states with one key.
+			if nextSK == 0 {
+				nextSK = mcStateKey(next)
 			}
-			if string(nextCanon) != string(canon) {
+			changed := nextSK != sk
+			if !changed {
+				if canon == nil {
+					canon = c.canonical(s)
+				}
+				if nextCanon == nil {
+					nextCanon = c.canonical(next)
+				}
+				changed = string(nextCanon) != string(canon)
+			}
+			if changed {
 				s, canon, sk, moved = next, nextCanon, nextSK, true
 				break
 			}
 		}
-		first = nil // the steps taken from the first state only
+		steps = nil // the steps taken from the first state only
 		if !moved {
 			if a, ok := mcRevive(s); ok {
 				next, err := c.apply(s, a)
 				if err != nil || next == nil {
-					return fmt.Errorf("progress could not bring a node back (%q): %v", a.desc, err)
+					return fmt.Errorf("progress could not bring a node back (%q): %v", a.desc(), err)
 				}
-				s, canon, sk = next, next.Canonical(), 0
+				s, canon, sk = next, nil, 0
 				continue
 			}
 			if err := mcDesired(s, c.b, c.retention); err != nil {

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/cespare/xxhash/v2"
+	"shoal/ipam"
 )
 
 // State keys for the model checker's visited set: a state's digest up to
@@ -59,18 +60,29 @@ func mcKeyBase(s *State, m mcMeta) uint64 {
 // mcScratch is the reusable space of one key computation (keys are
 // computed millions of times: allocation was most of their cost).
 type mcScratch struct {
-	e      encoder
-	pools  []byte
-	perm   []NodeID // perm[id]: the name of node id (0: itself)
-	nodes  []NodeID
-	slots  []uint32
-	order  []int
-	names  map[TaskID]mcTaskName
-	keys   []uint64
+	e     encoder
+	pools []byte
+	perm  []NodeID // perm[id]: the name of node id (0: itself)
+	nodes []NodeID
+	slots []uint32
+	order []int
+	names map[TaskID]mcTaskName
+	// fixed holds the key's part of shared pools (no state changes them
+	// any more; the map holds them, so a pointer is not reused). Most
+	// are decoded pools (mcPools), a few hundred; the cap clears the
+	// others, which steps make and are mostly keyed once.
+	fixed  map[*ipam.Pool][]byte
 	qnodes []mcQuarNode
+	// per state, for every renaming: the pools' and waiting tasks' data,
+	// the redrive encoding, the services in ID order
+	pd      mcKeyPoolData
+	redrive []byte
+	svcs    []ServiceID
 }
 
-var mcScratchPool = sync.Pool{New: func() any { return &mcScratch{names: map[TaskID]mcTaskName{}} }}
+var mcScratchPool = sync.Pool{New: func() any {
+	return &mcScratch{names: map[TaskID]mcTaskName{}, fixed: map[*ipam.Pool][]byte{}}
+}}
 
 // mcStateKey is the least digest of s over every renaming of its nodes.
 func mcStateKey(s *State) uint64 {
@@ -80,10 +92,16 @@ func mcStateKey(s *State) uint64 {
 	for _, id := range sortedKeys(s.pools) {
 		// The part that names no task and no node: layout, leases,
 		// allocation cursors (holders and quarantine: mcKeyPools).
-		raw, _ := s.pools[id].MarshalBinary()
-		sc.pools = append(sc.pools, mcPoolFixed(raw)...)
+		sc.pools = append(sc.pools, sc.poolFixed(s, id)...)
 	}
 	mcTaskNames(s, sc.names)
+	if len(s.pools) > 0 {
+		mcPrepPools(s, &sc.pd)
+	}
+	sc.e.b = sc.e.b[:0]
+	s.encodeRedrive(&sc.e)
+	sc.redrive = append(sc.redrive[:0], sc.e.b...)
+	sc.svcs = append(sc.svcs[:0], s.ServiceIDs()...)
 	sc.nodes = sc.nodes[:0]
 	maxID := NodeID(0)
 	for id := range s.nodes {
@@ -149,8 +167,8 @@ func mcKeyPerm(s *State, sc *mcScratch) uint64 {
 	e.b = append(e.b, sc.pools...)
 	// Outbox, leases being returned, networks the cluster group said are
 	// full: they change what allocation and deliveries do next.
-	s.encodeRedrive(e)
-	for _, sid := range s.ServiceIDs() {
+	e.b = append(e.b, sc.redrive...)
+	for _, sid := range sc.svcs {
 		svc := s.services[sid]
 		e.u(uint64(sid))
 		e.str(svc.Spec.Image)
@@ -190,7 +208,26 @@ func mcKeyPerm(s *State, sc *mcScratch) uint64 {
 		}
 	}
 	if len(s.pools) > 0 {
-		mcKeyPools(s, sc)
+		mcKeyPools(sc)
 	}
 	return xxhash.Sum64(e.b)
+}
+
+// poolFixed is the part of network id's pool that names no task and no
+// node (mcPoolFixed), kept for shared pools.
+func (sc *mcScratch) poolFixed(s *State, id NetworkID) []byte {
+	p := s.pools[id]
+	shared := !s.poolsOwned[id]
+	if f, ok := sc.fixed[p]; ok && shared {
+		return f
+	}
+	raw, _ := p.MarshalBinary()
+	f := mcPoolFixed(raw)
+	if shared {
+		if len(sc.fixed) >= mcPoolsCap {
+			clear(sc.fixed)
+		}
+		sc.fixed[p] = f
+	}
+	return f
 }

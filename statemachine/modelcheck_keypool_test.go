@@ -106,70 +106,118 @@ func (sc *mcScratch) taskName(id TaskID) uint64 {
 	return uint64(tn.service)<<40 | uint64(n)<<8 | uint64(tn.pos) + 1
 }
 
-// mcQuarNode is one node's quarantine in the key.
-type mcQuarNode struct {
-	node NodeID
-	lo   int // its entries: keys[lo:hi]
-	hi   int
+// mcKeyPoolData is what the key reads of the pools and the waiting
+// tasks, gathered once per state (mcPrepPools) and named under each
+// renaming of the nodes (mcKeyPools).
+type mcKeyPoolData struct {
+	waits []TaskID
+	holds []mcHold    // per pool, held addresses in address order
+	quar  []mcQuarRaw // per pool, nodes with quarantine, ascending
+	ents  []uint64    // quarantine entries: (address, holder) pairs, or with mcKeySeqs (seq, address, holder)
+	pools []int       // pool i: holds[pools[3i]:pools[3i+1]], quar[pools[3i+1]:pools[3i+2]]
 }
 
-// mcKeyPools appends the waiting tasks' names in ID order, then for every
-// pool each held address with its holder and each node's quarantine,
-// naming tasks and nodes as the key does.
-func mcKeyPools(s *State, sc *mcScratch) {
-	e := &sc.e
-	for _, id := range sortedKeys(s.waiting) {
-		e.u(sc.taskName(id))
-	}
+type mcHold struct {
+	addr uint32
+	kind ipam.Kind
+	id   uint64 // a VIP's service, or a task
+}
+
+// mcQuarRaw is one node's quarantine: entries ents[lo:hi].
+type mcQuarRaw struct {
+	node   NodeID
+	lo, hi int
+}
+
+// mcQuarNode is one node's quarantine in the key, named.
+type mcQuarNode struct {
+	node NodeID
+	raw  int // index in quar
+}
+
+// mcPrepPools gathers the waiting tasks and the pools' holders and
+// quarantines of s (in the order the key lists them, which no renaming
+// changes: quarantine entries in address order, or with mcKeySeqs as the
+// pool lists them).
+func mcPrepPools(s *State, d *mcKeyPoolData) {
+	d.waits = append(d.waits[:0], sortedKeys(s.waiting)...)
+	d.holds, d.quar, d.ents, d.pools = d.holds[:0], d.quar[:0], d.ents[:0], d.pools[:0]
 	for _, pid := range sortedKeys(s.pools) {
 		p := s.pools[pid]
+		d.pools = append(d.pools, len(d.holds))
 		pfx := p.Prefix()
 		for a, i := pfx.Masked().Addr(), 0; pfx.Contains(a) && i < 1<<10; a, i = a.Next(), i+1 {
-			h, ok := p.Holder(a)
-			if !ok {
-				continue
-			}
-			e.u(uint64(addrU32(a)))
-			e.byte1(uint8(h.Kind))
-			if h.Kind == ipam.KindVIP {
-				e.u(h.ID)
-			} else {
-				e.u(sc.taskName(TaskID(h.ID))) // 0: gone
+			if h, ok := p.Holder(a); ok {
+				d.holds = append(d.holds, mcHold{addr: addrU32(a), kind: h.Kind, id: h.ID})
 			}
 		}
-		sc.keys = sc.keys[:0]
-		sc.qnodes = sc.qnodes[:0]
+		d.pools = append(d.pools, len(d.quar))
 		for _, raw := range p.QuarantineNodes() {
 			n := s.nodes[NodeID(raw)]
 			var seq uint64
 			if n != nil {
 				seq = n.AssignSeq
 			}
-			q := mcQuarNode{node: sc.mapNode(NodeID(raw)), lo: len(sc.keys)}
+			q := mcQuarRaw{node: NodeID(raw), lo: len(d.ents)}
 			for _, en := range p.Quarantine(raw) {
 				if en.Seq > seq {
 					panic("model checker: a quarantine entry newer than its node's assignment sequence")
 				}
 				if mcKeySeqs {
-					sc.keys = append(sc.keys, seq-en.Seq, uint64(addrU32(en.Addr)), sc.taskName(TaskID(en.Holder)))
+					d.ents = append(d.ents, seq-en.Seq, uint64(addrU32(en.Addr)), en.Holder)
 					continue
 				}
 				// address, holder; in address order (insertion: a few entries)
-				sc.keys = append(sc.keys, uint64(addrU32(en.Addr)), sc.taskName(TaskID(en.Holder)))
-				for j := len(sc.keys) - 2; j > q.lo && sc.keys[j-2] > sc.keys[j]; j -= 2 {
-					sc.keys[j-2], sc.keys[j] = sc.keys[j], sc.keys[j-2]
-					sc.keys[j-1], sc.keys[j+1] = sc.keys[j+1], sc.keys[j-1]
+				d.ents = append(d.ents, uint64(addrU32(en.Addr)), en.Holder)
+				for j := len(d.ents) - 2; j > q.lo && d.ents[j-2] > d.ents[j]; j -= 2 {
+					d.ents[j-2], d.ents[j] = d.ents[j], d.ents[j-2]
+					d.ents[j-1], d.ents[j+1] = d.ents[j+1], d.ents[j-1]
 				}
 			}
-			q.hi = len(sc.keys)
-			sc.qnodes = append(sc.qnodes, q)
+			q.hi = len(d.ents)
+			d.quar = append(d.quar, q)
+		}
+		d.pools = append(d.pools, len(d.quar))
+	}
+}
+
+// mcKeyPools appends the waiting tasks' names in ID order, then for every
+// pool each held address with its holder and each node's quarantine,
+// naming tasks and nodes as the key does (from mcPrepPools' data).
+func mcKeyPools(sc *mcScratch) {
+	e := &sc.e
+	d := &sc.pd
+	for _, id := range d.waits {
+		e.u(sc.taskName(id))
+	}
+	for i := 0; i < len(d.pools); i += 3 {
+		for _, h := range d.holds[d.pools[i]:d.pools[i+1]] {
+			e.u(uint64(h.addr))
+			e.byte1(uint8(h.kind))
+			if h.kind == ipam.KindVIP {
+				e.u(h.id)
+			} else {
+				e.u(sc.taskName(TaskID(h.id))) // 0: gone
+			}
+		}
+		sc.qnodes = sc.qnodes[:0]
+		for j := d.pools[i+1]; j < d.pools[i+2]; j++ {
+			sc.qnodes = append(sc.qnodes, mcQuarNode{node: sc.mapNode(d.quar[j].node), raw: j})
 		}
 		slices.SortFunc(sc.qnodes, func(a, b mcQuarNode) int { return cmp.Compare(a.node, b.node) })
-		for _, q := range sc.qnodes {
-			e.u(uint64(q.node))
+		width := 2 // address, holder
+		if mcKeySeqs {
+			width = 3
+		}
+		for _, qn := range sc.qnodes {
+			q := d.quar[qn.raw]
+			e.u(uint64(qn.node))
 			e.u(uint64(q.hi - q.lo))
-			for _, k := range sc.keys[q.lo:q.hi] {
-				e.u(k)
+			for k := q.lo; k < q.hi; k += width {
+				for _, v := range d.ents[k : k+width-1] {
+					e.u(v)
+				}
+				e.u(sc.taskName(TaskID(d.ents[k+width-1])))
 			}
 		}
 	}
@@ -227,7 +275,7 @@ func mcReachable(t *testing.T, b mcBounds) map[uint64]mcStateMeta {
 		for _, a := range mcActions(cur.s, cur.m, b, false) {
 			after, err := c.apply(cur.s, a)
 			if err != nil {
-				t.Fatalf("illegal step %q: %v", a.desc, err)
+				t.Fatalf("illegal step %q: %v", a.desc(), err)
 			}
 			if after == nil {
 				continue

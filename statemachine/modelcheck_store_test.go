@@ -226,7 +226,7 @@ func (c *mcChecker) trace(i int32, last string) string {
 		list := mcActions(s, m, c.b, false)
 		a := list[acts[j]]
 		step++
-		fmt.Fprintf(&sb, "  %d. %s\n", step, a.desc)
+		fmt.Fprintf(&sb, "  %d. %s\n", step, a.desc())
 		after := s.Clone()
 		after.Apply([]Command{a.cmd}, 0, a.time(), &Output{})
 		m = a.metaAfter(m)

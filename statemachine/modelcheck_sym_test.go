@@ -51,7 +51,7 @@ func mcCheckKeyBisimulation(t *testing.T, b mcBounds, limit int) {
 		for _, a := range mcActions(cur.s, cur.m, b, false) {
 			after, err := c.apply(cur.s, a)
 			if err != nil {
-				t.Fatalf("illegal step %q: %v", a.desc, err)
+				t.Fatalf("illegal step %q: %v", a.desc(), err)
 			}
 			if after == nil {
 				continue
@@ -59,7 +59,7 @@ func mcCheckKeyBisimulation(t *testing.T, b mcBounds, limit int) {
 			m := a.metaAfter(cur.m)
 			k := mcKey(after, m)
 			succ = append(succ, k)
-			descs = append(descs, fmt.Sprintf("%s -> %x", a.desc, k))
+			descs = append(descs, fmt.Sprintf("%s -> %x", a.desc(), k))
 			if ck := concKey(after, m); !seen[ck] {
 				seen[ck] = true
 				queue = append(queue, conc{after, m})

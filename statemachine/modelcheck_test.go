@@ -1,6 +1,7 @@
 package statemachine
 
 import (
+	"bytes"
 	"flag"
 	"fmt"
 	"runtime/debug"
@@ -62,13 +63,23 @@ type mcMeta struct {
 }
 
 type mcAction struct {
-	desc  string
-	by    Component
-	cmd   Command
-	event bool
-	meta  func(m *mcMeta)
-	at    int64 // the entry's time; 0 means the checker's usual 1
+	// format and args describe the action (desc formats them only when
+	// asked: formatting every action's description was a twentieth of
+	// the checker's time).
+	format string
+	args   []any
+	by     Component
+	cmd    Command
+	event  bool
+	// progress: the action is one of fair progress (mcActions with
+	// progressOnly lists exactly these, in the same order).
+	progress bool
+	meta     func(m *mcMeta)
+	at       int64 // the entry's time; 0 means the checker's usual 1
 }
+
+// desc describes the action, as traces show it.
+func (a mcAction) desc() string { return fmt.Sprintf(a.format, a.args...) }
 
 // metaAfter is m after taking a: its event counted and its own change made.
 func (a mcAction) metaAfter(m mcMeta) mcMeta {
@@ -79,191 +90,6 @@ func (a mcAction) metaAfter(m mcMeta) mcMeta {
 		a.meta(&m)
 	}
 	return m
-}
-
-// mcServices are the two services: a replicated one (restart on-failure) and
-// a global one (restart any).
-func mcServices(b mcBounds) [2]ServiceSpec {
-	web := ServiceSpec{Name: "web", Replicas: b.replicas, Restart: RestartPolicy{Condition: RestartOnFailure}}
-	mon := ServiceSpec{Name: "mon", Mode: ModeGlobal}
-	if b.net {
-		web.Networks = []string{"net"}
-		web.Disconnect = DisconnectPolicy{LostAfter: 60e9}
-		// a window for the global service too: its task is held aside,
-		// and no replacement may be pinned to the node that is away
-		mon.Disconnect = DisconnectPolicy{LostAfter: 60e9}
-	}
-	return [2]ServiceSpec{web, mon}
-}
-
-// mcActions lists every action enabled (or possibly enabled: Apply decides)
-// in s. progressOnly keeps the actions of fair progress: no user actions, no
-// events, no new failures.
-func mcActions(s *State, m mcMeta, b mcBounds, progressOnly bool) []mcAction {
-	var acts []mcAction
-	add := func(by Component, event bool, cmd Command, format string, args ...any) {
-		acts = append(acts, mcAction{desc: fmt.Sprintf(format, args...), by: by, cmd: cmd, event: event})
-	}
-	canEvent := !progressOnly && int(m.events) < b.events
-	specs := mcServices(b)
-	if !progressOnly {
-		for i := range specs {
-			if i > 0 && b.webOnly {
-				break
-			}
-			spec := specs[i]
-			if m.created&(1<<i) == 0 {
-				bit := uint8(1 << i)
-				acts = append(acts, mcAction{desc: "user create " + spec.Name, by: CompUser,
-					cmd: Command{Kind: CmdCreateService, Spec: &spec}, meta: func(m *mcMeta) { m.created |= bit }})
-			}
-			svc := s.ServiceByName(spec.Name)
-			if svc == nil || svc.Remove {
-				continue
-			}
-			add(CompUser, false, Command{Kind: CmdRemoveService, Name: spec.Name}, "user remove %s", spec.Name)
-			if canEvent {
-				up := cloneSpec(&svc.Spec)
-				up.Image = fmt.Sprintf("v%d", svc.SpecVersion+1)
-				add(CompUser, true, Command{Kind: CmdUpdateService, Spec: &up}, "user update %s image %s", spec.Name, up.Image)
-				if spec.Mode == ModeReplicated && b.replicas > 1 {
-					sc := cloneSpec(&svc.Spec)
-					sc.Replicas = b.replicas + 1 - svc.Spec.Replicas
-					if sc.Replicas > b.replicas {
-						sc.Replicas = b.replicas
-					}
-					if sc.Replicas != svc.Spec.Replicas {
-						add(CompUser, true, Command{Kind: CmdUpdateService, Spec: &sc}, "user scale %s to %d", spec.Name, sc.Replicas)
-					}
-				}
-			}
-		}
-	}
-	for _, id := range s.ServiceIDs() {
-		if !b.manual {
-			break // reactions run inside Apply
-		}
-		add(CompOrchestrator, false, Command{Kind: CmdReconcile, Name: s.services[id].Spec.Name}, "orchestrator reconcile %s", s.services[id].Spec.Name)
-	}
-	for _, nid := range s.NodeIDs() {
-		n := s.nodes[nid]
-		switch n.Status {
-		case NodeReady:
-			if canEvent {
-				add(CompNodeMonitor, true, Command{Kind: CmdSetNodeStatus, Node: nid, NodeStatus: NodeDown}, "node n%d down", nid)
-				if b.net {
-					add(CompNodeMonitor, true, Command{Kind: CmdSetNodeStatus, Node: nid, NodeStatus: NodeDisconnected}, "node n%d disconnects", nid)
-				}
-			}
-		case NodeDisconnected:
-			// Given up on once no task has a live window (time passes), or
-			// it comes back.
-			if !s.DisconnectWindowOpen(nid, mcLater(s)) {
-				acts = append(acts, mcAction{desc: fmt.Sprintf("node n%d given up: down", nid), by: CompNodeMonitor,
-					cmd: Command{Kind: CmdSetNodeStatus, Node: nid, NodeStatus: NodeDown}, at: mcLater(s)})
-			}
-			if !progressOnly {
-				add(CompNodeMonitor, false, Command{Kind: CmdSetNodeStatus, Node: nid, NodeStatus: NodeInitializing}, "node n%d reconnects", nid)
-			}
-		case NodeDown:
-			// Past its orphan timeout the node monitor orphans the node
-			// in one command (as the engine's monitor does): its
-			// assigned..running tasks and its quarantine. Offered while
-			// it would change something.
-			if s.mcOrphanable(nid) {
-				add(CompNodeMonitor, false, Command{Kind: CmdOrphanNode, Node: nid}, "node-monitor n%d orphaned", nid)
-			}
-			if !progressOnly {
-				add(CompNodeMonitor, false, Command{Kind: CmdSetNodeStatus, Node: nid, NodeStatus: NodeInitializing}, "node n%d reconnects", nid)
-			}
-		case NodeInitializing:
-			add(CompNodeMonitor, false, Command{Kind: CmdSetNodeStatus, Node: nid, NodeStatus: NodeReady}, "node n%d ready", nid)
-		}
-	}
-	for _, id := range s.TaskIDs() {
-		t := s.tasks[id]
-		name := s.taskName(t)
-		st := t.Status.State
-		switch {
-		case st == StateNew && b.manual:
-			add(CompAllocator, false, Command{Kind: CmdAllocate, Task: id}, "allocator %s pending", name)
-		case st == StatePending:
-			for _, nid := range s.NodeIDs() {
-				add(CompScheduler, false, Command{Kind: CmdAssign, Task: id, Node: nid}, "scheduler %s -> n%d", name, nid)
-			}
-		case st >= StateAssigned && st <= StateRunning:
-			report := func(to TaskState, event bool) {
-				add(CompAgent, event, Command{Kind: CmdTaskStatus, Task: id, Node: t.Node, State: to}, "agent n%d %s %s", t.Node, name, to)
-			}
-			if t.Desired.Stopping() {
-				report(StateShutdown, false)
-			} else if t.Desired == DesiredReady {
-				if st < StateReady {
-					report(StateReady, false) // held: prepare, do not start
-				}
-			} else if st < StateRunning {
-				report(StateRunning, false) // a coalesced report: assigned → running
-			}
-			if canEvent {
-				if st <= StateStarting {
-					report(StateRejected, true)
-				}
-				if st == StateRunning {
-					report(StateFailed, true)
-					report(StateComplete, true)
-				}
-			}
-		}
-		if b.manual && s.Reapable(id) {
-			add(CompReaper, false, Command{Kind: CmdReap, Task: id}, "reaper delete %s", name)
-		}
-	}
-	if b.net {
-		if s.NextDue() != 0 {
-			acts = append(acts, mcAction{desc: "time passes", by: CompNodeMonitor, cmd: Command{Kind: CmdTick}, at: mcLater(s)})
-		}
-		for _, nid := range s.NodeIDs() {
-			n := s.nodes[nid]
-			if !n.Status.AcceptsUpdates() || !s.mcQuarantined(nid) {
-				continue // a sync with nothing quarantined changes nothing
-			}
-			var holds []TaskID
-			for _, t := range s.NodeTasks(nid) {
-				if !t.Status.State.Terminal() {
-					holds = append(holds, t.ID)
-				}
-			}
-			add(CompAgent, false, Command{Kind: CmdNodeSync, Node: nid, Seq: n.AssignSeq, Tasks: holds}, "agent n%d sync seq=%d", nid, n.AssignSeq)
-		}
-	}
-	if b.bug == mcBugReapLive && b.manual {
-		// The seeded bug's reaper also offers running tasks.
-		for _, id := range s.TaskIDs() {
-			if t := s.tasks[id]; t.Status.State == StateRunning && !s.Reapable(id) {
-				add(CompReaper, false, Command{Kind: CmdReap, Task: id}, "reaper delete %s", s.taskName(t))
-			}
-		}
-	}
-	return acts
-}
-
-// mcOrphanable reports whether a node-level orphan of node id would change
-// anything: it has a task that can be orphaned, or addresses quarantined.
-func (s *State) mcOrphanable(id NodeID) bool {
-	for _, t := range s.nodes[id].tasks {
-		if CanTransition(CompNodeMonitor, t.Status.State, StateOrphaned) {
-			return true
-		}
-	}
-	return s.mcQuarantined(id)
-}
-
-func (s *State) taskName(t *Task) string {
-	name := "?"
-	if svc := s.services[t.Service]; svc != nil {
-		name = svc.Spec.Name
-	}
-	return fmt.Sprintf("%s.%d#%d", name, t.Slot, uint64(t.ID)&(1<<48-1))
 }
 
 type mcResult struct {
@@ -282,8 +108,16 @@ func (a mcAction) time() int64 {
 
 // mcClone decodes a state; the seeded bug is not part of the encoding, so
 // it is set again on every copy.
-func mcClone(canon []byte, bug mcBug) *State {
-	s, err := FromCanonical(canon)
+func mcClone(canon []byte, bug mcBug) *State { return mcDecode(canon, bug, poolCodec{}) }
+
+// decode decodes a state, its pools shared through the checker's codec.
+func (c *mcChecker) decode(canon []byte) *State { return mcDecode(canon, c.b.bug, c.pools.codec()) }
+
+// canonical is s.Canonical(), shared pools' encodings from the codec.
+func (c *mcChecker) canonical(s *State) []byte { return s.canonicalWith(c.pools.codec()) }
+
+func mcDecode(canon []byte, bug mcBug, pc poolCodec) *State {
+	s, err := decodeCanonicalWith(canon, pc)
 	if err != nil {
 		panic(fmt.Sprintf("model checker: state does not decode: %v", err))
 	}
@@ -320,6 +154,20 @@ type mcChecker struct {
 	// checked holds mcKey(s, mcMeta{}) of every state whose liveness
 	// check passed, in chunks merged before (written between chunks).
 	checked *mcSet
+	pools   *mcPools
+	claims  *mcClaims // the chunk being expanded's (mcClaims)
+}
+
+// mcWorker is what one worker keeps between the states it expands.
+type mcWorker struct {
+	memo *mcSet // states whose liveness walk passed
+	buf  []byte // compression's scratch
+}
+
+// compress returns canon s2-compressed, in a slice of its own size.
+func (w *mcWorker) compress(canon []byte) []byte {
+	w.buf = s2.Encode(w.buf[:cap(w.buf)], canon)
+	return bytes.Clone(w.buf)
 }
 
 // mcWorkers is how many goroutines expand states (the machine has 2 cores).
@@ -364,7 +212,7 @@ func runModelCheck(b mcBounds) mcResult {
 	// time, and the memory limit keeps a large run within its bound.
 	defer debug.SetGCPercent(debug.SetGCPercent(400))
 	defer debug.SetMemoryLimit(debug.SetMemoryLimit(mcMemoryLimit))
-	c := &mcChecker{b: b, retention: b.retained + 1, checked: newMCSet(1 << 16)}
+	c := &mcChecker{b: b, retention: b.retained + 1, checked: newMCSet(1 << 16), pools: newMCPools()}
 	init := mcInitial(b, c.retention)
 	c.init = init.Canonical()
 	c.recs = append(c.recs, mcRec{parent: -1})
@@ -372,10 +220,11 @@ func runModelCheck(b mcBounds) mcResult {
 	seen.add(mcKey(init, mcMeta{}))
 	frontier := &mcQueue{}
 	frontier.push(0, mcCompress(c.init))
-	memos := make([]*mcSet, mcWorkers)
-	for w := range memos {
-		memos[w] = newMCSet(1 << 10)
+	workers := make([]*mcWorker, mcWorkers)
+	for w := range workers {
+		workers[w] = &mcWorker{memo: newMCSet(1 << 10)}
 	}
+	c.claims = newMCClaims(mcChunk * 8)
 	res := mcResult{}
 	// Breadth first, a level at a time. At every state: the invariants,
 	// and that fair progress from it reaches the desired state (liveness);
@@ -393,7 +242,7 @@ func runModelCheck(b mcBounds) mcResult {
 			for i := range chunk {
 				chunk[i] = frontier.at(lo + i)
 			}
-			stop = c.expandChunk(chunk, seen, memos, &res, next)
+			stop = c.expandChunk(chunk, seen, workers, &res, next)
 			frontier.release(hi)
 		}
 		frontier.release(frontier.len()) // also after a stop
@@ -419,7 +268,8 @@ const mcChunk = 1 << 14
 // seen before into next, in state order (runs are repeatable). It reports
 // whether to stop: a violation (past a liveness one, with -mc.keep-going,
 // it goes on).
-func (c *mcChecker) expandChunk(chunk []mcFront, seen *mcSet, memos []*mcSet, res *mcResult, next *mcQueue) bool {
+func (c *mcChecker) expandChunk(chunk []mcFront, seen *mcSet, workers []*mcWorker, res *mcResult, next *mcQueue) bool {
+	c.claims.reset(len(chunk) * 8)
 	succs := make([][]mcSucc, len(chunk))
 	viol := make([]string, len(chunk))
 	checked := make([]uint64, len(chunk))
@@ -430,10 +280,10 @@ func (c *mcChecker) expandChunk(chunk []mcFront, seen *mcSet, memos []*mcSet, re
 		go func() {
 			defer wg.Done()
 			for q := w; q < len(chunk); q += mcWorkers {
-				if memos[w].n > mcMemoCap {
-					memos[w] = newMCSet(1 << 10)
+				if workers[w].memo.n > mcMemoCap {
+					workers[w].memo = newMCSet(1 << 10)
 				}
-				succs[q], trans[w], viol[q], checked[q] = c.expand(chunk[q], seen, memos[w], trans[w])
+				succs[q], trans[w], viol[q], checked[q] = c.expand(chunk[q], seen, workers[w], trans[w])
 				chunk[q].canon = nil
 			}
 		}()
@@ -469,13 +319,13 @@ func (c *mcChecker) expandChunk(chunk []mcFront, seen *mcSet, memos []*mcSet, re
 // expand checks a state (its invariants, the legality of every step from
 // it, then that progress from it reaches the desired state) and returns its
 // successors, and its key for c.checked.
-func (c *mcChecker) expand(f mcFront, seen, memo *mcSet, transitions int) ([]mcSucc, int, string, uint64) {
+func (c *mcChecker) expand(f mcFront, seen *mcSet, wk *mcWorker, transitions int) ([]mcSucc, int, string, uint64) {
 	meta := c.recs[f.idx].meta
 	canon, err := s2.Decode(nil, f.canon)
 	if err != nil {
 		panic(fmt.Sprintf("model checker: frontier entry does not decompress: %v", err))
 	}
-	before := mcClone(canon, c.b.bug)
+	before := c.decode(canon)
 	if err := before.CheckInvariants(); err != nil {
 		return nil, transitions, fmt.Sprintf("invariant broken: %v\ntrace:\n%s", err, c.trace(f.idx, "")), 0
 	}
@@ -488,9 +338,9 @@ func (c *mcChecker) expand(f mcFront, seen, memo *mcSet, transitions int) ([]mcS
 	for i, a := range acts {
 		after, err := c.apply(before, a)
 		if err != nil {
-			return nil, transitions, fmt.Sprintf("illegal step: %v\ntrace:\n%s", err, c.trace(f.idx, a.desc)), 0
+			return nil, transitions, fmt.Sprintf("illegal step: %v\ntrace:\n%s", err, c.trace(f.idx, a.desc())), 0
 		}
-		steps[i] = mcStep{desc: a.desc, after: after}
+		steps[i] = mcStep{act: a, after: after, applied: true}
 		if after == nil {
 			continue
 		}
@@ -503,13 +353,13 @@ func (c *mcChecker) expand(f mcFront, seen, memo *mcSet, transitions int) ([]mcS
 		base := mcBaseOf(sk, m)
 		key := mcWithEvents(base, m.events)
 		transitions++
-		if seen.has(key) || mcSubsumed(seen, base, m) {
-			continue
+		if seen.has(key) || mcSubsumed(seen, base, m) || !c.claims.claim(key, int64(f.idx)) {
+			continue // seen, or an earlier state of the chunk reaches it too
 		}
-		steps[i].canon = after.Canonical()
-		out = append(out, mcSucc{rec: mcRec{parent: f.idx, act: uint16(i), meta: m}, canon: mcCompress(steps[i].canon), key: key})
+		steps[i].canon = c.canonical(after)
+		out = append(out, mcSucc{rec: mcRec{parent: f.idx, act: uint16(i), meta: m}, canon: wk.compress(steps[i].canon), key: key})
 	}
-	if err := c.checkProgress(before, canon, self, memo, steps); err != nil {
+	if err := c.checkProgress(before, canon, self, wk.memo, steps); err != nil {
 		return out, transitions, fmt.Sprintf("liveness: %v\ntrace:\n%s", err, c.trace(f.idx, "")), 0
 	}
 	return out, transitions, "", mcWithEvents(mcBaseOf(self, mcMeta{}), 0)

@@ -240,7 +240,7 @@ func (s *State) removeNetworkDelivered(name string) Result {
 		return reject(CodeNotAllowed, "network %q still has %d held and %d quarantined addresses here", name, p.Held(), p.Quarantined())
 	}
 	delete(s.networks, nw.ID)
-	delete(s.pools, nw.ID)
+	s.deletePool(nw.ID)
 	delete(s.in.full, nw.ID)
 	delete(s.in.returning, nw.ID)
 	return Result{ID: uint64(nw.ID)}

@@ -69,13 +69,29 @@ func (s *State) Hash() uint64 {
 // what SaveCanonical compresses into a snapshot (the engine captures it
 // under the replica's lock), and FromCanonical's input (the model
 // checker's state copies).
-func (s *State) Canonical() []byte {
+func (s *State) Canonical() []byte { return s.canonicalWith(poolCodec{}) }
+
+func (s *State) canonicalWith(pc poolCodec) []byte {
 	var buf bytes.Buffer
-	_ = s.writeCanonical(&buf)
+	_ = s.writeCanonicalWith(&buf, pc)
 	return buf.Bytes()
 }
 
-func (s *State) writeCanonical(w io.Writer) error {
+// poolCodec encodes and decodes the address pools inside the canonical
+// encoding. The zero codec uses the pools' own MarshalBinary and
+// UnmarshalBinary; the model checker's (mcPools) keeps the encodings of
+// pools that no state changes any more, and one pool per encoding.
+type poolCodec struct {
+	// encode returns p's encoding; shared: no state changes p any more.
+	encode func(p *ipam.Pool, shared bool) ([]byte, error)
+	// decode returns the pool that raw encodes; shared: other states
+	// may hold it, so the decoded state copies it before a change.
+	decode func(raw string) (p *ipam.Pool, shared bool, err error)
+}
+
+func (s *State) writeCanonical(w io.Writer) error { return s.writeCanonicalWith(w, poolCodec{}) }
+
+func (s *State) writeCanonicalWith(w io.Writer, pc poolCodec) error {
 	e := encoder{b: make([]byte, 0, 1024)}
 	flush := func(force bool) error {
 		if len(e.b) < flushAt && !force {
@@ -119,7 +135,13 @@ func (s *State) writeCanonical(w io.Writer) error {
 	e.u(uint64(len(nets)))
 	for _, id := range nets {
 		encodeNetwork(&e, s.networks[id])
-		raw, err := s.pools[id].MarshalBinary()
+		var raw []byte
+		var err error
+		if pc.encode != nil {
+			raw, err = pc.encode(s.pools[id], !s.poolsOwned[id])
+		} else {
+			raw, err = s.pools[id].MarshalBinary()
+		}
 		if err != nil {
 			return err
 		}
@@ -262,7 +284,9 @@ func (s *State) Load(r io.Reader) error {
 // FromCanonical builds a state from Canonical's output.
 func FromCanonical(b []byte) (*State, error) { return decodeCanonical(b) }
 
-func decodeCanonical(b []byte) (*State, error) {
+func decodeCanonical(b []byte) (*State, error) { return decodeCanonicalWith(b, poolCodec{}) }
+
+func decodeCanonicalWith(b []byte, pc poolCodec) (*State, error) {
 	v1 := bytes.HasPrefix(b, []byte(snapshotMagicV1))
 	v2 := bytes.HasPrefix(b, []byte(snapshotMagicV2))
 	if !v1 && !v2 && !bytes.HasPrefix(b, []byte(snapshotMagic)) {
@@ -308,12 +332,21 @@ func decodeCanonical(b []byte) (*State, error) {
 		}
 		s.networks[nw.ID] = nw
 		raw := d.str()
-		if d.Err() == nil {
+		if d.Err() == nil && pc.decode != nil {
+			p, shared, err := pc.decode(raw)
+			if err != nil {
+				d.fail(fmt.Sprintf("network %d pool: %v", nw.ID, err))
+			} else if shared {
+				s.pools[nw.ID] = p // copied before a change (poolW)
+			} else {
+				s.setPool(nw.ID, p)
+			}
+		} else if d.Err() == nil {
 			p := new(ipam.Pool)
 			if err := p.UnmarshalBinary([]byte(raw)); err != nil {
 				d.fail(fmt.Sprintf("network %d pool: %v", nw.ID, err))
 			}
-			s.pools[nw.ID] = p
+			s.setPool(nw.ID, p)
 		}
 	}
 	for range d.count(8) {

@@ -66,6 +66,10 @@ type State struct {
 	// finished task's node reference can never point at a newcomer.
 	removedNodes map[NodeID]struct{}
 	pools        map[NetworkID]*ipam.Pool
+	// poolsOwned lists the pools this state may change in place. Clone
+	// shares pools and empties both states' lists: a pool not listed may
+	// be shared with a clone, and poolW copies it before its first change.
+	poolsOwned map[NetworkID]bool
 	// waiting indexes the tasks still new (waiting for addresses).
 	waiting map[TaskID]*Task
 	// waitOrder lists waiting's IDs in increasing order (task IDs only

@@ -33,7 +33,10 @@ func (s *State) nodeSync(c *Command) Result {
 	}
 	freed := 0
 	for _, id := range sortedKeys(s.pools) {
-		p := s.pools[id]
+		if len(s.pools[id].Quarantine(uint32(c.Node))) == 0 {
+			continue // nothing to confirm: the pool would not change
+		}
+		p := s.poolW(id)
 		owners := quarantineOwners(p, c.Node)
 		addrs := p.ConfirmSync(uint32(c.Node), c.Seq, func(_ netip.Addr, holder uint64) bool {
 			_, ok := holds[holder]
@@ -52,7 +55,10 @@ func (s *State) nodeSync(c *Command) Result {
 func (s *State) expireNode(id NodeID) {
 	freed := 0
 	for _, pid := range sortedKeys(s.pools) {
-		p := s.pools[pid]
+		if len(s.pools[pid].Quarantine(uint32(id))) == 0 {
+			continue // nothing to expire: the pool would not change
+		}
+		p := s.poolW(pid)
 		owners := quarantineOwners(p, id)
 		addrs := p.ExpireNode(uint32(id))
 		s.markReleased(pid, addrs, owners)
