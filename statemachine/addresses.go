@@ -240,20 +240,19 @@ func (s *State) retryAllocation() {
 	s.fullNets = nil
 }
 
-// waitingTasks lists tasks still new (waiting for addresses), by ID, and
-// drops from waitOrder the IDs that left waiting.
+// waitingTasks lists tasks still new (waiting for addresses), by ID.
 func (s *State) waitingTasks() []*Task {
-	ts := make([]*Task, 0, len(s.waiting))
-	kept := s.waitOrder[:0]
-	for _, id := range s.waitOrder {
-		if t := s.waiting[id]; t != nil {
-			ts = append(ts, t)
-			kept = append(kept, id)
-		}
+	s.compactWaitOrder()
+	ts := make([]*Task, len(s.waitOrder))
+	for i, id := range s.waitOrder {
+		ts[i] = s.waiting[id]
 	}
-	clear(s.waitOrder[len(kept):])
-	s.waitOrder = kept
 	return ts
+}
+
+// compactWaitOrder drops from waitOrder the IDs that left waiting.
+func (s *State) compactWaitOrder() {
+	s.waitOrder = slices.DeleteFunc(s.waitOrder, func(id TaskID) bool { return s.waiting[id] == nil })
 }
 
 // addWaiting indexes t as waiting for addresses. IDs come in increasing
@@ -262,7 +261,7 @@ func (s *State) waitingTasks() []*Task {
 func (s *State) addWaiting(t *Task) {
 	s.waiting[t.ID] = t
 	if len(s.waitOrder) > 2*len(s.waiting)+64 {
-		s.waitingTasks() // mostly IDs that left: drop them (amortized)
+		s.compactWaitOrder() // mostly IDs that left: drop them (amortized)
 	}
 	if n := len(s.waitOrder); n == 0 || s.waitOrder[n-1] < t.ID {
 		s.waitOrder = append(s.waitOrder, t.ID)

@@ -192,18 +192,7 @@ func mcKeyPerm(s *State, sc *mcScratch) uint64 {
 			e.u(uint64(name(n)))
 			e.u(uint64(len(tasks)))
 			for _, t := range tasks {
-				e.u(uint64(t.SpecVersion))
-				e.u(uint64(sc.mapNode(t.Node)))
-				e.byte1(uint8(t.Desired))
-				e.byte1(uint8(t.Status.State))
-				m, _ := connMarker(t)
-				e.byte1(uint8(m.Kind))
-				e.u(uint64(t.StopReason))
-				e.bool(t.Desired == DesiredReady && t.StartAt != 0)
-				for _, at := range t.Attachments {
-					e.u(uint64(at.Addr))
-					e.bool(at.Released)
-				}
+				mcKeyTask(e, t, sc.mapNode(t.Node))
 			}
 		}
 	}
@@ -230,4 +219,22 @@ func (sc *mcScratch) poolFixed(s *State, id NetworkID) []byte {
 		sc.fixed[p] = f
 	}
 	return f
+}
+
+// mcKeyTask encodes what the key keeps of task t, whose node is named
+// node under the renaming being hashed (the key and its reference share
+// it: they differ in how they gather and rename, not in what a task is).
+func mcKeyTask(e *encoder, t *Task, node NodeID) {
+	e.u(uint64(t.SpecVersion))
+	e.u(uint64(node))
+	e.byte1(uint8(t.Desired))
+	e.byte1(uint8(t.Status.State))
+	m, _ := connMarker(t)
+	e.byte1(uint8(m.Kind))
+	e.u(uint64(t.StopReason))
+	e.bool(t.Desired == DesiredReady && t.StartAt != 0)
+	for _, at := range t.Attachments {
+		e.u(uint64(at.Addr))
+		e.bool(at.Released)
+	}
 }

@@ -103,18 +103,7 @@ func mcKeyRefPerm(s *State, m mcMeta, perm map[NodeID]NodeID, pools []byte) uint
 			e.u(uint64(name(i)))
 			e.u(uint64(len(tasks[i])))
 			for _, t := range tasks[i] {
-				e.u(uint64(t.SpecVersion))
-				e.u(uint64(mapNode(t.Node)))
-				e.byte1(uint8(t.Desired))
-				e.byte1(uint8(t.Status.State))
-				m, _ := connMarker(t)
-				e.byte1(uint8(m.Kind))
-				e.u(uint64(t.StopReason))
-				e.bool(t.Desired == DesiredReady && t.StartAt != 0)
-				for _, at := range t.Attachments {
-					e.u(uint64(at.Addr))
-					e.bool(at.Released)
-				}
+				mcKeyTask(&e, t, mapNode(t.Node))
 			}
 		}
 	}
@@ -193,21 +182,8 @@ func TestModelCheckKeyMatchesReference(t *testing.T) {
 		{nodes: 2, replicas: 2, retained: 1, events: 1, manual: true},
 	} {
 		t.Run(fmt.Sprintf("net=%v,manual=%v", b.net, b.manual), func(t *testing.T) {
-			c := &mcChecker{b: b, retention: b.retained + 1}
-			type conc struct {
-				s *State
-				m mcMeta
-			}
-			concKey := func(s *State, m mcMeta) uint64 {
-				return xxhash.Sum64(append(s.Canonical(), m.events, m.created))
-			}
-			init := mcInitial(b, c.retention)
-			queue := []conc{{init, mcMeta{}}}
-			seen := map[uint64]bool{concKey(init, mcMeta{}): true}
 			toRef, toKey := map[uint64]uint64{}, map[uint64]uint64{}
-			for len(queue) > 0 && len(seen) < 5000 {
-				cur := queue[0]
-				queue = queue[1:]
+			known, unexpanded := mcExploreConcrete(t, b, 5000, false, func(cur mcStateMeta, _ []mcStep) {
 				k, r := mcKey(cur.s, cur.m), mcKeyRef(cur.s, cur.m)
 				if old, ok := toRef[k]; ok && old != r {
 					t.Fatalf("key %x covers reference keys %x and %x: it merges states the reference tells apart", k, old, r)
@@ -216,20 +192,9 @@ func TestModelCheckKeyMatchesReference(t *testing.T) {
 					t.Fatalf("reference key %x has keys %x and %x: the key tells apart states the reference merges", r, old, k)
 				}
 				toRef[k], toKey[r] = r, k
-				for _, a := range mcActions(cur.s, cur.m, b, false) {
-					after, err := c.apply(cur.s, a)
-					if err != nil || after == nil {
-						continue
-					}
-					m := a.metaAfter(cur.m)
-					if ck := concKey(after, m); !seen[ck] {
-						seen[ck] = true
-						queue = append(queue, conc{after, m})
-					}
-				}
-			}
-			t.Logf("%d concrete states, %d keys", len(seen), len(toRef))
-			if len(toRef) >= len(seen)-len(queue) {
+			})
+			t.Logf("%d concrete states, %d keys", known, len(toRef))
+			if len(toRef) >= known-unexpanded {
 				t.Fatal("no two states shared a key: the check checked nothing")
 			}
 		})

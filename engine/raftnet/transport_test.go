@@ -86,6 +86,18 @@ func start(t *testing.T, nh config.NodeHostConfig, addr string, in *inbox) *Tran
 	return tr
 }
 
+// connect returns a message connection from local to addr, closed when
+// the test ends.
+func connect(t *testing.T, local *Transport, addr string) *msgConn {
+	t.Helper()
+	c, err := local.GetConnection(context.Background(), addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c.(*msgConn)
+}
+
 func batch(term uint64) pb.MessageBatch {
 	return pb.MessageBatch{Requests: []pb.Message{{Type: pb.Heartbeat, ShardID: 1, From: 1, To: 2, Term: term}}}
 }
@@ -99,11 +111,7 @@ func TestRestartedPeerGetsTheNextMessage(t *testing.T) {
 	peer := start(t, config.NodeHostConfig{}, addr, in1)
 	local := start(t, config.NodeHostConfig{}, freeAddr(t), newInbox())
 
-	conn, err := local.GetConnection(context.Background(), addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := connect(t, local, addr)
 	if err := conn.SendMessageBatch(batch(1)); err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +123,7 @@ func TestRestartedPeerGetsTheNextMessage(t *testing.T) {
 	// The watcher sees the old incarnation's close (a real peer's kill
 	// shows the same way: its kernel closes the sockets).
 	select {
-	case <-conn.(*msgConn).gone:
+	case <-conn.gone:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the connection never noticed its peer closed it")
 	}
@@ -131,13 +139,9 @@ func TestDownPeerFailsTheSend(t *testing.T) {
 	addr := freeAddr(t)
 	peer := start(t, config.NodeHostConfig{}, addr, newInbox())
 	local := start(t, config.NodeHostConfig{}, freeAddr(t), newInbox())
-	conn, err := local.GetConnection(context.Background(), addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := connect(t, local, addr)
 	_ = peer.Close()
-	<-conn.(*msgConn).gone
+	<-conn.gone
 	if err := conn.SendMessageBatch(batch(1)); err == nil {
 		t.Fatal("a send to a peer that is down succeeded")
 	}
@@ -249,11 +253,7 @@ func TestMutualTLS(t *testing.T) {
 	in := newInbox()
 	start(t, nh("1"), addr, in)
 	local := start(t, nh("2"), freeAddr(t), newInbox())
-	conn, err := local.GetConnection(context.Background(), addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := connect(t, local, addr)
 	if err := conn.SendMessageBatch(batch(3)); err != nil {
 		t.Fatal(err)
 	}
@@ -264,11 +264,7 @@ func TestMutualTLS(t *testing.T) {
 		_ = c.SendMessageBatch(batch(4))
 		c.Close()
 	}
-	local2, err := local.GetConnection(context.Background(), addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer local2.Close()
+	local2 := connect(t, local, addr)
 	if err := local2.SendMessageBatch(batch(5)); err != nil {
 		t.Fatal(err)
 	}
