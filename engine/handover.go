@@ -21,6 +21,9 @@ func (e *Engine) HandOver(ctx context.Context) error {
 	var targets []uint64
 	var d net.Dialer
 	peers := e.Peers()
+	if len(peers) <= 1 {
+		return nil // a replica alone: there is no one to hand over to
+	}
 	for _, id := range slices.Sorted(maps.Keys(peers)) {
 		if id == e.cfg.ReplicaID {
 			continue
