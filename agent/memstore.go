@@ -47,6 +47,17 @@ func (s *MemStore) Load() (*State, error) {
 	return st, nil
 }
 
+// Task returns what the store keeps for task id.
+func (s *MemStore) Task(id sm.TaskID) (TaskRecord, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.mu.tasks[id]
+	if !ok {
+		return TaskRecord{}, false
+	}
+	return cloneRecord(r), true
+}
+
 // Apply applies w.
 func (s *MemStore) Apply(w *Writes) error {
 	s.mu.Lock()

@@ -156,6 +156,7 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	r.checker.SetProbe(r.fleet.Probe)
 	r.sampler = newSampler(r)
 	sctx, stopSampler := context.WithCancel(runCtx)
 	defer stopSampler()

@@ -32,7 +32,13 @@ type view struct {
 type holder struct {
 	node uint32
 	task uint64
+	at   time.Time // when the agent prepared or started it
 }
+
+// Probe says what the agent of node keeps in its store for task: a
+// second opinion on a conflict, to tell a double hold on the nodes from
+// a release the checker missed. It must take no lock but the store's.
+type Probe func(node uint32, task uint64) string
 
 // Checker checks the invariants; see the package doc.
 type Checker struct {
@@ -53,7 +59,17 @@ type Checker struct {
 		// suspects are address-live conflicts seen in the stream's view,
 		// waiting to be confirmed against the replicated state (Suspects).
 		suspects []Suspect
+		// released is, per address, the last holder the agents let go of.
+		released map[string]holder
+		probe    Probe
 	}
+}
+
+// SetProbe installs the agents' store probe for address-agents conflicts.
+func (c *Checker) SetProbe(p Probe) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.mu.probe = p
 }
 
 // New returns a checker; times in violations count from start.
@@ -67,6 +83,7 @@ func New(start time.Time) *Checker {
 	c.mu.handed = map[uint64]uint32{}
 	c.mu.checked = map[string]int64{}
 	c.mu.count = map[string]int{}
+	c.mu.released = map[string]holder{}
 	return c
 }
 
@@ -260,22 +277,23 @@ func (c *Checker) Hold(node uint32, id uint64, network, addrs []string, now time
 		c.mu.checked[AddressAgents]++
 		if h, ok := c.mu.agentAdr[k]; ok && h.task != id {
 			c.violateLocked(now, AddressAgents, fmt.Sprintf("address %s is held on the agents by task %d (node %d) and task %d (node %d)",
-				k, h.task, h.node, id, node), describe(h.task, c.mu.tasks[h.task]), describe(id, c.mu.tasks[id]))
+				k, h.task, h.node, id, node), c.conflictLocked(k, h, holder{node, id, now})...)
 			continue
 		}
-		c.mu.agentAdr[k] = holder{node, id}
+		c.mu.agentAdr[k] = holder{node, id, now}
 		keys = append(keys, k)
 	}
 	c.mu.held[id] = keys
 }
 
 // Release records that the agent let go of task id (it forgot it).
-func (c *Checker) Release(id uint64) {
+func (c *Checker) Release(id uint64, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, k := range c.mu.held[id] {
-		if c.mu.agentAdr[k].task == id {
+		if h := c.mu.agentAdr[k]; h.task == id {
 			delete(c.mu.agentAdr, k)
+			c.mu.released[k] = holder{h.node, id, now}
 		}
 	}
 	delete(c.mu.held, id)
@@ -430,4 +448,23 @@ func (c *Checker) Results() []report.Invariant {
 			Checked: c.mu.checked[n.Name], Violations: c.mu.count[n.Name]})
 	}
 	return out
+}
+
+// conflictLocked describes an address-agents conflict: both tasks as the
+// stream's view has them, when each was taken on its agent, the address's
+// previous release, and what the first holder's agent keeps for it.
+func (c *Checker) conflictLocked(k string, first, second holder) []string {
+	since := func(t time.Time) string { return t.Sub(c.mu.start).Round(time.Millisecond).String() }
+	objs := []string{
+		describe(first.task, c.mu.tasks[first.task]), describe(second.task, c.mu.tasks[second.task]),
+		fmt.Sprintf("task %d took it on node %d at %s; task %d on node %d at %s", first.task, first.node, since(first.at),
+			second.task, second.node, since(second.at)),
+	}
+	if r, ok := c.mu.released[k]; ok {
+		objs = append(objs, fmt.Sprintf("before them, task %d (node %d) let it go at %s", r.task, r.node, since(r.at)))
+	}
+	if c.mu.probe != nil {
+		objs = append(objs, fmt.Sprintf("the agent of node %d: %s", first.node, c.mu.probe(first.node, first.task)))
+	}
+	return objs
 }

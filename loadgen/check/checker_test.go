@@ -1,6 +1,8 @@
 package check
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -48,7 +50,7 @@ func TestCleanStream(t *testing.T) {
 	}
 	c.Handed(5, 1, t0)
 	c.Hold(5, 1, []string{"net0"}, []string{"10.0.0.2/24"}, t0)
-	c.Release(1)
+	c.Release(1, t0)
 	c.Handed(6, 2, t0)
 	c.Hold(6, 2, []string{"net0"}, []string{"10.0.0.2/24"}, t0)
 	c.Quiesced(map[string]int{"web": 1}, t0)
@@ -75,14 +77,24 @@ func TestPlantedAddressReuse(t *testing.T) {
 	}
 	// On the agents: node 5 still holds task 1 (not forgotten) when node 6
 	// prepares task 2 with the same address — the freed-at-release bug.
-	c.Hold(5, 1, []string{"net0"}, []string{"10.0.0.2/24"}, t0)
-	c.Hold(6, 2, []string{"net0"}, []string{"10.0.0.2/24"}, t0)
+	// The conflict names when each agent took it, the previous release,
+	// and what the first holder's agent keeps (the probe).
+	c.SetProbe(func(node uint32, task uint64) string { return fmt.Sprintf("node %d holds task %d", node, task) })
+	c.Hold(7, 3, []string{"net0"}, []string{"10.0.0.2/24"}, t0)
+	c.Release(3, t0.Add(time.Second))
+	c.Hold(5, 1, []string{"net0"}, []string{"10.0.0.2/24"}, t0.Add(2*time.Second))
+	c.Hold(6, 2, []string{"net0"}, []string{"10.0.0.2/24"}, t0.Add(3*time.Second))
 	if violations(c, AddressAgents) != 1 {
 		t.Fatalf("address held by two agents not caught: %+v", c.Results())
 	}
 	v := c.Violations()
-	if len(v) != 2 || !strings.Contains(v[1].Message, "task 1 (node 5) and task 2 (node 6)") || len(v[1].Objects) != 2 || len(v[0].Objects) != 4 {
+	if len(v) != 2 || !strings.Contains(v[1].Message, "task 1 (node 5) and task 2 (node 6)") || len(v[0].Objects) != 4 {
 		t.Fatalf("violation lacks the objects involved: %+v", v)
+	}
+	want := []string{"task 1 took it on node 5 at 2s; task 2 on node 6 at 3s",
+		"before them, task 3 (node 7) let it go at 1s", "the agent of node 5: node 5 holds task 1"}
+	if got := v[1].Objects[2:]; !slices.Equal(got, want) {
+		t.Fatalf("conflict details\n got %q\nwant %q", got, want)
 	}
 }
 

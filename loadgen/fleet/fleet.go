@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	sm "shoal/statemachine"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -223,6 +224,30 @@ func (f *Fleet) Return(i int) {
 		return
 	}
 	f.run(a, sim.Reopen(), 0)
+}
+
+// Probe says what the agent of node keeps in its store for task (it takes
+// only the store's lock): whether it still holds the task's resources.
+func (f *Fleet) Probe(node uint32, task uint64) string {
+	for _, a := range f.agents {
+		if a.node.Load() != node {
+			continue
+		}
+		conn := "connected"
+		if !a.live.Load() {
+			conn = "not connected"
+		}
+		r, ok := a.store.Task(sm.TaskID(task))
+		switch {
+		case !ok:
+			return fmt.Sprintf("%s; its store no longer lists task %d (forgotten)", conn, task)
+		case r.Released:
+			return fmt.Sprintf("%s; its store keeps task %d as released (%s)", conn, task, r.Status.State)
+		default:
+			return fmt.Sprintf("%s; its store still holds task %d (%s, removed=%t, destroy=%t)", conn, task, r.Status.State, r.Removed, r.Destroy)
+		}
+	}
+	return fmt.Sprintf("no agent runs as node %d", node)
 }
 
 // Gone reports whether agent i is vanished.

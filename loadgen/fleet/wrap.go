@@ -19,7 +19,7 @@ import (
 type Observer interface {
 	Handed(node uint32, task uint64, now time.Time)
 	Hold(node uint32, task uint64, networks, addrs []string, now time.Time)
-	Release(task uint64)
+	Release(task uint64, now time.Time)
 }
 
 // manager wraps the shared agent client of one simulated agent: it can be
@@ -163,7 +163,7 @@ func (e *executor) Do(a agent.Action) {
 		}
 	case agent.OpForget:
 		if e.obs != nil {
-			e.obs.Release(uint64(a.Task))
+			e.obs.Release(uint64(a.Task), time.Now())
 		}
 	}
 	e.mu.Lock()
