@@ -1,9 +1,11 @@
 package api
 
 import (
-	"bufio"
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"time"
@@ -67,14 +69,44 @@ func (s *Server) events(ctx *fasthttp.RequestCtx, _ []string) error {
 	}
 	ctx.SetContentType("application/x-ndjson")
 	ctx.Response.Header.Set("X-Shoal-Index", cursor.Token())
-	ctx.SetBodyStreamWriter(func(w *bufio.Writer) { s.stream(w, cursor, topics) })
+	// The client learns at once that the stream is open, not at the
+	// first event or heartbeat.
+	ctx.Response.ImmediateHeaderFlush = true
+	ctx.Response.SetBodyStream(&eventStream{s: s, cursor: cursor, topics: topics}, -1)
 	return nil
 }
 
-// stream writes events after cursor until the client goes away or the
-// server closes.
-func (s *Server) stream(w *bufio.Writer, cursor wire.Cursor, topics map[string]bool) {
-	enc := json.NewEncoder(w)
+// eventStream is the body of an event stream. The server's connection
+// goroutine writes it (WriteTo), each page of events as one chunk: no
+// pipe and no goroutine of its own, so a busy manager hands the stream
+// over to the connection once per page, not once per few kilobytes.
+type eventStream struct {
+	s      *Server
+	cursor wire.Cursor
+	topics map[string]bool
+}
+
+// Read is never used: the server writes the stream with WriteTo.
+func (*eventStream) Read([]byte) (int, error) {
+	return 0, errors.New("api: the event stream is written with WriteTo")
+}
+
+// SupportsBodyWriteTo tells the server to write the stream with WriteTo.
+func (*eventStream) SupportsBodyWriteTo() bool { return true }
+
+// WriteTo writes events after the cursor until the client goes away or
+// the server closes.
+func (es *eventStream) WriteTo(w io.Writer) (int64, error) {
+	var buf bytes.Buffer
+	var total int64
+	enc := json.NewEncoder(&buf)
+	send := func() error {
+		n, err := w.Write(buf.Bytes())
+		total += int64(n)
+		buf.Reset()
+		return err
+	}
+	s, cursor := es.s, es.cursor
 	beat := time.NewTicker(eventHeartbeat)
 	defer beat.Stop()
 	for {
@@ -83,18 +115,17 @@ func (s *Server) stream(w *bufio.Writer, cursor wire.Cursor, topics map[string]b
 		if !ok {
 			_ = enc.Encode(client.Event{Topic: "error", Error: &client.ErrorBody{Code: client.CodeIndexTooOld,
 				Error: "this stream fell behind further than the manager keeps events; read the current state and follow events from there"}})
-			_ = w.Flush()
-			return
+			return total, send()
 		}
 		if len(changes) > 0 {
-			for _, ev := range s.renderEvents(changes, topics, cursor) {
+			for _, ev := range s.renderEvents(changes, es.topics, cursor) {
 				if err := enc.Encode(ev); err != nil {
-					return
+					return total, err
 				}
 			}
 			cursor = next
-			if err := w.Flush(); err != nil {
-				return
+			if err := send(); err != nil {
+				return total, err
 			}
 			continue
 		}
@@ -102,13 +133,13 @@ func (s *Server) stream(w *bufio.Writer, cursor wire.Cursor, topics map[string]b
 		case <-changed:
 		case <-beat.C:
 			if err := enc.Encode(client.Event{Topic: "heartbeat", Index: cursor.Token()}); err != nil {
-				return
+				return total, err
 			}
-			if err := w.Flush(); err != nil {
-				return
+			if err := send(); err != nil {
+				return total, err
 			}
 		case <-s.closed:
-			return
+			return total, nil
 		}
 	}
 }
