@@ -42,16 +42,23 @@ func (r *run) doRamp(ctx context.Context) {
 		r.phases = append(r.phases, ph)
 		return
 	}
+	// The cluster's count (the services' running tasks, read from the
+	// API), not the event stream's view: under load the view trails the
+	// cluster by tens of thousands of tasks.
 	deadline := t0.Add(r.cfg.RampTimeout)
 	running := 0
 	for ctx.Err() == nil && time.Now().Before(deadline) {
-		running = r.checker.ByState()[7]
+		cctx, cancel := context.WithDeadline(ctx, deadline)
+		if rn, _, _, err := r.driver.Converged(cctx); err == nil {
+			running = rn
+		}
+		cancel()
 		if running >= r.cfg.Tasks {
 			break
 		}
 		select {
 		case <-ctx.Done():
-		case <-time.After(100 * time.Millisecond):
+		case <-time.After(250 * time.Millisecond):
 		}
 	}
 	ph.Seconds = time.Since(t0).Seconds()

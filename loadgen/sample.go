@@ -67,7 +67,7 @@ func (s *sampler) sample(ctx context.Context) string {
 	r := s.r
 	at := time.Since(r.start)
 	byState := r.checker.ByState()
-	running := byState[7]
+	viewRunning := byState[7]
 	tr, _ := r.stats.counts()
 	heaps := map[uint64]uint64{}
 	props := map[int]uint64{} // proposals since the last sample, per group
@@ -98,9 +98,14 @@ func (s *sampler) sample(ctx context.Context) string {
 		}()
 	}
 	wg.Wait()
+	// The running figure is the cluster's (the replicas' metrics); the
+	// states and the lag are the event stream's view, which trails the
+	// cluster under load.
+	running := viewRunning
 	var lag int64
 	if metricRunning >= 0 {
-		lag = int64(metricRunning - running)
+		running = metricRunning
+		lag = int64(metricRunning - viewRunning)
 		if lag < 0 {
 			lag = -lag
 		}
@@ -140,8 +145,12 @@ func (s *sampler) sample(ctx context.Context) string {
 	for _, rep := range r.cl.Replicas {
 		hp = append(hp, fmt.Sprintf("m%d=%dMiB", rep.ID, heaps[rep.ID]>>20))
 	}
-	return fmt.Sprintf("%5.0fs %-7s agents %d/%d  running %d/%d  %s  %.0f tr/s  lag %d  heap %s  violations %d",
-		at.Seconds(), r.phase(), conn, r.cfg.Agents, running, r.cfg.Tasks, strings.Join(st, " "), rate, lag,
+	view := ""
+	if len(st) > 0 {
+		view = "  view: " + strings.Join(st, " ")
+	}
+	return fmt.Sprintf("%5.0fs %-7s agents %d/%d  running %d/%d%s  %.0f tr/s  lag %d  heap %s  violations %d",
+		at.Seconds(), r.phase(), conn, r.cfg.Agents, running, r.cfg.Tasks, view, rate, lag,
 		strings.Join(hp, " "), r.checker.Count())
 }
 
