@@ -127,9 +127,10 @@ func (f *faults) killLeader(ctx context.Context) {
 func (f *faults) timeReconnect(ctx context.Context, killed time.Time) {
 	for ctx.Err() == nil && time.Since(killed) < time.Minute {
 		waiting := 0
+		beat := f.r.fleet.HeartbeatsSince(killed)
 		f.mu.Lock()
 		for i := range f.r.cfg.Agents {
-			if _, faulted := f.until[i]; !faulted && !f.r.fleet.HeartbeatSince(i, killed) {
+			if _, faulted := f.until[i]; !faulted && (i >= len(beat) || !beat[i]) {
 				waiting++
 			}
 		}

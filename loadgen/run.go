@@ -3,7 +3,6 @@ package loadgen
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -18,6 +17,21 @@ import (
 	"shoal/loadgen/workload"
 )
 
+// agents is the simulated fleet as the run drives it (fleet.Remote: the
+// agents run in a process of their own).
+type agents interface {
+	Partition(i int, d time.Duration)
+	Vanish(i int) bool
+	Return(i int)
+	Gone(i int) bool
+	Connected() int
+	Nodes() []uint32
+	Crash(i, n int) int
+	Probe(node uint32, task uint64) string
+	HeartbeatsSince(t time.Time) []bool
+	Stop()
+}
+
 // run is one loadgen run in progress.
 type run struct {
 	cfg      Config
@@ -25,7 +39,7 @@ type run struct {
 	start    time.Time
 	load     string // the load average when the run began
 	cl       *cluster.Cluster
-	fleet    *fleet.Fleet
+	fleet    agents
 	checker  *check.Checker
 	stats    *stats
 	follower *watch.Follower
@@ -141,18 +155,22 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 		}
 	}
 
-	logger := slog.New(slog.DiscardHandler)
 	if cfg.AgentLog != "" {
-		f, err := os.Create(cfg.AgentLog)
+		f, err := os.Create(cfg.AgentLog) // the agents' process appends
 		if err != nil {
 			return nil, err
 		}
-		defer f.Close()
-		logger = slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		f.Close()
 	}
-	r.logf("starting %d simulated agents", cfg.Agents)
-	r.fleet, err = fleet.Start(runCtx, fleet.Config{Managers: apis, Agents: cfg.Agents, Seed: cfg.Seed, Sim: *cfg.Sim,
-		Observer: r.checker, Logger: logger, Token: r.cl.Access.WorkerToken})
+	bin := cfg.Binary
+	if bin == "" {
+		if bin, err = os.Executable(); err != nil {
+			return nil, err
+		}
+	}
+	r.logf("starting %d simulated agents (in a process of their own)", cfg.Agents)
+	r.fleet, err = fleet.StartRemote(bin, fleet.ChildConfig{Managers: apis, Agents: cfg.Agents, Seed: cfg.Seed, Sim: *cfg.Sim,
+		Token: r.cl.Access.WorkerToken, AgentLog: cfg.AgentLog}, r.checker, cfg.Out)
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"runtime"
@@ -14,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"shoal/loadgen"
+	"shoal/loadgen/fleet"
 	"shoal/loadgen/report"
 )
 
@@ -190,4 +192,33 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// newLoadgenFleetCmd is the hidden command shoal loadgen starts to run its
+// simulated agents in a process of their own (loadgen/fleet, serve.go).
+func newLoadgenFleetCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:    "loadgen-fleet",
+		Short:  "Run shoal loadgen's simulated agents (started by shoal loadgen)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := fleet.ParseChildConfig(os.Getenv(fleet.ConfigEnv))
+			if err != nil {
+				return err
+			}
+			fc := fleet.Config{}
+			if cfg.AgentLog != "" {
+				f, err := os.OpenFile(cfg.AgentLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				fc.Logger = slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelWarn}))
+			}
+			// The loadgen's end (or death) closes stdin: the agents stop.
+			signal.Ignore(syscall.SIGINT)
+			return fleet.Serve(cmd.Context(), cfg, os.Stdin, os.Stdout, os.NewFile(3, "observations"), fc)
+		},
+	}
 }

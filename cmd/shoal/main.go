@@ -59,7 +59,7 @@ func newRoot() *cobra.Command {
 			fmt.Fprintln(cmd.OutOrStdout(), versionLine())
 		},
 	})
-	root.AddCommand(newServeCmd(), newAgentCmd(), newServiceCmd(), newNodeCmd(), newNetworkCmd(), newStatusCmd(), newReplicaCmd(), newTokenCmd(), newLoadgenCmd())
+	root.AddCommand(newServeCmd(), newAgentCmd(), newServiceCmd(), newNodeCmd(), newNetworkCmd(), newStatusCmd(), newReplicaCmd(), newTokenCmd(), newLoadgenCmd(), newLoadgenFleetCmd())
 	return root
 }
 

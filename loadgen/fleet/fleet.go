@@ -184,10 +184,14 @@ func (f *Fleet) Connected() int {
 	return n
 }
 
-// HeartbeatSince reports whether agent i's heartbeat succeeded after t:
-// after a leader kill, that it reached the new leader.
-func (f *Fleet) HeartbeatSince(i int, t time.Time) bool {
-	return f.agents[i].mgr.ok.Load() > t.UnixNano()
+// HeartbeatsSince reports, per agent, whether its heartbeat succeeded
+// after t: after a leader kill, that it reached the new leader.
+func (f *Fleet) HeartbeatsSince(t time.Time) []bool {
+	out := make([]bool, len(f.agents))
+	for i, a := range f.agents {
+		out[i] = a.mgr.ok.Load() > t.UnixNano()
+	}
+	return out
 }
 
 // Partition cuts agent i off the managers for d: its calls fail at once

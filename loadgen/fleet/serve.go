@@ -1,0 +1,206 @@
+package fleet
+
+import (
+	"bufio"
+	"context"
+	"encoding/gob"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/rpc"
+	"sync"
+	"time"
+
+	"shoal/agent"
+)
+
+// The fleet in a process of its own. The simulated agents take most of a
+// loadgen's CPU; in the loadgen's own process they left the goroutine that
+// reads the event stream a sliver of it (the Go scheduler is fair among
+// goroutines, not among jobs), and under a 100k ramp the loadgen's view
+// fell tens of thousands of tasks behind with megabytes of events waiting
+// in its socket. In a child process the agents compete with the loadgen
+// at the operating system's level instead, as real agents on other
+// machines would not compete at all.
+//
+// The loadgen drives the child over its stdin and stdout with net/rpc
+// (Remote calls, Service answers), and the child streams what its agents
+// observe (Observer calls) to file descriptor 3, in the order they
+// happened, in gob-encoded batches.
+
+// ChildConfig is what the loadgen hands a fleet child (as JSON in the
+// environment variable ConfigEnv: it holds the worker token).
+type ChildConfig struct {
+	Managers []string
+	Token    string
+	Agents   int
+	Seed     uint64
+	Sim      agent.SimConfig
+	AgentLog string // the agents' warnings and errors go here ("": discarded)
+}
+
+// ConfigEnv names the environment variable that carries a ChildConfig.
+const ConfigEnv = "SHOAL_LOADGEN_FLEET"
+
+// ParseChildConfig reads a ChildConfig from its environment value.
+func ParseChildConfig(v string) (ChildConfig, error) {
+	var c ChildConfig
+	if v == "" {
+		return c, errors.New("this command is started by shoal loadgen, which hands it its configuration")
+	}
+	if err := json.Unmarshal([]byte(v), &c); err != nil {
+		return c, fmt.Errorf("the fleet configuration from shoal loadgen is not valid: %w", err)
+	}
+	return c, nil
+}
+
+// obs is one observation of an agent (Observer).
+type obs struct {
+	Kind  uint8 // obsHanded, obsHold, obsRelease
+	Node  uint32
+	Task  uint64
+	Nets  []string
+	Addrs []string
+	At    int64 // unix nanoseconds
+}
+
+const (
+	obsHanded uint8 = iota
+	obsHold
+	obsRelease
+)
+
+// obsWriter is the child's Observer: it queues observations in call
+// order and a flusher sends them in batches. Agents wait while the queue
+// is full (the loadgen reads too slowly), so nothing is dropped.
+type obsWriter struct {
+	mu      sync.Mutex
+	cond    *sync.Cond
+	queue   []obs
+	closed  bool
+	flushed chan struct{}
+}
+
+const obsQueueMax = 1 << 16
+
+func newObsWriter(w io.Writer) *obsWriter {
+	o := &obsWriter{flushed: make(chan struct{})}
+	o.cond = sync.NewCond(&o.mu)
+	go o.flush(w)
+	return o
+}
+
+func (o *obsWriter) add(x obs) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for len(o.queue) >= obsQueueMax && !o.closed {
+		o.cond.Wait()
+	}
+	if o.closed {
+		return
+	}
+	o.queue = append(o.queue, x)
+}
+
+func (o *obsWriter) Handed(node uint32, task uint64, now time.Time) {
+	o.add(obs{Kind: obsHanded, Node: node, Task: task, At: now.UnixNano()})
+}
+
+func (o *obsWriter) Hold(node uint32, task uint64, nets, addrs []string, now time.Time) {
+	o.add(obs{Kind: obsHold, Node: node, Task: task, Nets: nets, Addrs: addrs, At: now.UnixNano()})
+}
+
+func (o *obsWriter) Release(task uint64, now time.Time) {
+	o.add(obs{Kind: obsRelease, Task: task, At: now.UnixNano()})
+}
+
+// flush sends the queue every few milliseconds until close.
+func (o *obsWriter) flush(w io.Writer) {
+	defer close(o.flushed)
+	bw := bufio.NewWriterSize(w, 256<<10)
+	enc := gob.NewEncoder(bw)
+	for {
+		time.Sleep(10 * time.Millisecond)
+		o.mu.Lock()
+		batch, closed := o.queue, o.closed
+		o.queue = nil
+		o.cond.Broadcast()
+		o.mu.Unlock()
+		if len(batch) > 0 {
+			if enc.Encode(batch) != nil || bw.Flush() != nil {
+				o.close()
+				return
+			}
+		}
+		if closed {
+			return
+		}
+	}
+}
+
+// close stops taking observations; the flusher sends what is queued.
+func (o *obsWriter) close() {
+	o.mu.Lock()
+	o.closed = true
+	o.cond.Broadcast()
+	o.mu.Unlock()
+}
+
+// Service is the fleet's net/rpc service in the child.
+type Service struct{ f *Fleet }
+
+// PartitionArgs cuts agent I off for D.
+type PartitionArgs struct {
+	I int
+	D time.Duration
+}
+
+// CrashArgs crashes up to N running tasks of agent I.
+type CrashArgs struct{ I, N int }
+
+// ProbeArgs asks what node's store keeps for Task.
+type ProbeArgs struct {
+	Node uint32
+	Task uint64
+}
+
+func (s *Service) Partition(a PartitionArgs, _ *bool) error { s.f.Partition(a.I, a.D); return nil }
+func (s *Service) Vanish(i int, out *bool) error            { *out = s.f.Vanish(i); return nil }
+func (s *Service) Return(i int, _ *bool) error              { s.f.Return(i); return nil }
+func (s *Service) Gone(i int, out *bool) error              { *out = s.f.Gone(i); return nil }
+func (s *Service) Connected(_ int, out *int) error          { *out = s.f.Connected(); return nil }
+func (s *Service) Nodes(_ int, out *[]uint32) error         { *out = s.f.Nodes(); return nil }
+func (s *Service) Crash(a CrashArgs, out *int) error        { *out = s.f.Crash(a.I, a.N); return nil }
+func (s *Service) Probe(a ProbeArgs, out *string) error     { *out = s.f.Probe(a.Node, a.Task); return nil }
+func (s *Service) Stop(_ int, _ *bool) error                { s.f.Stop(); return nil }
+func (s *Service) HeartbeatsSince(t time.Time, out *[]bool) error {
+	*out = s.f.HeartbeatsSince(t)
+	return nil
+}
+
+// Serve runs a fleet child: the fleet cfg describes, driven by calls read
+// from in (answers to out), its observations written to obsOut, until in
+// closes (the loadgen ended or died).
+func Serve(ctx context.Context, cfg ChildConfig, in io.Reader, out io.WriteCloser, obsOut io.Writer, fc Config) error {
+	ow := newObsWriter(obsOut)
+	fc.Managers, fc.Token, fc.Agents, fc.Seed, fc.Sim, fc.Observer = cfg.Managers, cfg.Token, cfg.Agents, cfg.Seed, cfg.Sim, ow
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	f, err := Start(ctx, fc)
+	if err != nil {
+		return err
+	}
+	srv := rpc.NewServer()
+	if err := srv.RegisterName("Fleet", &Service{f: f}); err != nil {
+		return err
+	}
+	srv.ServeConn(struct {
+		io.Reader
+		io.WriteCloser
+	}{in, out})
+	f.Stop()
+	ow.close()
+	<-ow.flushed
+	return nil
+}
