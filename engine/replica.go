@@ -163,6 +163,9 @@ func (r *replica) checkReplay() (any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("engine: replay check of group %d: the snapshot does not load: %w", r.group, err)
 	}
+	if err := r.mu.st.CheckInvariants(); err != nil {
+		r.onDiverge(r.group, r.mu.st.LastIndex(), "the live state breaks the task model's invariants: "+err.Error(), raw, raw)
+	}
 	if d := statemachine.DiffDerived(r.mu.st, sh, 10); len(d) > 0 {
 		r.onDiverge(r.group, r.mu.st.LastIndex(), "loading the snapshot rebuilds another state: "+strings.Join(d, "; "), raw, raw)
 	}

@@ -111,7 +111,7 @@ On exit it prints one line: "shoal: stopped replica=ID g0=INDEX/HASH g1=...".`,
 	f.DurationVar(&o.syncInterval, "sync-interval", time.Minute, "how often agents sync what they hold (pushed to agents; ±50% jitter)")
 	f.DurationVar(&o.minHeartbeat, "min-heartbeat", time.Second, "shortest heartbeat period handed to agents (it grows with the node count, up to 30s)")
 	f.BoolVar(&o.dev, "dev", false, "development mode: also run an agent in this process (plain HTTP on loopback)")
-	f.BoolVar(&o.checkReplay, "check-replay", false, "debugging: keep a copy of each group restored from its last snapshot, apply every entry to it too and compare at the next snapshot (doubles apply cost); a difference is logged and both states written to the data directory")
+	f.BoolVar(&o.checkReplay, "check-replay", false, "debugging: keep a copy of each group restored from its last snapshot, apply every entry to it too and compare at the next snapshot, and check the task model's invariants there (doubles apply cost); a difference or a broken invariant is logged and both states written to the data directory")
 	_ = f.MarkHidden("check-replay")
 	f.BoolVar(&o.insecure, "insecure", false, "no TLS: plain HTTP API and Raft, no authentication (every replica and agent of the cluster needs it)")
 	f.StringVar(&o.join, "join", "", "API address(es) of a running manager, comma-separated: join its cluster (without --peers: become a member of every group; with TLS: obtain this replica's certificate, needs --token)")

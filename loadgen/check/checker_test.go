@@ -71,7 +71,8 @@ func TestPlantedAddressReuse(t *testing.T) {
 	}
 	// The replicated state agrees: both hold it.
 	c.Confirm(sus[0], taskEv("1", "web", 1, 5, "running", "running", "10.0.0.2/24").Task,
-		taskEv("2", "api", 1, 6, "running", "assigned", "10.0.0.2/24").Task, t0)
+		taskEv("2", "api", 1, 6, "running", "assigned", "10.0.0.2/24").Task,
+		taskEv("1", "web", 1, 5, "running", "running", "10.0.0.2/24").Task, t0)
 	if violations(c, AddressLive) != 1 {
 		t.Fatalf("address held by two live tasks not caught: %+v", c.Results())
 	}
@@ -159,12 +160,16 @@ func TestAddressSuspectClearedByState(t *testing.T) {
 		t.Fatalf("no suspect: %+v", sus)
 	}
 	now2 := taskEv("2", "web", 1, 0, "ready", "pending", "10.0.0.2/24").Task
+	held := taskEv("1", "web", 1, 0, "running", "pending", "10.0.0.2/24").Task
 	for _, old := range []*client.Task{
 		nil, // deleted
 		taskEv("1", "web", 1, 5, "shutdown", "shutdown", "10.0.0.2/24").Task, // terminal
 		taskEv("1", "web", 1, 5, "shutdown", "running", "10.0.0.2/24!").Task, // released
 	} {
-		c.Confirm(sus[0], old, now2, t0)
+		c.Confirm(sus[0], old, now2, old, t0)
+		// Read holding it, then the second read holding it, then gone:
+		// the first let it go between the reads (deleted while pending).
+		c.Confirm(sus[0], held, now2, old, t0)
 	}
 	if n := c.Count(); n != 0 {
 		t.Fatalf("a suspect the state cleared was counted: %+v", c.Violations())

@@ -36,10 +36,16 @@ func (c *Checker) Suspects() []Suspect {
 	return out
 }
 
-// Confirm settles a suspect with both tasks as read from the replicated
-// state (a nil task: it no longer exists). It is a violation if both
-// exist, neither is terminal and both still have the address unreleased.
-func (c *Checker) Confirm(s Suspect, a, b *client.Task, now time.Time) {
+// Confirm settles a suspect with its tasks as read from the replicated
+// state, one after the other (a nil task: it no longer exists): the first
+// (a), the second (b), then the first again (again). Two reads are not
+// one snapshot: a pending task can be read holding the address, then be
+// deleted (its address freed at once), and the other read holding it
+// next. A task never gets back an address it let go of, so a first task
+// holding the address in both its reads held it all along, also when the
+// second was read holding it: that is a violation, if neither read shows
+// a terminal task or the address released.
+func (c *Checker) Confirm(s Suspect, a, b, again *client.Task, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	holds := func(t *client.Task) bool {
@@ -56,7 +62,7 @@ func (c *Checker) Confirm(s Suspect, a, b *client.Task, now time.Time) {
 		}
 		return false
 	}
-	if !holds(a) || !holds(b) {
+	if !holds(a) || !holds(b) || !holds(again) {
 		return
 	}
 	objs := append(append([]string(nil), s.Objects...),
