@@ -84,9 +84,21 @@ func (r *run) doQuiesce(ctx context.Context) (bool, float64) {
 	qctx, cancel := context.WithTimeout(ctx, r.cfg.QuiesceTimeout)
 	defer cancel()
 	ph := report.Phase{Name: "quiesce", StartSeconds: t0.Sub(r.start).Seconds()}
-	if err := r.driver.Restore(qctx); err != nil {
-		r.logf("%v", err)
+	// The restore runs beside the convergence checks: under load its
+	// scales can take the whole phase, and the cluster's count is still
+	// worth knowing (a restore that blocked the loop left "0 running").
+	restoring := make(chan struct{})
+	restore := func() {
+		restoring = make(chan struct{})
+		go func(done chan struct{}) {
+			defer close(done)
+			if err := r.driver.Restore(qctx); err != nil && qctx.Err() == nil {
+				r.logf("%v", err)
+			}
+		}(restoring)
 	}
+	restore()
+	defer func() { cancel(); <-restoring }()
 	want := r.driver.Desired()
 	converged := false
 	var running, desired int
@@ -100,13 +112,15 @@ func (r *run) doQuiesce(ctx context.Context) (bool, float64) {
 			converged = true
 			break
 		}
-		if err == nil && !ok && time.Since(lastRestore) > 3*time.Second {
-			// A restore that failed (or whose answer was lost) is
-			// repeated until the plan holds.
-			lastRestore = time.Now()
-			if err := r.driver.Restore(qctx); err != nil {
-				r.logf("%v", err)
+		select {
+		case <-restoring:
+			if err == nil && !ok && time.Since(lastRestore) > 3*time.Second {
+				// A restore that failed (or whose answer was lost) is
+				// repeated until the plan holds.
+				lastRestore = time.Now()
+				restore()
 			}
+		default:
 		}
 		select {
 		case <-qctx.Done():
