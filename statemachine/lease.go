@@ -26,8 +26,15 @@ import (
 // maxGrantBlocks bounds the blocks one grant carries (one outbox entry).
 const maxGrantBlocks = 4096
 
-// errWaitBlock marks an allocation that waits for a block lease.
-var errWaitBlock = errors.New("statemachine: waiting for an address block")
+// errWaitBlock marks an allocation that waits for a block lease
+// (errors.Is); its text is a waitBlock's, which speaks to users.
+var errWaitBlock = errors.New("waiting for an address block")
+
+// waitBlock says which network's block a task waits for.
+type waitBlock struct{ msg string }
+
+func (e waitBlock) Error() string      { return e.msg }
+func (waitBlock) Is(target error) bool { return target == errWaitBlock }
 
 // blockSize picks a network's block size. One service group leases the
 // whole network, so the default size does. With more, blocks are small
@@ -75,8 +82,8 @@ func (s *State) noBlockFree(nw *Network, err error) error {
 		return fmt.Errorf("%w: %s", ipam.ErrExhausted, why)
 	}
 	s.in.wanted = true
-	return fmt.Errorf("%w: network %q has no free address leased to this service's group yet; the cluster group is asked for one",
-		errWaitBlock, nw.Name)
+	return waitBlock{fmt.Sprintf("network %q has no free address leased to this service's group yet; the cluster group is asked for one",
+		nw.Name)}
 }
 
 // BlockWant is how many more addresses of a network a service group needs

@@ -43,3 +43,25 @@ func TestWaitingMessageIsCurrentAndForUsers(t *testing.T) {
 		}
 	}
 }
+
+// A task waiting for its group's first block of a network says so in
+// words for users (no package names), and stops saying it once placed.
+func TestWaitingForBlockMessageIsForUsers(t *testing.T) {
+	w := newLeaseWorld()
+	run := func(s step) { w.apply(s.g, s.batch...) }
+	run(step{0, []Command{{Kind: CmdCreateNetwork, NetworkSpec: &Network{ID: 1, Name: "net", Subnet: "10.1.0.0/24"}}}})
+	w.redrive(run)
+	run(step{1, []Command{{Kind: CmdCreateService, Spec: &ServiceSpec{Name: "web", Replicas: 2, Networks: []string{"net"}}}}})
+	want := `waiting for an address: network "net" has no free address leased to this service's group yet; the cluster group is asked for one`
+	for _, id := range w.st[1].TaskIDs() {
+		if m := w.st[1].Task(id).Status.Message; m != want {
+			t.Fatalf("a task waiting for a block says %q, want %q", m, want)
+		}
+	}
+	w.redrive(run)
+	for _, id := range w.st[1].TaskIDs() {
+		if tk := w.st[1].Task(id); tk.Status.State != StatePending || tk.Status.Message != "" {
+			t.Fatalf("after the grant a task is %s saying %q, want pending with no message", tk.Status.State, tk.Status.Message)
+		}
+	}
+}
