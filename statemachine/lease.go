@@ -274,9 +274,10 @@ func (s *State) checkLeaseCmd(c *Command) (*ipam.Pool, Result, bool) {
 	if c.Seq >= s.ob.next {
 		return nil, reject(CodeInvalid, "group %d names outbox entry %d, which does not exist yet", g, c.Seq), false
 	}
-	if c.Seq < s.ob.lastGrant[g] {
-		// Computed before the group applied our last answer to it.
-		return nil, Result{Msg: "stale: sent before the group applied its last grant"}, false
+	if c.Seq < s.ob.lastGrant[g] || c.Seq < s.ob.netGrant[leaseKey{g, c.Network}] {
+		// Computed before the group applied our last answer to it about
+		// this network.
+		return nil, Result{Msg: "stale: sent before the group applied its last grant of this network"}, false
 	}
 	p := s.poolW(c.Network) // the caller changes it
 	if p == nil {
@@ -315,7 +316,7 @@ func (s *State) requestBlocks(c *Command) Result {
 	} else {
 		delete(s.ob.refused, key)
 	}
-	s.ob.lastGrant[g] = s.appendOutbox(grant)
+	s.ob.netGrant[key] = s.appendOutbox(grant)
 	return Result{ID: uint64(len(blocks))}
 }
 

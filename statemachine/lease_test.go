@@ -2,6 +2,7 @@ package statemachine
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -190,5 +191,77 @@ func TestVersion2ClusterSnapshotKeepsStripedBlocks(t *testing.T) {
 		if o, _ := p.BlockOwner(ipam.BlockID(b)); o != uint32(b%2+1) {
 			t.Fatalf("block %d leased to %d after loading a format-2 snapshot, want group %d", b, o, b%2+1)
 		}
+	}
+}
+
+// Requests for several networks of one group, computed from one view of
+// it, are all granted: a grant of one network does not make the others'
+// requests stale (the fence is per group and network). A second request
+// for a network, computed before its grant was applied, is still stale.
+func TestGrantsOfSeveralNetworksInOneRound(t *testing.T) {
+	w := newLeaseWorld()
+	run := func(s step) { w.apply(s.g, s.batch...) }
+	var svcs []Command
+	for i := range 3 {
+		name := fmt.Sprintf("net%d", i)
+		run(step{0, []Command{{Kind: CmdCreateNetwork, NetworkSpec: &Network{ID: NetworkID(i + 1), Name: name, Subnet: fmt.Sprintf("10.%d.0.0/24", i+1)}}}})
+		svcs = append(svcs, Command{Kind: CmdCreateService, Spec: &ServiceSpec{Name: "web" + name, Replicas: 3, Networks: []string{name}}})
+	}
+	w.redrive(run)
+	run(step{1, svcs})
+	applied, _ := w.st[1].OutboxApplied()
+	wants := w.st[1].BlockWants()
+	if len(wants) != 3 {
+		t.Fatalf("group 1 wants blocks of %d networks, want 3: %+v", len(wants), wants)
+	}
+	var reqs []Command
+	for _, want := range wants {
+		reqs = append(reqs, Command{Kind: CmdRequestBlocks, Group: 1, Network: want.Network, Count: want.Count, Seq: applied})
+	}
+	for i, r := range w.apply(0, reqs...) {
+		if r.ID == 0 {
+			t.Fatalf("request %d of one round not granted: %+v", i, r)
+		}
+	}
+	if r := w.apply(0, reqs[0]); r[0].ID != 0 || !strings.Contains(r[0].Msg, "stale") {
+		t.Fatalf("a request computed before its network's grant was applied was answered %+v, want stale", r[0])
+	}
+	w.redrive(run)
+	for _, id := range w.st[1].TaskIDs() {
+		if tk := w.st[1].Task(id); tk.Status.State != StatePending {
+			t.Fatalf("task %d is %s after the grants, want pending (%s)", id, tk.Status.State, tk.Status.Message)
+		}
+	}
+}
+
+// A cluster group loaded from a format-3 snapshot (one fence per group)
+// keeps that fence as a floor: what a group computed before the grant it
+// fenced stays stale, for every network; later requests go through.
+func TestVersion3ClusterSnapshotKeepsGroupFences(t *testing.T) {
+	w := newLeaseWorld()
+	run := func(s step) { w.apply(s.g, s.batch...) }
+	run(step{0, []Command{{Kind: CmdCreateNetwork, NetworkSpec: &Network{ID: 1, Name: "net", Subnet: "10.1.0.0/24"}}}})
+	w.redrive(run)
+	// As a format-3 cluster group would have it: group 1 fenced at the
+	// next outbox entry, no per-network fence.
+	s := w.st[0]
+	fence := s.OutboxNext() - 1
+	s.ob.lastGrant[1] = fence
+	canon := s.Canonical()
+	var ng encoder
+	s.encodeNetGrants(&ng)
+	v3 := append([]byte(snapshotMagicV3), canon[len(snapshotMagic):len(canon)-len(ng.b)]...)
+	got, err := FromCanonical(v3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out Output
+	got.Apply([]Command{{Kind: CmdRequestBlocks, Group: 1, Network: 1, Count: 1, Seq: fence - 1}}, 100, 2e9, &out)
+	if r := out.Results[0]; r.ID != 0 || !strings.Contains(r.Msg, "stale") {
+		t.Fatalf("a request computed before the format-3 fence was answered %+v, want stale", r)
+	}
+	got.Apply([]Command{{Kind: CmdRequestBlocks, Group: 1, Network: 1, Count: 1, Seq: fence}}, 101, 2e9, &out)
+	if r := out.Results[0]; r.ID == 0 {
+		t.Fatalf("a request computed after the format-3 fence was answered %+v, want a grant", r)
 	}
 }

@@ -31,8 +31,16 @@ type outbox struct {
 	// acks[g] is the last Seq service group g (1..Groups) is known to have
 	// applied; index 0 is unused.
 	acks []uint64
-	// lastGrant[g] is the Seq of the newest grant (or refusal) sent to g.
-	// A request or return computed before g applied it is stale.
+	// netGrant holds, per (group, network), the Seq of the newest grant
+	// (or refusal) of that network's blocks sent to the group. A request or
+	// return of that network computed before the group applied it is
+	// stale; other networks' are not (one fence per group let one network
+	// per group through per re-drive round: a 100k ramp's tasks waited
+	// minutes for blocks).
+	netGrant map[leaseKey]uint64
+	// lastGrant[g] is a floor kept from a snapshot of format 3, which had
+	// one fence per group: what g computed before it stays stale. Zero in
+	// a state that began with format 4.
 	lastGrant []uint64
 	// refused marks (group, network) pairs told the network is full, so a
 	// repeated request does not repeat the answer; cleared when a block of
@@ -61,7 +69,8 @@ type inbox struct {
 }
 
 func newOutbox(groups int) outbox {
-	return outbox{next: 1, acks: make([]uint64, groups+1), lastGrant: make([]uint64, groups+1), refused: map[leaseKey]struct{}{}}
+	return outbox{next: 1, acks: make([]uint64, groups+1), lastGrant: make([]uint64, groups+1),
+		netGrant: map[leaseKey]uint64{}, refused: map[leaseKey]struct{}{}}
 }
 
 func newInbox() inbox {

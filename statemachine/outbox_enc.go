@@ -1,6 +1,7 @@
 package statemachine
 
 import (
+	"cmp"
 	"maps"
 	"slices"
 )
@@ -35,6 +36,7 @@ func (s *State) encodeRedrive(e *encoder) {
 		e.u(uint64(k.group))
 		e.u(uint64(k.network))
 	}
+
 	e.u(s.in.applied)
 	e.u(s.in.index)
 	ret := sortedKeys(s.in.returning)
@@ -51,6 +53,19 @@ func (s *State) encodeRedrive(e *encoder) {
 	for _, id := range full {
 		e.u(uint64(id))
 		e.str(s.in.full[id])
+	}
+	s.encodeNetGrants(e)
+}
+
+// encodeNetGrants writes the per-network grant fences: the end of format
+// 4, which format 3 lacks.
+func (s *State) encodeNetGrants(e *encoder) {
+	grants := sortedLeaseKeys(s.ob.netGrant)
+	e.u(uint64(len(grants)))
+	for _, k := range grants {
+		e.u(uint64(k.group))
+		e.u(uint64(k.network))
+		e.u(s.ob.netGrant[k])
 	}
 }
 
@@ -74,7 +89,9 @@ func (s *State) refusedKeys() []leaseKey {
 	return keys
 }
 
-func (s *State) decodeRedrive(d *decoder) {
+// decodeRedrive reads what encodeRedrive wrote; v3 (format 3) has no
+// per-network grant fences, so its per-group ones stay as floors.
+func (s *State) decodeRedrive(d *decoder, v3 bool) {
 	s.ob.next = d.u()
 	n := d.count(3)
 	s.ob.entries = make([]OutboxEntry, 0, n)
@@ -105,6 +122,7 @@ func (s *State) decodeRedrive(d *decoder) {
 		k := leaseKey{group: uint16(d.un(1<<16-1, "group")), network: NetworkID(d.un(1<<32-1, "network id"))}
 		s.ob.refused[k] = struct{}{}
 	}
+
 	s.in.applied = d.u()
 	s.in.index = d.u()
 	for range d.count(2) {
@@ -119,6 +137,12 @@ func (s *State) decodeRedrive(d *decoder) {
 		id := NetworkID(d.un(1<<32-1, "network id"))
 		s.in.full[id] = d.str()
 	}
+	if !v3 {
+		for range d.count(3) {
+			k := leaseKey{group: uint16(d.un(1<<16-1, "group")), network: NetworkID(d.un(1<<32-1, "network id"))}
+			s.ob.netGrant[k] = d.u()
+		}
+	}
 }
 
 func (o outbox) clone() outbox {
@@ -126,6 +150,7 @@ func (o outbox) clone() outbox {
 	c.entries = slices.Clone(o.entries)
 	c.acks = slices.Clone(o.acks)
 	c.lastGrant = slices.Clone(o.lastGrant)
+	c.netGrant = maps.Clone(o.netGrant)
 	c.refused = maps.Clone(o.refused)
 	return c
 }
@@ -138,4 +163,15 @@ func (in inbox) clone() inbox {
 	}
 	c.full = maps.Clone(in.full)
 	return c
+}
+
+func sortedLeaseKeys(m map[leaseKey]uint64) []leaseKey {
+	keys := make([]leaseKey, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b leaseKey) int {
+		return cmp.Or(cmp.Compare(a.group, b.group), cmp.Compare(a.network, b.network))
+	})
+	return keys
 }

@@ -14,11 +14,14 @@ import (
 )
 
 // snapshotMagic opens every canonical encoding; the last byte is the format
-// version: 3 ends with the outbox and lease state (outbox_enc.go); 2 (still
+// version: 4 fences block requests per group and network; 3 (still read,
+// its per-group fences kept as floors) ends with the outbox and lease
+// state (outbox_enc.go); 2 (still
 // read, with an empty outbox) records the last applied time after the last
 // index; 1 (still read, as time 0) did not.
 const (
-	snapshotMagic   = "SHOALSM\x03"
+	snapshotMagic   = "SHOALSM\x04"
+	snapshotMagicV3 = "SHOALSM\x03"
 	snapshotMagicV2 = "SHOALSM\x02"
 	snapshotMagicV1 = "SHOALSM\x01"
 )
@@ -289,7 +292,8 @@ func decodeCanonical(b []byte) (*State, error) { return decodeCanonicalWith(b, p
 func decodeCanonicalWith(b []byte, pc poolCodec) (*State, error) {
 	v1 := bytes.HasPrefix(b, []byte(snapshotMagicV1))
 	v2 := bytes.HasPrefix(b, []byte(snapshotMagicV2))
-	if !v1 && !v2 && !bytes.HasPrefix(b, []byte(snapshotMagic)) {
+	v3 := bytes.HasPrefix(b, []byte(snapshotMagicV3))
+	if !v1 && !v2 && !v3 && !bytes.HasPrefix(b, []byte(snapshotMagic)) {
 		return nil, fmt.Errorf("%w: not a Shoal state snapshot (bad magic)", ErrCorrupt)
 	}
 	d := newDecoder(b)
@@ -421,7 +425,7 @@ func decodeCanonicalWith(b []byte, pc poolCodec) (*State, error) {
 		}
 	}
 	if !v1 && !v2 && d.Err() == nil {
-		s.decodeRedrive(&d)
+		s.decodeRedrive(&d, v3)
 	} else if d.Err() == nil {
 		s.leaseLegacyStripes()
 	}
