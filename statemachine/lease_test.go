@@ -178,14 +178,7 @@ func TestVersion2ClusterSnapshotKeepsStripedBlocks(t *testing.T) {
 	s := New(Config{Group: 0, Groups: 2})
 	var out Output
 	s.Apply([]Command{{Kind: CmdCreateNetwork, NetworkSpec: &Network{ID: 1, Name: "net", Subnet: "10.1.0.0/24"}}}, 1, 1, &out)
-	canon := s.Canonical()
-	var rd encoder
-	s.encodeRedrive(&rd)
-	v2 := append([]byte(snapshotMagicV2), canon[len(snapshotMagic):len(canon)-len(rd.b)]...)
-	got, err := FromCanonical(v2)
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := loadOlderFormat(t, s, snapshotMagicV2, s.encodeRedrive)
 	p := got.Pool(1)
 	for b := 1; b < p.NumBlocks(); b++ { // block 0 holds the network and gateway addresses only
 		if o, _ := p.BlockOwner(ipam.BlockID(b)); o != uint32(b%2+1) {
@@ -247,14 +240,7 @@ func TestVersion3ClusterSnapshotKeepsGroupFences(t *testing.T) {
 	s := w.st[0]
 	fence := s.OutboxNext() - 1
 	s.ob.lastGrant[1] = fence
-	canon := s.Canonical()
-	var ng encoder
-	s.encodeNetGrants(&ng)
-	v3 := append([]byte(snapshotMagicV3), canon[len(snapshotMagic):len(canon)-len(ng.b)]...)
-	got, err := FromCanonical(v3)
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := loadOlderFormat(t, s, snapshotMagicV3, s.encodeNetGrants)
 	var out Output
 	got.Apply([]Command{{Kind: CmdRequestBlocks, Group: 1, Network: 1, Count: 1, Seq: fence - 1}}, 100, 2e9, &out)
 	if r := out.Results[0]; r.ID != 0 || !strings.Contains(r.Msg, "stale") {
@@ -264,4 +250,19 @@ func TestVersion3ClusterSnapshotKeepsGroupFences(t *testing.T) {
 	if r := out.Results[0]; r.ID == 0 {
 		t.Fatalf("a request computed after the format-3 fence was answered %+v, want a grant", r)
 	}
+}
+
+// loadOlderFormat writes s as an older format would have (the current
+// encoding under magic, without the tail that format lacks) and loads it.
+func loadOlderFormat(t *testing.T, s *State, magic string, tail func(*encoder)) *State {
+	t.Helper()
+	canon := s.Canonical()
+	var e encoder
+	tail(&e)
+	old := append([]byte(magic), canon[len(snapshotMagic):len(canon)-len(e.b)]...)
+	got, err := FromCanonical(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
 }

@@ -7,22 +7,13 @@ import (
 	"time"
 )
 
-// recorder is an Observer that keeps what it was told.
+// recorder keeps what an Observer (obsSink(r.add)) was told.
 type recorder struct {
 	mu   sync.Mutex
 	got  []obs
 	gate chan struct{} // the first observation waits until it is closed
 }
 
-func (r *recorder) Handed(node uint32, task uint64, now time.Time) {
-	r.add(obs{Kind: obsHanded, Node: node, Task: task, At: now.UnixNano()})
-}
-func (r *recorder) Hold(node uint32, task uint64, nets, addrs []string, now time.Time) {
-	r.add(obs{Kind: obsHold, Node: node, Task: task, Nets: nets, Addrs: addrs, At: now.UnixNano()})
-}
-func (r *recorder) Release(task uint64, now time.Time) {
-	r.add(obs{Kind: obsRelease, Task: task, At: now.UnixNano()})
-}
 func (r *recorder) add(o obs) {
 	if r.gate != nil {
 		<-r.gate
@@ -38,9 +29,10 @@ func (r *recorder) add(o obs) {
 func TestObservationsArriveInOrder(t *testing.T) {
 	pr, pw := io.Pipe()
 	w := newObsWriter(pw)
+	agent := obsSink(w.add)
 	// The loadgen reads nothing until the child's queue is full.
 	rec := &recorder{gate: make(chan struct{})}
-	r := &Remote{obs: rec, done: make(chan struct{})}
+	r := &Remote{obs: obsSink(rec.add), done: make(chan struct{})}
 	go r.readObs(pr)
 	go func() {
 		deadline := time.Now().Add(30 * time.Second)
@@ -67,11 +59,11 @@ func TestObservationsArriveInOrder(t *testing.T) {
 				task := uint64(a)<<32 | uint64(i)
 				switch i % 3 {
 				case 0:
-					w.Handed(uint32(a+1), task, t0.Add(time.Duration(i)))
+					agent.Handed(uint32(a+1), task, t0.Add(time.Duration(i)))
 				case 1:
-					w.Hold(uint32(a+1), task, []string{"net"}, []string{"10.0.0.1/24"}, t0.Add(time.Duration(i)))
+					agent.Hold(uint32(a+1), task, []string{"net"}, []string{"10.0.0.1/24"}, t0.Add(time.Duration(i)))
 				default:
-					w.Release(task, t0.Add(time.Duration(i)))
+					agent.Release(task, t0.Add(time.Duration(i)))
 				}
 			}
 		}()

@@ -71,7 +71,7 @@ const (
 	obsRelease
 )
 
-// obsWriter is the child's Observer: it queues observations in call
+// obsWriter is behind the child's Observer: it queues observations in call
 // order and a flusher sends them in batches. Agents wait while the queue
 // is full (the loadgen reads too slowly), so nothing is dropped.
 type obsWriter struct {
@@ -103,16 +103,19 @@ func (o *obsWriter) add(x obs) {
 	o.queue = append(o.queue, x)
 }
 
-func (o *obsWriter) Handed(node uint32, task uint64, now time.Time) {
-	o.add(obs{Kind: obsHanded, Node: node, Task: task, At: now.UnixNano()})
+// obsSink is an Observer that hands each observation to a function.
+type obsSink func(obs)
+
+func (f obsSink) Handed(node uint32, task uint64, now time.Time) {
+	f(obs{Kind: obsHanded, Node: node, Task: task, At: now.UnixNano()})
 }
 
-func (o *obsWriter) Hold(node uint32, task uint64, nets, addrs []string, now time.Time) {
-	o.add(obs{Kind: obsHold, Node: node, Task: task, Nets: nets, Addrs: addrs, At: now.UnixNano()})
+func (f obsSink) Hold(node uint32, task uint64, nets, addrs []string, now time.Time) {
+	f(obs{Kind: obsHold, Node: node, Task: task, Nets: nets, Addrs: addrs, At: now.UnixNano()})
 }
 
-func (o *obsWriter) Release(task uint64, now time.Time) {
-	o.add(obs{Kind: obsRelease, Task: task, At: now.UnixNano()})
+func (f obsSink) Release(task uint64, now time.Time) {
+	f(obs{Kind: obsRelease, Task: task, At: now.UnixNano()})
 }
 
 // flush sends the queue every few milliseconds until close.
@@ -184,7 +187,7 @@ func (s *Service) HeartbeatsSince(t time.Time, out *[]bool) error {
 // closes (the loadgen ended or died).
 func Serve(ctx context.Context, cfg ChildConfig, in io.Reader, out io.WriteCloser, obsOut io.Writer, fc Config) error {
 	ow := newObsWriter(obsOut)
-	fc.Managers, fc.Token, fc.Agents, fc.Seed, fc.Sim, fc.Observer = cfg.Managers, cfg.Token, cfg.Agents, cfg.Seed, cfg.Sim, ow
+	fc.Managers, fc.Token, fc.Agents, fc.Seed, fc.Sim, fc.Observer = cfg.Managers, cfg.Token, cfg.Agents, cfg.Seed, cfg.Sim, obsSink(ow.add)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	f, err := Start(ctx, fc)
