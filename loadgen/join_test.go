@@ -35,7 +35,7 @@ func TestJoinRunOwnsAndCleansUp(t *testing.T) {
 	}
 	run := func() (*Config, error) {
 		var out lockedBuffer
-		cfg := Config{Join: cl.APIs(), Insecure: true, Agents: 10, Tasks: 60, Services: 3, Seed: 2,
+		cfg := Config{Binary: bin, Join: cl.APIs(), Insecure: true, Agents: 10, Tasks: 60, Services: 3, Seed: 2,
 			Phases: []string{"ramp", "quiesce"}, RampTimeout: 30 * time.Second, QuiesceTimeout: 30 * time.Second, Out: &out}
 		rep, err := Run(ctx, cfg)
 		t.Logf("run: %v\n%s", err, out.String())

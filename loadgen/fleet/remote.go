@@ -3,6 +3,7 @@ package fleet
 import (
 	"encoding/gob"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/rpc"
@@ -60,7 +61,22 @@ func StartRemote(binary string, cfg ChildConfig, obs Observer, stderr io.Writer)
 			io.WriteCloser
 		}{out, in})}
 	go r.readObs(obsR)
-	return r, nil
+	// The child answers once its agents started; a binary that is not
+	// shoal (or one too old to have loadgen-fleet) never does.
+	call := r.rpc.Go("Fleet.Connected", 0, new(int), nil)
+	select {
+	case <-call.Done:
+		if call.Error == nil {
+			return r, nil
+		}
+		err = call.Error
+	case <-time.After(time.Minute):
+		err = errors.New("no answer within a minute")
+	}
+	_ = cmd.Process.Kill()
+	_ = r.rpc.Close()
+	_ = cmd.Wait()
+	return nil, fmt.Errorf("the simulated agents' process (%s loadgen-fleet) did not start: %v; is it a shoal binary of this version?", binary, err)
 }
 
 // readObs hands the child's observations to the observer, in order.
