@@ -107,11 +107,13 @@ func (es *eventStream) WriteTo(w io.Writer) (int64, error) {
 		return err
 	}
 	s, cursor := es.s, es.cursor
+	var from uint64 // where the next page's scan of the ring starts
 	beat := time.NewTicker(eventHeartbeat)
 	defer beat.Stop()
 	for {
 		_, changed := s.cfg.Feed.Changed()
-		changes, next, ok := s.cfg.Feed.since(cursor, 1000)
+		changes, next, end, ok := s.cfg.Feed.page(cursor, 1000, from)
+		from = end
 		if !ok {
 			_ = enc.Encode(client.Event{Topic: "error", Error: &client.ErrorBody{Code: client.CodeIndexTooOld,
 				Error: "this stream fell behind further than the manager keeps events; read the current state and follow events from there"}})

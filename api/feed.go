@@ -188,13 +188,25 @@ func (f *Feed) nodePending(node statemachine.NodeID, cursor []uint64) (bool, <-c
 // were applied, the cursor advanced past them, and whether the ring still
 // reaches back to cursor.
 func (f *Feed) since(cursor []uint64, limit int) ([]change, []uint64, bool) {
+	out, next, _, ok := f.page(cursor, limit, 0)
+	return out, next, ok
+}
+
+// page is since for a reader that goes on from where its last page ended:
+// from is the sequence number the last page returned as its end (0: look
+// through the whole ring). Every event before it was either in a page or
+// at or below the cursor then, so it is at or below the cursor now: the
+// scan starts there instead of at the ring's oldest event (a stream
+// paging through a full ring of 262,144 events scanned all of them for
+// every page, holding the lock the apply path takes).
+func (f *Feed) page(cursor []uint64, limit int, from uint64) ([]change, []uint64, uint64, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	next := make([]uint64, len(f.mu.applied))
 	copy(next, cursor)
 	for g := range f.mu.floor {
 		if at(cursor, g) < f.mu.floor[g] {
-			return nil, next, false
+			return nil, next, from, false
 		}
 	}
 	var out []change
@@ -202,7 +214,8 @@ func (f *Feed) since(cursor []uint64, limit int) ([]change, []uint64, bool) {
 	if f.mu.next > uint64(len(f.mu.ring)) {
 		first = f.mu.next - uint64(len(f.mu.ring))
 	}
-	for seq := first; seq < f.mu.next && limit > 0; seq++ {
+	seq := max(first, from)
+	for ; seq < f.mu.next && limit > 0; seq++ {
 		c := f.mu.ring[seq%uint64(f.ringSize)]
 		if len(out) > 0 && len(out) >= limit && (c.group != out[len(out)-1].group || c.index != out[len(out)-1].index) {
 			break // never split one entry's events across pages
@@ -212,7 +225,7 @@ func (f *Feed) since(cursor []uint64, limit int) ([]change, []uint64, bool) {
 			next[c.group] = max(next[c.group], c.index)
 		}
 	}
-	return out, next, true
+	return out, next, seq, true
 }
 
 func at(c []uint64, g int) uint64 {
