@@ -83,7 +83,7 @@ makes the exit status non-zero, as do a failed convergence and a failed
 	f.StringVar(&c.AgentLog, "agent-log", "", "write the simulated agents' warnings and errors to this file (default: discarded)")
 	f.StringVar(&o.jsonFile, "json", "", "write the machine-readable report (loadgen/report) to this file")
 	f.StringVar(&o.reportFile, "report", "", "write a self-contained HTML report (charts, invariants; opens offline) to this file")
-	f.StringVar(&o.cpuProfile, "cpuprofile", "", "write the loadgen's own CPU profile to this file")
+	f.StringVar(&o.cpuProfile, "cpuprofile", "", "write the loadgen's own CPU profile to this file (its simulated agents run in a child process of their own, not in it)")
 	f.StringVar(&o.memProfile, "memprofile", "", "write the loadgen's own heap profile to this file")
 	f.StringVar(&c.PprofDir, "pprof-dir", "", "fetch each replica's CPU profile (during the ramp) and heap profile (at the end) into this directory")
 	f.BoolVar(&c.CheckReplay, "check-replay", false, "start the managers with serve --check-replay (determinism check at every snapshot; doubles their apply cost)")
