@@ -16,4 +16,11 @@
 // agent like kill -9 (its simulated processes keep running) and Return
 // starts it again over the same store with the executor Reopen()ed; Crash
 // makes running task processes exit with code 137.
+//
+// The loadgen runs the fleet in a child process of its own (Serve, in
+// `shoal loadgen-fleet`; Remote, in the loadgen): the agents then share the
+// CPUs with the loadgen's event-stream reader and checks through the
+// operating system's scheduler, not Go's, which is fair among goroutines
+// and left that one reader a sliver next to a thousand agents. The child
+// is driven over net/rpc and streams its observations back in order.
 package fleet
