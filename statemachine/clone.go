@@ -49,8 +49,8 @@ func (s *State) cloneReusing(old *State) *State {
 		updating:      mapFor(c.updating, len(s.updating)),
 		waitOrder:     sliceInto(c.waitOrder, s.waitOrder),
 		nextDue:       s.nextDue,
-		ob:            s.ob.clone(),
-		in:            s.in.clone(),
+		ob:            s.ob.cloneReusing(c.ob),
+		in:            s.in.cloneReusing(c.in),
 	}
 	for id, t := range s.tasks {
 		ct := tasks[id]

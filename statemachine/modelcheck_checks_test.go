@@ -351,8 +351,8 @@ func (c *mcChecker) checkProgress(s *State, canon []byte, sk uint64, wk *mcWorke
 		path = append(path, k)
 		moved := false
 		if steps == nil {
-			acts := mcActions(s, mcMeta{}, c.b, true)
-			steps = make([]mcStep, len(acts))
+			acts := mcActionsIn(&wk.walk, s, mcMeta{}, c.b, true)
+			steps = wk.walk.stepsFor(len(acts))
 			for i, a := range acts {
 				steps[i].act = a
 			}

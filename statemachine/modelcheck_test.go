@@ -7,6 +7,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -138,16 +139,18 @@ func (c *mcChecker) apply(before *State, a mcAction) (after *State, err error) {
 func (c *mcChecker) applyOn(wk *mcWorker, before *State, a mcAction) (after *State, err error) {
 	after = wk.clone(before)
 	var stepErr *error
+	out, batch := &Output{}, make([]Command, 1)
 	if wk != nil {
 		if wk.watcher == nil {
 			wk.watcher = newMCWatcher(c.b.manual, c.retention)
 		}
 		stepErr = wk.watcher.watch(after, a)
+		out, batch = &wk.out, wk.batch[:]
 	} else {
 		stepErr = mcWatch(after, a, c.b.manual, c.retention)
 	}
-	var out Output
-	after.Apply([]Command{a.cmd}, 0, a.time(), &out)
+	batch[0] = a.cmd
+	after.Apply(batch, 0, a.time(), out)
 	if *stepErr != nil {
 		return nil, *stepErr
 	}
@@ -182,6 +185,11 @@ type mcWorker struct {
 	// the next clones are made in their space (cloneReusing).
 	used, free []*State
 	watcher    *mcWatcher
+	// space for the action lists and steps of expansions and of
+	// liveness walks past their first step
+	expansion, walk mcActBuf
+	out             Output     // a step's (Apply resets it)
+	batch           [1]Command // a step's
 	// sound holds the decoded pools whose invariants hold (checkPool)
 	sound map[*ipam.Pool]bool
 }
@@ -345,12 +353,20 @@ func (c *mcChecker) expandChunk(chunk []mcFront, seen *mcSet, workers []*mcWorke
 	viol := make([]string, len(chunk))
 	checked := make([]uint64, len(chunk))
 	trans := make([]int, mcWorkers)
+	// Each worker takes the next state not taken: on a shared machine one
+	// worker may be held up for a while, and a fixed share would leave
+	// the other waiting at the end of the chunk.
 	var wg sync.WaitGroup
+	var taken atomic.Int64
 	for w := range mcWorkers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for q := w; q < len(chunk); q += mcWorkers {
+			for {
+				q := int(taken.Add(1) - 1)
+				if q >= len(chunk) {
+					return
+				}
 				if workers[w].memo.n > mcMemoCap {
 					workers[w].memo = newMCSet(1 << 10)
 				}
@@ -404,8 +420,8 @@ func (c *mcChecker) expand(f mcFront, seen *mcSet, wk *mcWorker, transitions int
 	// while a level is expanded, so the workers may read it.
 	self := mcStateKey(before)
 	var out []mcSucc
-	acts := mcActions(before, meta, c.b, false)
-	steps := make([]mcStep, len(acts))
+	acts := mcActionsIn(&wk.expansion, before, meta, c.b, false)
+	steps := wk.expansion.stepsFor(len(acts))
 	for i, a := range acts {
 		after, err := c.applyOn(wk, before, a)
 		if err != nil {
