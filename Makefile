@@ -122,14 +122,14 @@ fuzz-long:
 # (millions of states: many minutes). Each run prints its states,
 # transitions, seconds and the process's peak RSS; the load average before
 # and after says how much of the machine it had. The address/disconnect
-# mode runs at one event by default (308,815 states, about 110 CPU-us each:
-# 18 s on 2 idle cores, 550 MB). MC_NET_EVENTS=2 (issue 12 item 8) is
-# 29,057,671 states and 170.9 million transitions at about 150 CPU-us each
-# (larger states and tables than at one event): 82 min on this machine
-# shared with other tests (load average 8.6 median), an estimated 39 min
-# on 2 idle cores. It does not fit 30 minutes yet; partial-order reduction
-# is the next step. Its queue goes to a temporary file and its heap is
-# capped at 7 GiB: peak RSS 6.9 GiB, within 8 GB.
+# mode runs at one event by default (308,815 states, about 65 CPU-us each:
+# 10 s on 2 idle cores, 500-650 MB). MC_NET_EVENTS=2 (issue 12 item 8) is
+# 29,057,671 states and 170.9 million transitions at about 83 CPU-us each
+# (larger states and tables than at one event): 46 min on this machine
+# shared with other tests (load average 11 median), an estimated 21 min
+# on 2 idle cores (2,411 CPU-s at the 1.9 cores an idle run keeps busy;
+# not measured idle). Its queue goes to a temporary file and its heap is
+# capped at 7 GiB: peak RSS 7.0 GiB (7.35 GB), within 8 GB.
 MC_EVENTS ?= 2
 MC_NET_EVENTS ?= 1
 MC_MANUAL_EVENTS ?= 1

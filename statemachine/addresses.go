@@ -272,11 +272,12 @@ func (s *State) addWaiting(t *Task) {
 	}
 }
 
-// checkAddresses checks invariant 6 and every pool's own invariants.
-func (s *State) checkAddresses() []error {
+// checkAddresses checks invariant 6 and every pool's own invariants
+// (with checkPool).
+func (s *State) checkAddresses(checkPool func(*ipam.Pool) error) []error {
 	var errs []error
 	for _, id := range sortedKeys(s.pools) {
-		if err := s.pools[id].CheckInvariants(); err != nil {
+		if err := checkPool(s.pools[id]); err != nil {
 			errs = append(errs, fmt.Errorf("network %d pool: %w", id, err))
 		}
 	}

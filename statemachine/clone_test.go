@@ -2,6 +2,7 @@ package statemachine
 
 import (
 	"bytes"
+	"reflect"
 	"testing"
 )
 
@@ -71,4 +72,53 @@ func TestCloneIsolatesSharedPools(t *testing.T) {
 	if poolSteps == 0 || poolSteps == steps {
 		t.Fatal("either no step changed a pool or every step copied one: the check checked nothing")
 	}
+}
+
+// TestCloneReusingEqualsClone: a copy made in the space of another state
+// (cloneReusing, as the model checker makes them) equals Clone's, field by
+// field, and a step applied to each gives the same state, whatever state
+// lent its space (one before, after or beside the source, with more or
+// fewer tasks, services and slots). A field Clone copies and
+// cloneReusing leaves stale fails here.
+func TestCloneReusingEqualsClone(t *testing.T) {
+	b := mcBounds{nodes: 2, replicas: 2, retained: 1, events: 1, net: true}
+	c := &mcChecker{b: b, retention: b.retained + 1}
+	init := mcInitial(b, c.retention)
+	queue := []mcStateMeta{{init, mcMeta{}}}
+	seen := map[uint64]bool{mcKey(init, mcMeta{}): true}
+	var spaces []*State // states to lend their space, in the order found
+	compared := 0
+	for len(queue) > 0 && len(seen) < 2000 {
+		cur := queue[0]
+		queue = queue[1:]
+		for i, a := range mcActions(cur.s, cur.m, b, false) {
+			want := cur.s.Clone()
+			old := cur.s.Clone() // a space of the same shape
+			if len(spaces) > 0 {
+				old = spaces[(compared+i)%len(spaces)].Clone()
+			}
+			got := cur.s.cloneReusing(old)
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("a copy made in another state's space differs from Clone's:\n%s\nwant:\n%s", mcDump(got), mcDump(want))
+			}
+			var wantOut, gotOut Output
+			want.Apply([]Command{a.cmd}, 0, a.time(), &wantOut)
+			got.Apply([]Command{a.cmd}, 0, a.time(), &gotOut)
+			if !bytes.Equal(got.Canonical(), want.Canonical()) || !reflect.DeepEqual(gotOut, wantOut) {
+				t.Fatalf("%q gives a different result on a copy made in another state's space", a.desc())
+			}
+			compared++
+			after, err := c.apply(cur.s, a)
+			if err != nil || after == nil {
+				continue
+			}
+			m := a.metaAfter(cur.m)
+			if k := mcKey(after, m); !seen[k] {
+				seen[k] = true
+				queue = append(queue, mcStateMeta{after, m})
+				spaces = append(spaces, after)
+			}
+		}
+	}
+	t.Logf("%d copies compared", compared)
 }

@@ -28,9 +28,49 @@ func mcServices(b mcBounds) [2]ServiceSpec {
 // in s. progressOnly keeps the actions of fair progress: no user actions, no
 // events, no new failures.
 func mcActions(s *State, m mcMeta, b mcBounds, progressOnly bool) []mcAction {
-	var acts []mcAction
+	return mcActionsIn(&mcActBuf{}, s, m, b, progressOnly)
+}
+
+// mcActBuf is space for a list of actions, their descriptions' arguments
+// and the steps taken with them, reused from list to list (allocating
+// them was a twentieth of the checker's time): a list, and what its
+// actions describe, lives until the next list is made in its space.
+type mcActBuf struct {
+	acts  []mcAction
+	args  []any
+	refs  []mcTaskRef
+	steps []mcStep
+}
+
+// ref returns a task's name for a description, in b's space (a full
+// array is left to the names that point into it).
+func (b *mcActBuf) ref(s *State, t *Task) *mcTaskRef {
+	if len(b.refs) == cap(b.refs) {
+		b.refs = make([]mcTaskRef, 0, max(16, 2*cap(b.refs)))
+	}
+	b.refs = append(b.refs, mcTaskRef{s, t})
+	return &b.refs[len(b.refs)-1]
+}
+
+// stepsFor returns n zero steps in b's space.
+func (b *mcActBuf) stepsFor(n int) []mcStep {
+	b.steps = slices.Grow(b.steps[:0], n)[:n]
+	clear(b.steps)
+	return b.steps
+}
+
+// mcActionsIn is mcActions, the list made in buf's space.
+func mcActionsIn(buf *mcActBuf, s *State, m mcMeta, b mcBounds, progressOnly bool) []mcAction {
+	acts, argBuf := buf.acts[:0], buf.args[:0]
+	buf.refs = buf.refs[:0]
+	if acts == nil {
+		acts, argBuf = make([]mcAction, 0, 16), make([]any, 0, 32)
+	}
+	defer func() { buf.acts, buf.args = acts, argBuf }()
 	add := func(by Component, event bool, cmd Command, format string, args ...any) {
-		acts = append(acts, mcAction{format: format, args: args, by: by, cmd: cmd, event: event, progress: !event && by != CompUser})
+		lo := len(argBuf)
+		argBuf = append(argBuf, args...)
+		acts = append(acts, mcAction{format: format, args: argBuf[lo:len(argBuf):len(argBuf)], by: by, cmd: cmd, event: event, progress: !event && by != CompUser})
 	}
 	// unfair: a node's reconnection is not fair progress (mcRevive
 	// brings a node back when nothing else can happen)
@@ -115,7 +155,7 @@ func mcActions(s *State, m mcMeta, b mcBounds, progressOnly bool) []mcAction {
 	}
 	for _, id := range s.TaskIDs() {
 		t := s.tasks[id]
-		name := mcTaskRef{s, t}
+		name := buf.ref(s, t)
 		st := t.Status.State
 		switch {
 		case st == StateNew && b.manual:
@@ -173,7 +213,7 @@ func mcActions(s *State, m mcMeta, b mcBounds, progressOnly bool) []mcAction {
 		// The seeded bug's reaper also offers running tasks.
 		for _, id := range s.TaskIDs() {
 			if t := s.tasks[id]; t.Status.State == StateRunning && !s.Reapable(id) {
-				add(CompReaper, false, Command{Kind: CmdReap, Task: id}, "reaper delete %s", mcTaskRef{s, t})
+				add(CompReaper, false, Command{Kind: CmdReap, Task: id}, "reaper delete %s", buf.ref(s, t))
 			}
 		}
 	}

@@ -13,74 +13,108 @@ import "fmt"
 // mode every change must come from the acting component; otherwise the
 // orchestrator, allocator and reaper react inside the same Apply.
 func mcWatch(st *State, a mcAction, manual bool, retention int) *error {
-	var firstErr error
-	fail := func(format string, args ...any) {
-		if firstErr == nil {
-			firstErr = fmt.Errorf(format, args...)
+	return newMCWatcher(manual, retention).watch(st, a)
+}
+
+// mcWatcher is mcWatch's observer, made once per worker and pointed at
+// each step in turn (making its closures for every step was a twentieth
+// of the checker's allocations).
+type mcWatcher struct {
+	manual    bool
+	retention int
+	st        *State
+	a         mcAction
+	err       error // the first illegal change of the step
+	obs       observer
+}
+
+func newMCWatcher(manual bool, retention int) *mcWatcher {
+	w := &mcWatcher{manual: manual, retention: retention}
+	w.obs = observer{transition: w.transition, desired: w.desired, created: w.created, deleted: w.deleted, svcDeleted: w.svcDeleted}
+	return w
+}
+
+// watch installs w's observer on st for step a, and returns where it
+// records the step's first illegal change.
+func (w *mcWatcher) watch(st *State, a mcAction) *error {
+	w.st, w.a, w.err = st, a, nil
+	st.observe = &w.obs
+	return &w.err
+}
+
+func (w *mcWatcher) fail(format string, args ...any) {
+	if w.err == nil {
+		w.err = fmt.Errorf(format, args...)
+	}
+}
+
+func (w *mcWatcher) acting(c Component) bool {
+	return c == w.a.by || (!w.manual && (c == CompOrchestrator || c == CompAllocator || c == CompReaper))
+}
+
+func (w *mcWatcher) transition(t *Task, from, to TaskState, by Component) {
+	st, a := w.st, &w.a
+	switch {
+	case to <= from:
+		w.fail("task %s went from %s to %s, not up in rank", st.taskName(t), from, to)
+	case !w.acting(by):
+		w.fail("%s moved task %s during a %s step", by, st.taskName(t), a.by)
+	case !mcOwns(by, from, to):
+		w.fail("%s moved task %s from %s to %s, which it does not own", by, st.taskName(t), from, to)
+	case by == CompAgent && (a.cmd.Node != t.Node || !st.nodes[t.Node].Status.AcceptsUpdates()):
+		w.fail("agent of node %d moved task %s on node %d (%s)", a.cmd.Node, st.taskName(t), t.Node, st.nodes[t.Node].Status)
+	}
+}
+
+func (w *mcWatcher) desired(t *Task, from, to DesiredState) {
+	st, a := w.st, &w.a
+	if !w.acting(CompOrchestrator) {
+		w.fail("desired state of %s changed during a %s step; only the orchestrator may", st.taskName(t), a.by)
+	}
+	if to < from && !(from == DesiredReady && to == DesiredRunning) {
+		w.fail("desired state of %s went back from %s to %s", st.taskName(t), from, to)
+	}
+	if u := mcUnreported(st, t); to.Stopping() && a.by != CompUser && u != nil {
+		w.fail("%s stopped %s while %s on node %d is not re-reported (node %s): decided on stale facts",
+			a.by, st.taskName(t), st.taskName(u), u.Node, st.nodes[u.Node].Status)
+	}
+}
+
+func (w *mcWatcher) created(t *Task) {
+	st, a := w.st, &w.a
+	if !w.acting(CompOrchestrator) || t.Status.State != StateNew || t.Node != 0 {
+		w.fail("task %s created during a %s step in state %s on node %d", st.taskName(t), a.by, t.Status.State, t.Node)
+	}
+	// A global service's slot is its node: no task is created for it
+	// while the node is away (issue 12 item 4: no replacement pinned to
+	// a disconnected node).
+	if svc := st.services[t.Service]; svc != nil && svc.Spec.Mode == ModeGlobal {
+		if n := st.nodes[NodeID(t.Slot)]; n == nil || n.Status == NodeDisconnected || n.Status == NodeDown {
+			w.fail("task %s of global service %q created for node %d, which is away", st.taskName(t), svc.Spec.Name, t.Slot)
 		}
 	}
-	acting := func(c Component) bool {
-		return c == a.by || (!manual && (c == CompOrchestrator || c == CompAllocator || c == CompReaper))
+}
+
+func (w *mcWatcher) deleted(t *Task, beyond bool) {
+	st := w.st
+	ts := t.Status.State
+	ok := (t.Desired == DesiredRemove && (ts <= StatePending || ts.Terminal())) ||
+		(ts == StateOrphaned && t.Desired.Stopping())
+	if !ok && beyond && ts.Terminal() && t.Desired.Stopping() {
+		sl := st.services[t.Service].slots[t.Slot]
+		ok = sl != nil && len(sl.tasks) > w.retention
 	}
-	st.observe = &observer{
-		transition: func(t *Task, from, to TaskState, by Component) {
-			switch {
-			case to <= from:
-				fail("task %s went from %s to %s, not up in rank", st.taskName(t), from, to)
-			case !acting(by):
-				fail("%s moved task %s during a %s step", by, st.taskName(t), a.by)
-			case !mcOwns(by, from, to):
-				fail("%s moved task %s from %s to %s, which it does not own", by, st.taskName(t), from, to)
-			case by == CompAgent && (a.cmd.Node != t.Node || !st.nodes[t.Node].Status.AcceptsUpdates()):
-				fail("agent of node %d moved task %s on node %d (%s)", a.cmd.Node, st.taskName(t), t.Node, st.nodes[t.Node].Status)
-			}
-		},
-		desired: func(t *Task, from, to DesiredState) {
-			if !acting(CompOrchestrator) {
-				fail("desired state of %s changed during a %s step; only the orchestrator may", st.taskName(t), a.by)
-			}
-			if to < from && !(from == DesiredReady && to == DesiredRunning) {
-				fail("desired state of %s went back from %s to %s", st.taskName(t), from, to)
-			}
-			if u := mcUnreported(st, t); to.Stopping() && a.by != CompUser && u != nil {
-				fail("%s stopped %s while %s on node %d is not re-reported (node %s): decided on stale facts",
-					a.by, st.taskName(t), st.taskName(u), u.Node, st.nodes[u.Node].Status)
-			}
-		},
-		created: func(t *Task) {
-			if !acting(CompOrchestrator) || t.Status.State != StateNew || t.Node != 0 {
-				fail("task %s created during a %s step in state %s on node %d", st.taskName(t), a.by, t.Status.State, t.Node)
-			}
-			// A global service's slot is its node: no task is created for
-			// it while the node is away (issue 12 item 4: no replacement
-			// pinned to a disconnected node).
-			if svc := st.services[t.Service]; svc != nil && svc.Spec.Mode == ModeGlobal {
-				if n := st.nodes[NodeID(t.Slot)]; n == nil || n.Status == NodeDisconnected || n.Status == NodeDown {
-					fail("task %s of global service %q created for node %d, which is away", st.taskName(t), svc.Spec.Name, t.Slot)
-				}
-			}
-		},
-		deleted: func(t *Task, beyond bool) {
-			ts := t.Status.State
-			ok := (t.Desired == DesiredRemove && (ts <= StatePending || ts.Terminal())) ||
-				(ts == StateOrphaned && t.Desired.Stopping())
-			if !ok && beyond && ts.Terminal() && t.Desired.Stopping() {
-				sl := st.services[t.Service].slots[t.Slot]
-				ok = sl != nil && len(sl.tasks) > retention
-			}
-			if !acting(CompReaper) {
-				fail("task %s deleted during a %s step; only the reaper deletes", st.taskName(t), a.by)
-			} else if !ok {
-				fail("reaper deleted task %s while it was %s with desired %s", st.taskName(t), ts, t.Desired)
-			}
-		},
-		svcDeleted: func(svc *Service) {
-			if !svc.Remove || len(svc.slots) != 0 {
-				fail("inv7: service %q deleted while flagged=%v with %d slots", svc.Spec.Name, svc.Remove, len(svc.slots))
-			}
-		},
+	if !w.acting(CompReaper) {
+		w.fail("task %s deleted during a %s step; only the reaper deletes", st.taskName(t), w.a.by)
+	} else if !ok {
+		w.fail("reaper deleted task %s while it was %s with desired %s", st.taskName(t), ts, t.Desired)
 	}
-	return &firstErr
+}
+
+func (w *mcWatcher) svcDeleted(svc *Service) {
+	if !svc.Remove || len(svc.slots) != 0 {
+		w.fail("inv7: service %q deleted while flagged=%v with %d slots", svc.Spec.Name, svc.Remove, len(svc.slots))
+	}
 }
 
 // mcDesired checks that s is at the desired state: every live service has
@@ -282,8 +316,8 @@ type mcStep struct {
 
 // checkProgress runs fair progress from a state (no user actions, no
 // failures; time passes, so down nodes' tasks get orphaned) until nothing is
-// enabled, and checks that the result is the desired state. memo holds the
-// states already known to get there.
+// enabled, and checks that the result is the desired state. wk.memo holds
+// the states already known to get there.
 //
 // steps lists the steps already taken from s (its expansion, every action
 // of mcActions in its order): the first progress step takes those of its
@@ -301,7 +335,7 @@ type mcStep struct {
 //
 // canon is s's encoding, or nil: it is computed when a step's result has
 // s's key (a step changed s if and only if the encodings differ).
-func (c *mcChecker) checkProgress(s *State, canon []byte, sk uint64, memo *mcSet, steps []mcStep) error {
+func (c *mcChecker) checkProgress(s *State, canon []byte, sk uint64, wk *mcWorker, steps []mcStep) error {
 	var path []uint64
 	for step := 0; ; step++ {
 		if step == 500 {
@@ -311,14 +345,14 @@ func (c *mcChecker) checkProgress(s *State, canon []byte, sk uint64, memo *mcSet
 			sk = mcStateKey(s)
 		}
 		k := mcWithEvents(mcBaseOf(sk, mcMeta{}), 0) // mcKey(s, mcMeta{})
-		if memo.has(k) || c.checked != nil && c.checked.has(k) {
+		if wk.memo.has(k) || c.checked != nil && c.checked.has(k) {
 			break
 		}
 		path = append(path, k)
 		moved := false
 		if steps == nil {
-			acts := mcActions(s, mcMeta{}, c.b, true)
-			steps = make([]mcStep, len(acts))
+			acts := mcActionsIn(&wk.walk, s, mcMeta{}, c.b, true)
+			steps = wk.walk.stepsFor(len(acts))
 			for i, a := range acts {
 				steps[i].act = a
 			}
@@ -331,7 +365,7 @@ func (c *mcChecker) checkProgress(s *State, canon []byte, sk uint64, memo *mcSet
 			next, nextCanon, nextSK := st.after, st.canon, st.sk
 			if !st.applied {
 				var err error
-				if next, err = c.apply(s, a); err != nil {
+				if next, err = c.applyOn(wk, s, a); err != nil {
 					return fmt.Errorf("illegal progress step %q: %w", a.desc(), err)
 				}
 			}
@@ -362,7 +396,7 @@ func (c *mcChecker) checkProgress(s *State, canon []byte, sk uint64, memo *mcSet
 		steps = nil // the steps taken from the first state only
 		if !moved {
 			if a, ok := mcRevive(s); ok {
-				next, err := c.apply(s, a)
+				next, err := c.applyOn(wk, s, a)
 				if err != nil || next == nil {
 					return fmt.Errorf("progress could not bring a node back (%q): %v", a.desc(), err)
 				}
@@ -376,7 +410,7 @@ func (c *mcChecker) checkProgress(s *State, canon []byte, sk uint64, memo *mcSet
 		}
 	}
 	for _, k := range path {
-		memo.add(k)
+		wk.memo.add(k)
 	}
 	return nil
 }

@@ -72,6 +72,7 @@ type mcScratch struct {
 	// are decoded pools (mcPools), a few hundred; the cap clears the
 	// others, which steps make and are mostly keyed once.
 	fixed  map[*ipam.Pool][]byte
+	parts  map[*ipam.Pool]*mcPoolPart // the same pools' holders and quarantines
 	qnodes []mcQuarNode
 	// per state, for every renaming: the pools' and waiting tasks' data,
 	// the redrive encoding, the services in ID order
@@ -81,7 +82,7 @@ type mcScratch struct {
 }
 
 var mcScratchPool = sync.Pool{New: func() any {
-	return &mcScratch{names: map[TaskID]mcTaskName{}, fixed: map[*ipam.Pool][]byte{}}
+	return &mcScratch{names: map[TaskID]mcTaskName{}, fixed: map[*ipam.Pool][]byte{}, parts: map[*ipam.Pool]*mcPoolPart{}}
 }}
 
 // mcStateKey is the least digest of s over every renaming of its nodes.
@@ -96,7 +97,7 @@ func mcStateKey(s *State) uint64 {
 	}
 	mcTaskNames(s, sc.names)
 	if len(s.pools) > 0 {
-		mcPrepPools(s, &sc.pd)
+		mcPrepPools(s, &sc.pd, sc.parts)
 	}
 	sc.e.b = sc.e.b[:0]
 	s.encodeRedrive(&sc.e)

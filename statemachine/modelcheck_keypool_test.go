@@ -139,11 +139,26 @@ type mcQuarNode struct {
 // quarantines of s (in the order the key lists them, which no renaming
 // changes: quarantine entries in address order, or with mcKeySeqs as the
 // pool lists them).
-func mcPrepPools(s *State, d *mcKeyPoolData) {
+func mcPrepPools(s *State, d *mcKeyPoolData, parts map[*ipam.Pool]*mcPoolPart) {
 	d.waits = append(d.waits[:0], sortedKeys(s.waiting)...)
 	d.holds, d.quar, d.ents, d.pools = d.holds[:0], d.quar[:0], d.ents[:0], d.pools[:0]
 	for _, pid := range sortedKeys(s.pools) {
 		p := s.pools[pid]
+		// A shared pool's part is remembered: no state changes it in
+		// place (poolW). With sequence numbers it depends on the nodes.
+		shared := !s.poolsOwned[pid] && !mcKeySeqs
+		if pp := parts[p]; shared && pp != nil {
+			d.pools = append(d.pools, len(d.holds))
+			d.holds = append(d.holds, pp.holds...)
+			d.pools = append(d.pools, len(d.quar))
+			for _, q := range pp.quar {
+				d.quar = append(d.quar, mcQuarRaw{node: q.node, lo: len(d.ents), hi: len(d.ents) + q.hi - q.lo})
+				d.ents = append(d.ents, pp.ents[q.lo:q.hi]...)
+			}
+			d.pools = append(d.pools, len(d.quar))
+			continue
+		}
+		h0, q0 := len(d.holds), len(d.quar)
 		d.pools = append(d.pools, len(d.holds))
 		pfx := p.Prefix()
 		for a, i := pfx.Masked().Addr(), 0; pfx.Contains(a) && i < 1<<10; a, i = a.Next(), i+1 {
@@ -178,7 +193,30 @@ func mcPrepPools(s *State, d *mcKeyPoolData) {
 			d.quar = append(d.quar, q)
 		}
 		d.pools = append(d.pools, len(d.quar))
+		if shared {
+			pp := &mcPoolPart{holds: slices.Clone(d.holds[h0:]), quar: slices.Clone(d.quar[q0:])}
+			if len(pp.quar) > 0 {
+				e0 := pp.quar[0].lo
+				pp.ents = slices.Clone(d.ents[e0:])
+				for i := range pp.quar {
+					pp.quar[i].lo -= e0
+					pp.quar[i].hi -= e0
+				}
+			}
+			if len(parts) >= mcPoolsCap {
+				clear(parts)
+			}
+			parts[p] = pp
+		}
 	}
+}
+
+// mcPoolPart is what mcPrepPools gathers of one pool, kept for shared
+// pools (quar's lo and hi index ents).
+type mcPoolPart struct {
+	holds []mcHold
+	quar  []mcQuarRaw
+	ents  []uint64
 }
 
 // mcKeyPools appends the waiting tasks' names in ID order, then for every

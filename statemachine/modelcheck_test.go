@@ -7,11 +7,13 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/klauspost/compress/s2"
+	"shoal/ipam"
 )
 
 // The model checker explores every interleaving of component actions over the
@@ -129,10 +131,26 @@ func mcDecode(canon []byte, bug mcBug, pc poolCodec) *State {
 // (nil when Apply rejected the action), and the first illegal change the
 // observer saw.
 func (c *mcChecker) apply(before *State, a mcAction) (after *State, err error) {
-	after = before.Clone()
-	stepErr := mcWatch(after, a, c.b.manual, c.retention)
-	var out Output
-	after.Apply([]Command{a.cmd}, 0, a.time(), &out)
+	return c.applyOn(nil, before, a)
+}
+
+// applyOn is apply with the copy made in the space of a state wk has done
+// with (wk nil: a new one).
+func (c *mcChecker) applyOn(wk *mcWorker, before *State, a mcAction) (after *State, err error) {
+	after = wk.clone(before)
+	var stepErr *error
+	out, batch := &Output{}, make([]Command, 1)
+	if wk != nil {
+		if wk.watcher == nil {
+			wk.watcher = newMCWatcher(c.b.manual, c.retention)
+		}
+		stepErr = wk.watcher.watch(after, a)
+		out, batch = &wk.out, wk.batch[:]
+	} else {
+		stepErr = mcWatch(after, a, c.b.manual, c.retention)
+	}
+	batch[0] = a.cmd
+	after.Apply(batch, 0, a.time(), out)
 	if *stepErr != nil {
 		return nil, *stepErr
 	}
@@ -162,7 +180,68 @@ type mcChecker struct {
 type mcWorker struct {
 	memo *mcSet // states whose liveness walk passed
 	buf  []byte // compression's scratch
+	// used lists the states made while expanding the current state;
+	// once it is expanded nothing refers to them, and they are free:
+	// the next clones are made in their space (cloneReusing).
+	used, free []*State
+	watcher    *mcWatcher
+	// space for the action lists and steps of expansions and of
+	// liveness walks past their first step
+	expansion, walk mcActBuf
+	out             Output     // a step's (Apply resets it)
+	batch           [1]Command // a step's
+	// sound holds the decoded pools whose invariants hold (checkPool)
+	sound map[*ipam.Pool]bool
 }
+
+// checkPool is (*ipam.Pool).CheckInvariants, remembered for the pools of
+// the states the worker decodes: they are the codec's shared pools
+// (mcPools), which no state changes in place (poolW copies them first).
+// The map holds the pools, so a pointer is not reused while it is a key.
+func (w *mcWorker) checkPool(p *ipam.Pool) error {
+	if w.sound[p] {
+		return nil
+	}
+	if err := p.CheckInvariants(); err != nil {
+		return err
+	}
+	if w.sound == nil || len(w.sound) >= mcPoolsCap {
+		w.sound = map[*ipam.Pool]bool{}
+	}
+	w.sound[p] = true
+	return nil
+}
+
+// clone is before.Clone(), in the space of a free state if there is one.
+func (w *mcWorker) clone(before *State) *State {
+	if w == nil {
+		return before.Clone()
+	}
+	var old *State
+	if n := len(w.free); n > 0 {
+		old, w.free = w.free[n-1], w.free[:n-1]
+	}
+	c := before.cloneReusing(old)
+	w.used = append(w.used, c)
+	return c
+}
+
+// recycle frees every state made since the last recycle, and done (a
+// state decoded for the expansion). No state of an expansion may be
+// referred to after it.
+func (w *mcWorker) recycle(done *State) {
+	w.free = append(append(w.free, w.used...), done)
+	clear(w.used)
+	w.used = w.used[:0]
+	if len(w.free) > mcFreeCap {
+		clear(w.free[mcFreeCap:])
+		w.free = w.free[:mcFreeCap]
+	}
+}
+
+// mcFreeCap bounds a worker's free states (a liveness walk may make
+// hundreds).
+const mcFreeCap = 64
 
 // compress returns canon s2-compressed, in a slice of its own size.
 func (w *mcWorker) compress(canon []byte) []byte {
@@ -274,12 +353,20 @@ func (c *mcChecker) expandChunk(chunk []mcFront, seen *mcSet, workers []*mcWorke
 	viol := make([]string, len(chunk))
 	checked := make([]uint64, len(chunk))
 	trans := make([]int, mcWorkers)
+	// Each worker takes the next state not taken: on a shared machine one
+	// worker may be held up for a while, and a fixed share would leave
+	// the other waiting at the end of the chunk.
 	var wg sync.WaitGroup
+	var taken atomic.Int64
 	for w := range mcWorkers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for q := w; q < len(chunk); q += mcWorkers {
+			for {
+				q := int(taken.Add(1) - 1)
+				if q >= len(chunk) {
+					return
+				}
 				if workers[w].memo.n > mcMemoCap {
 					workers[w].memo = newMCSet(1 << 10)
 				}
@@ -326,17 +413,17 @@ func (c *mcChecker) expand(f mcFront, seen *mcSet, wk *mcWorker, transitions int
 		panic(fmt.Sprintf("model checker: frontier entry does not decompress: %v", err))
 	}
 	before := c.decode(canon)
-	if err := before.CheckInvariants(); err != nil {
+	if err := before.checkInvariants(wk.checkPool); err != nil {
 		return nil, transitions, fmt.Sprintf("invariant broken: %v\ntrace:\n%s", err, c.trace(f.idx, "")), 0
 	}
 	// A successor is encoded only if its key is new: seen is not written
 	// while a level is expanded, so the workers may read it.
 	self := mcStateKey(before)
 	var out []mcSucc
-	acts := mcActions(before, meta, c.b, false)
-	steps := make([]mcStep, len(acts))
+	acts := mcActionsIn(&wk.expansion, before, meta, c.b, false)
+	steps := wk.expansion.stepsFor(len(acts))
 	for i, a := range acts {
-		after, err := c.apply(before, a)
+		after, err := c.applyOn(wk, before, a)
 		if err != nil {
 			return nil, transitions, fmt.Sprintf("illegal step: %v\ntrace:\n%s", err, c.trace(f.idx, a.desc())), 0
 		}
@@ -359,7 +446,9 @@ func (c *mcChecker) expand(f mcFront, seen *mcSet, wk *mcWorker, transitions int
 		steps[i].canon = c.canonical(after)
 		out = append(out, mcSucc{rec: mcRec{parent: f.idx, act: uint16(i), meta: m}, canon: wk.compress(steps[i].canon), key: key})
 	}
-	if err := c.checkProgress(before, canon, self, wk.memo, steps); err != nil {
+	err = c.checkProgress(before, canon, self, wk, steps)
+	wk.recycle(before)
+	if err != nil {
 		return out, transitions, fmt.Sprintf("liveness: %v\ntrace:\n%s", err, c.trace(f.idx, "")), 0
 	}
 	return out, transitions, "", mcWithEvents(mcBaseOf(self, mcMeta{}), 0)

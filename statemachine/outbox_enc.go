@@ -2,7 +2,6 @@ package statemachine
 
 import (
 	"cmp"
-	"maps"
 	"slices"
 )
 
@@ -145,23 +144,27 @@ func (s *State) decodeRedrive(d *decoder, v3 bool) {
 	}
 }
 
-func (o outbox) clone() outbox {
+// cloneReusing copies o into the space of old, an outbox nothing uses any
+// more (the zero outbox: all new).
+func (o outbox) cloneReusing(old outbox) outbox {
 	c := o
-	c.entries = slices.Clone(o.entries)
-	c.acks = slices.Clone(o.acks)
-	c.lastGrant = slices.Clone(o.lastGrant)
-	c.netGrant = maps.Clone(o.netGrant)
-	c.refused = maps.Clone(o.refused)
+	c.entries = sliceInto(old.entries, o.entries)
+	c.acks = sliceInto(old.acks, o.acks)
+	c.lastGrant = sliceInto(old.lastGrant, o.lastGrant)
+	c.netGrant = mapInto(old.netGrant, o.netGrant)
+	c.refused = mapInto(old.refused, o.refused)
 	return c
 }
 
-func (in inbox) clone() inbox {
+// cloneReusing copies in into the space of old, an inbox nothing uses any
+// more (the zero inbox: all new).
+func (in inbox) cloneReusing(old inbox) inbox {
 	c := in
-	c.returning = make(map[NetworkID][]uint32, len(in.returning))
+	c.returning = mapFor(old.returning, len(in.returning))
 	for id, bs := range in.returning {
 		c.returning[id] = slices.Clone(bs)
 	}
-	c.full = maps.Clone(in.full)
+	c.full = mapInto(old.full, in.full)
 	return c
 }
 
