@@ -94,7 +94,11 @@ func Start(o Options) (*Manager, error) {
 	if t := o.TLS; t != nil {
 		cfg.RaftCAFile, cfg.RaftCertFile, cfg.RaftKeyFile = t.RaftCAFile, t.RaftCertFile, t.RaftKeyFile
 		cert := t.Cert
-		ln = tls.NewListener(ln, security.ServerTLS(func() *tls.Certificate { return &cert }, t.CA.RootPool()))
+		stc := security.ServerTLS(func() *tls.Certificate { return &cert }, t.CA.RootPool())
+		if err := security.ShareTickets(stc, t.CA); err != nil && o.Logf != nil {
+			o.Logf("TLS sessions of other managers will not resume here: %v", err)
+		}
+		ln = tls.NewListener(ln, stc)
 		sec = &api.Security{CA: t.CA, Tokens: t.Tokens, WorkerLifetime: t.WorkerLifetime,
 			PeerTLS: security.ClientTLS(t.CA.RootPool(), func() *tls.Certificate { return &cert })}
 	}
