@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"slices"
 	"time"
 
@@ -12,6 +13,10 @@ import (
 
 // maxAssignWait caps an assignments long poll.
 const maxAssignWait = 5 * time.Minute
+
+// completeWait bounds how long a COMPLETE frame waits for this replica to
+// catch up with the cluster.
+const completeWait = 10 * time.Second
 
 func (s *Server) agentAssignments(ctx *fasthttp.RequestCtx, _ []string) error {
 	return s.agentHandler(func(ctx *fasthttp.RequestCtx) error {
@@ -98,9 +103,20 @@ func addSpec(ss *session, st *statemachine.State, t *statemachine.Task, a *wire.
 
 // sendComplete answers with every task at or past assigned on node, in
 // frames under the size cap.
+//
+// A COMPLETE replaces the agent's whole set, so it must never be older than
+// anything the agent saw: each group is rendered only once this replica has
+// applied everything committed before the request (a read-index barrier),
+// not from its state as applied so far. A replica that lags in a group (it
+// restarted, or follows that group's leader under load) would otherwise
+// hand back tasks the agent already stopped and forgot, and the agent would
+// start them again with addresses since given to other tasks.
 func (s *Server) sendComplete(ctx *fasthttp.RequestCtx, ss *session, node statemachine.NodeID, resync bool) error {
-	a := &wire.Assignments{Kind: wire.FrameComplete, Resync: resync, Last: true}
 	groups := s.e.Groups()
+	if err := s.caughtUp(groups); err != nil {
+		return err
+	}
+	a := &wire.Assignments{Kind: wire.FrameComplete, Resync: resync, Last: true}
 	a.ResultsIn = make(wire.Cursor, groups+1)
 	a.Seqs = make([]uint64, groups+1)
 	ss.mu.Lock()
@@ -123,6 +139,28 @@ func (s *Server) sendComplete(ctx *fasthttp.RequestCtx, ss *session, node statem
 	ss.given = a.ResultsIn
 	s.metrics.frames.complete.Inc()
 	return s.wireReply(ctx, frames(a)...)
+}
+
+// caughtUp waits until this replica applied, in every service group,
+// everything committed before the call (the groups' barriers in parallel).
+func (s *Server) caughtUp(groups int) error {
+	c, cancel := context.WithTimeout(context.Background(), completeWait)
+	defer cancel()
+	errs := make(chan error, groups)
+	for g := 1; g <= groups; g++ {
+		go func(g int) { errs <- s.e.Read(c, g, func(*statemachine.State) {}) }(g)
+	}
+	var first error
+	for range groups {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	if first != nil {
+		return &wire.Error{Code: wire.CodeUnavailable, RetryAfter: int64(time.Second),
+			Message: "this manager cannot confirm it is up to date with the cluster (no quorum reached); retry"}
+	}
+	return nil
 }
 
 // sendIncremental answers with node's changes since cursor, or a COMPLETE

@@ -123,8 +123,17 @@ func (s *Server) agentSync(ctx *fasthttp.RequestCtx, _ []string) error {
 					_, r.err = s.e.SubmitToGroup(c, g, statemachine.Command{Kind: statemachine.CmdNodeSync,
 						Node: req.NodeID, Seq: seq, Tasks: held[g]})
 				}
-				if r.err == nil || errors.Is(r.err, statemachine.ErrInvalid) || errors.Is(r.err, statemachine.ErrNotFound) {
-					r.err = s.e.ReadLocal(g, func(st *statemachine.State) { r.destroy = st.SyncAnswer(req.NodeID, held[g]) })
+				answer := func(st *statemachine.State) { r.destroy = st.SyncAnswer(req.NodeID, held[g]) }
+				switch {
+				case seq > 0 && r.err == nil:
+					// This replica applied the sync entry, so its state is
+					// at least as new as what the agent had seen.
+					r.err = s.e.ReadLocal(g, answer)
+				case r.err == nil || errors.Is(r.err, statemachine.ErrInvalid) || errors.Is(r.err, statemachine.ErrNotFound):
+					// Nothing was applied here: read past everything
+					// committed, or a lagging replica would have the agent
+					// destroy tasks it does not know yet.
+					r.err = s.e.Read(c, g, answer)
 				}
 				results <- r
 			}(g, seq)
