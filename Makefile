@@ -121,17 +121,14 @@ fuzz-long:
 # The state machine's model checker at larger bounds than `make test` uses
 # (millions of states: many minutes). Each run prints its states,
 # transitions, seconds and the process's peak RSS; the load average before
-# and after says how much of the machine it had. The address/disconnect
-# mode runs at one event by default (308,815 states, about 65 CPU-us each:
-# 10 s on 2 idle cores, 500-650 MB). MC_NET_EVENTS=2 (issue 12 item 8) is
-# 29,057,671 states and 170.9 million transitions at about 83 CPU-us each
-# (larger states and tables than at one event): 46 min on this machine
-# shared with other tests (load average 11 median), an estimated 21 min
-# on 2 idle cores (2,411 CPU-s at the 1.9 cores an idle run keeps busy;
-# not measured idle). Its queue goes to a temporary file and its heap is
-# capped at 7 GiB: peak RSS 7.0 GiB (7.35 GB), within 8 GB.
+# and after says how much of the machine it had. By default the
+# address/disconnect mode runs at two events (issue 12 item 8): 29,057,671
+# states and 170.9 million transitions, 863 s on this 2-core machine idle
+# (2026-11-25; 22.9 min for the whole target), peak RSS 7,171 MiB: its
+# queue goes to a temporary file and its heap is capped at 7 GiB, within
+# 8 GB. MC_NET_EVENTS=1 is 308,815 states, about 10 s.
 MC_EVENTS ?= 2
-MC_NET_EVENTS ?= 1
+MC_NET_EVENTS ?= 2
 MC_MANUAL_EVENTS ?= 1
 modelcheck:
 	@uptime
