@@ -35,6 +35,9 @@ type fakeManager struct {
 	hbErr     error           // answered to every heartbeat while set
 	hbErrs    []error         // answered (and consumed) before hbErr
 	hbBudgets []time.Duration // each heartbeat's time left before its deadline
+	hbAt      []time.Time     // when each successful heartbeat came (fake clock)
+	pollErrs  []error         // answered (and consumed) to long-polls, also to one waiting
+	pollErrAt []time.Time     // when each of them was answered (fake clock)
 	down      bool            // every call fails with a transport error
 	results   func(r wire.StatusReport) wire.ReportResult
 	latest    map[sm.TaskID]wire.StatusReport // accepted statuses
@@ -124,6 +127,7 @@ func (f *fakeManager) Heartbeat(ctx context.Context, hb *wire.Heartbeat) (*wire.
 		f.changedLocked("hb-error")
 		return nil, f.hbErr
 	}
+	f.hbAt = append(f.hbAt, f.clk.Now())
 	f.changedLocked("hb")
 	return &wire.HeartbeatAck{Period: int64(f.period)}, nil
 }
@@ -137,6 +141,14 @@ func (f *fakeManager) Assignments(ctx context.Context, req *wire.AssignmentsRequ
 	f.polls = append(f.polls, req)
 	f.changedLocked("")
 	for len(f.frames) == 0 {
+		if len(f.pollErrs) > 0 {
+			err := f.pollErrs[0]
+			f.pollErrs = f.pollErrs[1:]
+			f.pollErrAt = append(f.pollErrAt, f.clk.Now())
+			f.changedLocked("poll-error")
+			f.mu.Unlock()
+			return nil, err
+		}
 		ch := f.ch
 		f.mu.Unlock()
 		select {

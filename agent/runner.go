@@ -18,6 +18,7 @@ import (
 type Agent struct {
 	cfg    Config
 	wake   chan struct{} // status loop: the machine changed
+	nudge  chan struct{} // heartbeat: another call lost its connection, beat now
 	cancel context.CancelCauseFunc
 	mu     struct {
 		sync.Mutex
@@ -48,7 +49,7 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Agent{cfg: cfg, wake: make(chan struct{}, 1)}
+	a := &Agent{cfg: cfg, wake: make(chan struct{}, 1), nudge: make(chan struct{}, 1)}
 	a.mu.m = NewMachine(MachineConfig{UrgentDelay: cfg.UrgentDelay, RoutineInterval: cfg.RoutineInterval})
 	a.mu.rng = rand.New(rand.NewPCG(cfg.Seed, cfg.Seed>>32|1))
 	a.mu.period = cfg.InitialPeriod
@@ -235,6 +236,16 @@ func (a *Agent) failed(ctx context.Context, s *liveSession, what string, err err
 		return false
 	}
 	a.cfg.Logger.Warn("agent: manager call failed", "call", what, "err", err)
+	if code(err) == "" && what != "heartbeat" {
+		// No answer at all (the manager died or the connection broke):
+		// the heartbeat finds out now where the leader is instead of at
+		// its next period, so a leader's death costs the fleet the
+		// election, not the election plus up to a period.
+		select {
+		case a.nudge <- struct{}{}:
+		default:
+		}
+	}
 	return true
 }
 

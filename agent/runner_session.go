@@ -112,6 +112,10 @@ func (a *Agent) heartbeat(ctx context.Context, s *liveSession, period time.Durat
 			}
 			a.mu.Unlock()
 			d = a.draw(func(r *rand.Rand) time.Duration { return jitter(period, 0.1, r) })
+			if !a.beatWait(ctx, s, d, period) {
+				return
+			}
+			continue
 		} else {
 			if !a.failed(ctx, s, "heartbeat", err) {
 				return
@@ -124,4 +128,27 @@ func (a *Agent) heartbeat(ctx context.Context, s *liveSession, period time.Durat
 			return
 		}
 	}
+}
+
+// beatWait waits d before the next heartbeat, or less if another call
+// lost its connection meanwhile (a nudge): then the beat goes after a
+// jitter of up to a tenth of the period, so a fleet that lost its leader
+// does not dial the next one in one instant. It reports whether the
+// session is still on.
+func (a *Agent) beatWait(ctx context.Context, s *liveSession, d, period time.Duration) bool {
+	select {
+	case <-a.nudge: // from before this beat succeeded: nothing new
+	default:
+	}
+	t := a.cfg.Clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C():
+		return true
+	case <-a.nudge:
+		return a.sleep(ctx, s, a.draw(func(r *rand.Rand) time.Duration { return uniform(r, 0, period/10) }))
+	case <-ctx.Done():
+	case <-s.ctx.Done():
+	}
+	return false
 }

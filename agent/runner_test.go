@@ -330,3 +330,33 @@ func TestRunnerHeartbeatTimeoutGrowsWhileFailing(t *testing.T) {
 		}
 	}
 }
+
+// A long-poll that loses its connection (the manager died) makes the next
+// heartbeat go within a tenth of a period instead of at the next period,
+// so the agent finds the new leader as soon as there is one. A refusal
+// with an answer (a wire error) does not.
+func TestRunnerBeatsWhenAnotherCallLosesItsConnection(t *testing.T) {
+	h := newHarness(t, SimConfig{})
+	h.mgr.period = 5 * time.Second
+	h.start()
+	h.mgr.until(t, "a heartbeat and a waiting poll", func() bool { return len(h.mgr.hbAt) >= 1 && len(h.mgr.polls) >= 1 })
+	h.mgr.do(func() { h.mgr.pollErrs = []error{&wire.Error{Code: wire.CodeUnavailable, Message: "busy"}} })
+	h.mgr.until(t, "the refused poll and the next beat", func() bool { return len(h.mgr.pollErrAt) == 1 && len(h.mgr.hbAt) >= 2 })
+	h.mgr.do(func() {
+		if d := h.mgr.hbAt[1].Sub(h.mgr.hbAt[0]); d < 4*time.Second {
+			t.Errorf("a refused poll brought the heartbeat forward: %v after the last, period 5s", d)
+		}
+	})
+	h.mgr.until(t, "a poll waiting again", func() bool { return len(h.mgr.polls) >= 2 })
+	h.mgr.do(func() { h.mgr.pollErrs = []error{errDown} })
+	beats := 0
+	h.mgr.until(t, "the lost poll and the next beat", func() bool {
+		beats = len(h.mgr.hbAt)
+		return len(h.mgr.pollErrAt) == 2 && beats >= 3 && h.mgr.hbAt[beats-1].After(h.mgr.pollErrAt[1])
+	})
+	h.mgr.do(func() {
+		if d := h.mgr.hbAt[beats-1].Sub(h.mgr.pollErrAt[1]); d > 500*time.Millisecond {
+			t.Errorf("the heartbeat came %v after the poll lost its connection, want within a tenth of the 5s period", d)
+		}
+	})
+}
