@@ -16,13 +16,17 @@ type faults struct {
 	mu  sync.Mutex
 	// until is when each faulted agent is healthy again (partitions end by
 	// themselves; vanished agents return at that time).
-	until  map[int]time.Time
+	until map[int]time.Time
+	// ended is when each agent's latest fault ends (kept after it ended):
+	// an agent faulted at or after a leader kill is not timed for it.
+	ended  map[int]time.Time
 	wg     sync.WaitGroup
 	healed chan struct{} // closed when the phase ends: vanished agents return at once
 }
 
 func (r *run) runFaults(ctx context.Context) {
-	f := &faults{r: r, rng: rand.New(rand.NewPCG(r.cfg.Seed, 0xfa17)), until: map[int]time.Time{}, healed: make(chan struct{})}
+	f := &faults{r: r, rng: rand.New(rand.NewPCG(r.cfg.Seed, 0xfa17)), until: map[int]time.Time{},
+		ended: map[int]time.Time{}, healed: make(chan struct{})}
 	maxFaulted := max(1, int(float64(r.cfg.Agents)*r.cfg.FaultShare))
 	tick := time.NewTicker(r.cfg.FaultEvery)
 	defer tick.Stop()
@@ -66,12 +70,12 @@ func (f *faults) agentFault(maxFaulted int) {
 	if f.rng.IntN(2) == 0 {
 		d := 2*time.Second + time.Duration(f.rng.Int64N(int64(6*time.Second)))
 		f.r.fleet.Partition(i, d)
-		f.until[i] = now.Add(d)
+		f.until[i], f.ended[i] = now.Add(d), now.Add(d)
 		f.r.counts.disconnects.Add(1)
 		return
 	}
 	d := 3*time.Second + time.Duration(f.rng.Int64N(int64(12*time.Second)))
-	f.until[i] = now.Add(d)
+	f.until[i], f.ended[i] = now.Add(d), now.Add(d)
 	f.r.counts.vanishes.Add(1)
 	f.wg.Add(1)
 	go func() {
@@ -121,16 +125,19 @@ func (f *faults) killLeader(ctx context.Context) {
 	}()
 }
 
-// timeReconnect waits until every agent the loadgen is not faulting has
-// had a heartbeat succeed since the leader was killed (so it reached the
-// new leader), and records how long that took; it gives up after a minute.
+// timeReconnect waits until every agent the loadgen did not fault at any
+// time since the kill has had a heartbeat succeed since the leader was
+// killed (so it reached the new leader), and records how long that took;
+// it gives up after a minute. An agent away on its own fault when the
+// leader died (vanished for up to 15 s) comes back on its own schedule:
+// counting it timed the fault, not the failover.
 func (f *faults) timeReconnect(ctx context.Context, killed time.Time) {
 	for ctx.Err() == nil && time.Since(killed) < time.Minute {
 		waiting := 0
 		beat := f.r.fleet.HeartbeatsSince(killed)
 		f.mu.Lock()
 		for i := range f.r.cfg.Agents {
-			if _, faulted := f.until[i]; !faulted && (i >= len(beat) || !beat[i]) {
+			if end, faulted := f.ended[i]; (!faulted || end.Before(killed)) && (i >= len(beat) || !beat[i]) {
 				waiting++
 			}
 		}
