@@ -3,6 +3,7 @@ package loadgen
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 // The managers' transport is chosen once and consistently: TLS by default,
@@ -29,6 +30,29 @@ func TestConfigTransport(t *testing.T) {
 			t.Errorf("%s: refused: %v", c.name, err)
 		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
 			t.Errorf("%s: got %v, want an error saying %q", c.name, err, c.want)
+		}
+	}
+}
+
+// The managers' default sync interval keeps the fleet's aggregate sync
+// rate, not the interval: 5 s up to a thousand agents, 5 ms per agent
+// beyond; an interval given is kept.
+func TestConfigSyncIntervalScalesWithAgents(t *testing.T) {
+	for _, c := range []struct {
+		cfg  Config
+		want time.Duration
+	}{
+		{Config{}, 5 * time.Second},
+		{Config{Agents: 1000}, 5 * time.Second},
+		{Config{Agents: 10000}, 50 * time.Second},
+		{Config{Agents: 10000, SyncInterval: 7 * time.Second}, 7 * time.Second},
+	} {
+		got, err := c.cfg.withDefaults()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.SyncInterval != c.want {
+			t.Errorf("%d agents, --sync-interval %v: %v, want %v", c.cfg.Agents, c.cfg.SyncInterval, got.SyncInterval, c.want)
 		}
 	}
 }
