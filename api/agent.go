@@ -166,7 +166,7 @@ func (s *Server) openSession(ctx *fasthttp.RequestCtx) error {
 		id = statemachine.NodeID(res.ID)
 		spec := &statemachine.Node{ID: id, Name: req.Node.Hostname, Role: statemachine.RoleWorker, Labels: req.Node.Labels,
 			CPU: req.Node.CPU, Memory: req.Node.Memory, Status: statemachine.NodeReady}
-		if _, err := s.e.Submit(c, statemachine.Command{Kind: statemachine.CmdUpsertNode, NodeSpec: spec}); err != nil {
+		if _, err := s.e.SubmitBeforeFanout(c, statemachine.Command{Kind: statemachine.CmdUpsertNode, NodeSpec: spec}); err != nil {
 			return err
 		}
 	}

@@ -108,8 +108,12 @@ func (s *Server) joinWorker(ctx *fasthttp.RequestCtx, req *client.JoinRequest, p
 	id := statemachine.NodeID(res.ID)
 	spec := &statemachine.Node{ID: id, Name: req.Node.Hostname, Role: statemachine.RoleWorker, Labels: req.Node.Labels,
 		CPU: req.Node.CPU, Memory: req.Node.Memory, Status: statemachine.NodeReady}
-	if _, err := s.submit(ctx, statemachine.Command{Kind: statemachine.CmdUpsertNode, NodeSpec: spec}); err != nil {
-		return err
+	// The service groups learn of the node from the outbox duty; the join
+	// need not wait for them.
+	if r, err := s.e.SubmitBeforeFanout(c, statemachine.Command{Kind: statemachine.CmdUpsertNode, NodeSpec: spec}); r.Code != statemachine.CodeOK {
+		return fromResult(r)
+	} else if err != nil {
+		return fromErr(err)
 	}
 	chain, err := sec.CA.Issue(sec.Rand, security.Request{Role: security.RoleWorker, Name: strconv.FormatUint(uint64(id), 10),
 		Key: pub, Lifetime: sec.WorkerLifetime}, s.cfg.Clock.Now())

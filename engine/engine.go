@@ -276,6 +276,19 @@ func (e *Engine) SubmitMany(ctx context.Context, cmds []statemachine.Command) []
 	return out
 }
 
+// SubmitBeforeFanout is Submit for a node or network command whose caller
+// needs only the cluster group to have applied it (a worker joining: no
+// service group places a task on a node before it knows the node). It
+// returns then and leaves the delivery to the service groups to the outbox
+// duty, which wakes on the cluster group's outbox and delivers every
+// pending entry in one run. Ten thousand agents joining at once each
+// waited for a delivery of the growing backlog before; their joins held
+// the API's setup slots for seconds, timed out and were retried.
+func (e *Engine) SubmitBeforeFanout(ctx context.Context, cmd statemachine.Command) (statemachine.Result, error) {
+	o := e.submitMany(ctx, []statemachine.Command{cmd})[0]
+	return o.Result, o.Err()
+}
+
 func (e *Engine) submitMany(ctx context.Context, cmds []statemachine.Command) []Outcome {
 	out := make([]Outcome, len(cmds))
 	type span struct{ first, n int }

@@ -1,0 +1,41 @@
+package manager
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"shoal/statemachine"
+)
+
+// A node submitted without waiting for the fan-out (a worker's join)
+// returns once the cluster group has it, and the leader's outbox duty
+// brings it to every service group of every replica on its own.
+func TestNodeReachesEveryGroupWithoutTheSubmitterDelivering(t *testing.T) {
+	if testing.Short() {
+		t.Skip("three replicas")
+	}
+	c := startCluster(t, 3)
+	ctx := ctxT(t)
+	e := c.ms[1].E
+	res, err := e.Submit(ctx, statemachine.Command{Kind: statemachine.CmdReserveNodeID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := statemachine.NodeID(res.ID)
+	spec := &statemachine.Node{ID: id, Name: "joiner", Role: statemachine.RoleWorker, Status: statemachine.NodeReady}
+	if _, err := e.SubmitBeforeFanout(ctx, statemachine.Command{Kind: statemachine.CmdUpsertNode, NodeSpec: spec}); err != nil {
+		t.Fatalf("submit the node: %v", err)
+	}
+	eventually(t, 10*time.Second, func() (bool, string) {
+		for _, m := range c.ms {
+			for g := 0; g <= m.E.Groups(); g++ {
+				var known bool
+				if err := m.E.ReadLocal(g, func(s *statemachine.State) { known = s.Node(id) != nil }); err != nil || !known {
+					return false, fmt.Sprintf("replica %d group %d does not know node %d yet (%v)", m.E.ReplicaID(), g, id, err)
+				}
+			}
+		}
+		return true, ""
+	})
+}
