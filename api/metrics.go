@@ -79,11 +79,7 @@ func (s *Server) writeStateMetrics(b *bytes.Buffer) error {
 				return
 			}
 			services += len(st.ServiceIDs())
-			for _, id := range st.TaskIDs() {
-				if t := st.Task(id); int(t.Status.State) < len(tasks) {
-					tasks[t.Status.State]++
-				}
-			}
+			st.CountTasksByState(tasks[:])
 		})
 		if err != nil {
 			return err

@@ -3,6 +3,7 @@ package statemachine
 import (
 	"bytes"
 	"errors"
+	"slices"
 	"testing"
 )
 
@@ -322,5 +323,29 @@ func TestCloneIsDeepAndEqual(t *testing.T) {
 	}
 	if err := c.CheckInvariants(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// CountTasksByState counts each task once, under its observed state, as a
+// walk over every task does; states past the slice are left out.
+func TestCountTasksByState(t *testing.T) {
+	h := newHarness(t, Config{Group: 1})
+	h.addNodes(2)
+	h.apply(Command{Kind: CmdCreateService, Spec: &ServiceSpec{Name: "web", Replicas: 5}})
+	h.placeAll(2)
+	h.apply(Command{Kind: CmdCreateService, Spec: &ServiceSpec{Name: "db", Replicas: 3}})
+	want := make([]int, StateOrphaned+1)
+	for _, id := range h.s.TaskIDs() {
+		want[h.s.Task(id).Status.State]++
+	}
+	got := make([]int, StateOrphaned+1)
+	h.s.CountTasksByState(got)
+	if !slices.Equal(got, want) || want[StateNew]+want[StatePending] == 0 || want[StateRunning] == 0 {
+		t.Fatalf("counts %v, want %v (with tasks both placed and not)", got, want)
+	}
+	short := make([]int, StateRunning)
+	h.s.CountTasksByState(short)
+	if !slices.Equal(short, want[:StateRunning]) {
+		t.Fatalf("short counts %v, want %v", short, want[:StateRunning])
 	}
 }
