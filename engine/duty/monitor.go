@@ -380,15 +380,20 @@ func (d *MonitorDuty) orphan(ctx context.Context, node statemachine.NodeID) erro
 func (d *MonitorDuty) Heartbeat(ctx context.Context, node statemachine.NodeID, now time.Time) (monitor.Beat, error) {
 	b, err := d.beat(node, now.UnixNano())
 	if errors.Is(err, monitor.ErrUnknownNode) {
-		rows, rerr := d.readNodes(ctx, false)
+		// A node that joined after this term began: read its row alone (a
+		// fleet joining at once read the whole node table once per node).
+		var row *nodeRow
+		rerr := d.c.ReadLocal(route.ClusterGroup, func(s *statemachine.State) {
+			if n := s.Node(node); n != nil {
+				row = &nodeRow{id: node, status: n.Status, since: n.StatusAt}
+			}
+		})
 		if rerr != nil {
 			return monitor.Beat{}, fmt.Errorf("engine: heartbeat of node %d: %w", node, rerr)
 		}
 		d.mu.Lock()
-		for _, r := range rows {
-			if r.id == node && d.mu.m.Leading() {
-				d.mu.m.Track(r.id, r.status, r.since, now.UnixNano())
-			}
+		if row != nil && d.mu.m.Leading() {
+			d.mu.m.Track(row.id, row.status, row.since, now.UnixNano())
 		}
 		d.mu.Unlock()
 		b, err = d.beat(node, now.UnixNano())
