@@ -266,3 +266,48 @@ func loadOlderFormat(t *testing.T, s *State, magic string, tail func(*encoder)) 
 	}
 	return got
 }
+
+// BenchmarkGrantsToManyWaiting delivers, in one batch, a grant for each of
+// 50 networks to a group where 25,000 tasks (500 per network) wait for
+// blocks: one entry of the outbox duty's re-drive at scale.
+func BenchmarkGrantsToManyWaiting(b *testing.B) {
+	const nets, per = 50, 500
+	w := newLeaseWorld()
+	run := func(s step) { w.apply(s.g, s.batch...) }
+	var svcs []Command
+	for i := range nets {
+		name := fmt.Sprintf("net%d", i)
+		w.apply(0, Command{Kind: CmdCreateNetwork, NetworkSpec: &Network{ID: NetworkID(i + 1), Name: name, Subnet: fmt.Sprintf("10.%d.0.0/16", i+1)}})
+		svcs = append(svcs, Command{Kind: CmdCreateService, Spec: &ServiceSpec{Name: "svc" + name, Replicas: per, Networks: []string{name}}})
+	}
+	w.redrive(func(s step) {
+		if s.batch[0].Kind == CmdDeliver {
+			run(s)
+		}
+	})
+	w.apply(1, svcs...) // group 1 holds no block yet: every task waits
+	applied, _ := w.st[1].OutboxApplied()
+	var reqs []Command
+	for _, want := range w.st[1].BlockWants() {
+		reqs = append(reqs, Command{Kind: CmdRequestBlocks, Group: 1, Network: want.Network, Count: want.Count, Seq: applied})
+	}
+	w.apply(0, reqs...)
+	var ds []Command
+	for _, e := range w.st[0].Outbox(applied) {
+		ds = append(ds, Command{Kind: CmdDeliver, Group: 1, Entry: &e})
+	}
+	waiting := len(w.st[1].waiting)
+	if waiting < nets*per || len(ds) < nets {
+		b.Fatalf("%d tasks waiting and %d grants, want %d and %d", waiting, len(ds), nets*per, nets)
+	}
+	var out Output
+	for b.Loop() {
+		b.StopTimer()
+		s := w.st[1].Clone()
+		b.StartTimer()
+		s.Apply(ds, w.idx[1]+1, w.now, &out)
+		if len(s.waiting) == waiting {
+			b.Fatal("no waiting task got its addresses")
+		}
+	}
+}

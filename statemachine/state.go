@@ -81,6 +81,11 @@ type State struct {
 	// countsChanged: an address went into quarantine in this batch; the
 	// waiting tasks' messages are refreshed once at its end.
 	countsChanged bool
+	// granted: a block grant was installed by this batch's commands; the
+	// waiting tasks retry once after them (a grant per network each
+	// retried every waiting task: with a hundred networks and a hundred
+	// thousand tasks waiting in a group, ten million attempts per round).
+	granted bool
 	// delayed indexes replacements held at desired ready by a restart
 	// delay; nextDue is the earliest time one of them may need promoting.
 	delayed map[TaskID]*Task
@@ -249,6 +254,10 @@ func (s *State) Apply(batch []Command, index uint64, now int64, out *Output) {
 	s.now, s.out, s.index = now, out, index
 	for i := range batch {
 		out.Results = append(out.Results, s.applyOne(&batch[i]))
+	}
+	if s.granted {
+		s.granted = false
+		s.retryAllocation()
 	}
 	if !s.cfg.ManualReactions {
 		s.react()
