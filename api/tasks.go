@@ -93,13 +93,10 @@ func (s *Server) listTasks(ctx *fasthttp.RequestCtx, _ []string) error {
 		case f.node != 0:
 			tasks = st.NodeTasks(f.node)
 		default:
-			for _, id := range st.TaskIDs() {
-				if uint64(id) > after {
-					tasks = append(tasks, st.Task(id))
-				}
-				if len(tasks) > perPage {
-					break
-				}
+			// The page's first perPage+1 tasks the filter keeps, without
+			// sorting every task ID under the group's read lock.
+			for _, id := range st.TaskIDsAfter(statemachine.TaskID(after), perPage+1, f.keep) {
+				tasks = append(tasks, st.Task(id))
 			}
 		}
 		for _, t := range tasks {

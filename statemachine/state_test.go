@@ -3,6 +3,7 @@ package statemachine
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 )
@@ -347,5 +348,42 @@ func TestCountTasksByState(t *testing.T) {
 	h.s.CountTasksByState(short)
 	if !slices.Equal(short, want[:StateRunning]) {
 		t.Fatalf("short counts %v, want %v", short, want[:StateRunning])
+	}
+}
+
+// Property: TaskIDsAfter(after, limit, keep) is the first limit IDs of the
+// ascending list of IDs above after whose tasks keep accepts — for every
+// after (below, between and above the IDs), limit and filter tried.
+func TestTaskIDsAfterIsAPageOfTheSortedIDs(t *testing.T) {
+	h := newHarness(t, Config{Group: 1})
+	h.addNodes(3)
+	for i := range 6 {
+		h.apply(Command{Kind: CmdCreateService, Spec: &ServiceSpec{Name: fmt.Sprintf("s%d", i), Replicas: uint32(3 + 4*i)}})
+		if i%2 == 0 {
+			h.placeAll(3)
+		}
+	}
+	all := h.s.TaskIDs()
+	running := func(t *Task) bool { return t.Status.State == StateRunning }
+	for _, keep := range []func(*Task) bool{nil, running} {
+		var want []TaskID
+		for _, id := range all {
+			if keep == nil || keep(h.s.Task(id)) {
+				want = append(want, id)
+			}
+		}
+		afters := []TaskID{0, all[len(all)-1], all[len(all)-1] + 1}
+		for i := 0; i < len(all); i += 5 {
+			afters = append(afters, all[i])
+		}
+		for _, after := range afters {
+			for _, limit := range []int{0, 1, 2, 7, len(all), len(all) + 3} {
+				i, _ := slices.BinarySearch(want, after+1)
+				ref := want[i:min(len(want), i+limit)]
+				if got := h.s.TaskIDsAfter(after, limit, keep); !slices.Equal(got, ref) && (len(got) > 0 || len(ref) > 0) {
+					t.Fatalf("after %d, limit %d, filtered %v: %v, want %v", after, limit, keep != nil, got, ref)
+				}
+			}
+		}
 	}
 }
