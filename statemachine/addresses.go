@@ -203,7 +203,7 @@ func (s *State) releaseAddresses(t *Task) {
 		// try again (a rolling update of unplaced tasks creates the
 		// replacements before it frees the originals).
 		s.freeAttachments(t.ID, t.Attachments)
-		s.retryAllocation()
+		s.retryWaiting = true
 		return
 	}
 	s.nodeChanged(t, EffSeqAdvanced)
@@ -217,11 +217,18 @@ func (s *State) releaseAddresses(t *Task) {
 		}
 	}
 	// The pool's counts changed, so the messages of tasks waiting for
-	// addresses must give the new ones; nothing was freed, so nothing can
-	// be allocated: one refresh at the end of the batch does (a retry per
-	// release cost a pass over every waiting task each, the bulk of a
-	// replica's apply while a fleet's tasks start on small networks).
-	s.countsChanged = true
+	// addresses must give the new ones (nothing was freed, so nothing can
+	// be allocated): the batch's retry refreshes them.
+	s.retryWaiting = true
+}
+
+// retryWaitingTasks makes the batch's pass over the waiting tasks if
+// addresses were freed, granted or re-counted since the last one.
+func (s *State) retryWaitingTasks() {
+	if s.retryWaiting {
+		s.retryWaiting = false
+		s.retryAllocation()
+	}
 }
 
 // retryAllocation moves tasks that waited for addresses to pending, oldest

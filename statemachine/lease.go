@@ -234,7 +234,7 @@ func (s *State) installGrant(c *Command) Result {
 		}
 	}
 	s.allocatePendingVIPs()
-	s.granted = true // the waiting tasks retry once, after the batch's commands
+	s.retryWaiting = true
 	return Result{}
 }
 

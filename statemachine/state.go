@@ -79,14 +79,14 @@ type State struct {
 	// every release sorted every waiting task each time (70% of a
 	// replica's CPU in a 100k ramp).
 	waitOrder []TaskID
-	// countsChanged: an address went into quarantine in this batch; the
-	// waiting tasks' messages are refreshed once at its end.
-	countsChanged bool
-	// granted: a block grant was installed by this batch's commands; the
-	// waiting tasks retry once after them (a grant per network each
-	// retried every waiting task: with a hundred networks and a hundred
-	// thousand tasks waiting in a group, ten million attempts per round).
-	granted bool
+	// retryWaiting: addresses were freed, granted or put into quarantine
+	// since the waiting tasks last retried. They retry once after the
+	// batch's commands and once after its reactions, not at every
+	// release: a pass per release, per confirming sync or per block grant
+	// went over every waiting task each time (with a hundred networks and
+	// a hundred thousand tasks waiting in a group, ten million attempts
+	// per round of grants).
+	retryWaiting bool
 	// delayed indexes replacements held at desired ready by a restart
 	// delay; nextDue is the earliest time one of them may need promoting.
 	delayed map[TaskID]*Task
@@ -294,18 +294,13 @@ func (s *State) Apply(batch []Command, index uint64, now int64, out *Output) {
 	for i := range batch {
 		out.Results = append(out.Results, s.applyOne(&batch[i]))
 	}
-	if s.granted {
-		s.granted = false
-		s.retryAllocation()
-	}
+	s.retryWaitingTasks()
 	if !s.cfg.ManualReactions {
 		s.react()
 		s.timers()
-		if s.countsChanged {
-			s.retryAllocation()
-		}
+		s.retryWaitingTasks()
 	}
-	s.countsChanged = false
+	s.retryWaiting = false
 	if s.in.wanted {
 		s.in.wanted = false
 		s.emit(Effect{Kind: EffBlocksWanted})

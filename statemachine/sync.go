@@ -46,7 +46,7 @@ func (s *State) nodeSync(c *Command) Result {
 		freed += len(addrs)
 	}
 	if freed > 0 {
-		s.retryAllocation()
+		s.retryWaiting = true
 	}
 	return Result{ID: uint64(freed)}
 }
@@ -65,7 +65,7 @@ func (s *State) expireNode(id NodeID) {
 		freed += len(addrs)
 	}
 	if freed > 0 {
-		s.retryAllocation()
+		s.retryWaiting = true
 	}
 }
 

@@ -274,7 +274,7 @@ func (s *State) deleteTask(t *Task, beyondRetention bool) {
 		// addresses try again (a rolling update of unplaced tasks creates
 		// the replacements before the reaper deletes the originals).
 		s.freeAttachments(t.ID, t.Attachments)
-		s.retryAllocation()
+		s.retryWaiting = true
 	}
 	delete(s.delayed, t.ID)
 	delete(s.unknown, t.ID)
