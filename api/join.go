@@ -110,10 +110,8 @@ func (s *Server) joinWorker(ctx *fasthttp.RequestCtx, req *client.JoinRequest, p
 		CPU: req.Node.CPU, Memory: req.Node.Memory, Status: statemachine.NodeReady}
 	// The service groups learn of the node from the outbox duty; the join
 	// need not wait for them.
-	if r, err := s.e.SubmitBeforeFanout(c, statemachine.Command{Kind: statemachine.CmdUpsertNode, NodeSpec: spec}); r.Code != statemachine.CodeOK {
-		return fromResult(r)
-	} else if err != nil {
-		return fromErr(err)
+	if _, err := submitted(s.e.SubmitBeforeFanout(c, statemachine.Command{Kind: statemachine.CmdUpsertNode, NodeSpec: spec})); err != nil {
+		return err
 	}
 	chain, err := sec.CA.Issue(sec.Rand, security.Request{Role: security.RoleWorker, Name: strconv.FormatUint(uint64(id), 10),
 		Key: pub, Lifetime: sec.WorkerLifetime}, s.cfg.Clock.Now())

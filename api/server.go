@@ -330,7 +330,12 @@ func decodeJSON(ctx *fasthttp.RequestCtx, v any) error {
 func (s *Server) submit(ctx *fasthttp.RequestCtx, cmd statemachine.Command) (statemachine.Result, error) {
 	c, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	res, err := s.e.Submit(c, cmd)
+	return submitted(s.e.Submit(c, cmd))
+}
+
+// submitted turns a submission's outcome into the API's error: the state
+// machine's refusal, else the engine's failure.
+func submitted(res statemachine.Result, err error) (statemachine.Result, error) {
 	if res.Code != statemachine.CodeOK {
 		return res, fromResult(res)
 	}

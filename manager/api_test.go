@@ -27,10 +27,7 @@ func u32(v uint32) *uint32 { return &v }
 // inspect, compare-and-set, blocking reads, events, errors, follower reads,
 // metrics, and a leader killed while a client waits.
 func TestAPIOverThreeReplicas(t *testing.T) {
-	if testing.Short() {
-		t.Skip("three replicas")
-	}
-	c := startCluster(t, 3)
+	c := startThree(t)
 	c1 := c.client(1)
 	ctx := ctxT(t)
 

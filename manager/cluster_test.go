@@ -55,6 +55,15 @@ func startCluster(t *testing.T, n int) *cluster {
 	return c
 }
 
+// startThree is startCluster(t, 3), skipped with -short.
+func startThree(t *testing.T) *cluster {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("three replicas")
+	}
+	return startCluster(t, 3)
+}
+
 // start (re)starts replica id from its data directory.
 func (c *cluster) start(id uint64) {
 	m, err := Start(Options{DataDir: filepath.Join(c.root, fmt.Sprint(id)), ReplicaID: id, RaftAddr: c.peers[id],

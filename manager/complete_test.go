@@ -20,10 +20,7 @@ import (
 // handed tasks it had already stopped and forgotten, and started them
 // again with addresses since given to other tasks.)
 func TestCompleteFrameNeverOlderThanTheCluster(t *testing.T) {
-	if testing.Short() {
-		t.Skip("three replicas")
-	}
-	c := startCluster(t, 3)
+	c := startThree(t)
 	ctx := ctxT(t)
 	c.stop(3)
 	created, tok, err := c.client(1).CreateService(ctx, client.ServiceSpec{Name: "web", Replicas: u32(0), Command: []string{"true"}})

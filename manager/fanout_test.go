@@ -12,10 +12,7 @@ import (
 // returns once the cluster group has it, and the leader's outbox duty
 // brings it to every service group of every replica on its own.
 func TestNodeReachesEveryGroupWithoutTheSubmitterDelivering(t *testing.T) {
-	if testing.Short() {
-		t.Skip("three replicas")
-	}
-	c := startCluster(t, 3)
+	c := startThree(t)
 	ctx := ctxT(t)
 	e := c.ms[1].E
 	res, err := e.Submit(ctx, statemachine.Command{Kind: statemachine.CmdReserveNodeID})

@@ -95,7 +95,7 @@ func Start(o Options) (*Manager, error) {
 		cfg.RaftCAFile, cfg.RaftCertFile, cfg.RaftKeyFile = t.RaftCAFile, t.RaftCertFile, t.RaftKeyFile
 		cert := t.Cert
 		stc := security.ServerTLS(func() *tls.Certificate { return &cert }, t.CA.RootPool())
-		if err := security.ShareTickets(stc, t.CA); err != nil && o.Logf != nil {
+		if err := security.ShareTickets(stc, t.CA); err != nil {
 			o.Logf("TLS sessions of other managers will not resume here: %v", err)
 		}
 		ln = tls.NewListener(ln, stc)
