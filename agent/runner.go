@@ -204,6 +204,12 @@ func (a *Agent) waitLive(ctx context.Context) (*liveSession, error) {
 // sleep waits d on the agent's clock; it returns false if ctx or the
 // session (when s is not nil) ended first.
 func (a *Agent) sleep(ctx context.Context, s *liveSession, d time.Duration) bool {
+	on, _ := a.sleepUnless(ctx, s, d, nil)
+	return on
+}
+
+// sleepUnless is sleep that also ends early when wake fires (woken).
+func (a *Agent) sleepUnless(ctx context.Context, s *liveSession, d time.Duration, wake <-chan struct{}) (on, woken bool) {
 	t := a.cfg.Clock.NewTimer(d)
 	defer t.Stop()
 	var lost <-chan struct{}
@@ -212,11 +218,13 @@ func (a *Agent) sleep(ctx context.Context, s *liveSession, d time.Duration) bool
 	}
 	select {
 	case <-t.C():
-		return true
+		return true, false
+	case <-wake:
+		return true, true
 	case <-ctx.Done():
 	case <-lost:
 	}
-	return false
+	return false, false
 }
 
 // failed sorts out an error from a manager call made for session s: the

@@ -140,15 +140,9 @@ func (a *Agent) beatWait(ctx context.Context, s *liveSession, d, period time.Dur
 	case <-a.nudge: // from before this beat succeeded: nothing new
 	default:
 	}
-	t := a.cfg.Clock.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C():
-		return true
-	case <-a.nudge:
+	on, woken := a.sleepUnless(ctx, s, d, a.nudge)
+	if woken {
 		return a.sleep(ctx, s, a.draw(func(r *rand.Rand) time.Duration { return uniform(r, 0, period/10) }))
-	case <-ctx.Done():
-	case <-s.ctx.Done():
 	}
-	return false
+	return on
 }
