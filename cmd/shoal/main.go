@@ -3,11 +3,14 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"runtime/debug"
+	"strconv"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // version and commit are set at build time with -ldflags "-X
@@ -59,8 +62,31 @@ func newRoot() *cobra.Command {
 			fmt.Fprintln(cmd.OutOrStdout(), versionLine())
 		},
 	})
+	root.SetFlagErrorFunc(flagError)
 	root.AddCommand(newServeCmd(), newAgentCmd(), newServiceCmd(), newNodeCmd(), newNetworkCmd(), newStatusCmd(), newReplicaCmd(), newTokenCmd(), newLoadgenCmd(), newLoadgenFleetCmd())
 	return root
+}
+
+// flagError says what a flag's value should be instead of passing on the
+// number parser's own words ("strconv.ParseUint: parsing ...").
+func flagError(_ *cobra.Command, err error) error {
+	var ive *pflag.InvalidValueError
+	var ne *strconv.NumError
+	if !errors.As(err, &ive) || !errors.As(err, &ne) {
+		return err
+	}
+	f := ive.GetFlag()
+	want := "a number"
+	switch f.Value.Type() {
+	case "uint", "uint8", "uint16", "uint32", "uint64":
+		want = "a whole number, 0 or more"
+	case "int", "int8", "int16", "int32", "int64":
+		want = "a whole number"
+	}
+	if errors.Is(ne.Err, strconv.ErrRange) {
+		want += " within its range"
+	}
+	return fmt.Errorf("--%s %q: want %s", f.Name, ive.GetValue(), want)
 }
 
 func main() {
