@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/lni/dragonboat/v4"
@@ -26,6 +27,13 @@ type Engine struct {
 	nh    *dragonboat.NodeHost
 	props []*proposer // index: group
 	lead  *leadership
+	// seen is what this replica heard from its peers (the hand-over's
+	// choice of target, the commit index a transfer target waits for).
+	seen *heard
+	// reps are this replica's state machines, by group.
+	reps []atomic.Pointer[replica]
+	// done is closed when the engine closes.
+	done chan struct{}
 
 	// deliveries shares outbox delivery runs between submitters
 	// (duty.Deliveries); made on first use.
@@ -98,7 +106,9 @@ func start(cfg Config) (*Engine, error) {
 		peers = nil
 	}
 	setLogLevel(cfg.RaftLogLevel)
-	e := &Engine{cfg: cfg, lead: newLeadership(cfg.ReplicaID, cfg.Groups)}
+	e := &Engine{cfg: cfg, lead: newLeadership(cfg.ReplicaID, cfg.Groups),
+		seen: newHeard(answerGap*time.Duration(cfg.HeartbeatRTT)*cfg.RTT, cfg.Clock.Now),
+		reps: make([]atomic.Pointer[replica], cfg.Groups+1), done: make(chan struct{})}
 	nh, err := dragonboat.NewNodeHost(e.nodeHostConfig())
 	if err != nil {
 		e.lead.close()
@@ -110,6 +120,7 @@ func start(cfg Config) (*Engine, error) {
 			r := newReplica(groupOf(shard), cfg.Groups, cfg.OnApply)
 			r.onRecover = cfg.OnRecover
 			r.onDiverge = cfg.OnDiverge
+			e.reps[groupOf(shard)].Store(r)
 			return r
 		}
 		if err := nh.StartConcurrentReplica(peers, cfg.Join, create, e.raftConfig(g)); err != nil {
@@ -146,7 +157,8 @@ func (e *Engine) nodeHostConfig() config.NodeHostConfig {
 		Expert: config.ExpertConfig{
 			// Connections that re-dial a peer that restarted, instead of
 			// tripping the circuit breaker once per stale stream.
-			TransportFactory: raftnet.Factory{},
+			// What arrives is seen first (receive).
+			TransportFactory: raftnet.Factory{Receive: e.receive},
 			LogDB:            logdb,
 			Engine: config.EngineConfig{
 				ExecShards: w, CommitShards: w, ApplyShards: w, SnapshotShards: w, CloseShards: w,
@@ -175,6 +187,7 @@ func (e *Engine) raftConfig(group int) config.Config {
 // duties and the NodeHost. It is safe to call more than once.
 func (e *Engine) Close() {
 	e.closeOnce.Do(func() {
+		close(e.done)
 		for _, p := range e.props {
 			p.close()
 		}

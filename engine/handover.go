@@ -13,10 +13,11 @@ import (
 // another replica, so that stopping it afterwards costs no election: a
 // planned restart. Raft transfers only to a peer whose log has caught up
 // (the leader brings it up to date first), and the peers tried are those
-// whose Raft address answers. It returns once this replica leads no group,
-// or with an error naming the groups still led when ctx ends or no peer
-// took them within two election timeouts; the caller stops the replica
-// either way.
+// whose Raft address answers, for each group the one that has answered
+// this replica's heartbeats longest first (see answers). It returns once
+// this replica leads no group, or with an error naming the groups still
+// led when ctx ends or no peer took them within two election timeouts;
+// the caller stops the replica either way.
 func (e *Engine) HandOver(ctx context.Context) error {
 	var targets []uint64
 	var d net.Dialer
@@ -43,40 +44,48 @@ func (e *Engine) HandOver(ctx context.Context) error {
 	if len(targets) == 0 {
 		return fmt.Errorf("engine: hand over groups %v: no peer answers", led)
 	}
-	// Each round asks one peer to take every group still led here; the
-	// next round, a few round trips later, asks the next peer. Raft
-	// ignores a new request while a transfer is pending, and a transfer
-	// fails when its target has not applied everything it committed at
-	// the moment the request reaches it (dragonboat's target then skips
-	// the campaign) — likely while writes flow — after which the group
-	// takes no writes until Raft abandons the transfer, an election
-	// timeout later. Asking again every few round trips catches that
-	// moment at once, to whichever peer's turn it is.
-	budget := time.Now().Add(2 * time.Duration(e.cfg.ElectionRTT) * e.cfg.RTT)
+	// Each round asks, for every group still led here, one peer to take
+	// it: first the group's best-ranked peer, the next round the next
+	// one. Raft ignores a new request while a transfer is pending; a
+	// transfer that fails leaves the group without writes until Raft
+	// abandons it, an election timeout later. Asking again every few
+	// round trips catches that moment at once.
+	budget := e.cfg.Clock.Now().Add(2 * time.Duration(e.cfg.ElectionRTT) * e.cfg.RTT)
 	for round := 0; len(led) > 0; round++ {
-		if round > 0 && time.Now().After(budget) {
+		if round > 0 && e.cfg.Clock.Now().After(budget) {
 			return fmt.Errorf("engine: hand over groups %v: no peer took them", led)
 		}
-		to := targets[round%len(targets)]
 		for _, g := range led {
-			_ = e.nh.RequestLeaderTransfer(shardID(g), to)
+			ranked := e.seen.rank(g, targets)
+			_ = e.nh.RequestLeaderTransfer(shardID(g), ranked[round%len(ranked)])
 		}
-		deadline := time.Now().Add(handOverRound * e.cfg.RTT)
-		for len(led) > 0 && time.Now().Before(deadline) {
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("engine: hand over groups %v: %w", led, ctx.Err())
-			case <-e.cfg.Clock.After(e.cfg.RTT / 4):
+		deadline := e.cfg.Clock.Now().Add(handOverRound * e.cfg.RTT)
+		for led = e.ledGroups(); len(led) > 0 && e.cfg.Clock.Now().Before(deadline); led = e.ledGroups() {
+			if err := e.pause(ctx); err != nil {
+				return fmt.Errorf("engine: hand over groups %v: %w", led, err)
 			}
-			led = e.ledGroups()
 		}
 	}
 	return nil
 }
 
+// pause waits a quarter of an RTT, or returns ctx's error.
+func (e *Engine) pause(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-e.cfg.Clock.After(e.cfg.RTT / 4):
+		return nil
+	}
+}
+
 // handOverRound is how many RTTs a peer asked to take a group's leadership
 // has before the next peer is asked.
 const handOverRound = 5
+
+// answerGap is how many heartbeat intervals a peer may go without
+// answering before it no longer counts as answering.
+const answerGap = 3
 
 // ledGroups lists the groups this replica leads as far as it knows.
 func (e *Engine) ledGroups() []int {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	sm "github.com/lni/dragonboat/v4/statemachine"
 
@@ -35,6 +36,9 @@ type replica struct {
 		st  *statemachine.State
 		out statemachine.Output
 	}
+	// applied is the index of the last entry applied (or of the snapshot
+	// recovered), readable without the lock.
+	applied atomic.Uint64
 }
 
 var _ sm.IConcurrentStateMachine = (*replica)(nil)
@@ -63,6 +67,9 @@ func (r *replica) Update(ents []sm.Entry) ([]sm.Entry, error) {
 	defer r.mu.Unlock()
 	for i := range ents {
 		r.applyLocked(&ents[i])
+	}
+	if len(ents) > 0 {
+		r.applied.Store(ents[len(ents)-1].Index)
 	}
 	return ents, nil
 }
@@ -198,6 +205,7 @@ func (r *replica) RecoverFromSnapshot(rd io.Reader, _ []sm.SnapshotFile, _ <-cha
 	r.mu.Lock()
 	r.mu.st = st
 	r.shadow = nil
+	r.applied.Store(st.LastIndex())
 	if r.onRecover != nil {
 		r.onRecover(r.group, st.LastIndex())
 	}

@@ -33,12 +33,22 @@ const (
 
 // Factory makes the transport for a NodeHost
 // (config.ExpertConfig.TransportFactory).
-type Factory struct{}
+type Factory struct {
+	// Receive, when set, is handed every message batch received from a
+	// peer, with dragonboat's handler as deliver, in place of that
+	// handler: it must pass every message on to deliver, at once or
+	// later, and must be quick.
+	Receive func(b pb.MessageBatch, deliver raftio.MessageHandler)
+}
 
 var _ config.TransportFactory = Factory{}
 
 // Create returns the transport; it listens once dragonboat starts it.
-func (Factory) Create(nh config.NodeHostConfig, messages raftio.MessageHandler, chunks raftio.ChunkHandler) raftio.ITransport {
+func (f Factory) Create(nh config.NodeHostConfig, messages raftio.MessageHandler, chunks raftio.ChunkHandler) raftio.ITransport {
+	if f.Receive != nil {
+		deliver := messages
+		messages = func(b pb.MessageBatch) { f.Receive(b, deliver) }
+	}
 	return &Transport{nh: nh, messages: messages, chunks: chunks, conns: map[net.Conn]struct{}{}}
 }
 

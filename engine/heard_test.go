@@ -1,0 +1,60 @@
+package engine
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	pb "github.com/lni/dragonboat/v4/raftpb"
+)
+
+// A group is handed to the peer that has answered its heartbeats without a
+// break for longest; a peer that stopped answering comes last, whatever
+// its earlier run.
+func TestHandOverRanksThePeerAnsweringLongestFirst(t *testing.T) {
+	now := time.Unix(1000, 0)
+	a := newHeard(120*time.Millisecond, func() time.Time { return now })
+	const group = 2
+	answer := func(from uint64, typ pb.MessageType, reject bool) {
+		a.observe(&pb.MessageBatch{Requests: []pb.Message{
+			{Type: typ, ShardID: shardID(group), From: from, Reject: reject}}})
+	}
+	step := func(d time.Duration) { now = now.Add(d) }
+
+	// Peers 2 and 3 answer from the start; 2 restarts (a second without
+	// answers) and answers again.
+	for range 10 {
+		answer(2, pb.HeartbeatResp, false)
+		answer(3, pb.ReplicateResp, false)
+		step(40 * time.Millisecond)
+	}
+	for range 25 {
+		answer(3, pb.HeartbeatResp, false)
+		step(40 * time.Millisecond)
+	}
+	for range 5 {
+		answer(2, pb.ReplicateResp, false)
+		answer(3, pb.HeartbeatResp, false)
+		step(40 * time.Millisecond)
+	}
+	if got := a.rank(group, []uint64{2, 3}); !slices.Equal(got, []uint64{3, 2}) {
+		t.Fatalf("peer 3 answered without a break since the start, peer 2 only since its restart: ranked %v, want [3 2]", got)
+	}
+
+	// Peer 3 goes quiet; a rejected append and a vote are not answers.
+	for range 5 {
+		answer(2, pb.HeartbeatResp, false)
+		answer(3, pb.ReplicateResp, true)
+		answer(3, pb.RequestVoteResp, false)
+		step(40 * time.Millisecond)
+	}
+	if got := a.rank(group, []uint64{2, 3}); !slices.Equal(got, []uint64{2, 3}) {
+		t.Fatalf("peer 3 has not answered for 200ms: ranked %v, want [2 3]", got)
+	}
+
+	// Another group's answers count for that group only; with no answers
+	// at all the order is by ID.
+	if got := a.rank(group+1, []uint64{3, 2}); !slices.Equal(got, []uint64{2, 3}) {
+		t.Fatalf("no answers in group %d: ranked %v, want [2 3]", group+1, got)
+	}
+}
