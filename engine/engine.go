@@ -12,6 +12,7 @@ import (
 
 	"github.com/lni/dragonboat/v4"
 	"github.com/lni/dragonboat/v4/config"
+	"github.com/lni/dragonboat/v4/raftio"
 	sm "github.com/lni/dragonboat/v4/statemachine"
 
 	"shoal/engine/duty"
@@ -34,6 +35,8 @@ type Engine struct {
 	reps []atomic.Pointer[replica]
 	// done is closed when the engine closes.
 	done chan struct{}
+	// local hands messages to this replica's Raft as the transport does.
+	local raftio.MessageHandler
 
 	// deliveries shares outbox delivery runs between submitters
 	// (duty.Deliveries); made on first use.
@@ -109,7 +112,8 @@ func start(cfg Config) (*Engine, error) {
 	e := &Engine{cfg: cfg, lead: newLeadership(cfg.ReplicaID, cfg.Groups),
 		seen: newHeard(answerGap*time.Duration(cfg.HeartbeatRTT)*cfg.RTT, cfg.Clock.Now),
 		reps: make([]atomic.Pointer[replica], cfg.Groups+1), done: make(chan struct{})}
-	nh, err := dragonboat.NewNodeHost(e.nodeHostConfig())
+	nhc := e.nodeHostConfig()
+	nh, err := dragonboat.NewNodeHost(nhc)
 	if err != nil {
 		e.lead.close()
 		return nil, fmt.Errorf("engine: start raft host at %s in %s: %w", cfg.RaftAddr, cfg.DataDir, err)
@@ -138,6 +142,9 @@ func start(cfg Config) (*Engine, error) {
 	for g := range e.props {
 		e.props[g] = newProposer(nh, &e.cfg, g, e.lead)
 	}
+	if e.local != nil {
+		go e.campaignAlone(e.local, nhc.GetDeploymentID())
+	}
 	return e, nil
 }
 
@@ -158,8 +165,9 @@ func (e *Engine) nodeHostConfig() config.NodeHostConfig {
 			// Connections that re-dial a peer that restarted, instead of
 			// tripping the circuit breaker once per stale stream.
 			// What arrives is seen first (receive).
-			TransportFactory: raftnet.Factory{Receive: e.receive},
-			LogDB:            logdb,
+			TransportFactory: raftnet.Factory{Receive: e.receive,
+				Created: func(deliver raftio.MessageHandler) { e.local = deliver }},
+			LogDB: logdb,
 			Engine: config.EngineConfig{
 				ExecShards: w, CommitShards: w, ApplyShards: w, SnapshotShards: w, CloseShards: w,
 			},
@@ -242,11 +250,7 @@ func (e *Engine) LeaderChanges(group int) (changes, term uint64) {
 // WaitReady waits until every group has a known leader.
 func (e *Engine) WaitReady(ctx context.Context) error {
 	for {
-		ready := true
-		for g := 0; g <= e.cfg.Groups && ready; g++ {
-			_, ready = e.Leader(g)
-		}
-		if ready {
+		if e.allLed() {
 			return nil
 		}
 		select {

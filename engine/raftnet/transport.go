@@ -39,12 +39,18 @@ type Factory struct {
 	// handler: it must pass every message on to deliver, at once or
 	// later, and must be quick.
 	Receive func(b pb.MessageBatch, deliver raftio.MessageHandler)
+	// Created, when set, is handed dragonboat's handler once the
+	// transport is made: what it delivers reaches Raft as if received.
+	Created func(deliver raftio.MessageHandler)
 }
 
 var _ config.TransportFactory = Factory{}
 
 // Create returns the transport; it listens once dragonboat starts it.
 func (f Factory) Create(nh config.NodeHostConfig, messages raftio.MessageHandler, chunks raftio.ChunkHandler) raftio.ITransport {
+	if f.Created != nil {
+		f.Created(messages)
+	}
 	if f.Receive != nil {
 		deliver := messages
 		messages = func(b pb.MessageBatch) { f.Receive(b, deliver) }
