@@ -35,8 +35,13 @@ type Engine struct {
 	reps []atomic.Pointer[replica]
 	// done is closed when the engine closes.
 	done chan struct{}
-	// local hands messages to this replica's Raft as the transport does.
-	local raftio.MessageHandler
+	// local hands messages to this replica's Raft as the transport does
+	// (their batches carry deployment).
+	local      raftio.MessageHandler
+	deployment uint64
+	// gone holds the Raft addresses of departed peers whose groups this
+	// replica is still seeing led again (leaderGone).
+	gone sync.Map
 
 	// deliveries shares outbox delivery runs between submitters
 	// (duty.Deliveries); made on first use.
@@ -113,6 +118,7 @@ func start(cfg Config) (*Engine, error) {
 		seen: newHeard(answerGap*time.Duration(cfg.HeartbeatRTT)*cfg.RTT, cfg.Clock.Now),
 		reps: make([]atomic.Pointer[replica], cfg.Groups+1), done: make(chan struct{})}
 	nhc := e.nodeHostConfig()
+	e.deployment = nhc.GetDeploymentID()
 	nh, err := dragonboat.NewNodeHost(nhc)
 	if err != nil {
 		e.lead.close()
@@ -143,7 +149,7 @@ func start(cfg Config) (*Engine, error) {
 		e.props[g] = newProposer(nh, &e.cfg, g, e.lead)
 	}
 	if e.local != nil {
-		go e.campaignAlone(e.local, nhc.GetDeploymentID())
+		go e.campaignAlone(e.local, e.deployment)
 	}
 	return e, nil
 }
@@ -166,7 +172,8 @@ func (e *Engine) nodeHostConfig() config.NodeHostConfig {
 			// tripping the circuit breaker once per stale stream.
 			// What arrives is seen first (receive).
 			TransportFactory: raftnet.Factory{Receive: e.receive,
-				Created: func(deliver raftio.MessageHandler) { e.local = deliver }},
+				Created: func(deliver raftio.MessageHandler) { e.local = deliver },
+				Gone:    e.leaderGone},
 			LogDB: logdb,
 			Engine: config.EngineConfig{
 				ExecShards: w, CommitShards: w, ApplyShards: w, SnapshotShards: w, CloseShards: w,

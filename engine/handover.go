@@ -66,6 +66,13 @@ func (e *Engine) HandOver(ctx context.Context) error {
 			}
 		}
 	}
+	// A replica that goes away while it spoke as a leader moments ago
+	// makes its peers campaign at once (leaderGone); one that handed its
+	// groups over stays quiet longer than that first.
+	select {
+	case <-ctx.Done():
+	case <-e.cfg.Clock.After((leaderFresh + 1) * time.Duration(e.cfg.HeartbeatRTT) * e.cfg.RTT):
+	}
 	return nil
 }
 

@@ -11,12 +11,14 @@ import (
 
 // heard records what this replica heard from its peers, per group: when
 // each peer last answered its heartbeats or log appends and since when it
-// has answered without a break, and the highest commit index a leader
-// announced. A leader hands a group over to the peer that has answered
+// has answered without a break, the highest commit index a leader
+// announced, and who last spoke as the leader. A leader hands a group over to the peer that has answered
 // longest: a peer that restarted a moment ago is still applying the
 // entries it missed, and Raft's transfer target does not campaign while it
 // has committed entries left to apply. The commit index tells a transfer
-// target when it has applied what it was told (see holdTimeoutNow).
+// target when it has applied what it was told (see holdTimeoutNow); the
+// leader's last word tells whether a peer that is gone still led the
+// group (see leaderGone).
 type heard struct {
 	// gap is how long a peer may go without answering before its run of
 	// answers counts as broken.
@@ -25,7 +27,14 @@ type heard struct {
 
 	mu      sync.Mutex
 	runs    map[heardKey]answerRun
-	commits map[uint64]uint64 // shard: highest commit index announced
+	commits map[uint64]uint64     // shard: highest commit index announced
+	leaders map[uint64]leaderWord // shard: the last word from a leader
+}
+
+// leaderWord is who last spoke here as a group's leader, and when.
+type leaderWord struct {
+	from uint64
+	at   time.Time
 }
 
 type heardKey struct{ shard, replica uint64 }
@@ -34,7 +43,8 @@ type heardKey struct{ shard, replica uint64 }
 type answerRun struct{ since, last time.Time }
 
 func newHeard(gap time.Duration, now func() time.Time) *heard {
-	return &heard{gap: gap, now: now, runs: map[heardKey]answerRun{}, commits: map[uint64]uint64{}}
+	return &heard{gap: gap, now: now, runs: map[heardKey]answerRun{}, commits: map[uint64]uint64{},
+		leaders: map[uint64]leaderWord{}}
 }
 
 // observe records the answers and commit indexes in a batch received from
@@ -55,6 +65,7 @@ func (h *heard) observe(b *pb.MessageBatch) {
 		}
 		if leader {
 			h.commits[m.ShardID] = max(h.commits[m.ShardID], m.Commit)
+			h.leaders[m.ShardID] = leaderWord{m.From, now}
 			continue
 		}
 		k := heardKey{m.ShardID, m.From}
@@ -75,6 +86,16 @@ func (h *heard) commit(shard uint64) uint64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.commits[shard]
+}
+
+// leaderSpoke reports whether replica spoke here as shard's leader within
+// the last d.
+func (h *heard) leaderSpoke(shard, replica uint64, d time.Duration) bool {
+	now := h.now()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	w := h.leaders[shard]
+	return w.from == replica && now.Sub(w.at) <= d
 }
 
 // rank orders peers as hand-over targets for a group: those answering now

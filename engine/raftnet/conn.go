@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"syscall"
 	"time"
 
 	"github.com/lni/dragonboat/v4/raftio"
@@ -32,14 +33,20 @@ func (m *msgConn) dial(ctx context.Context) error {
 	}
 	c, err := m.t.dial(ctx, m.target, kindMessages)
 	if err != nil {
+		if m.t.gone != nil && errors.Is(err, syscall.ECONNREFUSED) {
+			m.t.gone(m.target)
+		}
 		return err
 	}
 	gone := make(chan struct{})
 	go func() {
 		// The receiver never writes on a message connection: a read
 		// returns when the peer closed or reset it, or when Close did.
-		_, _ = io.Copy(io.Discard, c)
+		_, err := io.Copy(io.Discard, c)
 		close(gone)
+		if m.t.gone != nil && (err == nil || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)) {
+			m.t.probe(m.target)
+		}
 	}()
 	m.c, m.gone = c, gone
 	return nil

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/lni/dragonboat/v4/config"
@@ -29,6 +30,13 @@ const (
 	// that vanished without a reset is noticed by the watcher within a
 	// few periods).
 	keepAlive = 5 * time.Second
+	// probeTimeout bounds the dial that tells whether a peer that closed
+	// a connection is gone; a refusal comes at once.
+	probeTimeout = time.Second
+	// probeTries connections, probeSpacing apart, tell a peer that is
+	// going away from one that stays.
+	probeTries   = 3
+	probeSpacing = 10 * time.Millisecond
 )
 
 // Factory makes the transport for a NodeHost
@@ -42,6 +50,11 @@ type Factory struct {
 	// Created, when set, is handed dragonboat's handler once the
 	// transport is made: what it delivers reaches Raft as if received.
 	Created func(deliver raftio.MessageHandler)
+	// Gone, when set, is told a peer's Raft address when the peer closed
+	// a message connection and a fresh connection to it is refused:
+	// nothing listens there any more (its process ended). It may be told
+	// more than once per departure, once per connection.
+	Gone func(target string)
 }
 
 var _ config.TransportFactory = Factory{}
@@ -55,7 +68,7 @@ func (f Factory) Create(nh config.NodeHostConfig, messages raftio.MessageHandler
 		deliver := messages
 		messages = func(b pb.MessageBatch) { f.Receive(b, deliver) }
 	}
-	return &Transport{nh: nh, messages: messages, chunks: chunks, conns: map[net.Conn]struct{}{}}
+	return &Transport{nh: nh, messages: messages, chunks: chunks, gone: f.Gone, conns: map[net.Conn]struct{}{}}
 }
 
 // Validate accepts host:port addresses.
@@ -69,6 +82,7 @@ type Transport struct {
 	nh       config.NodeHostConfig
 	messages raftio.MessageHandler
 	chunks   raftio.ChunkHandler
+	gone     func(target string)
 
 	ln     net.Listener
 	wg     sync.WaitGroup
@@ -190,6 +204,26 @@ func (t *Transport) serve(c net.Conn) {
 				return
 			}
 		}
+	}
+}
+
+// probe tells gone about target when a connection to it is refused. A
+// process that ends closes its connections and its listener one after the
+// other, so a connection accepted at first is tried again a few times.
+func (t *Transport) probe(target string) {
+	for i := range probeTries {
+		if i > 0 {
+			time.Sleep(probeSpacing)
+		}
+		c, err := net.DialTimeout("tcp", target, probeTimeout)
+		if err == nil {
+			_ = c.Close()
+			continue
+		}
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			t.gone(target)
+		}
+		return
 	}
 }
 

@@ -1,0 +1,148 @@
+package engine
+
+import (
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/lni/dragonboat/v4"
+	"github.com/lni/dragonboat/v4/raftio"
+	pb "github.com/lni/dragonboat/v4/raftpb"
+)
+
+// Raft elects a leader once a follower has heard nothing from one for a
+// randomized election timeout (one to two of them: 0.5-1 s at the
+// defaults). This file starts the campaign at once in the two cases where
+// waiting buys nothing, by handing this replica's own Raft a TimeoutNow,
+// the message a leader sends to hand over, which to Raft is the clock
+// moving forward (the Raft thesis, 3.10): campaigning is safe at any
+// moment, only split votes cost time.
+
+// campaignAlone makes every group whose only member is this replica elect
+// it at once rather than after a randomized election timeout: a replica
+// alone (dev mode, a one-replica cluster, its restarts) otherwise waited
+// for the slowest of its groups' draws, about a second at the defaults.
+// A group with other members is left to its election timeout: campaigns
+// started together would split the vote. It retries every RTT
+// (a campaign is skipped while the group still has committed entries to
+// apply, as after a restart) until every such group has a leader or two
+// election timeouts passed.
+func (e *Engine) campaignAlone(deliver raftio.MessageHandler, deployment uint64) {
+	deadline := e.cfg.Clock.Now().Add(2 * time.Duration(e.cfg.ElectionRTT) * e.cfg.RTT)
+	for {
+		info := e.nh.GetNodeHostInfo(dragonboat.NodeHostInfoOption{SkipLogInfo: true})
+		if info == nil {
+			return // closed
+		}
+		var nudge []pb.Message
+		for _, si := range info.ShardInfoList {
+			_, member := si.Replicas[e.cfg.ReplicaID]
+			if si.Pending || si.LeaderID != 0 || len(si.Replicas) != 1 || !member {
+				continue
+			}
+			nudge = append(nudge, pb.Message{Type: pb.TimeoutNow, ShardID: si.ShardID,
+				To: e.cfg.ReplicaID, From: e.cfg.ReplicaID})
+		}
+		e.nudge(deliver, deployment, nudge)
+		if e.allLed() || !e.cfg.Clock.Now().Before(deadline) {
+			return
+		}
+		select {
+		case <-e.done:
+			return
+		case <-e.cfg.Clock.After(e.cfg.RTT):
+		}
+	}
+}
+
+// allLed reports whether every group has a leader as far as this replica
+// knows.
+func (e *Engine) allLed() bool {
+	for g := 0; g <= e.cfg.Groups; g++ {
+		if _, ok := e.Leader(g); !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// leaderGone is the transport's word that nothing listens any more at a
+// peer's Raft address (raftnet.Factory.Gone): its process ended, as with
+// kill -9 or a crash. In each group that peer still led — it spoke here
+// as the leader within leaderFresh heartbeat intervals; a replica stopped
+// on purpose handed its groups over and then stayed quiet longer (see
+// HandOver) — the member with the lowest ID among the others campaigns at
+// once, as a hand-over's target does (its vote request passes the others'
+// leader lease). Every member decides alike from the membership, so one
+// campaigns and the vote does not split. A candidate whose log is behind
+// loses; every handOverRound RTTs without a leader the next member in ID
+// order is nudged, for at most an election timeout, after which the
+// group's own election timeout has taken over. A peer that merely went
+// quiet (a host or network failure) refuses nothing and changes nothing.
+func (e *Engine) leaderGone(addr string) {
+	if _, running := e.gone.LoadOrStore(addr, true); running {
+		return
+	}
+	go func() {
+		defer e.gone.Delete(addr)
+		e.campaignForGone(addr)
+	}()
+}
+
+func (e *Engine) campaignForGone(addr string) {
+	deliver := e.local
+	if deliver == nil {
+		return
+	}
+	type orphan struct {
+		leader uint64
+		others []uint64 // the other members, by ID
+	}
+	orphans := map[uint64]orphan{} // shard: the group the gone peer led
+	fresh := leaderFresh * time.Duration(e.cfg.HeartbeatRTT) * e.cfg.RTT
+	deadline := e.cfg.Clock.Now().Add(time.Duration(e.cfg.ElectionRTT) * e.cfg.RTT)
+	for attempt := 0; ; attempt++ {
+		info := e.nh.GetNodeHostInfo(dragonboat.NodeHostInfoOption{SkipLogInfo: true})
+		if info == nil {
+			return // closed
+		}
+		var nudge []pb.Message
+		for _, si := range info.ShardInfoList {
+			o, ok := orphans[si.ShardID]
+			if attempt == 0 && !si.Pending && si.LeaderID != 0 && si.LeaderID != e.cfg.ReplicaID &&
+				si.Replicas[si.LeaderID] == addr && e.seen.leaderSpoke(si.ShardID, si.LeaderID, fresh) {
+				o = orphan{si.LeaderID, slices.DeleteFunc(slices.Sorted(maps.Keys(si.Replicas)),
+					func(id uint64) bool { return id == si.LeaderID })}
+				orphans[si.ShardID], ok = o, len(o.others) > 0
+			}
+			if !ok || (si.LeaderID != 0 && si.LeaderID != o.leader) {
+				delete(orphans, si.ShardID) // led again
+				continue
+			}
+			if o.others[attempt%len(o.others)] == e.cfg.ReplicaID {
+				nudge = append(nudge, pb.Message{Type: pb.TimeoutNow, ShardID: si.ShardID,
+					To: e.cfg.ReplicaID, From: e.cfg.ReplicaID})
+			}
+		}
+		e.nudge(deliver, e.deployment, nudge)
+		if len(orphans) == 0 || !e.cfg.Clock.Now().Before(deadline) {
+			return
+		}
+		select {
+		case <-e.done:
+			return
+		case <-e.cfg.Clock.After(handOverRound * e.cfg.RTT):
+		}
+	}
+}
+
+// leaderFresh is, in heartbeat intervals, how recently a peer must have
+// spoken as a group's leader for its departure to start a campaign.
+const leaderFresh = 2
+
+// nudge hands this replica's Raft the TimeoutNow messages in ms.
+func (e *Engine) nudge(deliver raftio.MessageHandler, deployment uint64, ms []pb.Message) {
+	if len(ms) > 0 {
+		deliver(pb.MessageBatch{BinVer: raftio.TransportBinVersion, DeploymentId: deployment, Requests: ms})
+	}
+}

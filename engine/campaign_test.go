@@ -1,0 +1,73 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"shoal/statemachine"
+)
+
+// A replica alone leads every group long before its election timeout
+// could fire, on first start and on a restart with entries to replay.
+func TestReplicaAloneLeadsAtOnce(t *testing.T) {
+	cfg := testConfig(4)
+	cfg.DataDir = t.TempDir()
+	cfg.RTT = 50 * time.Millisecond
+	cfg.ElectionRTT = 400 // 20 s: the earliest a group could elect on its own
+	for start := range 2 {
+		e, err := Open(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err = e.WaitReady(ctx)
+		cancel()
+		if err != nil {
+			e.Close()
+			t.Fatalf("start %d: not every group led 10s after the start: %v", start+1, err)
+		}
+		ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
+		_, err = e.Submit(ctx, statemachine.Command{Kind: statemachine.CmdCreateService,
+			Spec: &statemachine.ServiceSpec{Name: fmt.Sprintf("web%d", start), Replicas: 1}})
+		cancel()
+		e.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// When the leader's process is gone (its Raft port refuses connections),
+// the survivors elect a leader in every group it led long before their
+// election timeout could fire.
+func TestSurvivorsElectAtOnceWhenTheLeaderIsGone(t *testing.T) {
+	cfg := testConfig(2)
+	cfg.RTT = 10 * time.Millisecond
+	cfg.ElectionRTT = 300 // 3 s: the earliest a survivor could elect on its own
+	// Stop closes the Raft transport only after it stopped the groups (a
+	// kill closes everything at once): heartbeats 300 ms apart leave the
+	// last one fresh (leaderFresh) when the transport goes.
+	cfg.HeartbeatRTT = 30
+	l := startLocal(t, 3, cfg)
+	old, ok := l.Engine(1).Leader(ClusterGroup)
+	if !ok {
+		t.Fatal("no cluster-group leader after WaitReady")
+	}
+	l.Stop(old)
+	var rest []*Engine
+	for _, e := range l.Engines() {
+		rest = append(rest, e)
+	}
+	eventually(t, 2*time.Second, func() (bool, string) {
+		for _, e := range rest {
+			for g := 0; g <= cfg.Groups; g++ {
+				if id, ok := e.Leader(g); !ok || id == old {
+					return false, fmt.Sprintf("replica %d: group %d led by %d (known %v); replica %d is gone", e.ReplicaID(), g, id, ok, old)
+				}
+			}
+		}
+		return true, ""
+	})
+}
