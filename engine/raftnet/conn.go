@@ -21,6 +21,9 @@ type msgConn struct {
 	c      net.Conn
 	gone   chan struct{} // closed when the peer closed or reset c
 	buf    []byte
+	// refused is when the last dial was refused (zero after one that
+	// connected): the peer's host is up and nothing listens, a restart.
+	refused time.Time
 }
 
 var _ raftio.IConnection = (*msgConn)(nil)
@@ -33,18 +36,21 @@ func (m *msgConn) dial(ctx context.Context) error {
 	}
 	c, err := m.t.dial(ctx, m.target, kindMessages)
 	if err != nil {
-		if m.t.gone != nil && errors.Is(err, syscall.ECONNREFUSED) {
-			m.t.gone(m.target)
+		if isRefused(err) {
+			m.refused = time.Now()
+			m.t.refusedBy(m.target)
 		}
 		return err
 	}
+	m.refused = time.Time{}
+	m.t.reached(m.target)
 	gone := make(chan struct{})
 	go func() {
 		// The receiver never writes on a message connection: a read
 		// returns when the peer closed or reset it, or when Close did.
 		_, err := io.Copy(io.Discard, c)
 		close(gone)
-		if m.t.gone != nil && (err == nil || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)) {
+		if err == nil || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
 			m.t.probe(m.target)
 		}
 	}()
@@ -54,11 +60,25 @@ func (m *msgConn) dial(ctx context.Context) error {
 
 // SendMessageBatch sends one batch. On a connection its peer already
 // closed it dials first; when the write fails it dials once more and
-// sends again (Raft tolerates a message delivered twice). An error means
-// the peer could not be reached: dragonboat then drops the connection.
+// sends again (Raft tolerates a message delivered twice).
+//
+// A peer whose host refuses the connection is restarting: the batch is
+// dropped without an error (Raft tolerates lost messages) and a later
+// send dials again, at most once per redialGap. An error would trip
+// dragonboat's circuit breaker for the peer, which then drops every
+// message to it for half a second to a second after it is back — long
+// enough to stall a group whose quorum needs it. Any other failure (a
+// host that does not answer) is an error, and dragonboat reports the peer
+// unreachable and backs off.
 func (m *msgConn) SendMessageBatch(b pb.MessageBatch) error {
 	if m.c == nil || isClosed(m.gone) {
+		if m.c == nil && !m.refused.IsZero() && time.Since(m.refused) < redialGap {
+			return nil
+		}
 		if err := m.dial(context.Background()); err != nil {
+			if isRefused(err) {
+				return nil
+			}
 			return err
 		}
 	}
@@ -76,10 +96,17 @@ func (m *msgConn) SendMessageBatch(b pb.MessageBatch) error {
 		return nil
 	}
 	if derr := m.dial(context.Background()); derr != nil {
+		if isRefused(derr) {
+			return nil
+		}
 		return errors.Join(err, derr)
 	}
 	return writeFrame(m.c, frame, ioTimeout)
 }
+
+// isRefused reports whether a dial failed because nothing listens at the
+// address.
+func isRefused(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }
 
 // Close closes the connection; its watcher returns.
 func (m *msgConn) Close() {

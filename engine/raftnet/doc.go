@@ -16,9 +16,18 @@
 // that reads it (the receiver never writes on a message connection, so a
 // read returns only when the peer closed or reset it); a send on a
 // connection the watcher saw close dials a fresh one first, and a send
-// whose write fails is tried once more on a fresh connection. A peer that
-// is really down still fails the dial, and dragonboat's breaker and
-// unreachable reports work as before.
+// whose write fails is tried once more on a fresh connection.
+//
+// A peer whose host refuses the connection (nothing listens: the process
+// is restarting) loses the messages sent meanwhile without an error, and
+// the connection dials again on a later send: an error would trip the
+// breaker, which then shuts the peer out for up to a second after it is
+// back, long enough to stall a group whose quorum needs it during a
+// rolling restart. A peer that does not answer at all (a host or network
+// down) still fails the dial, and dragonboat's breaker and unreachable
+// reports work as before. The first refusal after a peer was reachable is
+// reported (Factory.Gone): the engine starts an election at once in the
+// groups that peer led.
 //
 // The wire format is Shoal's own (all replicas of a cluster run one
 // version): a connection starts with an 8-byte preamble (magic, version,

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"net"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/lni/dragonboat/v4/config"
@@ -37,6 +36,9 @@ const (
 	// going away from one that stays.
 	probeTries   = 3
 	probeSpacing = 10 * time.Millisecond
+	// redialGap is how often a connection to a peer that refuses
+	// connections (restarting) dials again, at most.
+	redialGap = 10 * time.Millisecond
 )
 
 // Factory makes the transport for a NodeHost
@@ -68,7 +70,8 @@ func (f Factory) Create(nh config.NodeHostConfig, messages raftio.MessageHandler
 		deliver := messages
 		messages = func(b pb.MessageBatch) { f.Receive(b, deliver) }
 	}
-	return &Transport{nh: nh, messages: messages, chunks: chunks, gone: f.Gone, conns: map[net.Conn]struct{}{}}
+	return &Transport{nh: nh, messages: messages, chunks: chunks, gone: f.Gone,
+		conns: map[net.Conn]struct{}{}, down: map[string]bool{}}
 }
 
 // Validate accepts host:port addresses.
@@ -88,6 +91,7 @@ type Transport struct {
 	wg     sync.WaitGroup
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{} // accepted and not yet closed
+	down   map[string]bool       // targets whose last dial was refused
 	closed bool
 }
 
@@ -207,7 +211,7 @@ func (t *Transport) serve(c net.Conn) {
 	}
 }
 
-// probe tells gone about target when a connection to it is refused. A
+// probe finds out whether target, which closed a connection, is gone: a
 // process that ends closes its connections and its listener one after the
 // other, so a connection accepted at first is tried again a few times.
 func (t *Transport) probe(target string) {
@@ -220,17 +224,38 @@ func (t *Transport) probe(target string) {
 			_ = c.Close()
 			continue
 		}
-		if errors.Is(err, syscall.ECONNREFUSED) {
-			t.gone(target)
+		if isRefused(err) {
+			t.refusedBy(target)
 		}
 		return
 	}
 }
 
-// GetConnection returns a connection for message batches to target.
+// refusedBy records that target refused a connection and tells gone the
+// first time since it last accepted one.
+func (t *Transport) refusedBy(target string) {
+	t.mu.Lock()
+	first := !t.down[target]
+	t.down[target] = true
+	t.mu.Unlock()
+	if first && t.gone != nil {
+		t.gone(target)
+	}
+}
+
+// reached records that target accepted a connection.
+func (t *Transport) reached(target string) {
+	t.mu.Lock()
+	delete(t.down, target)
+	t.mu.Unlock()
+}
+
+// GetConnection returns a connection for message batches to target; to
+// a peer that refuses connections (restarting), one that dials again on a
+// later send (see msgConn.SendMessageBatch).
 func (t *Transport) GetConnection(ctx context.Context, target string) (raftio.IConnection, error) {
 	c := &msgConn{t: t, target: target}
-	if err := c.dial(ctx); err != nil {
+	if err := c.dial(ctx); err != nil && !isRefused(err) {
 		return nil, err
 	}
 	return c, nil

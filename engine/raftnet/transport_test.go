@@ -133,20 +133,66 @@ func TestRestartedPeerGetsTheNextMessage(t *testing.T) {
 	in2.waitTerm(t, 2)
 }
 
-// A peer that is down fails the send, so dragonboat reports it unreachable
-// and backs off.
-func TestDownPeerFailsTheSend(t *testing.T) {
+// A peer that refuses connections (restarting) loses what is sent
+// meanwhile but fails no send, so dragonboat's breaker never shuts it out;
+// it is reported gone once, and gets the next message once it is back. A
+// host that cannot be reached fails the send, so dragonboat reports it
+// unreachable and backs off.
+func TestRefusingPeerLosesMessagesButFailsNoSend(t *testing.T) {
 	addr := freeAddr(t)
 	peer := start(t, config.NodeHostConfig{}, addr, newInbox())
-	local := start(t, config.NodeHostConfig{}, freeAddr(t), newInbox())
+	var gone []string
+	var mu sync.Mutex
+	nh := config.NodeHostConfig{RaftAddress: freeAddr(t)}
+	local := Factory{Gone: func(target string) {
+		mu.Lock()
+		gone = append(gone, target)
+		mu.Unlock()
+	}}.Create(nh, newInbox().message, newInbox().chunk).(*Transport)
+	if err := local.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = local.Close() })
 	conn := connect(t, local, addr)
 	_ = peer.Close()
 	<-conn.gone
-	if err := conn.SendMessageBatch(batch(1)); err == nil {
-		t.Fatal("a send to a peer that is down succeeded")
+	for term := uint64(1); term <= 3; term++ {
+		if err := conn.SendMessageBatch(batch(term)); err != nil {
+			t.Fatalf("send %d to a peer that refuses connections: %v", term, err)
+		}
 	}
-	if _, err := local.GetConnection(context.Background(), addr); err == nil {
-		t.Fatal("a connection to a peer that is down was made")
+	if c, err := local.GetConnection(context.Background(), addr); err != nil {
+		t.Fatalf("a connection to a peer that refuses connections failed: %v", err)
+	} else {
+		c.Close()
+	}
+	mu.Lock()
+	if len(gone) != 1 || gone[0] != addr {
+		t.Fatalf("reported gone %v, want [%s] once", gone, addr)
+	}
+	mu.Unlock()
+
+	// Back: a send within redialGap of the last refusal is dropped, so
+	// send until one arrives.
+	in := newInbox()
+	start(t, config.NodeHostConfig{}, addr, in)
+	deadline := time.After(10 * time.Second)
+	for arrived := false; !arrived; {
+		if err := conn.SendMessageBatch(batch(4)); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-in.got:
+			arrived = true
+		case <-time.After(redialGap):
+		case <-deadline:
+			t.Fatal("the peer that came back got nothing")
+		}
+	}
+
+	// The .invalid domain never resolves.
+	if _, err := local.GetConnection(context.Background(), "replica.invalid:7100"); err == nil {
+		t.Fatal("a connection to a host that cannot be reached was made")
 	}
 }
 
