@@ -71,14 +71,15 @@ func (e *Engine) allLed() bool {
 // kill -9 or a crash. In each group that peer still led — it spoke here
 // as the leader within leaderFresh heartbeat intervals; a replica stopped
 // on purpose handed its groups over and then stayed quiet longer (see
-// HandOver) — the member with the lowest ID among the others campaigns at
-// once, as a hand-over's target does (its vote request passes the others'
-// leader lease). Every member decides alike from the membership, so one
-// campaigns and the vote does not split. A candidate whose log is behind
-// loses; every handOverRound RTTs without a leader the next member in ID
-// order is nudged, for at most an election timeout, after which the
-// group's own election timeout has taken over. A peer that merely went
-// quiet (a host or network failure) refuses nothing and changes nothing.
+// HandOver) — the member with the lowest ID among the others campaigns
+// as a hand-over's target does (its vote request passes the others'
+// leader lease), once it applied what it knows to be committed. Every
+// member decides alike from the membership, so one campaigns and the vote
+// does not split. A candidate whose log is behind loses; every
+// handOverRound RTTs without a leader the next member in ID order is
+// nudged, for at most an election timeout, after which the group's own
+// election timeout has taken over. A peer that merely went quiet (a host
+// or network failure) refuses nothing and changes nothing.
 func (e *Engine) leaderGone(addr string) {
 	if _, running := e.gone.LoadOrStore(addr, true); running {
 		return
@@ -124,7 +125,12 @@ func (e *Engine) campaignForGone(addr string) {
 					To: e.cfg.ReplicaID, From: e.cfg.ReplicaID})
 			}
 		}
-		e.nudge(deliver, e.deployment, nudge)
+		// Each waits, as a hand-over's does, until this replica applied
+		// what it knows to be committed: Raft skips the campaign before.
+		for _, m := range nudge {
+			go e.holdTimeoutNow(pb.MessageBatch{BinVer: raftio.TransportBinVersion,
+				DeploymentId: e.deployment, Requests: []pb.Message{m}}, deliver)
+		}
 		if len(orphans) == 0 || !e.cfg.Clock.Now().Before(deadline) {
 			return
 		}
