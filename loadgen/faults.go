@@ -101,6 +101,7 @@ func (f *faults) killLeader(ctx context.Context) {
 	if l == nil {
 		return
 	}
+	live := f.r.fleet.Live()
 	if err := f.r.cl.Kill(l); err != nil {
 		fmt.Fprintln(f.r.cfg.Out, "loadgen: kill leader:", err)
 		return
@@ -111,7 +112,7 @@ func (f *faults) killLeader(ctx context.Context) {
 		time.Since(f.r.start).Seconds(), l.ID)
 	// Not in f.wg: it may go on into the next phase (the run's context
 	// bounds it).
-	go f.timeReconnect(f.r.ctx, killed)
+	go f.timeReconnect(f.r.ctx, killed, live)
 	f.wg.Add(1)
 	go func() {
 		defer f.wg.Done()
@@ -125,19 +126,22 @@ func (f *faults) killLeader(ctx context.Context) {
 	}()
 }
 
-// timeReconnect waits until every agent the loadgen did not fault at any
-// time since the kill has had a heartbeat succeed since the leader was
-// killed (so it reached the new leader), and records how long that took;
-// it gives up after a minute. An agent away on its own fault when the
-// leader died (vanished for up to 15 s) comes back on its own schedule:
-// counting it timed the fault, not the failover.
-func (f *faults) timeReconnect(ctx context.Context, killed time.Time) {
+// timeReconnect waits until every agent that was connected when the leader
+// was killed (its last heartbeat had succeeded: live) and that the loadgen
+// did not fault at any time since has had a heartbeat succeed since the
+// kill (so it reached the new leader), and records how long that took; it
+// gives up after a minute. An agent away on its own fault when the leader
+// died, or still coming back from one (its reconnect backoff grew while
+// it was cut off), comes back on its own schedule: counting it timed the
+// fault, not the failover.
+func (f *faults) timeReconnect(ctx context.Context, killed time.Time, live []bool) {
 	for ctx.Err() == nil && time.Since(killed) < time.Minute {
 		waiting := 0
 		beat := f.r.fleet.HeartbeatsSince(killed)
 		f.mu.Lock()
 		for i := range f.r.cfg.Agents {
-			if end, faulted := f.ended[i]; (!faulted || end.Before(killed)) && (i >= len(beat) || !beat[i]) {
+			connected := i < len(live) && live[i]
+			if end, faulted := f.ended[i]; connected && (!faulted || end.Before(killed)) && (i >= len(beat) || !beat[i]) {
 				waiting++
 			}
 		}

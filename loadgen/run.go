@@ -25,6 +25,7 @@ type agents interface {
 	Return(i int)
 	Gone(i int) bool
 	Connected() int
+	Live() []bool
 	Nodes() []uint32
 	Crash(i, n int) int
 	Probe(node uint32, task uint64) string

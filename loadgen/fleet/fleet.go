@@ -184,6 +184,15 @@ func (f *Fleet) Connected() int {
 	return n
 }
 
+// Live reports, per agent, whether its last heartbeat succeeded.
+func (f *Fleet) Live() []bool {
+	out := make([]bool, len(f.agents))
+	for i, a := range f.agents {
+		out[i] = a.live.Load()
+	}
+	return out
+}
+
 // HeartbeatsSince reports, per agent, whether its heartbeat succeeded
 // after t: after a leader kill, that it reached the new leader.
 func (f *Fleet) HeartbeatsSince(t time.Time) []bool {

@@ -121,6 +121,7 @@ func (r *Remote) Vanish(i int) bool  { return remoteCall[bool](r, "Vanish", i) }
 func (r *Remote) Return(i int)       { remoteCall[bool](r, "Return", i) }
 func (r *Remote) Gone(i int) bool    { return remoteCall[bool](r, "Gone", i) }
 func (r *Remote) Connected() int     { return remoteCall[int](r, "Connected", 0) }
+func (r *Remote) Live() []bool       { return remoteCall[[]bool](r, "Live", 0) }
 func (r *Remote) Nodes() []uint32    { return remoteCall[[]uint32](r, "Nodes", 0) }
 func (r *Remote) Crash(i, n int) int { return remoteCall[int](r, "Crash", CrashArgs{I: i, N: n}) }
 func (r *Remote) Probe(node uint32, task uint64) string {
