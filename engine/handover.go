@@ -14,7 +14,7 @@ import (
 // planned restart. Raft transfers only to a peer whose log has caught up
 // (the leader brings it up to date first), and the peers tried are those
 // whose Raft address answers, for each group the one that has answered
-// this replica's heartbeats longest first (see answers). It returns once
+// this replica's heartbeats longest first (see heard). It returns once
 // this replica leads no group, or with an error naming the groups still
 // led when ctx ends or no peer took them within two election timeouts;
 // the caller stops the replica either way.

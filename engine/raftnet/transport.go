@@ -52,10 +52,10 @@ type Factory struct {
 	// Created, when set, is handed dragonboat's handler once the
 	// transport is made: what it delivers reaches Raft as if received.
 	Created func(deliver raftio.MessageHandler)
-	// Gone, when set, is told a peer's Raft address when the peer closed
-	// a message connection and a fresh connection to it is refused:
-	// nothing listens there any more (its process ended). It may be told
-	// more than once per departure, once per connection.
+	// Gone, when set, is told a peer's Raft address the first time a
+	// connection to it is refused since it last accepted one — found at
+	// once when the peer closes a message connection: nothing listens
+	// there any more (its process ended).
 	Gone func(target string)
 }
 
