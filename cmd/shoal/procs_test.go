@@ -22,6 +22,16 @@ var (
 	binErr  error
 )
 
+// TestMain removes the binary the process tests built (37 MB per run,
+// left in the temporary directory before).
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binPath != "" {
+		_ = os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
+}
+
 func shoalBin(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
