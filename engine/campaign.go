@@ -84,10 +84,10 @@ func (e *Engine) leaderGone(addr string) {
 	if _, running := e.gone.LoadOrStore(addr, true); running {
 		return
 	}
-	go func() {
+	e.spawn(func() {
 		defer e.gone.Delete(addr)
 		e.campaignForGone(addr)
-	}()
+	})
 }
 
 func (e *Engine) campaignForGone(addr string) {
@@ -128,8 +128,8 @@ func (e *Engine) campaignForGone(addr string) {
 		// Each waits, as a hand-over's does, until this replica applied
 		// what it knows to be committed: Raft skips the campaign before.
 		for _, m := range nudge {
-			go e.holdTimeoutNow(pb.MessageBatch{BinVer: raftio.TransportBinVersion,
-				DeploymentId: e.deployment, Requests: []pb.Message{m}}, deliver)
+			b := pb.MessageBatch{BinVer: raftio.TransportBinVersion, DeploymentId: e.deployment, Requests: []pb.Message{m}}
+			e.spawn(func() { e.holdTimeoutNow(b, deliver) })
 		}
 		if len(orphans) == 0 || !e.cfg.Clock.Now().Before(deadline) {
 			return

@@ -5,18 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/lni/dragonboat/v4"
-	"github.com/lni/dragonboat/v4/config"
 	"github.com/lni/dragonboat/v4/raftio"
 	sm "github.com/lni/dragonboat/v4/statemachine"
 
 	"shoal/engine/duty"
-	"shoal/engine/raftnet"
 	"shoal/engine/route"
 	"shoal/statemachine"
 )
@@ -33,8 +30,13 @@ type Engine struct {
 	seen *heard
 	// reps are this replica's state machines, by group.
 	reps []atomic.Pointer[replica]
-	// done is closed when the engine closes.
-	done chan struct{}
+	// done is closed when the engine closes; bg counts the goroutines of
+	// its own (campaigns, held TimeoutNows) that Close waits for before it
+	// closes the NodeHost, and closing stops spawn from starting more.
+	done    chan struct{}
+	bg      sync.WaitGroup
+	bgMu    sync.Mutex
+	closing bool
 	// local hands messages to this replica's Raft as the transport does
 	// (their batches carry deployment).
 	local      raftio.MessageHandler
@@ -115,7 +117,7 @@ func start(cfg Config) (*Engine, error) {
 	}
 	setLogLevel(cfg.RaftLogLevel)
 	e := &Engine{cfg: cfg, lead: newLeadership(cfg.ReplicaID, cfg.Groups),
-		seen: newHeard(answerGap*time.Duration(cfg.HeartbeatRTT)*cfg.RTT, cfg.Clock.Now),
+		seen: newHeard(cfg.Groups+1, answerGap*time.Duration(cfg.HeartbeatRTT)*cfg.RTT, cfg.Clock.Now),
 		reps: make([]atomic.Pointer[replica], cfg.Groups+1), done: make(chan struct{})}
 	nhc := e.nodeHostConfig()
 	e.deployment = nhc.GetDeploymentID()
@@ -149,60 +151,20 @@ func start(cfg Config) (*Engine, error) {
 		e.props[g] = newProposer(nh, &e.cfg, g, e.lead)
 	}
 	if e.local != nil {
-		go e.campaignAlone(e.local, e.deployment)
+		e.spawn(func() { e.campaignAlone(e.local, e.deployment) })
 	}
 	return e, nil
-}
-
-func (e *Engine) nodeHostConfig() config.NodeHostConfig {
-	logdb := config.GetTinyMemLogDBConfig()
-	logdb.Shards = e.cfg.LogDBShards
-	w := e.cfg.Workers
-	return config.NodeHostConfig{
-		NodeHostDir:       filepath.Join(e.cfg.DataDir, "raft"),
-		RTTMillisecond:    uint64(e.cfg.RTT / time.Millisecond),
-		RaftAddress:       e.cfg.RaftAddr,
-		RaftEventListener: e.lead,
-		MutualTLS:         e.cfg.RaftCAFile != "",
-		CAFile:            e.cfg.RaftCAFile,
-		CertFile:          e.cfg.RaftCertFile,
-		KeyFile:           e.cfg.RaftKeyFile,
-		Expert: config.ExpertConfig{
-			// Connections that re-dial a peer that restarted, instead of
-			// tripping the circuit breaker once per stale stream.
-			// What arrives is seen first (receive).
-			TransportFactory: raftnet.Factory{Receive: e.receive,
-				Created: func(deliver raftio.MessageHandler) { e.local = deliver },
-				Gone:    e.leaderGone},
-			LogDB: logdb,
-			Engine: config.EngineConfig{
-				ExecShards: w, CommitShards: w, ApplyShards: w, SnapshotShards: w, CloseShards: w,
-			},
-		},
-	}
-}
-
-func (e *Engine) raftConfig(group int) config.Config {
-	return config.Config{
-		ShardID:            shardID(group),
-		ReplicaID:          e.cfg.ReplicaID,
-		CheckQuorum:        true,
-		PreVote:            true,
-		ElectionRTT:        e.cfg.ElectionRTT,
-		HeartbeatRTT:       e.cfg.HeartbeatRTT,
-		SnapshotEntries:    e.cfg.SnapshotEntries,
-		CompactionOverhead: e.cfg.CompactionOverhead,
-		MaxInMemLogSize:    e.cfg.MaxInMemLogSize,
-		// Snapshots are zstd-compressed by the replica already.
-		SnapshotCompressionType: config.NoCompression,
-	}
 }
 
 // Close stops the proposers (queued submissions fail with ErrClosed), the
 // duties and the NodeHost. It is safe to call more than once.
 func (e *Engine) Close() {
 	e.closeOnce.Do(func() {
+		e.bgMu.Lock()
+		e.closing = true
 		close(e.done)
+		e.bgMu.Unlock()
+		e.bg.Wait()
 		for _, p := range e.props {
 			p.close()
 		}
@@ -211,6 +173,21 @@ func (e *Engine) Close() {
 			e.nh.Close()
 		}
 	})
+}
+
+// spawn runs f in a goroutine Close waits for, unless the engine is
+// closing (then f does not run). f must return soon after done closes.
+func (e *Engine) spawn(f func()) {
+	e.bgMu.Lock()
+	defer e.bgMu.Unlock()
+	if e.closing {
+		return
+	}
+	e.bg.Add(1)
+	go func() {
+		defer e.bg.Done()
+		f()
+	}()
 }
 
 // ReplicaID returns this replica's Raft ID.

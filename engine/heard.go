@@ -24,78 +24,94 @@ type heard struct {
 	// answers counts as broken.
 	gap time.Duration
 	now func() time.Time
-
-	mu      sync.Mutex
-	runs    map[heardKey]answerRun
-	commits map[uint64]uint64     // shard: highest commit index announced
-	leaders map[uint64]leaderWord // shard: the last word from a leader
+	// shards holds each group's record, by shard ID - 1: every message
+	// received passes through observe, so a group's record has a lock of
+	// its own and nothing is looked up by key.
+	shards []shardHeard
 }
 
-// leaderWord is who last spoke here as a group's leader, and when.
-type leaderWord struct {
-	from uint64
-	at   time.Time
+// shardHeard is what was heard in one group.
+type shardHeard struct {
+	mu       sync.Mutex
+	commit   uint64               // the highest commit index announced
+	leader   uint64               // who last spoke as the leader
+	leaderAt time.Time            // and when
+	runs     map[uint64]answerRun // by peer
 }
-
-type heardKey struct{ shard, replica uint64 }
 
 // answerRun is one unbroken run of answers: its first and latest.
 type answerRun struct{ since, last time.Time }
 
-func newHeard(gap time.Duration, now func() time.Time) *heard {
-	return &heard{gap: gap, now: now, runs: map[heardKey]answerRun{}, commits: map[uint64]uint64{},
-		leaders: map[uint64]leaderWord{}}
+func newHeard(shards int, gap time.Duration, now func() time.Time) *heard {
+	h := &heard{gap: gap, now: now, shards: make([]shardHeard, shards)}
+	for i := range h.shards {
+		h.shards[i].runs = map[uint64]answerRun{}
+	}
+	return h
 }
 
-// observe records the answers and commit indexes in a batch received from
-// a peer; it keeps nothing of b.
+// shard returns the record of a shard, nil for one this replica does not
+// host.
+func (h *heard) shard(id uint64) *shardHeard {
+	if id == 0 || id > uint64(len(h.shards)) {
+		return nil
+	}
+	return &h.shards[id-1]
+}
+
+// observe records the answers, leaders and commit indexes in a batch
+// received from a peer; it keeps nothing of b.
 func (h *heard) observe(b *pb.MessageBatch) {
 	var now time.Time
-	locked := false
 	for i := range b.Requests {
 		m := &b.Requests[i]
 		answer := m.Type == pb.HeartbeatResp || (m.Type == pb.ReplicateResp && !m.Reject)
 		leader := m.Type == pb.Heartbeat || m.Type == pb.Replicate
-		if !answer && !leader {
+		s := h.shard(m.ShardID)
+		if (!answer && !leader) || s == nil {
 			continue
 		}
-		if !locked {
-			now, locked = h.now(), true
-			h.mu.Lock()
+		if now.IsZero() {
+			now = h.now()
 		}
+		s.mu.Lock()
 		if leader {
-			h.commits[m.ShardID] = max(h.commits[m.ShardID], m.Commit)
-			h.leaders[m.ShardID] = leaderWord{m.From, now}
-			continue
+			s.commit = max(s.commit, m.Commit)
+			s.leader, s.leaderAt = m.From, now
+		} else {
+			r, ok := s.runs[m.From]
+			if !ok || now.Sub(r.last) > h.gap {
+				r.since = now
+			}
+			r.last = now
+			s.runs[m.From] = r
 		}
-		k := heardKey{m.ShardID, m.From}
-		r, ok := h.runs[k]
-		if !ok || now.Sub(r.last) > h.gap {
-			r.since = now
-		}
-		r.last = now
-		h.runs[k] = r
-	}
-	if locked {
-		h.mu.Unlock()
+		s.mu.Unlock()
 	}
 }
 
 // commit is the highest commit index a leader of shard announced here.
 func (h *heard) commit(shard uint64) uint64 {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.commits[shard]
+	s := h.shard(shard)
+	if s == nil {
+		return 0
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.commit
 }
 
 // leaderSpoke reports whether replica spoke here as shard's leader within
 // the last d.
 func (h *heard) leaderSpoke(shard, replica uint64, d time.Duration) bool {
+	s := h.shard(shard)
+	if s == nil {
+		return false
+	}
 	now := h.now()
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	w := h.leaders[shard]
-	return w.from == replica && now.Sub(w.at) <= d
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.leader == replica && now.Sub(s.leaderAt) <= d
 }
 
 // rank orders peers as hand-over targets for a group: those answering now
@@ -103,12 +119,14 @@ func (h *heard) leaderSpoke(shard, replica uint64, d time.Duration) bool {
 // then by ID.
 func (h *heard) rank(group int, peers []uint64) []uint64 {
 	now := h.now()
-	h.mu.Lock()
 	runs := make(map[uint64]answerRun, len(peers))
-	for _, id := range peers {
-		runs[id] = h.runs[heardKey{shardID(group), id}]
+	if s := h.shard(shardID(group)); s != nil {
+		s.mu.Lock()
+		for _, id := range peers {
+			runs[id] = s.runs[id]
+		}
+		s.mu.Unlock()
 	}
-	h.mu.Unlock()
 	fresh := func(r answerRun) bool { return !r.last.IsZero() && now.Sub(r.last) <= h.gap }
 	out := slices.Clone(peers)
 	slices.SortStableFunc(out, func(x, y uint64) int {

@@ -13,7 +13,7 @@ import (
 // its earlier run.
 func TestHandOverRanksThePeerAnsweringLongestFirst(t *testing.T) {
 	now := time.Unix(1000, 0)
-	a := newHeard(120*time.Millisecond, func() time.Time { return now })
+	a := newHeard(4, 120*time.Millisecond, func() time.Time { return now })
 	const group = 2
 	answer := func(from uint64, typ pb.MessageType, reject bool) {
 		a.observe(&pb.MessageBatch{Requests: []pb.Message{

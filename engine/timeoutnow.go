@@ -51,7 +51,7 @@ func (e *Engine) receive(b pb.MessageBatch, deliver raftio.MessageHandler) {
 	for _, m := range held {
 		one := b
 		one.Requests = []pb.Message{m}
-		go e.holdTimeoutNow(one, deliver)
+		e.spawn(func() { e.holdTimeoutNow(one, deliver) })
 	}
 }
 

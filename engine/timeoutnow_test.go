@@ -17,7 +17,7 @@ func TestTimeoutNowWaitsForTheAnnouncedCommits(t *testing.T) {
 	const rtt = 20 * time.Millisecond
 	fc := clock.NewFake(time.Unix(1000, 0))
 	e := &Engine{cfg: Config{RTT: rtt, ElectionRTT: 25, HeartbeatRTT: 2, Clock: fc},
-		seen: newHeard(6*rtt, fc.Now), reps: make([]atomic.Pointer[replica], 3), done: make(chan struct{})}
+		seen: newHeard(3, 6*rtt, fc.Now), reps: make([]atomic.Pointer[replica], 3), done: make(chan struct{})}
 	defer close(e.done)
 	r := &replica{}
 	r.applied.Store(5)
