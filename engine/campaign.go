@@ -27,23 +27,21 @@ import (
 // (a campaign is skipped while the group still has committed entries to
 // apply, as after a restart) until every such group has a leader or two
 // election timeouts passed.
-func (e *Engine) campaignAlone(deliver raftio.MessageHandler, deployment uint64) {
+func (e *Engine) campaignAlone(deliver raftio.MessageHandler) {
 	deadline := e.cfg.Clock.Now().Add(2 * time.Duration(e.cfg.ElectionRTT) * e.cfg.RTT)
 	for {
 		info := e.nh.GetNodeHostInfo(dragonboat.NodeHostInfoOption{SkipLogInfo: true})
 		if info == nil {
 			return // closed
 		}
-		var nudge []pb.Message
+		var alone []uint64
 		for _, si := range info.ShardInfoList {
 			_, member := si.Replicas[e.cfg.ReplicaID]
-			if si.Pending || si.LeaderID != 0 || len(si.Replicas) != 1 || !member {
-				continue
+			if !si.Pending && si.LeaderID == 0 && len(si.Replicas) == 1 && member {
+				alone = append(alone, si.ShardID)
 			}
-			nudge = append(nudge, pb.Message{Type: pb.TimeoutNow, ShardID: si.ShardID,
-				To: e.cfg.ReplicaID, From: e.cfg.ReplicaID})
 		}
-		e.nudge(deliver, deployment, nudge)
+		e.campaign(deliver, alone)
 		if e.allLed() || !e.cfg.Clock.Now().Before(deadline) {
 			return
 		}
@@ -107,7 +105,7 @@ func (e *Engine) campaignForGone(addr string) {
 		if info == nil {
 			return // closed
 		}
-		var nudge []pb.Message
+		var mine []uint64
 		for _, si := range info.ShardInfoList {
 			o, ok := orphans[si.ShardID]
 			if attempt == 0 && !si.Pending && si.LeaderID != 0 && si.LeaderID != e.cfg.ReplicaID &&
@@ -121,16 +119,10 @@ func (e *Engine) campaignForGone(addr string) {
 				continue
 			}
 			if o.others[attempt%len(o.others)] == e.cfg.ReplicaID {
-				nudge = append(nudge, pb.Message{Type: pb.TimeoutNow, ShardID: si.ShardID,
-					To: e.cfg.ReplicaID, From: e.cfg.ReplicaID})
+				mine = append(mine, si.ShardID)
 			}
 		}
-		// Each waits, as a hand-over's does, until this replica applied
-		// what it knows to be committed: Raft skips the campaign before.
-		for _, m := range nudge {
-			b := pb.MessageBatch{BinVer: raftio.TransportBinVersion, DeploymentId: e.deployment, Requests: []pb.Message{m}}
-			e.spawn(func() { e.holdTimeoutNow(b, deliver) })
-		}
+		e.campaign(deliver, mine)
 		if len(orphans) == 0 || !e.cfg.Clock.Now().Before(deadline) {
 			return
 		}
@@ -146,9 +138,13 @@ func (e *Engine) campaignForGone(addr string) {
 // spoken as a group's leader for its departure to start a campaign.
 const leaderFresh = 2
 
-// nudge hands this replica's Raft the TimeoutNow messages in ms.
-func (e *Engine) nudge(deliver raftio.MessageHandler, deployment uint64, ms []pb.Message) {
-	if len(ms) > 0 {
-		deliver(pb.MessageBatch{BinVer: raftio.TransportBinVersion, DeploymentId: deployment, Requests: ms})
+// campaign hands this replica's Raft a TimeoutNow in each shard, each
+// once this replica applied what it knows to be committed there, as a
+// hand-over's target does (holdTimeoutNow): Raft skips the campaign before.
+func (e *Engine) campaign(deliver raftio.MessageHandler, shards []uint64) {
+	for _, sh := range shards {
+		b := pb.MessageBatch{BinVer: raftio.TransportBinVersion, DeploymentId: e.deployment, Requests: []pb.Message{
+			{Type: pb.TimeoutNow, ShardID: sh, To: e.cfg.ReplicaID, From: e.cfg.ReplicaID}}}
+		e.spawn(func() { e.holdTimeoutNow(b, deliver) })
 	}
 }

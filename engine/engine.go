@@ -151,7 +151,7 @@ func start(cfg Config) (*Engine, error) {
 		e.props[g] = newProposer(nh, &e.cfg, g, e.lead)
 	}
 	if e.local != nil {
-		e.spawn(func() { e.campaignAlone(e.local, e.deployment) })
+		e.spawn(func() { e.campaignAlone(e.local) })
 	}
 	return e, nil
 }
