@@ -18,7 +18,7 @@ import (
 )
 
 // agents is the simulated fleet as the run drives it (fleet.Remote: the
-// agents run in a process of their own).
+// agents run in processes of their own).
 type agents interface {
 	Partition(i int, d time.Duration)
 	Vanish(i int) bool
@@ -169,7 +169,12 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 			return nil, err
 		}
 	}
-	r.logf("starting %d simulated agents (in a process of their own)", cfg.Agents)
+	procs := (cfg.Agents + fleet.AgentsPerProcess - 1) / fleet.AgentsPerProcess
+	if procs > 1 {
+		r.logf("starting %d simulated agents (in %d processes of their own, %d at most each)", cfg.Agents, procs, fleet.AgentsPerProcess)
+	} else {
+		r.logf("starting %d simulated agents (in a process of their own)", cfg.Agents)
+	}
 	r.fleet, err = fleet.StartRemote(bin, fleet.ChildConfig{Managers: apis, Agents: cfg.Agents, Seed: cfg.Seed, Sim: *cfg.Sim,
 		Token: r.cl.Access.WorkerToken, AgentLog: cfg.AgentLog}, r.checker, cfg.Out)
 	if err != nil {

@@ -23,15 +23,10 @@ import (
 // cluster group leased them (lease.go), so allocation never crosses groups;
 // the cluster group allocates nothing and keeps the leases.
 
-// networkByName finds a network by its (unique) name; map order cannot
-// change the answer, so no sorting on this per-task path.
+// networkByName finds a network by its (unique) name through the name
+// index (this is on every task's allocation path).
 func (s *State) networkByName(name string) *Network {
-	for _, nw := range s.networks {
-		if nw.Name == name {
-			return nw
-		}
-	}
-	return nil
+	return s.networks[s.networkNames[name]]
 }
 
 // owner is this group's block owner number in every pool.
@@ -89,6 +84,7 @@ func (s *State) createNetwork(spec *Network) Result {
 	nw := *spec
 	nw.Reserved = slices.Clone(spec.Reserved)
 	s.networks[nw.ID] = &nw
+	s.networkNames[nw.Name] = nw.ID
 	s.setPool(nw.ID, pool)
 	return Result{ID: uint64(nw.ID)}
 }
@@ -112,6 +108,7 @@ func (s *State) removeNetwork(name string) Result {
 			name, p.Leased())
 	}
 	delete(s.networks, nw.ID)
+	delete(s.networkNames, nw.Name)
 	s.deletePool(nw.ID)
 	return Result{ID: uint64(nw.ID)}
 }

@@ -41,6 +41,7 @@ func (s *State) cloneReusing(old *State) *State {
 		tasks:         mapKeep(tasks, len(s.tasks)),
 		nodes:         mapKeep(nodes, len(s.nodes)),
 		networks:      mapKeep(networks, len(s.networks)),
+		networkNames:  mapInto(c.networkNames, s.networkNames),
 		removedNodes:  mapInto(c.removedNodes, s.removedNodes),
 		pools:         mapInto(c.pools, s.pools),
 		waiting:       mapFor(c.waiting, len(s.waiting)),

@@ -35,6 +35,14 @@ func (s *State) checkInvariants(checkPool func(*ipam.Pool) error) error {
 			bad("task %d is indexed as waiting but is not a new task of the store", id)
 		}
 	}
+	if len(s.networkNames) != len(s.networks) {
+		bad("the network name index has %d names for %d networks", len(s.networkNames), len(s.networks))
+	}
+	for id, nw := range s.networks {
+		if s.networkNames[nw.Name] != id {
+			bad("network %d %q missing from the name index", id, nw.Name)
+		}
+	}
 	for _, sid := range s.ServiceIDs() {
 		svc := s.services[sid]
 		if s.serviceByName[svc.Spec.Name] != sid {

@@ -249,6 +249,7 @@ func (s *State) removeNetworkDelivered(name string) Result {
 		return reject(CodeNotAllowed, "network %q still has %d held and %d quarantined addresses here", name, p.Held(), p.Quarantined())
 	}
 	delete(s.networks, nw.ID)
+	delete(s.networkNames, nw.Name)
 	s.deletePool(nw.ID)
 	delete(s.in.full, nw.ID)
 	delete(s.in.returning, nw.ID)

@@ -331,10 +331,11 @@ func decodeCanonicalWith(b []byte, pc poolCodec) (*State, error) {
 	for range d.count(3) {
 		nw := new(Network)
 		decodeNetwork(&d, nw)
-		if d.Err() == nil && (nw.ID == 0 || s.networks[nw.ID] != nil) {
-			d.fail(fmt.Sprintf("network id %d zero or repeated", nw.ID))
+		if d.Err() == nil && (nw.ID == 0 || s.networks[nw.ID] != nil || s.networkNames[nw.Name] != 0) {
+			d.fail(fmt.Sprintf("network id %d or name %q zero or repeated", nw.ID, nw.Name))
 		}
 		s.networks[nw.ID] = nw
+		s.networkNames[nw.Name] = nw.ID
 		raw := d.str()
 		if d.Err() == nil && pc.decode != nil {
 			p, shared, err := pc.decode(raw)

@@ -63,6 +63,7 @@ type State struct {
 	tasks         map[TaskID]*Task
 	nodes         map[NodeID]*Node
 	networks      map[NetworkID]*Network
+	networkNames  map[string]NetworkID
 	// removedNodes remembers removed node IDs: IDs are never reused, so a
 	// finished task's node reference can never point at a newcomer.
 	removedNodes map[NodeID]struct{}
@@ -131,6 +132,7 @@ func New(cfg Config) *State {
 		tasks:         make(map[TaskID]*Task),
 		nodes:         make(map[NodeID]*Node),
 		networks:      make(map[NetworkID]*Network),
+		networkNames:  make(map[string]NetworkID),
 		removedNodes:  make(map[NodeID]struct{}),
 		pools:         make(map[NetworkID]*ipam.Pool),
 		waiting:       make(map[TaskID]*Task),

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	sm "shoal/statemachine"
 	"sync"
 	"sync/atomic"
@@ -25,12 +26,13 @@ type Config struct {
 	// mutual TLS with its own certificate. Empty: plain HTTP, one shared
 	// connection pool.
 	Token    string
+	First    int // the fleet-wide index of agent 0 (a fleet split across processes)
 	Agents   int
 	Seed     uint64
 	Sim      agent.SimConfig // stage tables; Seed is derived per agent from Seed
 	Observer Observer        // nil: nothing is observed
 	Logger   *slog.Logger    // the agents' logger; default: discard
-	// Hostname names agent i; default "sim-%05d".
+	// Hostname names agent i (fleet-wide index); default "sim-%05d".
 	Hostname func(i int) string
 	// Slack is how many connections per manager the shared client allows
 	// beyond one per agent; default 64.
@@ -47,6 +49,10 @@ type Config struct {
 type simAgent struct {
 	idx   int
 	cfg   agent.Config // without Manager and Executor
+	// managers is the manager list, starting at a manager of its own, so
+	// that the fleet's long polls spread over the replicas (heartbeats go
+	// to the leader whatever the order).
+	managers []string
 	store *agent.MemStore
 	node  atomic.Uint32
 	live  atomic.Bool
@@ -102,21 +108,22 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 	}
 	f.rng.r = rand.New(rand.NewPCG(cfg.Seed, 0xf1ee7))
 	for i := range cfg.Agents {
-		a := &simAgent{idx: i, store: agent.NewMemStore()}
+		g := cfg.First + i
+		a := &simAgent{idx: i, store: agent.NewMemStore(), managers: rotate(cfg.Managers, g)}
 		a.mgr = &manager{obs: cfg.Observer, node: &a.node, live: &a.live}
 		if cfg.Token == "" {
-			ac, err := client.NewAgentClient(cfg.Managers, f.hc)
+			ac, err := client.NewAgentClient(a.managers, f.hc)
 			if err != nil {
 				return nil, err
 			}
 			a.mgr.inner = ac
 		}
 		sim := cfg.Sim
-		sim.Seed = cfg.Seed*1_000_003 + uint64(i) + 1
+		sim.Seed = cfg.Seed*1_000_003 + uint64(g) + 1
 		a.mu.sim = agent.NewSimExecutor(clock.Real{}, sim)
 		a.cfg = agent.Config{Store: a.store, Logger: cfg.Logger, Seed: sim.Seed ^ 0x5eed,
-			Node: wire.NodeDescription{Hostname: cfg.Hostname(i), CPU: cfg.CPU, Memory: cfg.Memory, AgentVersion: "loadgen-sim",
-				Labels: map[string]string{"zone": fmt.Sprintf("z%d", i%3)}}}
+			Node: wire.NodeDescription{Hostname: cfg.Hostname(g), CPU: cfg.CPU, Memory: cfg.Memory, AgentVersion: "loadgen-sim",
+				Labels: map[string]string{"zone": fmt.Sprintf("z%d", g%3)}}}
 		f.agents = append(f.agents, a)
 	}
 	for i, a := range f.agents {
@@ -241,7 +248,8 @@ func (f *Fleet) Return(i int) {
 
 // Probe says what the agent of node keeps in its store for task (it takes
 // only the store's lock): whether it still holds the task's resources.
-func (f *Fleet) Probe(node uint32, task uint64) string {
+// found is false when no agent of this fleet runs as node.
+func (f *Fleet) Probe(node uint32, task uint64) (text string, found bool) {
 	for _, a := range f.agents {
 		if a.node.Load() != node {
 			continue
@@ -253,14 +261,23 @@ func (f *Fleet) Probe(node uint32, task uint64) string {
 		r, ok := a.store.Task(sm.TaskID(task))
 		switch {
 		case !ok:
-			return fmt.Sprintf("%s; its store no longer lists task %d (forgotten)", conn, task)
+			return fmt.Sprintf("%s; its store no longer lists task %d (forgotten)", conn, task), true
 		case r.Released:
-			return fmt.Sprintf("%s; its store keeps task %d as released (%s)", conn, task, r.Status.State)
+			return fmt.Sprintf("%s; its store keeps task %d as released (%s)", conn, task, r.Status.State), true
 		default:
-			return fmt.Sprintf("%s; its store still holds task %d (%s, removed=%t, destroy=%t)", conn, task, r.Status.State, r.Removed, r.Destroy)
+			return fmt.Sprintf("%s; its store still holds task %d (%s, removed=%t, destroy=%t)", conn, task, r.Status.State, r.Removed, r.Destroy), true
 		}
 	}
-	return fmt.Sprintf("no agent runs as node %d", node)
+	return fmt.Sprintf("no agent runs as node %d", node), false
+}
+
+// rotate returns list starting at its (i mod len)th entry.
+func rotate(list []string, i int) []string {
+	if len(list) == 0 {
+		return nil
+	}
+	k := i % len(list)
+	return append(slices.Clone(list[k:]), list[:k]...)
 }
 
 // Gone reports whether agent i is vanished.

@@ -32,8 +32,9 @@ func TestObservationsArriveInOrder(t *testing.T) {
 	agent := obsSink(w.add)
 	// The loadgen reads nothing until the child's queue is full.
 	rec := &recorder{gate: make(chan struct{})}
-	r := &Remote{obs: obsSink(rec.add), done: make(chan struct{})}
-	go r.readObs(pr)
+	r := &Remote{obs: obsSink(rec.add), q: make([][]obs, 1), upto: make([]int64, 1)}
+	c := &child{sink: func(b obsBatch) { r.merge(0, b) }, done: make(chan struct{})}
+	go c.readObs(pr)
 	go func() {
 		deadline := time.Now().Add(30 * time.Second)
 		for time.Now().Before(deadline) {
@@ -72,7 +73,7 @@ func TestObservationsArriveInOrder(t *testing.T) {
 	w.close()
 	<-w.flushed
 	pw.Close()
-	<-r.done
+	<-c.done
 
 	if len(rec.got) != agents*each {
 		t.Fatalf("%d observations arrived, want %d", len(rec.got), agents*each)

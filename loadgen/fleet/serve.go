@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/rpc"
 	"sync"
 	"time"
@@ -34,6 +35,7 @@ import (
 type ChildConfig struct {
 	Managers []string
 	Token    string
+	First    int // the fleet-wide index of this child's first agent
 	Agents   int
 	Seed     uint64
 	Sim      agent.SimConfig
@@ -62,7 +64,20 @@ type obs struct {
 	Task  uint64
 	Nets  []string
 	Addrs []string
-	At    int64 // unix nanoseconds
+	At    int64 // unix nanoseconds, as the agent saw it
+	// Stamp orders observations across children: the wall clock in unix
+	// nanoseconds when the observation entered its child's queue, rising
+	// within a child.
+	Stamp int64
+}
+
+// obsBatch is one flush of a child's queue. Upto is a promise: every later
+// observation of this child is stamped after it. Batches go out every few
+// milliseconds even when empty, so the loadgen can merge children's
+// observations in stamp order (multi.go) without waiting long.
+type obsBatch struct {
+	Upto int64
+	Obs  []obs
 }
 
 const (
@@ -78,6 +93,7 @@ type obsWriter struct {
 	mu      sync.Mutex
 	cond    *sync.Cond
 	queue   []obs
+	last    int64 // the latest stamp given or promised
 	closed  bool
 	flushed chan struct{}
 }
@@ -100,7 +116,14 @@ func (o *obsWriter) add(x obs) {
 	if o.closed {
 		return
 	}
+	x.Stamp = o.stampLocked()
 	o.queue = append(o.queue, x)
+}
+
+// stampLocked returns the wall clock, never below a stamp already given.
+func (o *obsWriter) stampLocked() int64 {
+	o.last = max(o.last+1, time.Now().UnixNano())
+	return o.last
 }
 
 // obsSink is an Observer that hands each observation to a function.
@@ -126,15 +149,17 @@ func (o *obsWriter) flush(w io.Writer) {
 	for {
 		time.Sleep(10 * time.Millisecond)
 		o.mu.Lock()
-		batch, closed := o.queue, o.closed
+		b := obsBatch{Obs: o.queue, Upto: o.stampLocked()}
+		closed := o.closed
+		if closed {
+			b.Upto = math.MaxInt64 // nothing follows
+		}
 		o.queue = nil
 		o.cond.Broadcast()
 		o.mu.Unlock()
-		if len(batch) > 0 {
-			if enc.Encode(batch) != nil || bw.Flush() != nil {
-				o.close()
-				return
-			}
+		if enc.Encode(b) != nil || bw.Flush() != nil {
+			o.close()
+			return
 		}
 		if closed {
 			return
@@ -168,6 +193,13 @@ type ProbeArgs struct {
 	Task uint64
 }
 
+// ProbeAnswer is what an agent of the child keeps for the task; Found is
+// false when no agent of the child runs as the node.
+type ProbeAnswer struct {
+	Text  string
+	Found bool
+}
+
 func (s *Service) Partition(a PartitionArgs, _ *bool) error { s.f.Partition(a.I, a.D); return nil }
 func (s *Service) Vanish(i int, out *bool) error            { *out = s.f.Vanish(i); return nil }
 func (s *Service) Return(i int, _ *bool) error              { s.f.Return(i); return nil }
@@ -176,7 +208,10 @@ func (s *Service) Connected(_ int, out *int) error          { *out = s.f.Connect
 func (s *Service) Live(_ int, out *[]bool) error            { *out = s.f.Live(); return nil }
 func (s *Service) Nodes(_ int, out *[]uint32) error         { *out = s.f.Nodes(); return nil }
 func (s *Service) Crash(a CrashArgs, out *int) error        { *out = s.f.Crash(a.I, a.N); return nil }
-func (s *Service) Probe(a ProbeArgs, out *string) error     { *out = s.f.Probe(a.Node, a.Task); return nil }
+func (s *Service) Probe(a ProbeArgs, out *ProbeAnswer) error {
+	out.Text, out.Found = s.f.Probe(a.Node, a.Task)
+	return nil
+}
 func (s *Service) Stop(_ int, _ *bool) error                { s.f.Stop(); return nil }
 func (s *Service) HeartbeatsSince(t time.Time, out *[]bool) error {
 	*out = s.f.HeartbeatsSince(t)
@@ -188,7 +223,7 @@ func (s *Service) HeartbeatsSince(t time.Time, out *[]bool) error {
 // closes (the loadgen ended or died).
 func Serve(ctx context.Context, cfg ChildConfig, in io.Reader, out io.WriteCloser, obsOut io.Writer, fc Config) error {
 	ow := newObsWriter(obsOut)
-	fc.Managers, fc.Token, fc.Agents, fc.Seed, fc.Sim, fc.Observer = cfg.Managers, cfg.Token, cfg.Agents, cfg.Seed, cfg.Sim, obsSink(ow.add)
+	fc.Managers, fc.Token, fc.First, fc.Agents, fc.Seed, fc.Sim, fc.Observer = cfg.Managers, cfg.Token, cfg.First, cfg.Agents, cfg.Seed, cfg.Sim, obsSink(ow.add)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	f, err := Start(ctx, fc)

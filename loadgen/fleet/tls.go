@@ -26,7 +26,7 @@ func (f *Fleet) joinTLS(ctx context.Context, a *simAgent) error {
 		Labels: node.Labels, CPU: node.CPU, Memory: node.Memory, AgentVersion: node.AgentVersion}}
 	// No manager answered, or all were busy with other joins (503): back
 	// off with jitter, as a fleet of real agents does.
-	j, err := client.JoinRetrying(ctx, f.cfg.Managers, f.cfg.Token, req, func(error) time.Duration {
+	j, err := client.JoinRetrying(ctx, a.managers, f.cfg.Token, req, func(error) time.Duration {
 		return 500*time.Millisecond + rand.N(1500*time.Millisecond)
 	})
 	if err != nil {
@@ -51,7 +51,7 @@ func (f *Fleet) joinTLS(ctx context.Context, a *simAgent) error {
 	// An agent holds its long poll and at most a few short calls at once.
 	a.hc = client.SharedHTTPS(4, a.creds.TLS(), cert.Leaf.NotAfter.Sub(cert.Leaf.NotBefore))
 	a.hc.MaxConnsPerHost = 4
-	ac, err := client.NewAgentClient(f.cfg.Managers, a.hc)
+	ac, err := client.NewAgentClient(a.managers, a.hc)
 	if err != nil {
 		return err
 	}
