@@ -145,6 +145,14 @@ const DefaultGroups = 8
 // 16 bits of a TaskID.
 const MaxGroups = 1<<16 - 1
 
+// The default Raft timing: a 20ms RTT, a leader heartbeat every 2 RTTs and
+// an election timeout of 500ms (25 RTTs).
+const (
+	DefaultRTT             = 20 * time.Millisecond
+	DefaultHeartbeatRTT    = 2
+	DefaultElectionTimeout = 500 * time.Millisecond
+)
+
 // Clock is the engine's view of time. The wall clock in production; tests
 // may stamp entries with a deterministic one.
 type Clock interface {
@@ -167,9 +175,9 @@ func (c Config) withDefaults() Config {
 	if c.ReplicaID == 0 {
 		c.ReplicaID = 1
 	}
-	setDefault(&c.RTT, 20*time.Millisecond)
-	setDefault(&c.HeartbeatRTT, 2)
-	setDefault(&c.ElectionRTT, 25)
+	setDefault(&c.RTT, DefaultRTT)
+	setDefault(&c.HeartbeatRTT, DefaultHeartbeatRTT)
+	setDefault(&c.ElectionRTT, uint64(DefaultElectionTimeout/DefaultRTT))
 	setDefault(&c.SnapshotEntries, 1024)
 	setDefault(&c.CompactionOverhead, 256)
 	setDefault(&c.MaxInMemLogSize, 64<<20)

@@ -33,6 +33,9 @@ type Config struct {
 	SyncInterval time.Duration // children's --sync-interval; default 5s
 	MinHeartbeat time.Duration // children's --min-heartbeat; 0: the server's default (1s)
 	RaftLogLevel string        // children's --raft-log-level (into DataDir/mN.log); default critical
+	// ElectionTimeout is the children's --election-timeout; 0: the
+	// server's default.
+	ElectionTimeout time.Duration
 
 	Phases          []string      // the phases switched on; default AllPhases
 	RampTimeout     time.Duration // longest wait for every task to run after the creates; default 45s

@@ -29,18 +29,20 @@ type serveOptions struct {
 	peers        string
 	groups       int
 	raftLogLevel string
-	statusFile   string
-	apiAddr      string
-	pprof        bool
-	syncInterval time.Duration
-	minHeartbeat time.Duration
-	dev          bool
-	checkReplay  bool
-	insecure     bool
-	join         string // API addresses of running managers (TLS join)
-	token        string // the manager join token
-	tokenFlag    bool   // --token was given (not only SHOAL_JOIN_TOKEN)
-	nodeCertTTL  time.Duration
+	// electionTimeout is the Raft election timeout (a multiple of the RTT).
+	electionTimeout time.Duration
+	statusFile      string
+	apiAddr         string
+	pprof           bool
+	syncInterval    time.Duration
+	minHeartbeat    time.Duration
+	dev             bool
+	checkReplay     bool
+	insecure        bool
+	join            string // API addresses of running managers (TLS join)
+	token           string // the manager join token
+	tokenFlag       bool   // --token was given (not only SHOAL_JOIN_TOKEN)
+	nodeCertTTL     time.Duration
 }
 
 func newServeCmd() *cobra.Command {
@@ -105,6 +107,7 @@ On exit it prints one line: "shoal: stopped replica=ID g0=INDEX/HASH g1=...".`,
 	f.StringVar(&o.peers, "peers", "", "every initial replica as id=host:port,... including this one (default: those recorded in --data-dir, else this replica alone)")
 	f.IntVar(&o.groups, "groups", engine.DefaultGroups, "number of service groups, fixed when the cluster is created")
 	f.StringVar(&o.raftLogLevel, "raft-log-level", "error", "dragonboat log level: critical, error, warning, info or debug")
+	f.DurationVar(&o.electionTimeout, "election-timeout", engine.DefaultElectionTimeout, "how long a follower waits without hearing its leader before it campaigns (Raft; at least 400ms, in steps of 20ms; every replica of a cluster should use the same). A killed replica's groups are taken over at once whatever it is; it bounds a host that vanishes. Raise it where managers share busy CPUs, or leaders change under load")
 	f.StringVar(&o.statusFile, "status-file", "", "write this replica's group status (JSON) here every 250ms and on exit")
 	f.StringVar(&o.apiAddr, "api-addr", "127.0.0.1:7700", "host:port the HTTP API (users and agents) listens on")
 	f.BoolVar(&o.pprof, "pprof", false, "serve /debug/pprof/ on the API address")
@@ -149,6 +152,10 @@ func runServe(ctx context.Context, o serveOptions, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	rtt, err := electionRTT(o.electionTimeout)
+	if err != nil {
+		return err
+	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	member, err := joinsMembership(o, peers)
@@ -167,6 +174,7 @@ func runServe(ctx context.Context, o serveOptions, out io.Writer) error {
 	mo := manager.Options{DataDir: o.dataDir, ReplicaID: o.id, RaftAddr: o.raftAddr, Peers: peers, Join: member,
 		Groups: o.groups, RaftLogLevel: o.raftLogLevel, APIAddr: o.apiAddr, Pprof: o.pprof,
 		SyncInterval: o.syncInterval, MinHeartbeat: o.minHeartbeat, TLS: sec, Logf: logf}
+	mo.Engine.ElectionRTT = rtt
 	if o.checkReplay {
 		mo.Engine.OnDiverge = replayDiverged(o.dataDir, logf)
 	}
@@ -270,4 +278,14 @@ func writeStatus(e *engine.Engine, path string) error {
 		return err
 	}
 	return os.Rename(tmp, path)
+}
+
+// electionRTT turns --election-timeout into Raft ticks of the default RTT.
+func electionRTT(d time.Duration) (uint64, error) {
+	least := time.Duration(10*engine.DefaultHeartbeatRTT) * engine.DefaultRTT
+	if d < least {
+		return 0, fmt.Errorf("--election-timeout %s is too short: it must be at least %s (ten leader heartbeats of %s)",
+			d, least, time.Duration(engine.DefaultHeartbeatRTT)*engine.DefaultRTT)
+	}
+	return uint64((d + engine.DefaultRTT - 1) / engine.DefaultRTT), nil
 }

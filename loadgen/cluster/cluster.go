@@ -26,9 +26,11 @@ type Config struct {
 	SyncInterval time.Duration // --sync-interval; default 5s
 	MinHeartbeat time.Duration // --min-heartbeat; 0: the server's default
 	RaftLogLevel string        // --raft-log-level; default critical
-	Pprof        bool          // start replicas with --pprof
-	CheckReplay  bool          // start replicas with --check-replay
-	ReadyTimeout time.Duration // default 60s
+	// ElectionTimeout is --election-timeout; 0: the server's default.
+	ElectionTimeout time.Duration
+	Pprof           bool          // start replicas with --pprof
+	CheckReplay     bool          // start replicas with --check-replay
+	ReadyTimeout    time.Duration // default 60s
 	// Insecure starts the managers with --insecure (plain HTTP and Raft,
 	// no authentication); by default replica 1 creates the cluster CA and
 	// the others join with the manager token, as in production.
@@ -118,6 +120,9 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		}
 		if cfg.Groups > 0 {
 			r.args = append(r.args, "--groups", fmt.Sprint(cfg.Groups))
+		}
+		if cfg.ElectionTimeout > 0 {
+			r.args = append(r.args, "--election-timeout", cfg.ElectionTimeout.String())
 		}
 		if cfg.MinHeartbeat > 0 {
 			r.args = append(r.args, "--min-heartbeat", cfg.MinHeartbeat.String())

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"slices"
 	sm "shoal/statemachine"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,16 +47,16 @@ type Config struct {
 
 // simAgent is one simulated node.
 type simAgent struct {
-	idx   int
-	cfg   agent.Config // without Manager and Executor
+	idx int
+	cfg agent.Config // without Manager and Executor
 	// managers is the manager list, starting at a manager of its own, so
 	// that the fleet's long polls spread over the replicas (heartbeats go
 	// to the leader whatever the order).
 	managers []string
-	store *agent.MemStore
-	node  atomic.Uint32
-	live  atomic.Bool
-	mgr   *manager
+	store    *agent.MemStore
+	node     atomic.Uint32
+	live     atomic.Bool
+	mgr      *manager
 	// With TLS, set by the agent's first run (joinTLS) and kept after.
 	joined bool
 	creds  *client.Credentials

@@ -212,7 +212,7 @@ func (s *Service) Probe(a ProbeArgs, out *ProbeAnswer) error {
 	out.Text, out.Found = s.f.Probe(a.Node, a.Task)
 	return nil
 }
-func (s *Service) Stop(_ int, _ *bool) error                { s.f.Stop(); return nil }
+func (s *Service) Stop(_ int, _ *bool) error { s.f.Stop(); return nil }
 func (s *Service) HeartbeatsSince(t time.Time, out *[]bool) error {
 	*out = s.f.HeartbeatsSince(t)
 	return nil
