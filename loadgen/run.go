@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -175,8 +176,15 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 	} else {
 		r.logf("starting %d simulated agents (in a process of their own)", cfg.Agents)
 	}
-	r.fleet, err = fleet.StartRemote(bin, fleet.ChildConfig{Managers: apis, Agents: cfg.Agents, Seed: cfg.Seed, Sim: *cfg.Sim,
-		Token: r.cl.Access.WorkerToken, AgentLog: cfg.AgentLog}, r.checker, cfg.Out)
+	cc := fleet.ChildConfig{Managers: apis, Agents: cfg.Agents, Seed: cfg.Seed, Sim: *cfg.Sim,
+		Token: r.cl.Access.WorkerToken, AgentLog: cfg.AgentLog}
+	if cfg.PprofDir != "" {
+		if err := os.MkdirAll(cfg.PprofDir, 0o755); err != nil {
+			return nil, err
+		}
+		cc.CPUProfile = filepath.Join(cfg.PprofDir, "agents%d.cpu.prof")
+	}
+	r.fleet, err = fleet.StartRemote(bin, cc, r.checker, cfg.Out)
 	if err != nil {
 		return nil, err
 	}

@@ -45,6 +45,9 @@ func startRemote(binary string, cfg ChildConfig, per int, o Observer, stderr io.
 		cc := cfg
 		cc.First = cfg.First + k*per
 		cc.Agents = min(per, cfg.Agents-k*per)
+		if cfg.CPUProfile != "" {
+			cc.CPUProfile = fmt.Sprintf(cfg.CPUProfile, k+1)
+		}
 		c, err := startChild(binary, cc, func(b obsBatch) { r.merge(k, b) }, stderr)
 		if err != nil {
 			for _, c := range r.kids {

@@ -40,6 +40,9 @@ type ChildConfig struct {
 	Seed     uint64
 	Sim      agent.SimConfig
 	AgentLog string // the agents' warnings and errors go here ("": discarded)
+	// CPUProfile, if set, is where the child writes its CPU profile, from
+	// its start to its end ("%d" in it becomes the child's number).
+	CPUProfile string
 }
 
 // ConfigEnv names the environment variable that carries a ChildConfig.
