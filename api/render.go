@@ -22,16 +22,13 @@ func renderService(g int, st *statemachine.State, svc *statemachine.Service) cli
 		ModifyIndex: svc.ModifyIndex, Removing: svc.Remove, Tasks: map[string]int{},
 		Update: client.UpdateStatus{State: svc.Update.State.String(), StartedAt: unixTime(svc.Update.StartedAt),
 			CompletedAt: unixTime(svc.Update.CompletedAt), Message: svc.Update.Message, Failures: svc.Update.Failures}}
-	slots, tasks := st.SlotTasks(svc.ID)
-	for i := range slots {
-		for _, t := range tasks[i] {
-			out.Tasks[t.Status.State.String()]++
-			if t.Status.State == statemachine.StateRunning && t.Desired == statemachine.DesiredRunning &&
-				t.SpecVersion == svc.SpecVersion {
-				out.Running++
-			}
+	c := st.CountServiceTasks(svc.ID)
+	for state, n := range c.ByState {
+		if n > 0 {
+			out.Tasks[statemachine.TaskState(state).String()] = n
 		}
 	}
+	out.Running = c.Running
 	switch {
 	case svc.Remove:
 		out.Desired = 0
@@ -40,14 +37,7 @@ func renderService(g int, st *statemachine.State, svc *statemachine.Service) cli
 	default:
 		// A global service wants one task per eligible node; the
 		// orchestrator creates exactly those slots.
-		for i := range slots {
-			for _, t := range tasks[i] {
-				if !t.Desired.Stopping() {
-					out.Desired++
-					break
-				}
-			}
-		}
+		out.Desired = c.Active
 	}
 	return out
 }

@@ -46,6 +46,10 @@ func (r *run) doRamp(ctx context.Context) {
 	// API), not the event stream's view: under load the view trails the
 	// cluster by tens of thousands of tasks.
 	deadline := t0.Add(r.cfg.RampTimeout)
+	// Reading every service walks every task on the managers: every 250ms
+	// up to 250,000 tasks, then less often (1s at a million), so that the
+	// measuring does not become the load.
+	every := min(max(time.Duration(r.cfg.Tasks)*time.Microsecond, 250*time.Millisecond), time.Second)
 	running := 0
 	for ctx.Err() == nil && time.Now().Before(deadline) {
 		cctx, cancel := context.WithDeadline(ctx, deadline)
@@ -58,7 +62,7 @@ func (r *run) doRamp(ctx context.Context) {
 		}
 		select {
 		case <-ctx.Done():
-		case <-time.After(250 * time.Millisecond):
+		case <-time.After(every):
 		}
 	}
 	ph.Seconds = time.Since(t0).Seconds()

@@ -183,6 +183,43 @@ func (s *State) CountTasksByState(counts []int) {
 	}
 }
 
+// ServiceCounts is a service's tasks counted (State.CountServiceTasks).
+type ServiceCounts struct {
+	// ByState counts the service's tasks by observed state.
+	ByState [numTaskStates]int
+	// Running counts tasks running, desired running, at the service's
+	// current spec version.
+	Running int
+	// Active counts slots with a task that is not being stopped (a global
+	// service's desired count).
+	Active int
+}
+
+// CountServiceTasks counts service id's tasks. Like CountTasksByState it
+// sorts, copies and allocates nothing: listing services calls it for every
+// service under the group's read lock.
+func (s *State) CountServiceTasks(id ServiceID) ServiceCounts {
+	var c ServiceCounts
+	svc := s.services[id]
+	if svc == nil {
+		return c
+	}
+	for _, sl := range svc.slots {
+		active := false
+		for _, t := range sl.tasks {
+			c.ByState[t.Status.State]++
+			if t.Status.State == StateRunning && t.Desired == DesiredRunning && t.SpecVersion == svc.SpecVersion {
+				c.Running++
+			}
+			active = active || !t.Desired.Stopping()
+		}
+		if active {
+			c.Active++
+		}
+	}
+	return c
+}
+
 // TaskIDsAfter returns, ascending, the first limit IDs above after of the
 // tasks keep accepts (nil keep: every task). It keeps a bounded heap instead
 // of sorting every ID, so a caller paging through a million tasks under the

@@ -351,6 +351,49 @@ func TestCountTasksByState(t *testing.T) {
 	}
 }
 
+// CountServiceTasks agrees, for every service, with a walk over its slots'
+// task lists: by observed state, running at the current spec version, and
+// slots with a task not being stopped — through placement, a rolling
+// update (tasks of two spec versions), a global service and a removal.
+func TestCountServiceTasksAgreesWithItsSlots(t *testing.T) {
+	h := newHarness(t, Config{Group: 1})
+	h.addNodes(3)
+	h.ok(Command{Kind: CmdCreateService, Spec: &ServiceSpec{Name: "web", Replicas: 5}})
+	h.ok(Command{Kind: CmdCreateService, Spec: &ServiceSpec{Name: "mon", Mode: ModeGlobal}})
+	h.placeAll(3)
+	h.ok(Command{Kind: CmdCreateService, Spec: &ServiceSpec{Name: "db", Replicas: 4}})
+	h.ok(Command{Kind: CmdUpdateService, Spec: &ServiceSpec{Name: "web", Replicas: 5, Env: []string{"V=2"}, Update: UpdateConfig{Parallelism: 2}}})
+	h.placeAll(3)
+	h.ok(Command{Kind: CmdRemoveService, Name: "db"})
+	checked := 0
+	for _, id := range h.s.ServiceIDs() {
+		svc := h.s.Service(id)
+		var want ServiceCounts
+		_, tasks := h.s.SlotTasks(id)
+		for _, slot := range tasks {
+			active := false
+			for _, t := range slot {
+				want.ByState[t.Status.State]++
+				if t.Status.State == StateRunning && t.Desired == DesiredRunning && t.SpecVersion == svc.SpecVersion {
+					want.Running++
+				}
+				active = active || !t.Desired.Stopping()
+			}
+			if active {
+				want.Active++
+			}
+		}
+		if got := h.s.CountServiceTasks(id); got != want {
+			t.Fatalf("service %q: counts %+v, want %+v", svc.Spec.Name, got, want)
+		}
+		checked++
+	}
+	web, mon := h.s.CountServiceTasks(h.s.ServiceByName("web").ID), h.s.CountServiceTasks(h.s.ServiceByName("mon").ID)
+	if checked != 3 || web.Running >= web.ByState[StateRunning] || mon.Running != 3 || mon.Active != 3 {
+		t.Fatalf("checked %d services, want 3 with web mid-update (%+v: tasks still running the old spec version) and mon running on 3 nodes (%+v)", checked, web, mon)
+	}
+}
+
 // Property: TaskIDsAfter(after, limit, keep) is the first limit IDs of the
 // ascending list of IDs above after whose tasks keep accepts — for every
 // after (below, between and above the IDs), limit and filter tried.
