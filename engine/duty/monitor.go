@@ -324,25 +324,52 @@ func (d *MonitorDuty) propose(ctx context.Context, changes []monitor.Change) err
 }
 
 // finish ends the in-flight count of the status changes; after a failure
-// it re-syncs the monitor from this replica's cluster group state.
+// it re-syncs the changed nodes from this replica's cluster group state.
+// Only those: a fleet whose heartbeats' changes failed under load (each
+// heartbeat of a reconnecting node proposes one) read the whole node table
+// per failure and re-synced it under the monitor's lock, and every other
+// heartbeat waited behind that lock until agents gave up on them.
 func (d *MonitorDuty) finish(changes []monitor.Change, failed bool) {
+	var ids []statemachine.NodeID
+	for _, c := range changes {
+		if c.Kind == monitor.ChangeStatus {
+			ids = append(ids, c.Node)
+		}
+	}
 	var rows []nodeRow
+	var gone []statemachine.NodeID
 	var err error
 	if failed {
-		rows, err = d.readNodes(context.Background(), false)
+		err = d.c.ReadLocal(route.ClusterGroup, func(s *statemachine.State) {
+			for _, id := range ids {
+				if n := s.Node(id); n != nil {
+					rows = append(rows, nodeRow{id: id, status: n.Status, since: n.StatusAt})
+				} else {
+					gone = append(gone, id)
+				}
+			}
+		})
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for _, c := range changes {
-		if c.Kind != monitor.ChangeStatus {
-			continue
-		}
-		if d.mu.inflight[c.Node]--; d.mu.inflight[c.Node] <= 0 {
-			delete(d.mu.inflight, c.Node)
+	for _, id := range ids {
+		if d.mu.inflight[id]--; d.mu.inflight[id] <= 0 {
+			delete(d.mu.inflight, id)
 		}
 	}
-	if failed && err == nil {
-		d.syncLocked(rows, d.now())
+	if !failed || err != nil {
+		return
+	}
+	now := d.now()
+	for _, r := range rows {
+		if d.mu.inflight[r.id] == 0 {
+			d.mu.m.Track(r.id, r.status, r.since, now)
+		}
+	}
+	for _, id := range gone {
+		if d.mu.inflight[id] == 0 {
+			d.mu.m.Forget(id)
+		}
 	}
 }
 

@@ -250,3 +250,55 @@ func TestMonitorDutyRetriesOrphan(t *testing.T) {
 		t.Errorf("%d tasks of the down node are not orphaned after the retry", n)
 	}
 }
+
+// A heartbeat whose status change the cluster group refuses (the state
+// moved on without the monitor: here node 1 was set ready behind its back
+// while the monitor had it disconnected) re-syncs that node from the state,
+// so its next heartbeat is answered as ready with no change proposed.
+func TestRefusedHeartbeatChangeResyncsThatNode(t *testing.T) {
+	clk := newFakeClock()
+	e := newMem(t, 1, clk)
+	mustSubmit(t, e, zoneNodes(3)...)
+	mustSubmit(t, e, createSpec(statemachine.ServiceSpec{Name: "keep", Replicas: 1,
+		Disconnect: statemachine.DisconnectPolicy{LostAfter: int64(time.Hour)}}))
+	var assign []statemachine.Command
+	for _, tk := range tasksWhere(t, e, func(tk *statemachine.Task) bool { return tk.Status.State == statemachine.StatePending }) {
+		assign = append(assign, statemachine.Command{Kind: statemachine.CmdAssign, Task: tk.ID, Node: 1})
+	}
+	mustSubmit(t, e, assign...)
+	mustSubmit(t, e, reports(t, e, statemachine.StateRunning)...)
+	d, err := NewMonitorDuty(e, MonitorConfig{Clock: clk, Interval: 5 * time.Second, Monitor: monitor.Config{
+		Jitter: -1, MinTTL: 5 * time.Second, FailoverGrace: 10 * time.Second, OrphanTimeout: time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.BecomeLeader(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for range 6 { // past the grace: node 1 (silent, with a window) goes disconnected
+		for _, id := range []statemachine.NodeID{2, 3} {
+			if _, err := d.Heartbeat(context.Background(), id, clk.Now()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		clk.Advance(5 * time.Second)
+		if err := d.Tick(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := nodeStatus(t, e, 1); st != statemachine.NodeDisconnected {
+		t.Fatalf("node 1 is %s, want disconnected", st)
+	}
+	mustSubmit(t, e, statemachine.Command{Kind: statemachine.CmdSetNodeStatus, Node: 1, NodeStatus: statemachine.NodeInitializing})
+	mustSubmit(t, e, statemachine.Command{Kind: statemachine.CmdSetNodeStatus, Node: 1, NodeStatus: statemachine.NodeReady})
+	if _, err := d.Heartbeat(context.Background(), 1, clk.Now()); err == nil {
+		t.Fatal("the change disconnected -> initializing of a node the state has ready was accepted")
+	}
+	if st, _ := d.NodeStatus(1); st != statemachine.NodeReady {
+		t.Fatalf("after the refused change the monitor has node 1 %s, want ready (as the state has it)", st)
+	}
+	b, err := d.Heartbeat(context.Background(), 1, clk.Now())
+	if err != nil || b.Changed {
+		t.Fatalf("next heartbeat: changed %v, err %v; want no change", b.Changed, err)
+	}
+}
