@@ -45,16 +45,19 @@ func (r *run) doRamp(ctx context.Context) {
 	// The cluster's count (the services' running tasks, read from the
 	// API), not the event stream's view: under load the view trails the
 	// cluster by tens of thousands of tasks.
-	deadline := t0.Add(r.cfg.RampTimeout)
+	deadline := time.Now().Add(r.cfg.RampTimeout) // after the creates, as --ramp-timeout says
 	// Reading every service walks every task on the managers: every 250ms
 	// up to 250,000 tasks, then less often (1s at a million), so that the
 	// measuring does not become the load.
 	every := min(max(time.Duration(r.cfg.Tasks)*time.Microsecond, 250*time.Millisecond), time.Second)
-	running := 0
+	running, read := 0, false
+	var readErr error
 	for ctx.Err() == nil && time.Now().Before(deadline) {
 		cctx, cancel := context.WithDeadline(ctx, deadline)
 		if rn, _, _, err := r.driver.Converged(cctx); err == nil {
-			running = rn
+			running, read = rn, true
+		} else {
+			readErr = err
 		}
 		cancel()
 		if running >= r.cfg.Tasks {
@@ -68,8 +71,10 @@ func (r *run) doRamp(ctx context.Context) {
 	ph.Seconds = time.Since(t0).Seconds()
 	if running >= r.cfg.Tasks {
 		ph.Note = fmt.Sprintf("%d tasks running %.1fs after the first create (creates took %.1fs)", running, ph.Seconds, created.Seconds())
-	} else {
+	} else if read {
 		ph.Note = fmt.Sprintf("timed out with %d/%d running (creates took %.1fs)", running, r.cfg.Tasks, created.Seconds())
+	} else {
+		ph.Note = fmt.Sprintf("timed out: the services' counts could not be read (%v; creates took %.1fs)", readErr, created.Seconds())
 	}
 	r.logf("%s", ph.Note)
 	r.phases = append(r.phases, ph)
