@@ -140,11 +140,22 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 }
 
-// Close stops the server: open long polls and event streams end.
+// Close stops the server: open long polls and event streams end. It waits
+// for requests in progress, at most closeWait: a client's idle keep-alive
+// connection could otherwise hold it until that client gave up on it (90s
+// for shoal's own).
 func (s *Server) Close() error {
 	s.once.Do(func() { close(s.closed) })
-	return s.srv.Shutdown()
+	ctx, cancel := context.WithTimeout(context.Background(), closeWait)
+	defer cancel()
+	if err := s.srv.ShutdownWithContext(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return nil
 }
+
+// closeWait bounds Close's wait for requests in progress.
+const closeWait = 3 * time.Second
 
 type handlerFunc func(ctx *fasthttp.RequestCtx, args []string) error
 

@@ -83,6 +83,12 @@ func (s *Server) writeService(ctx *fasthttp.RequestCtx, cmd statemachine.Command
 	if _, err := s.submit(ctx, cmd); err != nil {
 		return err
 	}
+	return s.writtenService(ctx, name, status)
+}
+
+// writtenService answers a write with the service as this replica has it
+// now.
+func (s *Server) writtenService(ctx *fasthttp.RequestCtx, name string, status int) error {
 	// A removed service without tasks is deleted at once: it answers as
 	// removing, with no tasks.
 	doc := client.Service{Spec: client.ServiceSpec{Name: name}, Removing: true, Tasks: map[string]int{}}
@@ -151,9 +157,33 @@ func (s *Server) scaleService(ctx *fasthttp.RequestCtx, args []string) error {
 		return err
 	}
 	name := args[0]
+	// Without ?check_index= the spec is read and written back with its new
+	// count; a change that lands in between (the orchestrator advancing a
+	// rolling update, another client) makes the write stale, and the scale
+	// is made again on the fresh spec, so it never overwrites that change
+	// and the caller is not asked to retry what they did not read.
+	for attempt := 1; ; attempt++ {
+		res, err := s.scaleOnce(ctx, name, ci, *req.Replicas)
+		if err == nil || ci != 0 || res.Code != statemachine.CodeStale || attempt == scaleAttempts {
+			if err != nil {
+				return err
+			}
+			return s.writtenService(ctx, name, fasthttp.StatusOK)
+		}
+	}
+}
+
+// scaleAttempts bounds the scale's re-reads after a concurrent change: each
+// stale write means another write landed, so n writers at once need at most
+// n attempts.
+const scaleAttempts = 16
+
+// scaleOnce reads service name's spec and submits it with replicas
+// (checked against ci, or against the index it was read at).
+func (s *Server) scaleOnce(ctx *fasthttp.RequestCtx, name string, ci uint64, replicas uint32) (statemachine.Result, error) {
 	var sp *statemachine.ServiceSpec
 	var modify uint64
-	_, err = s.read([]int{s.e.GroupOfService(name)}, func(_ int, st *statemachine.State) {
+	_, err := s.read([]int{s.e.GroupOfService(name)}, func(_ int, st *statemachine.State) {
 		if svc := st.ServiceByName(name); svc != nil {
 			c := svc.Spec
 			c.Command, c.Env = slices.Clone(c.Command), slices.Clone(c.Env)
@@ -163,19 +193,19 @@ func (s *Server) scaleService(ctx *fasthttp.RequestCtx, args []string) error {
 		}
 	})
 	if err != nil {
-		return err
+		return statemachine.Result{}, err
 	}
 	if sp == nil {
-		return notFound("service %q does not exist", name)
+		return statemachine.Result{}, notFound("service %q does not exist", name)
 	}
 	if sp.Mode == statemachine.ModeGlobal {
-		return invalidSpec("replicas", "service %q is global: it runs one task per node and cannot be scaled", name)
+		return statemachine.Result{}, invalidSpec("replicas", "service %q is global: it runs one task per node and cannot be scaled", name)
 	}
 	if ci == 0 {
 		ci = modify // the spec was read at this index: never overwrite a concurrent update
 	}
-	sp.Replicas = *req.Replicas
-	return s.writeService(ctx, statemachine.Command{Kind: statemachine.CmdUpdateService, Spec: sp, Seq: ci}, name, fasthttp.StatusOK)
+	sp.Replicas = replicas
+	return s.submit(ctx, statemachine.Command{Kind: statemachine.CmdUpdateService, Spec: sp, Seq: ci})
 }
 
 func (s *Server) rollbackService(ctx *fasthttp.RequestCtx, args []string) error {

@@ -372,3 +372,56 @@ func errString(err error) string {
 	}
 	return err.Error()
 }
+
+// Scales made at once without ?check_index= all take effect: each reads
+// the spec and writes it back, so all but one find it changed since their
+// read; the server reads it again and scales the fresh spec instead of
+// telling the caller to retry, and never writes over another's change (the
+// environment a concurrent update set stays).
+func TestConcurrentScalesAllTakeEffect(t *testing.T) {
+	c := startCluster(t, 1)
+	c1 := c.client(1)
+	ctx := ctxT(t)
+	if _, _, err := c1.CreateService(ctx, client.ServiceSpec{Name: "web", Replicas: u32(1), Command: []string{"sleep", "1000"}}); err != nil {
+		t.Fatal(err)
+	}
+	const writers = 8
+	errs := make(chan error, writers+1)
+	start := make(chan struct{})
+	for i := range writers {
+		go func() {
+			<-start
+			_, _, err := c1.Scale(ctx, "web", uint32(10+i))
+			errs <- err
+		}()
+	}
+	go func() {
+		<-start
+		svc, _, err := c1.Service(ctx, "web", nil)
+		if err == nil {
+			spec := svc.Spec
+			spec.Env = []string{"KEEP=1"}
+			for {
+				_, _, err = c1.UpdateService(ctx, spec, svc.ModifyIndex)
+				if !isCode(err, client.CodeStale, 409) {
+					break
+				}
+				if svc, _, err = c1.Service(ctx, "web", nil); err != nil {
+					break
+				}
+				spec.Replicas = svc.Spec.Replicas
+			}
+		}
+		errs <- err
+	}()
+	close(start)
+	for range writers + 1 {
+		if err := <-errs; err != nil {
+			t.Fatalf("a write made at once with the others failed: %v", err)
+		}
+	}
+	svc, _, err := c1.Service(ctx, "web", nil)
+	if err != nil || len(svc.Spec.Env) != 1 || svc.Spec.Env[0] != "KEEP=1" || *svc.Spec.Replicas < 10 {
+		t.Fatalf("service after the writes: env %v replicas %v (%v); want the update's env kept and a scale's count", svc.Spec.Env, svc.Spec.Replicas, err)
+	}
+}
