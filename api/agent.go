@@ -139,7 +139,9 @@ func (s *Server) openSession(ctx *fasthttp.RequestCtx) error {
 	id := req.NodeID
 	var known, removed bool
 	var managers []string
+	nodes := 0
 	if err := s.e.ReadLocal(engine.ClusterGroup, func(st *statemachine.State) {
+		nodes = st.NumNodes()
 		if id != 0 {
 			known, removed = st.Node(id) != nil, st.NodeRemoved(id)
 		}
@@ -175,7 +177,16 @@ func (s *Server) openSession(ctx *fasthttp.RequestCtx) error {
 	s.mu.sessions[sid] = &session{node: id, sent: map[specKey]bool{}}
 	s.mu.Unlock()
 	s.metrics.sessions.Inc()
-	return s.wireReply(ctx, &wire.Session{NodeID: id, SessionID: sid, HeartbeatPeriod: int64(time.Second),
+	// The period the monitor hands this many nodes: the session's first
+	// heartbeats wait that long for their answer, so a fleet joining a
+	// big cluster at once does not give up on a busy leader after a
+	// second and dial it again (each heartbeat that timed out closed its
+	// connection, and the next one cost the leader a TLS handshake).
+	period := time.Second
+	if s.cfg.Monitor != nil {
+		period = s.cfg.Monitor.Period(nodes)
+	}
+	return s.wireReply(ctx, &wire.Session{NodeID: id, SessionID: sid, HeartbeatPeriod: int64(period),
 		SyncInterval: int64(s.cfg.SyncInterval), Managers: managers, Groups: uint16(s.e.Groups())})
 }
 

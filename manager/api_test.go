@@ -425,3 +425,31 @@ func TestConcurrentScalesAllTakeEffect(t *testing.T) {
 		t.Fatalf("service after the writes: env %v replicas %v (%v); want the update's env kept and a scale's count", svc.Spec.Env, svc.Spec.Replicas, err)
 	}
 }
+
+// A new session starts with the heartbeat period the node monitor hands a
+// cluster of that many nodes (never below --min-heartbeat), not a fixed
+// second: the session's first heartbeats wait that long for an answer.
+func TestSessionStartsWithTheMonitorsPeriod(t *testing.T) {
+	m, err := Start(Options{DataDir: t.TempDir(), ReplicaID: 1, Groups: 1, RaftLogLevel: "critical",
+		APIAddr: "127.0.0.1:0", MinHeartbeat: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	ctx := ctxT(t)
+	if err := m.Register(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ac, err := client.NewAgentClient([]string{m.APIAddr}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s *wire.Session
+	eventually(t, 10*time.Second, func() (bool, string) {
+		s, err = ac.OpenSession(ctx, &wire.SessionRequest{Node: wire.NodeDescription{Hostname: "n1", CPU: 1000, Memory: 1 << 30}})
+		return err == nil, fmt.Sprintf("open a session: %v", err)
+	})
+	if got := time.Duration(s.HeartbeatPeriod); got != 3*time.Second {
+		t.Fatalf("the session's heartbeat period is %s, want the monitor's 3s", got)
+	}
+}

@@ -171,6 +171,9 @@ func (s *State) ServiceByName(name string) *Service {
 // NumTasks returns how many tasks the state holds.
 func (s *State) NumTasks() int { return len(s.tasks) }
 
+// NumNodes returns the number of nodes.
+func (s *State) NumNodes() int { return len(s.nodes) }
+
 // CountTasksByState adds, for every task, one to counts[its observed
 // state] (states past the end of counts are not counted). It sorts and
 // allocates nothing: a metrics scrape calls it under the group's read

@@ -450,6 +450,14 @@ func (d *MonitorDuty) beat(node statemachine.NodeID, now int64) (monitor.Beat, e
 	return b, err
 }
 
+// Period returns the heartbeat period (before jitter) this monitor hands
+// a cluster of nodes: what a new session starts with, on any replica.
+func (d *MonitorDuty) Period(nodes int) time.Duration {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.mu.m.Config().BaseTTL(nodes)
+}
+
 // MarkReReported records that an initializing node re-reported its tasks:
 // its next heartbeat makes it ready. It reports false if the node is not
 // known or not initializing.

@@ -349,16 +349,21 @@ func (e *entry) setStatus(s statemachine.NodeStatus, since int64) {
 	e.reReported, e.orphanSent = false, false
 }
 
-// baseTTL is nodes/TargetRate seconds, clamped to [MinTTL, MaxTTL].
-func (m *Monitor) baseTTL() time.Duration {
-	ttl := m.cfg.MaxTTL
-	if m.cfg.TargetRate > 0 {
-		secs := float64(len(m.rows)) / m.cfg.TargetRate
-		if secs < m.cfg.MaxTTL.Seconds() {
+// baseTTL is the base TTL for the tracked nodes.
+func (m *Monitor) baseTTL() time.Duration { return m.cfg.BaseTTL(len(m.rows)) }
+
+// BaseTTL is the base TTL (before jitter) for a cluster of nodes:
+// nodes/TargetRate seconds, clamped to [MinTTL, MaxTTL]. Call it on a
+// Config with its defaults filled in (Monitor.Config).
+func (c Config) BaseTTL(nodes int) time.Duration {
+	ttl := c.MaxTTL
+	if c.TargetRate > 0 {
+		secs := float64(nodes) / c.TargetRate
+		if secs < c.MaxTTL.Seconds() {
 			ttl = time.Duration(secs * float64(time.Second))
 		}
 	}
-	return min(max(ttl, m.cfg.MinTTL), m.cfg.MaxTTL)
+	return min(max(ttl, c.MinTTL), c.MaxTTL)
 }
 
 // jitter adds up to Jitter × base, derived from (seed, node, beat).
