@@ -75,12 +75,12 @@ func (s *Server) join(ctx *fasthttp.RequestCtx, _ []string) error {
 	if err != nil {
 		return badRequest("%v", err)
 	}
-	// A join creates a node and signs a certificate: bounded like session
-	// setups, so a fleet joining at once is spread out instead of piling
-	// up past the joiners' deadlines (whose retries would join again).
+	// A join creates a node and signs a certificate: bounded, so a fleet
+	// joining at once is spread out instead of piling up past the joiners'
+	// deadlines (whose retries would join again).
 	select {
-	case s.setups <- struct{}{}:
-		defer func() { <-s.setups }()
+	case s.joinSlots <- struct{}{}:
+		defer func() { <-s.joinSlots }()
 	default:
 		e := errorf(fasthttp.StatusServiceUnavailable, client.CodeUnavailable, "too many nodes are joining at once; retry later")
 		e.retryAfter = time.Second + time.Duration(rand.Int64N(int64(2*time.Second)))

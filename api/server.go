@@ -42,6 +42,12 @@ type Config struct {
 	// MaxSessionSetups bounds concurrent session setups; above it agents
 	// get 503 with Retry-After. Default 64.
 	MaxSessionSetups int
+	// MaxJoins bounds concurrent joins (each creates a node through two
+	// Raft commits and signs a certificate); above it joiners get 503 with
+	// Retry-After. They have slots of their own: a join waits on commits,
+	// and sharing the session slots left a fleet's session opens, which
+	// commit nothing, refused behind them. Default 256.
+	MaxJoins int
 	// MaxBody is the largest request body accepted, in bytes. Default 1 MiB
 	// plus framing.
 	MaxBody int
@@ -64,6 +70,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxSessionSetups <= 0 {
 		c.MaxSessionSetups = 64
 	}
+	if c.MaxJoins <= 0 {
+		c.MaxJoins = 256
+	}
 	if c.MaxBody <= 0 {
 		c.MaxBody = wire.MaxFrame + 64<<10
 	}
@@ -80,13 +89,14 @@ func (c Config) withDefaults() Config {
 
 // Server serves the API of one manager replica.
 type Server struct {
-	cfg     Config
-	e       *engine.Engine
-	srv     *fasthttp.Server
-	metrics *metrics
-	setups  chan struct{} // session setup slots
-	closed  chan struct{}
-	once    sync.Once
+	cfg       Config
+	e         *engine.Engine
+	srv       *fasthttp.Server
+	metrics   *metrics
+	setups    chan struct{} // session setup slots
+	joinSlots chan struct{} // join slots
+	closed    chan struct{}
+	once      sync.Once
 
 	tableOnce  sync.Once
 	routeTable []route
@@ -105,7 +115,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	cfg = cfg.withDefaults()
 	s := &Server{cfg: cfg, e: cfg.Engine, closed: make(chan struct{}),
-		setups: make(chan struct{}, cfg.MaxSessionSetups)}
+		setups: make(chan struct{}, cfg.MaxSessionSetups), joinSlots: make(chan struct{}, cfg.MaxJoins)}
 	s.mu.sessions = make(map[uint64]*session)
 	s.metrics = newMetrics(s)
 	s.srv = &fasthttp.Server{
