@@ -100,6 +100,14 @@ func (c Config) withDefaults() (Config, error) {
 	// than the interval: 10,000 agents syncing every 5 s sent the managers
 	// 2,000 syncs/s, and the groups' apply fell behind the sync commands.
 	defd(&c.SyncInterval, max(5*time.Second, time.Duration(c.Agents)*5*time.Millisecond))
+	// The started managers share this machine's CPUs with the simulated
+	// agents: from 5,000 agents on, Raft steps stalled past the server's
+	// 500ms election timeout and leaders changed under the join (20 times
+	// in two minutes at 10,000 agents; none at 2s). A killed leader is
+	// replaced at once whatever the timeout.
+	if len(c.Join) == 0 && c.Agents >= 5000 {
+		defd(&c.ElectionTimeout, 2*time.Second)
+	}
 	defd(&c.RampTimeout, 45*time.Second)
 	defd(&c.Churn, 15*time.Second)
 	defd(&c.Faults, 20*time.Second)

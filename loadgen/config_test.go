@@ -37,6 +37,29 @@ func TestConfigTransport(t *testing.T) {
 // The managers' default sync interval keeps the fleet's aggregate sync
 // rate, not the interval: 5 s up to a thousand agents, 5 ms per agent
 // beyond; an interval given is kept.
+// From 5,000 agents on, the managers the loadgen starts get a 2s election
+// timeout unless one is given; smaller fleets and joined clusters keep the
+// server's.
+func TestConfigElectionTimeoutForBigFleets(t *testing.T) {
+	for _, c := range []struct {
+		cfg  Config
+		want time.Duration
+	}{
+		{Config{Agents: 1000}, 0},
+		{Config{Agents: 5000}, 2 * time.Second},
+		{Config{Agents: 10000, ElectionTimeout: time.Second}, time.Second},
+		{Config{Agents: 10000, Join: []string{"127.0.0.1:7700"}, Insecure: true}, 0},
+	} {
+		got, err := c.cfg.withDefaults()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.ElectionTimeout != c.want {
+			t.Errorf("%d agents, --election-timeout %v, join %v: %v, want %v", c.cfg.Agents, c.cfg.ElectionTimeout, c.cfg.Join, got.ElectionTimeout, c.want)
+		}
+	}
+}
+
 func TestConfigSyncIntervalScalesWithAgents(t *testing.T) {
 	for _, c := range []struct {
 		cfg  Config
