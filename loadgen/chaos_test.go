@@ -43,9 +43,11 @@ func buildShoal(t *testing.T) string {
 }
 
 // A small chaos run: three `shoal serve` processes of the built binary,
-// 150 simulated agents, 3,000 tasks, churn, agent disconnects and
-// vanishes, one leader kill; no invariant may break and the cluster must
-// converge. Every phase is bounded, so the run ends by itself.
+// 150 simulated agents in two processes of their own (so the agents'
+// observations are merged across processes, as from 2,500 agents on),
+// 3,000 tasks, churn, agent disconnects and vanishes, one leader kill; no
+// invariant may break and the cluster must converge. Every phase is
+// bounded, so the run ends by itself.
 func TestChaosRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three managers and 150 agents")
@@ -58,13 +60,16 @@ func TestChaosRun(t *testing.T) {
 		DataDir: t.TempDir(), SyncInterval: 3 * time.Second,
 		RampTimeout: 20 * time.Second, Churn: 6 * time.Second, Faults: 9 * time.Second, QuiesceTimeout: 30 * time.Second,
 		ChurnRate: 4, CrashRate: 10, FaultShare: 0.1, LeaderKillEvery: 5 * time.Second,
-		Out: &out})
+		AgentsPerProcess: 75, Out: &out})
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
 	var table strings.Builder
 	_ = writeTable(&table, rep)
 	t.Logf("progress:\n%s\n%s", out.String(), table.String())
+	if !strings.Contains(out.String(), "in 2 processes of their own") {
+		t.Errorf("the agents did not run in two processes")
+	}
 	if rep.Violations != 0 {
 		for _, v := range rep.ViolationList {
 			t.Errorf("violation %s: %s %v", v.Invariant, v.Message, v.Objects)

@@ -36,6 +36,9 @@ type Config struct {
 	// ElectionTimeout is the children's --election-timeout; 0: the
 	// server's default.
 	ElectionTimeout time.Duration
+	// AgentsPerProcess is the most simulated agents one process runs; 0:
+	// fleet.AgentsPerProcess. (Tests lower it to run a small fleet split.)
+	AgentsPerProcess int
 
 	Phases          []string      // the phases switched on; default AllPhases
 	RampTimeout     time.Duration // longest wait for every task to run after the creates; default 45s

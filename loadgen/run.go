@@ -1,6 +1,7 @@
 package loadgen
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -170,9 +171,10 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 			return nil, err
 		}
 	}
-	procs := (cfg.Agents + fleet.AgentsPerProcess - 1) / fleet.AgentsPerProcess
+	per := cmp.Or(cfg.AgentsPerProcess, fleet.AgentsPerProcess)
+	procs := (cfg.Agents + per - 1) / per
 	if procs > 1 {
-		r.logf("starting %d simulated agents (in %d processes of their own, %d at most each)", cfg.Agents, procs, fleet.AgentsPerProcess)
+		r.logf("starting %d simulated agents (in %d processes of their own, %d at most each)", cfg.Agents, procs, per)
 	} else {
 		r.logf("starting %d simulated agents (in a process of their own)", cfg.Agents)
 	}
@@ -184,7 +186,7 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 		}
 		cc.CPUProfile = filepath.Join(cfg.PprofDir, "agents%d.cpu.prof")
 	}
-	r.fleet, err = fleet.StartRemote(bin, cc, r.checker, cfg.Out)
+	r.fleet, err = fleet.StartRemote(bin, cc, per, r.checker, cfg.Out)
 	if err != nil {
 		return nil, err
 	}

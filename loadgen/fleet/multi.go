@@ -31,14 +31,14 @@ type Remote struct {
 	stop sync.Once
 }
 
-// StartRemote starts cfg.Agents agents in child processes of binary (cfg's
-// First and Agents are split among them); what they observe goes to obs
-// (nil: nothing). The children's own messages go to stderr.
-func StartRemote(binary string, cfg ChildConfig, obs Observer, stderr io.Writer) (*Remote, error) {
-	return startRemote(binary, cfg, AgentsPerProcess, obs, stderr)
-}
-
-func startRemote(binary string, cfg ChildConfig, per int, o Observer, stderr io.Writer) (*Remote, error) {
+// StartRemote starts cfg.Agents agents in child processes of binary, per
+// agents at most each (0: AgentsPerProcess); cfg's First and Agents are
+// split among them. What they observe goes to obs (nil: nothing). The
+// children's own messages go to stderr.
+func StartRemote(binary string, cfg ChildConfig, per int, o Observer, stderr io.Writer) (*Remote, error) {
+	if per <= 0 {
+		per = AgentsPerProcess
+	}
 	n := max(1, (cfg.Agents+per-1)/per)
 	r := &Remote{per: per, obs: o, q: make([][]obs, n), upto: make([]int64, n)}
 	for k := range n {
