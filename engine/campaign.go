@@ -42,13 +42,8 @@ func (e *Engine) campaignAlone(deliver raftio.MessageHandler) {
 			}
 		}
 		e.campaign(deliver, alone)
-		if e.allLed() || !e.cfg.Clock.Now().Before(deadline) {
+		if e.allLed() || !e.cfg.Clock.Now().Before(deadline) || !e.idle(e.cfg.RTT) {
 			return
-		}
-		select {
-		case <-e.done:
-			return
-		case <-e.cfg.Clock.After(e.cfg.RTT):
 		}
 	}
 }
@@ -123,14 +118,19 @@ func (e *Engine) campaignForGone(addr string) {
 			}
 		}
 		e.campaign(deliver, mine)
-		if len(orphans) == 0 || !e.cfg.Clock.Now().Before(deadline) {
+		if len(orphans) == 0 || !e.cfg.Clock.Now().Before(deadline) || !e.idle(handOverRound*e.cfg.RTT) {
 			return
 		}
-		select {
-		case <-e.done:
-			return
-		case <-e.cfg.Clock.After(handOverRound * e.cfg.RTT):
-		}
+	}
+}
+
+// idle waits d on the engine's clock; false if the engine closed first.
+func (e *Engine) idle(d time.Duration) bool {
+	select {
+	case <-e.done:
+		return false
+	case <-e.cfg.Clock.After(d):
+		return true
 	}
 }
 

@@ -82,20 +82,14 @@ func (e *Engine) holdTimeoutNow(b pb.MessageBatch, deliver raftio.MessageHandler
 			break
 		}
 		waited = true
-		select {
-		case <-e.done:
+		if !e.idle(e.cfg.RTT / 4) {
 			return
-		case <-e.cfg.Clock.After(e.cfg.RTT / 4):
 		}
 	}
-	if waited {
-		// Dragonboat reads the applied index its state machine reports
-		// after Update returns: give it that moment.
-		select {
-		case <-e.done:
-			return
-		case <-e.cfg.Clock.After(e.cfg.RTT / 4):
-		}
+	// Dragonboat reads the applied index its state machine reports after
+	// Update returns: give it that moment.
+	if waited && !e.idle(e.cfg.RTT/4) {
+		return
 	}
 	deliver(b)
 }

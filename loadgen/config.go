@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"shoal/agent"
+	"shoal/loadgen/fleet"
 )
 
 // Phase names, in the order they run.
@@ -36,8 +37,9 @@ type Config struct {
 	// ElectionTimeout is the children's --election-timeout; 0: the
 	// server's default.
 	ElectionTimeout time.Duration
-	// AgentsPerProcess is the most simulated agents one process runs; 0:
-	// fleet.AgentsPerProcess. (Tests lower it to run a small fleet split.)
+	// AgentsPerProcess is the most simulated agents one process runs;
+	// default fleet.AgentsPerProcess. (Tests lower it to run a small fleet
+	// split.)
 	AgentsPerProcess int
 
 	Phases          []string      // the phases switched on; default AllPhases
@@ -110,6 +112,9 @@ func (c Config) withDefaults() (Config, error) {
 	// replaced at once whatever the timeout.
 	if len(c.Join) == 0 && c.Agents >= 5000 {
 		defd(&c.ElectionTimeout, 2*time.Second)
+	}
+	if c.AgentsPerProcess <= 0 {
+		c.AgentsPerProcess = fleet.AgentsPerProcess
 	}
 	defd(&c.RampTimeout, 45*time.Second)
 	defd(&c.Churn, 15*time.Second)

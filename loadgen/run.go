@@ -1,7 +1,6 @@
 package loadgen
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -171,7 +170,7 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 			return nil, err
 		}
 	}
-	per := cmp.Or(cfg.AgentsPerProcess, fleet.AgentsPerProcess)
+	per := cfg.AgentsPerProcess
 	procs := (cfg.Agents + per - 1) / per
 	if procs > 1 {
 		r.logf("starting %d simulated agents (in %d processes of their own, %d at most each)", cfg.Agents, procs, per)

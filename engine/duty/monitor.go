@@ -131,13 +131,17 @@ type nodeRow struct {
 	since  int64
 }
 
+// rowOf copies a node's replicated status.
+func rowOf(n *statemachine.Node) nodeRow {
+	return nodeRow{id: n.ID, status: n.Status, since: n.StatusAt}
+}
+
 // readNodes reads the cluster group's nodes; linearizable when fresh.
 func (d *MonitorDuty) readNodes(ctx context.Context, fresh bool) ([]nodeRow, error) {
 	var rows []nodeRow
 	fn := func(s *statemachine.State) {
 		for _, id := range s.NodeIDs() {
-			n := s.Node(id)
-			rows = append(rows, nodeRow{id: id, status: n.Status, since: n.StatusAt})
+			rows = append(rows, rowOf(s.Node(id)))
 		}
 	}
 	var err error
@@ -147,6 +151,21 @@ func (d *MonitorDuty) readNodes(ctx context.Context, fresh bool) ([]nodeRow, err
 		err = d.c.ReadLocal(route.ClusterGroup, fn)
 	}
 	return rows, err
+}
+
+// readRows reads the given nodes' rows from this replica's cluster group
+// state; gone lists those it no longer has.
+func (d *MonitorDuty) readRows(ids []statemachine.NodeID) (rows []nodeRow, gone []statemachine.NodeID, err error) {
+	err = d.c.ReadLocal(route.ClusterGroup, func(s *statemachine.State) {
+		for _, id := range ids {
+			if n := s.Node(id); n != nil {
+				rows = append(rows, rowOf(n))
+			} else {
+				gone = append(gone, id)
+			}
+		}
+	})
+	return rows, gone, err
 }
 
 // BecomeLeader tracks every node (a linearizable read: everything the last
@@ -187,18 +206,33 @@ func (d *MonitorDuty) StepDown() {
 	d.mu.m.StepDown()
 }
 
-// syncLocked makes the monitor's node list and statuses match rows, except
-// for nodes with a status proposal in flight.
+// syncLocked makes the monitor's node list and statuses match rows (every
+// node), except for nodes with a status proposal in flight.
 func (d *MonitorDuty) syncLocked(rows []nodeRow, now int64) {
 	seen := make(map[statemachine.NodeID]bool, len(rows))
 	for _, r := range rows {
 		seen[r.id] = true
+	}
+	var gone []statemachine.NodeID
+	for _, id := range d.mu.m.Nodes() {
+		if !seen[id] {
+			gone = append(gone, id)
+		}
+	}
+	d.resyncLocked(rows, gone, now)
+}
+
+// resyncLocked tracks the nodes of rows at their replicated status and
+// forgets the gone ones, leaving nodes with a status proposal in flight
+// as they are.
+func (d *MonitorDuty) resyncLocked(rows []nodeRow, gone []statemachine.NodeID, now int64) {
+	for _, r := range rows {
 		if d.mu.inflight[r.id] == 0 {
 			d.mu.m.Track(r.id, r.status, r.since, now)
 		}
 	}
-	for _, id := range d.mu.m.Nodes() {
-		if !seen[id] && d.mu.inflight[id] == 0 {
+	for _, id := range gone {
+		if d.mu.inflight[id] == 0 {
 			d.mu.m.Forget(id)
 		}
 	}
@@ -340,15 +374,7 @@ func (d *MonitorDuty) finish(changes []monitor.Change, failed bool) {
 	var gone []statemachine.NodeID
 	var err error
 	if failed {
-		err = d.c.ReadLocal(route.ClusterGroup, func(s *statemachine.State) {
-			for _, id := range ids {
-				if n := s.Node(id); n != nil {
-					rows = append(rows, nodeRow{id: id, status: n.Status, since: n.StatusAt})
-				} else {
-					gone = append(gone, id)
-				}
-			}
-		})
+		rows, gone, err = d.readRows(ids)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -357,19 +383,8 @@ func (d *MonitorDuty) finish(changes []monitor.Change, failed bool) {
 			delete(d.mu.inflight, id)
 		}
 	}
-	if !failed || err != nil {
-		return
-	}
-	now := d.now()
-	for _, r := range rows {
-		if d.mu.inflight[r.id] == 0 {
-			d.mu.m.Track(r.id, r.status, r.since, now)
-		}
-	}
-	for _, id := range gone {
-		if d.mu.inflight[id] == 0 {
-			d.mu.m.Forget(id)
-		}
+	if failed && err == nil {
+		d.resyncLocked(rows, gone, d.now())
 	}
 }
 
@@ -409,18 +424,13 @@ func (d *MonitorDuty) Heartbeat(ctx context.Context, node statemachine.NodeID, n
 	if errors.Is(err, monitor.ErrUnknownNode) {
 		// A node that joined after this term began: read its row alone (a
 		// fleet joining at once read the whole node table once per node).
-		var row *nodeRow
-		rerr := d.c.ReadLocal(route.ClusterGroup, func(s *statemachine.State) {
-			if n := s.Node(node); n != nil {
-				row = &nodeRow{id: node, status: n.Status, since: n.StatusAt}
-			}
-		})
+		rows, _, rerr := d.readRows([]statemachine.NodeID{node})
 		if rerr != nil {
 			return monitor.Beat{}, fmt.Errorf("engine: heartbeat of node %d: %w", node, rerr)
 		}
 		d.mu.Lock()
-		if row != nil && d.mu.m.Leading() {
-			d.mu.m.Track(row.id, row.status, row.since, now.UnixNano())
+		if len(rows) == 1 && d.mu.m.Leading() {
+			d.mu.m.Track(rows[0].id, rows[0].status, rows[0].since, now.UnixNano())
 		}
 		d.mu.Unlock()
 		b, err = d.beat(node, now.UnixNano())

@@ -9,6 +9,7 @@ import (
 
 	"shoal/engine/monitor"
 	"shoal/engine/route"
+	"shoal/internal/clock"
 	"shoal/statemachine"
 )
 
@@ -220,14 +221,7 @@ func TestMonitorDutyRetriesOrphan(t *testing.T) {
 		}
 		return nil
 	})
-	d, err := NewMonitorDuty(e, MonitorConfig{Clock: clk, Interval: 5 * time.Second, Monitor: monitor.Config{
-		Jitter: -1, MinTTL: 5 * time.Second, FailoverGrace: 10 * time.Second, OrphanTimeout: time.Minute}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d.BecomeLeader(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	d := leadingMonitor(t, e, clk, time.Minute)
 	notOrphaned := func() int {
 		return len(tasksWhere(t, e, func(tk *statemachine.Task) bool {
 			return tk.Node == 1 && tk.Status.State != statemachine.StateOrphaned
@@ -261,20 +255,9 @@ func TestRefusedHeartbeatChangeResyncsThatNode(t *testing.T) {
 	mustSubmit(t, e, zoneNodes(3)...)
 	mustSubmit(t, e, createSpec(statemachine.ServiceSpec{Name: "keep", Replicas: 1,
 		Disconnect: statemachine.DisconnectPolicy{LostAfter: int64(time.Hour)}}))
-	var assign []statemachine.Command
-	for _, tk := range tasksWhere(t, e, func(tk *statemachine.Task) bool { return tk.Status.State == statemachine.StatePending }) {
-		assign = append(assign, statemachine.Command{Kind: statemachine.CmdAssign, Task: tk.ID, Node: 1})
-	}
-	mustSubmit(t, e, assign...)
+	mustSubmit(t, e, assignPending(t, e, 1)...)
 	mustSubmit(t, e, reports(t, e, statemachine.StateRunning)...)
-	d, err := NewMonitorDuty(e, MonitorConfig{Clock: clk, Interval: 5 * time.Second, Monitor: monitor.Config{
-		Jitter: -1, MinTTL: 5 * time.Second, FailoverGrace: 10 * time.Second, OrphanTimeout: time.Hour}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d.BecomeLeader(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	d := leadingMonitor(t, e, clk, time.Hour)
 	for range 6 { // past the grace: node 1 (silent, with a window) goes disconnected
 		for _, id := range []statemachine.NodeID{2, 3} {
 			if _, err := d.Heartbeat(context.Background(), id, clk.Now()); err != nil {
@@ -301,4 +284,19 @@ func TestRefusedHeartbeatChangeResyncsThatNode(t *testing.T) {
 	if err != nil || b.Changed {
 		t.Fatalf("next heartbeat: changed %v, err %v; want no change", b.Changed, err)
 	}
+}
+
+// leadingMonitor returns a monitor duty of e that leads: 5s TTL, no
+// jitter, a 10s failover grace and the given orphan timeout.
+func leadingMonitor(t *testing.T, e *Memory, clk *clock.Fake, orphan time.Duration) *MonitorDuty {
+	t.Helper()
+	d, err := NewMonitorDuty(e, MonitorConfig{Clock: clk, Interval: 5 * time.Second, Monitor: monitor.Config{
+		Jitter: -1, MinTTL: 5 * time.Second, FailoverGrace: 10 * time.Second, OrphanTimeout: orphan}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.BecomeLeader(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
