@@ -41,6 +41,8 @@ func (s *State) transition(t *Task, to TaskState, by Component) {
 	if t.Status.State == StateNew {
 		delete(s.waiting, t.ID)
 	}
+	s.byState[t.Status.State]--
+	s.byState[to]++
 	t.Status.State = to
 	t.Status.Timestamp = s.now
 	t.History.add(HistoryEntry{At: s.now, State: to, Kind: HistTransition, By: by, Desired: t.Desired})
@@ -225,6 +227,7 @@ func (s *State) newTask(svc *Service, slotNum uint32) *Task {
 	t.Status = TaskStatus{State: StateNew, Timestamp: s.now}
 	t.History.add(HistoryEntry{At: s.now, State: StateNew, Kind: HistTransition, By: CompOrchestrator, Desired: DesiredRunning})
 	s.tasks[t.ID] = t
+	s.byState[StateNew]++
 	s.addWaiting(t)
 	if s.observe != nil {
 		s.observe.created(t)
@@ -295,6 +298,7 @@ func (s *State) deleteTask(t *Task, beyondRetention bool) {
 		s.nodeChanged(t, EffAssignments)
 	}
 	delete(s.tasks, t.ID)
+	s.byState[t.Status.State]--
 	s.emit(Effect{Kind: EffTaskDeleted, Task: t.ID, Node: t.Node, Service: t.Service})
 }
 
