@@ -60,6 +60,14 @@ func (p *Pool) FreeIn(owner uint32) int {
 	return 0
 }
 
+// HasFree reports whether owner's blocks (owner 0: the unleased ones)
+// have a free address: Allocate for owner would succeed. It costs nothing,
+// unlike Allocate's error, which counts what is held and quarantined.
+func (p *Pool) HasFree(owner uint32) bool {
+	os := p.ownerOf(owner)
+	return os != nil && !os.free.IsEmpty()
+}
+
 // LeaseBlock leases to owner (not 0) the lowest-numbered block that is
 // unleased, has a usable address and none held or quarantined. It fails with
 // ErrNoFreeBlock (which also matches ErrExhausted) when there is none.
