@@ -78,6 +78,7 @@ func (r *run) doRamp(ctx context.Context) {
 	}
 	r.logf("%s", ph.Note)
 	r.phases = append(r.phases, ph)
+	r.rampLatencies(ctx, running)
 }
 
 // doQuiesce ends the churn's changes (faults already healed), restores

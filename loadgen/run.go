@@ -216,7 +216,7 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 		r.checkReplicasAgree(runCtx, 15*time.Second)
 	}
 
-	r.settleSuspects(runCtx)
+	r.settleSuspects(runCtx, true)
 	rep := r.buildReport(runCtx, converged, convergeSecs)
 	stopSampler()
 	r.fetchHeaps(runCtx, rep)

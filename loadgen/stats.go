@@ -28,6 +28,8 @@ type stats struct {
 		c2r         *hdrhistogram.Histogram
 		transitions int64
 		seen        int64
+		// sampled replaces the stream's latencies (rampLatencies).
+		sampled []report.Latency
 	}
 }
 
@@ -130,6 +132,9 @@ func latency(name string, h *hdrhistogram.Histogram) report.Latency {
 func (s *stats) latencies() []report.Latency {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.mu.sampled != nil {
+		return s.mu.sampled
+	}
 	return []report.Latency{latency("create_to_assigned", s.mu.c2a), latency("assigned_to_running", s.mu.a2r),
 		latency("create_to_running", s.mu.c2r)}
 }

@@ -178,3 +178,23 @@ func TestAddressSuspectClearedByState(t *testing.T) {
 		t.Fatal("a suspect was handed out twice")
 	}
 }
+
+// A suspect whose tasks could not be read comes back once at the next
+// Suspects, and counts nothing until it is settled.
+func TestRequeuedSuspectIsHandedOutAgain(t *testing.T) {
+	c := New(t0)
+	c.Event(taskEv("1", "web", 1, 0, "running", "pending", "10.0.0.2/24"), 1, t0)
+	c.Event(taskEv("2", "web", 1, 0, "ready", "pending", "10.0.0.2/24"), 1, t0)
+	sus := c.Suspects()
+	if len(sus) != 1 {
+		t.Fatalf("no suspect: %+v", sus)
+	}
+	c.Requeue(sus[0])
+	again := c.Suspects()
+	if len(again) != 1 || again[0].Addr != sus[0].Addr || again[0].Tasks != sus[0].Tasks {
+		t.Fatalf("requeued suspect not handed out again: %+v", again)
+	}
+	if len(c.Suspects()) != 0 || c.Count() != 0 {
+		t.Fatalf("handed out twice or counted before being settled: %d", c.Count())
+	}
+}

@@ -36,6 +36,14 @@ func (c *Checker) Suspects() []Suspect {
 	return out
 }
 
+// Requeue hands s out again at the next Suspects: its tasks could not be
+// read this time.
+func (c *Checker) Requeue(s Suspect) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.mu.suspects = append(c.mu.suspects, s)
+}
+
 // Confirm settles a suspect with its tasks as read from the replicated
 // state, one after the other (a nil task: it no longer exists): the first
 // (a), the second (b), then the first again (again). Two reads are not

@@ -195,7 +195,11 @@ func percentilesChart(r *Report) chart {
 		points += len(cols[k])
 	}
 	finish(&bar.BaseConfiguration)
-	return chart{ID: id, Title: "Latency percentiles (HdrHistogram)",
+	title := "Latency percentiles (HdrHistogram)"
+	if len(r.Latencies) > 0 && r.Latencies[0].Source != "" {
+		title += ", from a " + r.Latencies[0].Source
+	}
+	return chart{ID: id, Title: title,
 		Points: points, ChartSnippet: bar.RenderSnippet()}
 }
 

@@ -104,6 +104,9 @@ type Latency struct {
 	P90   float64 `json:"p90_ms"`
 	P99   float64 `json:"p99_ms"`
 	Max   float64 `json:"max_ms"`
+	// Source says where the figures come from when not from the event
+	// stream (a sample of tasks' histories when the stream fell behind).
+	Source string `json:"source,omitempty"`
 	// Buckets is the distribution for charts: upper bound (ms) → count.
 	Buckets []Bucket `json:"buckets,omitempty"`
 }

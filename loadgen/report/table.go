@@ -45,8 +45,13 @@ func WriteTable(w io.Writer, r *Report) error {
 		}
 	}
 	fmt.Fprintf(tw, "latency (ms)\tcount\tp50\tp90\tp99\tmax\n")
+	source := ""
 	for _, l := range r.Latencies {
 		fmt.Fprintf(tw, "  %s\t%d\t%.0f\t%.0f\t%.0f\t%.0f\n", l.Name, l.Count, l.P50, l.P90, l.P99, l.Max)
+		source = l.Source
+	}
+	if source != "" {
+		fmt.Fprintf(tw, "  from a %s\n", source)
 	}
 	c := r.Counts
 	fmt.Fprintf(tw, "operations\t%d services, %d scales, %d updates, %d removes, %d recreates, %d crashes, %d API errors\n",

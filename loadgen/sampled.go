@@ -1,0 +1,217 @@
+package loadgen
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"shoal/api/client"
+	"shoal/loadgen/report"
+	"shoal/loadgen/workload"
+)
+
+// The event stream's view cannot follow a million-task ramp on a 2-core
+// machine: its events come faster than one stream renders and decodes them,
+// the manager's ring moves past the stream, and re-reading every task takes
+// longer than the ring lasts. The ramp's latencies then come from a uniform
+// sample of the ramp's tasks, read one by one with their histories: each
+// history entry carries the time of the Raft entry that made the change,
+// the same clock the stream's figures use.
+
+// sampleSize is how many tasks the sample reads at most.
+const sampleSize = 20000
+
+// streamCoverage is the share of the ramp's tasks the stream must have seen
+// reach running for its latencies to stand; below it they are sampled.
+const streamCoverage = 0.9
+
+// rampTiming is one task's start as its history tells it (unix ms; 0: not
+// in the retained history).
+type rampTiming struct{ created, assigned, running int64 }
+
+// timingOf reads a task's start from its history: the first new, assigned
+// and running transitions.
+func timingOf(t client.Task) rampTiming {
+	var tm rampTiming
+	for _, h := range t.History {
+		if h.Kind != "transition" {
+			continue
+		}
+		at := h.At.UnixMilli()
+		switch h.State {
+		case "new":
+			if tm.created == 0 {
+				tm.created = at
+			}
+		case "assigned":
+			if tm.assigned == 0 {
+				tm.assigned = at
+			}
+		case "running":
+			if tm.running == 0 {
+				tm.running = at
+			}
+		}
+	}
+	return tm
+}
+
+// sampleIDs draws, per service, offsets into its first task's ID: a ramp
+// creates each service's replicas in one entry, so they hold consecutive
+// IDs of its group from the lowest. Each service gets a share of n in
+// proportion to its replicas; the same seed draws the same offsets.
+func sampleIDs(seed uint64, services []workload.Service, first map[string]uint64, n int) map[string][]uint64 {
+	total := 0
+	for _, s := range services {
+		total += s.Replicas
+	}
+	out := map[string][]uint64{}
+	if total == 0 {
+		return out
+	}
+	rng := rand.New(rand.NewPCG(seed, 0x5a3b1e))
+	for _, s := range services {
+		base, ok := first[s.Name]
+		if !ok || s.Replicas == 0 {
+			continue
+		}
+		k := min(s.Replicas, max(1, n*s.Replicas/total))
+		for _, off := range rng.Perm(s.Replicas)[:k] {
+			out[s.Name] = append(out[s.Name], base+uint64(off))
+		}
+	}
+	return out
+}
+
+// latencySample is the sampled latencies and how many tasks they cover.
+type latencySample struct {
+	c2a, a2r, c2r *hdrhistogram.Histogram
+	read, used    int
+}
+
+func newLatencySample() *latencySample {
+	return &latencySample{c2a: hdrhistogram.New(1, 3_600_000, 3), a2r: hdrhistogram.New(1, 3_600_000, 3),
+		c2r: hdrhistogram.New(1, 3_600_000, 3)}
+}
+
+// add records one task's timing; a task without a retained creation or
+// not running yet adds what it can.
+func (l *latencySample) add(tm rampTiming) {
+	l.read++
+	if tm.running == 0 {
+		return
+	}
+	l.used++
+	if tm.created != 0 {
+		_ = l.c2r.RecordValue(max(tm.running-tm.created, 1))
+		if tm.assigned != 0 {
+			_ = l.c2a.RecordValue(max(tm.assigned-tm.created, 1))
+		}
+	}
+	if tm.assigned != 0 {
+		_ = l.a2r.RecordValue(max(tm.running-tm.assigned, 1))
+	}
+}
+
+func (l *latencySample) latencies(source string) []report.Latency {
+	out := []report.Latency{latency("create_to_assigned", l.c2a), latency("assigned_to_running", l.a2r),
+		latency("create_to_running", l.c2r)}
+	for i := range out {
+		out[i].Source = source
+	}
+	return out
+}
+
+// sampleRampLatencies reads a uniform sample of the ramp's tasks with their
+// histories from the managers and returns their latencies.
+func (r *run) sampleRampLatencies(ctx context.Context) (*latencySample, error) {
+	apis := r.cl.APIs()
+	c, err := r.cl.Access.Client(apis[0])
+	if err != nil {
+		return nil, err
+	}
+	first := map[string]uint64{}
+	for _, s := range r.plan.Services {
+		l, _, err := c.Tasks(ctx, &client.Query{Params: url.Values{"service": {s.Name}, "per_page": {"1"}}})
+		if err != nil {
+			return nil, fmt.Errorf("the first task of %s: %w", s.Name, err)
+		}
+		if len(l.Items) > 0 {
+			if id, err := strconv.ParseUint(l.Items[0].ID, 10, 64); err == nil {
+				first[s.Name] = id
+			}
+		}
+	}
+	ids := sampleIDs(r.cfg.Seed, r.plan.Services, first, sampleSize)
+	type job struct {
+		service string
+		id      uint64
+	}
+	jobs := make(chan job)
+	out := newLatencySample()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for w := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := r.cl.Access.Client(apis[w%len(apis)])
+			if err != nil {
+				return
+			}
+			for j := range jobs {
+				cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				t, err := c.Task(cctx, strconv.FormatUint(j.id, 10))
+				cancel()
+				if err != nil || t.Service != j.service {
+					continue // gone, or not one of the service's first replicas
+				}
+				tm := timingOf(t)
+				mu.Lock()
+				out.add(tm)
+				mu.Unlock()
+			}
+		}()
+	}
+	for _, s := range r.plan.Services {
+		for _, id := range ids[s.Name] {
+			select {
+			case jobs <- job{s.Name, id}:
+			case <-ctx.Done():
+			}
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	return out, ctx.Err()
+}
+
+// rampLatencies replaces the stream's latencies with a sample's when the
+// stream saw fewer than streamCoverage of the running tasks start.
+func (r *run) rampLatencies(ctx context.Context, running int) {
+	r.stats.mu.Lock()
+	seen := r.stats.mu.c2r.TotalCount()
+	r.stats.mu.Unlock()
+	if running == 0 || float64(seen) >= streamCoverage*float64(running) {
+		return
+	}
+	t0 := time.Now()
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	s, err := r.sampleRampLatencies(cctx)
+	if err != nil && s == nil {
+		r.logf("latencies: the stream saw %d of %d tasks start, and the sample could not be read: %v", seen, running, err)
+		return
+	}
+	src := fmt.Sprintf("sample: %d of the ramp's tasks read with their histories (the event stream saw %d of %d start)", s.used, seen, running)
+	r.logf("latencies from a %s, in %.1fs", src, time.Since(t0).Seconds())
+	r.stats.mu.Lock()
+	r.stats.mu.sampled = s.latencies(src)
+	r.stats.mu.Unlock()
+}
