@@ -17,16 +17,31 @@ var profileWG sync.WaitGroup
 func (r *run) doRamp(ctx context.Context) {
 	r.setPhase("ramp")
 	t0 := time.Now()
+	// With --pprof-dir each replica's CPU is profiled twice: while the
+	// services are created, then, once the creates are done, while the
+	// agents start the tasks (one CPU profile at a time per process).
+	createsDone := make(chan struct{})
 	if r.cfg.PprofDir != "" {
 		secs := int(min(r.cfg.RampTimeout, 20*time.Second) / time.Second)
 		for _, rep := range r.cl.Replicas {
-			file := filepath.Join(r.cfg.PprofDir, fmt.Sprintf("m%d.cpu.prof", rep.ID))
-			r.profiles = append(r.profiles, file)
 			profileWG.Add(1)
 			go func() {
 				defer profileWG.Done()
-				if err := r.cl.Access.FetchProfile(ctx, rep.API, fmt.Sprintf("profile?seconds=%d", secs), file); err != nil {
-					r.logf("pprof: %v", err)
+				for i, name := range []string{"cpu", "ramp.cpu"} {
+					if i == 1 {
+						select {
+						case <-createsDone:
+						case <-ctx.Done():
+							return
+						}
+					}
+					file := filepath.Join(r.cfg.PprofDir, fmt.Sprintf("m%d.%s.prof", rep.ID, name))
+					r.profMu.Lock()
+					r.profiles = append(r.profiles, file)
+					r.profMu.Unlock()
+					if err := r.cl.Access.FetchProfile(ctx, rep.API, fmt.Sprintf("profile?seconds=%d", secs), file); err != nil {
+						r.logf("pprof: %v", err)
+					}
 				}
 			}()
 		}
@@ -34,6 +49,7 @@ func (r *run) doRamp(ctx context.Context) {
 	if err := r.driver.Ramp(ctx, 8); err != nil {
 		r.logf("%v", err)
 	}
+	close(createsDone)
 	created := time.Since(t0)
 	ph := report.Phase{Name: "ramp", StartSeconds: t0.Sub(r.start).Seconds()}
 	if !r.cfg.on("ramp") {
@@ -264,10 +280,14 @@ func (r *run) fetchHeaps(ctx context.Context, rep *report.Report) {
 			r.logf("pprof: %v", err)
 			continue
 		}
+		r.profMu.Lock()
 		r.profiles = append(r.profiles, file)
+		r.profMu.Unlock()
 	}
 	profileWG.Wait()
+	r.profMu.Lock()
 	rep.Profiles = append(rep.Profiles, r.profiles...)
+	r.profMu.Unlock()
 }
 
 // positionSum adds a stream position's per-group Raft indexes: it changes

@@ -51,7 +51,8 @@ type run struct {
 	phaseMu  sync.Mutex
 	phaseNow string
 	phases   []report.Phase
-	profiles []string
+	profMu   sync.Mutex
+	profiles []string // profile files written (profMu)
 	counts   struct {
 		crashes, disconnects, vanishes, leaderKills atomic.Int64
 	}
