@@ -25,7 +25,7 @@ import (
 // the same clock the stream's figures use.
 
 // sampleSize is how many tasks the sample reads at most.
-const sampleSize = 20000
+const sampleSize = 10000
 
 // streamCoverage is the share of the ramp's tasks the stream must have seen
 // reach running for its latencies to stand; below it they are sampled.

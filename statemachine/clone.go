@@ -47,6 +47,7 @@ func (s *State) cloneReusing(old *State) *State {
 		pools:         mapInto(c.pools, s.pools),
 		waiting:       mapFor(c.waiting, len(s.waiting)),
 		delayed:       mapFor(c.delayed, len(s.delayed)),
+		delayedDue:    sliceInto(c.delayedDue, s.delayedDue),
 		unknown:       mapFor(c.unknown, len(s.unknown)),
 		updating:      mapFor(c.updating, len(s.updating)),
 		waitOrder:     sliceInto(c.waitOrder, s.waitOrder),

@@ -35,6 +35,15 @@ func (s *State) checkInvariants(checkPool func(*ipam.Pool) error) error {
 			bad("task %d is indexed as waiting but is not a new task of the store", id)
 		}
 	}
+	queued := make(map[TaskID]bool, len(s.delayedDue))
+	for _, e := range s.delayedDue {
+		queued[e.id] = true
+	}
+	for id, t := range s.tasks {
+		if delayedFacts(t, nil) && (s.delayed[id] != t || !queued[id]) {
+			bad("task %d is held at desired ready until %d but is not in the delayed index and its queue", id, t.StartAt)
+		}
+	}
 	var byState [numTaskStates]int
 	for _, t := range s.tasks {
 		if t.Status.State.Valid() {

@@ -1,5 +1,7 @@
 package statemachine
 
+import "slices"
+
 // Restart policy over time (SwarmKit semantics): a dead task in a live slot
 // is replaced when its restart condition says so and the slot has attempts
 // left (MaxAttempts per slot and spec version, counted over Window); the
@@ -86,6 +88,7 @@ func (s *State) holdAtReady(t *Task, delay int64) {
 		first.Desired = DesiredReady
 	}
 	s.delayed[t.ID] = t
+	s.delayedDue.push(t.StartAt, t.ID)
 	s.noteDue(t.StartAt)
 }
 
@@ -120,9 +123,14 @@ func (s *State) promotable(t *Task) bool {
 	return true
 }
 
-// promoteDue starts the delayed replacements whose time has come.
+// promoteDue starts the delayed replacements whose time has come, in ID
+// order: a task whose delay passed with its slot still busy is looked at
+// again when it starts anyway (a slot that frees promotes it at once,
+// maybePromote).
 func (s *State) promoteDue() {
-	for _, id := range sortedKeys(s.delayed) {
+	due := s.delayedDue.popDue(s.now, s.delayed)
+	slices.Sort(due)
+	for _, id := range slices.Compact(due) {
 		t := s.delayed[id]
 		switch {
 		case t.Desired != DesiredReady:
@@ -131,10 +139,24 @@ func (s *State) promoteDue() {
 			delete(s.delayed, id)
 			s.setDesired(t, DesiredRunning)
 		case s.now < t.StartAt:
-			s.noteDue(t.StartAt)
+			s.delayedDue.push(t.StartAt, id)
 		default:
-			s.noteDue(t.StartBy)
+			s.delayedDue.push(t.StartBy, id)
 		}
+	}
+	// The next due time counts held tasks only, as a state restored from
+	// a snapshot (whose index holds no task stopped meanwhile) counts
+	// them: nextDue is replicated.
+	held := func(id TaskID) bool {
+		t := s.delayed[id]
+		if t != nil && t.Desired != DesiredReady {
+			delete(s.delayed, id) // stopped meanwhile
+			return false
+		}
+		return t != nil
+	}
+	if at, ok := s.delayedDue.next(held); ok {
+		s.noteDue(at)
 	}
 }
 

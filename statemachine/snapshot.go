@@ -412,6 +412,7 @@ func decodeCanonicalWith(b []byte, pc poolCodec) (*State, error) {
 		}
 		if delayedFacts(t, nil) {
 			s.delayed[t.ID] = t
+			s.delayedDue.push(t.StartAt, t.ID)
 		}
 		if heldAsideFacts(t, s.nodes[t.Node]) {
 			s.unknown[t.ID] = t

@@ -95,6 +95,8 @@ type State struct {
 	// delayed indexes replacements held at desired ready by a restart
 	// delay; nextDue is the earliest time one of them may need promoting.
 	delayed map[TaskID]*Task
+	// delayedDue orders delayed by when each task is next due.
+	delayedDue dueQueue
 	// unknown indexes originals left unknown on a disconnected node, until
 	// they reconnect or are lost.
 	unknown map[TaskID]*Task
