@@ -3,6 +3,7 @@ package statemachine
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"shoal/ipam"
 )
@@ -65,6 +66,9 @@ func (s *State) checkInvariants(checkPool func(*ipam.Pool) error) error {
 		svc := s.services[sid]
 		if s.serviceByName[svc.Spec.Name] != sid {
 			bad("service %d %q missing from the name index", sid, svc.Spec.Name)
+		}
+		if svc.slotOrder != nil && !slices.Equal(svc.slotOrder, sortedKeys(svc.slots)) {
+			bad("service %q caches slots %v but has %v", svc.Spec.Name, svc.slotOrder, sortedKeys(svc.slots))
 		}
 		for _, n := range sortedKeys(svc.slots) {
 			sl := svc.slots[n]

@@ -1,5 +1,7 @@
 package statemachine
 
+import "slices"
+
 // TaskID identifies a task across every group: the top 16 bits are the
 // group that created it, the rest a per-group counter.
 type TaskID uint64
@@ -84,6 +86,12 @@ type Service struct {
 	ModifyIndex uint64
 
 	slots map[uint32]*slot // index: slot number (node ID for global) → tasks
+	// slotOrder caches the slot numbers in order for the apply path (nil:
+	// build it again; readers sort their own). It is replaced, never
+	// changed in place, so a slice handed out stays as it was. A rolling
+	// update reconciles every slot at every tick, and sorting them each
+	// time was a fifth of a replica's CPU under churn at 100k tasks.
+	slotOrder []uint32
 	// restarts counts restart attempts per slot for the current spec version.
 	restarts map[uint32]*restartRecord
 	// Update is the progress of the last rolling update.
@@ -94,6 +102,16 @@ type Service struct {
 	queued     bool     // in State.dirty
 	full       bool     // reconcile every slot
 	dirtySlots []uint32 // else only these
+}
+
+// slotKeys returns the slot numbers in increasing order, from the cache
+// (apply path only: it writes the cache). Callers may append to it: its
+// capacity is its length, so an append copies.
+func (svc *Service) slotKeys() []uint32 {
+	if svc.slotOrder == nil {
+		svc.slotOrder = slices.Clip(sortedKeys(svc.slots))
+	}
+	return svc.slotOrder
 }
 
 // slot holds the tasks of one slot, oldest first (task IDs ascend).

@@ -12,7 +12,7 @@ import (
 func (s *State) reconcileSlots(svc *Service) []uint32 {
 	slots, full := s.takeWork(svc)
 	if svc.Update.active() && !svc.Remove {
-		slots, full = sortedKeys(svc.slots), true // an update moves slot by slot
+		slots, full = svc.slotKeys(), true // an update moves slot by slot
 	}
 	svc.budget = s.stepUpdate(svc)
 	if svc.Remove {

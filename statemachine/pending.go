@@ -42,7 +42,7 @@ func (s *State) pendingReason(c *Command) Result {
 		}
 		return Result{ID: uint64(svc.ID)}
 	}
-	for _, n := range sortedKeys(svc.slots) {
+	for _, n := range svc.slotKeys() {
 		for _, t := range svc.slots[n].tasks {
 			set(t)
 		}

@@ -70,7 +70,7 @@ func (s *State) takeWork(svc *Service) (slots []uint32, full bool) {
 		for _, sl := range svc.slots {
 			sl.dirty = false
 		}
-		return sortedKeys(svc.slots), true
+		return svc.slotKeys(), true
 	}
 	for _, n := range slots {
 		if sl := svc.slots[n]; sl != nil {

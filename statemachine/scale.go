@@ -53,7 +53,7 @@ func (s *State) holder(sl *slot) *Task {
 // slots a scale-up needs. It returns the slot numbers it changed.
 func (s *State) scale(svc *Service) []uint32 {
 	var live []uint32
-	for _, n := range sortedKeys(svc.slots) {
+	for _, n := range svc.slotKeys() {
 		if !removedSlot(svc.slots[n]) {
 			live = append(live, n)
 		}

@@ -421,6 +421,7 @@ func decodeCanonicalWith(b []byte, pc poolCodec) (*State, error) {
 		if sl == nil {
 			sl = &slot{}
 			svc.slots[t.Slot] = sl
+			svc.slotOrder = nil
 		}
 		sl.tasks = append(sl.tasks, t)
 		if n := s.nodes[t.Node]; n != nil {

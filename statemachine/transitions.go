@@ -236,6 +236,7 @@ func (s *State) newTask(svc *Service, slotNum uint32) *Task {
 	if sl == nil {
 		sl = &slot{}
 		svc.slots[slotNum] = sl
+		svc.slotOrder = nil
 	}
 	sl.tasks = append(sl.tasks, t)
 	s.newTasks = append(s.newTasks, t)
@@ -289,6 +290,7 @@ func (s *State) deleteTask(t *Task, beyondRetention bool) {
 			}
 			if len(sl.tasks) == 0 {
 				delete(svc.slots, t.Slot)
+				svc.slotOrder = nil
 				s.markSlot(svc, t.Slot) // an empty slot may need a task, or the service may go
 			}
 		}

@@ -195,7 +195,7 @@ func (s *State) stepUpdate(svc *Service) int {
 	}
 	settle := max(u.Delay, u.Monitor)
 	inflight, outdated, unsettled := 0, 0, 0
-	for _, n := range sortedKeys(svc.slots) {
+	for _, n := range svc.slotKeys() {
 		sl := svc.slots[n]
 		var cur, old bool
 		for _, t := range sl.tasks {
