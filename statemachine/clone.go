@@ -117,7 +117,7 @@ func (s *State) cloneReusing(old *State) *State {
 			if csl == nil {
 				csl = new(slot)
 			}
-			csl.tasks, csl.dirty = tasksFor(csl.tasks, len(sl.tasks)), false
+			csl.tasks, csl.dirty, csl.live = tasksFor(csl.tasks, len(sl.tasks)), false, sl.live
 			for i, t := range sl.tasks {
 				csl.tasks[i] = c.tasks[t.ID]
 			}

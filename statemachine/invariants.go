@@ -67,6 +67,9 @@ func (s *State) checkInvariants(checkPool func(*ipam.Pool) error) error {
 		if s.serviceByName[svc.Spec.Name] != sid {
 			bad("service %d %q missing from the name index", sid, svc.Spec.Name)
 		}
+		if c := countServiceTasks(svc); c != svc.counts {
+			bad("service %q counts %+v but its slots hold %+v", svc.Spec.Name, svc.counts, c)
+		}
 		if svc.slotOrder != nil && !slices.Equal(svc.slotOrder, sortedKeys(svc.slots)) {
 			bad("service %q caches slots %v but has %v", svc.Spec.Name, svc.slotOrder, sortedKeys(svc.slots))
 		}

@@ -92,6 +92,8 @@ type Service struct {
 	// update reconciles every slot at every tick, and sorting them each
 	// time was a fifth of a replica's CPU under churn at 100k tasks.
 	slotOrder []uint32
+	// counts is CountServiceTasks' answer, kept as tasks change.
+	counts ServiceCounts
 	// restarts counts restart attempts per slot for the current spec version.
 	restarts map[uint32]*restartRecord
 	// Update is the progress of the last rolling update.
@@ -117,7 +119,8 @@ func (svc *Service) slotKeys() []uint32 {
 // slot holds the tasks of one slot, oldest first (task IDs ascend).
 type slot struct {
 	tasks []*Task
-	dirty bool // listed in its service's dirtySlots
+	dirty bool  // listed in its service's dirtySlots
+	live  int32 // tasks not being stopped (counts.go)
 }
 
 // TaskStatus is what was last observed of a task.

@@ -162,6 +162,7 @@ func (s *State) updateService(spec *ServiceSpec, checkIndex uint64) Result {
 		svc.PrevSpec = &prev
 		svc.Spec = next
 		svc.SpecVersion++
+		s.recountRunning(svc)
 		s.beginUpdate(svc, false)
 	}
 	svc.ModifyIndex = s.index

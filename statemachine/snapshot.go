@@ -424,6 +424,10 @@ func decodeCanonicalWith(b []byte, pc poolCodec) (*State, error) {
 			svc.slotOrder = nil
 		}
 		sl.tasks = append(sl.tasks, t)
+		s.countTask(t, 1)
+		if !t.Desired.Stopping() {
+			s.countLive(t, 1)
+		}
 		if n := s.nodes[t.Node]; n != nil {
 			s.attach(t, n)
 		}

@@ -202,29 +202,14 @@ type ServiceCounts struct {
 	Active int
 }
 
-// CountServiceTasks counts service id's tasks. Like CountTasksByState it
-// sorts, copies and allocates nothing: listing services calls it for every
+// CountServiceTasks counts service id's tasks. It reads counts kept as
+// the tasks change (counts.go): listing services calls it for every
 // service under the group's read lock.
 func (s *State) CountServiceTasks(id ServiceID) ServiceCounts {
-	var c ServiceCounts
-	svc := s.services[id]
-	if svc == nil {
-		return c
+	if svc := s.services[id]; svc != nil {
+		return svc.counts
 	}
-	for _, sl := range svc.slots {
-		active := false
-		for _, t := range sl.tasks {
-			c.ByState[t.Status.State]++
-			if t.Status.State == StateRunning && t.Desired == DesiredRunning && t.SpecVersion == svc.SpecVersion {
-				c.Running++
-			}
-			active = active || !t.Desired.Stopping()
-		}
-		if active {
-			c.Active++
-		}
-	}
-	return c
+	return ServiceCounts{}
 }
 
 // TaskIDsAfter returns, ascending, the first limit IDs above after of the

@@ -43,7 +43,9 @@ func (s *State) transition(t *Task, to TaskState, by Component) {
 	}
 	s.byState[t.Status.State]--
 	s.byState[to]++
+	s.countTask(t, -1)
 	t.Status.State = to
+	s.countTask(t, 1)
 	t.Status.Timestamp = s.now
 	t.History.add(HistoryEntry{At: s.now, State: to, Kind: HistTransition, By: by, Desired: t.Desired})
 	s.emit(Effect{Kind: EffTaskState, Node: t.Node, Task: t.ID, Service: t.Service})
@@ -66,7 +68,12 @@ func (s *State) setDesired(t *Task, d DesiredState) bool {
 	if s.observe != nil {
 		s.observe.desired(t, t.Desired, d)
 	}
+	s.countTask(t, -1)
+	if d.Stopping() && !t.Desired.Stopping() {
+		s.countLive(t, -1)
+	}
 	t.Desired = d
+	s.countTask(t, 1)
 	t.History.add(HistoryEntry{At: s.now, State: t.Status.State, Kind: HistDesired, By: CompOrchestrator, Desired: d})
 	if t.Node != 0 {
 		s.nodeChanged(t, EffAssignments)
@@ -239,6 +246,8 @@ func (s *State) newTask(svc *Service, slotNum uint32) *Task {
 		svc.slotOrder = nil
 	}
 	sl.tasks = append(sl.tasks, t)
+	s.countTask(t, 1)
+	s.countLive(t, 1)
 	s.newTasks = append(s.newTasks, t)
 	s.emit(Effect{Kind: EffTaskState, Task: t.ID, Service: t.Service})
 	return t
@@ -282,6 +291,10 @@ func (s *State) deleteTask(t *Task, beyondRetention bool) {
 	}
 	delete(s.delayed, t.ID)
 	delete(s.unknown, t.ID)
+	s.countTask(t, -1)
+	if !t.Desired.Stopping() {
+		s.countLive(t, -1)
+	}
 	svc := s.services[t.Service]
 	if svc != nil {
 		if sl := svc.slots[t.Slot]; sl != nil {

@@ -144,6 +144,7 @@ func (s *State) rollback(svc *Service, why string) {
 	cur := svc.Spec
 	svc.Spec, svc.PrevSpec = prev, &cur
 	svc.SpecVersion++
+	s.recountRunning(svc)
 	s.beginUpdate(svc, true)
 	svc.Update.Message = why
 	s.markDirty(svc)
