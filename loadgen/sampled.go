@@ -128,68 +128,83 @@ func (l *latencySample) latencies(source string) []report.Latency {
 	return out
 }
 
-// sampleRampLatencies reads a uniform sample of the ramp's tasks with their
-// histories from the managers and returns their latencies.
-func (r *run) sampleRampLatencies(ctx context.Context) (*latencySample, error) {
+// parallel runs f for every item on 16 workers spread over the managers;
+// each worker has a client of its own manager.
+func (r *run) parallel(ctx context.Context, n int, f func(c *client.Client, i int)) {
 	apis := r.cl.APIs()
-	c, err := r.cl.Access.Client(apis[0])
-	if err != nil {
-		return nil, err
-	}
-	first := map[string]uint64{}
-	for _, s := range r.plan.Services {
-		l, _, err := c.Tasks(ctx, &client.Query{Params: url.Values{"service": {s.Name}, "per_page": {"1"}}})
-		if err != nil {
-			return nil, fmt.Errorf("the first task of %s: %w", s.Name, err)
-		}
-		if len(l.Items) > 0 {
-			if id, err := strconv.ParseUint(l.Items[0].ID, 10, 64); err == nil {
-				first[s.Name] = id
-			}
-		}
-	}
-	ids := sampleIDs(r.cfg.Seed, r.plan.Services, first, sampleSize)
-	type job struct {
-		service string
-		id      uint64
-	}
-	jobs := make(chan job)
-	out := newLatencySample()
-	var mu sync.Mutex
+	next := make(chan int)
 	var wg sync.WaitGroup
 	for w := range 16 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			c, err := r.cl.Access.Client(apis[w%len(apis)])
-			if err != nil {
-				return
-			}
-			for j := range jobs {
-				cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-				t, err := c.Task(cctx, strconv.FormatUint(j.id, 10))
-				cancel()
-				if err != nil || t.Service != j.service {
-					continue // gone, or not one of the service's first replicas
+			for i := range next {
+				if err == nil {
+					f(c, i)
 				}
-				tm := timingOf(t)
-				mu.Lock()
-				out.add(tm)
-				mu.Unlock()
 			}
 		}()
 	}
-	for _, s := range r.plan.Services {
-		for _, id := range ids[s.Name] {
-			select {
-			case jobs <- job{s.Name, id}:
-			case <-ctx.Done():
-			}
+	for i := range n {
+		select {
+		case next <- i:
+		case <-ctx.Done():
 		}
 	}
-	close(jobs)
+	close(next)
 	wg.Wait()
-	return out, ctx.Err()
+}
+
+// sampleRampLatencies reads a uniform sample of the ramp's tasks with their
+// histories from the managers and returns their latencies. A service whose
+// first task cannot be read in time is left out of the sample, and so is
+// a task that cannot be read.
+func (r *run) sampleRampLatencies(ctx context.Context) (*latencySample, error) {
+	svcs := r.plan.Services
+	var mu sync.Mutex
+	first := map[string]uint64{}
+	r.parallel(ctx, len(svcs), func(c *client.Client, i int) {
+		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		l, _, err := c.Tasks(cctx, &client.Query{Params: url.Values{"service": {svcs[i].Name}, "per_page": {"1"}}})
+		if err != nil || len(l.Items) == 0 {
+			return
+		}
+		if id, err := strconv.ParseUint(l.Items[0].ID, 10, 64); err == nil {
+			mu.Lock()
+			first[svcs[i].Name] = id
+			mu.Unlock()
+		}
+	})
+	if len(first) == 0 {
+		return nil, fmt.Errorf("no service's first task could be read: %w", context.Cause(ctx))
+	}
+	ids := sampleIDs(r.cfg.Seed, svcs, first, sampleSize)
+	type job struct {
+		service string
+		id      uint64
+	}
+	var jobs []job
+	for _, s := range svcs {
+		for _, id := range ids[s.Name] {
+			jobs = append(jobs, job{s.Name, id})
+		}
+	}
+	out := newLatencySample()
+	r.parallel(ctx, len(jobs), func(c *client.Client, i int) {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		t, err := c.Task(cctx, strconv.FormatUint(jobs[i].id, 10))
+		cancel()
+		if err != nil || t.Service != jobs[i].service {
+			return // unread, gone, or not one of the service's first replicas
+		}
+		tm := timingOf(t)
+		mu.Lock()
+		out.add(tm)
+		mu.Unlock()
+	})
+	return out, nil
 }
 
 // rampLatencies replaces the stream's latencies with a sample's when the
@@ -202,10 +217,13 @@ func (r *run) rampLatencies(ctx context.Context, running int) {
 		return
 	}
 	t0 := time.Now()
-	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	cctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
 	s, err := r.sampleRampLatencies(cctx)
-	if err != nil && s == nil {
+	if err == nil && s.used == 0 {
+		err = fmt.Errorf("none of its %d tasks read runs", s.read)
+	}
+	if err != nil {
 		r.logf("latencies: the stream saw %d of %d tasks start, and the sample could not be read: %v", seen, running, err)
 		return
 	}
