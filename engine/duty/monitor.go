@@ -77,6 +77,8 @@ type MonitorDuty struct {
 		// windowOpen: the disconnected nodes that still hold a task with
 		// a live disconnect window, for the next Tick.
 		windowOpen map[statemachine.NodeID]bool
+		// heldSince is the mass-expiry hold logged last (0: none).
+		heldSince int64
 	}
 }
 
@@ -261,11 +263,27 @@ func (d *MonitorDuty) Tick(ctx context.Context) error {
 	changes := append([]monitor.Change(nil), d.mu.m.Tick(now)...)
 	d.mu.disconnectable, d.mu.windowOpen = nil, nil
 	d.beginLocked(changes)
+	d.logBrakeLocked()
 	d.mu.Unlock()
 	if len(changes) == 0 {
 		return nil
 	}
 	return d.propose(ctx, changes)
+}
+
+// logBrakeLocked says when the monitor starts and stops holding a mass
+// expiry back.
+func (d *MonitorDuty) logBrakeLocked() {
+	held, since := d.mu.m.Braking()
+	switch {
+	case held > 0 && since != d.mu.heldSince:
+		d.mu.heldSince = since
+		d.cfg.Logf("engine: node monitor: %d of %d nodes missed their heartbeats at once; holding them in their status for up to %v, since this manager being overloaded or cut off is likelier than that many nodes failing together",
+			held, d.mu.m.Len(), d.mu.m.Config().MassExpiryHold)
+	case held == 0 && d.mu.heldSince != 0:
+		d.mu.heldSince = 0
+		d.cfg.Logf("engine: node monitor: the mass-expiry hold is over: nodes still silent expire as usual")
+	}
 }
 
 // disconnectable returns which of nodes hold a live task of a service with

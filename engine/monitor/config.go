@@ -44,6 +44,17 @@ type Config struct {
 	// state holds). Default: two base TTLs (heartbeat periods) at the
 	// time of the heartbeat.
 	ReReportWindow time.Duration
+	// MassExpiryShare is the share of the tracked nodes whose heartbeats
+	// may expire within one expiry window (GraceFactor base TTLs) before
+	// the monitor holds the expiring ones (brake.go). Default 0.1;
+	// negative: never hold.
+	MassExpiryShare float64
+	// MassExpiryMin is the fewest expiring nodes that engage the brake,
+	// so a small cluster losing a node or two is never held. Default 10.
+	MassExpiryMin int
+	// MassExpiryHold is how long the brake holds expiring nodes before
+	// they expire anyway. Default 1m.
+	MassExpiryHold time.Duration
 	// Seed is mixed into the jitter, so a replay with the same seed gives
 	// the same TTLs. Default 0.
 	Seed uint64
@@ -107,6 +118,15 @@ func (c Config) withDefaults() Config {
 	if c.OrphanTimeout == 0 {
 		c.OrphanTimeout = DefaultOrphanTimeout
 	}
+	if c.MassExpiryShare == 0 {
+		c.MassExpiryShare = DefaultMassExpiryShare
+	}
+	if c.MassExpiryMin == 0 {
+		c.MassExpiryMin = DefaultMassExpiryMin
+	}
+	if c.MassExpiryHold == 0 {
+		c.MassExpiryHold = DefaultMassExpiryHold
+	}
 	return c
 }
 
@@ -120,6 +140,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("%w: jitter %g is more than the whole TTL; use 0..1", ErrConfig, c.Jitter)
 	case c.GraceFactor < 1:
 		return fmt.Errorf("%w: grace factor %g would expire nodes before their TTL; use at least 1", ErrConfig, c.GraceFactor)
+	case c.MassExpiryShare > 1 || c.MassExpiryMin < 0 || c.MassExpiryHold < 0:
+		return fmt.Errorf("%w: the mass-expiry brake takes a share up to 1 (negative: off), a node count and a hold that are not negative", ErrConfig)
 	case c.FailoverGrace < 0 || c.OrphanTimeout < 0 || c.ReReportWindow < 0:
 		return fmt.Errorf("%w: failover grace, orphan timeout and re-report window must not be negative", ErrConfig)
 	}

@@ -36,6 +36,12 @@
 //     Config.FailoverGrace, and every node gets at least that long to send
 //     its first heartbeat to the new leader: a failover never marks the
 //     fleet down.
+//   - The mass-expiry brake (brake.go): when the nodes expiring now and
+//     those expired within the last expiry window reach
+//     Config.MassExpiryShare of the fleet (and Config.MassExpiryMin), Tick
+//     holds the expiring ones in their status for up to
+//     Config.MassExpiryHold: an overloaded or cut-off leader never marks
+//     the fleet down either.
 //   - A node down for Config.OrphanTimeout yields one ChangeOrphan per down
 //     period (and again after a new BecomeLeader, or after OrphanFailed);
 //     the caller orphans the node (CmdOrphanNode to every service group:

@@ -104,6 +104,7 @@ type Monitor struct {
 	// graceUntil: before it (unix ns) nothing expires or is orphaned.
 	graceUntil int64
 	changes    []Change // Tick's result, reused
+	brake      brake
 }
 
 // New returns an empty monitor that is not leading yet.
@@ -180,6 +181,7 @@ func (m *Monitor) Status(node statemachine.NodeID) (statemachine.NodeStatus, boo
 func (m *Monitor) BecomeLeader(now int64) {
 	m.leading = true
 	m.graceUntil = now + int64(m.cfg.FailoverGrace)
+	m.brake = brake{}
 	deadline := max(m.graceUntil, now+m.grace(m.baseTTL()))
 	for i := range m.rows {
 		e := &m.rows[i]
@@ -248,13 +250,15 @@ func (m *Monitor) Tick(now int64) []Change {
 		return m.changes
 	}
 	orphanAt := now - int64(m.cfg.OrphanTimeout)
+	hold := m.holds(now, m.countExpiring(now))
 	for i := range m.rows {
 		e := &m.rows[i]
 		switch e.status {
 		case statemachine.NodeReady, statemachine.NodeInitializing:
-			if now < e.deadline {
+			if now < e.deadline || hold {
 				continue
 			}
+			m.expired(now)
 			// Only a ready node may become disconnected: an initializing
 			// node that misses its heartbeat goes down (DESIGN.md), since
 			// its reconnect already failed once.
