@@ -282,7 +282,7 @@ func (d *MonitorDuty) logBrakeLocked() {
 			held, d.mu.m.Len(), d.mu.m.Config().MassExpiryHold)
 	case held == 0 && d.mu.heldSince != 0:
 		d.mu.heldSince = 0
-		d.cfg.Logf("engine: node monitor: the mass-expiry hold is over: nodes still silent expire as usual")
+		d.cfg.Logf("engine: node monitor: the mass-expiry hold ended (nodes were heard again, or the hold ran out): a node silent past its deadline expires as usual")
 	}
 }
 
