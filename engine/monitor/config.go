@@ -94,40 +94,30 @@ var (
 )
 
 func (c Config) withDefaults() Config {
-	if c.TargetRate == 0 {
-		c.TargetRate = DefaultTargetRate
-	}
-	if c.MinTTL == 0 {
-		c.MinTTL = DefaultMinTTL
-	}
-	if c.MaxTTL == 0 {
-		c.MaxTTL = max(DefaultMaxTTL, c.MinTTL)
-	}
+	orDefault(&c.TargetRate, DefaultTargetRate)
+	orDefault(&c.MinTTL, DefaultMinTTL)
+	orDefault(&c.MaxTTL, max(DefaultMaxTTL, c.MinTTL))
 	switch {
 	case c.Jitter == 0:
 		c.Jitter = DefaultJitter
 	case c.Jitter < 0:
 		c.Jitter = 0
 	}
-	if c.GraceFactor == 0 {
-		c.GraceFactor = DefaultGraceFactor
-	}
-	if c.FailoverGrace == 0 {
-		c.FailoverGrace = DefaultFailoverGrace
-	}
-	if c.OrphanTimeout == 0 {
-		c.OrphanTimeout = DefaultOrphanTimeout
-	}
-	if c.MassExpiryShare == 0 {
-		c.MassExpiryShare = DefaultMassExpiryShare
-	}
-	if c.MassExpiryMin == 0 {
-		c.MassExpiryMin = DefaultMassExpiryMin
-	}
-	if c.MassExpiryHold == 0 {
-		c.MassExpiryHold = DefaultMassExpiryHold
-	}
+	orDefault(&c.GraceFactor, DefaultGraceFactor)
+	orDefault(&c.FailoverGrace, DefaultFailoverGrace)
+	orDefault(&c.OrphanTimeout, DefaultOrphanTimeout)
+	orDefault(&c.MassExpiryShare, DefaultMassExpiryShare)
+	orDefault(&c.MassExpiryMin, DefaultMassExpiryMin)
+	orDefault(&c.MassExpiryHold, DefaultMassExpiryHold)
 	return c
+}
+
+// orDefault sets *v to d when it is the zero value.
+func orDefault[T comparable](v *T, d T) {
+	var zero T
+	if *v == zero {
+		*v = d
+	}
 }
 
 func (c Config) validate() error {
