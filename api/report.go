@@ -117,6 +117,21 @@ func (s *Server) agentSync(ctx *fasthttp.RequestCtx, _ []string) error {
 			n++
 			go func(g int, seq uint64) {
 				r := result{g: g}
+				if seq > 0 {
+					// Nothing to confirm and this replica applied what the
+					// agent saw: answer from its state, commit nothing.
+					local := false
+					r.err = s.e.ReadLocal(g, func(st *statemachine.State) {
+						if local = !st.SyncNeedsCommit(req.NodeID, seq); local {
+							r.destroy = st.SyncAnswer(req.NodeID, held[g])
+						}
+					})
+					if r.err == nil && local {
+						results <- r
+						return
+					}
+					r.err = nil
+				}
 				// Confirm releases first (fenced by the sequence), then
 				// answer what to destroy from the state that includes them.
 				if seq > 0 {

@@ -176,6 +176,15 @@ func (p *Pool) trimNode(node uint32, q *nodeQueue) {
 	}
 }
 
+// QuarantinedOn returns how many addresses are in quarantine on node,
+// without listing them.
+func (p *Pool) QuarantinedOn(node uint32) int {
+	if q := p.nodes[node]; q != nil {
+		return len(q.entries)
+	}
+	return 0
+}
+
 // Quarantine lists the addresses quarantined on node in (sequence, address)
 // order.
 func (p *Pool) Quarantine(node uint32) []QuarantineEntry {

@@ -253,3 +253,47 @@ func TestUpdateOfUnplacedTasksOnFullNetwork(t *testing.T) {
 		}
 	}
 }
+
+// A sync may skip its commit only where the commit would change nothing:
+// whenever SyncNeedsCommit says no, applying the sync leaves the state as
+// it was; with an address in quarantine on the node, or a sequence this
+// state has not reached, it says yes.
+func TestSyncNeedsCommitOnlyWhenItChangesSomething(t *testing.T) {
+	h := newHarness(t, Config{Group: 1})
+	h.addNodes(1)
+	h.network("net", "10.0.0.0/24")
+	h.ok(Command{Kind: CmdCreateService, Spec: &ServiceSpec{Name: "web", Replicas: 2, Networks: []string{"net"}}})
+	h.placeAll(1)
+	noop := func(when string, tasks []TaskID) {
+		t.Helper()
+		seq := h.s.Node(1).AssignSeq
+		if h.s.SyncNeedsCommit(1, seq) {
+			t.Fatalf("%s: a sync with nothing in quarantine needs a commit", when)
+		}
+		// The same entry with and without the sync: only the sync differs.
+		with, without := h.s.Clone(), h.s.Clone()
+		var out Output
+		with.Apply([]Command{{Kind: CmdNodeSync, Node: 1, Seq: seq, Tasks: tasks}}, h.index+1, h.now+1, &out)
+		without.Apply(nil, h.index+1, h.now+1, &out)
+		if !bytes.Equal(with.Canonical(), without.Canonical()) {
+			t.Fatalf("%s: a sync said to need no commit changed the state", when)
+		}
+	}
+	ts := h.tasksIn("web")
+	noop("placed", []TaskID{ts[0].ID, ts[1].ID})
+	if !h.s.SyncNeedsCommit(1, h.s.Node(1).AssignSeq+1) {
+		t.Fatal("a sequence this state has not applied needs no commit")
+	}
+	if !h.s.SyncNeedsCommit(9, 1) {
+		t.Fatal("an unknown node's sync needs no commit")
+	}
+	h.ok(Command{Kind: CmdTaskStatus, Task: ts[0].ID, Node: 1, State: StateFailed})
+	if !h.s.SyncNeedsCommit(1, h.s.Node(1).AssignSeq) {
+		t.Fatal("a sync that confirms a release needs no commit")
+	}
+	h.ok(Command{Kind: CmdNodeSync, Node: 1, Seq: h.s.Node(1).AssignSeq, Tasks: []TaskID{ts[1].ID}})
+	if p := h.pool("net"); p.Quarantined() != 0 {
+		t.Fatalf("%d still quarantined after the confirming sync", p.Quarantined())
+	}
+	noop("after the release was confirmed", []TaskID{ts[1].ID})
+}

@@ -95,6 +95,29 @@ func (s *State) markReleased(nw NetworkID, addrs []netip.Addr, owners map[netip.
 	}
 }
 
+// SyncNeedsCommit reports whether a node's sync report at assignment
+// sequence seq must go through CmdNodeSync in this group. It need not when
+// the command would change nothing and the state already answers for the
+// node: the node is ready or initializing, this state has applied its
+// assignments up to seq at least (so it knows every task the node holds
+// from them), and no pool holds an address in quarantine on the node.
+// Syncs are most of an agent fleet's traffic, and during a ramp, when
+// nothing is released, they were Raft commands in every group that
+// changed nothing: at 10,000 agents, thousands of them waited in the
+// proposers ahead of the service creates.
+func (s *State) SyncNeedsCommit(node NodeID, seq uint64) bool {
+	n := s.nodes[node]
+	if n == nil || !n.Status.AcceptsUpdates() || seq > n.AssignSeq {
+		return true
+	}
+	for _, p := range s.pools {
+		if p.QuarantinedOn(uint32(node)) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // SyncAnswer is the manager's answer to a node's sync report (DESIGN.md,
 // "Agent sync"): of the handles the node says it holds, the ones it must
 // destroy — tasks the manager does not know (deleted, or never this
