@@ -15,8 +15,14 @@ import (
 // reader holding a group's read lock (engine.ReadLocal) sees the feed
 // complete up to that group's state: lock order is group lock → Feed.mu.
 type Feed struct {
+	// mu is a read-write lock: thousands of agents' long polls read their
+	// journals under their groups' read locks, and with a plain mutex they
+	// queued on it one by one while holding those locks, so every group's
+	// apply (which writes the feed under its write lock) waited behind
+	// them: at 10,000 agents one replica had 4,600 polls queued here and
+	// 5,755 status reports waiting for commits that could not apply.
 	mu struct {
-		sync.Mutex
+		sync.RWMutex
 		applied []uint64      // per group
 		changed chan struct{} // closed on every change, then replaced
 		ring    []change      // events, a circular buffer
@@ -114,6 +120,22 @@ func (f *Feed) journalLocked(n statemachine.NodeID) *journal {
 	return j
 }
 
+// journalRead returns node's journal with the feed locked for reading,
+// and the unlock. A node without a journal yet gets one under the write
+// lock first (once per node).
+func (f *Feed) journalRead(node statemachine.NodeID) (*journal, func()) {
+	f.mu.RLock()
+	if j := f.mu.nodes[node]; j != nil {
+		return j, f.mu.RUnlock
+	}
+	f.mu.RUnlock()
+	f.mu.Lock()
+	f.journalLocked(node)
+	f.mu.Unlock()
+	f.mu.RLock()
+	return f.mu.nodes[node], f.mu.RUnlock
+}
+
 func (j *journal) add(f *Feed, e jentry) {
 	// The entry's own index is not yet covered: floors stay below it.
 	if len(j.entries) < f.journalSize {
@@ -131,16 +153,16 @@ func (j *journal) add(f *Feed, e jentry) {
 // Applied returns the index of the last entry with effects this feed saw,
 // per group.
 func (f *Feed) Applied() []uint64 {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.mu.RLock()
+	defer f.mu.RUnlock()
 	return append([]uint64(nil), f.mu.applied...)
 }
 
 // Changed returns the applied indexes and a channel closed at the next
 // change.
 func (f *Feed) Changed() ([]uint64, <-chan struct{}) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.mu.RLock()
+	defer f.mu.RUnlock()
 	return append([]uint64(nil), f.mu.applied...), f.mu.changed
 }
 
@@ -148,9 +170,8 @@ func (f *Feed) Changed() ([]uint64, <-chan struct{}) {
 // `after`; ok is false if the journal no longer reaches back that far (the
 // caller must resend the whole set). Call it under group g's read lock.
 func (f *Feed) nodeChanges(node statemachine.NodeID, g int, after uint64) (es []jentry, ok bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	j := f.journalLocked(node)
+	j, unlock := f.journalRead(node)
+	defer unlock()
 	if after < j.floor[g] {
 		return nil, false
 	}
@@ -168,9 +189,8 @@ func (f *Feed) nodeChanges(node statemachine.NodeID, g int, after uint64) (es []
 // or its journal cannot tell (both mean: answer now), and else a channel
 // closed at the node's next change.
 func (f *Feed) nodePending(node statemachine.NodeID, cursor []uint64) (bool, <-chan struct{}) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	j := f.journalLocked(node)
+	j, unlock := f.journalRead(node)
+	defer unlock()
 	for g := range j.floor {
 		if at(cursor, g) < j.floor[g] {
 			return true, nil
@@ -200,8 +220,8 @@ func (f *Feed) since(cursor []uint64, limit int) ([]change, []uint64, bool) {
 // paging through a full ring of 262,144 events scanned all of them for
 // every page, holding the lock the apply path takes).
 func (f *Feed) page(cursor []uint64, limit int, from uint64) ([]change, []uint64, uint64, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.mu.RLock()
+	defer f.mu.RUnlock()
 	next := make([]uint64, len(f.mu.applied))
 	copy(next, cursor)
 	for g := range f.mu.floor {
