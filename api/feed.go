@@ -13,14 +13,16 @@ import (
 //
 // OnApply runs on the apply goroutine under the group's write lock, so a
 // reader holding a group's read lock (engine.ReadLocal) sees the feed
-// complete up to that group's state: lock order is group lock → Feed.mu.
+// complete up to that group's state: lock order is group lock → Feed.mu →
+// a journal's lock.
+//
+// Agents' long polls read only their own node's journal: they take its
+// lock, never Feed.mu. With one feed-wide mutex, thousands of polls queued
+// on it one by one while holding their groups' read locks, so every
+// group's apply (which writes the feed under its write lock) waited behind
+// them: at 10,000 agents one replica had 4,600 polls queued there and
+// 5,755 status reports waiting for commits that could not apply.
 type Feed struct {
-	// mu is a read-write lock: thousands of agents' long polls read their
-	// journals under their groups' read locks, and with a plain mutex they
-	// queued on it one by one while holding those locks, so every group's
-	// apply (which writes the feed under its write lock) waited behind
-	// them: at 10,000 agents one replica had 4,600 polls queued here and
-	// 5,755 status reports waiting for commits that could not apply.
 	mu struct {
 		sync.RWMutex
 		applied []uint64      // per group
@@ -28,8 +30,10 @@ type Feed struct {
 		ring    []change      // events, a circular buffer
 		next    uint64        // sequence number of the next event
 		floor   []uint64      // per group: events at or below are gone
-		nodes   map[statemachine.NodeID]*journal
 	}
+	// nodes maps a node to its *journal; journals are added under mu's
+	// write lock and never removed.
+	nodes       sync.Map
 	ringSize    int
 	journalSize int
 }
@@ -45,8 +49,9 @@ type change struct {
 	service statemachine.ServiceID
 }
 
-// journal is one node's recent assignment changes.
+// journal is one node's recent assignment changes, under its own lock.
 type journal struct {
+	mu      sync.Mutex
 	entries []jentry // circular once full
 	start   int
 	floor   []uint64 // per group: changes at or below are not listed
@@ -69,7 +74,6 @@ func NewFeed(groups int, start []uint64, ringSize, journalSize int) *Feed {
 	copy(f.mu.applied, start)
 	f.mu.floor = append([]uint64(nil), f.mu.applied...)
 	f.mu.changed = make(chan struct{})
-	f.mu.nodes = make(map[statemachine.NodeID]*journal)
 	return f
 }
 
@@ -109,34 +113,36 @@ func (f *Feed) pushLocked(c change) {
 	f.mu.ring[i] = c
 }
 
+// journalLocked returns node n's journal, made now if it has none; the
+// caller holds mu's write lock.
 func (f *Feed) journalLocked(n statemachine.NodeID) *journal {
-	j := f.mu.nodes[n]
-	if j == nil {
-		j = &journal{floor: append([]uint64(nil), f.mu.floor...), wake: make(chan struct{})}
-		// A journal started now knows nothing before now.
-		copy(j.floor, f.mu.applied)
-		f.mu.nodes[n] = j
+	if j, ok := f.nodes.Load(n); ok {
+		return j.(*journal)
 	}
+	j := &journal{floor: append([]uint64(nil), f.mu.floor...), wake: make(chan struct{})}
+	// A journal started now knows nothing before now.
+	copy(j.floor, f.mu.applied)
+	f.nodes.Store(n, j)
 	return j
 }
 
-// journalRead returns node's journal with the feed locked for reading,
-// and the unlock. A node without a journal yet gets one under the write
-// lock first (once per node).
+// journalRead returns node's journal locked, and its unlock. A node
+// without a journal yet gets one under mu's write lock (once per node).
 func (f *Feed) journalRead(node statemachine.NodeID) (*journal, func()) {
-	f.mu.RLock()
-	if j := f.mu.nodes[node]; j != nil {
-		return j, f.mu.RUnlock
+	v, ok := f.nodes.Load(node)
+	if !ok {
+		f.mu.Lock()
+		v = f.journalLocked(node)
+		f.mu.Unlock()
 	}
-	f.mu.RUnlock()
-	f.mu.Lock()
-	f.journalLocked(node)
-	f.mu.Unlock()
-	f.mu.RLock()
-	return f.mu.nodes[node], f.mu.RUnlock
+	j := v.(*journal)
+	j.mu.Lock()
+	return j, j.mu.Unlock
 }
 
 func (j *journal) add(f *Feed, e jentry) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
 	// The entry's own index is not yet covered: floors stay below it.
 	if len(j.entries) < f.journalSize {
 		j.entries = append(j.entries, e)
@@ -266,7 +272,11 @@ func (f *Feed) Raise(g int, index uint64) {
 	}
 	f.mu.applied[g] = max(f.mu.applied[g], index)
 	f.mu.floor[g] = max(f.mu.floor[g], index)
-	for _, j := range f.mu.nodes {
+	f.nodes.Range(func(_, v any) bool {
+		j := v.(*journal)
+		j.mu.Lock()
 		j.floor[g] = max(j.floor[g], index)
-	}
+		j.mu.Unlock()
+		return true
+	})
 }
