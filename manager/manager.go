@@ -33,6 +33,10 @@ type Options struct {
 	// from; default 262,144 (at least 1,024).
 	EventHistory int
 	MinHeartbeat time.Duration // shortest heartbeat period; default 1s
+	// MassExpiryShare and MassExpiryHold tune the node monitor's
+	// mass-expiry brake (monitor.Config); zero: its defaults.
+	MassExpiryShare float64
+	MassExpiryHold  time.Duration
 	// FailoverGrace is how long after becoming leader no node is marked
 	// down; default 30s (monitor.DefaultFailoverGrace). Tests shorten it.
 	FailoverGrace time.Duration
@@ -132,7 +136,8 @@ func Start(o Options) (*Manager, error) {
 	}
 	driver := engine.NewDriver(e, engine.DriverConfig{Signal: sig, Logf: o.Logf})
 	mon, err := engine.NewMonitorDuty(e, engine.MonitorConfig{Logf: o.Logf,
-		Monitor: monitor.Config{MinTTL: o.MinHeartbeat, MaxTTL: 30 * time.Second, FailoverGrace: o.FailoverGrace}})
+		Monitor: monitor.Config{MinTTL: o.MinHeartbeat, MaxTTL: 30 * time.Second, FailoverGrace: o.FailoverGrace,
+			MassExpiryShare: o.MassExpiryShare, MassExpiryHold: o.MassExpiryHold}})
 	if err != nil {
 		e.Close()
 		ln.Close()

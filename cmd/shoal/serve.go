@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"shoal/engine"
+	"shoal/engine/monitor"
 	"shoal/manager"
 	"shoal/security"
 )
@@ -36,6 +37,8 @@ type serveOptions struct {
 	pprof           bool
 	syncInterval    time.Duration
 	minHeartbeat    time.Duration
+	massExpiryShare float64
+	massExpiryHold  time.Duration
 	dev             bool
 	checkReplay     bool
 	insecure        bool
@@ -113,6 +116,8 @@ On exit it prints one line: "shoal: stopped replica=ID g0=INDEX/HASH g1=...".`,
 	f.BoolVar(&o.pprof, "pprof", false, "serve /debug/pprof/ on the API address")
 	f.DurationVar(&o.syncInterval, "sync-interval", time.Minute, "how often agents sync what they hold (pushed to agents; ±50% jitter)")
 	f.DurationVar(&o.minHeartbeat, "min-heartbeat", time.Second, "shortest heartbeat period handed to agents (it grows with the node count, up to 30s)")
+	f.Float64Var(&o.massExpiryShare, "mass-expiry-share", monitor.DefaultMassExpiryShare, "share of the nodes (at least 10) whose heartbeats may expire within one expiry window before the leader holds the expiring ones in their status instead of marking them disconnected or down (an overloaded or cut-off leader is likelier than that many nodes failing together); 0 turns the hold off")
+	f.DurationVar(&o.massExpiryHold, "mass-expiry-hold", monitor.DefaultMassExpiryHold, "longest such hold; nodes still silent after it expire as usual")
 	f.BoolVar(&o.dev, "dev", false, "development mode: also run an agent in this process (plain HTTP on loopback)")
 	f.BoolVar(&o.checkReplay, "check-replay", false, "debugging: keep a copy of each group restored from its last snapshot, apply every entry to it too and compare at the next snapshot, and check the task model's invariants there (doubles apply cost); a difference or a broken invariant is logged and both states written to the data directory")
 	_ = f.MarkHidden("check-replay")
@@ -156,6 +161,10 @@ func runServe(ctx context.Context, o serveOptions, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	share, err := massExpiry(o.massExpiryShare, o.massExpiryHold)
+	if err != nil {
+		return err
+	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	member, err := joinsMembership(o, peers)
@@ -173,7 +182,8 @@ func runServe(ctx context.Context, o serveOptions, out io.Writer) error {
 	}
 	mo := manager.Options{DataDir: o.dataDir, ReplicaID: o.id, RaftAddr: o.raftAddr, Peers: peers, Join: member,
 		Groups: o.groups, RaftLogLevel: o.raftLogLevel, APIAddr: o.apiAddr, Pprof: o.pprof,
-		SyncInterval: o.syncInterval, MinHeartbeat: o.minHeartbeat, TLS: sec, Logf: logf}
+		SyncInterval: o.syncInterval, MinHeartbeat: o.minHeartbeat, MassExpiryShare: share, MassExpiryHold: o.massExpiryHold,
+		TLS: sec, Logf: logf}
 	mo.Engine.ElectionRTT = rtt
 	if o.checkReplay {
 		mo.Engine.OnDiverge = replayDiverged(o.dataDir, logf)
@@ -288,4 +298,18 @@ func electionRTT(d time.Duration) (uint64, error) {
 			d, least, time.Duration(engine.DefaultHeartbeatRTT)*engine.DefaultRTT)
 	}
 	return uint64((d + engine.DefaultRTT - 1) / engine.DefaultRTT), nil
+}
+
+// massExpiry checks --mass-expiry-share and --mass-expiry-hold and returns
+// the monitor's share (negative: the hold is off).
+func massExpiry(share float64, hold time.Duration) (float64, error) {
+	switch {
+	case share < 0 || share > 1 || share != share:
+		return 0, fmt.Errorf("--mass-expiry-share %g is not a share of the nodes: give 0 (no hold) to 1", share)
+	case hold <= 0:
+		return 0, fmt.Errorf("--mass-expiry-hold %s must be positive; to turn the hold off, give --mass-expiry-share 0", hold)
+	case share == 0:
+		return -1, nil
+	}
+	return share, nil
 }

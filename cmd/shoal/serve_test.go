@@ -60,6 +60,8 @@ func TestServeRefusesBadInputBeforeWriting(t *testing.T) {
 		{"own entry differs", []string{"--raft-addr", raft, "--peers", "1=127.0.0.1:7101,2=" + raft}, "peers give replica 1 address 127.0.0.1:7101"},
 		{"not in peers", []string{"--id", "3", "--raft-addr", raft, "--peers", "1=127.0.0.1:7101,2=" + raft}, "do not include this replica (3)"},
 		{"raft addr typo", []string{"--raft-addr", "127.0.0.1:71o1"}, "port number"},
+		{"mass expiry share", []string{"--mass-expiry-share", "1.5"}, "--mass-expiry-share 1.5 is not a share of the nodes"},
+		{"mass expiry hold", []string{"--mass-expiry-hold", "0s"}, "--mass-expiry-hold 0s must be positive"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "data")
