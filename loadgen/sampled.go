@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"net/url"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+	"golang.org/x/sync/errgroup"
 
 	"shoal/api/client"
 	"shoal/loadgen/report"
@@ -128,91 +128,59 @@ func (l *latencySample) latencies(source string) []report.Latency {
 	return out
 }
 
-// parallel runs f for every item on 16 workers spread over the managers;
-// each worker has a client of its own manager.
-func (r *run) parallel(ctx context.Context, n int, f func(c *client.Client, i int)) {
-	apis := r.cl.APIs()
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for w := range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c, err := r.cl.Access.Client(apis[w%len(apis)])
-			for i := range next {
-				if err == nil {
-					f(c, i)
-				}
-			}
-		}()
-	}
-	for i := range n {
-		select {
-		case next <- i:
-		case <-ctx.Done():
-		}
-	}
-	close(next)
-	wg.Wait()
-}
-
 // sampleRampLatencies reads a uniform sample of the ramp's tasks with their
-// histories from the managers and returns their latencies. A service whose
-// first task cannot be read in time is left out of the sample, and so is
-// a task that cannot be read.
+// histories from the managers, 16 reads at a time, and returns their
+// latencies. A service whose first task cannot be read in time is left
+// out of the sample, and so is a task that cannot be read.
 func (r *run) sampleRampLatencies(ctx context.Context) (*latencySample, error) {
 	svcs := r.plan.Services
 	var mu sync.Mutex
 	first := map[string]uint64{}
-	r.parallel(ctx, len(svcs), func(c *client.Client, i int) {
-		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		defer cancel()
-		l, _, err := c.Tasks(cctx, &client.Query{Params: url.Values{"service": {svcs[i].Name}, "per_page": {"1"}}})
-		if err != nil || len(l.Items) == 0 {
-			return
-		}
-		if id, err := strconv.ParseUint(l.Items[0].ID, 10, 64); err == nil {
-			mu.Lock()
-			first[svcs[i].Name] = id
-			mu.Unlock()
-		}
-	})
+	var g errgroup.Group
+	g.SetLimit(16)
+	for _, s := range svcs {
+		g.Go(func() error {
+			cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			defer cancel()
+			if id, ok, err := r.driver.FirstTask(cctx, s.Name); err == nil && ok {
+				mu.Lock()
+				first[s.Name] = id
+				mu.Unlock()
+			}
+			return nil
+		})
+	}
+	_ = g.Wait()
 	if len(first) == 0 {
 		return nil, fmt.Errorf("no service's first task could be read: %w", context.Cause(ctx))
 	}
 	ids := sampleIDs(r.cfg.Seed, svcs, first, sampleSize)
-	type job struct {
-		service string
-		id      uint64
-	}
-	var jobs []job
+	out := newLatencySample()
 	for _, s := range svcs {
 		for _, id := range ids[s.Name] {
-			jobs = append(jobs, job{s.Name, id})
+			g.Go(func() error {
+				cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				t, err := r.driver.Task(cctx, strconv.FormatUint(id, 10))
+				cancel()
+				if err != nil || t == nil || t.Service != s.Name {
+					return nil // unread, gone, or not one of the service's first replicas
+				}
+				tm := timingOf(*t)
+				mu.Lock()
+				out.add(tm)
+				mu.Unlock()
+				return nil
+			})
 		}
 	}
-	out := newLatencySample()
-	r.parallel(ctx, len(jobs), func(c *client.Client, i int) {
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		t, err := c.Task(cctx, strconv.FormatUint(jobs[i].id, 10))
-		cancel()
-		if err != nil || t.Service != jobs[i].service {
-			return // unread, gone, or not one of the service's first replicas
-		}
-		tm := timingOf(t)
-		mu.Lock()
-		out.add(tm)
-		mu.Unlock()
-	})
+	_ = g.Wait()
 	return out, nil
 }
 
 // rampLatencies replaces the stream's latencies with a sample's when the
 // stream saw fewer than streamCoverage of the running tasks start.
 func (r *run) rampLatencies(ctx context.Context, running int) {
-	r.stats.mu.Lock()
-	seen := r.stats.mu.c2r.TotalCount()
-	r.stats.mu.Unlock()
+	seen := r.stats.started()
 	if running == 0 || float64(seen) >= streamCoverage*float64(running) {
 		return
 	}
@@ -229,7 +197,5 @@ func (r *run) rampLatencies(ctx context.Context, running int) {
 	}
 	src := fmt.Sprintf("sample: %d of the ramp's tasks read with their histories (the event stream saw %d of %d start)", s.used, seen, running)
 	r.logf("latencies from a %s, in %.1fs", src, time.Since(t0).Seconds())
-	r.stats.mu.Lock()
-	r.stats.mu.sampled = s.latencies(src)
-	r.stats.mu.Unlock()
+	r.stats.useSample(s.latencies(src))
 }

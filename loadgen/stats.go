@@ -99,6 +99,20 @@ func (s *stats) event(ev client.Event) {
 	}
 }
 
+// started returns how many tasks the stream saw start (create to running).
+func (s *stats) started() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.c2r.TotalCount()
+}
+
+// useSample makes latencies report l instead of the stream's figures.
+func (s *stats) useSample(l []report.Latency) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mu.sampled = l
+}
+
 func (s *stats) counts() (transitions, seen int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -163,17 +163,15 @@ func (s *State) allocateAddresses(t *Task) error {
 			s.freeAttachments(t.ID, atts)
 			return fmt.Errorf("%w: network %q does not exist", ErrNotFound, name)
 		}
+		var a netip.Addr
+		var err error
 		if s.leasing() && !s.pools[nw.ID].HasFree(s.owner()) {
-			// Waiting for a block: the pool's exhaustion error, which
-			// counts held and quarantined addresses, would be dropped.
-			s.freeAttachments(t.ID, atts)
-			err := s.noBlockFree(nw, nil)
-			if s.fullNets != nil {
-				s.fullNets[name] = err
-			}
-			return err
+			// Waiting for a block: noBlockFree drops the pool's exhaustion
+			// error, which counts held and quarantined addresses.
+			err = ipam.ErrExhausted
+		} else {
+			a, err = s.poolW(nw.ID).Allocate(s.owner(), uint64(t.ID))
 		}
-		a, err := s.poolW(nw.ID).Allocate(s.owner(), uint64(t.ID))
 		if err != nil {
 			s.freeAttachments(t.ID, atts)
 			if errors.Is(err, ipam.ErrExhausted) {

@@ -20,12 +20,20 @@ func (h *harness) pool(name string) *ipam.Pool { return h.s.Pool(h.s.networkByNa
 
 func addrOf(t *Task) netip.Addr { return u32Addr(t.Attachments[0].Addr) }
 
-func TestAddressQuarantinedUntilNodeSync(t *testing.T) {
+// webOn returns a one-group harness with one node and a service "web" of
+// replicas tasks on network "net" (cidr), every task placed on the node.
+func webOn(t *testing.T, cidr string, replicas uint32) *harness {
+	t.Helper()
 	h := newHarness(t, Config{Group: 1})
 	h.addNodes(1)
-	h.network("net", "10.0.0.0/24")
-	h.ok(Command{Kind: CmdCreateService, Spec: &ServiceSpec{Name: "web", Replicas: 1, Networks: []string{"net"}}})
+	h.network("net", cidr)
+	h.ok(Command{Kind: CmdCreateService, Spec: &ServiceSpec{Name: "web", Replicas: replicas, Networks: []string{"net"}}})
 	h.placeAll(1)
+	return h
+}
+
+func TestAddressQuarantinedUntilNodeSync(t *testing.T) {
+	h := webOn(t, "10.0.0.0/24", 1)
 	old := h.tasksIn("web")[0]
 	oldAddr := addrOf(old)
 	if len(h.pool("net").VIPs(uint64(h.s.ServiceByName("web").ID))) != 1 {
@@ -259,11 +267,7 @@ func TestUpdateOfUnplacedTasksOnFullNetwork(t *testing.T) {
 // it was; with an address in quarantine on the node, or a sequence this
 // state has not reached, it says yes.
 func TestSyncNeedsCommitOnlyWhenItChangesSomething(t *testing.T) {
-	h := newHarness(t, Config{Group: 1})
-	h.addNodes(1)
-	h.network("net", "10.0.0.0/24")
-	h.ok(Command{Kind: CmdCreateService, Spec: &ServiceSpec{Name: "web", Replicas: 2, Networks: []string{"net"}}})
-	h.placeAll(1)
+	h := webOn(t, "10.0.0.0/24", 2)
 	noop := func(when string, tasks []TaskID) {
 		t.Helper()
 		seq := h.s.Node(1).AssignSeq

@@ -39,7 +39,6 @@ func (s *State) cloneReusing(old *State) *State {
 		services:      mapKeep(services, len(s.services)),
 		serviceByName: mapInto(c.serviceByName, s.serviceByName),
 		tasks:         mapKeep(tasks, len(s.tasks)),
-		byState:       s.byState,
 		nodes:         mapKeep(nodes, len(s.nodes)),
 		networks:      mapKeep(networks, len(s.networks)),
 		networkNames:  mapInto(c.networkNames, s.networkNames),

@@ -36,15 +36,12 @@ func (q *dueQueue) Pop() any {
 // push queues task id to be looked at again at `at`.
 func (q *dueQueue) push(at int64, id TaskID) { heap.Push(q, dueEntry{at, id}) }
 
-// popDue removes and returns the IDs of the entries due by now that are
-// still in live (in no particular order, possibly repeated).
-func (q *dueQueue) popDue(now int64, live map[TaskID]*Task) []TaskID {
+// popDue removes and returns the IDs of the entries due by now, in (time,
+// ID) order, possibly repeated.
+func (q *dueQueue) popDue(now int64) []TaskID {
 	var out []TaskID
 	for len(*q) > 0 && (*q)[0].at <= now {
-		e := heap.Pop(q).(dueEntry)
-		if live[e.id] != nil {
-			out = append(out, e.id)
-		}
+		out = append(out, heap.Pop(q).(dueEntry).id)
 	}
 	return out
 }

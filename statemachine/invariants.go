@@ -45,15 +45,6 @@ func (s *State) checkInvariants(checkPool func(*ipam.Pool) error) error {
 			bad("task %d is held at desired ready until %d but is not in the delayed index and its queue", id, t.StartAt)
 		}
 	}
-	var byState [numTaskStates]int
-	for _, t := range s.tasks {
-		if t.Status.State.Valid() {
-			byState[t.Status.State]++
-		}
-	}
-	if byState != s.byState {
-		bad("the per-state task counts %v differ from the tasks' states %v", s.byState, byState)
-	}
 	if len(s.networkNames) != len(s.networks) {
 		bad("the network name index has %d names for %d networks", len(s.networkNames), len(s.networks))
 	}

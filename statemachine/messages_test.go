@@ -8,12 +8,8 @@ import (
 // A task waiting for addresses says why in words a user can act on: no
 // advice about internal calls, and counts that are the current ones.
 func TestWaitingMessageIsCurrentAndForUsers(t *testing.T) {
-	h := newHarness(t, Config{Group: 1})
-	h.addNodes(1)
 	// 10.0.0.0/29: five usable addresses; the VIP takes one.
-	h.network("net", "10.0.0.0/29")
-	h.ok(Command{Kind: CmdCreateService, Spec: &ServiceSpec{Name: "web", Replicas: 4, Networks: []string{"net"}}})
-	h.placeAll(1)
+	h := webOn(t, "10.0.0.0/29", 4)
 	ts := h.tasksIn("web")
 	h.ok(Command{Kind: CmdTaskStatus, Task: ts[0].ID, Node: 1, State: StateFailed})
 	waiting := h.tasksIn("web")[4]

@@ -128,11 +128,12 @@ func (s *State) promotable(t *Task) bool {
 // again when it starts anyway (a slot that frees promotes it at once,
 // maybePromote).
 func (s *State) promoteDue() {
-	due := s.delayedDue.popDue(s.now, s.delayed)
+	due := s.delayedDue.popDue(s.now)
 	slices.Sort(due)
 	for _, id := range slices.Compact(due) {
 		t := s.delayed[id]
 		switch {
+		case t == nil: // promoted or deleted meanwhile
 		case t.Desired != DesiredReady:
 			delete(s.delayed, id) // stopped meanwhile
 		case s.promotable(t):

@@ -406,7 +406,6 @@ func decodeCanonicalWith(b []byte, pc poolCodec) (*State, error) {
 		}
 		prev = t.ID
 		s.tasks[t.ID] = t
-		s.byState[t.Status.State]++
 		if t.Status.State == StateNew {
 			s.addWaiting(t) // in ID order: tasks are decoded by increasing ID
 		}

@@ -41,8 +41,6 @@ func (s *State) transition(t *Task, to TaskState, by Component) {
 	if t.Status.State == StateNew {
 		delete(s.waiting, t.ID)
 	}
-	s.byState[t.Status.State]--
-	s.byState[to]++
 	s.countTask(t, -1)
 	t.Status.State = to
 	s.countTask(t, 1)
@@ -234,7 +232,6 @@ func (s *State) newTask(svc *Service, slotNum uint32) *Task {
 	t.Status = TaskStatus{State: StateNew, Timestamp: s.now}
 	t.History.add(HistoryEntry{At: s.now, State: StateNew, Kind: HistTransition, By: CompOrchestrator, Desired: DesiredRunning})
 	s.tasks[t.ID] = t
-	s.byState[StateNew]++
 	s.addWaiting(t)
 	if s.observe != nil {
 		s.observe.created(t)
@@ -313,7 +310,6 @@ func (s *State) deleteTask(t *Task, beyondRetention bool) {
 		s.nodeChanged(t, EffAssignments)
 	}
 	delete(s.tasks, t.ID)
-	s.byState[t.Status.State]--
 	s.emit(Effect{Kind: EffTaskDeleted, Task: t.ID, Node: t.Node, Service: t.Service})
 }
 

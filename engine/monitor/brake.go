@@ -3,8 +3,6 @@ package monitor
 import (
 	"math"
 	"time"
-
-	"shoal/statemachine"
 )
 
 // The mass-expiry brake. When a large share of the fleet misses its
@@ -79,16 +77,3 @@ func (m *Monitor) holds(now int64, expiring int) bool {
 
 // expired records an expiry at now for the brake's window.
 func (m *Monitor) expired(now int64) { m.brake.recent = append(m.brake.recent, now) }
-
-// countExpiring counts the ready and initializing nodes past their
-// deadline at now.
-func (m *Monitor) countExpiring(now int64) int {
-	n := 0
-	for i := range m.rows {
-		e := &m.rows[i]
-		if (e.status == statemachine.NodeReady || e.status == statemachine.NodeInitializing) && now >= e.deadline {
-			n++
-		}
-	}
-	return n
-}

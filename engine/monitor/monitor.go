@@ -104,6 +104,7 @@ type Monitor struct {
 	// graceUntil: before it (unix ns) nothing expires or is orphaned.
 	graceUntil int64
 	changes    []Change // Tick's result, reused
+	expiring   []int    // Tick's scratch: rows past their deadline
 	brake      brake
 }
 
@@ -250,24 +251,14 @@ func (m *Monitor) Tick(now int64) []Change {
 		return m.changes
 	}
 	orphanAt := now - int64(m.cfg.OrphanTimeout)
-	hold := m.holds(now, m.countExpiring(now))
+	m.expiring = m.expiring[:0]
 	for i := range m.rows {
 		e := &m.rows[i]
 		switch e.status {
 		case statemachine.NodeReady, statemachine.NodeInitializing:
-			if now < e.deadline || hold {
-				continue
+			if now >= e.deadline {
+				m.expiring = append(m.expiring, i) // marked below, unless the brake holds them
 			}
-			m.expired(now)
-			// Only a ready node may become disconnected: an initializing
-			// node that misses its heartbeat goes down (DESIGN.md), since
-			// its reconnect already failed once.
-			to := statemachine.NodeDown
-			if e.status == statemachine.NodeReady && m.cfg.Disconnectable != nil && m.cfg.Disconnectable(e.id) {
-				to = statemachine.NodeDisconnected
-			}
-			m.changes = append(m.changes, Change{Kind: ChangeStatus, Node: e.id, From: e.status, To: to, At: now})
-			e.setStatus(to, now)
 		case statemachine.NodeDisconnected:
 			// Given up once none of its tasks has a live window left.
 			if m.cfg.WindowOpen == nil || !m.cfg.WindowOpen(e.id) {
@@ -280,6 +271,21 @@ func (m *Monitor) Tick(now int64) []Change {
 				m.changes = append(m.changes, Change{Kind: ChangeOrphan, Node: e.id,
 					From: statemachine.NodeDown, To: statemachine.NodeDown, At: e.since})
 			}
+		}
+	}
+	if !m.holds(now, len(m.expiring)) {
+		for _, i := range m.expiring {
+			e := &m.rows[i]
+			m.expired(now)
+			// Only a ready node may become disconnected: an initializing
+			// node that misses its heartbeat goes down (DESIGN.md), since
+			// its reconnect already failed once.
+			to := statemachine.NodeDown
+			if e.status == statemachine.NodeReady && m.cfg.Disconnectable != nil && m.cfg.Disconnectable(e.id) {
+				to = statemachine.NodeDisconnected
+			}
+			m.changes = append(m.changes, Change{Kind: ChangeStatus, Node: e.id, From: e.status, To: to, At: now})
+			e.setStatus(to, now)
 		}
 	}
 	if len(m.changes) > 1 {

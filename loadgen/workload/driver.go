@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -440,4 +442,23 @@ func (d *Driver) Task(ctx context.Context, id string) (*client.Task, error) {
 		return nil, nil
 	}
 	return nil, err
+}
+
+// FirstTask returns the lowest task ID of service name (false: it has
+// none, or it does not exist).
+func (d *Driver) FirstTask(ctx context.Context, name string) (uint64, bool, error) {
+	var l client.List[client.Task]
+	err := d.call(ctx, func(ctx context.Context, c *client.Client) error {
+		var err error
+		l, _, err = c.Tasks(ctx, &client.Query{Params: url.Values{"service": {name}, "per_page": {"1"}}})
+		return err
+	})
+	if isCode(err, client.CodeNotFound) || (err == nil && len(l.Items) == 0) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	id, err := strconv.ParseUint(l.Items[0].ID, 10, 64)
+	return id, err == nil, err
 }
