@@ -4,12 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"strconv"
-	"sync"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
-	"golang.org/x/sync/errgroup"
 
 	"shoal/api/client"
 	"shoal/loadgen/report"
@@ -134,46 +131,28 @@ func (l *latencySample) latencies(source string) []report.Latency {
 // out of the sample, and so is a task that cannot be read.
 func (r *run) sampleRampLatencies(ctx context.Context) (*latencySample, error) {
 	svcs := r.plan.Services
-	var mu sync.Mutex
-	first := map[string]uint64{}
-	var g errgroup.Group
-	g.SetLimit(16)
-	for _, s := range svcs {
-		g.Go(func() error {
-			cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-			defer cancel()
-			if id, ok, err := r.driver.FirstTask(cctx, s.Name); err == nil && ok {
-				mu.Lock()
-				first[s.Name] = id
-				mu.Unlock()
-			}
-			return nil
-		})
+	names := make([]string, len(svcs))
+	for i, s := range svcs {
+		names[i] = s.Name
 	}
-	_ = g.Wait()
+	first := r.driver.FirstTasks(ctx, names, 16, 20*time.Second)
 	if len(first) == 0 {
 		return nil, fmt.Errorf("no service's first task could be read: %w", context.Cause(ctx))
 	}
-	ids := sampleIDs(r.cfg.Seed, svcs, first, sampleSize)
-	out := newLatencySample()
+	byService := sampleIDs(r.cfg.Seed, svcs, first, sampleSize)
+	var ids []uint64
+	var owners []string
 	for _, s := range svcs {
-		for _, id := range ids[s.Name] {
-			g.Go(func() error {
-				cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-				t, err := r.driver.Task(cctx, strconv.FormatUint(id, 10))
-				cancel()
-				if err != nil || t == nil || t.Service != s.Name {
-					return nil // unread, gone, or not one of the service's first replicas
-				}
-				tm := timingOf(*t)
-				mu.Lock()
-				out.add(tm)
-				mu.Unlock()
-				return nil
-			})
+		for _, id := range byService[s.Name] {
+			ids, owners = append(ids, id), append(owners, s.Name)
 		}
 	}
-	_ = g.Wait()
+	out := newLatencySample()
+	for i, t := range r.driver.ReadTasks(ctx, ids, 16, 10*time.Second) {
+		if t != nil && t.Service == owners[i] { // else unread, gone, or not one of the service's first replicas
+			out.add(timingOf(*t))
+		}
+	}
 	return out, nil
 }
 

@@ -444,21 +444,54 @@ func (d *Driver) Task(ctx context.Context, id string) (*client.Task, error) {
 	return nil, err
 }
 
-// FirstTask returns the lowest task ID of service name (false: it has
-// none, or it does not exist).
-func (d *Driver) FirstTask(ctx context.Context, name string) (uint64, bool, error) {
-	var l client.List[client.Task]
-	err := d.call(ctx, func(ctx context.Context, c *client.Client) error {
-		var err error
-		l, _, err = c.Tasks(ctx, &client.Query{Params: url.Values{"service": {name}, "per_page": {"1"}}})
-		return err
+// each runs f(ctx, i) for i in [0, n), parallel at a time, each call
+// within timeout.
+func each(ctx context.Context, n, parallel int, timeout time.Duration, f func(ctx context.Context, i int)) {
+	var g errgroup.Group
+	g.SetLimit(max(parallel, 1))
+	for i := range n {
+		g.Go(func() error {
+			cctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			f(cctx, i)
+			return nil
+		})
+	}
+	_ = g.Wait()
+}
+
+// FirstTasks returns the lowest task ID of each of the named services
+// it could read, parallel reads at a time, each within timeout; a service
+// without tasks, or whose read failed, is left out.
+func (d *Driver) FirstTasks(ctx context.Context, names []string, parallel int, timeout time.Duration) map[string]uint64 {
+	var mu sync.Mutex
+	out := map[string]uint64{}
+	each(ctx, len(names), parallel, timeout, func(ctx context.Context, i int) {
+		var l client.List[client.Task]
+		err := d.call(ctx, func(ctx context.Context, c *client.Client) error {
+			var err error
+			l, _, err = c.Tasks(ctx, &client.Query{Params: url.Values{"service": {names[i]}, "per_page": {"1"}}})
+			return err
+		})
+		if err != nil || len(l.Items) == 0 {
+			return
+		}
+		if id, err := strconv.ParseUint(l.Items[0].ID, 10, 64); err == nil {
+			mu.Lock()
+			out[names[i]] = id
+			mu.Unlock()
+		}
 	})
-	if isCode(err, client.CodeNotFound) || (err == nil && len(l.Items) == 0) {
-		return 0, false, nil
-	}
-	if err != nil {
-		return 0, false, err
-	}
-	id, err := strconv.ParseUint(l.Items[0].ID, 10, 64)
-	return id, err == nil, err
+	return out
+}
+
+// ReadTasks reads the tasks of ids, parallel reads at a time, each within
+// timeout, and returns them in the order of ids: nil where the task is
+// gone or could not be read.
+func (d *Driver) ReadTasks(ctx context.Context, ids []uint64, parallel int, timeout time.Duration) []*client.Task {
+	out := make([]*client.Task, len(ids))
+	each(ctx, len(ids), parallel, timeout, func(ctx context.Context, i int) {
+		out[i], _ = d.Task(ctx, strconv.FormatUint(ids[i], 10))
+	})
+	return out
 }
