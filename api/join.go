@@ -99,19 +99,38 @@ func (s *Server) joinWorker(ctx *fasthttp.RequestCtx, req *client.JoinRequest, p
 	if req.Node == nil || req.Node.Hostname == "" {
 		return badRequest("a worker's join needs its node's hostname")
 	}
+	key, err := joinKey(pub, req.Node.Hostname)
+	if err != nil {
+		return badRequest("the certificate request's key: %v", err)
+	}
 	c, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	res, err := s.e.Submit(c, statemachine.Command{Kind: statemachine.CmdReserveNodeID})
+	memo, err := s.joinMemo.enter(c, key, s.cfg.Clock.Now())
 	if err != nil {
-		return fromErr(err)
+		e := errorf(fasthttp.StatusServiceUnavailable, client.CodeUnavailable, "an earlier join with this key is still in progress; retry later")
+		e.retryAfter = time.Second
+		return e
 	}
-	id := statemachine.NodeID(res.ID)
-	spec := &statemachine.Node{ID: id, Name: req.Node.Hostname, Role: statemachine.RoleWorker, Labels: req.Node.Labels,
-		CPU: req.Node.CPU, Memory: req.Node.Memory, Status: statemachine.NodeReady}
-	// The service groups learn of the node from the outbox duty; the join
-	// need not wait for them.
-	if _, err := submitted(s.e.SubmitBeforeFanout(c, statemachine.Command{Kind: statemachine.CmdUpsertNode, NodeSpec: spec})); err != nil {
-		return err
+	defer s.joinMemo.leave(memo)
+	if memo.id == 0 {
+		res, err := s.e.Submit(c, statemachine.Command{Kind: statemachine.CmdReserveNodeID})
+		if err != nil {
+			return fromErr(err)
+		}
+		memo.id = statemachine.NodeID(res.ID)
+	}
+	id := memo.id
+	if !memo.created {
+		spec := &statemachine.Node{ID: id, Name: req.Node.Hostname, Role: statemachine.RoleWorker, Labels: req.Node.Labels,
+			CPU: req.Node.CPU, Memory: req.Node.Memory, Status: statemachine.NodeReady}
+		// The service groups learn of the node from the outbox duty; the
+		// join need not wait for them.
+		if _, err := submitted(s.e.SubmitBeforeFanout(c, statemachine.Command{Kind: statemachine.CmdUpsertNode, NodeSpec: spec})); err != nil {
+			return err
+		}
+		memo.created = true
+	} else {
+		s.metrics.joinsRepeated.Inc()
 	}
 	chain, err := sec.CA.Issue(sec.Rand, security.Request{Role: security.RoleWorker, Name: strconv.FormatUint(uint64(id), 10),
 		Key: pub, Lifetime: sec.WorkerLifetime}, s.cfg.Clock.Now())

@@ -101,6 +101,7 @@ type Server struct {
 	tableOnce  sync.Once
 	routeTable []route
 	joins      joinState
+	joinMemo   joinMemo
 
 	mu struct {
 		sync.Mutex

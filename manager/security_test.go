@@ -2,6 +2,8 @@ package manager
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/rand"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -130,6 +132,49 @@ func TestJoinTokensOverTLS(t *testing.T) {
 			t.Fatalf("20 failed joins were never limited: %v", err)
 		}
 	})
+}
+
+// A worker's join asked again with the same key and hostname (its answer
+// was lost) gets the node of the first attempt: one node per joiner, however
+// often it asks. Another key, or the same key under another hostname, is
+// another node.
+func TestWorkerJoinAskedAgainIsOneNode(t *testing.T) {
+	c := startSecure(t, secureOpts{n: 1})
+	ctx := ctxT(t)
+	addrs := []string{c.addr(1)}
+	worker := c.token(security.RoleWorker)
+	key, err := security.NewKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	join := func(host string, key *ecdsa.PrivateKey) uint64 {
+		t.Helper()
+		j, err := client.JoinKeyed(ctx, addrs, worker, client.JoinRequest{Role: "worker", Node: &client.JoinNode{Hostname: host}}, key)
+		if err != nil {
+			t.Fatalf("join %s: %v", host, err)
+		}
+		return j.Answer.NodeID
+	}
+	first := join("n1", key)
+	if again := join("n1", key); again != first {
+		t.Fatalf("the join asked again with the same key made node %d beside node %d", again, first)
+	}
+	other, err := security.NewKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := join("n2", other)
+	renamed := join("n3", key)
+	if second == first || renamed == first || renamed == second {
+		t.Fatalf("distinct joiners share nodes: %d, %d, %d", first, second, renamed)
+	}
+	nodes, _, err := c.admin(1).Nodes(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(nodes.Items) != 3 {
+		t.Fatalf("%d nodes after four joins by three joiners, want 3: %+v", len(nodes.Items), nodes.Items)
+	}
 }
 
 // An agent acts only for the node its certificate names: reporting another

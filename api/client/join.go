@@ -63,13 +63,20 @@ type Joined struct {
 // is sent. A refusal is final (ErrJoinRefused, naming the problem); only
 // when no manager could be reached does it return ErrUnreachable.
 func Join(ctx context.Context, addrs []string, token string, req JoinRequest) (*Joined, error) {
-	tok, err := security.ParseToken(token)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrJoinRefused, err)
-	}
 	key, err := security.NewKey(rand.Reader)
 	if err != nil {
 		return nil, err
+	}
+	return JoinKeyed(ctx, addrs, token, req, key)
+}
+
+// JoinKeyed joins like Join with key. A worker's join asked again with the
+// same key and hostname (its answer was lost, or it timed out while the
+// manager went on) gets the node of the first back instead of a second one.
+func JoinKeyed(ctx context.Context, addrs []string, token string, req JoinRequest, key *ecdsa.PrivateKey) (*Joined, error) {
+	tok, err := security.ParseToken(token)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrJoinRefused, err)
 	}
 	csr, err := security.NewCertRequest(rand.Reader, key)
 	if err != nil {
@@ -179,12 +186,17 @@ func (c *Client) RemoveReplica(ctx context.Context, id uint64) (Replicas, error)
 // JoinRetrying joins like Join, asking again while no manager could be
 // reached or all were busy (one may be starting, or a fleet joining at
 // once): after each such failure it waits what retry returns for it. A
-// refusal, or ctx ending, is final. Each attempt gets 30 seconds.
+// refusal, or ctx ending, is final. Each attempt gets 30 seconds; all use
+// one key, so a worker joins as one node however often it asks.
 func JoinRetrying(ctx context.Context, addrs []string, token string, req JoinRequest,
 	retry func(err error) time.Duration) (*Joined, error) {
+	key, err := security.NewKey(rand.Reader)
+	if err != nil {
+		return nil, err
+	}
 	for {
 		c, cancel := context.WithTimeout(ctx, 30*time.Second)
-		j, err := Join(c, addrs, token, req)
+		j, err := JoinKeyed(c, addrs, token, req, key)
 		cancel()
 		switch {
 		case err == nil:
