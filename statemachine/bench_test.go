@@ -196,3 +196,48 @@ func BenchmarkSnapshot1M(b *testing.B) {
 		b.ReportMetric(raw/1e6/(b.Elapsed().Seconds()/float64(b.N)), "MB/s")
 	})
 }
+
+// BenchmarkApplyDuringRollingUpdate applies batches of 100 task failures
+// to a 10,000-replica service in the middle of a rolling update
+// (parallelism 1, a minute between slots): a batch's cost should follow
+// the batch, not the size of the service being updated.
+func BenchmarkApplyDuringRollingUpdate(b *testing.B) {
+	const replicas, nodes, batch = 10000, 100, 100
+	s := buildRunning(b, 1, replicas, nodes)
+	var out Output
+	s.Apply([]Command{{Kind: CmdUpdateService, Spec: &ServiceSpec{Name: "svc-0", Replicas: replicas, Env: []string{"V=2"},
+		Update: UpdateConfig{Parallelism: 1, Delay: 60e9}}}}, s.LastIndex()+1, s.LastTime()+1, &out)
+	if r := out.Results[0]; r.Code != CodeOK {
+		b.Fatalf("update: %v", r.Err())
+	}
+	var snap bytes.Buffer
+	if err := s.Save(&snap); err != nil {
+		b.Fatal(err)
+	}
+	ids := s.TaskIDs()
+	var failures [][]Command
+	for i := 0; i+batch <= len(ids) && len(failures) < 20; i += batch {
+		var cmds []Command
+		for _, id := range ids[i : i+batch] {
+			if t := s.Task(id); t.Status.State == StateRunning {
+				cmds = append(cmds, Command{Kind: CmdTaskStatus, Task: id, Node: t.Node, State: StateFailed})
+			}
+		}
+		failures = append(failures, cmds)
+	}
+	applied := 0
+	b.ResetTimer()
+	for b.Loop() {
+		b.StopTimer()
+		l := New(Config{})
+		if err := l.Load(bytes.NewReader(snap.Bytes())); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		for _, cmds := range failures {
+			l.Apply(cmds, l.LastIndex()+1, l.LastTime()+1e6, &out)
+			applied++
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(applied)/1e3, "µs/batch")
+}

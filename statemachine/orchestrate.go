@@ -11,10 +11,12 @@ import (
 // reaper.
 func (s *State) reconcileSlots(svc *Service) []uint32 {
 	slots, full := s.takeWork(svc)
-	if svc.Update.active() && !svc.Remove {
-		slots, full = svc.slotKeys(), true // an update moves slot by slot
-	}
 	svc.budget = s.stepUpdate(svc)
+	if svc.Update.active() && !svc.Remove && svc.budget != 0 && !full {
+		// An update moves slot by slot, in slot order, while its budget
+		// lasts: the slots that may spend it join the queued ones.
+		slots = withOutdated(svc, slots)
+	}
 	if svc.Remove {
 		for _, n := range slots {
 			if sl := svc.slots[n]; sl != nil {
@@ -46,6 +48,24 @@ func (s *State) reconcileSlots(svc *Service) []uint32 {
 		}
 	}
 	return slots
+}
+
+// withOutdated returns slots (sorted, as takeWork hands them out or not)
+// merged with every slot of svc holding a live task of an older spec
+// version: the only slots a rolling update may move that nothing else
+// queued. (A slot spends the update's budget only when its survivor is
+// outdated, so a survivor-less check here is a superset.)
+func withOutdated(svc *Service, slots []uint32) []uint32 {
+	for _, n := range svc.slotKeys() {
+		for _, t := range svc.slots[n].tasks {
+			if t.SpecVersion < svc.SpecVersion && !t.Desired.Stopping() && !t.Status.State.Terminal() {
+				slots = append(slots, n)
+				break
+			}
+		}
+	}
+	slices.Sort(slots)
+	return slices.Compact(slots)
 }
 
 // reconcileGlobal keeps one task on every eligible node.

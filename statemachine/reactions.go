@@ -20,7 +20,7 @@ func (s *State) timers() {
 	s.nextDue = 0
 	s.loseExpired()
 	for _, id := range sortedKeys(s.updating) {
-		s.markDirty(s.updating[id]) // a rolling update may move on now
+		s.queue(s.updating[id]) // a rolling update may move on now
 	}
 	if !s.cfg.ManualReactions {
 		s.react()
