@@ -40,6 +40,9 @@ type Options struct {
 	// FailoverGrace is how long after becoming leader no node is marked
 	// down; default 30s (monitor.DefaultFailoverGrace). Tests shorten it.
 	FailoverGrace time.Duration
+	// MaxAPIConns caps the API's open connections (api.Guard); default:
+	// the open-file limit less an eighth.
+	MaxAPIConns int
 	// Engine tunes the engine beyond the fields above (RTT, timeouts...).
 	Engine engine.Config
 	// TLS, if set, serves the API over TLS with authentication and makes
@@ -88,6 +91,7 @@ func Start(o Options) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("API address %s: %w", o.APIAddr, err)
 	}
+	ln = api.Guard(ln, o.MaxAPIConns, nil, o.Logf)
 	var feed atomic.Pointer[api.Feed]
 	sig := engine.NewSignal()
 	obSig := engine.NewOutboxSignal()

@@ -1,0 +1,158 @@
+package api
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"shoal/internal/clock"
+)
+
+// scriptedListener hands out what its script says: an error or a
+// connection, in order, then blocks until closed.
+type scriptedListener struct {
+	next   chan any // net.Conn or error
+	closed chan struct{}
+	once   sync.Once
+}
+
+func newScripted(items ...any) *scriptedListener {
+	l := &scriptedListener{next: make(chan any, len(items)+8), closed: make(chan struct{})}
+	for _, it := range items {
+		l.next <- it
+	}
+	return l
+}
+
+func (l *scriptedListener) Accept() (net.Conn, error) {
+	select {
+	case it := <-l.next:
+		if err, ok := it.(error); ok {
+			return nil, err
+		}
+		return it.(net.Conn), nil
+	case <-l.closed:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *scriptedListener) Close() error   { l.once.Do(func() { close(l.closed) }); return nil }
+func (l *scriptedListener) Addr() net.Addr { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)} }
+
+// watchedConn records whether it was closed.
+type watchedConn struct {
+	net.Conn
+	closed chan struct{}
+	once   sync.Once
+}
+
+func newWatched() *watchedConn {
+	a, b := net.Pipe()
+	go func() { _, _ = b.Read(make([]byte, 1)) }()
+	return &watchedConn{Conn: a, closed: make(chan struct{})}
+}
+
+func (c *watchedConn) Close() error { c.once.Do(func() { close(c.closed) }); return c.Conn.Close() }
+
+func acceptAsync(ln net.Listener) <-chan net.Conn {
+	ch := make(chan net.Conn, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			close(ch)
+			return
+		}
+		ch <- c
+	}()
+	return ch
+}
+
+// Running out of file descriptors is waited out, backing off, and logged
+// once; the connection accepted after it is handed on. Another accept
+// error still ends the listener.
+func TestGuardWaitsOutDescriptorShortage(t *testing.T) {
+	emfile := &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", syscall.EMFILE)}
+	want := newWatched()
+	clk := clock.NewFake(time.Unix(1e9, 0))
+	var mu sync.Mutex
+	var logged []string
+	ln := Guard(newScripted(emfile, emfile, emfile, want, fmt.Errorf("listener broke")), 10, clk, func(f string, a ...any) {
+		mu.Lock()
+		logged = append(logged, fmt.Sprintf(f, a...))
+		mu.Unlock()
+	})
+	got := acceptAsync(ln)
+	var waits []time.Duration
+	for range 3 {
+		if err := clk.BlockUntil(1, 10*time.Second); err != nil {
+			t.Fatalf("the listener did not wait after a shortage: %v", err)
+		}
+		at, _ := clk.Next()
+		waits = append(waits, at.Sub(clk.Now()))
+		clk.AdvanceToNext()
+	}
+	select {
+	case c := <-got:
+		if c == nil || c.(*countedConn).Conn != want {
+			t.Fatalf("accepted %v, want the connection after the shortage", c)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no connection accepted after the shortage")
+	}
+	if waits[0] != 5*time.Millisecond || waits[1] != 10*time.Millisecond || waits[2] != 20*time.Millisecond {
+		t.Fatalf("waits %v, want 5ms, 10ms, 20ms", waits)
+	}
+	mu.Lock()
+	if len(logged) != 1 || !strings.Contains(logged[0], "too many open files") {
+		t.Fatalf("logged %q, want one line naming the shortage", logged)
+	}
+	mu.Unlock()
+	if _, err := ln.Accept(); err == nil || !strings.Contains(err.Error(), "listener broke") {
+		t.Fatalf("another accept error: %v, want it returned", err)
+	}
+}
+
+// At the cap, a new connection is closed at once; closing an accepted one
+// (twice, even) frees exactly one slot.
+func TestGuardCapsOpenConnections(t *testing.T) {
+	first, second, refused, third := newWatched(), newWatched(), newWatched(), newWatched()
+	sl := newScripted(first, second, refused)
+	ln := Guard(sl, 2, clock.NewFake(time.Unix(1e9, 0)), nil)
+	a, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ln.Accept(); err != nil {
+		t.Fatal(err)
+	}
+	got := acceptAsync(ln)
+	select {
+	case <-refused.closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a connection past the cap was not closed")
+	}
+	select {
+	case c := <-got:
+		t.Fatalf("accepted %v past the cap", c)
+	default:
+	}
+	_ = a.Close()
+	_ = a.Close()
+	sl.next <- third
+	select {
+	case c := <-got:
+		if c == nil || c.(*countedConn).Conn != third {
+			t.Fatalf("accepted %v, want the connection after one closed", c)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no connection accepted after one closed")
+	}
+	if n := ln.(*guardedListener).open.Load(); n != 2 {
+		t.Fatalf("%d connections counted open, want 2", n)
+	}
+}
