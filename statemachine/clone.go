@@ -48,6 +48,7 @@ func (s *State) cloneReusing(old *State) *State {
 		delayed:       mapFor(c.delayed, len(s.delayed)),
 		delayedDue:    sliceInto(c.delayedDue, s.delayedDue),
 		unknown:       mapFor(c.unknown, len(s.unknown)),
+		unknownDue:    sliceInto(c.unknownDue, s.unknownDue),
 		updating:      mapFor(c.updating, len(s.updating)),
 		waitOrder:     sliceInto(c.waitOrder, s.waitOrder),
 		nextDue:       s.nextDue,

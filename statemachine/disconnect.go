@@ -19,6 +19,8 @@ package statemachine
 // truncated event log. Tasks of services without a window on a disconnected
 // node are treated as on a down node: replaced at once.
 
+import "slices"
+
 // ReconcileMode chooses between an original and its replacement when a
 // disconnected node comes back.
 type ReconcileMode uint8
@@ -135,7 +137,15 @@ func (s *State) nodeConnectivity(n *Node, old, st NodeStatus) {
 		case st == NodeDisconnected && live && s.window(t).LostAfter > 0:
 			s.mark(t, HistUnknown)
 			s.unknown[t.ID] = t
-			s.noteDue(t.History.At(t.History.Len()-1).At + s.window(t).LostAfter)
+			at := lostAt(t, s.services[t.Service])
+			s.unknownDue.push(at, t.ID)
+			s.noteDue(at)
+		case st == NodeDisconnected && s.unknown[t.ID] == t && s.awaited(t):
+			// Away again before it was ready, its window shut by a spec
+			// change meanwhile: the old window's end is due again.
+			at := lostAt(t, s.services[t.Service])
+			s.unknownDue.push(at, t.ID)
+			s.noteDue(at)
 		case st == NodeDown && NeedsReconnect(t):
 			s.mark(t, HistLost) // given up, or its reconnect failed
 			delete(s.unknown, t.ID)
@@ -176,27 +186,79 @@ func heldAsideFacts(t *Task, n *Node) bool {
 		!t.Desired.Stopping() && !t.Status.State.Terminal() && NeedsReconnect(t)
 }
 
-// loseExpired loses the unknown originals whose window has passed.
+// lostAt is when unknown task t of svc is lost if its node is not back.
+func lostAt(t *Task, svc *Service) int64 {
+	e, _ := connMarker(t)
+	if svc == nil {
+		return e.At
+	}
+	return e.At + svc.Spec.Disconnect.LostAfter
+}
+
+// awaited reports whether unknown task t still waits for its window to
+// end: wanted, not ended, still unknown, on a node not back yet (a node
+// back in time decides its tasks when it is ready or down, and one that
+// disconnects again queues them anew). A task that is not awaited has no
+// timer.
+func (s *State) awaited(t *Task) bool {
+	if t.Desired.Stopping() || t.Status.State.Terminal() || !NeedsReconnect(t) {
+		return false
+	}
+	n := s.nodes[t.Node]
+	return n == nil || n.Status != NodeInitializing
+}
+
+// loseExpired loses the unknown originals whose window has passed, in ID
+// order, and notes when the next window ends. Only the tasks whose window
+// is due are looked at (the queue holds each awaited task at its current
+// window end: spec changes that move it queue the service's tasks again).
 func (s *State) loseExpired() {
-	for _, id := range sortedKeys(s.unknown) {
+	due := s.unknownDue.popDue(s.now)
+	slices.Sort(due)
+	for _, id := range slices.Compact(due) {
 		t := s.unknown[id]
-		if t.Desired.Stopping() || t.Status.State.Terminal() || !NeedsReconnect(t) {
+		switch {
+		case t == nil:
+		case t.Desired.Stopping() || t.Status.State.Terminal() || !NeedsReconnect(t):
 			delete(s.unknown, id) // stopped or settled meanwhile
-			continue
+		case !s.awaited(t):
+		case s.now < lostAt(t, s.services[t.Service]):
+			s.unknownDue.push(lostAt(t, s.services[t.Service]), id) // its window grew
+		default:
+			delete(s.unknown, id)
+			s.mark(t, HistLost)
+			s.stopTask(t, StopFailed)
+			s.markSlot(s.services[t.Service], t.Slot)
 		}
-		if n := s.nodes[t.Node]; n != nil && n.Status == NodeInitializing {
-			continue // back in time: it is decided when it is ready (or down)
+	}
+	for len(s.unknownDue) > 0 {
+		head := s.unknownDue[0]
+		t := s.unknown[head.id]
+		switch {
+		case t == nil || !s.awaited(t):
+			s.unknownDue.drop()
+		case lostAt(t, s.services[t.Service]) != head.at:
+			s.unknownDue.drop() // an older window's entry
+			s.unknownDue.push(lostAt(t, s.services[t.Service]), head.id)
+		default:
+			s.noteDue(head.at)
+			return
 		}
-		e, _ := connMarker(t)
-		due := e.At + s.window(t).LostAfter
-		if s.now < due {
-			s.noteDue(due)
-			continue
+	}
+}
+
+// requeueUnknown queues svc's unknown tasks at their window ends again,
+// after a spec change that may have moved them.
+func (s *State) requeueUnknown(svc *Service, prev DisconnectPolicy) {
+	if svc.Spec.Disconnect.LostAfter == prev.LostAfter {
+		return
+	}
+	for _, id := range sortedKeys(s.unknown) {
+		if t := s.unknown[id]; t.Service == svc.ID && s.awaited(t) {
+			at := lostAt(t, svc)
+			s.unknownDue.push(at, id)
+			s.noteDue(at)
 		}
-		delete(s.unknown, id)
-		s.mark(t, HistLost)
-		s.stopTask(t, StopFailed)
-		s.markSlot(s.services[t.Service], t.Slot)
 	}
 }
 

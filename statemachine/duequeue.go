@@ -2,14 +2,16 @@ package statemachine
 
 import "container/heap"
 
-// dueQueue orders the delayed replacements by when each is next due (its
-// start time, or, once that passed with its slot still busy, the time it
-// starts anyway), so a timer tick looks only at the tasks due by now.
+// dueQueue orders tasks by when each is next due, so a timer tick looks only
+// at the tasks due by now: the delayed replacements (at their start time,
+// or, once that passed with their slot still busy, the time they start
+// anyway), and the originals left unknown by a disconnect (at the end of
+// their window).
 // Walking every delayed task at each tick was a fifth of a replica's CPU
 // in a million-task ramp, where tens of thousands of replacements wait
 // with start times spread over seconds and one of them is due at almost
-// every batch. It is an index of the delayed map, which stays the truth:
-// an entry of a task that left it is dropped when it comes up.
+// every batch. It is an index of the delayed (or unknown) map, which stays
+// the truth: an entry of a task that left it is dropped when it comes up.
 type dueQueue []dueEntry
 
 type dueEntry struct {
@@ -45,6 +47,9 @@ func (q *dueQueue) popDue(now int64) []TaskID {
 	}
 	return out
 }
+
+// drop removes the earliest entry.
+func (q *dueQueue) drop() { heap.Pop(q) }
 
 // next returns when the earliest entry that keep accepts is due, dropping
 // the entries before it, and false when there is none.

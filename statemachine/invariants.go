@@ -45,6 +45,15 @@ func (s *State) checkInvariants(checkPool func(*ipam.Pool) error) error {
 			bad("task %d is held at desired ready until %d but is not in the delayed index and its queue", id, t.StartAt)
 		}
 	}
+	windowEnds := make(map[dueEntry]bool, len(s.unknownDue))
+	for _, e := range s.unknownDue {
+		windowEnds[e] = true
+	}
+	for id, t := range s.tasks {
+		if heldAsideFacts(t, s.nodes[t.Node]) && s.awaited(t) && !windowEnds[dueEntry{lostAt(t, s.services[t.Service]), id}] {
+			bad("task %d is unknown on a disconnected node but its window's end is not queued", id)
+		}
+	}
 	if len(s.networkNames) != len(s.networks) {
 		bad("the network name index has %d names for %d networks", len(s.networkNames), len(s.networks))
 	}

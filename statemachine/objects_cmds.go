@@ -165,6 +165,7 @@ func (s *State) updateService(spec *ServiceSpec, checkIndex uint64) Result {
 		s.recountRunning(svc)
 		s.beginUpdate(svc, false)
 	}
+	s.requeueUnknown(svc, prev.Disconnect)
 	svc.ModifyIndex = s.index
 	s.markDirty(svc)
 	s.emit(Effect{Kind: EffServiceChanged, Service: svc.ID})

@@ -415,6 +415,7 @@ func decodeCanonicalWith(b []byte, pc poolCodec) (*State, error) {
 		}
 		if heldAsideFacts(t, s.nodes[t.Node]) {
 			s.unknown[t.ID] = t
+			s.unknownDue.push(lostAt(t, svc), t.ID)
 		}
 		sl := svc.slots[t.Slot]
 		if sl == nil {

@@ -96,6 +96,8 @@ type State struct {
 	// unknown indexes originals left unknown on a disconnected node, until
 	// they reconnect or are lost.
 	unknown map[TaskID]*Task
+	// unknownDue orders unknown by when each task's window ends.
+	unknownDue dueQueue
 	// updating indexes services with a rolling update in progress.
 	updating map[ServiceID]*Service
 	nextDue  int64

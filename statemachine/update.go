@@ -143,6 +143,7 @@ func (s *State) rollback(svc *Service, why string) {
 	prev := *svc.PrevSpec
 	cur := svc.Spec
 	svc.Spec, svc.PrevSpec = prev, &cur
+	s.requeueUnknown(svc, cur.Disconnect)
 	svc.SpecVersion++
 	s.recountRunning(svc)
 	s.beginUpdate(svc, true)
