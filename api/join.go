@@ -3,6 +3,9 @@ package api
 import (
 	"context"
 	"crypto/ecdsa"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -105,32 +108,19 @@ func (s *Server) joinWorker(ctx *fasthttp.RequestCtx, req *client.JoinRequest, p
 	}
 	c, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	memo, err := s.joinMemo.enter(c, key, s.cfg.Clock.Now())
+	// The key makes a join asked again (of any manager) find the node of
+	// the first; creating a node that exists changes nothing.
+	res, err := s.e.Submit(c, statemachine.Command{Kind: statemachine.CmdReserveNodeID, Name: key})
 	if err != nil {
-		e := errorf(fasthttp.StatusServiceUnavailable, client.CodeUnavailable, "an earlier join with this key is still in progress; retry later")
-		e.retryAfter = time.Second
-		return e
+		return fromErr(err)
 	}
-	defer s.joinMemo.leave(memo)
-	if memo.id == 0 {
-		res, err := s.e.Submit(c, statemachine.Command{Kind: statemachine.CmdReserveNodeID})
-		if err != nil {
-			return fromErr(err)
-		}
-		memo.id = statemachine.NodeID(res.ID)
-	}
-	id := memo.id
-	if !memo.created {
-		spec := &statemachine.Node{ID: id, Name: req.Node.Hostname, Role: statemachine.RoleWorker, Labels: req.Node.Labels,
-			CPU: req.Node.CPU, Memory: req.Node.Memory, Status: statemachine.NodeReady}
-		// The service groups learn of the node from the outbox duty; the
-		// join need not wait for them.
-		if _, err := submitted(s.e.SubmitBeforeFanout(c, statemachine.Command{Kind: statemachine.CmdUpsertNode, NodeSpec: spec})); err != nil {
-			return err
-		}
-		memo.created = true
-	} else {
-		s.metrics.joinsRepeated.Inc()
+	id := statemachine.NodeID(res.ID)
+	spec := &statemachine.Node{ID: id, Name: req.Node.Hostname, Role: statemachine.RoleWorker, Labels: req.Node.Labels,
+		CPU: req.Node.CPU, Memory: req.Node.Memory, Status: statemachine.NodeReady}
+	// The service groups learn of the node from the outbox duty; the join
+	// need not wait for them.
+	if _, err := submitted(s.e.SubmitBeforeFanout(c, statemachine.Command{Kind: statemachine.CmdUpsertNode, NodeSpec: spec})); err != nil {
+		return err
 	}
 	chain, err := sec.CA.Issue(sec.Rand, security.Request{Role: security.RoleWorker, Name: strconv.FormatUint(uint64(id), 10),
 		Key: pub, Lifetime: sec.WorkerLifetime}, s.cfg.Clock.Now())
@@ -299,4 +289,19 @@ func (s *Server) peerTokens(ctx *fasthttp.RequestCtx, _ []string) error {
 		return fmt.Errorf("store the rotated token: %w", err)
 	}
 	return s.reply(ctx, fasthttp.StatusOK, nil, map[string]bool{"stored": true})
+}
+
+// joinKey names a worker's join: its certificate key and hostname, hashed.
+// A joiner keeps its key across retries (client.JoinRetrying), so every
+// attempt carries the same name.
+func joinKey(pub *ecdsa.PublicKey, hostname string) (string, error) {
+	der, err := x509.MarshalPKIXPublicKey(pub)
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	h.Write(der)
+	h.Write([]byte{0})
+	h.Write([]byte(hostname))
+	return hex.EncodeToString(h.Sum(nil)), nil
 }

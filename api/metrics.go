@@ -22,9 +22,8 @@ type metrics struct {
 	reports    *vm.Counter
 	syncs      *vm.Counter
 	frames     struct{ complete, incremental *vm.Counter }
-	// joins, refused joins, worker joins asked again for a node already
-	// created, and certificate renewals (with TLS).
-	joins, joinsRefused, joinsRepeated, renewals *vm.Counter
+	// joins, refused joins and certificate renewals (with TLS).
+	joins, joinsRefused, renewals *vm.Counter
 }
 
 func newMetrics(s *Server) *metrics {
@@ -37,7 +36,6 @@ func newMetrics(s *Server) *metrics {
 	m.frames.incremental = m.set.NewCounter(`shoal_assignment_frames_total{kind="incremental"}`)
 	m.joins = m.set.NewCounter("shoal_joins_total")
 	m.joinsRefused = m.set.NewCounter("shoal_joins_refused_total")
-	m.joinsRepeated = m.set.NewCounter("shoal_joins_repeated_total")
 	m.renewals = m.set.NewCounter("shoal_cert_renewals_total")
 	return m
 }

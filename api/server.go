@@ -101,7 +101,6 @@ type Server struct {
 	tableOnce  sync.Once
 	routeTable []route
 	joins      joinState
-	joinMemo   joinMemo
 
 	mu struct {
 		sync.Mutex

@@ -135,36 +135,40 @@ func TestJoinTokensOverTLS(t *testing.T) {
 }
 
 // A worker's join asked again with the same key and hostname (its answer
-// was lost) gets the node of the first attempt: one node per joiner, however
-// often it asks. Another key, or the same key under another hostname, is
-// another node.
+// was lost) gets the node of the first, also from another manager: one
+// node per joiner, however often and whomever it asks. Another key, or the
+// same key under another hostname, is another node.
 func TestWorkerJoinAskedAgainIsOneNode(t *testing.T) {
-	c := startSecure(t, secureOpts{n: 1})
+	if testing.Short() {
+		t.Skip("three replicas")
+	}
+	c := startSecure(t, secureOpts{n: 3})
 	ctx := ctxT(t)
-	addrs := []string{c.addr(1)}
 	worker := c.token(security.RoleWorker)
 	key, err := security.NewKey(rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
-	join := func(host string, key *ecdsa.PrivateKey) uint64 {
+	join := func(m uint64, host string, key *ecdsa.PrivateKey) uint64 {
 		t.Helper()
-		j, err := client.JoinKeyed(ctx, addrs, worker, client.JoinRequest{Role: "worker", Node: &client.JoinNode{Hostname: host}}, key)
+		j, err := client.JoinKeyed(ctx, []string{c.addr(m)}, worker, client.JoinRequest{Role: "worker", Node: &client.JoinNode{Hostname: host}}, key)
 		if err != nil {
-			t.Fatalf("join %s: %v", host, err)
+			t.Fatalf("join %s at manager %d: %v", host, m, err)
 		}
 		return j.Answer.NodeID
 	}
-	first := join("n1", key)
-	if again := join("n1", key); again != first {
-		t.Fatalf("the join asked again with the same key made node %d beside node %d", again, first)
+	first := join(1, "n1", key)
+	for _, m := range []uint64{1, 2} {
+		if again := join(m, "n1", key); again != first {
+			t.Fatalf("the join asked again of manager %d with the same key made node %d beside node %d", m, again, first)
+		}
 	}
 	other, err := security.NewKey(rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
-	second := join("n2", other)
-	renamed := join("n3", key)
+	second := join(2, "n2", other)
+	renamed := join(3, "n3", key)
 	if second == first || renamed == first || renamed == second {
 		t.Fatalf("distinct joiners share nodes: %d, %d, %d", first, second, renamed)
 	}
@@ -173,7 +177,7 @@ func TestWorkerJoinAskedAgainIsOneNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(nodes.Items) != 3 {
-		t.Fatalf("%d nodes after four joins by three joiners, want 3: %+v", len(nodes.Items), nodes.Items)
+		t.Fatalf("%d nodes after five joins by three joiners, want 3: %+v", len(nodes.Items), nodes.Items)
 	}
 }
 

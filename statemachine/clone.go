@@ -43,6 +43,7 @@ func (s *State) cloneReusing(old *State) *State {
 		networks:      mapKeep(networks, len(s.networks)),
 		networkNames:  mapInto(c.networkNames, s.networkNames),
 		removedNodes:  mapInto(c.removedNodes, s.removedNodes),
+		joinKeys:      mapInto(c.joinKeys, s.joinKeys),
 		pools:         mapInto(c.pools, s.pools),
 		waiting:       mapFor(c.waiting, len(s.waiting)),
 		delayed:       mapFor(c.delayed, len(s.delayed)),

@@ -79,7 +79,7 @@ func (k CmdKind) String() string {
 //	CmdRemoveNetwork:                   Name (network name)
 //	CmdNodeSync:                        Node, Seq (last applied assignment sequence), Tasks (handles still held)
 //	CmdTick:                            nothing: an entry that carries the leader's time, so timers fire
-//	CmdReserveNodeID:                   nothing: the cluster group hands out the next unused node ID (Result.ID)
+//	CmdReserveNodeID:                   Name (optional): the cluster group hands out the next unused node ID (Result.ID); a Name (a joiner's key) given before gets its ID again
 //	CmdReserveNetworkID:                nothing: the cluster group hands out the next unused network ID (Result.ID)
 //	CmdSetManager:                      Seq (manager replica ID), Name (its API address; "" forgets it)
 //	CmdPendingReason:                   Name (service name), Seq (spec version), Message (why its pending

@@ -240,7 +240,7 @@ func TestVersion3ClusterSnapshotKeepsGroupFences(t *testing.T) {
 	s := w.st[0]
 	fence := s.OutboxNext() - 1
 	s.ob.lastGrant[1] = fence
-	got := loadOlderFormat(t, s, snapshotMagicV3, s.encodeNetGrants)
+	got := loadOlderFormat(t, s, snapshotMagicV3, func(e *encoder) { s.encodeNetGrants(e); s.encodeJoinKeys(e) })
 	var out Output
 	got.Apply([]Command{{Kind: CmdRequestBlocks, Group: 1, Network: 1, Count: 1, Seq: fence - 1}}, 100, 2e9, &out)
 	if r := out.Results[0]; r.ID != 0 || !strings.Contains(r.Msg, "stale") {

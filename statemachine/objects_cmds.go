@@ -262,6 +262,7 @@ func (s *State) removeNode(id NodeID) Result {
 	}
 	delete(s.nodes, id)
 	s.removedNodes[id] = struct{}{}
+	s.forgetJoinKeys(id)
 	// A removed node can never sync again: what it had quarantined is free
 	// (its tasks are terminal; an orphaning freed it already, if any).
 	s.expireNode(id)
@@ -317,9 +318,12 @@ func (s *State) setAvailability(id NodeID, a Availability) Result {
 // reserveNodeID hands out a node ID never used before in this cluster. Only
 // the cluster group reserves IDs, so two managers registering nodes at once
 // never pick the same one.
-func (s *State) reserveNodeID() Result {
+func (s *State) reserveNodeID(key string) Result {
 	if s.cfg.Group != 0 {
 		return reject(CodeInvalid, "node IDs are reserved by the cluster group only")
+	}
+	if id, ok := s.reserveKeyed(key); ok && key != "" {
+		return Result{ID: uint64(id)}
 	}
 	id := max(s.nextNode, 1)
 	for s.nodes[id] != nil || s.isRemoved(id) {
@@ -329,6 +333,9 @@ func (s *State) reserveNodeID() Result {
 		return reject(CodeNotAllowed, "no node IDs left")
 	}
 	s.nextNode = id + 1
+	if key != "" {
+		s.joinKeys[key] = id
+	}
 	return Result{ID: uint64(id)}
 }
 

@@ -14,13 +14,15 @@ import (
 )
 
 // snapshotMagic opens every canonical encoding; the last byte is the format
-// version: 4 fences block requests per group and network; 3 (still read,
+// version: 5 ends with the join keys (joinkeys.go); 4 (still read, with
+// none) fences block requests per group and network; 3 (still read,
 // its per-group fences kept as floors) ends with the outbox and lease
 // state (outbox_enc.go); 2 (still
 // read, with an empty outbox) records the last applied time after the last
 // index; 1 (still read, as time 0) did not.
 const (
-	snapshotMagic   = "SHOALSM\x04"
+	snapshotMagic   = "SHOALSM\x05"
+	snapshotMagicV4 = "SHOALSM\x04"
 	snapshotMagicV3 = "SHOALSM\x03"
 	snapshotMagicV2 = "SHOALSM\x02"
 	snapshotMagicV1 = "SHOALSM\x01"
@@ -189,6 +191,7 @@ func (s *State) writeCanonicalWith(w io.Writer, pc poolCodec) error {
 		}
 	}
 	s.encodeRedrive(&e)
+	s.encodeJoinKeys(&e)
 	return flush(true)
 }
 
@@ -293,7 +296,8 @@ func decodeCanonicalWith(b []byte, pc poolCodec) (*State, error) {
 	v1 := bytes.HasPrefix(b, []byte(snapshotMagicV1))
 	v2 := bytes.HasPrefix(b, []byte(snapshotMagicV2))
 	v3 := bytes.HasPrefix(b, []byte(snapshotMagicV3))
-	if !v1 && !v2 && !v3 && !bytes.HasPrefix(b, []byte(snapshotMagic)) {
+	v4 := bytes.HasPrefix(b, []byte(snapshotMagicV4))
+	if !v1 && !v2 && !v3 && !v4 && !bytes.HasPrefix(b, []byte(snapshotMagic)) {
 		return nil, fmt.Errorf("%w: not a Shoal state snapshot (bad magic)", ErrCorrupt)
 	}
 	d := newDecoder(b)
@@ -434,6 +438,9 @@ func decodeCanonicalWith(b []byte, pc poolCodec) (*State, error) {
 	}
 	if !v1 && !v2 && d.Err() == nil {
 		s.decodeRedrive(&d, v3)
+		if !v3 && !v4 {
+			s.decodeJoinKeys(&d)
+		}
 	} else if d.Err() == nil {
 		s.leaseLegacyStripes()
 	}

@@ -50,6 +50,9 @@ type State struct {
 	lastTime    int64
 	nextTask    uint64
 	nextService ServiceID
+	// joinKeys maps a joiner's key to the node ID reserved for it
+	// (cluster group; joinkeys.go).
+	joinKeys map[string]NodeID
 	// nextNode is the lowest node ID CmdReserveNodeID may hand out.
 	nextNode NodeID
 	// nextNetwork is the lowest network ID CmdReserveNetworkID may hand out.
@@ -138,6 +141,7 @@ func New(cfg Config) *State {
 		networks:      make(map[NetworkID]*Network),
 		networkNames:  make(map[string]NetworkID),
 		removedNodes:  make(map[NodeID]struct{}),
+		joinKeys:      make(map[string]NodeID),
 		pools:         make(map[NetworkID]*ipam.Pool),
 		waiting:       make(map[TaskID]*Task),
 		delayed:       make(map[TaskID]*Task),
@@ -390,7 +394,7 @@ func (s *State) applyOne(c *Command) Result {
 	case CmdRollbackService:
 		return s.rollbackService(c.Name)
 	case CmdReserveNodeID:
-		return s.reserveNodeID()
+		return s.reserveNodeID(c.Name)
 	case CmdReserveNetworkID:
 		return s.reserveNetworkID()
 	case CmdSetManager:
