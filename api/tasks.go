@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"slices"
 	"strconv"
 
@@ -99,11 +100,13 @@ func (s *Server) listTasks(ctx *fasthttp.RequestCtx, _ []string) error {
 				tasks = append(tasks, st.Task(id))
 			}
 		}
-		for _, t := range tasks {
-			if uint64(t.ID) > after && f.keep(t) {
-				items = append(items, renderTask(st, t, false))
-				ids = append(ids, uint64(t.ID))
-			}
+		// Only the first perPage+1 kept tasks past the token can be on the
+		// page: render those alone (a service of 10,000 tasks rendered
+		// whole for each page held hundreds of MB while a fleet's tasks
+		// were read page by page).
+		for _, t := range firstByID(tasks, after, f.keep, perPage+1) {
+			items = append(items, renderTask(st, t, false))
+			ids = append(ids, uint64(t.ID))
 		}
 	})
 	if err != nil {
@@ -176,4 +179,17 @@ func (s *Server) explainPending(tasks []client.Task) {
 			t.Message = why[t.Service]
 		}
 	}
+}
+
+// firstByID returns, in ID order, the first n of tasks whose ID is above
+// after and that keep accepts (tasks itself is left as it was).
+func firstByID(tasks []*statemachine.Task, after uint64, keep func(*statemachine.Task) bool, n int) []*statemachine.Task {
+	var kept []*statemachine.Task
+	for _, t := range tasks {
+		if uint64(t.ID) > after && keep(t) {
+			kept = append(kept, t)
+		}
+	}
+	slices.SortFunc(kept, func(a, b *statemachine.Task) int { return cmp.Compare(a.ID, b.ID) })
+	return kept[:min(len(kept), n)]
 }

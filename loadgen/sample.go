@@ -143,7 +143,11 @@ func (s *sampler) sample(ctx context.Context) string {
 	}
 	var hp []string
 	for _, rep := range r.cl.Replicas {
-		hp = append(hp, fmt.Sprintf("m%d=%dMiB", rep.ID, heaps[rep.ID]>>20))
+		if h := heaps[rep.ID]; h > 0 {
+			hp = append(hp, fmt.Sprintf("m%d=%dMiB", rep.ID, h>>20))
+		} else {
+			hp = append(hp, fmt.Sprintf("m%d=?", rep.ID)) // its metrics did not answer in time
+		}
 	}
 	view := ""
 	if len(st) > 0 {

@@ -3,12 +3,14 @@ package manager
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -212,6 +214,34 @@ func TestAPIOverThreeReplicas(t *testing.T) {
 		page, _, err := c1.Tasks(ctx, &client.Query{Params: url.Values{"per_page": {"2"}}})
 		if err != nil || len(page.Items) != 2 || page.NextToken == "" {
 			t.Fatalf("first page: %d items, token %q, %v", len(page.Items), page.NextToken, err)
+		}
+		// Paging through a service's tasks two at a time lists each once,
+		// in ID order.
+		var paged []string
+		token := ""
+		for range 5 {
+			q := url.Values{"service": {"web"}, "per_page": {"2"}}
+			if token != "" {
+				q.Set("next_token", token)
+			}
+			p, _, err := lead.Tasks(ctx, &client.Query{Params: q})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, tk := range p.Items {
+				paged = append(paged, tk.ID)
+			}
+			if token = p.NextToken; token == "" {
+				break
+			}
+		}
+		var all []string
+		for _, tk := range l.Items {
+			all = append(all, tk.ID)
+		}
+		slices.SortFunc(all, func(a, b string) int { return cmp.Compare(len(a), len(b))*2 + cmp.Compare(a, b) })
+		if !slices.Equal(paged, all) {
+			t.Fatalf("paging web's tasks two at a time gave %v, want %v", paged, all)
 		}
 		nw, err := c1.CreateNetwork(ctx, client.NetworkSpec{Name: "backend", Subnet: "10.9.0.0/24"})
 		if err != nil || nw.Size == 0 || nw.Free != nw.Size {
