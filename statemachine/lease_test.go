@@ -178,7 +178,7 @@ func TestVersion2ClusterSnapshotKeepsStripedBlocks(t *testing.T) {
 	s := New(Config{Group: 0, Groups: 2})
 	var out Output
 	s.Apply([]Command{{Kind: CmdCreateNetwork, NetworkSpec: &Network{ID: 1, Name: "net", Subnet: "10.1.0.0/24"}}}, 1, 1, &out)
-	got := loadOlderFormat(t, s, snapshotMagicV2, s.encodeRedrive)
+	got := loadOlderFormat(t, s, snapshotMagicV2, func(e *encoder) { s.encodeRedrive(e); s.encodeJoinKeys(e) })
 	p := got.Pool(1)
 	for b := 1; b < p.NumBlocks(); b++ { // block 0 holds the network and gateway addresses only
 		if o, _ := p.BlockOwner(ipam.BlockID(b)); o != uint32(b%2+1) {
