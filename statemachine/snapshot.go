@@ -182,10 +182,20 @@ func (s *State) writeCanonicalWith(w io.Writer, pc poolCodec) error {
 			}
 		}
 	}
-	ids := s.TaskIDs()
-	e.u(uint64(len(ids)))
-	for _, id := range ids {
-		encodeTask(&e, s.tasks[id])
+	// Tasks in ID order, sorted with their pointers: looking each one up
+	// again by ID was a third of a snapshot's time at 125,000 tasks.
+	type idTask struct {
+		id TaskID
+		t  *Task
+	}
+	tasks := make([]idTask, 0, len(s.tasks))
+	for id, t := range s.tasks {
+		tasks = append(tasks, idTask{id, t})
+	}
+	slices.SortFunc(tasks, func(a, b idTask) int { return cmp.Compare(a.id, b.id) })
+	e.u(uint64(len(tasks)))
+	for _, it := range tasks {
+		encodeTask(&e, it.t)
 		if err := flush(false); err != nil {
 			return err
 		}
