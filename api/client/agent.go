@@ -48,6 +48,27 @@ func SharedHTTP(maxConns int) *fasthttp.Client {
 	}
 }
 
+// AgentConnsPerManager is how many connections one agent holds to each
+// manager: its long poll, and one its heartbeats, status reports and syncs
+// take turns on. With one for each of its loops, 10,000 agents held about
+// 40,000 connections, and with a replica down each of the other two
+// needed more than the 20,000 files a process could open (a manager at its
+// cap refuses more, api.Guard).
+const AgentConnsPerManager = 2
+
+// AgentHTTPS returns the client of one agent: SharedHTTPS with
+// AgentConnsPerManager connections per manager (cfg nil: plain HTTP).
+func AgentHTTPS(cfg *tls.Config, certLife time.Duration) *fasthttp.Client {
+	var hc *fasthttp.Client
+	if cfg != nil {
+		hc = SharedHTTPS(AgentConnsPerManager, cfg, certLife)
+	} else {
+		hc = SharedHTTP(AgentConnsPerManager)
+	}
+	hc.MaxConnsPerHost = AgentConnsPerManager // SharedHTTP's floor is for a fleet's shared pool
+	return hc
+}
+
 // SharedHTTPS is SharedHTTP speaking TLS with cfg. certLife is the
 // lifetime of the client certificate (0: unknown): connections are retired
 // after a tenth of it, so one opened with a certificate that a renewal

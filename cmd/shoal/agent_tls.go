@@ -27,7 +27,7 @@ func agentClient(ctx context.Context, o agentOptions, addrs []string, node wire.
 		if o.token != "" {
 			return nil, nil, errors.New("--token joins a cluster with TLS; --insecure talks to managers without it: give one of them")
 		}
-		mgr, err := client.NewAgentClient(addrs, nil)
+		mgr, err := client.NewAgentClient(addrs, client.AgentHTTPS(nil, 0))
 		return mgr, nil, err
 	}
 	dir := tlsDirOf(o.dataDir)
@@ -64,7 +64,7 @@ func agentClient(ctx context.Context, o agentOptions, addrs []string, node wire.
 		return nil, nil, err
 	}
 	creds := client.NewCredentials(root, &cert)
-	mgr, err := client.NewAgentClient(addrs, client.SharedHTTPS(64, creds.TLS(), cert.Leaf.NotAfter.Sub(cert.Leaf.NotBefore)))
+	mgr, err := client.NewAgentClient(addrs, client.AgentHTTPS(creds.TLS(), cert.Leaf.NotAfter.Sub(cert.Leaf.NotBefore)))
 	if err != nil {
 		return nil, nil, err
 	}

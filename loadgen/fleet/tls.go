@@ -48,9 +48,8 @@ func (f *Fleet) joinTLS(ctx context.Context, a *simAgent) error {
 		return err
 	}
 	a.creds = client.NewCredentials(roots[0], &cert)
-	// An agent holds its long poll and at most a few short calls at once.
-	a.hc = client.SharedHTTPS(4, a.creds.TLS(), cert.Leaf.NotAfter.Sub(cert.Leaf.NotBefore))
-	a.hc.MaxConnsPerHost = 4
+	// As a real agent's: its long poll and one connection for the rest.
+	a.hc = client.AgentHTTPS(a.creds.TLS(), cert.Leaf.NotAfter.Sub(cert.Leaf.NotBefore))
 	ac, err := client.NewAgentClient(a.managers, a.hc)
 	if err != nil {
 		return err
