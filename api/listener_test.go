@@ -72,6 +72,20 @@ func acceptAsync(ln net.Listener) <-chan net.Conn {
 	return ch
 }
 
+// expectAccepted waits (10 s at most) for the guarded listener to hand on
+// want.
+func expectAccepted(t *testing.T, got <-chan net.Conn, want net.Conn, when string) {
+	t.Helper()
+	select {
+	case c := <-got:
+		if c == nil || c.(*countedConn).Conn != want {
+			t.Fatalf("accepted %v, want the connection %s", c, when)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no connection accepted %s", when)
+	}
+}
+
 // Running out of file descriptors is waited out, backing off, and logged
 // once; the connection accepted after it is handed on. Another accept
 // error still ends the listener.
@@ -96,14 +110,7 @@ func TestGuardWaitsOutDescriptorShortage(t *testing.T) {
 		waits = append(waits, at.Sub(clk.Now()))
 		clk.AdvanceToNext()
 	}
-	select {
-	case c := <-got:
-		if c == nil || c.(*countedConn).Conn != want {
-			t.Fatalf("accepted %v, want the connection after the shortage", c)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("no connection accepted after the shortage")
-	}
+	expectAccepted(t, got, want, "after the shortage")
 	if waits[0] != 5*time.Millisecond || waits[1] != 10*time.Millisecond || waits[2] != 20*time.Millisecond {
 		t.Fatalf("waits %v, want 5ms, 10ms, 20ms", waits)
 	}
@@ -144,14 +151,7 @@ func TestGuardCapsOpenConnections(t *testing.T) {
 	_ = a.Close()
 	_ = a.Close()
 	sl.next <- third
-	select {
-	case c := <-got:
-		if c == nil || c.(*countedConn).Conn != third {
-			t.Fatalf("accepted %v, want the connection after one closed", c)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("no connection accepted after one closed")
-	}
+	expectAccepted(t, got, third, "after one closed")
 	if n := ln.(*guardedListener).open.Load(); n != 2 {
 		t.Fatalf("%d connections counted open, want 2", n)
 	}

@@ -193,14 +193,7 @@ func TestNoDuplicateAddressAcrossRestarts(t *testing.T) {
 			}
 			h.apply(cmds...)
 		}
-		var buf bytes.Buffer
-		if err := h.s.Save(&buf); err != nil {
-			t.Fatal(err)
-		}
-		loaded := New(Config{})
-		if err := loaded.Load(&buf); err != nil {
-			t.Fatal(err)
-		}
+		loaded := saveLoad(t, h.s)
 		if loaded.Hash() != h.s.Hash() {
 			t.Fatalf("round %d: save/load changed the state", round)
 		}

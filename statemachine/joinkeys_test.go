@@ -1,9 +1,6 @@
 package statemachine
 
-import (
-	"bytes"
-	"testing"
-)
+import "testing"
 
 // A node ID reserved with a joiner's key is handed out again for that key
 // (not for another key or none), also after a snapshot; once the node is
@@ -28,14 +25,7 @@ func TestJoinKeyReservesOneNode(t *testing.T) {
 		t.Fatalf("distinct joiners share IDs: a=%d b=%d none=%d", a, b, none)
 	}
 
-	var buf bytes.Buffer
-	if err := h.s.Save(&buf); err != nil {
-		t.Fatal(err)
-	}
-	loaded := New(Config{})
-	if err := loaded.Load(&buf); err != nil {
-		t.Fatal(err)
-	}
+	loaded := saveLoad(t, h.s)
 	var out Output
 	loaded.Apply([]Command{{Kind: CmdReserveNodeID, Name: "key-a"}}, h.s.LastIndex()+1, h.now+1, &out)
 	if got := NodeID(out.Results[0].ID); got != a {

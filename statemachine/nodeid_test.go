@@ -1,9 +1,6 @@
 package statemachine
 
-import (
-	"bytes"
-	"testing"
-)
+import "testing"
 
 // Property: the cluster group never hands out a node ID that a node has, or
 // had, and the next ID (like the manager addresses) survives a snapshot.
@@ -23,15 +20,7 @@ func TestReserveNodeIDNeverReuses(t *testing.T) {
 	apply(Command{Kind: CmdUpsertNode, NodeSpec: &Node{ID: 7, Name: "n7", Status: NodeDown}})
 	apply(Command{Kind: CmdRemoveNode, Node: 7})
 	apply(Command{Kind: CmdSetManager, Seq: 2, Name: "127.0.0.1:7702"})
-	var buf bytes.Buffer
-	if err := s.Save(&buf); err != nil {
-		t.Fatal(err)
-	}
-	loaded := New(Config{})
-	if err := loaded.Load(&buf); err != nil {
-		t.Fatal(err)
-	}
-	s = loaded
+	s = saveLoad(t, s)
 	if got := s.Managers()[2]; got != "127.0.0.1:7702" {
 		t.Fatalf("manager 2's address after a snapshot = %q", got)
 	}

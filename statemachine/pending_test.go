@@ -1,9 +1,6 @@
 package statemachine
 
-import (
-	"bytes"
-	"testing"
-)
+import "testing"
 
 // A pending reason lands on the still-pending, still-wanted tasks of the
 // named spec version only (all of them, or those listed), survives a
@@ -37,14 +34,7 @@ func TestPendingReason(t *testing.T) {
 		t.Fatalf("an unchanged reason emitted %v", h.out.Effects)
 	}
 
-	var snap bytes.Buffer
-	if err := h.s.Save(&snap); err != nil {
-		t.Fatal(err)
-	}
-	back := New(Config{})
-	if err := back.Load(&snap); err != nil {
-		t.Fatal(err)
-	}
+	back := saveLoad(t, h.s)
 	if m := back.Task(ts[2].ID).Status.Message; m != "listed" {
 		t.Fatalf("after a snapshot the reason is %q", m)
 	}

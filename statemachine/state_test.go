@@ -22,6 +22,20 @@ func newHarness(t *testing.T, cfg Config) *harness {
 	return &harness{t: t, s: New(cfg), now: 1_000_000_000}
 }
 
+// saveLoad returns the state a snapshot of s loads into.
+func saveLoad(t testing.TB, s *State) *State {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := s.Save(&buf); err != nil {
+		t.Fatal(err)
+	}
+	l := New(Config{})
+	if err := l.Load(&buf); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
 func (h *harness) apply(cmds ...Command) []Result {
 	h.t.Helper()
 	h.index++
