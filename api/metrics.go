@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"fmt"
+	"sync"
 	"time"
 
 	vm "github.com/VictoriaMetrics/metrics"
@@ -24,6 +25,17 @@ type metrics struct {
 	frames     struct{ complete, incremental *vm.Counter }
 	// joins, refused joins and certificate renewals (with TLS).
 	joins, joinsRefused, renewals *vm.Counter
+	// The per-request counters and histograms, by endpoint and status: a
+	// request finds its own without formatting a name or taking the set's
+	// lock (417 requests of a replica waited on that lock while 10,000
+	// agents reconnected).
+	requests  sync.Map // endpointStatus → *vm.Counter
+	durations sync.Map // endpoint → *vm.Histogram
+}
+
+type endpointStatus struct {
+	endpoint string
+	status   int
 }
 
 func newMetrics(s *Server) *metrics {
@@ -42,8 +54,17 @@ func newMetrics(s *Server) *metrics {
 
 // observe counts one request and its latency.
 func (m *metrics) observe(endpoint string, status int, d time.Duration) {
-	m.set.GetOrCreateCounter(fmt.Sprintf(`shoal_http_requests_total{endpoint=%q,code="%d"}`, endpoint, status)).Inc()
-	m.set.GetOrCreateHistogram(fmt.Sprintf(`shoal_http_request_duration_seconds{endpoint=%q}`, endpoint)).Update(d.Seconds())
+	k := endpointStatus{endpoint, status}
+	c, ok := m.requests.Load(k)
+	if !ok {
+		c, _ = m.requests.LoadOrStore(k, m.set.GetOrCreateCounter(fmt.Sprintf(`shoal_http_requests_total{endpoint=%q,code="%d"}`, endpoint, status)))
+	}
+	c.(*vm.Counter).Inc()
+	h, ok := m.durations.Load(endpoint)
+	if !ok {
+		h, _ = m.durations.LoadOrStore(endpoint, m.set.GetOrCreateHistogram(fmt.Sprintf(`shoal_http_request_duration_seconds{endpoint=%q}`, endpoint)))
+	}
+	h.(*vm.Histogram).Update(d.Seconds())
 }
 
 // denied counts a request refused by authorization, by reason.
