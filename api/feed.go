@@ -191,6 +191,38 @@ func (f *Feed) nodeChanges(node statemachine.NodeID, g int, after uint64) (es []
 	return es, true
 }
 
+// quietGroups returns, for groups 0..groups, the index up to which the
+// feed knows node has no assignment change past cursor, or 0 where it may
+// have one (or its journal does not reach back to cursor): an incremental
+// frame needs no read of a quiet group's state, and the node's cursor may
+// move to that index. (The applied indexes are read first: every change
+// at or below them is in the journal by then, since OnApply writes both
+// under the feed's lock.)
+func (f *Feed) quietGroups(node statemachine.NodeID, cursor []uint64, groups int) []uint64 {
+	f.mu.RLock()
+	quiet := make([]uint64, groups+1)
+	copy(quiet, f.mu.applied)
+	f.mu.RUnlock()
+	v, ok := f.nodes.Load(node)
+	if !ok {
+		return make([]uint64, groups+1) // no journal yet: read every group
+	}
+	j := v.(*journal)
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for g := range quiet {
+		if g >= len(j.floor) || at(cursor, g) < j.floor[g] {
+			quiet[g] = 0
+		}
+	}
+	for _, e := range j.entries {
+		if e.group < len(quiet) && e.index > at(cursor, e.group) {
+			quiet[e.group] = 0
+		}
+	}
+	return quiet
+}
+
 // nodePending reports whether node has changes in any group past cursor,
 // or its journal cannot tell (both mean: answer now), and else a channel
 // closed at the node's next change.

@@ -172,3 +172,30 @@ func BenchmarkFeedPaging(b *testing.B) {
 		})
 	}
 }
+
+// A group is quiet for a node, up to the feed's applied index, only when
+// the node's journal reaches back to the cursor there and holds no change
+// past it; a node without a journal has no quiet group.
+func TestQuietGroups(t *testing.T) {
+	f := NewFeed(3, nil, 1024, 16)
+	assign := func(g int, index uint64, node statemachine.NodeID) {
+		f.OnApply(g, index, []statemachine.Effect{{Kind: statemachine.EffAssignments, Node: node, Task: statemachine.TaskID(index)}})
+	}
+	assign(1, 5, 7)
+	f.OnApply(2, 3, []statemachine.Effect{{Kind: statemachine.EffTaskState, Task: 1}})
+	assign(3, 4, 8)
+	check := func(node statemachine.NodeID, cursor, want []uint64) {
+		t.Helper()
+		if got := f.quietGroups(node, cursor, 3); !slices.Equal(got, want) {
+			t.Fatalf("node %d, cursor %v: quiet %v, want %v", node, cursor, got, want)
+		}
+	}
+	check(7, []uint64{0, 0, 0, 0}, []uint64{0, 0, 3, 4})
+	check(7, []uint64{0, 5, 0, 0}, []uint64{0, 5, 3, 4})
+	check(9, []uint64{0, 5, 3, 4}, []uint64{0, 0, 0, 0})
+	for i := uint64(5); i <= 20; i++ { // node 7's journal holds 16: group 1's entry goes, its floor there rises to 5
+		assign(3, i, 7)
+	}
+	check(7, []uint64{0, 5, 0, 20}, []uint64{0, 5, 3, 20})
+	check(7, []uint64{0, 4, 0, 20}, []uint64{0, 0, 3, 20})
+}
