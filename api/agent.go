@@ -173,9 +173,7 @@ func (s *Server) openSession(ctx *fasthttp.RequestCtx) error {
 		}
 	}
 	sid := rand.Uint64() | 1
-	s.mu.Lock()
-	s.mu.sessions[sid] = &session{node: id, sent: map[specKey]bool{}}
-	s.mu.Unlock()
+	s.sessions.open(sid, id)
 	s.metrics.sessions.Inc()
 	// The period the monitor hands this many nodes: the session's first
 	// heartbeats wait that long for their answer, so a fleet joining a
@@ -193,14 +191,7 @@ func (s *Server) openSession(ctx *fasthttp.RequestCtx) error {
 // sessionFor returns the session's record on this manager, creating it
 // when the agent opened its session elsewhere.
 func (s *Server) sessionFor(id uint64, node statemachine.NodeID) *session {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ss := s.mu.sessions[id]
-	if ss == nil || ss.node != node {
-		ss = &session{node: node, sent: map[specKey]bool{}}
-		s.mu.sessions[id] = ss
-	}
-	return ss
+	return s.sessions.get(id, node)
 }
 
 // leaderAddr returns the API address of the cluster group's leader, if known.

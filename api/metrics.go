@@ -49,6 +49,7 @@ func newMetrics(s *Server) *metrics {
 	m.joins = m.set.NewCounter("shoal_joins_total")
 	m.joinsRefused = m.set.NewCounter("shoal_joins_refused_total")
 	m.renewals = m.set.NewCounter("shoal_cert_renewals_total")
+	m.set.NewGauge("shoal_agent_session_records", func() float64 { return float64(s.sessions.size()) })
 	return m
 }
 

@@ -102,10 +102,7 @@ type Server struct {
 	routeTable []route
 	joins      joinState
 
-	mu struct {
-		sync.Mutex
-		sessions map[uint64]*session
-	}
+	sessions sessionTable
 }
 
 // New returns a server; call Serve to answer requests.
@@ -116,7 +113,6 @@ func New(cfg Config) (*Server, error) {
 	cfg = cfg.withDefaults()
 	s := &Server{cfg: cfg, e: cfg.Engine, closed: make(chan struct{}),
 		setups: make(chan struct{}, cfg.MaxSessionSetups), joinSlots: make(chan struct{}, cfg.MaxJoins)}
-	s.mu.sessions = make(map[uint64]*session)
 	s.metrics = newMetrics(s)
 	s.srv = &fasthttp.Server{
 		Handler:            s.handle,
