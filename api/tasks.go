@@ -87,10 +87,7 @@ func (s *Server) listTasks(ctx *fasthttp.RequestCtx, _ []string) error {
 				return
 			}
 			found = true
-			_, slots := st.SlotTasks(svc.ID)
-			for _, ts := range slots {
-				tasks = append(tasks, ts...)
-			}
+			tasks = st.AppendServiceTasks(tasks, svc.ID)
 		case f.node != 0:
 			tasks = st.NodeTasks(f.node)
 		default:
@@ -182,9 +179,10 @@ func (s *Server) explainPending(tasks []client.Task) {
 }
 
 // firstByID returns, in ID order, the first n of tasks whose ID is above
-// after and that keep accepts (tasks itself is left as it was).
+// after and that keep accepts, filtering and sorting tasks in place (the
+// callers' own slices: no second copy of a large service's tasks).
 func firstByID(tasks []*statemachine.Task, after uint64, keep func(*statemachine.Task) bool, n int) []*statemachine.Task {
-	var kept []*statemachine.Task
+	kept := tasks[:0]
 	for _, t := range tasks {
 		if uint64(t.ID) > after && keep(t) {
 			kept = append(kept, t)

@@ -300,6 +300,17 @@ func (s *State) SlotTasks(id ServiceID) (slots []uint32, tasks [][]*Task) {
 	return slots, tasks
 }
 
+// AppendServiceTasks appends every task of service id to ts, in no
+// particular order, and returns it: SlotTasks without a copy per slot.
+func (s *State) AppendServiceTasks(ts []*Task, id ServiceID) []*Task {
+	if svc := s.services[id]; svc != nil {
+		for _, sl := range svc.slots {
+			ts = append(ts, sl.tasks...)
+		}
+	}
+	return ts
+}
+
 func sortedKeys[K ~uint32 | ~uint64, V any](m map[K]V) []K {
 	keys := make([]K, 0, len(m))
 	for k := range m {
