@@ -21,7 +21,12 @@ import (
 // simulated agents may share one fasthttp.Client.
 type AgentClient struct {
 	hc *fasthttp.Client
-	mu struct {
+	// short is the agent's turn for a short call (session, status report,
+	// sync, renewal): one at a time, so that beside its long poll and its
+	// heartbeat an agent needs one more connection, and neither of those
+	// two ever waits for a connection behind a report waiting on a commit.
+	short chan struct{}
+	mu    struct {
 		sync.Mutex
 		addrs  []string // base URLs
 		cur    int
@@ -49,12 +54,14 @@ func SharedHTTP(maxConns int) *fasthttp.Client {
 }
 
 // AgentConnsPerManager is how many connections one agent holds to each
-// manager: its long poll, and one its heartbeats, status reports and syncs
-// take turns on. With one for each of its loops, 10,000 agents held about
-// 40,000 connections, and with a replica down each of the other two
-// needed more than the 20,000 files a process could open (a manager at its
-// cap refuses more, api.Guard).
-const AgentConnsPerManager = 2
+// manager at most: its long poll, its heartbeats (to the leader) and one
+// its short calls take turns on (AgentClient.short). With a connection for
+// each of its loops and idle ones kept, 10,000 agents held about 37,000
+// connections, and after a leader kill one replica reached its cap
+// (api.Guard). Two, with heartbeats taking turns with the reports, let a
+// heartbeat wait behind a report waiting for a commit until it timed out,
+// and the agent took its leader for gone.
+const AgentConnsPerManager = 3
 
 // AgentHTTPS returns the client of one agent: SharedHTTPS with
 // AgentConnsPerManager connections per manager (cfg nil: plain HTTP).
@@ -90,7 +97,7 @@ func NewAgentClient(addrs []string, hc *fasthttp.Client) (*AgentClient, error) {
 	if hc == nil {
 		hc = SharedHTTP(64)
 	}
-	c := &AgentClient{hc: hc}
+	c := &AgentClient{hc: hc, short: make(chan struct{}, 1)}
 	if err := c.setManagers(addrs); err != nil {
 		return nil, err
 	}
@@ -232,10 +239,31 @@ func into(m wire.Message) func([]byte) error {
 	return func(f []byte) error { return wire.DecodeInto(f, m) }
 }
 
+// turn waits for the agent's turn at a short call; call the returned
+// function when the call is done.
+func (c *AgentClient) turn(ctx context.Context) (func(), error) {
+	select {
+	case c.short <- struct{}{}:
+		return func() { <-c.short }, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("waiting for the agent's other call to the managers: %w", ctx.Err())
+	}
+}
+
+// shortCall is call for a short call: one at a time per agent.
+func (c *AgentClient) shortCall(ctx context.Context, path string, toLeader bool, req wire.Message, fn func(frame []byte) error) error {
+	done, err := c.turn(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	return c.call(ctx, path, toLeader, req, fn)
+}
+
 // OpenSession opens a session with any manager.
 func (c *AgentClient) OpenSession(ctx context.Context, req *wire.SessionRequest) (*wire.Session, error) {
 	var s wire.Session
-	return &s, c.call(ctx, "/v1/agent/session", false, req, into(&s))
+	return &s, c.shortCall(ctx, "/v1/agent/session", false, req, into(&s))
 }
 
 // Heartbeat sends a heartbeat to the leader.
@@ -273,11 +301,11 @@ func (c *AgentClient) Assignments(ctx context.Context, req *wire.AssignmentsRequ
 // leader).
 func (c *AgentClient) ReportStatus(ctx context.Context, b *wire.StatusBatch) (*wire.StatusAck, error) {
 	var a wire.StatusAck
-	return &a, c.call(ctx, "/v1/agent/status", b.ReReport, b, into(&a))
+	return &a, c.shortCall(ctx, "/v1/agent/status", b.ReReport, b, into(&a))
 }
 
 // Sync reports what the node holds and learns what to destroy.
 func (c *AgentClient) Sync(ctx context.Context, req *wire.SyncRequest) (*wire.SyncAnswer, error) {
 	var a wire.SyncAnswer
-	return &a, c.call(ctx, "/v1/agent/sync", false, req, into(&a))
+	return &a, c.shortCall(ctx, "/v1/agent/sync", false, req, into(&a))
 }

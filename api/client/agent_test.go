@@ -28,16 +28,19 @@ func (l *countingListener) Accept() (net.Conn, error) {
 	return c, err
 }
 
-// An agent holds at most AgentConnsPerManager connections to a manager:
-// while its long poll waits, its heartbeat, status report and sync take
-// turns on the one other connection, and each is answered.
-func TestAgentTakesTurnsOnItsConnections(t *testing.T) {
+// An agent's heartbeat is answered while its long poll waits and a status
+// report waits for a commit, however many syncs it has to send meanwhile:
+// the short calls take turns (no sync reaches the manager before the
+// report is answered, and each is answered after), and the agent holds at
+// most AgentConnsPerManager connections to the manager.
+func TestHeartbeatNeverWaitsBehindShortCalls(t *testing.T) {
 	inner, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ln := &countingListener{Listener: inner}
-	polling, release := make(chan struct{}), make(chan struct{})
+	polling, reporting, release := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var syncs atomic.Int64
 	reply := func(ctx *fasthttp.RequestCtx, m wire.Message) {
 		b, err := wire.Append(nil, m)
 		if err != nil {
@@ -51,16 +54,23 @@ func TestAgentTakesTurnsOnItsConnections(t *testing.T) {
 			close(polling)
 			<-release
 			reply(ctx, &wire.Assignments{Kind: wire.FrameIncremental, Last: true})
-		case strings.HasSuffix(p, "/heartbeat"):
-			reply(ctx, &wire.HeartbeatAck{})
 		case strings.HasSuffix(p, "/status"):
+			close(reporting)
+			<-release // waits for its commit
 			reply(ctx, &wire.StatusAck{})
 		case strings.HasSuffix(p, "/sync"):
+			syncs.Add(1)
+			<-release
 			reply(ctx, &wire.SyncAnswer{})
+		case strings.HasSuffix(p, "/heartbeat"):
+			reply(ctx, &wire.HeartbeatAck{})
 		}
 	}}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Shutdown() })
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(unblock) // before the shutdown, which waits for the handlers
 
 	ac, err := NewAgentClient([]string{ln.Addr().String()}, AgentHTTPS(nil, 0))
 	if err != nil {
@@ -68,39 +78,52 @@ func TestAgentTakesTurnsOnItsConnections(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	polled := make(chan error, 1)
-	go func() {
-		_, err := ac.Assignments(ctx, &wire.AssignmentsRequest{NodeID: 1, Wait: int64(time.Minute)})
-		polled <- err
-	}()
-	select {
-	case <-polling:
-	case <-ctx.Done():
-		t.Fatal("the long poll never reached the manager")
-	}
+	errs := make(chan error, 5)
 	var wg sync.WaitGroup
-	errs := make(chan error, 3)
-	for _, call := range []func() error{
-		func() error { _, err := ac.Heartbeat(ctx, &wire.Heartbeat{NodeID: 1}); return err },
-		func() error { _, err := ac.ReportStatus(ctx, &wire.StatusBatch{NodeID: 1}); return err },
-		func() error { _, err := ac.Sync(ctx, &wire.SyncRequest{NodeID: 1}); return err },
-	} {
+	run := func(call func() error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			errs <- call()
 		}()
 	}
+	run(func() error {
+		_, err := ac.Assignments(ctx, &wire.AssignmentsRequest{NodeID: 1, Wait: int64(time.Minute)})
+		return err
+	})
+	<-polling
+	run(func() error { _, err := ac.ReportStatus(ctx, &wire.StatusBatch{NodeID: 1}); return err })
+	<-reporting
+	started := make(chan struct{}, 3)
+	for range 3 {
+		run(func() error {
+			started <- struct{}{}
+			_, err := ac.Sync(ctx, &wire.SyncRequest{NodeID: 1})
+			return err
+		})
+	}
+	for range 3 {
+		<-started
+	}
+	hb, hbCancel := context.WithTimeout(ctx, 5*time.Second)
+	_, err = ac.Heartbeat(hb, &wire.Heartbeat{NodeID: 1})
+	hbCancel()
+	if err != nil {
+		t.Fatalf("a heartbeat beside a waiting long poll and report: %v", err)
+	}
+	if n := syncs.Load(); n != 0 {
+		t.Fatalf("%d syncs reached the manager while the report waited, want them to wait their turn", n)
+	}
+	unblock()
 	wg.Wait()
 	close(errs)
 	for err := range errs {
 		if err != nil {
-			t.Fatalf("a short call beside the long poll: %v", err)
+			t.Fatalf("a call: %v", err)
 		}
 	}
-	close(release)
-	if err := <-polled; err != nil {
-		t.Fatalf("long poll: %v", err)
+	if n := syncs.Load(); n != 3 {
+		t.Fatalf("%d syncs answered, want 3", n)
 	}
 	if n := ln.n.Load(); n > AgentConnsPerManager {
 		t.Fatalf("the agent opened %d connections to one manager, want at most %d", n, AgentConnsPerManager)

@@ -29,6 +29,11 @@ func (c *AgentClient) Renew(ctx context.Context) (certPEM []byte, keyPEM []byte,
 		return nil, nil, err
 	}
 	body, _ := json.Marshal(RenewRequest{CSR: string(csr)})
+	done, err := c.turn(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer done()
 	base := c.current(false)
 	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
