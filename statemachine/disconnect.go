@@ -235,6 +235,9 @@ func (s *State) loseExpired() {
 		head := s.unknownDue[0]
 		t := s.unknown[head.id]
 		switch {
+		case t != nil && (t.Desired.Stopping() || t.Status.State.Terminal() || !NeedsReconnect(t)):
+			s.unknownDue.drop()
+			delete(s.unknown, head.id) // stopped or settled meanwhile
 		case t == nil || !s.awaited(t):
 			s.unknownDue.drop()
 		case lostAt(t, s.services[t.Service]) != head.at:
