@@ -97,8 +97,24 @@ func (f *faults) agentFault(maxFaulted int) {
 // killLeader SIGKILLs the replica leading the cluster group and restarts
 // it from its data 2s later.
 func (f *faults) killLeader(ctx context.Context) {
+	// A busy replica may not answer its status within 2 s: ask again for
+	// a few seconds before giving up, and say so (a run without its kill once
+	// reported "0 leader kills" and nothing else).
 	l := f.r.cl.Leader(ctx)
+	for tries := 1; l == nil && tries < 5 && ctx.Err() == nil; tries++ {
+		t := time.NewTimer(time.Second) // an election may be under way
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+		l = f.r.cl.Leader(ctx)
+	}
 	if l == nil {
+		if ctx.Err() == nil {
+			fmt.Fprintf(f.r.cfg.Out, "%5.0fs faults  no replica said it leads, asked five times (all too busy to answer, or an election under way?); this leader kill is skipped\n",
+				time.Since(f.r.start).Seconds())
+		}
 		return
 	}
 	live := f.r.fleet.Live()
