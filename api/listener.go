@@ -21,11 +21,8 @@ import (
 //   - an accept that fails for want of descriptors is retried, backing off
 //     from 5 ms to 1 s, and logged at most once a minute;
 //   - at most maxConns connections are open at once (default: the
-//     process's open-file limit less a thirty-second, at least 256, kept
-//     for Raft, the log store and snapshots: a replica serving 10,000
-//     agents held about 45 descriptors besides its API connections, and
-//     an eighth kept 2,500 of 20,000 idle while agents were refused); one
-//     more is closed at once, so
+//     process's open-file limit less an eighth, at least 256, kept for
+//     Raft, the log store and snapshots); one more is closed at once, so
 //     its client retries (another manager, or later) instead of the
 //     replica running out.
 //
@@ -51,7 +48,7 @@ func defaultMaxConns() int {
 		return 1 << 16
 	}
 	n := int(lim.Cur)
-	return max(n-max(n/32, 256), 64)
+	return max(n-max(n/8, 256), 64)
 }
 
 type guardedListener struct {

@@ -41,7 +41,7 @@ type Options struct {
 	// down; default 30s (monitor.DefaultFailoverGrace). Tests shorten it.
 	FailoverGrace time.Duration
 	// MaxAPIConns caps the API's open connections (api.Guard); default:
-	// the open-file limit less a thirty-second (at least 256).
+	// the open-file limit less an eighth.
 	MaxAPIConns int
 	// Engine tunes the engine beyond the fields above (RTT, timeouts...).
 	Engine engine.Config
