@@ -201,11 +201,17 @@ func lostAt(t *Task, svc *Service) int64 {
 // disconnects again queues them anew). A task that is not awaited has no
 // timer.
 func (s *State) awaited(t *Task) bool {
-	if t.Desired.Stopping() || t.Status.State.Terminal() || !NeedsReconnect(t) {
+	if settled(t) {
 		return false
 	}
 	n := s.nodes[t.Node]
 	return n == nil || n.Status != NodeInitializing
+}
+
+// settled reports whether unknown task t no longer waits for its node:
+// stopped, ended, or no longer left unknown.
+func settled(t *Task) bool {
+	return t.Desired.Stopping() || t.Status.State.Terminal() || !NeedsReconnect(t)
 }
 
 // loseExpired loses the unknown originals whose window has passed, in ID
@@ -217,13 +223,16 @@ func (s *State) loseExpired() {
 	slices.Sort(due)
 	for _, id := range slices.Compact(due) {
 		t := s.unknown[id]
+		if t == nil {
+			continue
+		}
+		at := lostAt(t, s.services[t.Service])
 		switch {
-		case t == nil:
-		case t.Desired.Stopping() || t.Status.State.Terminal() || !NeedsReconnect(t):
+		case settled(t):
 			delete(s.unknown, id) // stopped or settled meanwhile
 		case !s.awaited(t):
-		case s.now < lostAt(t, s.services[t.Service]):
-			s.unknownDue.push(lostAt(t, s.services[t.Service]), id) // its window grew
+		case s.now < at:
+			s.unknownDue.push(at, id) // its window grew
 		default:
 			delete(s.unknown, id)
 			s.mark(t, HistLost)
@@ -235,10 +244,12 @@ func (s *State) loseExpired() {
 		head := s.unknownDue[0]
 		t := s.unknown[head.id]
 		switch {
-		case t != nil && (t.Desired.Stopping() || t.Status.State.Terminal() || !NeedsReconnect(t)):
+		case t == nil:
+			s.unknownDue.drop()
+		case settled(t):
 			s.unknownDue.drop()
 			delete(s.unknown, head.id) // stopped or settled meanwhile
-		case t == nil || !s.awaited(t):
+		case !s.awaited(t):
 			s.unknownDue.drop()
 		case lostAt(t, s.services[t.Service]) != head.at:
 			s.unknownDue.drop() // an older window's entry
