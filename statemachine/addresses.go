@@ -241,54 +241,6 @@ func (s *State) retryWaitingTasks() {
 	}
 }
 
-// retryAllocation moves tasks that waited for addresses to pending, oldest
-// first, once addresses were freed.
-func (s *State) retryAllocation() {
-	if s.cfg.ManualReactions {
-		return
-	}
-	// Within one pass nothing is released, so a network found full stays
-	// full: later tasks on it get the same answer without another attempt
-	// (a sync at scale retried every waiting task, building an error each).
-	s.fullNets = map[string]error{}
-	for _, t := range s.waitingTasks() {
-		s.allocateTask(t)
-	}
-	s.fullNets = nil
-}
-
-// waitingTasks lists tasks still new (waiting for addresses), by ID.
-func (s *State) waitingTasks() []*Task {
-	s.compactWaitOrder()
-	ts := make([]*Task, len(s.waitOrder))
-	for i, id := range s.waitOrder {
-		ts[i] = s.waiting[id]
-	}
-	return ts
-}
-
-// compactWaitOrder drops from waitOrder the IDs that left waiting.
-func (s *State) compactWaitOrder() {
-	s.waitOrder = slices.DeleteFunc(s.waitOrder, func(id TaskID) bool { return s.waiting[id] == nil })
-}
-
-// addWaiting indexes t as waiting for addresses. IDs come in increasing
-// order (creation, snapshot decoding); one that does not is put in its
-// place, so the order never depends on that.
-func (s *State) addWaiting(t *Task) {
-	s.waiting[t.ID] = t
-	if len(s.waitOrder) > 2*len(s.waiting)+64 {
-		s.compactWaitOrder() // mostly IDs that left: drop them (amortized)
-	}
-	if n := len(s.waitOrder); n == 0 || s.waitOrder[n-1] < t.ID {
-		s.waitOrder = append(s.waitOrder, t.ID)
-		return
-	}
-	if i, found := slices.BinarySearch(s.waitOrder, t.ID); !found {
-		s.waitOrder = slices.Insert(s.waitOrder, i, t.ID)
-	}
-}
-
 // checkAddresses checks invariant 6 and every pool's own invariants
 // (with checkPool).
 func (s *State) checkAddresses(checkPool func(*ipam.Pool) error) []error {

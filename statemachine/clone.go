@@ -51,7 +51,7 @@ func (s *State) cloneReusing(old *State) *State {
 		unknown:       mapFor(c.unknown, len(s.unknown)),
 		unknownDue:    sliceInto(c.unknownDue, s.unknownDue),
 		updating:      mapFor(c.updating, len(s.updating)),
-		waitOrder:     sliceInto(c.waitOrder, s.waitOrder),
+		waitSvcs:      mapInto(c.waitSvcs, s.waitSvcs),
 		nextDue:       s.nextDue,
 		ob:            s.ob.cloneReusing(c.ob),
 		in:            s.in.cloneReusing(c.in),
@@ -96,8 +96,9 @@ func (s *State) cloneReusing(old *State) *State {
 		if cs == nil {
 			cs = new(Service)
 		}
-		slots, restarts := cs.slots, cs.restarts
+		slots, restarts, waitQ := cs.slots, cs.restarts, cs.waitQ
 		*cs = *svc
+		cs.waitQ = sliceInto(waitQ, svc.waitQ)
 		cs.Spec = cloneSpec(&svc.Spec)
 		if svc.PrevSpec != nil {
 			p := cloneSpec(svc.PrevSpec)

@@ -21,21 +21,7 @@ func (s *State) checkInvariants(checkPool func(*ipam.Pool) error) error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	inSlots := 0
-	order := make(map[TaskID]bool, len(s.waitOrder))
-	for i, id := range s.waitOrder {
-		if i > 0 && s.waitOrder[i-1] >= id {
-			bad("the waiting order lists task %d after task %d", id, s.waitOrder[i-1])
-		}
-		order[id] = true
-	}
-	for id, t := range s.waiting {
-		if !order[id] {
-			bad("task %d waits for addresses but is missing from the waiting order", id)
-		}
-		if s.tasks[id] != t || t.Status.State != StateNew {
-			bad("task %d is indexed as waiting but is not a new task of the store", id)
-		}
-	}
+	errs = append(errs, s.checkWaitQueues()...)
 	queued := make(map[TaskID]bool, len(s.delayedDue))
 	for _, e := range s.delayedDue {
 		queued[e.id] = true

@@ -96,6 +96,11 @@ type Service struct {
 	counts ServiceCounts
 	// restarts counts restart attempts per slot for the current spec version.
 	restarts map[uint32]*restartRecord
+	// waitQ lists the IDs of its tasks waiting for addresses in
+	// increasing order, plus IDs that left waiting since (dropped as
+	// met); waitN counts the waiting ones.
+	waitQ []TaskID
+	waitN int
 	// Update is the progress of the last rolling update.
 	Update UpdateStatus
 	budget int // slots that may still start updating in this pass (-1: any)

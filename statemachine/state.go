@@ -77,12 +77,10 @@ type State struct {
 	poolsOwned map[NetworkID]bool
 	// waiting indexes the tasks still new (waiting for addresses).
 	waiting map[TaskID]*Task
-	// waitOrder lists waiting's IDs in increasing order (task IDs only
-	// grow, so creation appends), plus IDs that left waiting since, which
-	// waitingTasks drops as it meets them: retrying allocation after
-	// every release sorted every waiting task each time (70% of a
-	// replica's CPU in a 100k ramp).
-	waitOrder []TaskID
+	// waitSvcs lists the services with tasks waiting (their queues, see
+	// waitqueue.go); it may still list one whose last task left.
+	waitSvcs map[ServiceID]struct{}
+	waitPass waitHeap // reused by each pass
 	// retryWaiting: addresses were freed, granted or put into quarantine
 	// since the waiting tasks last retried. They retry once after the
 	// batch's commands and once after its reactions, not at every
@@ -144,6 +142,7 @@ func New(cfg Config) *State {
 		joinKeys:      make(map[string]NodeID),
 		pools:         make(map[NetworkID]*ipam.Pool),
 		waiting:       make(map[TaskID]*Task),
+		waitSvcs:      make(map[ServiceID]struct{}),
 		delayed:       make(map[TaskID]*Task),
 		unknown:       make(map[TaskID]*Task),
 		updating:      make(map[ServiceID]*Service),

@@ -39,7 +39,7 @@ func (s *State) transition(t *Task, to TaskState, by Component) {
 		s.observe.transition(t, t.Status.State, to, by)
 	}
 	if t.Status.State == StateNew {
-		delete(s.waiting, t.ID)
+		s.unwait(t)
 	}
 	s.countTask(t, -1)
 	t.Status.State = to
@@ -278,7 +278,7 @@ func (s *State) deleteTask(t *Task, beyondRetention bool) {
 	if s.observe != nil {
 		s.observe.deleted(t, beyondRetention)
 	}
-	delete(s.waiting, t.ID)
+	s.unwait(t)
 	if t.Status.State <= StatePending && len(t.Attachments) > 0 {
 		// No node ever saw them: free at once, and tasks waiting for
 		// addresses try again (a rolling update of unplaced tasks creates
