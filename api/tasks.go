@@ -78,7 +78,14 @@ func (s *Server) listTasks(ctx *fasthttp.RequestCtx, _ []string) error {
 	var items []client.Task
 	var ids []uint64
 	found := f.service == ""
-	cur, err := s.read(groups, func(_ int, st *statemachine.State) {
+	cur, err := s.read(groups, func(g int, st *statemachine.State) {
+		if f.service == "" && f.node == 0 && (len(ids) > perPage || uint64(g) < after>>48) {
+			// A task ID's group is its top bits, and groups are read in
+			// increasing order: a group below the token's holds no ID
+			// past it, and once a page is full the later groups' IDs
+			// are all above it.
+			return
+		}
 		var tasks []*statemachine.Task
 		switch {
 		case f.service != "":

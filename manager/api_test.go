@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -242,6 +243,58 @@ func TestAPIOverThreeReplicas(t *testing.T) {
 		slices.SortFunc(all, func(a, b string) int { return cmp.Compare(len(a), len(b))*2 + cmp.Compare(a, b) })
 		if !slices.Equal(paged, all) {
 			t.Fatalf("paging web's tasks two at a time gave %v, want %v", paged, all)
+		}
+		// Paging through every task, n at a time, lists each once, in ID
+		// order, across the service groups.
+		for i := range 6 {
+			if _, _, err := c1.CreateService(ctx, client.ServiceSpec{Name: fmt.Sprintf("pager%d", i), Replicas: u32(2), Command: []string{"true"}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		svcs, _, err := lead.Services(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = all[:0]
+		for _, sv := range svcs.Items {
+			l, _, err := lead.Tasks(ctx, &client.Query{Params: url.Values{"service": {sv.Spec.Name}, "per_page": {"10000"}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, tk := range l.Items {
+				all = append(all, tk.ID)
+			}
+		}
+		slices.SortFunc(all, func(a, b string) int { return cmp.Compare(len(a), len(b))*2 + cmp.Compare(a, b) })
+		groups := map[uint64]bool{}
+		for _, id := range all {
+			n, _ := strconv.ParseUint(id, 10, 64)
+			groups[n>>48] = true
+		}
+		if len(groups) < 2 {
+			t.Fatalf("the tasks are in %d service groups, want 2", len(groups))
+		}
+		for per := 1; per <= 4; per++ {
+			paged, token = paged[:0], ""
+			for range len(all) {
+				q := url.Values{"per_page": {strconv.Itoa(per)}}
+				if token != "" {
+					q.Set("next_token", token)
+				}
+				p, _, err := lead.Tasks(ctx, &client.Query{Params: q})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, tk := range p.Items {
+					paged = append(paged, tk.ID)
+				}
+				if token = p.NextToken; token == "" {
+					break
+				}
+			}
+			if !slices.Equal(paged, all) {
+				t.Fatalf("paging every task %d at a time gave %v, want %v", per, paged, all)
+			}
 		}
 		nw, err := c1.CreateNetwork(ctx, client.NetworkSpec{Name: "backend", Subnet: "10.9.0.0/24"})
 		if err != nil || nw.Size == 0 || nw.Free != nw.Size {

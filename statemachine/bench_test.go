@@ -325,3 +325,16 @@ func BenchmarkRetryWithManyWaiting(b *testing.B) {
 		waiting = append(waiting[1:], s.newTask(svc, t.Slot).ID)
 	}
 }
+
+// BenchmarkTaskPage is one page of 10,000 task IDs from the middle of a
+// group of 1,000,000 tasks (a client reading every task page by page).
+func BenchmarkTaskPage(b *testing.B) {
+	s := buildRunning(b, 100, 10000, 1000)
+	ids := s.TaskIDs()
+	after := ids[len(ids)/2]
+	for b.Loop() {
+		if page := s.TaskIDsAfter(after, 10000, nil); len(page) != 10000 || page[0] <= after {
+			b.Fatalf("a page of %d IDs", len(page))
+		}
+	}
+}

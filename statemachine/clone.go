@@ -52,6 +52,7 @@ func (s *State) cloneReusing(old *State) *State {
 		unknownDue:    sliceInto(c.unknownDue, s.unknownDue),
 		updating:      mapFor(c.updating, len(s.updating)),
 		waitSvcs:      mapInto(c.waitSvcs, s.waitSvcs),
+		order:         sliceInto(c.order, s.order),
 		nextDue:       s.nextDue,
 		ob:            s.ob.cloneReusing(c.ob),
 		in:            s.in.cloneReusing(c.in),

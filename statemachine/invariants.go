@@ -22,6 +22,7 @@ func (s *State) checkInvariants(checkPool func(*ipam.Pool) error) error {
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	inSlots := 0
 	errs = append(errs, s.checkWaitQueues()...)
+	errs = append(errs, s.checkOrder()...)
 	queued := make(map[TaskID]bool, len(s.delayedDue))
 	for _, e := range s.delayedDue {
 		queued[e.id] = true

@@ -2,7 +2,6 @@ package statemachine
 
 import (
 	"cmp"
-	"container/heap"
 	"slices"
 
 	"shoal/ipam"
@@ -77,6 +76,9 @@ type State struct {
 	poolsOwned map[NetworkID]bool
 	// waiting indexes the tasks still new (waiting for addresses).
 	waiting map[TaskID]*Task
+	// order lists the tasks' IDs in increasing order, plus IDs deleted
+	// since the last compaction (taskorder.go).
+	order []TaskID
 	// waitSvcs lists the services with tasks waiting (their queues, see
 	// waitqueue.go); it may still list one whose last task left.
 	waitSvcs map[ServiceID]struct{}
@@ -214,54 +216,6 @@ func (s *State) CountServiceTasks(id ServiceID) ServiceCounts {
 		return svc.counts
 	}
 	return ServiceCounts{}
-}
-
-// TaskIDsAfter returns, ascending, the first limit IDs above after of the
-// tasks keep accepts (nil keep: every task). It keeps a bounded heap instead
-// of sorting every ID, so a caller paging through a million tasks under the
-// group's read lock pays O(n log limit) per page, not O(n log n).
-func (s *State) TaskIDsAfter(after TaskID, limit int, keep func(*Task) bool) []TaskID {
-	if limit <= 0 {
-		return nil
-	}
-	h := make(idMaxHeap, 0, min(limit, len(s.tasks)))
-	for id, t := range s.tasks {
-		if id <= after || (len(h) == limit && id >= h[0]) || (keep != nil && !keep(t)) {
-			continue
-		}
-		if len(h) < limit {
-			heap.Push(&h, id)
-		} else {
-			h[0] = id
-			heap.Fix(&h, 0)
-		}
-	}
-	slices.Sort(h)
-	return h
-}
-
-// idMaxHeap is a max-heap of task IDs (container/heap).
-type idMaxHeap []TaskID
-
-func (h idMaxHeap) Len() int           { return len(h) }
-func (h idMaxHeap) Less(i, j int) bool { return h[i] > h[j] }
-func (h idMaxHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *idMaxHeap) Push(x any)        { *h = append(*h, x.(TaskID)) }
-func (h *idMaxHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
-}
-
-// TaskIDs returns every task ID in ascending order.
-func (s *State) TaskIDs() []TaskID {
-	ids := make([]TaskID, 0, len(s.tasks))
-	for id := range s.tasks {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	return ids
 }
 
 // ServiceIDs returns every service ID in ascending order.
