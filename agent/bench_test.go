@@ -122,3 +122,17 @@ func BenchmarkStatusPush(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkReadyAfterABigFrame is one change's Ready on a machine that
+// just wrote 4,096 tasks at once (a frame that assigned them all).
+func BenchmarkReadyAfterABigFrame(b *testing.B) {
+	m := runningMachine(4096)
+	i := 0
+	for b.Loop() {
+		i++
+		m.markTask(m.tasks[sm.TaskID(i%4096+1)])
+		if rd := m.Ready(); len(rd.Writes.Tasks) != 1 {
+			b.Fatalf("%d tasks written, want 1", len(rd.Writes.Tasks))
+		}
+	}
+}
