@@ -241,7 +241,7 @@ func (r *run) buildReport(ctx context.Context, converged bool, convergeSecs floa
 		Scales: int(c.Scales.Load()), Updates: int(c.Updates.Load()), Removes: int(c.Removes.Load()), Recreates: int(c.Recreates.Load()),
 		APIErrors: int(c.Errors.Load()), Crashes: int(r.counts.crashes.Load()), Disconnects: int(r.counts.disconnects.Load()),
 		Vanishes: int(r.counts.vanishes.Load()), LeaderKills: int(r.counts.leaderKills.Load()), Events: ev, Transitions: tr,
-		StreamReconnects: reconn, StreamResyncs: resync, TasksSeen: seen}
+		StreamReconnects: reconn, StreamResyncs: resync, TasksSeen: seen, BeatAgeMax: r.sampler.beatAgeMax()}
 	r.reconnects.Lock()
 	rep.Counts.LeaderKillRecovery = append([]float64(nil), r.reconnects.seconds...)
 	r.reconnects.Unlock()

@@ -26,6 +26,7 @@ type agents interface {
 	Return(i int)
 	Gone(i int) bool
 	Connected() int
+	BeatAge() time.Duration
 	Live() []bool
 	Nodes() []uint32
 	Crash(i, n int) int

@@ -111,6 +111,7 @@ func (s *sampler) sample(ctx context.Context) string {
 		}
 	}
 	conn := r.fleet.Connected()
+	age := r.fleet.BeatAge().Seconds()
 	s.mu.Lock()
 	rate := float64(tr - s.prevT)
 	s.prevT = tr
@@ -121,6 +122,7 @@ func (s *sampler) sample(ctx context.Context) string {
 	s.ser.TasksRunning = append(s.ser.TasksRunning, running)
 	s.ser.Transitions = append(s.ser.Transitions, rate)
 	s.ser.Connected = append(s.ser.Connected, conn)
+	s.ser.BeatAge = append(s.ser.BeatAge, age)
 	s.ser.LagTasks = append(s.ser.LagTasks, lag)
 	for _, rep := range r.cl.Replicas {
 		k := strconv.FormatUint(rep.ID, 10)
@@ -153,9 +155,20 @@ func (s *sampler) sample(ctx context.Context) string {
 	if len(st) > 0 {
 		view = "  view: " + strings.Join(st, " ")
 	}
-	return fmt.Sprintf("%5.0fs %-7s agents %d/%d  running %d/%d%s  %.0f tr/s  lag %d  heap %s  violations %d",
-		at.Seconds(), r.phase(), conn, r.cfg.Agents, running, r.cfg.Tasks, view, rate, lag,
+	return fmt.Sprintf("%5.0fs %-7s agents %d/%d (beats ≤%.0fs apart)  running %d/%d%s  %.0f tr/s  lag %d  heap %s  violations %d",
+		at.Seconds(), r.phase(), conn, r.cfg.Agents, age, running, r.cfg.Tasks, view, rate, lag,
 		strings.Join(hp, " "), r.checker.Count())
+}
+
+// beatAgeMax is the largest agent heartbeat age sampled (seconds).
+func (s *sampler) beatAgeMax() float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := 0.0
+	for _, a := range s.ser.BeatAge {
+		m = max(m, a)
+	}
+	return m
 }
 
 func (s *sampler) series() report.Series {

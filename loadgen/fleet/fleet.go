@@ -191,6 +191,20 @@ func (f *Fleet) Connected() int {
 	return n
 }
 
+// BeatAge is the longest time since its last heartbeat succeeded among
+// the agents whose last heartbeat did: past three heartbeat periods the
+// leader expires such an agent although nothing failed, so a large age
+// says the simulated fleet (or the machine under it) cannot keep up.
+func (f *Fleet) BeatAge() time.Duration {
+	now, oldest := time.Now().UnixNano(), int64(0)
+	for _, a := range f.agents {
+		if ok := a.mgr.ok.Load(); ok > 0 && a.live.Load() {
+			oldest = max(oldest, now-ok)
+		}
+	}
+	return time.Duration(oldest)
+}
+
 // Live reports, per agent, whether its last heartbeat succeeded.
 func (f *Fleet) Live() []bool {
 	out := make([]bool, len(f.agents))

@@ -140,6 +140,14 @@ func (r *Remote) Connected() int {
 	return n
 }
 
+func (r *Remote) BeatAge() time.Duration {
+	var d time.Duration
+	for _, x := range each[time.Duration](r, "BeatAge", 0) {
+		d = max(d, x)
+	}
+	return d
+}
+
 func (r *Remote) Live() []bool { return concat(each[[]bool](r, "Live", 0)) }
 func (r *Remote) HeartbeatsSince(t time.Time) []bool {
 	return concat(each[[]bool](r, "HeartbeatsSince", t))

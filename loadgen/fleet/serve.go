@@ -208,6 +208,7 @@ func (s *Service) Vanish(i int, out *bool) error            { *out = s.f.Vanish(
 func (s *Service) Return(i int, _ *bool) error              { s.f.Return(i); return nil }
 func (s *Service) Gone(i int, out *bool) error              { *out = s.f.Gone(i); return nil }
 func (s *Service) Connected(_ int, out *int) error          { *out = s.f.Connected(); return nil }
+func (s *Service) BeatAge(_ int, out *time.Duration) error  { *out = s.f.BeatAge(); return nil }
 func (s *Service) Live(_ int, out *[]bool) error            { *out = s.f.Live(); return nil }
 func (s *Service) Nodes(_ int, out *[]uint32) error         { *out = s.f.Nodes(); return nil }
 func (s *Service) Crash(a CrashArgs, out *int) error        { *out = s.f.Crash(a.I, a.N); return nil }

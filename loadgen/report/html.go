@@ -156,5 +156,6 @@ func counts(r *Report) [][2]string {
 		{"events / transitions", fmt.Sprintf("%d / %d", c.Events, c.Transitions)},
 		{"tasks seen", fmt.Sprint(c.TasksSeen)},
 		{"stream reconnects / resyncs", fmt.Sprintf("%d / %d", c.StreamReconnects, c.StreamResyncs)},
+		{"longest agent heartbeat gap", fmt.Sprintf("%.1fs", c.BeatAgeMax)},
 	}
 }

@@ -93,6 +93,8 @@ type Counts struct {
 	Transitions        int64     `json:"transitions"`
 	StreamReconnects   int       `json:"stream_reconnects"`
 	StreamResyncs      int       `json:"stream_resyncs"`
+	// BeatAgeMax is the largest BeatAge sampled (seconds).
+	BeatAgeMax float64 `json:"agent_beat_age_max_seconds"`
 	TasksSeen          int64     `json:"tasks_seen"`
 }
 
@@ -184,6 +186,11 @@ type Series struct {
 	TasksRunning []int     `json:"tasks_running"` // the loadgen's view from the event stream
 	Transitions  []float64 `json:"transitions_per_second"`
 	Connected    []int     `json:"agents_connected"`
+	// BeatAge is, per sample, the longest any agent whose last heartbeat
+	// succeeded had gone since it (seconds): past three heartbeat
+	// periods the leader expires such agents although nothing failed,
+	// which says the simulated fleet or the machine under it fell behind.
+	BeatAge []float64 `json:"agent_beat_age_seconds"`
 	// LagTasks is how many running tasks the loadgen's view (from the event
 	// stream) differs by from the replicas' own count (/metrics).
 	LagTasks []int64 `json:"lag_tasks"`

@@ -58,6 +58,7 @@ func WriteTable(w io.Writer, r *Report) error {
 		c.ServicesCreated, c.Scales, c.Updates, c.Removes, c.Recreates, c.Crashes, c.APIErrors)
 	fmt.Fprintf(tw, "faults\t%d disconnects, %d vanishes, %d leader kills; stream: %d reconnects, %d resyncs\n",
 		c.Disconnects, c.Vanishes, c.LeaderKills, c.StreamReconnects, c.StreamResyncs)
+	fmt.Fprintf(tw, "  agent heartbeats\tat most %.1fs apart (among agents whose last one succeeded)\n", c.BeatAgeMax)
 	if len(c.LeaderKillRecovery) > 0 {
 		var s []string
 		for _, v := range c.LeaderKillRecovery {
