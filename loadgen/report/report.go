@@ -95,7 +95,7 @@ type Counts struct {
 	StreamResyncs      int       `json:"stream_resyncs"`
 	// BeatAgeMax is the largest BeatAge sampled (seconds).
 	BeatAgeMax float64 `json:"agent_beat_age_max_seconds"`
-	TasksSeen          int64     `json:"tasks_seen"`
+	TasksSeen  int64   `json:"tasks_seen"`
 }
 
 // Latency is one latency distribution in milliseconds (HdrHistogram).
