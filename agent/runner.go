@@ -20,9 +20,18 @@ type Agent struct {
 	wake   chan struct{} // status loop: the machine changed
 	nudge  chan struct{} // heartbeat: another call lost its connection, beat now
 	cancel context.CancelCauseFunc
-	mu     struct {
+	// mu guards the machine: taken for its work, store writes and
+	// executor actions.
+	mu struct {
 		sync.Mutex
-		m       *Machine
+		m *Machine
+	}
+	// ss guards the session, apart from the machine: a heartbeat never
+	// waits for the machine's work (a simulated fleet's agents waiting in
+	// their executors stopped heartbeating for tens of seconds, and the
+	// leader expired them).
+	ss struct {
+		sync.Mutex
 		rng     *rand.Rand
 		node    sm.NodeID
 		period  time.Duration // the latest heartbeat period
@@ -51,9 +60,9 @@ func New(cfg Config) (*Agent, error) {
 	}
 	a := &Agent{cfg: cfg, wake: make(chan struct{}, 1), nudge: make(chan struct{}, 1)}
 	a.mu.m = NewMachine(MachineConfig{UrgentDelay: cfg.UrgentDelay, RoutineInterval: cfg.RoutineInterval})
-	a.mu.rng = rand.New(rand.NewPCG(cfg.Seed, cfg.Seed>>32|1))
-	a.mu.period = cfg.InitialPeriod
-	a.mu.changed = make(chan struct{})
+	a.ss.rng = rand.New(rand.NewPCG(cfg.Seed, cfg.Seed>>32|1))
+	a.ss.period = cfg.InitialPeriod
+	a.ss.changed = make(chan struct{})
 	return a, nil
 }
 
@@ -77,7 +86,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	ctx, a.cancel = context.WithCancelCause(ctx)
 	defer a.cancel(nil)
-	a.mu.node = st.NodeID
+	a.ss.node = st.NodeID
 	a.withMachine(func(m *Machine, _ time.Time) { m.Restore(st) })
 	a.cfg.Executor.Sweep() // after the attaches Restore issued
 	if ctx.Err() != nil {
@@ -166,30 +175,30 @@ func (a *Agent) withMachine(f func(m *Machine, now time.Time)) {
 
 // draw runs f with the agent's seeded random source.
 func (a *Agent) draw(f func(r *rand.Rand) time.Duration) time.Duration {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return f(a.mu.rng)
+	a.ss.Lock()
+	defer a.ss.Unlock()
+	return f(a.ss.rng)
 }
 
 func (a *Agent) period() time.Duration {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.mu.period
+	a.ss.Lock()
+	defer a.ss.Unlock()
+	return a.ss.period
 }
 
 // setSessionLocked replaces the session state and wakes every waiter.
 func (a *Agent) setSessionLocked(s *liveSession, live bool) {
-	a.mu.sess, a.mu.live = s, live
-	close(a.mu.changed)
-	a.mu.changed = make(chan struct{})
+	a.ss.sess, a.ss.live = s, live
+	close(a.ss.changed)
+	a.ss.changed = make(chan struct{})
 }
 
 // waitLive waits for a session that has heartbeated.
 func (a *Agent) waitLive(ctx context.Context) (*liveSession, error) {
 	for {
-		a.mu.Lock()
-		s, live, ch := a.mu.sess, a.mu.live, a.mu.changed
-		a.mu.Unlock()
+		a.ss.Lock()
+		s, live, ch := a.ss.sess, a.ss.live, a.ss.changed
+		a.ss.Unlock()
 		if s != nil && live {
 			return s, nil
 		}

@@ -24,9 +24,9 @@ func (a *Agent) sessionLoop(ctx context.Context) {
 				return
 			}
 		}
-		a.mu.Lock()
-		node := a.mu.node
-		a.mu.Unlock()
+		a.ss.Lock()
+		node := a.ss.node
+		a.ss.Unlock()
 		c, cancel := a.callCtx(ctx, a.cfg.CallTimeout)
 		sess, err := a.cfg.Manager.OpenSession(c, &wire.SessionRequest{NodeID: node, Node: a.cfg.Node})
 		cancel()
@@ -57,11 +57,11 @@ func (a *Agent) sessionLoop(ctx context.Context) {
 		attempt, lost, ra = 0, true, 0
 		a.heartbeat(ctx, s, time.Duration(sess.HeartbeatPeriod))
 		s.cancel()
-		a.mu.Lock()
-		if a.mu.sess == s {
+		a.ss.Lock()
+		if a.ss.sess == s {
 			a.setSessionLocked(nil, false)
 		}
-		a.mu.Unlock()
+		a.ss.Unlock()
 	}
 }
 
@@ -73,13 +73,13 @@ func (a *Agent) begin(ctx context.Context, epoch uint64, sess *wire.Session) *li
 	}
 	s.ctx, s.cancel = context.WithCancel(ctx)
 	a.withMachine(func(m *Machine, _ time.Time) { m.SessionOpened() })
-	a.mu.Lock()
-	a.mu.node = sess.NodeID
+	a.ss.Lock()
+	a.ss.node = sess.NodeID
 	if sess.HeartbeatPeriod > 0 {
-		a.mu.period = time.Duration(sess.HeartbeatPeriod)
+		a.ss.period = time.Duration(sess.HeartbeatPeriod)
 	}
 	a.setSessionLocked(s, false)
-	a.mu.Unlock()
+	a.ss.Unlock()
 	return s
 }
 
@@ -105,12 +105,12 @@ func (a *Agent) heartbeat(ctx context.Context, s *liveSession, period time.Durat
 			if ack.Period > 0 {
 				period = time.Duration(ack.Period)
 			}
-			a.mu.Lock()
-			a.mu.period = period
-			if a.mu.sess == s && !a.mu.live {
+			a.ss.Lock()
+			a.ss.period = period
+			if a.ss.sess == s && !a.ss.live {
 				a.setSessionLocked(s, true)
 			}
-			a.mu.Unlock()
+			a.ss.Unlock()
 			d = a.draw(func(r *rand.Rand) time.Duration { return jitter(period, 0.1, r) })
 			if !a.beatWait(ctx, s, d, period) {
 				return

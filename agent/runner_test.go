@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -359,4 +360,45 @@ func TestRunnerBeatsWhenAnotherCallLosesItsConnection(t *testing.T) {
 			t.Errorf("the heartbeat came %v after the poll lost its connection, want within a tenth of the 5s period", d)
 		}
 	})
+}
+
+// gatedExec is an executor whose Do waits, while gated, until the gate
+// opens: an agent's executor busy with a slow operation.
+type gatedExec struct {
+	Executor
+	gated   atomic.Bool
+	entered chan struct{}
+	gate    chan struct{}
+}
+
+func (g *gatedExec) Do(a Action) {
+	if g.gated.CompareAndSwap(true, false) {
+		close(g.entered)
+		<-g.gate
+	}
+	g.Executor.Do(a)
+}
+
+// While the agent's executor is stuck in an operation (holding the
+// machine), its heartbeats go on at their period.
+func TestRunnerBeatsWhileItsExecutorIsBusy(t *testing.T) {
+	h := newHarness(t, SimConfig{})
+	ex := &gatedExec{Executor: h.exec, entered: make(chan struct{}), gate: make(chan struct{})}
+	ex.gated.Store(true)
+	cfg := h.cfg
+	cfg.Executor = ex
+	ctx, cancel := context.WithCancel(context.Background())
+	h.stop, h.done = cancel, make(chan error, 1)
+	go func() { h.done <- Run(ctx, cfg) }()
+	defer close(ex.gate)
+	h.mgr.until(t, "a heartbeat and a waiting poll", func() bool { return len(h.mgr.hbAt) >= 1 && len(h.mgr.polls) >= 1 })
+	h.mgr.push(completeFrame(3, asg(1, sm.DesiredRunning)))
+	select {
+	case <-ex.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the executor was never asked to start the task")
+	}
+	var before int
+	h.mgr.do(func() { before = len(h.mgr.hbAt) })
+	h.mgr.until(t, "three more heartbeats while the executor is stuck", func() bool { return len(h.mgr.hbAt) >= before+3 })
 }

@@ -28,7 +28,7 @@ func (r *recorder) add(o obs) {
 // also when the queue fills up (agents then wait, nothing is dropped).
 func TestObservationsArriveInOrder(t *testing.T) {
 	pr, pw := io.Pipe()
-	w := newObsWriter(pw)
+	w := newObsWriter(pw, 1<<16)
 	agent := obsSink(w.add)
 	// The loadgen reads nothing until the child's queue is full.
 	rec := &recorder{gate: make(chan struct{})}
@@ -39,7 +39,7 @@ func TestObservationsArriveInOrder(t *testing.T) {
 		deadline := time.Now().Add(30 * time.Second)
 		for time.Now().Before(deadline) {
 			w.mu.Lock()
-			full := len(w.queue) >= obsQueueMax
+			full := len(w.queue) >= w.limit
 			w.mu.Unlock()
 			if full {
 				break
@@ -49,7 +49,7 @@ func TestObservationsArriveInOrder(t *testing.T) {
 		close(rec.gate)
 	}()
 
-	const agents, each = 8, 3 * obsQueueMax / 8 // more than the queue holds
+	const agents, each = 8, 3 * (1 << 16) / 8 // more than the queue holds
 	t0 := time.Unix(1_700_000_000, 0)
 	var wg sync.WaitGroup
 	for a := range agents {

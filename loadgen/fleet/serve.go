@@ -91,20 +91,27 @@ const (
 
 // obsWriter is behind the child's Observer: it queues observations in call
 // order and a flusher sends them in batches. Agents wait while the queue
-// is full (the loadgen reads too slowly), so nothing is dropped.
+// is full (the loadgen reads too slowly), so nothing is dropped; the
+// queue holds millions, since an agent waits there in the middle of its
+// work (its executor, under its lock): with 65,536 a million-task ramp
+// made agents wait so long for the loadgen that their heartbeats stopped
+// for up to 47 s, and the leader expired them.
 type obsWriter struct {
 	mu      sync.Mutex
 	cond    *sync.Cond
+	limit   int
 	queue   []obs
 	last    int64 // the latest stamp given or promised
 	closed  bool
 	flushed chan struct{}
 }
 
-const obsQueueMax = 1 << 16
+// obsQueueMax is a child's queue limit: some 4 million observations
+// (about 150 bytes each while queued).
+const obsQueueMax = 1 << 22
 
-func newObsWriter(w io.Writer) *obsWriter {
-	o := &obsWriter{flushed: make(chan struct{})}
+func newObsWriter(w io.Writer, limit int) *obsWriter {
+	o := &obsWriter{flushed: make(chan struct{}), limit: limit}
 	o.cond = sync.NewCond(&o.mu)
 	go o.flush(w)
 	return o
@@ -113,7 +120,7 @@ func newObsWriter(w io.Writer) *obsWriter {
 func (o *obsWriter) add(x obs) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	for len(o.queue) >= obsQueueMax && !o.closed {
+	for len(o.queue) >= o.limit && !o.closed {
 		o.cond.Wait()
 	}
 	if o.closed {
@@ -226,7 +233,7 @@ func (s *Service) HeartbeatsSince(t time.Time, out *[]bool) error {
 // from in (answers to out), its observations written to obsOut, until in
 // closes (the loadgen ended or died).
 func Serve(ctx context.Context, cfg ChildConfig, in io.Reader, out io.WriteCloser, obsOut io.Writer, fc Config) error {
-	ow := newObsWriter(obsOut)
+	ow := newObsWriter(obsOut, obsQueueMax)
 	fc.Managers, fc.Token, fc.First, fc.Agents, fc.Seed, fc.Sim, fc.Observer = cfg.Managers, cfg.Token, cfg.First, cfg.Agents, cfg.Seed, cfg.Sim, obsSink(ow.add)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
