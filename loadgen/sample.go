@@ -155,8 +155,12 @@ func (s *sampler) sample(ctx context.Context) string {
 	if len(st) > 0 {
 		view = "  view: " + strings.Join(st, " ")
 	}
-	return fmt.Sprintf("%5.0fs %-7s agents %d/%d (beats ≤%.0fs apart)  running %d/%d%s  %.0f tr/s  lag %d  heap %s  violations %d",
-		at.Seconds(), r.phase(), conn, r.cfg.Agents, age, running, r.cfg.Tasks, view, rate, lag,
+	from := ""
+	if metricRunning < 0 {
+		from = " (no replica answered: the event view's count)"
+	}
+	return fmt.Sprintf("%5.0fs %-7s agents %d/%d (beats ≤%.0fs apart)  running %d/%d%s%s  %.0f tr/s  lag %d  heap %s  violations %d",
+		at.Seconds(), r.phase(), conn, r.cfg.Agents, age, running, r.cfg.Tasks, from, view, rate, lag,
 		strings.Join(hp, " "), r.checker.Count())
 }
 

@@ -84,9 +84,7 @@ func (s *State) holdAtReady(t *Task, delay int64) {
 	t.Desired = DesiredReady
 	t.StartAt = s.now + delay
 	t.StartBy = max(t.StartAt, s.now+oldTaskTimeout)
-	if first := &t.History.ring[t.History.start]; t.History.n > 0 {
-		first.Desired = DesiredReady
-	}
+	t.History.setFirstDesired(DesiredReady)
 	s.delayed[t.ID] = t
 	s.delayedDue.push(t.StartAt, t.ID)
 	s.noteDue(t.StartAt)

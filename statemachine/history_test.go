@@ -1,0 +1,46 @@
+package statemachine
+
+import (
+	"testing"
+	"unsafe"
+)
+
+// Every history entry the decoder accepts (each field within its enum)
+// comes back from the packed ring as it went in.
+func TestHistoryPackingKeepsEveryEntry(t *testing.T) {
+	n := 0
+	for st := range numTaskStates {
+		for k := HistTransition; k <= HistLost; k++ {
+			for by := range numComponents {
+				for d := range numDesiredStates {
+					e := HistoryEntry{At: int64(n)*7919 - 1_000_000, State: st, Kind: k, By: by, Desired: d}
+					var h History
+					h.add(HistoryEntry{At: 1})
+					h.add(e)
+					if got := h.At(1); got != e {
+						t.Fatalf("added %+v, read %+v", e, got)
+					}
+					n++
+				}
+			}
+		}
+	}
+	// A full ring keeps the newest historyCap entries, oldest first.
+	var h History
+	for i := range 3 * historyCap {
+		h.add(HistoryEntry{At: int64(i), State: TaskState(i % int(numTaskStates))})
+	}
+	for i := range historyCap {
+		if e := h.At(i); e.At != int64(2*historyCap+i) || e.State != TaskState((2*historyCap+i)%int(numTaskStates)) {
+			t.Fatalf("entry %d of a full ring is %+v", i, e)
+		}
+	}
+}
+
+// A task stays within the allocator's 192-byte size class (it was 256):
+// a million tasks per replica.
+func TestTaskFitsItsSizeClass(t *testing.T) {
+	if sz := unsafe.Sizeof(Task{}); sz > 192 {
+		t.Fatalf("a task takes %d bytes, more than 192", sz)
+	}
+}
