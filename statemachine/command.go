@@ -244,7 +244,20 @@ type Output struct {
 	Effects []Effect
 }
 
+// keptOutput is how many results or effects an Output keeps room for
+// between entries: a ramp's biggest batches left tens of MB of effects'
+// room on every replica for good.
+const keptOutput = 1 << 14
+
 func (o *Output) reset() {
-	o.Results = o.Results[:0]
-	o.Effects = o.Effects[:0]
+	o.Results = trimmed(o.Results)
+	o.Effects = trimmed(o.Effects)
+}
+
+// trimmed empties s, dropping its array if it is bigger than keptOutput.
+func trimmed[S ~[]E, E any](s S) S {
+	if cap(s) > keptOutput {
+		return nil
+	}
+	return s[:0]
 }

@@ -83,6 +83,7 @@ type State struct {
 	// waitqueue.go); it may still list one whose last task left.
 	waitSvcs map[ServiceID]struct{}
 	waitPass waitHeap // reused by each pass
+	waitPeak int      // the most tasks waiting since waiting was made
 	// retryWaiting: addresses were freed, granted or put into quarantine
 	// since the waiting tasks last retried. They retry once after the
 	// batch's commands and once after its reactions, not at every

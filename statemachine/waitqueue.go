@@ -24,6 +24,7 @@ func (s *State) addWaiting(t *Task) {
 		return
 	}
 	s.waiting[t.ID] = t
+	s.waitPeak = max(s.waitPeak, len(s.waiting))
 	svc := s.services[t.Service]
 	if svc == nil {
 		return
@@ -53,6 +54,11 @@ func (s *State) unwait(t *Task) {
 	delete(s.waiting, t.ID)
 	if svc := s.services[t.Service]; svc != nil {
 		svc.waitN--
+	}
+	if len(s.waiting) == 0 && s.waitPeak > 1024 {
+		// A map keeps its room when emptied: a ramp's hundred thousand
+		// waiting tasks left MBs behind in every group.
+		s.waiting, s.waitPeak = make(map[TaskID]*Task), 0
 	}
 }
 

@@ -199,6 +199,11 @@ func (d *Driver) RunOnce(ctx context.Context) (placed int, err error) {
 	start = d.cfg.Clock.Now()
 	p := makePlan(table, batches, d.cfg.Seed, d.assignBuf)
 	d.assignBuf = p.cmds
+	if cap(d.assignBuf) > 1<<14 {
+		// A ramp's plan of a million assignments is not kept for the
+		// next run (it held a hundred MB on the leader for good).
+		d.assignBuf = nil
+	}
 	un := p.unschedulable(batches)
 	d.logReasons(un, batches)
 	stats.Place = d.cfg.Clock.Now().Sub(start)

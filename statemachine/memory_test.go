@@ -44,3 +44,15 @@ func TestTaskFitsItsSizeClass(t *testing.T) {
 		t.Fatalf("a task takes %d bytes, more than 192", sz)
 	}
 }
+
+// An Output keeps room for the next entry's results and effects, but not
+// a huge batch's for good.
+func TestOutputDropsHugeRoom(t *testing.T) {
+	var o Output
+	o.Effects = make([]Effect, 10, 100)
+	o.Results = make([]Result, keptOutput+1)
+	o.reset()
+	if len(o.Effects) != 0 || cap(o.Effects) != 100 || o.Results != nil {
+		t.Fatalf("after reset: effects %d/%d, results %d/%d; want 0/100 and none", len(o.Effects), cap(o.Effects), len(o.Results), cap(o.Results))
+	}
+}
