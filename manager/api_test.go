@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -218,24 +219,7 @@ func TestAPIOverThreeReplicas(t *testing.T) {
 		}
 		// Paging through a service's tasks two at a time lists each once,
 		// in ID order.
-		var paged []string
-		token := ""
-		for range 5 {
-			q := url.Values{"service": {"web"}, "per_page": {"2"}}
-			if token != "" {
-				q.Set("next_token", token)
-			}
-			p, _, err := lead.Tasks(ctx, &client.Query{Params: q})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, tk := range p.Items {
-				paged = append(paged, tk.ID)
-			}
-			if token = p.NextToken; token == "" {
-				break
-			}
-		}
+		paged := pageTasks(t, ctx, lead, url.Values{"service": {"web"}, "per_page": {"2"}}, 5)
 		var all []string
 		for _, tk := range l.Items {
 			all = append(all, tk.ID)
@@ -251,23 +235,29 @@ func TestAPIOverThreeReplicas(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		svcs, _, err := lead.Services(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		all = all[:0]
-		for _, sv := range svcs.Items {
-			l, _, err := lead.Tasks(ctx, &client.Query{Params: url.Values{"service": {sv.Spec.Name}, "per_page": {"10000"}}})
+		// Every task, from each service's listing, in ID order (the
+		// services' changes are still applying on this replica: callers
+		// retry until it agrees with the pages).
+		listAll := func() []string {
+			svcs, _, err := lead.Services(ctx, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, tk := range l.Items {
-				all = append(all, tk.ID)
+			var ids []string
+			for _, sv := range svcs.Items {
+				l, _, err := lead.Tasks(ctx, &client.Query{Params: url.Values{"service": {sv.Spec.Name}, "per_page": {"10000"}}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, tk := range l.Items {
+					ids = append(ids, tk.ID)
+				}
 			}
+			slices.SortFunc(ids, func(a, b string) int { return cmp.Compare(len(a), len(b))*2 + cmp.Compare(a, b) })
+			return ids
 		}
-		slices.SortFunc(all, func(a, b string) int { return cmp.Compare(len(a), len(b))*2 + cmp.Compare(a, b) })
 		groups := map[uint64]bool{}
-		for _, id := range all {
+		for _, id := range listAll() {
 			n, _ := strconv.ParseUint(id, 10, 64)
 			groups[n>>48] = true
 		}
@@ -275,26 +265,11 @@ func TestAPIOverThreeReplicas(t *testing.T) {
 			t.Fatalf("the tasks are in %d service groups, want 2", len(groups))
 		}
 		for per := 1; per <= 4; per++ {
-			paged, token = paged[:0], ""
-			for range len(all) {
-				q := url.Values{"per_page": {strconv.Itoa(per)}}
-				if token != "" {
-					q.Set("next_token", token)
-				}
-				p, _, err := lead.Tasks(ctx, &client.Query{Params: q})
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, tk := range p.Items {
-					paged = append(paged, tk.ID)
-				}
-				if token = p.NextToken; token == "" {
-					break
-				}
-			}
-			if !slices.Equal(paged, all) {
-				t.Fatalf("paging every task %d at a time gave %v, want %v", per, paged, all)
-			}
+			eventually(t, 10*time.Second, func() (bool, string) {
+				all := listAll()
+				paged := pageTasks(t, ctx, lead, url.Values{"per_page": {strconv.Itoa(per)}}, len(all)+1)
+				return slices.Equal(paged, all), fmt.Sprintf("paging every task %d at a time gave %v, want %v", per, paged, all)
+			})
 		}
 		nw, err := c1.CreateNetwork(ctx, client.NetworkSpec{Name: "backend", Subnet: "10.9.0.0/24"})
 		if err != nil || nw.Size == 0 || nw.Free != nw.Size {
@@ -535,4 +510,25 @@ func TestSessionStartsWithTheMonitorsPeriod(t *testing.T) {
 	if got := time.Duration(s.HeartbeatPeriod); got != 3*time.Second {
 		t.Fatalf("the session's heartbeat period is %s, want the monitor's 3s", got)
 	}
+}
+
+// pageTasks lists tasks matching q page by page (at most pages pages) and
+// returns their IDs in the order the pages gave them.
+func pageTasks(t *testing.T, ctx context.Context, c *client.Client, q url.Values, pages int) []string {
+	t.Helper()
+	var ids []string
+	for range pages {
+		p, _, err := c.Tasks(ctx, &client.Query{Params: q})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tk := range p.Items {
+			ids = append(ids, tk.ID)
+		}
+		if p.NextToken == "" {
+			break
+		}
+		q.Set("next_token", p.NextToken)
+	}
+	return ids
 }
