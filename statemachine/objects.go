@@ -101,6 +101,11 @@ type Service struct {
 	// met); waitN counts the waiting ones.
 	waitQ []TaskID
 	waitN int
+	// waitMsg is what the service's waiting tasks (those not being
+	// stopped, once tried) all say, unless waitMixed: one of them was given another
+	// message since (a pass then gives them all its first one's).
+	waitMsg   string
+	waitMixed bool
 	// Update is the progress of the last rolling update.
 	Update UpdateStatus
 	budget int // slots that may still start updating in this pass (-1: any)

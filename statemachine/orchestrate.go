@@ -250,6 +250,7 @@ func (s *State) reconcileSlot(svc *Service, sl *slot, mode slotMode) {
 			t.AfterReject = newest.Status.State == StateRejected && svc.Spec.Restart.Delay > 0
 			if t.AfterReject {
 				t.Status.Message = rejectedMessage(svc, newest)
+				s.noteWaitMsg(t)
 			}
 			s.delayStart(t, svc.Spec.Restart.Delay)
 		}

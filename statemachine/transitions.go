@@ -209,6 +209,7 @@ func (s *State) allocateTask(t *Task) {
 	}
 	if err := s.allocateAddresses(t); err != nil {
 		t.Status.Message = s.allocationMessage(err)
+		s.noteWaitMsg(t)
 		return // stays new; retried when addresses are freed
 	}
 	if strings.HasPrefix(t.Status.Message, waitingPrefix) {

@@ -31,6 +31,7 @@ func (s *State) addWaiting(t *Task) {
 	}
 	svc.waitN++
 	s.waitSvcs[svc.ID] = struct{}{}
+	s.noteWaitMsg(t)
 	if len(svc.waitQ) > 2*svc.waitN+64 && s.fullNets == nil {
 		// Mostly IDs that left: drop them (amortized; never during a
 		// pass, whose cursors hold queue positions).
@@ -138,14 +139,14 @@ func (s *State) retryAllocation() {
 	for h.Len() > 0 {
 		c := &h[0]
 		t := s.waiting[c.svc.waitQ[c.pos]]
-		before := t.Status.Message
 		s.allocateTask(t)
 		if t.Status.State == StateNew {
 			// Refused: so would the service's later tasks be. Their
-			// messages say so too (once: a message that did not change
-			// needs no walk).
-			if t.Status.Message != before {
-				s.tellWaiting(c.svc, c.pos+1, t.Status.Message)
+			// messages say so too (walked only when one of them may say
+			// something else).
+			if svc := c.svc; svc.waitMixed || t.Status.Message != svc.waitMsg {
+				s.tellWaiting(svc, c.pos+1, t.Status.Message)
+				svc.waitMsg, svc.waitMixed = t.Status.Message, false
 			}
 			heap.Pop(&h)
 			continue
@@ -165,6 +166,16 @@ func (s *State) retryAllocation() {
 	clear(h[:cap(h)])
 	s.waitPass = h[:0]
 	s.fullNets = nil
+}
+
+// noteWaitMsg records that waiting task t says what it says: its service's
+// waiting tasks may no longer all say the same. A task not tried yet says
+// nothing and is left out (a new task is tried in the batch that made it:
+// noting it would make every pass of a ramp walk every queue).
+func (s *State) noteWaitMsg(t *Task) {
+	if svc := s.services[t.Service]; svc != nil && t.Status.Message != "" && t.Status.Message != svc.waitMsg && !t.Desired.Stopping() {
+		svc.waitMixed = true
+	}
 }
 
 // tellWaiting gives msg to svc's waiting, wanted tasks from queue position
@@ -198,6 +209,13 @@ func (s *State) checkWaitQueues() []error {
 				}
 				queued[tid] = true
 				n++
+			}
+		}
+		if !svc.waitMixed {
+			for _, tid := range svc.waitQ {
+				if t := s.waiting[tid]; t != nil && !t.Desired.Stopping() && t.Status.Message != "" && t.Status.Message != svc.waitMsg {
+					bad("service %d's waiting task %d says %q, not what its service's waiting tasks say (%q)", id, tid, t.Status.Message, svc.waitMsg)
+				}
 			}
 		}
 		if n != svc.waitN {

@@ -4,12 +4,14 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 )
 
 // TestWaitPassServesLikeTheFullWalk: a pass over the services' queues
 // gives addresses to exactly the tasks, and exactly the addresses, that
-// trying every waiting task in ID order gives them.
+// trying every waiting task in ID order gives them, and leaves each
+// service's waiting tasks saying why the first of them waits.
 func TestWaitPassServesLikeTheFullWalk(t *testing.T) {
 	nets := []string{"a", "b", "c"}
 	served, refused := 0, 0
@@ -73,8 +75,59 @@ func TestWaitPassServesLikeTheFullWalk(t *testing.T) {
 		if err := h.s.CheckInvariants(); err != nil {
 			t.Fatalf("seed %d: after the pass: %v", seed, err)
 		}
+		// Each service's waiting tasks say why the first of them waits.
+		for _, sid := range sortedKeys(h.s.services) {
+			first := ""
+			for _, id := range h.s.services[sid].waitQ {
+				if tk := h.s.waiting[id]; tk != nil && !tk.Desired.Stopping() {
+					if first == "" {
+						first = tk.Status.Message
+					} else if tk.Status.Message != first {
+						t.Fatalf("seed %d: service %d's waiting task %d says %q, its first waiting task %q", seed, sid, id, tk.Status.Message, first)
+					}
+				}
+			}
+		}
 	}
 	if served == 0 || refused == 0 {
 		t.Fatalf("the scenarios never served (%d) or never refused (%d) a waiting task", served, refused)
+	}
+}
+
+// A task refused on one network keeps saying so only while that is why:
+// when the first waiting task of its service is refused for another
+// network, the later ones say that too (found in review: they kept naming
+// a network that had free addresses again).
+func TestWaitingTasksSayWhyTheirServiceWaits(t *testing.T) {
+	h := newHarness(t, Config{Group: 1})
+	h.addNodes(1)
+	h.network("x", "10.1.0.0/28")
+	h.network("y", "10.2.0.0/28")
+	scale := func(name string, n uint32, nets ...string) {
+		spec := ServiceSpec{Name: name, Networks: nets}
+		kind := CmdCreateService
+		if svc := h.s.ServiceByName(name); svc != nil {
+			spec, kind = cloneSpec(&svc.Spec), CmdUpdateService
+		}
+		spec.Replicas = n
+		h.ok(Command{Kind: kind, Spec: &spec})
+	}
+	scale("a", 0, "x", "y")
+	scale("b", 0, "y")
+	scale("c", 0, "x")
+	scale("b", 11) // y is full
+	scale("a", 1)  // a.1 waits for y
+	scale("c", 11) // x is full
+	scale("a", 2)  // a.2 waits for x
+	scale("c", 0)  // x has room again; a.1 still waits for y
+	var msgs []string
+	for _, tk := range h.tasksIn("a") {
+		if tk.Status.State != StateNew || !strings.Contains(tk.Status.Message, `"y"`) {
+			t.Fatalf("task %d of a is %s and says %q; want new, waiting for network y", tk.ID, tk.Status.State, tk.Status.Message)
+		}
+		msgs = append(msgs, tk.Status.Message)
+	}
+	if len(msgs) != 2 {
+		t.Fatalf("a has %d tasks waiting, want 2", len(msgs))
 	}
 }

@@ -171,6 +171,9 @@ func (f *Fleet) run(a *simAgent, sim *agent.SimExecutor, delay time.Duration) {
 			f.errs.Add(1)
 			cfg.Logger.Error("loadgen: agent stopped", "host", cfg.Node.Hostname, "err", err)
 		}
+		// An agent that stopped is not connected, whatever its last
+		// heartbeat said (nor counted in BeatAge).
+		a.live.Store(false)
 	}()
 }
 
