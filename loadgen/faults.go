@@ -111,10 +111,12 @@ func (f *faults) killLeader(ctx context.Context) {
 		l = f.r.cl.Leader(ctx)
 	}
 	if l == nil {
-		if ctx.Err() == nil {
-			fmt.Fprintf(f.r.cfg.Out, "%5.0fs faults  no replica said it leads, asked five times (all too busy to answer, or an election under way?); this leader kill is skipped\n",
-				time.Since(f.r.start).Seconds())
+		why := "asked five times (all too busy to answer, or an election under way?)"
+		if ctx.Err() != nil {
+			why = "and the fault phase ended while the loadgen asked"
 		}
+		fmt.Fprintf(f.r.cfg.Out, "%5.0fs faults  no replica said it leads, %s; this leader kill is skipped\n",
+			time.Since(f.r.start).Seconds(), why)
 		return
 	}
 	live := f.r.fleet.Live()
