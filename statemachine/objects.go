@@ -99,7 +99,7 @@ type Service struct {
 	// waitQ lists the IDs of its tasks waiting for addresses in
 	// increasing order, plus IDs that left waiting since (dropped as
 	// met); waitN counts the waiting ones.
-	waitQ []TaskID
+	waitQ idList
 	waitN int
 	// waitMsg is what the service's waiting tasks (those not being
 	// stopped, once tried) all say, unless waitMixed: one of them was given another

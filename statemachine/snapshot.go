@@ -407,7 +407,7 @@ func decodeCanonicalWith(b []byte, pc poolCodec) (*State, error) {
 	var prev TaskID
 	nt := d.count(16)
 	s.tasks = make(map[TaskID]*Task, nt)
-	s.order = make([]TaskID, 0, nt)
+	s.order = make(idList, 0, nt)
 	for range nt {
 		t := new(Task)
 		decodeTask(&d, t)

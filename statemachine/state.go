@@ -78,7 +78,7 @@ type State struct {
 	waiting map[TaskID]*Task
 	// order lists the tasks' IDs in increasing order, plus IDs deleted
 	// since the last compaction (taskorder.go).
-	order []TaskID
+	order idList
 	// waitSvcs lists the services with tasks waiting (their queues, see
 	// waitqueue.go); it may still list one whose last task left.
 	waitSvcs map[ServiceID]struct{}

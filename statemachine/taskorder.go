@@ -12,24 +12,39 @@ import (
 // page made reading a million tasks page by page cost a hundred walks of
 // the map. Deleted IDs stay in the slice until the next compaction.
 
-// indexTask appends t's ID to the order (IDs arrive in increasing order;
-// one that does not is put in its place).
-func (s *State) indexTask(id TaskID) {
-	if n := len(s.order); n == 0 || s.order[n-1] < id {
-		s.order = append(s.order, id)
+// idList is task IDs in increasing order, plus IDs that left whatever
+// they list (dropped at the next compaction). The store's order and each
+// service's queue of tasks waiting for addresses are such lists.
+type idList []TaskID
+
+// add puts id in its place: at the end, as IDs mostly arrive in
+// increasing order (creation, snapshot decoding); one that does not is
+// inserted, so the order never depends on that.
+func (l *idList) add(id TaskID) {
+	if n := len(*l); n == 0 || (*l)[n-1] < id {
+		*l = append(*l, id)
 		return
 	}
-	if i, found := slices.BinarySearch(s.order, id); !found {
-		s.order = slices.Insert(s.order, i, id)
+	if i, found := slices.BinarySearch(*l, id); !found {
+		*l = slices.Insert(*l, i, id)
 	}
 }
 
-// unindexTask notes that a task left the store: the order drops its ID at
-// the next compaction, once deleted IDs outnumber the tasks (amortized).
-func (s *State) unindexTask() {
-	if len(s.order) > 2*len(s.tasks)+64 {
-		s.order = slices.DeleteFunc(s.order, func(id TaskID) bool { return s.tasks[id] == nil })
+// compact drops the IDs gone reports once they may outnumber the live
+// ones (the list is longer than twice live, plus 64): amortized.
+func (l *idList) compact(live int, gone func(TaskID) bool) {
+	if len(*l) > 2*live+64 {
+		*l = slices.DeleteFunc(*l, gone)
 	}
+}
+
+// indexTask adds id to the store's order.
+func (s *State) indexTask(id TaskID) { s.order.add(id) }
+
+// unindexTask notes that a task left the store: the order drops its ID at
+// its next compaction.
+func (s *State) unindexTask() {
+	s.order.compact(len(s.tasks), func(id TaskID) bool { return s.tasks[id] == nil })
 }
 
 // TaskIDsAfter returns, ascending, the first limit IDs above after of the

@@ -3,7 +3,6 @@ package statemachine
 import (
 	"container/heap"
 	"fmt"
-	"slices"
 )
 
 // Tasks waiting for addresses are queued by service. All the waiting
@@ -16,9 +15,7 @@ import (
 // thousand waiting in a group, at every block grant) was more than half
 // of every replica's CPU in a million-task ramp.
 
-// addWaiting indexes t as waiting for addresses. IDs come in increasing
-// order within a service (creation, snapshot decoding); one that does not
-// is put in its place, so the order never depends on that.
+// addWaiting indexes t as waiting for addresses, in its service's queue.
 func (s *State) addWaiting(t *Task) {
 	if s.waiting[t.ID] != nil {
 		return
@@ -32,18 +29,11 @@ func (s *State) addWaiting(t *Task) {
 	svc.waitN++
 	s.waitSvcs[svc.ID] = struct{}{}
 	s.noteWaitMsg(t)
-	if len(svc.waitQ) > 2*svc.waitN+64 && s.fullNets == nil {
-		// Mostly IDs that left: drop them (amortized; never during a
-		// pass, whose cursors hold queue positions).
-		s.compactWaitQ(svc)
+	if s.fullNets == nil {
+		// Never during a pass, whose cursors hold queue positions.
+		svc.waitQ.compact(svc.waitN, func(id TaskID) bool { return s.waiting[id] == nil })
 	}
-	if n := len(svc.waitQ); n == 0 || svc.waitQ[n-1] < t.ID {
-		svc.waitQ = append(svc.waitQ, t.ID)
-		return
-	}
-	if i, found := slices.BinarySearch(svc.waitQ, t.ID); !found {
-		svc.waitQ = slices.Insert(svc.waitQ, i, t.ID)
-	}
+	svc.waitQ.add(t.ID)
 }
 
 // unwait drops t from the tasks waiting for addresses (its queue entry is
@@ -61,11 +51,6 @@ func (s *State) unwait(t *Task) {
 		// waiting tasks left MBs behind in every group.
 		s.waiting, s.waitPeak = make(map[TaskID]*Task), 0
 	}
-}
-
-// compactWaitQ drops from svc's queue the IDs that left waiting.
-func (s *State) compactWaitQ(svc *Service) {
-	svc.waitQ = slices.DeleteFunc(svc.waitQ, func(id TaskID) bool { return s.waiting[id] == nil })
 }
 
 // waitCursor is a service's place in a pass: waitQ[pos] is its next task.
@@ -151,12 +136,8 @@ func (s *State) retryAllocation() {
 			heap.Pop(&h)
 			continue
 		}
-		if c.pos == 0 {
-			// It left waiting: drop it from the front now.
-			c.svc.waitQ = c.svc.waitQ[1:]
-		} else {
-			c.pos++
-		}
+		// It left waiting: next steps over it (dropping it from the
+		// front of the queue when it is there).
 		if s.next(c) {
 			heap.Fix(&h, 0)
 		} else {
@@ -203,20 +184,18 @@ func (s *State) checkWaitQueues() []error {
 			if i > 0 && svc.waitQ[i-1] >= tid {
 				bad("service %d's waiting queue lists task %d after task %d", id, tid, svc.waitQ[i-1])
 			}
-			if t := s.waiting[tid]; t != nil {
-				if t.Service != id {
-					bad("task %d of service %d is queued as waiting in service %d", tid, t.Service, id)
-				}
-				queued[tid] = true
-				n++
+			t := s.waiting[tid]
+			if t == nil {
+				continue
 			}
-		}
-		if !svc.waitMixed {
-			for _, tid := range svc.waitQ {
-				if t := s.waiting[tid]; t != nil && !t.Desired.Stopping() && t.Status.Message != "" && t.Status.Message != svc.waitMsg {
-					bad("service %d's waiting task %d says %q, not what its service's waiting tasks say (%q)", id, tid, t.Status.Message, svc.waitMsg)
-				}
+			if t.Service != id {
+				bad("task %d of service %d is queued as waiting in service %d", tid, t.Service, id)
 			}
+			if !svc.waitMixed && !t.Desired.Stopping() && t.Status.Message != "" && t.Status.Message != svc.waitMsg {
+				bad("service %d's waiting task %d says %q, not what its service's waiting tasks say (%q)", id, tid, t.Status.Message, svc.waitMsg)
+			}
+			queued[tid] = true
+			n++
 		}
 		if n != svc.waitN {
 			bad("service %d counts %d tasks waiting for addresses, its queue has %d", id, svc.waitN, n)
