@@ -2,6 +2,7 @@ package check
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -44,8 +45,12 @@ type Probe func(node uint32, task uint64) string
 type Checker struct {
 	mu struct {
 		sync.Mutex
-		start    time.Time
-		tasks    map[uint64]*view
+		start time.Time
+		tasks map[uint64]*view
+		// byState counts tasks by rank (index as in States), kept as
+		// views change: counting a million-task view on every progress
+		// tick was a fifth of the loadgen's CPU.
+		byState  []int
 		liveAddr map[string]uint64   // address key → task (stream view, non-terminal)
 		agentAdr map[string]holder   // address key → holder (agents)
 		held     map[uint64][]string // task → address keys it holds on an agent
@@ -77,6 +82,7 @@ func New(start time.Time) *Checker {
 	c := &Checker{}
 	c.mu.start = start
 	c.mu.tasks = map[uint64]*view{}
+	c.mu.byState = make([]int, len(States))
 	c.mu.liveAddr = map[string]uint64{}
 	c.mu.agentAdr = map[string]holder{}
 	c.mu.held = map[uint64][]string{}
@@ -165,6 +171,7 @@ func (c *Checker) deletedLocked(id uint64, now time.Time) {
 	}
 	if v != nil {
 		c.setLiveLocked(id, v, nil, now)
+		c.setRankLocked(v, -1)
 	}
 	delete(c.mu.tasks, id)
 	delete(c.mu.handed, id)
@@ -197,7 +204,8 @@ func (c *Checker) mergeLocked(id uint64, t *client.Task, conn int, now time.Time
 		}
 		return // an older rendering (a lagging replica): keep what we know
 	}
-	v.service, v.slot, v.desired, v.rank, v.conn, v.stale = t.Service, t.Slot, t.Desired, rank, conn, false
+	c.setRankLocked(v, rank)
+	v.service, v.slot, v.desired, v.conn, v.stale = t.Service, t.Slot, t.Desired, conn, false
 	if t.Node != 0 {
 		v.node = t.Node
 	}
@@ -215,6 +223,17 @@ func (c *Checker) mergeLocked(id uint64, t *client.Task, conn int, now time.Time
 	if n, ok := c.mu.handed[id]; ok && v.node != 0 {
 		c.checkNodeLocked(id, v, n, now)
 	}
+}
+
+// setRankLocked moves v to rank (-1: out of the view) in the counts.
+func (c *Checker) setRankLocked(v *view, rank int) {
+	if v.rank >= 0 {
+		c.mu.byState[v.rank]--
+	}
+	if rank >= 0 {
+		c.mu.byState[rank]++
+	}
+	v.rank = rank
 }
 
 // setLiveLocked replaces the addresses task id holds in the stream's view.
@@ -306,6 +325,7 @@ func (c *Checker) Reset(tasks []client.Task, conn int, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.mu.tasks = map[uint64]*view{}
+	clear(c.mu.byState)
 	c.mu.liveAddr = map[string]uint64{}
 	for i := range tasks {
 		id, err := strconv.ParseUint(tasks[i].ID, 10, 64)
@@ -410,13 +430,7 @@ func (c *Checker) Running() map[string]int {
 func (c *Checker) ByState() []int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make([]int, len(States))
-	for _, v := range c.mu.tasks {
-		if v.rank >= 0 {
-			out[v.rank]++
-		}
-	}
-	return out
+	return slices.Clone(c.mu.byState)
 }
 
 // Count returns how many violations were seen.

@@ -2,7 +2,9 @@ package check
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -196,5 +198,44 @@ func TestRequeuedSuspectIsHandedOutAgain(t *testing.T) {
 	}
 	if len(c.Suspects()) != 0 || c.Count() != 0 {
 		t.Fatalf("handed out twice or counted before being settled: %d", c.Count())
+	}
+}
+
+// Property: after any sequence of task events (states up and down, object-
+// less events, deletions, full resets, other connections), ByState equals
+// the views counted one by one.
+func TestByStateCountsTheView(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 9))
+	for round := range 200 {
+		c := New(t0)
+		for range 300 {
+			id := strconv.Itoa(1 + r.IntN(20))
+			conn := 1 + r.IntN(2)
+			switch k := r.IntN(20); {
+			case k == 0:
+				c.Event(deleted(id), conn, t0)
+			case k == 1:
+				c.Event(client.Event{Topic: "task", Type: "state", Key: id}, conn, t0)
+			case k == 2:
+				var list []client.Task
+				for j := range r.IntN(5) {
+					list = append(list, *taskEv(strconv.Itoa(j+1), "web", 1, 3, "running", States[r.IntN(len(States))]).Task)
+				}
+				c.Reset(list, conn, t0)
+			default:
+				c.Event(taskEv(id, "web", 1, 3, "running", States[r.IntN(len(States))]), conn, t0)
+			}
+		}
+		want := make([]int, len(States))
+		c.mu.Lock()
+		for _, v := range c.mu.tasks {
+			if v.rank >= 0 {
+				want[v.rank]++
+			}
+		}
+		c.mu.Unlock()
+		if got := c.ByState(); !slices.Equal(got, want) {
+			t.Fatalf("round %d: ByState %v, the views count %v", round, got, want)
+		}
 	}
 }
