@@ -49,6 +49,8 @@ var edges = map[string]rule{
 	"internal/clock":  {},
 	"internal/mix":    {pure: true},
 	"internal/varint": {pure: true},
+	// The API's JSON codec for responses and event lines.
+	"internal/jsoncodec": {third: []string{"github.com/goccy/go-json"}},
 
 	// Which group owns a command: pure, shared by the engine and the
 	// duties' in-memory harness.

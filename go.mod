@@ -15,6 +15,8 @@ require (
 	pgregory.net/rapid v1.3.0
 )
 
+require github.com/goccy/go-json v0.12.0
+
 require (
 	github.com/DataDog/zstd v1.4.5 // indirect
 	github.com/VictoriaMetrics/metrics v1.35.1

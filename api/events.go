@@ -2,7 +2,6 @@ package api
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +12,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"shoal/api/client"
+	"shoal/internal/jsoncodec"
 	"shoal/statemachine"
 	"shoal/wire"
 )
@@ -99,7 +99,7 @@ func (*eventStream) SupportsBodyWriteTo() bool { return true }
 func (es *eventStream) WriteTo(w io.Writer) (int64, error) {
 	var buf bytes.Buffer
 	var total int64
-	enc := json.NewEncoder(&buf)
+	enc := jsoncodec.NewEncoder(&buf)
 	send := func() error {
 		n, err := w.Write(buf.Bytes())
 		total += int64(n)

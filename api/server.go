@@ -16,6 +16,7 @@ import (
 	"shoal/api/client"
 	"shoal/engine"
 	"shoal/internal/clock"
+	"shoal/internal/jsoncodec"
 	"shoal/statemachine"
 	"shoal/wire"
 )
@@ -317,7 +318,7 @@ func (s *Server) fail(ctx *fasthttp.RequestCtx, e *apiError) {
 
 // reply writes a JSON document with the cursor it reflects.
 func (s *Server) reply(ctx *fasthttp.RequestCtx, status int, cur wire.Cursor, v any) error {
-	body, err := json.Marshal(v)
+	body, err := jsoncodec.Marshal(v)
 	if err != nil {
 		return err
 	}

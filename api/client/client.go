@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"shoal/internal/jsoncodec"
 )
 
 // APIError is a manager's refusal of a user API request.
@@ -149,7 +151,7 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, in, 
 		return idx, e
 	}
 	if out != nil {
-		if err := json.Unmarshal(raw, out); err != nil {
+		if err := jsoncodec.Unmarshal(raw, out); err != nil {
 			return idx, fmt.Errorf("%w at %s: answer is not valid JSON: %v", ErrUnreachable, c.base, err)
 		}
 	}
@@ -336,7 +338,7 @@ func (c *Client) Events(ctx context.Context, index string, topics []string, fn f
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
 	for sc.Scan() {
 		var ev Event
-		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+		if err := jsoncodec.Unmarshal(sc.Bytes(), &ev); err != nil {
 			return fmt.Errorf("%w at %s: event is not valid JSON: %v", ErrUnreachable, c.base, err)
 		}
 		if ev.Error != nil {
