@@ -20,6 +20,12 @@ import (
 // eventHeartbeat is how often an idle stream gets a heartbeat line.
 const eventHeartbeat = 10 * time.Second
 
+// eventPage is the most events a stream renders and writes at once. Each
+// page reads each of its groups' states once, under read locks that wait
+// for the applies in progress, so a stream catching up takes those locks
+// once per page rather than once per thousand events.
+const eventPage = 8192
+
 // topicOf names an effect's topic and type.
 func topicOf(k statemachine.EffectKind) (topic, typ string) {
 	switch k {
@@ -112,7 +118,7 @@ func (es *eventStream) WriteTo(w io.Writer) (int64, error) {
 	defer beat.Stop()
 	for {
 		_, changed := s.cfg.Feed.Changed()
-		changes, next, end, ok := s.cfg.Feed.page(cursor, 1000, from)
+		changes, next, end, ok := s.cfg.Feed.page(cursor, eventPage, from)
 		from = end
 		if !ok {
 			_ = enc.Encode(client.Event{Topic: "error", Error: &client.ErrorBody{Code: client.CodeIndexTooOld,

@@ -26,7 +26,9 @@ type view struct {
 	conn    int      // the stream connection of the last merged object
 	live    []string // address keys held while not terminal
 	stale   bool     // a later event came without an object: the task was gone when rendered
-	obj     *client.Task
+	// addrs are the task's addresses as last rendered (for describing
+	// it): the decoded object's own slice, not a copy of the object.
+	addrs []client.TaskAddress
 }
 
 // holder is a task holding an address on an agent.
@@ -123,9 +125,9 @@ func describe(id uint64, v *view) string {
 		return fmt.Sprintf("task %d (not seen in the event stream)", id)
 	}
 	s := fmt.Sprintf("task %d %s.%d node=%d desired=%s state=%s", id, v.service, v.slot, v.node, v.desired, States[v.rank])
-	if v.obj != nil && len(v.obj.Addresses) > 0 {
+	if len(v.addrs) > 0 {
 		var as []string
-		for _, a := range v.obj.Addresses {
+		for _, a := range v.addrs {
 			r := ""
 			if a.Released {
 				r = "(released)"
@@ -209,8 +211,7 @@ func (c *Checker) mergeLocked(id uint64, t *client.Task, conn int, now time.Time
 	if t.Node != 0 {
 		v.node = t.Node
 	}
-	tc := *t
-	v.obj = &tc
+	v.addrs = t.Addresses
 	var live []string
 	if rank < rankComplete {
 		for _, a := range t.Addresses {
@@ -324,9 +325,9 @@ func (c *Checker) Release(id uint64, now time.Time) {
 func (c *Checker) Reset(tasks []client.Task, conn int, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.mu.tasks = map[uint64]*view{}
+	c.mu.tasks = make(map[uint64]*view, len(tasks))
 	clear(c.mu.byState)
-	c.mu.liveAddr = map[string]uint64{}
+	c.mu.liveAddr = make(map[string]uint64, len(tasks))
 	for i := range tasks {
 		id, err := strconv.ParseUint(tasks[i].ID, 10, 64)
 		if err != nil {

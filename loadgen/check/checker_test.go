@@ -239,3 +239,16 @@ func TestByStateCountsTheView(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkReset merges a full task list of 100,000 tasks (a resync).
+func BenchmarkReset(b *testing.B) {
+	list := make([]client.Task, 100000)
+	for i := range list {
+		list[i] = *taskEv(strconv.Itoa(i+1), "svc-"+strconv.Itoa(i%100), uint32(i/100+1), uint32(i%1000+1), "running", "running",
+			fmt.Sprintf("10.%d.%d.%d/16", i%100, i/256%256, i%256)).Task
+	}
+	c := New(t0)
+	for b.Loop() {
+		c.Reset(list, 1, t0)
+	}
+}
