@@ -86,16 +86,7 @@ func (f *Follower) Follow(ctx context.Context) {
 		got := false
 		err = c.Events(ctx, index, nil, func(ev client.Event) error {
 			got = true
-			f.mu.Lock()
-			f.mu.events++
-			if ev.Index != "" {
-				f.mu.index = ev.Index
-			}
-			if ev.Raft > f.mu.pos[ev.Group] {
-				f.mu.pos[ev.Group] = ev.Raft
-			}
-			f.mu.Unlock()
-			f.cfg.Event(ev, conn)
+			f.deliver(ev, conn)
 			return nil
 		})
 		if ctx.Err() != nil {
@@ -126,40 +117,93 @@ func (f *Follower) Follow(ctx context.Context) {
 	}
 }
 
-// resync reads every task from addr (pages of 10,000) and follows from
-// the first page's index.
+// deliver hands ev, read on connection conn, to the sink and moves the
+// resume point past it.
+func (f *Follower) deliver(ev client.Event, conn int) {
+	f.mu.Lock()
+	f.mu.events++
+	if ev.Index != "" {
+		f.mu.index = ev.Index
+	}
+	if ev.Raft > f.mu.pos[ev.Group] {
+		f.mu.pos[ev.Group] = ev.Raft
+	}
+	f.mu.Unlock()
+	f.cfg.Event(ev, conn)
+}
+
+// maxHeld bounds the events a resync holds while it reads the task list;
+// past it the stream is left and resumed afterwards from the last held
+// event, if the managers still keep what followed.
+const maxHeld = 2_000_000
+
+// resync reads every task from addr (pages of 10,000) and hands the list
+// to the sink, then the events that happened since its first page. Those
+// are followed while the rest of the list is read, from the first page's
+// index: reading a million tasks from a busy cluster takes longer than a
+// manager keeps events, and a stream opened only after the list could
+// never resume from it (the loadgen then read the whole list again,
+// every minute of a million-task ramp). The list goes in on connection
+// conn and the held events on the next one, so that a list page rendered
+// after one of those events is not taken for a task moving back.
 func (f *Follower) resync(ctx context.Context, addr string, conn int) {
 	c, err := f.cfg.Dial(addr)
 	if err != nil {
 		return
 	}
-	var all []client.Task
-	var first string
-	token := ""
-	for {
+	page := func(token string) (client.List[client.Task], string, error) {
 		p := url.Values{"per_page": {strconv.Itoa(10000)}}
 		if token != "" {
 			p.Set("next_token", token)
 		}
-		l, idx, err := c.Tasks(ctx, &client.Query{Params: p})
+		return c.Tasks(ctx, &client.Query{Params: p})
+	}
+	l, first, err := page("")
+	if err != nil {
+		return // the next attempt tries again
+	}
+	all := l.Items
+	var held []client.Event
+	var heldMu sync.Mutex
+	sctx, stop := context.WithCancel(ctx)
+	streamed := make(chan struct{})
+	go func() {
+		defer close(streamed)
+		sc, err := f.cfg.Dial(addr)
 		if err != nil {
-			return // the next attempt tries again
+			return
 		}
-		if first == "" {
-			first = idx
+		_ = sc.Events(sctx, first, nil, func(ev client.Event) error {
+			heldMu.Lock()
+			defer heldMu.Unlock()
+			held = append(held, ev)
+			if len(held) >= maxHeld {
+				return errors.New("enough held")
+			}
+			return nil
+		})
+	}()
+	for token := l.NextToken; token != ""; token = l.NextToken {
+		if l, _, err = page(token); err != nil {
+			stop()
+			<-streamed
+			return
 		}
 		all = append(all, l.Items...)
-		if l.NextToken == "" {
-			break
-		}
-		token = l.NextToken
 	}
+	stop()
+	<-streamed
 	f.mu.Lock()
 	f.mu.index = first
 	f.mu.resyncs++
+	f.mu.conn = max(f.mu.conn, conn) + 1
+	evConn := f.mu.conn
 	f.mu.Unlock()
 	if f.cfg.Resync != nil {
 		f.cfg.Resync(all, conn)
+	}
+	for _, ev := range held {
+		f.deliver(ev, evConn)
 	}
 }
 
