@@ -431,6 +431,19 @@ func TestTaskIDsAfterIsAPageOfTheSortedIDs(t *testing.T) {
 	if len(h.s.order) == len(all) || !slices.Equal(h.s.TaskIDs(), all) {
 		t.Fatalf("%d IDs in the order for %d tasks (want deleted IDs still there); TaskIDs %v, want %v", len(h.s.order), len(all), h.s.TaskIDs(), all)
 	}
+	var ranged []TaskID
+	for tk := range h.s.TasksInOrder() {
+		if tk != h.s.Task(tk.ID) {
+			t.Fatalf("TasksInOrder yielded a task %d that is not the store's", tk.ID)
+		}
+		ranged = append(ranged, tk.ID)
+		if len(ranged) == len(all)-1 {
+			break // a range ended early stops the walk
+		}
+	}
+	if !slices.Equal(ranged, all[:len(all)-1]) {
+		t.Fatalf("TasksInOrder yielded %v, want %v", ranged, all[:len(all)-1])
+	}
 	running := func(t *Task) bool { return t.Status.State == StateRunning }
 	for _, keep := range []func(*Task) bool{nil, running} {
 		var want []TaskID

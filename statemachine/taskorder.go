@@ -2,6 +2,7 @@ package statemachine
 
 import (
 	"fmt"
+	"iter"
 	"slices"
 )
 
@@ -77,6 +78,20 @@ func (s *State) TaskIDs() []TaskID {
 		}
 	}
 	return ids
+}
+
+// TasksInOrder yields every task in ascending ID order: one map read per
+// task, where TaskIDs and then Task per ID took two and a slice of every
+// ID (the leader's scheduler scans every task at each run). The caller
+// must not modify the tasks, nor the state while it ranges.
+func (s *State) TasksInOrder() iter.Seq[*Task] {
+	return func(yield func(*Task) bool) {
+		for _, id := range s.order {
+			if t := s.tasks[id]; t != nil && !yield(t) {
+				return
+			}
+		}
+	}
 }
 
 // checkOrder checks the order: increasing, and listing every task.

@@ -92,8 +92,7 @@ func (sc *scanner) scanNodes(s *statemachine.State) {
 // its pending ones into batches.
 func (sc *scanner) scanGroup(g int, s *statemachine.State) {
 	sc.lastInf = nil
-	for _, id := range s.TaskIDs() {
-		t := s.Task(id)
+	for t := range s.TasksInOrder() {
 		st := t.Status.State
 		live := st >= statemachine.StateAssigned && st <= statemachine.StateRunning && t.Node != 0
 		pending := st == statemachine.StatePending && !t.Desired.Stopping() && (!t.AfterReject || t.StartAt <= sc.now)
@@ -120,7 +119,7 @@ func (sc *scanner) scanGroup(g int, s *statemachine.State) {
 			inf.batches[t.SpecVersion] = b
 			sc.batches = append(sc.batches, b)
 		}
-		b.tasks = append(b.tasks, id)
+		b.tasks = append(b.tasks, t.ID)
 		b.msgs = append(b.msgs, t.Status.Message)
 		if b.global {
 			b.slots = append(b.slots, t.Slot)
