@@ -1,6 +1,7 @@
 package api
 
 import (
+	"slices"
 	"sync"
 
 	"shoal/statemachine"
@@ -191,53 +192,65 @@ func (f *Feed) nodeChanges(node statemachine.NodeID, g int, after uint64) (es []
 	return es, true
 }
 
+// changedLocked marks in changed, for the service groups 1..len-1, where
+// node's journal may hold an assignment change past cursor: the cursor is
+// below the journal's floor there (the journal cannot tell), or an entry
+// is past it. The cluster group (0) is never marked: it carries no
+// assignments, and frames never move an agent's cursor there. (Its floor
+// once counted: a journal begun after the cluster group's first change
+// was behind every cursor there, and each long poll was answered at once,
+// dozens of times a second per agent.) The caller holds j.mu.
+func (j *journal) changedLocked(cursor []uint64, changed []bool) {
+	for g := 1; g < len(changed); g++ {
+		changed[g] = g >= len(j.floor) || at(cursor, g) < j.floor[g]
+	}
+	for _, e := range j.entries {
+		if e.group > 0 && e.group < len(changed) && e.index > at(cursor, e.group) {
+			changed[e.group] = true
+		}
+	}
+}
+
 // quietGroups returns, for groups 0..groups, the index up to which the
 // feed knows node has no assignment change past cursor, or 0 where it may
-// have one (or its journal does not reach back to cursor): an incremental
-// frame needs no read of a quiet group's state, and the node's cursor may
-// move to that index. (The applied indexes are read first: every change
-// at or below them is in the journal by then, since OnApply writes both
-// under the feed's lock.)
+// have one (or its journal does not reach back to cursor), and always for
+// the cluster group: an incremental frame needs no read of a quiet
+// group's state, and the node's cursor may move to that index. (The
+// applied indexes are read first: every change at or below them is in
+// the journal by then, since OnApply writes both under the feed's lock.)
 func (f *Feed) quietGroups(node statemachine.NodeID, cursor []uint64, groups int) []uint64 {
 	f.mu.RLock()
 	quiet := make([]uint64, groups+1)
 	copy(quiet, f.mu.applied)
 	f.mu.RUnlock()
+	quiet[0] = 0
 	v, ok := f.nodes.Load(node)
 	if !ok {
 		return make([]uint64, groups+1) // no journal yet: read every group
 	}
 	j := v.(*journal)
+	changed := make([]bool, groups+1)
 	j.mu.Lock()
-	defer j.mu.Unlock()
-	for g := range quiet {
-		if g >= len(j.floor) || at(cursor, g) < j.floor[g] {
+	j.changedLocked(cursor, changed)
+	j.mu.Unlock()
+	for g, c := range changed {
+		if c {
 			quiet[g] = 0
-		}
-	}
-	for _, e := range j.entries {
-		if e.group < len(quiet) && e.index > at(cursor, e.group) {
-			quiet[e.group] = 0
 		}
 	}
 	return quiet
 }
 
-// nodePending reports whether node has changes in any group past cursor,
-// or its journal cannot tell (both mean: answer now), and else a channel
-// closed at the node's next change.
+// nodePending reports whether node may have changes in a service group
+// past cursor (both mean: answer now; see changedLocked), and else a
+// channel closed at the node's next change.
 func (f *Feed) nodePending(node statemachine.NodeID, cursor []uint64) (bool, <-chan struct{}) {
 	j, unlock := f.journalRead(node)
 	defer unlock()
-	for g := range j.floor {
-		if at(cursor, g) < j.floor[g] {
-			return true, nil
-		}
-	}
-	for _, e := range j.entries {
-		if e.index > at(cursor, e.group) {
-			return true, nil
-		}
+	changed := make([]bool, len(j.floor))
+	j.changedLocked(cursor, changed)
+	if slices.Contains(changed, true) {
+		return true, nil
 	}
 	return false, j.wake
 }

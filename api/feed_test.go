@@ -199,3 +199,30 @@ func TestQuietGroups(t *testing.T) {
 	check(7, []uint64{0, 5, 0, 20}, []uint64{0, 5, 3, 20})
 	check(7, []uint64{0, 4, 0, 20}, []uint64{0, 0, 3, 20})
 }
+
+// An agent whose cursor is up to date in every service group is not
+// pending (its long poll waits) even when the cluster group changed before
+// its journal began; frames never move a cursor in the cluster group. It
+// is pending once one of its service groups assigns it something.
+func TestUpToDateNodeWaitsWhateverTheClusterGroupDid(t *testing.T) {
+	f := NewFeed(2, nil, 1024, 16)
+	f.OnApply(0, 9, []statemachine.Effect{{Kind: statemachine.EffNodeChanged, Node: 7}})
+	f.OnApply(1, 5, []statemachine.Effect{{Kind: statemachine.EffAssignments, Node: 7, Task: 1}})
+	cursor := []uint64{0, 5, 0} // as frames leave it: nothing in the cluster group
+	pending, wake := f.nodePending(7, cursor)
+	if pending || wake == nil {
+		t.Fatalf("node 7, up to date at %v: pending %v; want its poll to wait", cursor, pending)
+	}
+	if q := f.quietGroups(7, cursor, 2); q[0] != 0 || q[1] != 5 {
+		t.Fatalf("quiet groups %v; want the cluster group unread (0) and group 1 quiet up to 5", q)
+	}
+	f.OnApply(2, 6, []statemachine.Effect{{Kind: statemachine.EffAssignments, Node: 7, Task: 2}})
+	select {
+	case <-wake:
+	default:
+		t.Fatal("a new assignment did not wake the waiting poll")
+	}
+	if pending, _ := f.nodePending(7, cursor); !pending {
+		t.Fatal("node 7 is not pending after an assignment past its cursor")
+	}
+}
