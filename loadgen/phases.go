@@ -249,6 +249,7 @@ func (r *run) buildReport(ctx context.Context, converged bool, convergeSecs floa
 	rep.Transitions = r.sampler.rate()
 	rep.Series = r.sampler.series()
 	rep.Groups = r.sampler.proposals(time.Since(r.start).Seconds())
+	rep.AgentCalls = r.sampler.agentCalls(r.cfg.Agents, time.Since(r.start).Seconds())
 	r.sampler.mu.Lock()
 	for _, rp := range r.cl.Replicas {
 		rep.Replicas = append(rep.Replicas, report.Replica{ID: rp.ID, API: rp.API, HeapInuseEnd: r.sampler.last[rp.ID],

@@ -1,6 +1,11 @@
 package loadgen
 
-import "testing"
+import (
+	"slices"
+	"testing"
+
+	"shoal/loadgen/report"
+)
 
 // The totals are what the replicas proposed while the loadgen watched: the
 // growth of each replica's counters, and after a restart (counters below
@@ -33,5 +38,23 @@ func TestProposalCountsAcrossRestarts(t *testing.T) {
 	}
 	if g.PerSecond != 18.7 || g.PeakRate != 74 || g.MeanBatch != 641.0/187 {
 		t.Errorf("group 1 rates %+v", g)
+	}
+}
+
+// Agent calls add up each replica's growth per endpoint; a replica whose
+// counter went down restarted, and all of its new reading counts.
+func TestAgentCallsAddEachReplicasGrowth(t *testing.T) {
+	a := newAgentCalls()
+	a.add(1, map[string]uint64{"heartbeat": 100, "assignments": 10})
+	a.add(2, map[string]uint64{"heartbeat": 5})
+	a.add(1, map[string]uint64{"heartbeat": 160, "assignments": 12})
+	a.add(2, map[string]uint64{"heartbeat": 3}) // restarted
+	got := a.report(2, 120)
+	want := []report.AgentCalls{
+		{Endpoint: "assignments", Total: 12, PerAgentPerMinute: 3},
+		{Endpoint: "heartbeat", Total: 168, PerAgentPerMinute: 42},
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("agent calls %+v, want %+v", got, want)
 	}
 }

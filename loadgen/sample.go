@@ -25,11 +25,12 @@ type sampler struct {
 	prevT int64
 	prevS time.Duration // when the previous sample was taken
 	props *proposalCounts
+	calls *agentCalls
 	bar   *progressbar.ProgressBar
 }
 
 func newSampler(r *run) *sampler {
-	s := &sampler{r: r, peak: map[uint64]uint64{}, last: map[uint64]uint64{}, props: newProposalCounts()}
+	s := &sampler{r: r, peak: map[uint64]uint64{}, last: map[uint64]uint64{}, props: newProposalCounts(), calls: newAgentCalls()}
 	s.ser.HeapInuse = map[string][]uint64{}
 	if r.cfg.Terminal {
 		s.bar = progressbar.NewOptions(r.cfg.Tasks, progressbar.OptionSetWriter(r.cfg.Out),
@@ -94,6 +95,7 @@ func (s *sampler) sample(ctx context.Context) string {
 			s.mu.Lock()
 			s.props.add(rep.ID, m.Proposals, m.Commands, props)
 			s.props.terms(m.Terms)
+			s.calls.add(rep.ID, m.AgentCalls)
 			s.mu.Unlock()
 		}()
 	}
@@ -179,6 +181,14 @@ func (s *sampler) series() report.Series {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.ser
+}
+
+// agentCalls returns the agents' calls per endpoint, spread over agents
+// and seconds.
+func (s *sampler) agentCalls(agents int, seconds float64) []report.AgentCalls {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls.report(agents, seconds)
 }
 
 // proposals returns the proposals per group over seconds.

@@ -25,6 +25,10 @@ type Metrics struct {
 	// Terms is the Raft term per group (shoal_raft_term): each election
 	// raises it.
 	Terms map[string]uint64
+	// AgentCalls counts the agent calls this replica answered since it
+	// started, per endpoint (shoal_http_requests_total of the agent_*
+	// endpoints, every status code), e.g. "heartbeat", "assignments".
+	AgentCalls map[string]uint64
 }
 
 // label returns the value of label `name` in a metric line's labels.
@@ -46,7 +50,8 @@ func (a *Access) Scrape(ctx context.Context, addr string) (Metrics, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	m := Metrics{Tasks: map[string]int{}, Nodes: map[string]int{}, Applied: map[string]uint64{},
-		Proposals: map[string]uint64{}, Commands: map[string]uint64{}, Terms: map[string]uint64{}}
+		Proposals: map[string]uint64{}, Commands: map[string]uint64{}, Terms: map[string]uint64{},
+		AgentCalls: map[string]uint64{}}
 	req, err := http.NewRequestWithContext(ctx, "GET", a.url(addr, "/metrics"), nil)
 	if err != nil {
 		return m, err
@@ -90,6 +95,10 @@ func (a *Access) Scrape(ctx context.Context, addr string) (Metrics, error) {
 			m.Commands[label(name, "group")] = uint64(f)
 		case strings.HasPrefix(name, "shoal_raft_term{"):
 			m.Terms[label(name, "group")] = uint64(f)
+		case strings.HasPrefix(name, "shoal_http_requests_total{"):
+			if ep, ok := strings.CutPrefix(label(name, "endpoint"), "agent_"); ok {
+				m.AgentCalls[ep] += uint64(f)
+			}
 		}
 	}
 	return m, sc.Err()

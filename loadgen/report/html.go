@@ -157,5 +157,19 @@ func counts(r *Report) [][2]string {
 		{"tasks seen", fmt.Sprint(c.TasksSeen)},
 		{"stream reconnects / resyncs", fmt.Sprintf("%d / %d", c.StreamReconnects, c.StreamResyncs)},
 		{"longest agent heartbeat gap", fmt.Sprintf("%.1fs", c.BeatAgeMax)},
+		{"agent calls per agent per minute", agentCallsText(r.AgentCalls)},
 	}
+}
+
+// agentCallsText lists the agents' calls per endpoint, e.g.
+// "heartbeat 12.0, status 3.1".
+func agentCallsText(calls []AgentCalls) string {
+	if len(calls) == 0 {
+		return "not read"
+	}
+	var s []string
+	for _, c := range calls {
+		s = append(s, fmt.Sprintf("%s %.1f", c.Endpoint, c.PerAgentPerMinute))
+	}
+	return strings.Join(s, ", ")
 }

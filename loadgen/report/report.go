@@ -32,8 +32,11 @@ type Report struct {
 	Transitions  Rate      `json:"transitions_per_second"`
 	Replicas     []Replica `json:"replicas"`
 	// Groups are the proposals per Raft group, summed over replicas.
-	Groups     []GroupLoad `json:"groups"`
-	Invariants []Invariant `json:"invariants"`
+	Groups []GroupLoad `json:"groups"`
+	// AgentCalls are the calls the agents made, per endpoint, as the
+	// replicas counted them: what the agent protocol costs the managers.
+	AgentCalls []AgentCalls `json:"agent_calls,omitempty"`
+	Invariants []Invariant  `json:"invariants"`
 	// ViolationList holds the first violations (at most 100) in the order
 	// they were seen.
 	ViolationList []Violation `json:"violation_list,omitempty"`
@@ -204,4 +207,14 @@ type Threshold struct {
 	Expr  string  `json:"expr"`
 	Value float64 `json:"value"`
 	OK    bool    `json:"ok"`
+}
+
+// AgentCalls is one agent endpoint's calls over the run, summed over the
+// replicas that answered them (a restarted replica's counters start again;
+// the loadgen adds what each run of it counted).
+type AgentCalls struct {
+	Endpoint string `json:"endpoint"` // e.g. heartbeat, assignments, status, sync, session
+	Total    uint64 `json:"total"`
+	// PerAgentPerMinute is Total spread over the agents and the run.
+	PerAgentPerMinute float64 `json:"per_agent_per_minute"`
 }

@@ -44,6 +44,9 @@ func WriteTable(w io.Writer, r *Report) error {
 			fmt.Fprintf(tw, "  group %d\t%.0f\t%.0f\t%.1f\t%d\t%d\n", g.Group, g.PerSecond, g.PeakRate, g.MeanBatch, g.Proposals, g.Elections)
 		}
 	}
+	if len(r.AgentCalls) > 0 {
+		fmt.Fprintf(tw, "agent calls\t%s per agent per minute\n", agentCallsText(r.AgentCalls))
+	}
 	fmt.Fprintf(tw, "latency (ms)\tcount\tp50\tp90\tp99\tmax\n")
 	source := ""
 	for _, l := range r.Latencies {
