@@ -407,7 +407,7 @@ func decodeCanonicalWith(b []byte, pc poolCodec) (*State, error) {
 	var prev TaskID
 	nt := d.count(16)
 	s.tasks = make(map[TaskID]*Task, nt)
-	s.order = make(idList, 0, nt)
+	s.order = make(taskList, 0, nt)
 	for range nt {
 		t := new(Task)
 		decodeTask(&d, t)
@@ -421,7 +421,7 @@ func decodeCanonicalWith(b []byte, pc poolCodec) (*State, error) {
 		}
 		prev = t.ID
 		s.tasks[t.ID] = t
-		s.order = append(s.order, t.ID)
+		s.order = append(s.order, t)
 		if t.Status.State == StateNew {
 			s.addWaiting(t) // in ID order: tasks are decoded by increasing ID
 		}

@@ -428,6 +428,13 @@ func TestTaskIDsAfterIsAPageOfTheSortedIDs(t *testing.T) {
 		}
 	}
 	all := sortedKeys(h.s.tasks)
+	// The order holds the store's own tasks and marks the deleted ones
+	// gone, in the state and in a copy of it.
+	for name, st := range map[string]*State{"state": h.s, "clone": h.s.Clone()} {
+		if errs := st.checkOrder(); len(errs) > 0 {
+			t.Fatalf("%s: %v", name, errs)
+		}
+	}
 	if len(h.s.order) == len(all) || !slices.Equal(h.s.TaskIDs(), all) {
 		t.Fatalf("%d IDs in the order for %d tasks (want deleted IDs still there); TaskIDs %v, want %v", len(h.s.order), len(all), h.s.TaskIDs(), all)
 	}
