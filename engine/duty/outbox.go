@@ -80,7 +80,7 @@ func NewOutboxDuty(c Cluster, cfg OutboxConfig) *OutboxDuty {
 // Run re-drives until ctx ends: at once, then every Interval and whenever
 // Signal fires (at most once per MinGap).
 func (d *OutboxDuty) Run(ctx context.Context) {
-	wakeLoop(ctx, d.cfg.Clock, d.cfg.Interval, d.cfg.MinGap, d.cfg.Signal, func() {
+	wakeLoop(ctx, d.cfg.Clock, d.cfg.Interval, fixedGap(d.cfg.MinGap), d.cfg.Signal, func() {
 		if err := d.RunOnce(ctx); err != nil && ctx.Err() == nil {
 			d.cfg.Logf("engine: outbox: %v", err)
 		}

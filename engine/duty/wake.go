@@ -6,9 +6,10 @@ import (
 )
 
 // wakeLoop runs once at once, then again every interval on clk and
-// whenever sig fires (if sig is set), but never sooner than minGap after
-// the start of the previous run, until ctx ends.
-func wakeLoop(ctx context.Context, clk Clock, interval, minGap time.Duration, sig *Signal, once func()) {
+// whenever sig fires (if sig is set), but never sooner than gap(ran) after
+// the start of the previous run, ran being how long that run took, until
+// ctx ends.
+func wakeLoop(ctx context.Context, clk Clock, interval time.Duration, gap func(ran time.Duration) time.Duration, sig *Signal, once func()) {
 	var wake <-chan struct{}
 	if sig != nil {
 		wake = sig.c
@@ -16,18 +17,24 @@ func wakeLoop(ctx context.Context, clk Clock, interval, minGap time.Duration, si
 	for {
 		start := clk.Now()
 		once()
+		ran := clk.Now().Sub(start)
 		select {
 		case <-ctx.Done():
 			return
 		case <-clk.After(interval):
 		case <-wake:
-			if gap := minGap - clk.Now().Sub(start); gap > 0 {
+			if g := gap(ran) - clk.Now().Sub(start); g > 0 {
 				select {
 				case <-ctx.Done():
 					return
-				case <-clk.After(gap):
+				case <-clk.After(g):
 				}
 			}
 		}
 	}
+}
+
+// fixedGap is a gap of d whatever the run took.
+func fixedGap(d time.Duration) func(time.Duration) time.Duration {
+	return func(time.Duration) time.Duration { return d }
 }
