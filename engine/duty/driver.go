@@ -30,15 +30,16 @@ type DriverConfig struct {
 	// run triggered by Signal, so a burst of pending tasks is placed in few
 	// runs. Default 20ms.
 	MinGap time.Duration
-	// Rest is how long the driver rests after a run, in multiples of how
-	// long that run took, before a run triggered by Signal (when that is
-	// more than MinGap). A run scans every task; with a million of them a
-	// scan takes about a tenth of a second, and runs triggered back to back
-	// while tasks kept becoming pending took half of the leader's CPU in a
-	// million-task ramp. With the default 1 the driver takes at most about
-	// half of a core, and each run places what became pending meanwhile;
-	// with ten thousand tasks the scan is a millisecond and MinGap
-	// decides. Negative: no rest.
+	// Rest is how long the driver rests after a run, in multiples of the
+	// time that run spent scanning and placing (not waiting for its
+	// assignments to commit), before a run triggered by Signal (when that
+	// is more than MinGap). A run scans every task; with a million of them
+	// a scan takes about a tenth of a second, and runs triggered back to
+	// back while tasks kept becoming pending took half of the leader's CPU
+	// in a million-task ramp. With the default 1 the scans take at most
+	// about half of a core, and each run places what became pending
+	// meanwhile; with ten thousand tasks the scan is a millisecond and
+	// MinGap decides. Negative: no rest.
 	Rest float64
 	// Seed is mixed into every placement's tie-break (with the group and
 	// service ID), so a run can be replayed exactly. Default 0.
@@ -187,9 +188,17 @@ func (d *Driver) Run(ctx context.Context) {
 }
 
 // gap is the least time from the start of one run to the start of a run
-// triggered by Signal, after a run that took ran.
+// triggered by Signal, after a run that took ran (the last run's scan and
+// place times set the rest).
 func (d *Driver) gap(ran time.Duration) time.Duration {
-	return max(d.cfg.MinGap, ran+time.Duration(max(d.cfg.Rest, 0)*float64(ran)))
+	st := d.LastRun()
+	return d.gapAfter(ran, st.Scan+st.Place)
+}
+
+// gapAfter is gap after a run that took ran, work of it scanning and
+// placing.
+func (d *Driver) gapAfter(ran, work time.Duration) time.Duration {
+	return max(d.cfg.MinGap, ran+time.Duration(max(d.cfg.Rest, 0)*float64(work)))
 }
 
 // RunOnce places every pending task it can and returns once the

@@ -42,20 +42,22 @@ func TestWakeLoopRestsAfterALongRun(t *testing.T) {
 	}
 }
 
-// The driver rests Rest times as long as its last run took, and never less
+// The driver rests Rest times as long as its last run spent scanning and
+// placing (not the time its assignments took to commit), and never less
 // than MinGap.
 func TestDriverGap(t *testing.T) {
 	d := &Driver{cfg: DriverConfig{MinGap: 20 * time.Millisecond, Rest: 1}}
-	for _, c := range []struct{ ran, want time.Duration }{
-		{time.Millisecond, 20 * time.Millisecond},
-		{100 * time.Millisecond, 200 * time.Millisecond},
+	for _, c := range []struct{ ran, work, want time.Duration }{
+		{time.Millisecond, time.Millisecond, 20 * time.Millisecond},
+		{100 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond},
+		{2 * time.Second, 100 * time.Millisecond, 2100 * time.Millisecond}, // most of it waiting for commits
 	} {
-		if got := d.gap(c.ran); got != c.want {
-			t.Errorf("after a run of %v: gap %v, want %v", c.ran, got, c.want)
+		if got := d.gapAfter(c.ran, c.work); got != c.want {
+			t.Errorf("after a run of %v (%v of it working): gap %v, want %v", c.ran, c.work, got, c.want)
 		}
 	}
 	d.cfg.Rest = -1
-	if got := d.gap(100 * time.Millisecond); got != 100*time.Millisecond {
+	if got := d.gapAfter(100*time.Millisecond, 100*time.Millisecond); got != 100*time.Millisecond {
 		t.Errorf("with no rest, after a run of 100ms: gap %v, want 100ms (no wait)", got)
 	}
 }
