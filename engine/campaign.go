@@ -93,7 +93,7 @@ func (e *Engine) campaignForGone(addr string) {
 		others []uint64 // the other members, by ID
 	}
 	orphans := map[uint64]orphan{} // shard: the group the gone peer led
-	fresh := leaderFresh * time.Duration(e.cfg.HeartbeatRTT) * e.cfg.RTT
+	fresh := e.leaderFreshWindow()
 	deadline := e.cfg.Clock.Now().Add(time.Duration(e.cfg.ElectionRTT) * e.cfg.RTT)
 	for attempt := 0; ; attempt++ {
 		info := e.nh.GetNodeHostInfo(dragonboat.NodeHostInfoOption{SkipLogInfo: true})
@@ -134,9 +134,22 @@ func (e *Engine) idle(d time.Duration) bool {
 	}
 }
 
-// leaderFresh is, in heartbeat intervals, how recently a peer must have
-// spoken as a group's leader for its departure to start a campaign.
+// leaderFresh is, in heartbeat intervals, the least of how recently a peer
+// must have spoken as a group's leader for its departure to start a
+// campaign (leaderFreshWindow).
 const leaderFresh = 2
+
+// leaderFreshWindow is how recently a peer must have spoken as a group's
+// leader for its departure to start a campaign: half an election timeout,
+// or two heartbeat intervals if longer. A loaded leader's heartbeats reach
+// its followers late and its departure is noticed late: with two
+// heartbeat intervals alone (80 ms at --election-timeout 2s), the peers of
+// a leader killed beside ten thousand agents skipped the campaign, waited
+// out their own election timeouts and split the vote (the cluster group
+// was led again about 4 s after the kill).
+func (e *Engine) leaderFreshWindow() time.Duration {
+	return time.Duration(max(leaderFresh*e.cfg.HeartbeatRTT, e.cfg.ElectionRTT/2)) * e.cfg.RTT
+}
 
 // campaign hands this replica's Raft a TimeoutNow in each shard, each
 // once this replica applied what it knows to be committed there, as a

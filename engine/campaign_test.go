@@ -39,17 +39,27 @@ func TestReplicaAloneLeadsAtOnce(t *testing.T) {
 	}
 }
 
+// The survivors also campaign at once when they learn of the leader's
+// departure a while after its last heartbeat (a loaded leader's
+// heartbeats come late, and so does the notice): here heartbeats 20 ms
+// apart, and Stop closing the transport only after the groups stopped.
+func TestSurvivorsElectAtOnceAfterALateNotice(t *testing.T) { survivorsElectAtOnce(t, 2) }
+
 // When the leader's process is gone (its Raft port refuses connections),
 // the survivors elect a leader in every group it led long before their
-// election timeout could fire.
-func TestSurvivorsElectAtOnceWhenTheLeaderIsGone(t *testing.T) {
+// election timeout could fire. Stop closes the Raft transport only after
+// it stopped the groups (a kill closes everything at once): heartbeats
+// 300 ms apart leave the last one fresh when the transport goes.
+func TestSurvivorsElectAtOnceWhenTheLeaderIsGone(t *testing.T) { survivorsElectAtOnce(t, 30) }
+
+// survivorsElectAtOnce stops the cluster group's leader of three replicas
+// (heartbeats heartbeatRTT RTTs of 10 ms apart) and requires the others to
+// lead every group within 2 s, before their 3 s election timeout.
+func survivorsElectAtOnce(t *testing.T, heartbeatRTT uint64) {
 	cfg := testConfig(2)
 	cfg.RTT = 10 * time.Millisecond
 	cfg.ElectionRTT = 300 // 3 s: the earliest a survivor could elect on its own
-	// Stop closes the Raft transport only after it stopped the groups (a
-	// kill closes everything at once): heartbeats 300 ms apart leave the
-	// last one fresh (leaderFresh) when the transport goes.
-	cfg.HeartbeatRTT = 30
+	cfg.HeartbeatRTT = heartbeatRTT
 	l := startLocal(t, 3, cfg)
 	old, ok := l.Engine(1).Leader(ClusterGroup)
 	if !ok {

@@ -71,7 +71,7 @@ func (e *Engine) HandOver(ctx context.Context) error {
 	// groups over stays quiet longer than that first.
 	select {
 	case <-ctx.Done():
-	case <-e.cfg.Clock.After((leaderFresh + 1) * time.Duration(e.cfg.HeartbeatRTT) * e.cfg.RTT):
+	case <-e.cfg.Clock.After(e.leaderFreshWindow() + time.Duration(e.cfg.HeartbeatRTT)*e.cfg.RTT):
 	}
 	return nil
 }
