@@ -273,8 +273,31 @@ func (c *AgentClient) Heartbeat(ctx context.Context, hb *wire.Heartbeat) (*wire.
 }
 
 // Assignments long-polls for the node's assignments; a COMPLETE sent in
-// several frames comes back reassembled.
+// several frames comes back reassembled. It returns as soon as ctx ends:
+// the HTTP client cannot cancel a request under way, so the poll is left
+// to finish on its own (by its deadline at most) and its answer dropped.
+// An agent told to stop otherwise waited for its last poll, up to the
+// poll's wait (30 s by default).
 func (c *AgentClient) Assignments(ctx context.Context, req *wire.AssignmentsRequest) (*wire.Assignments, error) {
+	type answer struct {
+		a   *wire.Assignments
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		a, err := c.assignments(ctx, req)
+		done <- answer{a, err}
+	}()
+	select {
+	case r := <-done:
+		return r.a, r.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: the assignments poll was given up: %w", ErrUnreachable, ctx.Err())
+	}
+}
+
+// assignments is one assignments poll, answered or failed.
+func (c *AgentClient) assignments(ctx context.Context, req *wire.AssignmentsRequest) (*wire.Assignments, error) {
 	var whole *wire.Assignments
 	err := c.call(ctx, "/v1/agent/assignments", false, req, func(f []byte) error {
 		var part wire.Assignments

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"net"
 	"strings"
 	"sync"
@@ -127,5 +128,42 @@ func TestHeartbeatNeverWaitsBehindShortCalls(t *testing.T) {
 	}
 	if n := ln.n.Load(); n > AgentConnsPerManager {
 		t.Fatalf("the agent opened %d connections to one manager, want at most %d", n, AgentConnsPerManager)
+	}
+}
+
+// A long poll returns as soon as its context ends, whatever the manager
+// does: an agent told to stop does not wait for its poll to be answered.
+func TestAssignmentsPollEndsWithItsContext(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	polling, release := make(chan struct{}), make(chan struct{})
+	srv := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) {
+		close(polling)
+		<-release // nothing new for this node, for as long as the test runs
+	}}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Shutdown() })
+	t.Cleanup(func() { close(release) }) // before the shutdown, which waits for the handler
+	ac, err := NewAgentClient([]string{ln.Addr().String()}, AgentHTTPS(nil, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	ended := make(chan error, 1)
+	go func() {
+		_, err := ac.Assignments(ctx, &wire.AssignmentsRequest{NodeID: 1, Wait: int64(time.Hour)})
+		ended <- err
+	}()
+	<-polling
+	cancel()
+	select {
+	case err := <-ended:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("the poll ended with %v; want its context's end", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the poll did not end with its context: it waits for the manager's answer")
 	}
 }
