@@ -193,13 +193,15 @@ func (a *Agent) setSessionLocked(s *liveSession, live bool) {
 	a.ss.changed = make(chan struct{})
 }
 
-// waitLive waits for a session that has heartbeated.
+// waitLive waits for a session that has heartbeated and is not ending (a
+// session whose context ended is still current for a moment: a loop handed
+// it would fail its call at once, the poll now included, and go round).
 func (a *Agent) waitLive(ctx context.Context) (*liveSession, error) {
 	for {
 		a.ss.Lock()
 		s, live, ch := a.ss.sess, a.ss.live, a.ss.changed
 		a.ss.Unlock()
-		if s != nil && live {
+		if s != nil && live && s.ctx.Err() == nil {
 			return s, nil
 		}
 		select {
