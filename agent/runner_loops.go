@@ -24,7 +24,11 @@ func (a *Agent) assignmentsLoop(ctx context.Context) {
 			req.Wait = 0
 		}
 		a.mu.Unlock()
-		c, cancel := a.callCtx(s.ctx, time.Duration(req.Wait)+a.cfg.CallTimeout)
+		// The poll ends with the agent, not with the session: a poll
+		// given up holds its connection until the manager answers, so a
+		// fleet losing its sessions at once would hold a second poll
+		// each meanwhile, against managers' connection caps.
+		c, cancel := a.callCtx(ctx, time.Duration(req.Wait)+a.cfg.CallTimeout)
 		f, err := a.cfg.Manager.Assignments(c, req)
 		cancel()
 		if err != nil {
