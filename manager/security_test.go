@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -172,10 +173,18 @@ func TestWorkerJoinAskedAgainIsOneNode(t *testing.T) {
 	if second == first || renamed == first || renamed == second {
 		t.Fatalf("distinct joiners share nodes: %d, %d, %d", first, second, renamed)
 	}
-	nodes, _, err := c.admin(1).Nodes(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Manager 1 may not have applied the last join yet (it was asked of
+	// manager 3): wait until it lists the last joiner's node, which comes
+	// after every other join in the log, then count.
+	var nodes client.List[client.Node]
+	eventually(t, 10*time.Second, func() (bool, string) {
+		nodes, _, err = c.admin(1).Nodes(ctx, nil)
+		if err != nil {
+			return false, err.Error()
+		}
+		return slices.ContainsFunc(nodes.Items, func(n client.Node) bool { return uint64(n.ID) == renamed }),
+			fmt.Sprintf("manager 1 lists %d nodes, not yet node %d", len(nodes.Items), renamed)
+	})
 	if len(nodes.Items) != 3 {
 		t.Fatalf("%d nodes after five joins by three joiners, want 3: %+v", len(nodes.Items), nodes.Items)
 	}
