@@ -38,8 +38,8 @@ func (p *proposalCounts) add(replica uint64, proposals, commands map[string]uint
 		}
 		c := commands[g]
 		prev := last[g]
-		dn, dc := counterSince(prev[0], n), counterSince(prev[1], c)
-		if n < prev[0] || c < prev[1] { // restarted: both start again
+		dn, dc := n-prev[0], c-prev[1]
+		if n < prev[0] || c < prev[1] { // restarted
 			dn, dc = n, c
 		}
 		last[g] = [2]uint64{n, c}

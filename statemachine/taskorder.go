@@ -26,14 +26,22 @@ type idList []TaskID
 // add puts id in its place: at the end, as IDs mostly arrive in
 // increasing order (creation, snapshot decoding); one that does not is
 // inserted, so the order never depends on that.
-func (l *idList) add(id TaskID) {
-	if n := len(*l); n == 0 || (*l)[n-1] < id {
-		*l = append(*l, id)
-		return
+func (l *idList) add(id TaskID) { *l = insertSorted(*l, id, func(id TaskID) TaskID { return id }) }
+
+// insertSorted puts e in l, kept in increasing key order: appended when
+// its key is the largest, as IDs mostly arrive in increasing order
+// (creation, snapshot decoding); inserted in its place otherwise, so the
+// order never depends on that; never twice.
+func insertSorted[E any](l []E, e E, key func(E) TaskID) []E {
+	k := key(e)
+	if n := len(l); n == 0 || key(l[n-1]) < k {
+		return append(l, e)
 	}
-	if i, found := slices.BinarySearch(*l, id); !found {
-		*l = slices.Insert(*l, i, id)
+	i, found := slices.BinarySearchFunc(l, k, func(x E, k TaskID) int { return cmp.Compare(key(x), k) })
+	if found {
+		return l
 	}
+	return slices.Insert(l, i, e)
 }
 
 // compact drops the IDs gone reports once they may outnumber the live
@@ -54,17 +62,10 @@ func (l taskList) search(id TaskID) int {
 	return i
 }
 
-// indexTask adds t to the store's order: at the end, as IDs mostly
-// arrive in increasing order; one that does not is inserted.
-func (s *State) indexTask(t *Task) {
-	if n := len(s.order); n == 0 || s.order[n-1].ID < t.ID {
-		s.order = append(s.order, t)
-		return
-	}
-	if i := s.order.search(t.ID); i == len(s.order) || s.order[i].ID != t.ID {
-		s.order = slices.Insert(s.order, i, t)
-	}
-}
+// indexTask adds t to the store's order, in its place by ID.
+func (s *State) indexTask(t *Task) { s.order = insertSorted(s.order, t, taskID) }
+
+func taskID(t *Task) TaskID { return t.ID }
 
 // unindexTask marks t, just deleted from the store, gone; the order drops
 // the gone tasks once they may be an eighth of it (plus 64): amortized,
