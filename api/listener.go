@@ -1,12 +1,16 @@
 package api
 
 import (
+	"container/list"
+	"crypto/tls"
 	"errors"
 	"net"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/valyala/fasthttp"
 
 	"shoal/internal/clock"
 )
@@ -22,9 +26,14 @@ import (
 //     from 5 ms to 1 s, and logged at most once a minute;
 //   - at most maxConns connections are open at once (default: the
 //     process's open-file limit less an eighth, at least 256, kept for
-//     Raft, the log store and snapshots); one more is closed at once, so
-//     its client retries (another manager, or later) instead of the
-//     replica running out.
+//     Raft, the log store and snapshots). At the cap, the connection idle
+//     longest between two requests (a client's keep-alive; the server
+//     tells which through TrackIdle) is closed to make room: its client
+//     dials again when it next needs one. Only when none is idle is the
+//     new connection closed at once, so its client retries (another
+//     manager, or later) instead of the replica running out. A new leader
+//     once refused ten thousand agents' heartbeats for half a minute while
+//     it held their idle short-call connections from before.
 //
 // maxConns 0 takes the default; clk nil, the wall clock.
 func Guard(ln net.Listener, maxConns int, clk clock.Clock, logf func(format string, args ...any)) net.Listener {
@@ -60,6 +69,7 @@ type guardedListener struct {
 
 	mu       sync.Mutex
 	loggedAt map[string]time.Time // by kind of trouble
+	idle     list.List            // of *countedConn, idle longest first
 }
 
 // Accept returns the next connection, waiting out a shortage of
@@ -80,11 +90,57 @@ func (l *guardedListener) Accept() (net.Conn, error) {
 		delay = 5 * time.Millisecond
 		if l.open.Add(1) > l.max {
 			l.open.Add(-1)
+			if idle := l.oldestIdle(); idle != nil {
+				_ = idle.Close() // gives its slot back
+				l.note("evict", "api: %d connections are open, the most this manager takes; closing the longest idle ones to make room", l.max)
+				l.open.Add(1)
+				return &countedConn{Conn: c, l: l}, nil
+			}
 			_ = c.Close()
-			l.note("full", "api: %d connections are open, the most this manager takes; refusing new ones until some close", l.max)
+			l.note("full", "api: %d connections are open, the most this manager takes, none of them idle; refusing new ones until some close", l.max)
 			continue
 		}
 		return &countedConn{Conn: c, l: l}, nil
+	}
+}
+
+// oldestIdle takes the connection idle longest off the idle list; nil if
+// none is idle.
+func (l *guardedListener) oldestIdle() *countedConn {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e := l.idle.Front()
+	if e == nil {
+		return nil
+	}
+	c := e.Value.(*countedConn)
+	l.idle.Remove(e)
+	c.idleAt = nil
+	return c
+}
+
+// setIdle puts c at the back of the idle list, or takes it off.
+func (l *guardedListener) setIdle(c *countedConn, idle bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if c.idleAt != nil {
+		l.idle.Remove(c.idleAt)
+		c.idleAt = nil
+	}
+	if idle && !c.closed.Load() {
+		c.idleAt = l.idle.PushBack(c)
+	}
+}
+
+// TrackIdle is the API server's connection-state hook: it tells a guarded
+// connection (under TLS or not) when it waits between requests, so that
+// the guard may close it to make room.
+func TrackIdle(c net.Conn, st fasthttp.ConnState) {
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	if cc, ok := c.(*countedConn); ok {
+		cc.l.setIdle(cc, st == fasthttp.StateIdle)
 	}
 }
 
@@ -117,10 +173,12 @@ type countedConn struct {
 	net.Conn
 	l      *guardedListener
 	closed atomic.Bool
+	idleAt *list.Element // on l.idle while idle (l.mu)
 }
 
 func (c *countedConn) Close() error {
 	if c.closed.CompareAndSwap(false, true) {
+		c.l.setIdle(c, false)
 		c.l.open.Add(-1)
 	}
 	return c.Conn.Close()

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/valyala/fasthttp"
+
 	"shoal/internal/clock"
 )
 
@@ -154,5 +156,69 @@ func TestGuardCapsOpenConnections(t *testing.T) {
 	expectAccepted(t, got, third, "after one closed")
 	if n := ln.(*guardedListener).open.Load(); n != 2 {
 		t.Fatalf("%d connections counted open, want 2", n)
+	}
+}
+
+// At the cap, the connection idle longest is closed to make room for a
+// new one (not one idle since later, nor one serving a request); with
+// none idle, the new one is refused.
+func TestGuardClosesTheLongestIdleToMakeRoom(t *testing.T) {
+	first, second, third, fourth := newWatched(), newWatched(), newWatched(), newWatched()
+	sl := newScripted(first, second)
+	ln := Guard(sl, 2, clock.NewFake(time.Unix(1e9, 0)), nil)
+	a, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	TrackIdle(a, fasthttp.StateActive)
+	TrackIdle(a, fasthttp.StateIdle) // idle first
+	TrackIdle(b, fasthttp.StateIdle)
+	TrackIdle(b, fasthttp.StateActive)
+	TrackIdle(b, fasthttp.StateIdle) // idle since later
+	sl.next <- third
+	expectAccepted(t, acceptAsync(ln), third, "with an idle one to close")
+	select {
+	case <-first.closed:
+	default:
+		t.Fatal("the connection idle longest was not closed")
+	}
+	select {
+	case <-second.closed:
+		t.Fatal("a connection idle since later was closed")
+	default:
+	}
+	TrackIdle(b, fasthttp.StateActive) // serving a request now
+	got := acceptAsync(ln)
+	sl.next <- fourth
+	select {
+	case <-fourth.closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("with none idle, a connection past the cap was not closed")
+	}
+	select {
+	case <-second.closed:
+		t.Fatal("a connection serving a request was closed")
+	default:
+	}
+	if n := ln.(*guardedListener).open.Load(); n != 2 {
+		t.Fatalf("%d connections counted open, want 2", n)
+	}
+	_ = ln.Close()
+	<-got
+}
+
+// fasthttp's error for a connection the replica closed itself (an idle one
+// closed at the cap) is not logged; any other is.
+func TestServerLogSkipsConnectionsItClosed(t *testing.T) {
+	var lines []string
+	l := logger(func(f string, a ...any) { lines = append(lines, fmt.Sprintf(f, a...)) })
+	l.Printf("error when serving connection %q: %v", "a", &net.OpError{Op: "set", Net: "tcp", Err: net.ErrClosed})
+	l.Printf("error when serving connection %q: %v", "b", syscall.ECONNRESET)
+	if len(lines) != 1 || !strings.Contains(lines[0], `"b"`) {
+		t.Fatalf("logged %q, want only the reset connection's line", lines)
 	}
 }

@@ -126,6 +126,7 @@ func New(cfg Config) (*Server, error) {
 		// leader of 10,000 agents held two 4 KiB buffers for each (about
 		// 160 MB) while they sat idle. Released between requests instead.
 		ReduceMemoryUsage:             true,
+		ConnState:                     TrackIdle,
 		DisableHeaderNamesNormalizing: false,
 		NoDefaultServerHeader:         false,
 		ErrorHandler: func(ctx *fasthttp.RequestCtx, err error) {
@@ -370,4 +371,14 @@ func submitted(res statemachine.Result, err error) (statemachine.Result, error) 
 // logger adapts Logf to fasthttp's logger.
 type logger func(format string, args ...any)
 
-func (l logger) Printf(format string, args ...any) { l("api: "+format, args...) }
+// A connection this replica closed itself (one idle at the connection cap,
+// see Guard, or at shutdown) is not news: fasthttp's error for it is not
+// logged.
+func (l logger) Printf(format string, args ...any) {
+	for _, a := range args {
+		if err, ok := a.(error); ok && errors.Is(err, net.ErrClosed) {
+			return
+		}
+	}
+	l("api: "+format, args...)
+}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"time"
@@ -101,13 +102,18 @@ func (e *Engine) campaignForGone(addr string) {
 			return // closed
 		}
 		var mine []uint64
+		var stale []string // groups it led whose leader went quiet before
 		for _, si := range info.ShardInfoList {
 			o, ok := orphans[si.ShardID]
 			if attempt == 0 && !si.Pending && si.LeaderID != 0 && si.LeaderID != e.cfg.ReplicaID &&
-				si.Replicas[si.LeaderID] == addr && e.seen.leaderSpoke(si.ShardID, si.LeaderID, fresh) {
-				o = orphan{si.LeaderID, slices.DeleteFunc(slices.Sorted(maps.Keys(si.Replicas)),
-					func(id uint64) bool { return id == si.LeaderID })}
-				orphans[si.ShardID], ok = o, len(o.others) > 0
+				si.Replicas[si.LeaderID] == addr {
+				if age, spoke := e.seen.leaderAge(si.ShardID, si.LeaderID); spoke && age <= fresh {
+					o = orphan{si.LeaderID, slices.DeleteFunc(slices.Sorted(maps.Keys(si.Replicas)),
+						func(id uint64) bool { return id == si.LeaderID })}
+					orphans[si.ShardID], ok = o, len(o.others) > 0
+				} else {
+					stale = append(stale, fmt.Sprintf("%d (last heard as its leader %v ago)", groupOf(si.ShardID), age.Round(time.Millisecond)))
+				}
 			}
 			if !ok || (si.LeaderID != 0 && si.LeaderID != o.leader) {
 				delete(orphans, si.ShardID) // led again
@@ -116,6 +122,10 @@ func (e *Engine) campaignForGone(addr string) {
 			if o.others[attempt%len(o.others)] == e.cfg.ReplicaID {
 				mine = append(mine, si.ShardID)
 			}
+		}
+		if attempt == 0 && (len(orphans) > 0 || len(stale) > 0) {
+			e.cfg.Logf("engine: the replica at %s is gone; groups it led: %d fresh, this replica campaigns in %d of them now; left to their election timeouts: %v",
+				addr, len(orphans), len(mine), stale)
 		}
 		e.campaign(deliver, mine)
 		if len(orphans) == 0 || !e.cfg.Clock.Now().Before(deadline) || !e.idle(handOverRound*e.cfg.RTT) {
@@ -158,6 +168,13 @@ func (e *Engine) campaign(deliver raftio.MessageHandler, shards []uint64) {
 	for _, sh := range shards {
 		b := pb.MessageBatch{BinVer: raftio.TransportBinVersion, DeploymentId: e.deployment, Requests: []pb.Message{
 			{Type: pb.TimeoutNow, ShardID: sh, To: e.cfg.ReplicaID, From: e.cfg.ReplicaID}}}
-		e.spawn(func() { e.holdTimeoutNow(b, deliver) })
+		e.spawn(func() {
+			start := e.cfg.Clock.Now()
+			e.holdTimeoutNow(b, deliver)
+			if held := e.cfg.Clock.Now().Sub(start); held >= e.cfg.RTT {
+				e.cfg.Logf("engine: group %d: this replica campaigns %v late, once it applied what it knew to be committed",
+					groupOf(sh), held.Round(time.Millisecond))
+			}
+		})
 	}
 }

@@ -104,14 +104,21 @@ func (h *heard) commit(shard uint64) uint64 {
 // leaderSpoke reports whether replica spoke here as shard's leader within
 // the last d.
 func (h *heard) leaderSpoke(shard, replica uint64, d time.Duration) bool {
+	age, ok := h.leaderAge(shard, replica)
+	return ok && age <= d
+}
+
+// leaderAge is how long ago replica last spoke here as shard's leader;
+// false if another spoke as the leader since, or none did.
+func (h *heard) leaderAge(shard, replica uint64) (time.Duration, bool) {
 	s := h.shard(shard)
 	if s == nil {
-		return false
+		return 0, false
 	}
 	now := h.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.leader == replica && now.Sub(s.leaderAt) <= d
+	return now.Sub(s.leaderAt), s.leader == replica && !s.leaderAt.IsZero()
 }
 
 // rank orders peers as hand-over targets for a group: those answering now

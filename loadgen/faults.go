@@ -3,8 +3,11 @@ package loadgen
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -126,8 +129,8 @@ func (f *faults) killLeader(ctx context.Context) {
 	}
 	killed := time.Now()
 	f.r.counts.leaderKills.Add(1)
-	fmt.Fprintf(f.r.cfg.Out, "%5.0fs faults  killed the leader, replica %d (SIGKILL); restarting it in 2s\n",
-		time.Since(f.r.start).Seconds(), l.ID)
+	fmt.Fprintf(f.r.cfg.Out, "%5.0fs faults  killed the leader, replica %d (SIGKILL) at %s; restarting it in 2s\n",
+		time.Since(f.r.start).Seconds(), l.ID, killed.Format("15:04:05.000"))
 	// Not in f.wg: it may go on into the next phase (the run's context
 	// bounds it).
 	go f.timeReconnect(f.r.ctx, killed, live)
@@ -147,28 +150,57 @@ func (f *faults) killLeader(ctx context.Context) {
 // timeReconnect waits until every agent that was connected when the leader
 // was killed (its last heartbeat had succeeded: live) and that the loadgen
 // did not fault at any time since has had a heartbeat succeed since the
-// kill (so it reached the new leader), and records how long that took; it
-// gives up after a minute. An agent away on its own fault when the leader
-// died, or still coming back from one (its reconnect backoff grew while
-// it was cut off), comes back on its own schedule: counting it timed the
-// fault, not the failover.
+// kill (so it reached the new leader), and records how long that took by
+// the agents' own times (a loadgen that falls behind its polls does not
+// stretch it); it gives up after a minute. An agent away on its own fault
+// when the leader died, or still coming back from one (its reconnect
+// backoff grew while it was cut off), comes back on its own schedule:
+// counting it timed the fault, not the failover. The line it prints also
+// tells when a replica said it leads again and when half and nine tenths
+// of those agents were back, which tells the election from the fleet's
+// return.
 func (f *faults) timeReconnect(ctx context.Context, killed time.Time, live []bool) {
+	var elected atomic.Int64 // since the kill; 0 until a replica says it leads
+	if f.r.cl != nil {
+		go func() {
+			for ctx.Err() == nil && time.Since(killed) < time.Minute {
+				if l := f.r.cl.Leader(ctx); l != nil {
+					elected.Store(int64(max(time.Since(killed), time.Nanosecond)))
+					return
+				}
+				select {
+				case <-ctx.Done():
+				case <-time.After(100 * time.Millisecond):
+				}
+			}
+		}()
+	}
+	back := map[int]time.Duration{} // agents timed: their first success since the kill
 	for ctx.Err() == nil && time.Since(killed) < time.Minute {
 		waiting := 0
-		beat := f.r.fleet.HeartbeatsSince(killed)
+		beats := f.r.fleet.Heartbeats()
 		f.mu.Lock()
 		for i := range f.r.cfg.Agents {
 			connected := i < len(live) && live[i]
-			if end, faulted := f.ended[i]; connected && (!faulted || end.Before(killed)) && (i >= len(beat) || !beat[i]) {
-				waiting++
+			if end, faulted := f.ended[i]; !connected || (faulted && !end.Before(killed)) {
+				delete(back, i) // faulted since: not timed
+				continue
 			}
+			if _, ok := back[i]; ok {
+				continue
+			}
+			if i < len(beats) && beats[i] > killed.UnixNano() {
+				back[i] = time.Duration(beats[i] - killed.UnixNano())
+				continue
+			}
+			waiting++
 		}
 		f.mu.Unlock()
 		if waiting == 0 {
-			d := time.Since(killed).Seconds()
+			d := slices.Max(append(slices.Collect(maps.Values(back)), 0)).Seconds()
 			f.r.recordReconnect(d)
-			fmt.Fprintf(f.r.cfg.Out, "%5.0fs faults  every agent reached the new leader %.2fs after the kill\n",
-				time.Since(f.r.start).Seconds(), d)
+			fmt.Fprintf(f.r.cfg.Out, "%5.0fs faults  every agent reached the new leader %.2fs after the kill (%s)\n",
+				time.Since(f.r.start).Seconds(), d, reconnectSpread(time.Duration(elected.Load()), back))
 			return
 		}
 		select {
@@ -176,8 +208,24 @@ func (f *faults) timeReconnect(ctx context.Context, killed time.Time, live []boo
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	fmt.Fprintf(f.r.cfg.Out, "%5.0fs faults  not every agent reached the new leader within a minute of the kill\n",
-		time.Since(f.r.start).Seconds())
+	fmt.Fprintf(f.r.cfg.Out, "%5.0fs faults  not every agent reached the new leader within a minute of the kill (%s)\n",
+		time.Since(f.r.start).Seconds(), reconnectSpread(time.Duration(elected.Load()), back))
+}
+
+// reconnectSpread says when, after a leader kill, a replica said it leads
+// again (0: not seen) and when half, nine tenths and all of the agents
+// timed were back.
+func reconnectSpread(elected time.Duration, back map[int]time.Duration) string {
+	lead := "no replica was seen leading again"
+	if elected > 0 {
+		lead = fmt.Sprintf("a replica led again at %.2fs", elected.Seconds())
+	}
+	if len(back) == 0 {
+		return lead
+	}
+	at := slices.Sorted(maps.Values(back))
+	q := func(p float64) float64 { return at[min(len(at)-1, int(p*float64(len(at))))].Seconds() }
+	return fmt.Sprintf("%s; %d agents back: half by %.2fs, 90%% by %.2fs, all by %.2fs", lead, len(at), q(0.5), q(0.9), at[len(at)-1].Seconds())
 }
 
 // heal ends every fault: partitions are lifted, vanished agents return,

@@ -7,18 +7,20 @@ import (
 	"time"
 )
 
-// beats is an agents fleet that only answers HeartbeatsSince.
+// beats is an agents fleet that only answers Heartbeats.
 type beats struct {
 	agents
-	beaten []bool
+	at []int64
 }
 
-func (b beats) HeartbeatsSince(time.Time) []bool { return b.beaten }
+func (b beats) Heartbeats() []int64 { return b.at }
 
 // The time for every agent to reach the new leader leaves out agents the
 // loadgen itself faulted at or after the kill and agents that were not
 // connected when it happened (their fault, not the failover, decides when
-// they come back), and counts agents whose fault ended before it.
+// they come back), and counts agents whose fault ended before it. It is
+// the agents' own time of their first heartbeat since the kill, not when
+// the loadgen saw it.
 func TestReconnectTimeLeavesOutAgentsFaultedSinceTheKill(t *testing.T) {
 	killed := time.Now()
 	r := &run{cfg: Config{Agents: 4, Out: io.Discard}, start: killed,
@@ -27,7 +29,7 @@ func TestReconnectTimeLeavesOutAgentsFaultedSinceTheKill(t *testing.T) {
 		// came back after it (its fault is over, so not in until): it has
 		// not reached the new leader yet. Agent 3 was still reconnecting
 		// after an earlier fault when the leader died.
-		fleet: beats{beaten: []bool{true, false, true, false}}}
+		fleet: beats{at: []int64{at(killed, 1500), at(killed, -10), at(killed, 2500), 0}}}
 	live := []bool{true, true, true, false}
 	f := &faults{r: r, until: map[int]time.Time{},
 		ended: map[int]time.Time{1: killed.Add(time.Second), 2: killed.Add(-time.Second)}}
@@ -37,7 +39,10 @@ func TestReconnectTimeLeavesOutAgentsFaultedSinceTheKill(t *testing.T) {
 	if len(r.reconnects.seconds) != 1 {
 		t.Fatalf("no reconnect time recorded: the run waited for agent 1, faulted since the kill, or agent 3, not connected at the kill")
 	}
-	r.fleet = beats{beaten: []bool{true, true, false, false}}
+	if got := r.reconnects.seconds[0]; got != 2.5 {
+		t.Fatalf("recorded %vs, want 2.5s: the last agent's first heartbeat since the kill", got)
+	}
+	r.fleet = beats{at: []int64{at(killed, 100), at(killed, 200), at(killed, -1), 0}}
 	r.reconnects.seconds = nil
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel2()
@@ -46,3 +51,6 @@ func TestReconnectTimeLeavesOutAgentsFaultedSinceTheKill(t *testing.T) {
 		t.Fatalf("a reconnect time was recorded while agent 2 (its fault ended before the kill) had not reached the new leader")
 	}
 }
+
+// at is t plus ms milliseconds, in Unix nanoseconds.
+func at(t time.Time, ms int64) int64 { return t.Add(time.Duration(ms) * time.Millisecond).UnixNano() }

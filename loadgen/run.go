@@ -31,7 +31,7 @@ type agents interface {
 	Nodes() []uint32
 	Crash(i, n int) int
 	Probe(node uint32, task uint64) string
-	HeartbeatsSince(t time.Time) []bool
+	Heartbeats() []int64
 	Stop()
 }
 

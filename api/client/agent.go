@@ -5,8 +5,10 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -50,7 +52,28 @@ func SharedHTTP(maxConns int) *fasthttp.Client {
 		MaxResponseBodySize:           256 << 20,
 		NoDefaultUserAgentHeader:      true,
 		DisableHeaderNamesNormalizing: true,
+		RetryIfErr:                    retryOnAnotherConn,
 	}
+}
+
+// retryOnAnotherConn sends a request again, on another connection, when
+// the one it went on was closed or reset under it before any answer: a
+// keep-alive the manager closed to make room (api.Guard), or every pooled
+// connection to a manager that died. Without it each dead pooled
+// connection cost the agent a failed call and a retry delay: after a
+// leader kill, agents went through three failed heartbeats before they
+// dialled anyone. Every call of the agent protocol may be repeated (the
+// manager takes a status, a sync or a heartbeat twice as once). A dial
+// that fails is not retried here; nor is a timeout.
+func retryOnAnotherConn(_ *fasthttp.Request, attempts int, err error) (resetTimeout, retry bool) {
+	return false, attempts <= AgentConnsPerManager && connLost(err)
+}
+
+// connLost reports whether err says the connection was closed or reset by
+// its peer.
+func connLost(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, fasthttp.ErrConnectionClosed) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
 // AgentConnsPerManager is how many connections one agent holds to each
@@ -187,6 +210,11 @@ func (c *AgentClient) call(ctx context.Context, path string, toLeader bool, req 
 			c.setLeader(we.Leader)
 			toLeader = true
 			continue
+		case errors.As(err, &we) && we.Code == wire.CodeNotLeader:
+			// This manager knows no leader (an election, or it is
+			// catching up after a restart): the next try asks another.
+			c.failed(base)
+			return err
 		case errors.As(err, &we):
 			return err
 		}

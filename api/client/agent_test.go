@@ -167,3 +167,125 @@ func TestAssignmentsPollEndsWithItsContext(t *testing.T) {
 		t.Fatal("the poll did not end with its context: it waits for the manager's answer")
 	}
 }
+
+// keepingListener keeps every connection it accepts, so a test can close
+// them from the server's side.
+type keepingListener struct {
+	net.Listener
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func (l *keepingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.mu.Lock()
+		l.conns = append(l.conns, c)
+		l.mu.Unlock()
+	}
+	return c, err
+}
+
+func (l *keepingListener) closeAll() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, c := range l.conns {
+		_ = c.Close()
+	}
+	n := len(l.conns)
+	l.conns = nil
+	return n
+}
+
+// A call whose pooled connections the manager closed meanwhile (to make
+// room, or because it restarted) goes out again on a new connection
+// instead of failing on each dead one in turn.
+func TestCallsOutliveTheirPooledConnections(t *testing.T) {
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := &keepingListener{Listener: inner}
+	var beats atomic.Int64
+	srv := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) {
+		beats.Add(1)
+		b, err := wire.Append(nil, &wire.HeartbeatAck{})
+		if err != nil {
+			t.Error(err)
+		}
+		ctx.SetBody(b)
+	}}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Shutdown() })
+	ac, err := NewAgentClient([]string{ln.Addr().String()}, AgentHTTPS(nil, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// Three heartbeats at once leave three idle connections in the pool.
+	var wg sync.WaitGroup
+	for range AgentConnsPerManager {
+		wg.Go(func() {
+			if _, err := ac.Heartbeat(ctx, &wire.Heartbeat{NodeID: 1}); err != nil {
+				t.Errorf("a heartbeat: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := ln.closeAll(); n == 0 {
+		t.Fatal("no connection to close")
+	}
+	for i := range 2 {
+		if _, err := ac.Heartbeat(ctx, &wire.Heartbeat{NodeID: 1}); err != nil {
+			t.Fatalf("heartbeat %d after the manager closed the agent's connections: %v", i+1, err)
+		}
+	}
+	if n := beats.Load(); n != AgentConnsPerManager+2 {
+		t.Fatalf("the manager answered %d heartbeats, want %d", n, AgentConnsPerManager+2)
+	}
+}
+
+// fakeManager answers every call with m.
+func fakeManager(t *testing.T, m wire.Message) (addr string, calls *atomic.Int64) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls = &atomic.Int64{}
+	b, err := wire.Append(nil, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) {
+		calls.Add(1)
+		ctx.SetBody(b)
+	}}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Shutdown() })
+	return ln.Addr().String(), calls
+}
+
+// A manager that knows no leader (an election under way, or itself
+// catching up after a restart) is not asked again for the next heartbeat:
+// another manager is.
+func TestHeartbeatAsksAnotherManagerWhenOneKnowsNoLeader(t *testing.T) {
+	lost, lostCalls := fakeManager(t, &wire.Error{Code: wire.CodeNotLeader, Message: "no leader known"})
+	leader, leaderCalls := fakeManager(t, &wire.HeartbeatAck{})
+	ac, err := NewAgentClient([]string{lost, leader}, AgentHTTPS(nil, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := ac.Heartbeat(ctx, &wire.Heartbeat{NodeID: 1}); err == nil {
+		t.Fatal("a heartbeat answered by a manager that knows no leader succeeded")
+	}
+	if _, err := ac.Heartbeat(ctx, &wire.Heartbeat{NodeID: 1}); err != nil {
+		t.Fatalf("the next heartbeat: %v", err)
+	}
+	if l, n := lostCalls.Load(), leaderCalls.Load(); l != 1 || n != 1 {
+		t.Fatalf("the manager without a leader was asked %d times and the other %d, want once each", l, n)
+	}
+}

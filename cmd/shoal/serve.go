@@ -154,7 +154,10 @@ func parsePeers(s string) (map[uint64]string, error) {
 }
 
 func runServe(ctx context.Context, o serveOptions, out io.Writer) error {
-	logf := func(format string, args ...any) { fmt.Fprintf(out, format+"\n", args...) }
+	// The replica's notices carry the time, as Raft's own lines do.
+	logf := func(format string, args ...any) {
+		fmt.Fprintf(out, "%s "+format+"\n", append([]any{time.Now().Format("2006-01-02 15:04:05.000000")}, args...)...)
+	}
 	peers, err := parsePeers(o.peers)
 	if err != nil {
 		return err

@@ -121,7 +121,7 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 		sim := cfg.Sim
 		sim.Seed = cfg.Seed*1_000_003 + uint64(g) + 1
 		a.mu.sim = agent.NewSimExecutor(clock.Real{}, sim)
-		a.cfg = agent.Config{Store: a.store, Logger: cfg.Logger, Seed: sim.Seed ^ 0x5eed,
+		a.cfg = agent.Config{Store: a.store, Logger: cfg.Logger.With("host", cfg.Hostname(g)), Seed: sim.Seed ^ 0x5eed,
 			Node: wire.NodeDescription{Hostname: cfg.Hostname(g), CPU: cfg.CPU, Memory: cfg.Memory, AgentVersion: "loadgen-sim",
 				Labels: map[string]string{"zone": fmt.Sprintf("z%d", g%3)}}}
 		f.agents = append(f.agents, a)
@@ -217,12 +217,13 @@ func (f *Fleet) Live() []bool {
 	return out
 }
 
-// HeartbeatsSince reports, per agent, whether its heartbeat succeeded
-// after t: after a leader kill, that it reached the new leader.
-func (f *Fleet) HeartbeatsSince(t time.Time) []bool {
-	out := make([]bool, len(f.agents))
+// Heartbeats reports, per agent, when its last heartbeat succeeded (Unix
+// nanoseconds by this process's clock; 0: none yet): one after a leader
+// kill reached the new leader.
+func (f *Fleet) Heartbeats() []int64 {
+	out := make([]int64, len(f.agents))
 	for i, a := range f.agents {
-		out[i] = a.mgr.ok.Load() > t.UnixNano()
+		out[i] = a.mgr.ok.Load()
 	}
 	return out
 }

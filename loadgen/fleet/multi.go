@@ -148,11 +148,9 @@ func (r *Remote) BeatAge() time.Duration {
 	return d
 }
 
-func (r *Remote) Live() []bool { return concat(each[[]bool](r, "Live", 0)) }
-func (r *Remote) HeartbeatsSince(t time.Time) []bool {
-	return concat(each[[]bool](r, "HeartbeatsSince", t))
-}
-func (r *Remote) Nodes() []uint32 { return concat(each[[]uint32](r, "Nodes", 0)) }
+func (r *Remote) Live() []bool        { return concat(each[[]bool](r, "Live", 0)) }
+func (r *Remote) Heartbeats() []int64 { return concat(each[[]int64](r, "Heartbeats", 0)) }
+func (r *Remote) Nodes() []uint32     { return concat(each[[]uint32](r, "Nodes", 0)) }
 
 func (r *Remote) Probe(node uint32, task uint64) string {
 	for _, a := range each[ProbeAnswer](r, "Probe", ProbeArgs{Node: node, Task: task}) {

@@ -223,11 +223,8 @@ func (s *Service) Probe(a ProbeArgs, out *ProbeAnswer) error {
 	out.Text, out.Found = s.f.Probe(a.Node, a.Task)
 	return nil
 }
-func (s *Service) Stop(_ int, _ *bool) error { s.f.Stop(); return nil }
-func (s *Service) HeartbeatsSince(t time.Time, out *[]bool) error {
-	*out = s.f.HeartbeatsSince(t)
-	return nil
-}
+func (s *Service) Stop(_ int, _ *bool) error            { s.f.Stop(); return nil }
+func (s *Service) Heartbeats(_ int, out *[]int64) error { *out = s.f.Heartbeats(); return nil }
 
 // Serve runs a fleet child: the fleet cfg describes, driven by calls read
 // from in (answers to out), its observations written to obsOut, until in
