@@ -66,12 +66,12 @@ func (e *Engine) HandOver(ctx context.Context) error {
 			}
 		}
 	}
-	// A replica that goes away while it spoke as a leader moments ago
-	// makes its peers campaign at once (leaderGone); one that handed its
-	// groups over stays quiet longer than that first.
+	// A replica that goes away while its peers still take it for a
+	// group's leader makes them campaign at once (leaderGone); one that
+	// handed its groups over stays quiet until they heard the new leaders.
 	select {
 	case <-ctx.Done():
-	case <-e.cfg.Clock.After(e.leaderFreshWindow() + time.Duration(e.cfg.HeartbeatRTT)*e.cfg.RTT):
+	case <-e.cfg.Clock.After(handOverQuiet * time.Duration(e.cfg.HeartbeatRTT) * e.cfg.RTT):
 	}
 	return nil
 }

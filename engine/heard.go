@@ -35,7 +35,6 @@ type shardHeard struct {
 	mu       sync.Mutex
 	commit   uint64               // the highest commit index announced
 	leader   uint64               // who last spoke as the leader
-	leaderAt time.Time            // and when
 	runs     map[uint64]answerRun // by peer
 }
 
@@ -77,7 +76,7 @@ func (h *heard) observe(b *pb.MessageBatch) {
 		s.mu.Lock()
 		if leader {
 			s.commit = max(s.commit, m.Commit)
-			s.leader, s.leaderAt = m.From, now
+			s.leader = m.From
 		} else {
 			r, ok := s.runs[m.From]
 			if !ok || now.Sub(r.last) > h.gap {
@@ -101,24 +100,16 @@ func (h *heard) commit(shard uint64) uint64 {
 	return s.commit
 }
 
-// leaderSpoke reports whether replica spoke here as shard's leader within
-// the last d.
-func (h *heard) leaderSpoke(shard, replica uint64, d time.Duration) bool {
-	age, ok := h.leaderAge(shard, replica)
-	return ok && age <= d
-}
-
-// leaderAge is how long ago replica last spoke here as shard's leader;
-// false if another spoke as the leader since, or none did.
-func (h *heard) leaderAge(shard, replica uint64) (time.Duration, bool) {
+// lastLeader is the replica last heard here speaking as shard's leader,
+// however long ago; 0 if none was.
+func (h *heard) lastLeader(shard uint64) uint64 {
 	s := h.shard(shard)
 	if s == nil {
-		return 0, false
+		return 0
 	}
-	now := h.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return now.Sub(s.leaderAt), s.leader == replica && !s.leaderAt.IsZero()
+	return s.leader
 }
 
 // rank orders peers as hand-over targets for a group: those answering now

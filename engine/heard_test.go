@@ -58,3 +58,29 @@ func TestHandOverRanksThePeerAnsweringLongestFirst(t *testing.T) {
 		t.Fatalf("no answers in group %d: ranked %v, want [2 3]", group+1, got)
 	}
 }
+
+// The last leader of a group is whoever last spoke here as its leader (a
+// heartbeat or an append), however long ago; answers and other groups'
+// leaders change nothing.
+func TestLastLeaderIsWhoeverLastSpokeAsTheLeader(t *testing.T) {
+	now := time.Unix(1000, 0)
+	h := newHeard(4, 120*time.Millisecond, func() time.Time { return now })
+	const group = 1
+	say := func(g int, from uint64, typ pb.MessageType) {
+		h.observe(&pb.MessageBatch{Requests: []pb.Message{{Type: typ, ShardID: shardID(g), From: from}}})
+	}
+	if got := h.lastLeader(shardID(group)); got != 0 {
+		t.Fatalf("no leader heard yet: last leader %d, want 0", got)
+	}
+	say(group, 3, pb.Heartbeat)
+	now = now.Add(time.Hour)
+	say(group, 2, pb.HeartbeatResp)
+	say(group+1, 2, pb.Replicate)
+	if got := h.lastLeader(shardID(group)); got != 3 {
+		t.Fatalf("replica 3 spoke as the leader an hour ago, nobody since: last leader %d, want 3", got)
+	}
+	say(group, 2, pb.Replicate)
+	if got := h.lastLeader(shardID(group)); got != 2 {
+		t.Fatalf("replica 2 appended since: last leader %d, want 2", got)
+	}
+}

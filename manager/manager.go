@@ -87,11 +87,6 @@ func Start(o Options) (*Manager, error) {
 	if o.MinHeartbeat <= 0 {
 		o.MinHeartbeat = time.Second
 	}
-	ln, err := net.Listen("tcp", o.APIAddr)
-	if err != nil {
-		return nil, fmt.Errorf("API address %s: %w", o.APIAddr, err)
-	}
-	ln = api.Guard(ln, o.MaxAPIConns, nil, o.Logf)
 	var feed atomic.Pointer[api.Feed]
 	sig := engine.NewSignal()
 	obSig := engine.NewOutboxSignal()
@@ -99,6 +94,7 @@ func Start(o Options) (*Manager, error) {
 	cfg.DataDir, cfg.ReplicaID, cfg.RaftAddr, cfg.Peers, cfg.Groups = o.DataDir, o.ReplicaID, o.RaftAddr, o.Peers, o.Groups
 	cfg.RaftLogLevel, cfg.Join = o.RaftLogLevel, o.Join
 	var sec *api.Security
+	var serverTLS *tls.Config
 	if t := o.TLS; t != nil {
 		cfg.RaftCAFile, cfg.RaftCertFile, cfg.RaftKeyFile = t.RaftCAFile, t.RaftCertFile, t.RaftKeyFile
 		cert := t.Cert
@@ -106,7 +102,7 @@ func Start(o Options) (*Manager, error) {
 		if err := security.ShareTickets(stc, t.CA); err != nil {
 			o.Logf("TLS sessions of other managers will not resume here: %v", err)
 		}
-		ln = tls.NewListener(ln, stc)
+		serverTLS = stc
 		sec = &api.Security{CA: t.CA, Tokens: t.Tokens, WorkerLifetime: t.WorkerLifetime,
 			PeerTLS: security.ClientTLS(t.CA.RootPool(), func() *tls.Certificate { return &cert })}
 	}
@@ -127,8 +123,20 @@ func Start(o Options) (*Manager, error) {
 	}
 	e, err := engine.Open(cfg)
 	if err != nil {
-		ln.Close()
 		return nil, err
+	}
+	// The API listens once the engine is open: a restarting replica
+	// replays its log first (seconds under load), and connections the
+	// kernel queued for it meanwhile hung until their clients gave up,
+	// where a refusal sends them on to another manager at once.
+	ln, err := net.Listen("tcp", o.APIAddr)
+	if err != nil {
+		e.Close()
+		return nil, fmt.Errorf("API address %s: %w", o.APIAddr, err)
+	}
+	ln = api.Guard(ln, o.MaxAPIConns, nil, o.Logf)
+	if serverTLS != nil {
+		ln = tls.NewListener(ln, serverTLS)
 	}
 	f := api.NewFeed(e.Groups(), nil, o.EventHistory, 512)
 	feed.Store(f)

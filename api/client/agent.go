@@ -17,9 +17,10 @@ import (
 )
 
 // AgentClient speaks the agent protocol (wire/ frames over HTTP) to a list
-// of managers. Heartbeats and re-reports go to the cluster leader (learned
-// from not_leader answers); everything else to the current manager, moving
-// to the next one on a transport error. It is safe for concurrent use; many
+// of managers. Re-reports go to the cluster leader (learned from not_leader
+// answers); everything else, heartbeats included (a manager forwards them
+// to the leader), to the current manager, moving to the next one on a
+// transport error. It is safe for concurrent use; many
 // simulated agents may share one fasthttp.Client.
 type AgentClient struct {
 	hc *fasthttp.Client
@@ -77,7 +78,7 @@ func connLost(err error) bool {
 }
 
 // AgentConnsPerManager is how many connections one agent holds to each
-// manager at most: its long poll, its heartbeats (to the leader) and one
+// manager at most: its long poll, its heartbeats and one
 // its short calls take turns on (AgentClient.short). With a connection for
 // each of its loops and idle ones kept, 10,000 agents held about 37,000
 // connections, and after a leader kill one replica reached its cap
@@ -294,10 +295,11 @@ func (c *AgentClient) OpenSession(ctx context.Context, req *wire.SessionRequest)
 	return &s, c.shortCall(ctx, "/v1/agent/session", false, req, into(&s))
 }
 
-// Heartbeat sends a heartbeat to the leader.
+// Heartbeat sends a heartbeat to the current manager, which forwards it to
+// the leader.
 func (c *AgentClient) Heartbeat(ctx context.Context, hb *wire.Heartbeat) (*wire.HeartbeatAck, error) {
 	var a wire.HeartbeatAck
-	return &a, c.call(ctx, "/v1/agent/heartbeat", true, hb, into(&a))
+	return &a, c.call(ctx, "/v1/agent/heartbeat", false, hb, into(&a))
 }
 
 // Assignments long-polls for the node's assignments; a COMPLETE sent in
