@@ -32,10 +32,10 @@ type heard struct {
 
 // shardHeard is what was heard in one group.
 type shardHeard struct {
-	mu       sync.Mutex
-	commit   uint64               // the highest commit index announced
-	leader   uint64               // who last spoke as the leader
-	runs     map[uint64]answerRun // by peer
+	mu     sync.Mutex
+	commit uint64               // the highest commit index announced
+	leader uint64               // who last spoke as the leader
+	runs   map[uint64]answerRun // by peer
 }
 
 // answerRun is one unbroken run of answers: its first and latest.
