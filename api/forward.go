@@ -3,11 +3,14 @@ package api
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/valyala/fasthttp"
 
+	"shoal/api/client"
 	"shoal/engine"
 	"shoal/internal/jsoncodec"
 	"shoal/statemachine"
@@ -28,10 +31,24 @@ import (
 // managers may call it.
 const peerBeatsPath = "/v1/peer/heartbeats"
 
+// waitHeader carries, in milliseconds, how long the caller waits for its
+// answer (api/client sets it from its deadline).
+const waitHeader = client.WaitHeader
+
 const (
 	// forwardHold is how long a forwarded heartbeat may wait for a leader
-	// to be known and to answer before its agent is told to retry.
-	forwardHold = 2 * time.Second
+	// to be known and to answer before its agent is told to retry, when
+	// the agent does not say how long it waits; otherwise nine tenths of
+	// that, at most forwardHoldMax. A joining fleet's first heartbeats
+	// wait for commits at the leader: answered "retry" after a fixed 2 s,
+	// they came back at once, and a fleet of 10,000 took minutes to join.
+	forwardHold    = 2 * time.Second
+	forwardHoldMax = time.Minute
+	// peerWarm is how often a manager makes sure it holds a connection to
+	// each other manager: a new leader is busiest right after an election,
+	// with the dead leader's agents dialling it, and forwarded heartbeats
+	// once queued behind thousands of their TLS handshakes.
+	peerWarm = 20 * time.Second
 	// forwardPoll is how often a held heartbeat looks for the leader.
 	forwardPoll = 50 * time.Millisecond
 	// forwardBatches is how many batches may be on their way to one
@@ -79,10 +96,20 @@ func (s *Server) peerHeartbeats(ctx *fasthttp.RequestCtx, _ []string) error {
 	return s.reply(ctx, fasthttp.StatusOK, nil, out)
 }
 
-// forwardBeat has the leader take node's heartbeat, waiting up to
-// forwardHold for a leader to be known and reachable.
-func (s *Server) forwardBeat(node statemachine.NodeID) (*wire.HeartbeatAck, error) {
-	deadline := s.cfg.Clock.Now().Add(forwardHold)
+// holdFor is how long a forwarded call may wait, from what its caller
+// says it waits (waitHeader).
+func holdFor(ctx *fasthttp.RequestCtx) time.Duration {
+	ms, err := strconv.ParseInt(string(ctx.Request.Header.Peek(waitHeader)), 10, 64)
+	if err != nil || ms <= 0 {
+		return forwardHold
+	}
+	return min(time.Duration(ms)*time.Millisecond*9/10, forwardHoldMax)
+}
+
+// forwardBeat has the leader take node's heartbeat, waiting up to hold for
+// a leader to be known and reachable and to answer.
+func (s *Server) forwardBeat(node statemachine.NodeID, hold time.Duration) (*wire.HeartbeatAck, error) {
+	deadline := s.cfg.Clock.Now().Add(hold)
 	for {
 		if addr, self := s.leaderAPI(); addr != "" && !self {
 			ack, err := s.fwd.send(addr, node, deadline)
@@ -130,7 +157,8 @@ type forwarder struct {
 
 // fwdBeat is one forwarded heartbeat waiting for its answer.
 type fwdBeat struct {
-	node statemachine.NodeID
+	node     statemachine.NodeID
+	deadline time.Time
 	ack  *wire.HeartbeatAck
 	err  error
 	done chan struct{}
@@ -143,7 +171,7 @@ func newForwarder(hc *fasthttp.Client, scheme string) *forwarder {
 // send queues node's heartbeat for the leader at addr and waits for its
 // answer until deadline.
 func (f *forwarder) send(addr string, node statemachine.NodeID, deadline time.Time) (*wire.HeartbeatAck, error) {
-	b := &fwdBeat{node: node, done: make(chan struct{})}
+	b := &fwdBeat{node: node, deadline: deadline, done: make(chan struct{})}
 	f.mu.Lock()
 	f.pending[addr] = append(f.pending[addr], b)
 	if f.inFlight[addr] < forwardBatches {
@@ -177,7 +205,13 @@ func (f *forwarder) flush(addr string) {
 			return
 		}
 		f.mu.Unlock()
-		results, err := f.post(addr, batch)
+		var deadline time.Time // the latest of the batch's
+		for _, b := range batch {
+			if b.deadline.After(deadline) {
+				deadline = b.deadline
+			}
+		}
+		results, err := f.post(addr, batch, deadline)
 		for i, b := range batch {
 			switch {
 			case err != nil:
@@ -194,8 +228,9 @@ func (f *forwarder) flush(addr string) {
 	}
 }
 
-// post sends one batch to the leader at addr.
-func (f *forwarder) post(addr string, batch []*fwdBeat) ([]peerBeatResult, error) {
+// post sends one batch to the leader at addr, waiting for the answer
+// until deadline.
+func (f *forwarder) post(addr string, batch []*fwdBeat, deadline time.Time) ([]peerBeatResult, error) {
 	in := peerBeats{Nodes: make([]statemachine.NodeID, len(batch))}
 	for i, b := range batch {
 		in.Nodes[i] = b.node
@@ -211,7 +246,7 @@ func (f *forwarder) post(addr string, batch []*fwdBeat) ([]peerBeatResult, error
 	req.Header.SetMethod(fasthttp.MethodPost)
 	req.Header.SetContentType("application/json")
 	req.SetBodyRaw(body)
-	if err := f.hc.DoTimeout(req, resp, forwardHold); err != nil {
+	if err := f.hc.DoDeadline(req, resp, deadline); err != nil {
 		return nil, fmt.Errorf("forwarding heartbeats to the leader at %s: %w", addr, err)
 	}
 	if resp.StatusCode() != fasthttp.StatusOK {
@@ -222,4 +257,29 @@ func (f *forwarder) post(addr string, batch []*fwdBeat) ([]peerBeatResult, error
 		return nil, fmt.Errorf("forwarding heartbeats to the leader at %s: %d answers to %d heartbeats (%v)", addr, len(out), len(batch), err)
 	}
 	return out, nil
+}
+
+// warmPeers keeps a connection open to every other manager (an empty
+// batch every peerWarm), so that the first heartbeats forwarded to a new
+// leader need no handshake with it; until the server closes.
+func (s *Server) warmPeers() {
+	for {
+		var peers []string
+		_ = s.e.ReadLocal(engine.ClusterGroup, func(st *statemachine.State) {
+			for id, addr := range st.Managers() {
+				if id != s.e.ReplicaID() {
+					peers = append(peers, addr)
+				}
+			}
+		})
+		slices.Sort(peers)
+		for _, addr := range peers {
+			_, _ = s.fwd.post(addr, nil, s.cfg.Clock.Now().Add(forwardHold))
+		}
+		select {
+		case <-s.closed:
+			return
+		case <-s.cfg.Clock.After(peerWarm):
+		}
+	}
 }

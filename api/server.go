@@ -151,6 +151,7 @@ func New(cfg Config) (*Server, error) {
 
 // Serve answers requests on ln until Close.
 func (s *Server) Serve(ln net.Listener) error {
+	go s.warmPeers()
 	err := s.srv.Serve(ln)
 	select {
 	case <-s.closed:

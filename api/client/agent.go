@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -224,6 +225,11 @@ func (c *AgentClient) call(ctx context.Context, path string, toLeader bool, req 
 	}
 }
 
+// WaitHeader tells a manager, in milliseconds, how long the agent waits
+// for the answer to its call: a call the manager forwards (a heartbeat to
+// the leader) is held that long, not less.
+const WaitHeader = "X-Shoal-Wait-Ms"
+
 func (c *AgentClient) post(ctx context.Context, url string, body []byte, fn func([]byte) error) error {
 	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
@@ -234,6 +240,7 @@ func (c *AgentClient) post(ctx context.Context, url string, body []byte, fn func
 	req.SetBodyRaw(body)
 	var err error
 	if dl, ok := ctx.Deadline(); ok {
+		req.Header.Set(WaitHeader, strconv.FormatInt(time.Until(dl).Milliseconds(), 10))
 		err = c.hc.DoDeadline(req, resp, dl)
 	} else {
 		err = c.hc.Do(req, resp)
