@@ -159,9 +159,9 @@ type forwarder struct {
 type fwdBeat struct {
 	node     statemachine.NodeID
 	deadline time.Time
-	ack  *wire.HeartbeatAck
-	err  error
-	done chan struct{}
+	ack      *wire.HeartbeatAck
+	err      error
+	done     chan struct{}
 }
 
 func newForwarder(hc *fasthttp.Client, scheme string) *forwarder {
