@@ -3,7 +3,6 @@ package api
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -264,16 +263,7 @@ func (f *forwarder) post(addr string, batch []*fwdBeat, deadline time.Time) ([]p
 // leader need no handshake with it; until the server closes.
 func (s *Server) warmPeers() {
 	for {
-		var peers []string
-		_ = s.e.ReadLocal(engine.ClusterGroup, func(st *statemachine.State) {
-			for id, addr := range st.Managers() {
-				if id != s.e.ReplicaID() {
-					peers = append(peers, addr)
-				}
-			}
-		})
-		slices.Sort(peers)
-		for _, addr := range peers {
+		for _, addr := range s.peerManagers() {
 			_, _ = s.fwd.post(addr, nil, s.cfg.Clock.Now().Add(forwardHold))
 		}
 		select {
