@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -173,15 +174,18 @@ func (c *AgentClient) current(toLeader bool) string {
 	return c.mu.addrs[c.mu.cur]
 }
 
-// failed moves on from a manager that could not be reached.
+// failed moves on from a manager that could not be reached, to another
+// one drawn at random: every agent holds the managers in the same order,
+// and moving to the next one sent all of a dead manager's agents (three
+// connections each) to the same survivor, which ran out of connections.
 func (c *AgentClient) failed(base string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.mu.leader == base {
 		c.mu.leader = ""
 	}
-	if c.mu.addrs[c.mu.cur] == base {
-		c.mu.cur = (c.mu.cur + 1) % len(c.mu.addrs)
+	if n := len(c.mu.addrs); n > 1 && c.mu.addrs[c.mu.cur] == base {
+		c.mu.cur = (c.mu.cur + 1 + rand.IntN(n-1)) % n
 	}
 }
 

@@ -289,3 +289,29 @@ func TestHeartbeatAsksAnotherManagerWhenOneKnowsNoLeader(t *testing.T) {
 		t.Fatalf("the manager without a leader was asked %d times and the other %d, want once each", l, n)
 	}
 }
+
+// Agents that lose their manager spread over the others, not all onto the
+// next one in the list (which every agent holds in the same order).
+func TestAgentsLosingTheirManagerSpreadOverTheOthers(t *testing.T) {
+	addrs := []string{"127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003"}
+	const agents = 1000
+	on := map[string]int{}
+	for range agents {
+		ac, err := NewAgentClient(addrs, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dead := ac.current(false)
+		ac.failed(dead)
+		next := ac.current(false)
+		if next == dead {
+			t.Fatalf("an agent stayed on %s, which it could not reach", dead)
+		}
+		on[next]++
+	}
+	for _, a := range addrs[1:] {
+		if n := on["http://"+a]; n < agents*4/10 || n > agents*6/10 {
+			t.Fatalf("agents moved %v, want each of the two others to take about half", on)
+		}
+	}
+}
