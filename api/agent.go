@@ -222,7 +222,7 @@ func (s *Server) agentHeartbeat(ctx *fasthttp.RequestCtx, _ []string) error {
 		}
 		ack, err := s.beatHere(hb.NodeID)
 		if errors.Is(err, engine.ErrNotMonitoring) {
-			ack, err = s.forwardBeat(hb.NodeID, holdFor(ctx)) // see forward.go
+			return s.notLeader()
 		}
 		if err != nil {
 			return err

@@ -104,7 +104,6 @@ type Server struct {
 	joins      joinState
 
 	sessions sessionTable
-	fwd      *forwarder // heartbeats to the leader (forward.go)
 }
 
 // New returns a server; call Serve to answer requests.
@@ -116,13 +115,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, e: cfg.Engine, closed: make(chan struct{}),
 		setups: make(chan struct{}, cfg.MaxSessionSetups), joinSlots: make(chan struct{}, cfg.MaxJoins)}
 	s.metrics = newMetrics(s)
-	peers := &fasthttp.Client{Name: "shoal-manager", MaxConnsPerHost: 2 * forwardBatches, MaxIdleConnDuration: time.Minute,
-		ReadTimeout: 2 * forwardHold, WriteTimeout: 2 * forwardHold, NoDefaultUserAgentHeader: true}
-	scheme := "http"
-	if cfg.Security != nil && cfg.Security.PeerTLS != nil {
-		peers.TLSConfig, scheme = cfg.Security.PeerTLS, "https"
-	}
-	s.fwd = newForwarder(peers, scheme)
+
 	s.srv = &fasthttp.Server{
 		Handler:            s.handle,
 		Name:               "shoal",
@@ -151,7 +144,6 @@ func New(cfg Config) (*Server, error) {
 
 // Serve answers requests on ln until Close.
 func (s *Server) Serve(ln net.Listener) error {
-	go s.warmPeers()
 	err := s.srv.Serve(ln)
 	select {
 	case <-s.closed:
@@ -196,7 +188,7 @@ func (s *Server) routes() []route {
 			a = accessAgent
 		case path == "/v1/join":
 			a = accessOpen
-		case path == "/v1/tokens/peer", path == peerBeatsPath:
+		case path == "/v1/tokens/peer":
 			a = accessManager
 		case path == "/metrics":
 			a = accessObserve
@@ -236,7 +228,6 @@ func (s *Server) routes() []route {
 		r("GET", "/v1/tokens/*", "tokens_show", s.showToken),
 		r("POST", "/v1/tokens/*/rotate", "tokens_rotate", s.rotateToken),
 		r("POST", "/v1/tokens/peer", "tokens_peer", s.peerTokens),
-		r("POST", peerBeatsPath, "peer_heartbeats", s.peerHeartbeats),
 		r("GET", "/metrics", "metrics", s.serveMetrics),
 	}
 }

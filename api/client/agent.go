@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -19,10 +18,9 @@ import (
 )
 
 // AgentClient speaks the agent protocol (wire/ frames over HTTP) to a list
-// of managers. Re-reports go to the cluster leader (learned from not_leader
-// answers); everything else, heartbeats included (a manager forwards them
-// to the leader), to the current manager, moving to the next one on a
-// transport error. It is safe for concurrent use; many
+// of managers. Heartbeats and re-reports go to the cluster leader (learned
+// from not_leader answers); everything else to the current manager, moving
+// to another one on a transport error. It is safe for concurrent use; many
 // simulated agents may share one fasthttp.Client.
 type AgentClient struct {
 	hc *fasthttp.Client
@@ -80,7 +78,7 @@ func connLost(err error) bool {
 }
 
 // AgentConnsPerManager is how many connections one agent holds to each
-// manager at most: its long poll, its heartbeats and one
+// manager at most: its long poll, its heartbeats (to the leader) and one
 // its short calls take turns on (AgentClient.short). With a connection for
 // each of its loops and idle ones kept, 10,000 agents held about 37,000
 // connections, and after a leader kill one replica reached its cap
@@ -216,11 +214,6 @@ func (c *AgentClient) call(ctx context.Context, path string, toLeader bool, req 
 			c.setLeader(we.Leader)
 			toLeader = true
 			continue
-		case errors.As(err, &we) && we.Code == wire.CodeNotLeader:
-			// This manager knows no leader (an election, or it is
-			// catching up after a restart): the next try asks another.
-			c.failed(base)
-			return err
 		case errors.As(err, &we):
 			return err
 		}
@@ -228,11 +221,6 @@ func (c *AgentClient) call(ctx context.Context, path string, toLeader bool, req 
 		return err
 	}
 }
-
-// WaitHeader tells a manager, in milliseconds, how long the agent waits
-// for the answer to its call: a call the manager forwards (a heartbeat to
-// the leader) is held that long, not less.
-const WaitHeader = "X-Shoal-Wait-Ms"
 
 func (c *AgentClient) post(ctx context.Context, url string, body []byte, fn func([]byte) error) error {
 	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
@@ -244,7 +232,6 @@ func (c *AgentClient) post(ctx context.Context, url string, body []byte, fn func
 	req.SetBodyRaw(body)
 	var err error
 	if dl, ok := ctx.Deadline(); ok {
-		req.Header.Set(WaitHeader, strconv.FormatInt(time.Until(dl).Milliseconds(), 10))
 		err = c.hc.DoDeadline(req, resp, dl)
 	} else {
 		err = c.hc.Do(req, resp)
@@ -306,11 +293,10 @@ func (c *AgentClient) OpenSession(ctx context.Context, req *wire.SessionRequest)
 	return &s, c.shortCall(ctx, "/v1/agent/session", false, req, into(&s))
 }
 
-// Heartbeat sends a heartbeat to the current manager, which forwards it to
-// the leader.
+// Heartbeat sends a heartbeat to the leader.
 func (c *AgentClient) Heartbeat(ctx context.Context, hb *wire.Heartbeat) (*wire.HeartbeatAck, error) {
 	var a wire.HeartbeatAck
-	return &a, c.call(ctx, "/v1/agent/heartbeat", false, hb, into(&a))
+	return &a, c.call(ctx, "/v1/agent/heartbeat", true, hb, into(&a))
 }
 
 // Assignments long-polls for the node's assignments; a COMPLETE sent in

@@ -246,50 +246,6 @@ func TestCallsOutliveTheirPooledConnections(t *testing.T) {
 	}
 }
 
-// fakeManager answers every call with m.
-func fakeManager(t *testing.T, m wire.Message) (addr string, calls *atomic.Int64) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	calls = &atomic.Int64{}
-	b, err := wire.Append(nil, m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) {
-		calls.Add(1)
-		ctx.SetBody(b)
-	}}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Shutdown() })
-	return ln.Addr().String(), calls
-}
-
-// A manager that knows no leader (an election under way, or itself
-// catching up after a restart) is not asked again for the next heartbeat:
-// another manager is.
-func TestHeartbeatAsksAnotherManagerWhenOneKnowsNoLeader(t *testing.T) {
-	lost, lostCalls := fakeManager(t, &wire.Error{Code: wire.CodeNotLeader, Message: "no leader known"})
-	leader, leaderCalls := fakeManager(t, &wire.HeartbeatAck{})
-	ac, err := NewAgentClient([]string{lost, leader}, AgentHTTPS(nil, 0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := ac.Heartbeat(ctx, &wire.Heartbeat{NodeID: 1}); err == nil {
-		t.Fatal("a heartbeat answered by a manager that knows no leader succeeded")
-	}
-	if _, err := ac.Heartbeat(ctx, &wire.Heartbeat{NodeID: 1}); err != nil {
-		t.Fatalf("the next heartbeat: %v", err)
-	}
-	if l, n := lostCalls.Load(), leaderCalls.Load(); l != 1 || n != 1 {
-		t.Fatalf("the manager without a leader was asked %d times and the other %d, want once each", l, n)
-	}
-}
-
 // Agents that lose their manager spread over the others, not all onto the
 // next one in the list (which every agent holds in the same order).
 func TestAgentsLosingTheirManagerSpreadOverTheOthers(t *testing.T) {
