@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"shoal/loadgen/report"
 )
 
 // faults injects agent faults and leader kills until ctx ends, then heals
@@ -198,9 +201,10 @@ func (f *faults) timeReconnect(ctx context.Context, killed time.Time, live []boo
 		f.mu.Unlock()
 		if waiting == 0 {
 			d := slices.Max(append(slices.Collect(maps.Values(back)), 0)).Seconds()
-			f.r.recordReconnect(d)
+			k := killRecovery(time.Duration(elected.Load()), back)
+			f.r.recordReconnect(d, k)
 			fmt.Fprintf(f.r.cfg.Out, "%5.0fs faults  every agent reached the new leader %.2fs after the kill (%s)\n",
-				time.Since(f.r.start).Seconds(), d, reconnectSpread(time.Duration(elected.Load()), back))
+				time.Since(f.r.start).Seconds(), d, reconnectSpread(k))
 			return
 		}
 		select {
@@ -209,23 +213,34 @@ func (f *faults) timeReconnect(ctx context.Context, killed time.Time, live []boo
 		}
 	}
 	fmt.Fprintf(f.r.cfg.Out, "%5.0fs faults  not every agent reached the new leader within a minute of the kill (%s)\n",
-		time.Since(f.r.start).Seconds(), reconnectSpread(time.Duration(elected.Load()), back))
+		time.Since(f.r.start).Seconds(), reconnectSpread(killRecovery(time.Duration(elected.Load()), back)))
 }
 
-// reconnectSpread says when, after a leader kill, a replica said it leads
-// again (0: not seen) and when half, nine tenths and all of the agents
-// timed were back.
-func reconnectSpread(elected time.Duration, back map[int]time.Duration) string {
-	lead := "no replica was seen leading again"
-	if elected > 0 {
-		lead = fmt.Sprintf("a replica led again at %.2fs", elected.Seconds())
-	}
+// killRecovery sums up how the fleet came back after a leader kill:
+// when a replica said it leads again (elected, 0: not seen) and when half,
+// nine tenths and all of the agents timed (back) were back.
+func killRecovery(elected time.Duration, back map[int]time.Duration) report.KillRecovery {
+	k := report.KillRecovery{LedAgainSeconds: elected.Seconds(), Agents: len(back)}
 	if len(back) == 0 {
-		return lead
+		return k
 	}
 	at := slices.Sorted(maps.Values(back))
-	q := func(p float64) float64 { return at[min(len(at)-1, int(p*float64(len(at))))].Seconds() }
-	return fmt.Sprintf("%s; %d agents back: half by %.2fs, 90%% by %.2fs, all by %.2fs", lead, len(at), q(0.5), q(0.9), at[len(at)-1].Seconds())
+	// by when a share p of them were back: the ceil(p·n)-th to come back
+	q := func(p float64) float64 { return at[max(0, int(math.Ceil(p*float64(len(at))))-1)].Seconds() }
+	k.HalfSeconds, k.P90Seconds, k.AllSeconds = q(0.5), q(0.9), at[len(at)-1].Seconds()
+	return k
+}
+
+// reconnectSpread says it in words.
+func reconnectSpread(k report.KillRecovery) string {
+	lead := "no replica was seen leading again"
+	if k.LedAgainSeconds > 0 {
+		lead = fmt.Sprintf("a replica led again at %.2fs", k.LedAgainSeconds)
+	}
+	if k.Agents == 0 {
+		return lead
+	}
+	return fmt.Sprintf("%s; %d agents back: half by %.2fs, 90%% by %.2fs, all by %.2fs", lead, k.Agents, k.HalfSeconds, k.P90Seconds, k.AllSeconds)
 }
 
 // heal ends every fault: partitions are lifted, vanished agents return,

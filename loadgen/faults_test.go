@@ -5,6 +5,8 @@ import (
 	"io"
 	"testing"
 	"time"
+
+	"shoal/loadgen/report"
 )
 
 // beats is an agents fleet that only answers Heartbeats.
@@ -41,6 +43,9 @@ func TestReconnectTimeLeavesOutAgentsFaultedSinceTheKill(t *testing.T) {
 	}
 	if got := r.reconnects.seconds[0]; got != 2.5 {
 		t.Fatalf("recorded %vs, want 2.5s: the last agent's first heartbeat since the kill", got)
+	}
+	if got, want := r.reconnects.detail[0], (report.KillRecovery{Agents: 2, HalfSeconds: 1.5, P90Seconds: 2.5, AllSeconds: 2.5}); got != want {
+		t.Fatalf("recorded %+v, want %+v: of the two agents timed, one was back 1.5s after the kill, the other 2.5s", got, want)
 	}
 	r.fleet = beats{at: []int64{at(killed, 100), at(killed, 200), at(killed, -1), 0}}
 	r.reconnects.seconds = nil

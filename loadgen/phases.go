@@ -244,6 +244,7 @@ func (r *run) buildReport(ctx context.Context, converged bool, convergeSecs floa
 		StreamReconnects: reconn, StreamResyncs: resync, TasksSeen: seen, BeatAgeMax: r.sampler.beatAgeMax()}
 	r.reconnects.Lock()
 	rep.Counts.LeaderKillRecovery = append([]float64(nil), r.reconnects.seconds...)
+	rep.Counts.LeaderKillDetail = append([]report.KillRecovery(nil), r.reconnects.detail...)
 	r.reconnects.Unlock()
 	rep.Latencies = r.stats.latencies()
 	rep.Transitions = r.sampler.rate()

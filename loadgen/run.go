@@ -60,12 +60,14 @@ type run struct {
 	reconnects struct {
 		sync.Mutex
 		seconds []float64 // per leader kill: until every agent reached the new leader
+		detail  []report.KillRecovery
 	}
 }
 
-func (r *run) recordReconnect(seconds float64) {
+func (r *run) recordReconnect(seconds float64, k report.KillRecovery) {
 	r.reconnects.Lock()
 	r.reconnects.seconds = append(r.reconnects.seconds, seconds)
+	r.reconnects.detail = append(r.reconnects.detail, k)
 	r.reconnects.Unlock()
 }
 

@@ -152,6 +152,7 @@ func counts(r *Report) [][2]string {
 		{"task crashes", fmt.Sprint(c.Crashes)},
 		{"agent disconnects / vanishes", fmt.Sprintf("%d / %d", c.Disconnects, c.Vanishes)},
 		{"leader kills", fmt.Sprint(c.LeaderKills)},
+		{"agents back after each leader kill", killRecoveryText(c)},
 		{"API errors", fmt.Sprint(c.APIErrors)},
 		{"events / transitions", fmt.Sprintf("%d / %d", c.Events, c.Transitions)},
 		{"tasks seen", fmt.Sprint(c.TasksSeen)},
@@ -159,6 +160,19 @@ func counts(r *Report) [][2]string {
 		{"longest agent heartbeat gap", fmt.Sprintf("%.1fs", c.BeatAgeMax)},
 		{"agent calls per agent per minute", agentCallsText(r.AgentCalls)},
 	}
+}
+
+// killRecoveryText says, per leader kill timed, when a replica led again
+// and when half, nine tenths and all of the agents were back.
+func killRecoveryText(c Counts) string {
+	if len(c.LeaderKillDetail) == 0 {
+		return "—"
+	}
+	var s []string
+	for _, k := range c.LeaderKillDetail {
+		s = append(s, fmt.Sprintf("led again %.2fs; half %.2fs, 90%% %.2fs, all %.2fs", k.LedAgainSeconds, k.HalfSeconds, k.P90Seconds, k.AllSeconds))
+	}
+	return strings.Join(s, " · ")
 }
 
 // agentCallsText lists the agents' calls per endpoint, e.g.

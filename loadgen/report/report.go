@@ -91,11 +91,13 @@ type Counts struct {
 	// agent the loadgen was not faulting had a heartbeat succeed at the new
 	// leader.
 	LeaderKillRecovery []float64 `json:"leader_kill_recovery_seconds,omitempty"`
-	APIErrors          int       `json:"api_errors"` // user API calls that failed after retries
-	Events             int64     `json:"events"`
-	Transitions        int64     `json:"transitions"`
-	StreamReconnects   int       `json:"stream_reconnects"`
-	StreamResyncs      int       `json:"stream_resyncs"`
+	// LeaderKillDetail is, per leader kill timed, how the fleet came back.
+	LeaderKillDetail []KillRecovery `json:"leader_kill_detail,omitempty"`
+	APIErrors        int            `json:"api_errors"` // user API calls that failed after retries
+	Events           int64          `json:"events"`
+	Transitions      int64          `json:"transitions"`
+	StreamReconnects int            `json:"stream_reconnects"`
+	StreamResyncs    int            `json:"stream_resyncs"`
 	// BeatAgeMax is the largest BeatAge sampled (seconds).
 	BeatAgeMax float64 `json:"agent_beat_age_max_seconds"`
 	TasksSeen  int64   `json:"tasks_seen"`
@@ -217,4 +219,16 @@ type AgentCalls struct {
 	Total    uint64 `json:"total"`
 	// PerAgentPerMinute is Total spread over the agents and the run.
 	PerAgentPerMinute float64 `json:"per_agent_per_minute"`
+}
+
+// KillRecovery is how the fleet came back after one leader kill, in
+// seconds after it: when a replica said it leads again (0: not seen) and
+// when half, nine tenths and all of the agents timed had a heartbeat
+// succeed at the new leader (by the agents' own clocks).
+type KillRecovery struct {
+	LedAgainSeconds float64 `json:"led_again_seconds"`
+	Agents          int     `json:"agents"`
+	HalfSeconds     float64 `json:"half_seconds"`
+	P90Seconds      float64 `json:"p90_seconds"`
+	AllSeconds      float64 `json:"all_seconds"`
 }

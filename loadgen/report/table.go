@@ -68,6 +68,10 @@ func WriteTable(w io.Writer, r *Report) error {
 			s = append(s, fmt.Sprintf("%.2fs", v))
 		}
 		fmt.Fprintf(tw, "  agents at new leader\t%s after each leader kill\n", strings.Join(s, ", "))
+		for i, k := range c.LeaderKillDetail {
+			fmt.Fprintf(tw, "    kill %d\tled again %.2fs; agents back: half %.2fs, 90%% %.2fs, all %.2fs\n",
+				i+1, k.LedAgainSeconds, k.HalfSeconds, k.P90Seconds, k.AllSeconds)
+		}
 	}
 	fmt.Fprintf(tw, "invariant\tchecked\tviolations\n")
 	for _, inv := range r.Invariants {
