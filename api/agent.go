@@ -220,42 +220,31 @@ func (s *Server) agentHeartbeat(ctx *fasthttp.RequestCtx, _ []string) error {
 		if hb.NodeID, err = s.callerNode(ctx, hb.NodeID); err != nil {
 			return err
 		}
-		ack, err := s.beatHere(hb.NodeID)
-		if errors.Is(err, engine.ErrNotMonitoring) {
+		if s.cfg.Monitor == nil {
 			return s.notLeader()
 		}
-		if err != nil {
+		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		b, err := s.cfg.Monitor.Heartbeat(c, hb.NodeID, s.cfg.Clock.Now())
+		switch {
+		case errors.Is(err, engine.ErrNotMonitoring):
+			return s.notLeader()
+		case errors.Is(err, monitor.ErrUnknownNode):
+			removed := false
+			_ = s.e.ReadLocal(engine.ClusterGroup, func(st *statemachine.State) { removed = st.NodeRemoved(hb.NodeID) })
+			if removed {
+				return &wire.Error{Code: wire.CodeNodeRemoved, Message: "this node was removed from the cluster; clear the agent's data directory to join as a new node"}
+			}
+			// A new leader may not have applied the node's creation yet.
+			return &wire.Error{Code: wire.CodeUnavailable, Message: "the leader does not know this node yet; retry",
+				RetryAfter: int64(500 * time.Millisecond)}
+		case err != nil:
 			return err
 		}
-		return s.wireReply(ctx, ack)
+		st, _ := s.cfg.Monitor.NodeStatus(hb.NodeID)
+		s.metrics.heartbeats.Inc()
+		return s.wireReply(ctx, &wire.HeartbeatAck{Period: int64(b.TTL), Status: st})
 	})(ctx, nil)
-}
-
-// beatHere hands node's heartbeat to this replica's node monitor:
-// engine.ErrNotMonitoring when this replica does not lead the cluster.
-func (s *Server) beatHere(node statemachine.NodeID) (*wire.HeartbeatAck, error) {
-	if s.cfg.Monitor == nil {
-		return nil, engine.ErrNotMonitoring
-	}
-	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	b, err := s.cfg.Monitor.Heartbeat(c, node, s.cfg.Clock.Now())
-	switch {
-	case errors.Is(err, monitor.ErrUnknownNode):
-		removed := false
-		_ = s.e.ReadLocal(engine.ClusterGroup, func(st *statemachine.State) { removed = st.NodeRemoved(node) })
-		if removed {
-			return nil, &wire.Error{Code: wire.CodeNodeRemoved, Message: "this node was removed from the cluster; clear the agent's data directory to join as a new node"}
-		}
-		// A new leader may not have applied the node's creation yet.
-		return nil, &wire.Error{Code: wire.CodeUnavailable, Message: "the leader does not know this node yet; retry",
-			RetryAfter: int64(500 * time.Millisecond)}
-	case err != nil:
-		return nil, err
-	}
-	st, _ := s.cfg.Monitor.NodeStatus(node)
-	s.metrics.heartbeats.Inc()
-	return &wire.HeartbeatAck{Period: int64(b.TTL), Status: st}, nil
 }
 
 func itoa(n int) string {

@@ -69,7 +69,12 @@ type guardedListener struct {
 
 	mu       sync.Mutex
 	loggedAt map[string]time.Time // by kind of trouble
-	idle     list.List            // of *countedConn, idle longest first
+
+	// idle lists the connections waiting between requests, idle longest
+	// first; every request moves its connection off and back on, so it
+	// has a lock of its own (not the one of the rare log lines above).
+	idleMu sync.Mutex
+	idle   list.List // of *countedConn
 }
 
 // Accept returns the next connection, waiting out a shortage of
@@ -107,8 +112,8 @@ func (l *guardedListener) Accept() (net.Conn, error) {
 // oldestIdle takes the connection idle longest off the idle list; nil if
 // none is idle.
 func (l *guardedListener) oldestIdle() *countedConn {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	l.idleMu.Lock()
+	defer l.idleMu.Unlock()
 	e := l.idle.Front()
 	if e == nil {
 		return nil
@@ -121,8 +126,8 @@ func (l *guardedListener) oldestIdle() *countedConn {
 
 // setIdle puts c at the back of the idle list, or takes it off.
 func (l *guardedListener) setIdle(c *countedConn, idle bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	l.idleMu.Lock()
+	defer l.idleMu.Unlock()
 	if c.idleAt != nil {
 		l.idle.Remove(c.idleAt)
 		c.idleAt = nil
@@ -173,7 +178,7 @@ type countedConn struct {
 	net.Conn
 	l      *guardedListener
 	closed atomic.Bool
-	idleAt *list.Element // on l.idle while idle (l.mu)
+	idleAt *list.Element // on l.idle while idle (l.idleMu)
 }
 
 func (c *countedConn) Close() error {

@@ -21,7 +21,15 @@ import (
 // accepting the old token for new joins until a later rotation reaches
 // them).
 func (s *Server) pushTokens(secrets security.Secrets) []string {
-	peers := s.peerManagers()
+	var peers []string
+	_ = s.e.ReadLocal(engine.ClusterGroup, func(st *statemachine.State) {
+		for id, addr := range st.Managers() {
+			if id != s.e.ReplicaID() {
+				peers = append(peers, addr)
+			}
+		}
+	})
+	slices.Sort(peers)
 	if len(peers) == 0 {
 		return nil
 	}
@@ -68,19 +76,4 @@ func postPeer(hc *http.Client, addr string, body []byte) error {
 		return fmt.Errorf("answered %s", resp.Status)
 	}
 	return nil
-}
-
-// peerManagers lists the API addresses of the other managers recorded in
-// the cluster group, sorted.
-func (s *Server) peerManagers() []string {
-	var peers []string
-	_ = s.e.ReadLocal(engine.ClusterGroup, func(st *statemachine.State) {
-		for id, addr := range st.Managers() {
-			if id != s.e.ReplicaID() {
-				peers = append(peers, addr)
-			}
-		}
-	})
-	slices.Sort(peers)
-	return peers
 }

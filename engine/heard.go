@@ -70,7 +70,7 @@ func (h *heard) observe(b *pb.MessageBatch) {
 		if (!answer && !leader) || s == nil {
 			continue
 		}
-		if now.IsZero() {
+		if answer && now.IsZero() { // only answers are timed
 			now = h.now()
 		}
 		s.mu.Lock()

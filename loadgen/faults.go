@@ -200,11 +200,10 @@ func (f *faults) timeReconnect(ctx context.Context, killed time.Time, live []boo
 		}
 		f.mu.Unlock()
 		if waiting == 0 {
-			d := slices.Max(append(slices.Collect(maps.Values(back)), 0)).Seconds()
 			k := killRecovery(time.Duration(elected.Load()), back)
-			f.r.recordReconnect(d, k)
+			f.r.recordReconnect(k)
 			fmt.Fprintf(f.r.cfg.Out, "%5.0fs faults  every agent reached the new leader %.2fs after the kill (%s)\n",
-				time.Since(f.r.start).Seconds(), d, reconnectSpread(k))
+				time.Since(f.r.start).Seconds(), k.AllSeconds, reconnectSpread(k))
 			return
 		}
 		select {

@@ -64,9 +64,9 @@ type run struct {
 	}
 }
 
-func (r *run) recordReconnect(seconds float64, k report.KillRecovery) {
+func (r *run) recordReconnect(k report.KillRecovery) {
 	r.reconnects.Lock()
-	r.reconnects.seconds = append(r.reconnects.seconds, seconds)
+	r.reconnects.seconds = append(r.reconnects.seconds, k.AllSeconds)
 	r.reconnects.detail = append(r.reconnects.detail, k)
 	r.reconnects.Unlock()
 }
