@@ -210,6 +210,23 @@ func (s *Server) notLeader() *wire.Error {
 		Message: "this manager does not lead the cluster; send heartbeats to the leader"}
 }
 
+// starting answers a heartbeat that reached the cluster's new leader
+// before its node monitor started: retry here shortly (a "not the leader"
+// answer would name this manager itself, and the agent would count it as
+// a failed heartbeat and back off).
+func starting() *wire.Error {
+	return &wire.Error{Code: wire.CodeUnavailable, RetryAfter: int64(100 * time.Millisecond),
+		Message: "this manager was just elected leader and is starting to monitor nodes; retry shortly"}
+}
+
+// notMonitoring answers a heartbeat this replica's monitor did not take.
+func (s *Server) notMonitoring() *wire.Error {
+	if id, ok := s.e.Leader(engine.ClusterGroup); ok && id == s.e.ReplicaID() {
+		return starting()
+	}
+	return s.notLeader()
+}
+
 func (s *Server) agentHeartbeat(ctx *fasthttp.RequestCtx, _ []string) error {
 	return s.agentHandler(func(ctx *fasthttp.RequestCtx) error {
 		var hb wire.Heartbeat
@@ -227,8 +244,10 @@ func (s *Server) agentHeartbeat(ctx *fasthttp.RequestCtx, _ []string) error {
 		defer cancel()
 		b, err := s.cfg.Monitor.Heartbeat(c, hb.NodeID, s.cfg.Clock.Now())
 		switch {
+		case errors.Is(err, engine.ErrMonitorStarting):
+			return starting()
 		case errors.Is(err, engine.ErrNotMonitoring):
-			return s.notLeader()
+			return s.notMonitoring()
 		case errors.Is(err, monitor.ErrUnknownNode):
 			removed := false
 			_ = s.e.ReadLocal(engine.ClusterGroup, func(st *statemachine.State) { removed = st.NodeRemoved(hb.NodeID) })

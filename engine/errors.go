@@ -45,4 +45,8 @@ var (
 	// (not the cluster group's leader, or the node list is not loaded
 	// yet); send the heartbeat to the leader, or retry shortly.
 	ErrNotMonitoring = duty.ErrNotMonitoring
+
+	// ErrMonitorStarting: this replica was just elected leader and its
+	// node monitor is still loading the node list; retry shortly, here.
+	ErrMonitorStarting = duty.ErrMonitorStarting
 )

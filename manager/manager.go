@@ -74,6 +74,8 @@ type Manager struct {
 	Feed    *api.Feed
 	API     *api.Server
 	APIAddr string // the address the API listens on
+
+	mon *engine.MonitorDuty
 }
 
 // Start opens the engine with the leader duties and serves the API.
@@ -171,7 +173,7 @@ func Start(o Options) (*Manager, error) {
 			o.Logf("shoal: API stopped: %v", err)
 		}
 	}()
-	return &Manager{E: e, Feed: f, API: srv, APIAddr: ln.Addr().String()}, nil
+	return &Manager{E: e, Feed: f, API: srv, APIAddr: ln.Addr().String(), mon: mon}, nil
 }
 
 // Close stops the API, then the engine.

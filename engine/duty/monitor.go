@@ -79,6 +79,9 @@ type MonitorDuty struct {
 		windowOpen map[statemachine.NodeID]bool
 		// heldSince is the mass-expiry hold logged last (0: none).
 		heldSince int64
+		// starting is closed when the term Run is starting leads (or Run
+		// ends first); nil when no Run is loading the node list.
+		starting chan struct{}
 	}
 }
 
@@ -102,9 +105,14 @@ func NewMonitorDuty(c Cluster, cfg MonitorConfig) (*MonitorDuty, error) {
 // every Interval until it can), becomes leader, then ticks every Interval.
 func (d *MonitorDuty) Run(ctx context.Context) {
 	defer d.StepDown()
+	started := d.beginStart()
+	defer started()
+	t0 := d.cfg.Clock.Now()
 	for {
 		err := d.BecomeLeader(ctx)
 		if err == nil {
+			started()
+			d.cfg.Logf("engine: node monitor started: %d nodes loaded in %s", d.tracked(), d.cfg.Clock.Now().Sub(t0).Round(time.Millisecond))
 			break
 		}
 		d.cfg.Logf("engine: node monitor: %v", err)
@@ -424,6 +432,12 @@ func (d *MonitorDuty) orphan(ctx context.Context, node statemachine.NodeID) erro
 // monitor.ErrUnknownNode, or why the status change was not applied.
 func (d *MonitorDuty) Heartbeat(ctx context.Context, node statemachine.NodeID, now time.Time) (monitor.Beat, error) {
 	b, err := d.beat(node, now.UnixNano())
+	if errors.Is(err, ErrNotMonitoring) {
+		if err = d.awaitStart(ctx); err == nil {
+			now = d.cfg.Clock.Now()
+			b, err = d.beat(node, now.UnixNano())
+		}
+	}
 	if errors.Is(err, monitor.ErrUnknownNode) {
 		// A node that joined after this term began: read its row alone (a
 		// fleet joining at once read the whole node table once per node).
