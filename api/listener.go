@@ -141,7 +141,10 @@ func (l *guardedListener) setIdle(c *countedConn, idle bool) {
 // connection (under TLS or not) when it waits between requests, so that
 // the guard may close it to make room.
 func TrackIdle(c net.Conn, st fasthttp.ConnState) {
-	if tc, ok := c.(*tls.Conn); ok {
+	switch tc := c.(type) {
+	case *tls.Conn:
+		c = tc.NetConn()
+	case *admittedConn:
 		c = tc.NetConn()
 	}
 	if cc, ok := c.(*countedConn); ok {

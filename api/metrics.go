@@ -25,6 +25,12 @@ type metrics struct {
 	frames     struct{ complete, incremental *vm.Counter }
 	// joins, refused joins and certificate renewals (with TLS).
 	joins, joinsRefused, renewals *vm.Counter
+	// TLS handshakes this server completed, resumed (a session ticket of
+	// any manager) or full.
+	handshakes struct {
+		resumed, full, failed *vm.Counter
+		wait, took            *vm.Histogram
+	}
 	// The per-request counters and histograms, by endpoint and status: a
 	// request finds its own without formatting a name or taking the set's
 	// lock (417 requests of a replica waited on that lock while 10,000
@@ -49,6 +55,11 @@ func newMetrics(s *Server) *metrics {
 	m.joins = m.set.NewCounter("shoal_joins_total")
 	m.joinsRefused = m.set.NewCounter("shoal_joins_refused_total")
 	m.renewals = m.set.NewCounter("shoal_cert_renewals_total")
+	m.handshakes.resumed = m.set.NewCounter(`shoal_tls_handshakes_total{resumed="true"}`)
+	m.handshakes.full = m.set.NewCounter(`shoal_tls_handshakes_total{resumed="false"}`)
+	m.handshakes.failed = m.set.NewCounter(`shoal_tls_handshakes_failed_total`)
+	m.handshakes.wait = m.set.NewHistogram(`shoal_tls_handshake_wait_seconds`)
+	m.handshakes.took = m.set.NewHistogram(`shoal_tls_handshake_seconds`)
 	m.set.NewGauge("shoal_agent_session_records", func() float64 { return float64(s.sessions.size()) })
 	return m
 }
@@ -131,3 +142,23 @@ func (s *Server) writeStateMetrics(b *bytes.Buffer) error {
 }
 
 func servePprof(ctx *fasthttp.RequestCtx) { pprofhandler.PprofHandler(ctx) }
+
+// ObserveHandshake records one TLS handshake of the server's listener
+// (api.LimitHandshakes): how long it waited for its turn and ran, and
+// whether it resumed a session (a fleet moving to a new leader should
+// mostly resume: the managers share their ticket key).
+func (s *Server) ObserveHandshake(h Handshake) {
+	m := s.metrics
+	switch {
+	case h.Err != nil:
+		m.handshakes.failed.Inc()
+	case h.Resumed:
+		m.handshakes.resumed.Inc()
+	default:
+		m.handshakes.full.Inc()
+	}
+	m.handshakes.wait.Update(h.Wait.Seconds())
+	if h.Took > 0 {
+		m.handshakes.took.Update(h.Took.Seconds())
+	}
+}

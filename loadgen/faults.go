@@ -131,7 +131,8 @@ func (f *faults) killLeader(ctx context.Context) {
 		return
 	}
 	killed := time.Now()
-	f.r.counts.leaderKills.Add(1)
+	kill := f.r.counts.leaderKills.Add(1)
+	f.r.profileFailover(int(kill), l.ID)
 	fmt.Fprintf(f.r.cfg.Out, "%5.0fs faults  killed the leader, replica %d (SIGKILL) at %s; restarting it in 2s\n",
 		time.Since(f.r.start).Seconds(), l.ID, killed.Format("15:04:05.000"))
 	// Not in f.wg: it may go on into the next phase (the run's context

@@ -43,6 +43,9 @@ type Options struct {
 	// MaxAPIConns caps the API's open connections (api.Guard); default:
 	// the open-file limit less an eighth.
 	MaxAPIConns int
+	// MaxHandshakes caps the API's TLS handshakes under way at once
+	// (api.LimitHandshakes); default api.DefaultHandshakes.
+	MaxHandshakes int
 	// Engine tunes the engine beyond the fields above (RTT, timeouts...).
 	Engine engine.Config
 	// TLS, if set, serves the API over TLS with authentication and makes
@@ -137,8 +140,9 @@ func Start(o Options) (*Manager, error) {
 		return nil, fmt.Errorf("API address %s: %w", o.APIAddr, err)
 	}
 	ln = api.Guard(ln, o.MaxAPIConns, nil, o.Logf)
+	var srv *api.Server // set before it serves, so before any handshake
 	if serverTLS != nil {
-		ln = tls.NewListener(ln, serverTLS)
+		ln = api.LimitHandshakes(ln, serverTLS, o.MaxHandshakes, 0, func(h api.Handshake) { srv.ObserveHandshake(h) })
 	}
 	f := api.NewFeed(e.Groups(), nil, o.EventHistory, 512)
 	feed.Store(f)
@@ -161,7 +165,7 @@ func Start(o Options) (*Manager, error) {
 	e.AddDuty(mon)
 	e.AddDuty(engine.NewTimerDuty(e, engine.TimerConfig{Logf: o.Logf}))
 	e.AddDuty(engine.NewOutboxDuty(e, engine.OutboxConfig{Signal: obSig, Logf: o.Logf}))
-	srv, err := api.New(api.Config{Engine: e, Feed: f, Monitor: mon, Driver: driver, Pprof: o.Pprof,
+	srv, err = api.New(api.Config{Engine: e, Feed: f, Monitor: mon, Driver: driver, Pprof: o.Pprof,
 		SyncInterval: o.SyncInterval, Security: sec, Logf: o.Logf})
 	if err != nil {
 		e.Close()

@@ -86,7 +86,7 @@ makes the exit status non-zero, as do a failed convergence and a failed
 	f.StringVar(&o.reportFile, "report", "", "write a self-contained HTML report (charts, invariants; opens offline) to this file")
 	f.StringVar(&o.cpuProfile, "cpuprofile", "", "write the loadgen's own CPU profile to this file (its simulated agents run in a child process of their own, not in it)")
 	f.StringVar(&o.memProfile, "memprofile", "", "write the loadgen's own heap profile to this file")
-	f.StringVar(&c.PprofDir, "pprof-dir", "", "fetch each replica's CPU profiles (while the services are created, then while their tasks start: mN.cpu.prof, mN.ramp.cpu.prof) and heap profile (at the end) into this directory; each simulated agents' process writes its CPU profile there too (agentsN.cpu.prof, its whole run)")
+	f.StringVar(&c.PprofDir, "pprof-dir", "", "fetch each replica's CPU profiles (while the services are created, then while their tasks start: mN.cpu.prof, mN.ramp.cpu.prof; and for 15 s after each leader kill, the survivors: mN.killK.cpu.prof) and heap profile (at the end) into this directory; each simulated agents' process writes its CPU profile there too (agentsN.cpu.prof, its whole run)")
 	f.BoolVar(&c.CheckReplay, "check-replay", false, "start the managers with serve --check-replay (determinism check at every snapshot; doubles their apply cost)")
 	f.StringArrayVar(&c.Thresholds, "threshold", nil, "a pass/fail threshold, e.g. 'converge<20s' (repeatable)")
 	return cmd

@@ -1,0 +1,164 @@
+package api
+
+import (
+	"crypto/tls"
+	"errors"
+	"net"
+	"sync"
+	"time"
+)
+
+// TLS handshakes are admitted a bounded number at a time, each within a
+// deadline. Before, a client that connected and never sent its hello held
+// a goroutine and a descriptor until the server's read timeout (minutes),
+// and when a leader died its whole fleet's handshakes (ten thousand)
+// started together on the next one. The bound is set high: a handshake's
+// wall time is mostly its client's round trips, so a small bound caps the
+// rate (64 turns at 0.2 s each admitted 320 handshakes a second and kept
+// a reconnecting fleet waiting 5 s for a turn). Each handshake is timed
+// and counted (resumed or full) for the replica's metrics.
+
+// DefaultHandshakes is how many TLS handshakes a replica runs at once by
+// default: enough that clients a few round trips away do not wait for a
+// turn when a fleet reconnects at once.
+const DefaultHandshakes = 1024
+
+// errHandshakeWait: a connection waited longer than the handshake timeout
+// for its turn.
+var errHandshakeWait = errors.New("TLS handshake not started in time: too many at once")
+
+// Handshake is what became of one handshake: how long it waited for its
+// turn, how long it ran, whether it resumed a session, and its error.
+type Handshake struct {
+	Wait, Took time.Duration
+	Resumed    bool
+	Err        error
+}
+
+// LimitHandshakes returns a listener serving TLS with cfg over ln that runs
+// at most concurrent handshakes at once (0: DefaultHandshakes). Each
+// connection's turn and handshake together take at most timeout (0: 10s):
+// a client that connects and stays silent holds a turn no longer. The
+// handshake runs on the connection's first read or write, in its
+// server's goroutine, as with tls.NewListener. observe, if set, is told of
+// every handshake.
+func LimitHandshakes(ln net.Listener, cfg *tls.Config, concurrent int, timeout time.Duration, observe func(Handshake)) net.Listener {
+	if concurrent <= 0 {
+		concurrent = DefaultHandshakes
+	}
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	if observe == nil {
+		observe = func(Handshake) {}
+	}
+	return &handshakeListener{Listener: ln, cfg: cfg, turns: make(chan struct{}, concurrent), timeout: timeout, observe: observe}
+}
+
+type handshakeListener struct {
+	net.Listener
+	cfg     *tls.Config
+	turns   chan struct{} // one token per handshake under way
+	timeout time.Duration
+	observe func(Handshake)
+}
+
+func (l *handshakeListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &admittedConn{Conn: tls.Server(c, l.cfg), l: l}, nil
+}
+
+// admittedConn is a server TLS connection whose handshake waits for its
+// turn. It keeps the deadlines its server sets while the handshake runs
+// under its own, and restores them after.
+type admittedConn struct {
+	*tls.Conn
+	l    *handshakeListener
+	once sync.Once
+	err  error
+
+	mu              sync.Mutex
+	readDL, writeDL time.Time // what the server asked for
+	shaking         bool      // the handshake's own deadline is on
+}
+
+func (c *admittedConn) Handshake() error {
+	c.once.Do(func() { c.err = c.admitted() })
+	return c.err
+}
+
+func (c *admittedConn) admitted() (err error) {
+	start := time.Now()
+	end := start.Add(c.l.timeout)
+	t := time.NewTimer(c.l.timeout)
+	defer t.Stop()
+	select {
+	case c.l.turns <- struct{}{}:
+	case <-t.C:
+		c.l.observe(Handshake{Wait: c.l.timeout, Err: errHandshakeWait})
+		return errHandshakeWait
+	}
+	defer func() { <-c.l.turns }()
+	begun := time.Now()
+	defer func() {
+		c.l.observe(Handshake{Wait: begun.Sub(start), Took: time.Since(begun), Resumed: c.ConnectionState().DidResume, Err: err})
+	}()
+	c.mu.Lock()
+	c.shaking = true
+	_ = c.Conn.SetDeadline(end)
+	c.mu.Unlock()
+	err = c.Conn.Handshake()
+	c.mu.Lock()
+	c.shaking = false
+	_ = c.Conn.SetReadDeadline(c.readDL)
+	_ = c.Conn.SetWriteDeadline(c.writeDL)
+	c.mu.Unlock()
+	return err
+}
+
+func (c *admittedConn) Read(b []byte) (int, error) {
+	if err := c.Handshake(); err != nil {
+		return 0, err
+	}
+	return c.Conn.Read(b)
+}
+
+func (c *admittedConn) Write(b []byte) (int, error) {
+	if err := c.Handshake(); err != nil {
+		return 0, err
+	}
+	return c.Conn.Write(b)
+}
+
+func (c *admittedConn) SetDeadline(t time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.readDL, c.writeDL = t, t
+	if c.shaking {
+		return nil
+	}
+	return c.Conn.SetDeadline(t)
+}
+
+func (c *admittedConn) SetReadDeadline(t time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.readDL = t
+	if c.shaking {
+		return nil
+	}
+	return c.Conn.SetReadDeadline(t)
+}
+
+func (c *admittedConn) SetWriteDeadline(t time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.writeDL = t
+	if c.shaking {
+		return nil
+	}
+	return c.Conn.SetWriteDeadline(t)
+}

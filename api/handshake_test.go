@@ -1,0 +1,133 @@
+package api
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"math/big"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// selfSigned returns a throwaway server certificate for 127.0.0.1.
+func selfSigned(t *testing.T) tls.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+// serveEcho accepts connections on ln and echoes one byte on each.
+func serveEcho(ln net.Listener) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer c.Close()
+			b := make([]byte, 1)
+			if _, err := c.Read(b); err == nil {
+				_, _ = c.Write(b)
+			}
+		}()
+	}
+}
+
+// Property: with room for one handshake, a second client's handshake does
+// not start while the first is under way, and starts once it ended.
+func TestHandshakesAreAdmittedAFewAtATime(t *testing.T) {
+	var entered atomic.Int32
+	first, release := make(chan struct{}), make(chan struct{})
+	cfg := &tls.Config{Certificates: []tls.Certificate{selfSigned(t)},
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			if entered.Add(1) == 1 {
+				close(first)
+				<-release // the first handshake holds its turn
+			}
+			return nil, nil
+		}}
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := LimitHandshakes(raw, cfg, 1, 10*time.Second, nil)
+	defer ln.Close()
+	go serveEcho(ln)
+
+	dial := func(timeout time.Duration) error {
+		c, err := tls.DialWithDialer(&net.Dialer{Timeout: timeout, Deadline: time.Now().Add(timeout)}, "tcp",
+			raw.Addr().String(), &tls.Config{InsecureSkipVerify: true})
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(timeout))
+		if _, err := c.Write([]byte{7}); err != nil {
+			return err
+		}
+		_, err = c.Read(make([]byte, 1))
+		return err
+	}
+	firstDone := make(chan error, 1)
+	go func() { firstDone <- dial(10 * time.Second) }()
+	<-first
+
+	if err := dial(300 * time.Millisecond); err == nil {
+		t.Fatal("a second handshake completed while the only turn was taken")
+	}
+	if n := entered.Load(); n != 1 {
+		t.Fatalf("%d handshakes read their client's hello while one turn was taken, want 1", n)
+	}
+	close(release)
+	if err := <-firstDone; err != nil {
+		t.Fatalf("first connection: %v", err)
+	}
+	if err := dial(10 * time.Second); err != nil {
+		t.Fatalf("a handshake after the first ended: %v", err)
+	}
+}
+
+// A client that connects and says nothing holds its turn for the
+// handshake timeout only: then the next client's handshake runs.
+func TestSilentClientGivesUpItsTurn(t *testing.T) {
+	cfg := &tls.Config{Certificates: []tls.Certificate{selfSigned(t)}}
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := LimitHandshakes(raw, cfg, 1, 200*time.Millisecond, nil)
+	defer ln.Close()
+	go serveEcho(ln)
+	silent, err := net.Dial("tcp", raw.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	// The silent connection is closed by the server once its time is up.
+	_ = silent.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := silent.Read(make([]byte, 1)); err == nil {
+		t.Fatal("the silent client read something")
+	} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatal("the server kept a silent client's connection for 10 s")
+	}
+	c, err := tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", raw.Addr().String(), &tls.Config{InsecureSkipVerify: true})
+	if err != nil {
+		t.Fatalf("handshake after the silent client's turn: %v", err)
+	}
+	c.Close()
+}
