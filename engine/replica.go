@@ -39,6 +39,9 @@ type replica struct {
 	// applied is the index of the last entry applied (or of the snapshot
 	// recovered), readable without the lock.
 	applied atomic.Uint64
+	// snapRoom is the buffer the next snapshot capture reserves: the last
+	// capture's length and an eighth (statemachine.CanonicalSized).
+	snapRoom atomic.Int64
 }
 
 var _ sm.IConcurrentStateMachine = (*replica)(nil)
@@ -129,7 +132,9 @@ func (r *replica) PrepareSnapshot() (any, error) {
 	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	return r.mu.st.Canonical(), nil
+	raw := r.mu.st.CanonicalSized(int(r.snapRoom.Load()))
+	r.snapRoom.Store(int64(len(raw) + len(raw)/8))
+	return raw, nil
 }
 
 // compareShadow compares what the entry at index did to the live state and

@@ -74,10 +74,20 @@ func (s *State) Hash() uint64 {
 // what SaveCanonical compresses into a snapshot (the engine captures it
 // under the replica's lock), and FromCanonical's input (the model
 // checker's state copies).
-func (s *State) Canonical() []byte { return s.canonicalWith(poolCodec{}) }
+func (s *State) Canonical() []byte { return s.canonicalWith(poolCodec{}, 0) }
 
-func (s *State) canonicalWith(pc poolCodec) []byte {
+// CanonicalSized is Canonical with room for hint bytes reserved up front.
+// The engine passes what the group's last snapshot took: a state of a
+// million tasks encodes to tens of megabytes, and a buffer grown by
+// doubling copies itself at each step and ends with up to twice the room
+// it needs, all of it taken under the replica's lock at snapshot time.
+func (s *State) CanonicalSized(hint int) []byte { return s.canonicalWith(poolCodec{}, hint) }
+
+func (s *State) canonicalWith(pc poolCodec, hint int) []byte {
 	var buf bytes.Buffer
+	if hint > 0 {
+		buf.Grow(hint)
+	}
 	_ = s.writeCanonicalWith(&buf, pc)
 	return buf.Bytes()
 }
