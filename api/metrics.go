@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"fmt"
+	rtmetrics "runtime/metrics"
 	"sync"
 	"time"
 
@@ -61,6 +62,7 @@ func newMetrics(s *Server) *metrics {
 	m.handshakes.wait = m.set.NewHistogram(`shoal_tls_handshake_wait_seconds`)
 	m.handshakes.took = m.set.NewHistogram(`shoal_tls_handshake_seconds`)
 	m.set.NewGauge("shoal_agent_session_records", func() float64 { return float64(s.sessions.size()) })
+	m.set.NewGauge("go_gc_heap_live_bytes", heapLive)
 	return m
 }
 
@@ -161,4 +163,17 @@ func (s *Server) ObserveHandshake(h Handshake) {
 	if h.Took > 0 {
 		m.handshakes.took.Update(h.Took.Seconds())
 	}
+}
+
+// heapLive reads the bytes of heap the last garbage collection found live
+// (runtime/metrics /gc/heap/live:bytes). go_memstats_heap_inuse_bytes also
+// counts what died since, up to the collector's headroom (GOGC: as much
+// again by default), so it swings with the moment it is read.
+func heapLive() float64 {
+	s := []rtmetrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	rtmetrics.Read(s)
+	if s[0].Value.Kind() != rtmetrics.KindUint64 {
+		return 0
+	}
+	return float64(s[0].Value.Uint64())
 }

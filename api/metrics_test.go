@@ -2,6 +2,8 @@ package api
 
 import (
 	"bytes"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -37,4 +39,62 @@ func BenchmarkObserve(b *testing.B) {
 			m.observe("agent_assignments", 200, time.Millisecond)
 		}
 	})
+}
+
+// metricValue returns the value of the sample named name in the set's
+// exposition, -1 if absent.
+func metricValue(t *testing.T, m *metrics, name string) float64 {
+	t.Helper()
+	var b bytes.Buffer
+	m.set.WritePrometheus(&b)
+	for _, line := range strings.Split(b.String(), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return f
+		}
+	}
+	return -1
+}
+
+// The live heap gauge follows what the last collection found live: 64 MiB
+// kept shows in it, and leaves it once dropped and collected.
+func TestHeapLiveFollowsTheLastCollection(t *testing.T) {
+	m := newMetrics(&Server{})
+	kept := make([]byte, 64<<20)
+	for i := range kept {
+		kept[i] = byte(i)
+	}
+	runtime.GC()
+	with := metricValue(t, m, "go_gc_heap_live_bytes")
+	runtime.KeepAlive(kept)
+	kept = nil
+	runtime.GC()
+	without := metricValue(t, m, "go_gc_heap_live_bytes")
+	if with < 64<<20 || with-without < 48<<20 {
+		t.Fatalf("live heap %.0f B with 64 MiB kept, %.0f B after it was dropped", with, without)
+	}
+}
+
+// Each handshake counts once, under resumed, full or failed.
+func TestObserveHandshakeCountsByOutcome(t *testing.T) {
+	s := &Server{}
+	s.metrics = newMetrics(s)
+	s.ObserveHandshake(Handshake{Took: time.Millisecond, Resumed: true})
+	s.ObserveHandshake(Handshake{Took: time.Millisecond, Resumed: true})
+	s.ObserveHandshake(Handshake{Took: time.Millisecond})
+	s.ObserveHandshake(Handshake{Wait: time.Second, Err: errHandshakeWait})
+	for name, want := range map[string]float64{
+		`shoal_tls_handshakes_total{resumed="true"}`:  2,
+		`shoal_tls_handshakes_total{resumed="false"}`: 1,
+		`shoal_tls_handshakes_failed_total`:           1,
+		`shoal_tls_handshake_wait_seconds_count`:      4,
+		`shoal_tls_handshake_seconds_count`:           3,
+	} {
+		if got := metricValue(t, s.metrics, name); got != want {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
 }

@@ -86,4 +86,9 @@ func TestChaosRun(t *testing.T) {
 			t.Errorf("invariant %s was never checked", inv.Name)
 		}
 	}
+	// Live heap is read from every replica, and is part of the heap in use.
+	if rep.HeapLiveBytesPerTask <= 0 || rep.HeapLiveBytesPerTask > rep.HeapBytesPerTask {
+		t.Errorf("heap per task: %.0f B live, %.0f B in use; want live above 0 and at most in use",
+			rep.HeapLiveBytesPerTask, rep.HeapBytesPerTask)
+	}
 }

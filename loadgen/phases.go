@@ -254,8 +254,9 @@ func (r *run) buildReport(ctx context.Context, converged bool, convergeSecs floa
 	r.sampler.mu.Lock()
 	for _, rp := range r.cl.Replicas {
 		rep.Replicas = append(rep.Replicas, report.Replica{ID: rp.ID, API: rp.API, HeapInuseEnd: r.sampler.last[rp.ID],
-			HeapInusePeak: r.sampler.peak[rp.ID], Kills: rp.Kills()})
+			HeapInusePeak: r.sampler.peak[rp.ID], HeapLiveEnd: r.sampler.live[rp.ID], Kills: rp.Kills()})
 		rep.HeapBytesPerTask = max(rep.HeapBytesPerTask, float64(r.sampler.last[rp.ID])/float64(cfg.Tasks))
+		rep.HeapLiveBytesPerTask = max(rep.HeapLiveBytesPerTask, float64(r.sampler.live[rp.ID])/float64(cfg.Tasks))
 	}
 	r.sampler.mu.Unlock()
 	rep.Invariants = r.checker.Results()

@@ -22,6 +22,7 @@ type sampler struct {
 	ser   report.Series
 	peak  map[uint64]uint64
 	last  map[uint64]uint64 // last heap read per replica
+	live  map[uint64]uint64 // last live heap read per replica
 	prevT int64
 	prevS time.Duration // when the previous sample was taken
 	props *proposalCounts
@@ -30,7 +31,7 @@ type sampler struct {
 }
 
 func newSampler(r *run) *sampler {
-	s := &sampler{r: r, peak: map[uint64]uint64{}, last: map[uint64]uint64{}, props: newProposalCounts(), calls: newAgentCalls()}
+	s := &sampler{r: r, peak: map[uint64]uint64{}, last: map[uint64]uint64{}, live: map[uint64]uint64{}, props: newProposalCounts(), calls: newAgentCalls()}
 	s.ser.HeapInuse = map[string][]uint64{}
 	if r.cfg.Terminal {
 		s.bar = progressbar.NewOptions(r.cfg.Tasks, progressbar.OptionSetWriter(r.cfg.Out),
@@ -91,6 +92,11 @@ func (s *sampler) sample(ctx context.Context) string {
 			mu.Lock()
 			defer mu.Unlock()
 			heaps[rep.ID] = m.HeapInuse
+			if m.HeapLive > 0 {
+				s.mu.Lock()
+				s.live[rep.ID] = m.HeapLive
+				s.mu.Unlock()
+			}
 			metricRunning = max(metricRunning, m.Tasks["running"])
 			s.mu.Lock()
 			s.props.add(rep.ID, m.Proposals, m.Commands, props)

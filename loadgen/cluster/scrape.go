@@ -15,6 +15,7 @@ import (
 // Metrics are the lines of a replica's /metrics the loadgen reads.
 type Metrics struct {
 	HeapInuse uint64
+	HeapLive  uint64            // go_gc_heap_live_bytes: live at the last collection
 	Tasks     map[string]int    // shoal_tasks by state
 	Nodes     map[string]int    // shoal_nodes by status
 	Applied   map[string]uint64 // shoal_group_applied_index by group
@@ -83,6 +84,8 @@ func (a *Access) Scrape(ctx context.Context, addr string) (Metrics, error) {
 		switch {
 		case name == "go_memstats_heap_inuse_bytes":
 			m.HeapInuse = uint64(f)
+		case name == "go_gc_heap_live_bytes":
+			m.HeapLive = uint64(f)
 		case strings.HasPrefix(name, "shoal_tasks{"):
 			m.Tasks[label(name, "state")] = int(f)
 		case strings.HasPrefix(name, "shoal_nodes{"):

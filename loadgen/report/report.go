@@ -20,6 +20,11 @@ type Report struct {
 	// HeapBytesPerTask is the largest, over replicas, of
 	// go_memstats_heap_inuse_bytes divided by Params.Tasks, read at the end.
 	HeapBytesPerTask float64 `json:"heap_bytes_per_task"`
+	// HeapLiveBytesPerTask is the largest, over replicas, of the heap the
+	// last collection found live (go_gc_heap_live_bytes) divided by
+	// Params.Tasks, read at the end: HeapBytesPerTask less the garbage not
+	// collected yet, which swings with the moment of the reading.
+	HeapLiveBytesPerTask float64 `json:"heap_live_bytes_per_task"`
 
 	Seed         uint64    `json:"seed"`
 	Params       Params    `json:"params"`
@@ -136,6 +141,7 @@ type Replica struct {
 	API           string `json:"api"`
 	HeapInuseEnd  uint64 `json:"heap_inuse_bytes_end"`
 	HeapInusePeak uint64 `json:"heap_inuse_bytes_peak"`
+	HeapLiveEnd   uint64 `json:"heap_live_bytes_end"`
 	Kills         int    `json:"kills"`
 }
 

@@ -31,10 +31,11 @@ func WriteTable(w io.Writer, r *Report) error {
 	}
 	fmt.Fprintf(tw, "tasks running\t%d / %d\n", r.TasksRunning, p.Tasks)
 	fmt.Fprintf(tw, "converge\t%s\n", conv)
-	fmt.Fprintf(tw, "heap per task\t%.0f B (max over replicas)\n", r.HeapBytesPerTask)
+	fmt.Fprintf(tw, "heap per task\t%.0f B in use, %.0f B live at the last collection (max over replicas)\n",
+		r.HeapBytesPerTask, r.HeapLiveBytesPerTask)
 	for _, rep := range r.Replicas {
-		fmt.Fprintf(tw, "  replica %d\theap end %.1f MiB, peak %.1f MiB, killed %d×\n", rep.ID,
-			float64(rep.HeapInuseEnd)/(1<<20), float64(rep.HeapInusePeak)/(1<<20), rep.Kills)
+		fmt.Fprintf(tw, "  replica %d\theap end %.1f MiB (%.1f MiB live), peak %.1f MiB, killed %d×\n", rep.ID,
+			float64(rep.HeapInuseEnd)/(1<<20), float64(rep.HeapLiveEnd)/(1<<20), float64(rep.HeapInusePeak)/(1<<20), rep.Kills)
 	}
 	fmt.Fprintf(tw, "transitions/s\tmean %.0f, peak %.0f (%d transitions, %d events)\n",
 		r.Transitions.Mean, r.Transitions.Peak, r.Counts.Transitions, r.Counts.Events)
