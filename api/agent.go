@@ -211,9 +211,9 @@ func (s *Server) notLeader() *wire.Error {
 }
 
 // starting answers a heartbeat that reached the cluster's new leader
-// before its node monitor started: retry here shortly (a "not the leader"
-// answer would name this manager itself, and the agent would count it as
-// a failed heartbeat and back off).
+// before its node monitor started: retry here shortly. A "not the leader"
+// answer would name this manager itself, and the agent's client would
+// follow it back here twice at once before giving up on the call.
 func starting() *wire.Error {
 	return &wire.Error{Code: wire.CodeUnavailable, RetryAfter: int64(100 * time.Millisecond),
 		Message: "this manager was just elected leader and is starting to monitor nodes; retry shortly"}

@@ -1,9 +1,11 @@
 package api
 
 import (
+	"context"
 	"crypto/tls"
-	"errors"
+	"fmt"
 	"net"
+	"os"
 	"sync"
 	"time"
 )
@@ -24,8 +26,11 @@ import (
 const DefaultHandshakes = 1024
 
 // errHandshakeWait: a connection waited longer than the handshake timeout
-// for its turn.
-var errHandshakeWait = errors.New("TLS handshake not started in time: too many at once")
+// for its turn (a deadline passed: the server logs it as it does a timeout).
+var errHandshakeWait = fmt.Errorf("TLS handshake not started in time, too many at once: %w", os.ErrDeadlineExceeded)
+
+// errClosedWaiting: the connection was closed while it waited for its turn.
+var errClosedWaiting = fmt.Errorf("TLS handshake not started: %w", net.ErrClosed)
 
 // Handshake is what became of one handshake: how long it waited for its
 // turn, how long it ran, whether it resumed a session, and its error.
@@ -68,17 +73,21 @@ func (l *handshakeListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &admittedConn{Conn: tls.Server(c, l.cfg), l: l}, nil
+	return &admittedConn{Conn: tls.Server(c, l.cfg), l: l, closed: make(chan struct{})}, nil
 }
 
 // admittedConn is a server TLS connection whose handshake waits for its
 // turn. It keeps the deadlines its server sets while the handshake runs
-// under its own, and restores them after.
+// under its own, and restores them after (a deadline set meanwhile does
+// not cut the handshake short: the server sets them from the goroutine
+// that runs the handshake anyway).
 type admittedConn struct {
 	*tls.Conn
-	l    *handshakeListener
-	once sync.Once
-	err  error
+	l      *handshakeListener
+	once   sync.Once
+	err    error
+	closed chan struct{} // closed by Close: a wait for a turn ends
+	shut   sync.Once
 
 	mu              sync.Mutex
 	readDL, writeDL time.Time // what the server asked for
@@ -88,6 +97,16 @@ type admittedConn struct {
 func (c *admittedConn) Handshake() error {
 	c.once.Do(func() { c.err = c.admitted() })
 	return c.err
+}
+
+// HandshakeContext is Handshake: the turn and the deadline bound it, not
+// ctx.
+func (c *admittedConn) HandshakeContext(context.Context) error { return c.Handshake() }
+
+// Close closes the connection, ending a wait for a turn.
+func (c *admittedConn) Close() error {
+	c.shut.Do(func() { close(c.closed) })
+	return c.Conn.Close()
 }
 
 func (c *admittedConn) admitted() (err error) {
@@ -100,6 +119,8 @@ func (c *admittedConn) admitted() (err error) {
 	case <-t.C:
 		c.l.observe(Handshake{Wait: c.l.timeout, Err: errHandshakeWait})
 		return errHandshakeWait
+	case <-c.closed:
+		return errClosedWaiting
 	}
 	defer func() { <-c.l.turns }()
 	begun := time.Now()

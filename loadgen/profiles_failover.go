@@ -24,9 +24,6 @@ func (r *run) profileFailover(kill int, dead uint64) {
 			continue
 		}
 		file := filepath.Join(r.cfg.PprofDir, fmt.Sprintf("m%d.kill%d.cpu.prof", rep.ID, kill))
-		r.profMu.Lock()
-		r.profiles = append(r.profiles, file)
-		r.profMu.Unlock()
 		profileWG.Add(1)
 		go func() {
 			defer profileWG.Done()
@@ -34,19 +31,27 @@ func (r *run) profileFailover(kill int, dead uint64) {
 			// profile still runs, ask again each second for what is left
 			// of the window.
 			end := time.Now().Add(failoverProfileSeconds * time.Second)
+			var err error
 			for {
-				secs := int(time.Until(end) / time.Second)
-				err := r.cl.Access.FetchProfile(r.ctx, rep.API, fmt.Sprintf("profile?seconds=%d", secs), file)
-				if err == nil {
+				secs := int(time.Until(end).Round(time.Second) / time.Second)
+				if secs < 5 {
+					r.logf("pprof after leader kill %d: no profile of replica %d: %v", kill, rep.ID, err)
 					return
 				}
-				if secs < 5 || r.ctx.Err() != nil {
-					r.logf("pprof after leader kill %d: %v", kill, err)
+				err = r.cl.Access.FetchProfile(r.ctx, rep.API, fmt.Sprintf("profile?seconds=%d", secs), file)
+				if r.ctx.Err() != nil {
+					return
+				}
+				if err == nil {
+					r.profMu.Lock()
+					r.profiles = append(r.profiles, file)
+					r.profMu.Unlock()
 					return
 				}
 				select {
 				case <-time.After(time.Second):
 				case <-r.ctx.Done():
+					return
 				}
 			}
 		}()

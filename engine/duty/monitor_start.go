@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 )
 
 // A new leader's monitor starts by reading the whole node table, which
@@ -37,19 +38,30 @@ func (d *MonitorDuty) beginStart() (done func()) {
 	}
 }
 
-// awaitStart waits until a start in progress is over. It returns
-// ErrNotMonitoring when none is (or it ended without leading), and
-// ErrMonitorStarting when ctx ends first.
+// startWait bounds how long a heartbeat waits for the monitor's start:
+// under an agent's shortest call timeout (a second), so that the agent
+// hears "retry shortly" rather than giving up on the connection.
+const startWait = 900 * time.Millisecond
+
+// awaitStart waits until a start in progress is over, at most startWait.
+// It returns nil if the monitor leads by then, ErrNotMonitoring when no
+// start is under way (or it ended without leading), and
+// ErrMonitorStarting when the wait or ctx ends first.
 func (d *MonitorDuty) awaitStart(ctx context.Context) error {
 	d.mu.Lock()
-	ch := d.mu.starting
+	ch, leading := d.mu.starting, d.mu.m.Leading()
 	d.mu.Unlock()
-	if ch == nil {
+	switch {
+	case leading: // the start ended since the caller looked
+		return nil
+	case ch == nil:
 		return ErrNotMonitoring
 	}
 	select {
 	case <-ch:
 	case <-ctx.Done():
+		return ErrMonitorStarting
+	case <-d.cfg.Clock.After(startWait):
 		return ErrMonitorStarting
 	}
 	d.mu.Lock()

@@ -31,7 +31,8 @@ func (g gatedReads) Read(ctx context.Context, group int, fn func(*statemachine.S
 
 // Property: a heartbeat that reaches a monitor still loading its node list
 // is answered once the monitor leads, never with "not monitoring"; one
-// whose caller gives up first is told the monitor is starting.
+// whose caller gives up first, or that waited startWait, is told the
+// monitor is starting.
 func TestHeartbeatDuringStartWaitsForIt(t *testing.T) {
 	clk := newFakeClock()
 	e := newMem(t, 1, clk)
@@ -55,7 +56,19 @@ func TestHeartbeatDuringStartWaitsForIt(t *testing.T) {
 		t.Fatalf("heartbeat given up during the start: %v, want ErrMonitorStarting", err)
 	}
 
+	// One that waits longer than startWait is told the monitor is starting
+	// (its agent gives up on a call after a second).
 	res := make(chan error, 1)
+	go func() {
+		_, err := d.Heartbeat(context.Background(), 1, clk.Now())
+		res <- err
+	}()
+	blockUntil(t, clk, 2) // its bound, and the one the heartbeat given up left armed
+	clk.Advance(startWait)
+	if err := <-res; !errors.Is(err, ErrMonitorStarting) {
+		t.Fatalf("heartbeat that waited out the start's bound: %v, want ErrMonitorStarting", err)
+	}
+
 	go func() {
 		_, err := d.Heartbeat(context.Background(), 1, clk.Now())
 		res <- err

@@ -22,8 +22,9 @@ type Report struct {
 	HeapBytesPerTask float64 `json:"heap_bytes_per_task"`
 	// HeapLiveBytesPerTask is the largest, over replicas, of the heap the
 	// last collection found live (go_gc_heap_live_bytes) divided by
-	// Params.Tasks, read at the end: HeapBytesPerTask less the garbage not
-	// collected yet, which swings with the moment of the reading.
+	// Params.Tasks, read at the end. HeapBytesPerTask also counts what was
+	// allocated since that collection (garbage among it) and the free room
+	// of partly used spans, which swings with the moment of the reading.
 	HeapLiveBytesPerTask float64 `json:"heap_live_bytes_per_task"`
 
 	Seed         uint64    `json:"seed"`
