@@ -154,32 +154,29 @@ func (c *admittedConn) Write(b []byte) (int, error) {
 	return c.Conn.Write(b)
 }
 
-func (c *admittedConn) SetDeadline(t time.Time) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.readDL, c.writeDL = t, t
-	if c.shaking {
-		return nil
-	}
-	return c.Conn.SetDeadline(t)
-}
+func (c *admittedConn) SetDeadline(t time.Time) error      { return c.setDeadline(t, true, true) }
+func (c *admittedConn) SetReadDeadline(t time.Time) error  { return c.setDeadline(t, true, false) }
+func (c *admittedConn) SetWriteDeadline(t time.Time) error { return c.setDeadline(t, false, true) }
 
-func (c *admittedConn) SetReadDeadline(t time.Time) error {
+// setDeadline records the server's read and/or write deadline, and sets
+// it unless the handshake's own is on.
+func (c *admittedConn) setDeadline(t time.Time, read, write bool) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.readDL = t
-	if c.shaking {
-		return nil
+	if read {
+		c.readDL = t
 	}
-	return c.Conn.SetReadDeadline(t)
-}
-
-func (c *admittedConn) SetWriteDeadline(t time.Time) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.writeDL = t
-	if c.shaking {
-		return nil
+	if write {
+		c.writeDL = t
 	}
-	return c.Conn.SetWriteDeadline(t)
+	switch {
+	case c.shaking:
+		return nil
+	case read && write:
+		return c.Conn.SetDeadline(t)
+	case read:
+		return c.Conn.SetReadDeadline(t)
+	default:
+		return c.Conn.SetWriteDeadline(t)
+	}
 }

@@ -48,6 +48,20 @@ func serveEcho(ln net.Listener) {
 	}
 }
 
+// limited listens on a free loopback port and serves the echo over TLS
+// with cfg, concurrent handshakes at a time, each within timeout.
+func limited(t *testing.T, cfg *tls.Config, concurrent int, timeout time.Duration) net.Listener {
+	t.Helper()
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := LimitHandshakes(raw, cfg, concurrent, timeout, nil)
+	t.Cleanup(func() { ln.Close() })
+	go serveEcho(ln)
+	return ln
+}
+
 // Property: with room for one handshake, a second client's handshake does
 // not start while the first is under way, and starts once it ended.
 func TestHandshakesAreAdmittedAFewAtATime(t *testing.T) {
@@ -61,13 +75,7 @@ func TestHandshakesAreAdmittedAFewAtATime(t *testing.T) {
 			}
 			return nil, nil
 		}}
-	raw, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln := LimitHandshakes(raw, cfg, 1, 10*time.Second, nil)
-	defer ln.Close()
-	go serveEcho(ln)
+	raw := limited(t, cfg, 1, 10*time.Second)
 
 	dial := func(timeout time.Duration) error {
 		c, err := tls.DialWithDialer(&net.Dialer{Timeout: timeout, Deadline: time.Now().Add(timeout)}, "tcp",
@@ -106,13 +114,7 @@ func TestHandshakesAreAdmittedAFewAtATime(t *testing.T) {
 // handshake timeout only: then the next client's handshake runs.
 func TestSilentClientGivesUpItsTurn(t *testing.T) {
 	cfg := &tls.Config{Certificates: []tls.Certificate{selfSigned(t)}}
-	raw, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln := LimitHandshakes(raw, cfg, 1, 200*time.Millisecond, nil)
-	defer ln.Close()
-	go serveEcho(ln)
+	raw := limited(t, cfg, 1, 200*time.Millisecond)
 	silent, err := net.Dial("tcp", raw.Addr().String())
 	if err != nil {
 		t.Fatal(err)

@@ -488,8 +488,19 @@ func TestConcurrentScalesAllTakeEffect(t *testing.T) {
 // cluster of that many nodes (never below --min-heartbeat), not a fixed
 // second: the session's first heartbeats wait that long for an answer.
 func TestSessionStartsWithTheMonitorsPeriod(t *testing.T) {
+	_, _, s := oneReplicaSession(t, 3*time.Second)
+	if got := time.Duration(s.HeartbeatPeriod); got != 3*time.Second {
+		t.Fatalf("the session's heartbeat period is %s, want the monitor's 3s", got)
+	}
+}
+
+// oneReplicaSession starts a one-replica manager (heartbeats at least
+// minBeat apart) and opens an agent session on it; it returns the manager,
+// the agent's client and the session, once a heartbeat on it succeeded.
+func oneReplicaSession(t *testing.T, minBeat time.Duration) (*Manager, *client.AgentClient, *wire.Session) {
+	t.Helper()
 	m, err := Start(Options{DataDir: t.TempDir(), ReplicaID: 1, Groups: 1, RaftLogLevel: "critical",
-		APIAddr: "127.0.0.1:0", MinHeartbeat: 3 * time.Second})
+		APIAddr: "127.0.0.1:0", MinHeartbeat: minBeat})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -505,11 +516,12 @@ func TestSessionStartsWithTheMonitorsPeriod(t *testing.T) {
 	var s *wire.Session
 	eventually(t, 10*time.Second, func() (bool, string) {
 		s, err = ac.OpenSession(ctx, &wire.SessionRequest{Node: wire.NodeDescription{Hostname: "n1", CPU: 1000, Memory: 1 << 30}})
-		return err == nil, fmt.Sprintf("open a session: %v", err)
+		if err == nil {
+			_, err = ac.Heartbeat(ctx, &wire.Heartbeat{NodeID: s.NodeID, SessionID: s.SessionID})
+		}
+		return err == nil, fmt.Sprintf("open a session and heartbeat: %v", err)
 	})
-	if got := time.Duration(s.HeartbeatPeriod); got != 3*time.Second {
-		t.Fatalf("the session's heartbeat period is %s, want the monitor's 3s", got)
-	}
+	return m, ac, s
 }
 
 // pageTasks lists tasks matching q page by page (at most pages pages) and
