@@ -7,6 +7,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"shoal/engine"
 	"shoal/statemachine"
 	"shoal/wire"
 )
@@ -38,23 +39,36 @@ func (s *Server) agentAssignments(ctx *fasthttp.RequestCtx, _ []string) error {
 		wait := min(time.Duration(max(req.Wait, 0)), maxAssignWait)
 		timer := s.cfg.Clock.NewTimer(wait)
 		defer timer.Stop()
+		leader := s.leaderAddr()
 		for {
 			pending, wake := s.cfg.Feed.nodePending(req.NodeID, req.Cursor)
 			if pending {
 				break
 			}
-			select {
-			case <-wake:
-				continue
-			case <-timer.C():
-			case <-s.closed:
+			// The poll is also answered when the cluster's leader changes
+			// to one this manager can name, so that the agent's next
+			// heartbeat goes straight to it: a fleet whose leader died
+			// otherwise tried the dead one first (or the same address
+			// restarted, still catching up), each agent at its next beat.
+			notice := s.e.LeaderNotice(engine.ClusterGroup)
+			if now := s.leaderAddr(); now != "" && now != leader {
+				leader = now
+			} else {
+				select {
+				case <-wake:
+					continue
+				case <-notice:
+					continue
+				case <-timer.C():
+				case <-s.closed:
+				}
 			}
 			// Nothing changed: the agent asks again from the same place.
 			ss.mu.Lock()
 			ss.given = req.Cursor
 			ss.mu.Unlock()
 			return s.wireReply(ctx, &wire.Assignments{Kind: wire.FrameIncremental, Last: true,
-				AppliesTo: req.Cursor, ResultsIn: req.Cursor})
+				AppliesTo: req.Cursor, ResultsIn: req.Cursor, Leader: leader})
 		}
 		return s.sendIncremental(ctx, ss, req.NodeID, req.Cursor)
 	})(ctx, nil)

@@ -231,6 +231,16 @@ func (e *Engine) LeaderChanges(group int) (changes, term uint64) {
 	return e.lead.changes[group].Load(), e.lead.terms[group].Load()
 }
 
+// LeaderNotice returns a channel closed at the next leader notification
+// this replica gets for a group (an election begun or won, a hand-over);
+// nil for a group out of range.
+func (e *Engine) LeaderNotice(group int) <-chan struct{} {
+	if group < 0 || group > e.cfg.Groups {
+		return nil
+	}
+	return e.lead.notified(group)
+}
+
 // WaitReady waits until every group has a known leader.
 func (e *Engine) WaitReady(ctx context.Context) error {
 	for {

@@ -1,9 +1,13 @@
 package manager
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"testing"
+	"time"
 
+	"shoal/api/client"
 	"shoal/wire"
 )
 
@@ -19,5 +23,50 @@ func TestLeaderWithoutItsMonitorAsksForARetry(t *testing.T) {
 	if !errors.As(err, &we) || we.Code != wire.CodeUnavailable || we.RetryAfter <= 0 || we.Leader != "" {
 		t.Fatalf("heartbeat at a leader whose monitor is not running: %v (%+v), want %s with a retry delay and no leader named",
 			err, we, wire.CodeUnavailable)
+	}
+}
+
+// A poll held by a follower is answered as soon as the cluster's leader
+// changes, naming the new leader, long before the poll's wait ends: the
+// agent's next heartbeat goes straight there instead of to the old one.
+func TestPollNamesANewLeaderAtOnce(t *testing.T) {
+	c := startThree(t)
+	ctx := ctxT(t)
+	old := c.leaderOf(0)
+	follower := old%3 + 1
+	ac, err := client.NewAgentClient([]string{c.ms[follower-1].APIAddr}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s *wire.Session
+	eventually(t, 10*time.Second, func() (bool, string) {
+		s, err = ac.OpenSession(ctx, &wire.SessionRequest{Node: wire.NodeDescription{Hostname: "n1", CPU: 1000, Memory: 1 << 30}})
+		return err == nil, fmt.Sprintf("open a session: %v", err)
+	})
+	full, err := ac.Assignments(ctx, &wire.AssignmentsRequest{NodeID: s.NodeID, SessionID: s.SessionID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const wait = time.Minute
+	got := make(chan *wire.Assignments, 1)
+	go func() {
+		a, err := ac.Assignments(context.Background(), &wire.AssignmentsRequest{NodeID: s.NodeID, SessionID: s.SessionID,
+			Cursor: full.ResultsIn, Wait: int64(wait)})
+		if err != nil {
+			t.Error(err)
+		}
+		got <- a
+	}()
+	if err := c.ms[old-1].E.HandOver(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case a := <-got:
+		now := c.leaderOf(0)
+		if now == old || a == nil || a.Leader != c.ms[now-1].APIAddr {
+			t.Fatalf("after the hand-over from replica %d to %d the poll named leader %q, want %q", old, now, a.Leader, c.ms[now-1].APIAddr)
+		}
+	case <-time.After(wait / 2):
+		t.Fatalf("the poll was not answered within %s of the leader's hand-over", wait/2)
 	}
 }

@@ -123,6 +123,9 @@ func appendAssignments(b []byte, m *Assignments) ([]byte, error) {
 		b = appendAssignment(b, &m.Tasks[i])
 	}
 	b = appendTaskIDs(b, m.Removed)
+	if m.Leader != "" {
+		b = appendString(b, m.Leader)
+	}
 	return b, nil
 }
 
@@ -130,6 +133,7 @@ func appendAssignments(b []byte, m *Assignments) ([]byte, error) {
 const (
 	flagResync = 1 << 0
 	flagLast   = 1 << 1
+	flagLeader = 1 << 2 // a leader address follows the removed tasks
 )
 
 func assignmentFlags(m *Assignments) byte {
@@ -139,6 +143,9 @@ func assignmentFlags(m *Assignments) byte {
 	}
 	if m.Last {
 		f |= flagLast
+	}
+	if m.Leader != "" {
+		f |= flagLeader
 	}
 	return f
 }

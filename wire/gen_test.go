@@ -91,7 +91,8 @@ func drawMessage(t *rapid.T, typ MsgType) Message {
 			Resync: rapid.Bool().Draw(t, "resync"), Last: rapid.Bool().Draw(t, "last"),
 			AppliesTo: drawCursor(t), ResultsIn: drawCursor(t), Seqs: drawSlice(t, "seqs", 4, drawU64),
 			Specs: drawSlice(t, "specs", 3, drawSpec), Tasks: drawSlice(t, "tasks", 6, drawAssignment),
-			Removed: drawSlice(t, "removed", 4, drawTask)}
+			Removed: drawSlice(t, "removed", 4, drawTask),
+			Leader:  rapid.SampledFrom([]string{"", "10.0.0.2:7946", drawText(t)}).Draw(t, "leader")}
 	case TypeStatusBatch:
 		return &StatusBatch{NodeID: drawNode(t), SessionID: drawU64(t), Reports: drawSlice(t, "reports", 6, drawReport),
 			ReReport: rapid.Bool().Draw(t, "rereport"), Held: drawSlice(t, "held", 4, drawTask)}

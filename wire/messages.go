@@ -169,6 +169,11 @@ type Assignments struct {
 	Specs     []Spec                `json:"specs,omitempty"` // specs the tasks refer to by (Service, SpecVersion), each sent once per session
 	Tasks     []Assignment          `json:"tasks,omitempty"` // upserts
 	Removed   []statemachine.TaskID `json:"removed,omitempty"`
+	// Leader is the API address of the cluster's leader as the answering
+	// manager knows it ("" if it knows none): a poll that waited is
+	// answered as soon as the leader changes, so an agent sends its next
+	// heartbeat to the new leader without first trying the old one.
+	Leader string `json:"leader,omitempty"`
 }
 
 // StatusReport is one observed task state.

@@ -22,7 +22,7 @@ func SplitComplete(a *Assignments, maxBytes int) []*Assignments {
 	// A chunk's payload may use what the frame header leaves, and never more
 	// than MaxFrame; the empty chunk's payload is its fixed part, and the
 	// three list counts may grow from one byte to three each.
-	empty := &Assignments{Kind: a.Kind, AppliesTo: a.AppliesTo, ResultsIn: a.ResultsIn, Seqs: a.Seqs}
+	empty := &Assignments{Kind: a.Kind, AppliesTo: a.AppliesTo, ResultsIn: a.ResultsIn, Seqs: a.Seqs, Leader: a.Leader}
 	scratch, _ := appendAssignments(nil, empty)
 	budget := min(maxBytes-headerLen-uvarintLen(MaxFrame), MaxFrame) - len(scratch) - 3*2
 
@@ -105,7 +105,7 @@ func SplitComplete(a *Assignments, maxBytes int) []*Assignments {
 	}
 	chunks = append(chunks, cur)
 	for _, c := range chunks {
-		c.Kind, c.Resync, c.AppliesTo, c.ResultsIn, c.Seqs = a.Kind, a.Resync, a.AppliesTo, a.ResultsIn, a.Seqs
+		c.Kind, c.Resync, c.AppliesTo, c.ResultsIn, c.Seqs, c.Leader = a.Kind, a.Resync, a.AppliesTo, a.ResultsIn, a.Seqs, a.Leader
 	}
 	chunks[len(chunks)-1].Last = true
 	return chunks
@@ -120,7 +120,7 @@ func JoinComplete(chunks []*Assignments) (*Assignments, error) {
 	}
 	first := chunks[0]
 	out := &Assignments{Kind: first.Kind, Resync: first.Resync, Last: true,
-		AppliesTo: first.AppliesTo, ResultsIn: first.ResultsIn, Seqs: first.Seqs}
+		AppliesTo: first.AppliesTo, ResultsIn: first.ResultsIn, Seqs: first.Seqs, Leader: chunks[len(chunks)-1].Leader}
 	for i, c := range chunks {
 		switch {
 		case c.Kind != FrameComplete:

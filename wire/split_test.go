@@ -133,7 +133,7 @@ func TestSplitProperty(t *testing.T) {
 				a.Tasks[i].Service, a.Tasks[i].SpecVersion = s.Service, s.Version
 			}
 		}
-		fixed, _ := appendPayload(nil, &Assignments{Kind: a.Kind, AppliesTo: a.AppliesTo, ResultsIn: a.ResultsIn, Seqs: a.Seqs})
+		fixed, _ := appendPayload(nil, &Assignments{Kind: a.Kind, AppliesTo: a.AppliesTo, ResultsIn: a.ResultsIn, Seqs: a.Seqs, Leader: a.Leader})
 		largest := 0
 		for _, task := range a.Tasks {
 			n := len(appendAssignment(nil, &task))

@@ -339,10 +339,18 @@ func (c *AgentClient) assignments(ctx context.Context, req *wire.AssignmentsRequ
 		whole.Tasks = append(whole.Tasks, part.Tasks...)
 		whole.Removed = append(whole.Removed, part.Removed...)
 		whole.Last = part.Last
+		if part.Leader != "" {
+			whole.Leader = part.Leader
+		}
 		return nil
 	})
 	if err == nil && whole == nil {
 		err = fmt.Errorf("%w: the assignments answer held no frame", ErrUnreachable)
+	}
+	if err == nil && whole.Leader != "" {
+		// The manager holding this poll names the cluster's leader: the
+		// next heartbeat goes there.
+		c.setLeader(whole.Leader)
 	}
 	return whole, err
 }
