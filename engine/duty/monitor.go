@@ -101,39 +101,6 @@ func NewMonitorDuty(c Cluster, cfg MonitorConfig) (*MonitorDuty, error) {
 	return d, nil
 }
 
-// Run monitors the nodes until ctx ends: it loads the node list (retrying
-// every Interval until it can), becomes leader, then ticks every Interval.
-func (d *MonitorDuty) Run(ctx context.Context) {
-	defer d.StepDown()
-	started := d.beginStart()
-	defer started()
-	t0 := d.cfg.Clock.Now()
-	for {
-		err := d.BecomeLeader(ctx)
-		if err == nil {
-			started()
-			d.cfg.Logf("engine: node monitor started: %d nodes loaded in %s", d.tracked(), d.cfg.Clock.Now().Sub(t0).Round(time.Millisecond))
-			break
-		}
-		d.cfg.Logf("engine: node monitor: %v", err)
-		select {
-		case <-ctx.Done():
-			return
-		case <-d.cfg.Clock.After(d.cfg.Interval):
-		}
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-d.cfg.Clock.After(d.cfg.Interval):
-		}
-		if err := d.Tick(ctx); err != nil && ctx.Err() == nil {
-			d.cfg.Logf("engine: node monitor: %v", err)
-		}
-	}
-}
-
 // nodeRow is a node's replicated status, copied out of the state.
 type nodeRow struct {
 	id     statemachine.NodeID
@@ -179,10 +146,16 @@ func (d *MonitorDuty) readRows(ids []statemachine.NodeID) (rows []nodeRow, gone 
 }
 
 // BecomeLeader tracks every node (a linearizable read: everything the last
-// term committed) and starts the monitor's term. Run calls it; scenario
-// scripts call it for a leader change.
-func (d *MonitorDuty) BecomeLeader(ctx context.Context) error {
-	rows, err := d.readNodes(ctx, true)
+// term committed) and starts the monitor's term. Scenario scripts call it
+// for a leader change; Run starts from the applied list (lead) and
+// catches up.
+func (d *MonitorDuty) BecomeLeader(ctx context.Context) error { return d.lead(ctx, true) }
+
+// lead tracks every node of the cluster group's state (read
+// linearizably when fresh, else as applied here) and starts the monitor's
+// term.
+func (d *MonitorDuty) lead(ctx context.Context, fresh bool) error {
+	rows, err := d.readNodes(ctx, fresh)
 	if err != nil {
 		return fmt.Errorf("load nodes: %w", err)
 	}

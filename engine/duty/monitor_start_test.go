@@ -3,30 +3,67 @@ package duty
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
 	"shoal/engine/monitor"
+	"shoal/internal/clock"
 	"shoal/statemachine"
 )
 
-// gatedReads is a cluster whose linearizable reads wait for gate, telling
-// entered when one begins: a new leader waiting for its term's first
-// commit.
+// gatedReads is a cluster whose reads of the applied state (local) or
+// linearizable ones (fresh) wait for gate, telling entered when one
+// begins: a replica slow to read its node list, or a new leader waiting
+// for its term's first commit.
 type gatedReads struct {
 	*Memory
+	local   bool // gate ReadLocal, else Read
 	entered chan struct{}
 	gate    chan struct{}
+	release func() // closes gate (once)
 }
 
 func (g gatedReads) Read(ctx context.Context, group int, fn func(*statemachine.State)) error {
-	g.entered <- struct{}{}
-	select {
-	case <-g.gate:
-	case <-ctx.Done():
-		return ctx.Err()
+	if !g.local {
+		g.entered <- struct{}{}
+		select {
+		case <-g.gate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 	return g.Memory.Read(ctx, group, fn)
+}
+
+func (g gatedReads) ReadLocal(group int, fn func(*statemachine.State)) error {
+	if g.local {
+		select {
+		case g.entered <- struct{}{}:
+		default:
+		}
+		<-g.gate
+	}
+	return g.Memory.ReadLocal(group, fn)
+}
+
+// gated returns a monitor duty (5s TTL) over one node's cluster whose
+// local or fresh reads wait for the returned gate's closing (at the
+// test's end at the latest).
+func gated(t *testing.T, local bool) (*MonitorDuty, gatedReads, *clock.Fake) {
+	clk := newFakeClock()
+	e := newMem(t, 1, clk)
+	mustSubmit(t, e, zoneNodes(1)...)
+	g := gatedReads{Memory: e, local: local, entered: make(chan struct{}, 1), gate: make(chan struct{})}
+	var once sync.Once
+	g.release = func() { once.Do(func() { close(g.gate) }) }
+	t.Cleanup(g.release)
+	d, err := NewMonitorDuty(g, MonitorConfig{Clock: clk, Interval: 5 * time.Second,
+		Monitor: monitor.Config{Jitter: -1, MinTTL: 5 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, g, clk
 }
 
 // Property: a heartbeat that reaches a monitor still loading its node list
@@ -34,21 +71,13 @@ func (g gatedReads) Read(ctx context.Context, group int, fn func(*statemachine.S
 // whose caller gives up first, or that waited startWait, is told the
 // monitor is starting.
 func TestHeartbeatDuringStartWaitsForIt(t *testing.T) {
-	clk := newFakeClock()
-	e := newMem(t, 1, clk)
-	mustSubmit(t, e, zoneNodes(1)...)
-	g := gatedReads{Memory: e, entered: make(chan struct{}, 1), gate: make(chan struct{})}
-	d, err := NewMonitorDuty(g, MonitorConfig{Clock: clk, Interval: 5 * time.Second,
-		Monitor: monitor.Config{Jitter: -1, MinTTL: 5 * time.Second}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d, g, clk := gated(t, true)
 	if _, err := d.Heartbeat(context.Background(), 1, clk.Now()); !errors.Is(err, ErrNotMonitoring) {
 		t.Fatalf("heartbeat before any start: %v, want ErrNotMonitoring", err)
 	}
 	stop := runDuty(t, d.Run)
 	defer stop()
-	<-g.entered // Run is loading the node list
+	<-g.entered // Run is reading the node list
 
 	gone, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -73,8 +102,22 @@ func TestHeartbeatDuringStartWaitsForIt(t *testing.T) {
 		_, err := d.Heartbeat(context.Background(), 1, clk.Now())
 		res <- err
 	}()
-	close(g.gate)
+	g.release()
 	if err := <-res; err != nil {
 		t.Fatalf("heartbeat during the start: %v, want it answered once the monitor leads", err)
+	}
+}
+
+// The monitor takes heartbeats from the node list this replica applied,
+// while its linearizable read of the last term's commits still waits.
+func TestMonitorLeadsBeforeItsLinearizableRead(t *testing.T) {
+	d, g, clk := gated(t, false)
+	stop := runDuty(t, d.Run)
+	defer stop()
+	<-g.entered // a linearizable read of the node list is under way, and waits
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := d.Heartbeat(ctx, 1, clk.Now()); err != nil {
+		t.Fatalf("heartbeat while the first linearizable read waits: %v, want it taken", err)
 	}
 }
