@@ -200,6 +200,15 @@ func (s *Server) leaderAddr() string {
 	if !ok {
 		return ""
 	}
+	return s.managerAddr(id)
+}
+
+// managerAddr returns the API address of replica id ("" for 0 or one
+// that registered none).
+func (s *Server) managerAddr(id uint64) string {
+	if id == 0 {
+		return ""
+	}
 	var addr string
 	_ = s.e.ReadLocal(engine.ClusterGroup, func(st *statemachine.State) { addr = st.Managers()[id] })
 	return addr

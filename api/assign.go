@@ -39,7 +39,7 @@ func (s *Server) agentAssignments(ctx *fasthttp.RequestCtx, _ []string) error {
 		wait := min(time.Duration(max(req.Wait, 0)), maxAssignWait)
 		timer := s.cfg.Clock.NewTimer(wait)
 		defer timer.Stop()
-		leader := s.leaderAddr()
+		started, _ := s.e.LeaderNotice(engine.ClusterGroup)
 		for {
 			pending, wake := s.cfg.Feed.nodePending(req.NodeID, req.Cursor)
 			if pending {
@@ -50,10 +50,8 @@ func (s *Server) agentAssignments(ctx *fasthttp.RequestCtx, _ []string) error {
 			// heartbeat goes straight to it: a fleet whose leader died
 			// otherwise tried the dead one first (or the same address
 			// restarted, still catching up), each agent at its next beat.
-			notice := s.e.LeaderNotice(engine.ClusterGroup)
-			if now := s.leaderAddr(); now != "" && now != leader {
-				leader = now
-			} else {
+			leader, notice := s.e.LeaderNotice(engine.ClusterGroup)
+			if leader == 0 || leader == started {
 				select {
 				case <-wake:
 					continue
@@ -63,12 +61,14 @@ func (s *Server) agentAssignments(ctx *fasthttp.RequestCtx, _ []string) error {
 				case <-s.closed:
 				}
 			}
-			// Nothing changed: the agent asks again from the same place.
+			// Nothing changed (or only the leader): the agent asks again
+			// from the same place, told the leader as known now.
 			ss.mu.Lock()
 			ss.given = req.Cursor
 			ss.mu.Unlock()
+			now, _ := s.e.LeaderNotice(engine.ClusterGroup)
 			return s.wireReply(ctx, &wire.Assignments{Kind: wire.FrameIncremental, Last: true,
-				AppliesTo: req.Cursor, ResultsIn: req.Cursor, Leader: leader})
+				AppliesTo: req.Cursor, ResultsIn: req.Cursor, Leader: s.managerAddr(now)})
 		}
 		return s.sendIncremental(ctx, ss, req.NodeID, req.Cursor)
 	})(ctx, nil)

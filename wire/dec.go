@@ -328,7 +328,7 @@ func (r *reader) labels(m map[string]string) map[string]string {
 
 func (r *reader) assignments(m *Assignments) {
 	m.Kind = FrameKind(r.enum(frameKindNames, "frame kind"))
-	f := r.bounded(flagResync|flagLast|flagLeader, "flags")
+	f := r.bounded(flagResync|flagLast, "flags")
 	m.Resync, m.Last = f&flagResync != 0, f&flagLast != 0
 	m.AppliesTo = r.cursor(m.AppliesTo, "applies_to")
 	m.ResultsIn = r.cursor(m.ResultsIn, "results_in")
@@ -374,10 +374,7 @@ func (r *reader) assignments(m *Assignments) {
 		r.leave(rest)
 	}
 	m.Removed = r.taskIDs(m.Removed, "removed")
-	m.Leader = ""
-	if f&flagLeader != 0 {
-		m.Leader = r.string("leader")
-	}
+	m.Leader = r.string("leader") // "" from an older sender, which ends before it
 }
 
 func (r *reader) reports(dst []StatusReport) []StatusReport {

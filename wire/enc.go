@@ -123,9 +123,7 @@ func appendAssignments(b []byte, m *Assignments) ([]byte, error) {
 		b = appendAssignment(b, &m.Tasks[i])
 	}
 	b = appendTaskIDs(b, m.Removed)
-	if m.Leader != "" {
-		b = appendString(b, m.Leader)
-	}
+	b = appendString(b, m.Leader) // added last: older readers skip it
 	return b, nil
 }
 
@@ -133,7 +131,6 @@ func appendAssignments(b []byte, m *Assignments) ([]byte, error) {
 const (
 	flagResync = 1 << 0
 	flagLast   = 1 << 1
-	flagLeader = 1 << 2 // a leader address follows the removed tasks
 )
 
 func assignmentFlags(m *Assignments) byte {
@@ -143,9 +140,6 @@ func assignmentFlags(m *Assignments) byte {
 	}
 	if m.Last {
 		f |= flagLast
-	}
-	if m.Leader != "" {
-		f |= flagLeader
 	}
 	return f
 }
