@@ -184,3 +184,17 @@ func (l *leadership) close() {
 	}
 	<-l.done
 }
+
+// LeaderNotice returns the leader of a group as this replica's last
+// leader notification named it (0: none known), and a channel closed at
+// the next notification (an election begun or won, a hand-over). Leader
+// may lag it: dragonboat records the leader it answers with after it
+// notifies. A nil channel for a group out of range.
+func (e *Engine) LeaderNotice(group int) (leader uint64, next <-chan struct{}) {
+	if group < 0 || group > e.cfg.Groups {
+		return 0, nil
+	}
+	next = e.lead.notified(group)
+	leader, _ = e.lead.leaderTerm(group)
+	return leader, next
+}

@@ -494,36 +494,6 @@ func TestSessionStartsWithTheMonitorsPeriod(t *testing.T) {
 	}
 }
 
-// oneReplicaSession starts a one-replica manager (heartbeats at least
-// minBeat apart) and opens an agent session on it; it returns the manager,
-// the agent's client and the session, once a heartbeat on it succeeded.
-func oneReplicaSession(t *testing.T, minBeat time.Duration) (*Manager, *client.AgentClient, *wire.Session) {
-	t.Helper()
-	m, err := Start(Options{DataDir: t.TempDir(), ReplicaID: 1, Groups: 1, RaftLogLevel: "critical",
-		APIAddr: "127.0.0.1:0", MinHeartbeat: minBeat})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close() })
-	ctx := ctxT(t)
-	if err := m.Register(ctx); err != nil {
-		t.Fatal(err)
-	}
-	ac, err := client.NewAgentClient([]string{m.APIAddr}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var s *wire.Session
-	eventually(t, 10*time.Second, func() (bool, string) {
-		s, err = ac.OpenSession(ctx, &wire.SessionRequest{Node: wire.NodeDescription{Hostname: "n1", CPU: 1000, Memory: 1 << 30}})
-		if err == nil {
-			_, err = ac.Heartbeat(ctx, &wire.Heartbeat{NodeID: s.NodeID, SessionID: s.SessionID})
-		}
-		return err == nil, fmt.Sprintf("open a session and heartbeat: %v", err)
-	})
-	return m, ac, s
-}
-
 // pageTasks lists tasks matching q page by page (at most pages pages) and
 // returns their IDs in the order the pages gave them.
 func pageTasks(t *testing.T, ctx context.Context, c *client.Client, q url.Values, pages int) []string {
