@@ -33,7 +33,10 @@ func (d *MonitorDuty) Run(ctx context.Context) {
 		err := d.lead(ctx, false)
 		if err == nil {
 			started()
-			d.cfg.Logf("engine: node monitor started: %d nodes loaded in %s", d.tracked(), d.cfg.Clock.Now().Sub(t0).Round(time.Millisecond))
+			if took := d.cfg.Clock.Now().Sub(t0); took >= slowStart {
+				d.cfg.Logf("engine: node monitor: this new leader took %s to read its %d nodes before taking heartbeats",
+					took.Round(time.Millisecond), d.tracked())
+			}
 			break
 		}
 		d.cfg.Logf("engine: node monitor: %v", err)
@@ -55,6 +58,10 @@ func (d *MonitorDuty) Run(ctx context.Context) {
 		}
 	}
 }
+
+// slowStart is how long a monitor's start or catch-up may take before it
+// is logged.
+const slowStart = 100 * time.Millisecond
 
 // ErrMonitorStarting: this replica was just elected and its node monitor
 // is still loading the node list; retry shortly, here.
@@ -131,8 +138,10 @@ func (d *MonitorDuty) catchUp(ctx context.Context, t0 time.Time) {
 			d.mu.Lock()
 			d.syncLocked(rows, d.now())
 			d.mu.Unlock()
-			d.cfg.Logf("engine: node monitor caught up with the last term %s after its start began",
-				d.cfg.Clock.Now().Sub(t0).Round(time.Millisecond))
+			if took := d.cfg.Clock.Now().Sub(t0); took >= slowStart {
+				d.cfg.Logf("engine: node monitor: this new leader had everything the last one committed %s after it began leading",
+					took.Round(time.Millisecond))
+			}
 			return
 		}
 		if ctx.Err() != nil {
