@@ -149,22 +149,25 @@ func (d *MonitorDuty) readRows(ids []statemachine.NodeID) (rows []nodeRow, gone 
 // term committed) and starts the monitor's term. Scenario scripts call it
 // for a leader change; Run starts from the applied list (lead) and
 // catches up.
-func (d *MonitorDuty) BecomeLeader(ctx context.Context) error { return d.lead(ctx, true) }
+func (d *MonitorDuty) BecomeLeader(ctx context.Context) error {
+	_, err := d.lead(ctx, true)
+	return err
+}
 
 // lead tracks every node of the cluster group's state (read
-// linearizably when fresh, else as applied here) and starts the monitor's
-// term.
-func (d *MonitorDuty) lead(ctx context.Context, fresh bool) error {
+// linearizably when fresh, else as applied here), starts the monitor's
+// term, and returns the rows it read.
+func (d *MonitorDuty) lead(ctx context.Context, fresh bool) ([]nodeRow, error) {
 	rows, err := d.readNodes(ctx, fresh)
 	if err != nil {
-		return fmt.Errorf("load nodes: %w", err)
+		return nil, fmt.Errorf("load nodes: %w", err)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	now := d.now()
 	d.syncLocked(rows, now)
 	d.mu.m.BecomeLeader(now)
-	return nil
+	return rows, nil
 }
 
 // Sync re-reads the cluster group's nodes into the monitor now (Tick does

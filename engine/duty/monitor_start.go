@@ -5,6 +5,8 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	"shoal/statemachine"
 )
 
 // A new leader's monitor starts by reading the whole node table, which
@@ -29,8 +31,10 @@ func (d *MonitorDuty) Run(ctx context.Context) {
 	started := d.beginStart()
 	defer started()
 	t0 := d.cfg.Clock.Now()
+	var applied []nodeRow
 	for {
-		err := d.lead(ctx, false)
+		var err error
+		applied, err = d.lead(ctx, false)
 		if err == nil {
 			started()
 			if took := d.cfg.Clock.Now().Sub(t0); took >= slowStart {
@@ -46,7 +50,7 @@ func (d *MonitorDuty) Run(ctx context.Context) {
 		case <-d.cfg.Clock.After(d.cfg.Interval):
 		}
 	}
-	d.catchUp(ctx, t0)
+	d.catchUp(ctx, t0, applied)
 	for {
 		select {
 		case <-ctx.Done():
@@ -130,13 +134,34 @@ func (d *MonitorDuty) tracked() int {
 
 // catchUp re-syncs the monitor from a linearizable read of the node list
 // (everything the last term committed), retrying every Interval until it
-// can or ctx ends; t0 is when Run began, for its log line.
-func (d *MonitorDuty) catchUp(ctx context.Context, t0 time.Time) {
+// can or ctx ends; t0 is when Run began, for its log line. applied is the
+// list the term started from. A node whose row changed between the two
+// reads but kept its status (it left that status and came back in entries
+// this replica had not applied) is tracked afresh from the new row: Track
+// alone keeps a status it already has with its old since, and the period's
+// re-report and orphan marks. A node the monitor changed itself since the
+// start (or is changing) is left to its own proposals.
+func (d *MonitorDuty) catchUp(ctx context.Context, t0 time.Time, applied []nodeRow) {
 	for {
 		rows, err := d.readNodes(ctx, true)
 		if err == nil {
+			before := make(map[statemachine.NodeID]nodeRow, len(applied))
+			for _, r := range applied {
+				before[r.id] = r
+			}
 			d.mu.Lock()
-			d.syncLocked(rows, d.now())
+			now := d.now()
+			for _, r := range rows {
+				b, ok := before[r.id]
+				if !ok || b == r || b.status != r.status || d.mu.inflight[r.id] != 0 {
+					continue
+				}
+				if st, tracked := d.mu.m.Status(r.id); tracked && st == b.status {
+					d.mu.m.Forget(r.id)
+					d.mu.m.Track(r.id, r.status, r.since, now)
+				}
+			}
+			d.syncLocked(rows, now)
 			d.mu.Unlock()
 			if took := d.cfg.Clock.Now().Sub(t0); took >= slowStart {
 				d.cfg.Logf("engine: node monitor: this new leader had everything the last one committed %s after it began leading",

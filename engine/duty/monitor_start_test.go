@@ -121,3 +121,51 @@ func TestMonitorLeadsBeforeItsLinearizableRead(t *testing.T) {
 		t.Fatalf("heartbeat while the first linearizable read waits: %v, want it taken", err)
 	}
 }
+
+// laggingReads is a cluster whose replica has not applied the last
+// entries: its local reads see applied, its linearizable reads the rest.
+type laggingReads struct {
+	*Memory
+	applied *Memory
+}
+
+func (l laggingReads) ReadLocal(group int, fn func(*statemachine.State)) error {
+	return l.applied.ReadLocal(group, fn)
+}
+
+// A node that left its status and came back to it in entries this replica
+// had not applied when its monitor started is tracked from the new period
+// once the monitor caught up: an initializing node that re-entered that
+// status just now does not count as initializing since long ago (its next
+// heartbeat would have made it ready without a re-report).
+func TestCatchUpTakesAReenteredStatusPeriod(t *testing.T) {
+	clk := newFakeClock()
+	current, applied := newMem(t, 1, clk), newMem(t, 1, clk)
+	status := func(e *Memory, s statemachine.NodeStatus) {
+		mustSubmit(t, e, statemachine.Command{Kind: statemachine.CmdSetNodeStatus, Node: 1, NodeStatus: s})
+	}
+	for _, e := range []*Memory{current, applied} {
+		mustSubmit(t, e, zoneNodes(1)...)
+		status(e, statemachine.NodeDown)
+		status(e, statemachine.NodeInitializing)
+	}
+	clk.Advance(time.Hour)
+	status(current, statemachine.NodeDown) // entries the replica has not applied
+	status(current, statemachine.NodeInitializing)
+
+	d, err := NewMonitorDuty(laggingReads{Memory: current, applied: applied}, MonitorConfig{Clock: clk, Interval: 5 * time.Second,
+		Monitor: monitor.Config{Jitter: -1, MinTTL: 5 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := runDuty(t, d.Run)
+	defer stop()
+	blockUntil(t, clk, 1) // started, caught up, waiting for its first tick
+	b, err := d.Heartbeat(context.Background(), 1, clk.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Changed {
+		t.Fatalf("a node initializing again since now was made %s by its first heartbeat, without a re-report", b.Change.To)
+	}
+}
