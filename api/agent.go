@@ -214,26 +214,25 @@ func (s *Server) managerAddr(id uint64) string {
 	return addr
 }
 
+// notLeader answers a call only the cluster's leader takes, naming the
+// leader. A replica that leads but has not started its leader duties yet
+// (they start on the election's notification; the node monitor then
+// reads the node list) asks for a retry here instead of naming itself:
+// the agent's client would follow that back here twice at once and count
+// the call failed.
 func (s *Server) notLeader() *wire.Error {
+	if id, ok := s.e.Leader(engine.ClusterGroup); ok && id == s.e.ReplicaID() {
+		return starting()
+	}
 	return &wire.Error{Code: wire.CodeNotLeader, Leader: s.leaderAddr(), RetryAfter: int64(200 * time.Millisecond),
 		Message: "this manager does not lead the cluster; send heartbeats to the leader"}
 }
 
-// starting answers a heartbeat that reached the cluster's new leader
-// before its node monitor started: retry here shortly. A "not the leader"
-// answer would name this manager itself, and the agent's client would
-// follow it back here twice at once before giving up on the call.
+// starting answers a call that reached the cluster's new leader before
+// its leader duties started: retry here shortly.
 func starting() *wire.Error {
 	return &wire.Error{Code: wire.CodeUnavailable, RetryAfter: int64(100 * time.Millisecond),
 		Message: "this manager was just elected leader and is starting to monitor nodes; retry shortly"}
-}
-
-// notMonitoring answers a heartbeat this replica's monitor did not take.
-func (s *Server) notMonitoring() *wire.Error {
-	if id, ok := s.e.Leader(engine.ClusterGroup); ok && id == s.e.ReplicaID() {
-		return starting()
-	}
-	return s.notLeader()
 }
 
 func (s *Server) agentHeartbeat(ctx *fasthttp.RequestCtx, _ []string) error {
@@ -256,7 +255,7 @@ func (s *Server) agentHeartbeat(ctx *fasthttp.RequestCtx, _ []string) error {
 		case errors.Is(err, engine.ErrMonitorStarting):
 			return starting()
 		case errors.Is(err, engine.ErrNotMonitoring):
-			return s.notMonitoring()
+			return s.notLeader()
 		case errors.Is(err, monitor.ErrUnknownNode):
 			removed := false
 			_ = s.e.ReadLocal(engine.ClusterGroup, func(st *statemachine.State) { removed = st.NodeRemoved(hb.NodeID) })

@@ -115,7 +115,6 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, e: cfg.Engine, closed: make(chan struct{}),
 		setups: make(chan struct{}, cfg.MaxSessionSetups), joinSlots: make(chan struct{}, cfg.MaxJoins)}
 	s.metrics = newMetrics(s)
-
 	s.srv = &fasthttp.Server{
 		Handler:            s.handle,
 		Name:               "shoal",

@@ -38,21 +38,21 @@ func TestReconnectTimeLeavesOutAgentsFaultedSinceTheKill(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	f.timeReconnect(ctx, killed, live)
-	if len(r.reconnects.seconds) != 1 {
+	if len(r.reconnectSeconds()) != 1 {
 		t.Fatalf("no reconnect time recorded: the run waited for agent 1, faulted since the kill, or agent 3, not connected at the kill")
 	}
-	if got := r.reconnects.seconds[0]; got != 2.5 {
+	if got := r.reconnectSeconds()[0]; got != 2.5 {
 		t.Fatalf("recorded %vs, want 2.5s: the last agent's first heartbeat since the kill", got)
 	}
 	if got, want := r.reconnects.detail[0], (report.KillRecovery{Agents: 2, HalfSeconds: 1.5, P90Seconds: 2.5, AllSeconds: 2.5}); got != want {
 		t.Fatalf("recorded %+v, want %+v: of the two agents timed, one was back 1.5s after the kill, the other 2.5s", got, want)
 	}
 	r.fleet = beats{at: []int64{at(killed, 100), at(killed, 200), at(killed, -1), 0}}
-	r.reconnects.seconds = nil
+	r.reconnects.detail = nil
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel2()
 	f.timeReconnect(ctx2, killed, live)
-	if len(r.reconnects.seconds) != 0 {
+	if len(r.reconnectSeconds()) != 0 {
 		t.Fatalf("a reconnect time was recorded while agent 2 (its fault ended before the kill) had not reached the new leader")
 	}
 }

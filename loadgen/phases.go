@@ -242,8 +242,8 @@ func (r *run) buildReport(ctx context.Context, converged bool, convergeSecs floa
 		APIErrors: int(c.Errors.Load()), Crashes: int(r.counts.crashes.Load()), Disconnects: int(r.counts.disconnects.Load()),
 		Vanishes: int(r.counts.vanishes.Load()), LeaderKills: int(r.counts.leaderKills.Load()), Events: ev, Transitions: tr,
 		StreamReconnects: reconn, StreamResyncs: resync, TasksSeen: seen, BeatAgeMax: r.sampler.beatAgeMax()}
+	rep.Counts.LeaderKillRecovery = r.reconnectSeconds()
 	r.reconnects.Lock()
-	rep.Counts.LeaderKillRecovery = append([]float64(nil), r.reconnects.seconds...)
 	rep.Counts.LeaderKillDetail = append([]report.KillRecovery(nil), r.reconnects.detail...)
 	r.reconnects.Unlock()
 	rep.Latencies = r.stats.latencies()

@@ -59,16 +59,26 @@ type run struct {
 	}
 	reconnects struct {
 		sync.Mutex
-		seconds []float64 // per leader kill: until every agent reached the new leader
-		detail  []report.KillRecovery
+		detail []report.KillRecovery // per leader kill timed to the end
 	}
 }
 
 func (r *run) recordReconnect(k report.KillRecovery) {
 	r.reconnects.Lock()
-	r.reconnects.seconds = append(r.reconnects.seconds, k.AllSeconds)
 	r.reconnects.detail = append(r.reconnects.detail, k)
 	r.reconnects.Unlock()
+}
+
+// reconnectSeconds returns, per leader kill timed to the end, the seconds
+// until every agent had reached the new leader.
+func (r *run) reconnectSeconds() []float64 {
+	r.reconnects.Lock()
+	defer r.reconnects.Unlock()
+	var s []float64
+	for _, k := range r.reconnects.detail {
+		s = append(s, k.AllSeconds)
+	}
+	return s
 }
 
 func (r *run) phase() string {

@@ -92,13 +92,11 @@ func (s *sampler) sample(ctx context.Context) string {
 			mu.Lock()
 			defer mu.Unlock()
 			heaps[rep.ID] = m.HeapInuse
-			if m.HeapLive > 0 {
-				s.mu.Lock()
-				s.live[rep.ID] = m.HeapLive
-				s.mu.Unlock()
-			}
 			metricRunning = max(metricRunning, m.Tasks["running"])
 			s.mu.Lock()
+			if m.HeapLive > 0 {
+				s.live[rep.ID] = m.HeapLive
+			}
 			s.props.add(rep.ID, m.Proposals, m.Commands, props)
 			s.props.terms(m.Terms)
 			s.calls.add(rep.ID, m.AgentCalls)

@@ -9,12 +9,11 @@ import (
 	"shoal/statemachine"
 )
 
-// A new leader's monitor starts by reading the whole node table, which
-// waits for the new term's first commit. Heartbeats that reach it
-// meanwhile (a fleet that lost its leader dials the new one at once) wait
-// for the start instead of being told this replica does not monitor: the
-// agents would count a failure and come back later, each time with a
-// longer delay.
+// How a new leader's node monitor starts, and what heartbeats that reach
+// it meanwhile get: they wait for the start (a fleet that lost its leader
+// dials the new one at once) instead of being told this replica does not
+// monitor, which the agents would count as a failure and come back from
+// later, each time with a longer delay.
 
 // Run monitors the nodes until ctx ends: it becomes leader from the node
 // list this replica has applied (retrying every Interval until it can
@@ -32,23 +31,16 @@ func (d *MonitorDuty) Run(ctx context.Context) {
 	defer started()
 	t0 := d.cfg.Clock.Now()
 	var applied []nodeRow
-	for {
-		var err error
+	if !d.retry(ctx, "", func() (err error) {
 		applied, err = d.lead(ctx, false)
-		if err == nil {
-			started()
-			if took := d.cfg.Clock.Now().Sub(t0); took >= slowStart {
-				d.cfg.Logf("engine: node monitor: this new leader took %s to read its %d nodes before taking heartbeats",
-					took.Round(time.Millisecond), d.tracked())
-			}
-			break
-		}
-		d.cfg.Logf("engine: node monitor: %v", err)
-		select {
-		case <-ctx.Done():
-			return
-		case <-d.cfg.Clock.After(d.cfg.Interval):
-		}
+		return err
+	}) {
+		return
+	}
+	started()
+	if took := d.cfg.Clock.Now().Sub(t0); took >= slowStart {
+		d.cfg.Logf("engine: node monitor: this new leader took %s to read its %d nodes before taking heartbeats",
+			took.Round(time.Millisecond), d.tracked())
 	}
 	d.catchUp(ctx, t0, applied)
 	for {
@@ -129,7 +121,7 @@ func (d *MonitorDuty) awaitStart(ctx context.Context) error {
 func (d *MonitorDuty) tracked() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return len(d.mu.m.Nodes())
+	return d.mu.m.Len()
 }
 
 // catchUp re-syncs the monitor from a linearizable read of the node list
@@ -142,40 +134,53 @@ func (d *MonitorDuty) tracked() int {
 // re-report and orphan marks. A node the monitor changed itself since the
 // start (or is changing) is left to its own proposals.
 func (d *MonitorDuty) catchUp(ctx context.Context, t0 time.Time, applied []nodeRow) {
+	var rows []nodeRow
+	if !d.retry(ctx, "catching up: ", func() (err error) {
+		rows, err = d.readNodes(ctx, true)
+		return err
+	}) {
+		return
+	}
+	before := make(map[statemachine.NodeID]nodeRow, len(applied))
+	for _, r := range applied {
+		before[r.id] = r
+	}
+	d.mu.Lock()
+	now := d.now()
+	for _, r := range rows {
+		b, ok := before[r.id]
+		if !ok || b == r || b.status != r.status || d.mu.inflight[r.id] != 0 {
+			continue
+		}
+		if st, tracked := d.mu.m.Status(r.id); tracked && st == b.status {
+			d.mu.m.Forget(r.id)
+			d.mu.m.Track(r.id, r.status, r.since, now)
+		}
+	}
+	d.syncLocked(rows, now)
+	d.mu.Unlock()
+	if took := d.cfg.Clock.Now().Sub(t0); took >= slowStart {
+		d.cfg.Logf("engine: node monitor: this new leader had everything the last one committed %s after it began leading",
+			took.Round(time.Millisecond))
+	}
+}
+
+// retry calls f until it succeeds (true), logging each failure after
+// what and waiting Interval before the next try, or until ctx ends
+// (false).
+func (d *MonitorDuty) retry(ctx context.Context, what string, f func() error) bool {
 	for {
-		rows, err := d.readNodes(ctx, true)
+		err := f()
 		if err == nil {
-			before := make(map[statemachine.NodeID]nodeRow, len(applied))
-			for _, r := range applied {
-				before[r.id] = r
-			}
-			d.mu.Lock()
-			now := d.now()
-			for _, r := range rows {
-				b, ok := before[r.id]
-				if !ok || b == r || b.status != r.status || d.mu.inflight[r.id] != 0 {
-					continue
-				}
-				if st, tracked := d.mu.m.Status(r.id); tracked && st == b.status {
-					d.mu.m.Forget(r.id)
-					d.mu.m.Track(r.id, r.status, r.since, now)
-				}
-			}
-			d.syncLocked(rows, now)
-			d.mu.Unlock()
-			if took := d.cfg.Clock.Now().Sub(t0); took >= slowStart {
-				d.cfg.Logf("engine: node monitor: this new leader had everything the last one committed %s after it began leading",
-					took.Round(time.Millisecond))
-			}
-			return
+			return true
 		}
 		if ctx.Err() != nil {
-			return
+			return false
 		}
-		d.cfg.Logf("engine: node monitor: catching up: %v", err)
+		d.cfg.Logf("engine: node monitor: %s%v", what, err)
 		select {
 		case <-ctx.Done():
-			return
+			return false
 		case <-d.cfg.Clock.After(d.cfg.Interval):
 		}
 	}
