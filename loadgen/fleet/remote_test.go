@@ -36,16 +36,7 @@ func TestObservationsArriveInOrder(t *testing.T) {
 	c := &child{sink: func(b obsBatch) { r.merge(0, b) }, done: make(chan struct{})}
 	go c.readObs(pr)
 	go func() {
-		deadline := time.Now().Add(30 * time.Second)
-		for time.Now().Before(deadline) {
-			w.mu.Lock()
-			full := len(w.queue) >= w.limit
-			w.mu.Unlock()
-			if full {
-				break
-			}
-			time.Sleep(time.Millisecond)
-		}
+		w.waitFull()
 		close(rec.gate)
 	}()
 

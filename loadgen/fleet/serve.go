@@ -128,6 +128,19 @@ func (o *obsWriter) add(x obs) {
 	}
 	x.Stamp = o.stampLocked()
 	o.queue = append(o.queue, x)
+	if len(o.queue) == o.limit {
+		o.cond.Broadcast() // for whoever waits for a full queue (waitFull)
+	}
+}
+
+// waitFull waits until the queue is full: the loadgen has stopped reading
+// and the next observation makes its agent wait.
+func (o *obsWriter) waitFull() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for len(o.queue) < o.limit && !o.closed {
+		o.cond.Wait()
+	}
 }
 
 // stampLocked returns the wall clock, never below a stamp already given.
