@@ -17,6 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"shoal/api"
 	"shoal/engine"
 	"shoal/engine/monitor"
 	"shoal/manager"
@@ -40,6 +41,7 @@ type serveOptions struct {
 	massExpiryShare float64
 	massExpiryHold  time.Duration
 	maxAPIConns     int
+	maxHandshakes   int
 	dev             bool
 	checkReplay     bool
 	insecure        bool
@@ -120,6 +122,7 @@ On exit it prints one line: "shoal: stopped replica=ID g0=INDEX/HASH g1=...".`,
 	f.Float64Var(&o.massExpiryShare, "mass-expiry-share", monitor.DefaultMassExpiryShare, "share of the nodes (at least 10) whose heartbeats may expire within one expiry window before the leader holds the expiring ones in their status instead of marking them disconnected or down (an overloaded or cut-off leader is likelier than that many nodes failing together); 0 turns the hold off")
 	f.DurationVar(&o.massExpiryHold, "mass-expiry-hold", monitor.DefaultMassExpiryHold, "longest such hold; nodes still silent after it expire as usual")
 	f.IntVar(&o.maxAPIConns, "max-api-conns", 0, "most API connections (agents and users) open at once; one more is closed at once, so its client retries elsewhere or later (default: the open-file limit less an eighth, kept for Raft and the log store)")
+	f.IntVar(&o.maxHandshakes, "max-handshakes", api.DefaultHandshakes, "most TLS handshakes on the API under way at once; more connections wait their turn, each connection's turn and handshake bounded by 10s (a fleet reconnecting at once after a leader change queues here)")
 	f.BoolVar(&o.dev, "dev", false, "development mode: also run an agent in this process (plain HTTP on loopback)")
 	f.BoolVar(&o.checkReplay, "check-replay", false, "debugging: keep a copy of each group restored from its last snapshot, apply every entry to it too and compare at the next snapshot, and check the task model's invariants there (doubles apply cost); a difference or a broken invariant is logged and both states written to the data directory")
 	_ = f.MarkHidden("check-replay")
@@ -173,6 +176,9 @@ func runServe(ctx context.Context, o serveOptions, out io.Writer) error {
 	if o.maxAPIConns < 0 {
 		return fmt.Errorf("--max-api-conns %d must be 1 or more (or 0 for the default)", o.maxAPIConns)
 	}
+	if o.maxHandshakes < 1 {
+		return fmt.Errorf("--max-handshakes %d must be 1 or more", o.maxHandshakes)
+	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	member, err := joinsMembership(o, peers)
@@ -191,7 +197,7 @@ func runServe(ctx context.Context, o serveOptions, out io.Writer) error {
 	mo := manager.Options{DataDir: o.dataDir, ReplicaID: o.id, RaftAddr: o.raftAddr, Peers: peers, Join: member,
 		Groups: o.groups, RaftLogLevel: o.raftLogLevel, APIAddr: o.apiAddr, Pprof: o.pprof,
 		SyncInterval: o.syncInterval, MinHeartbeat: o.minHeartbeat, MassExpiryShare: share, MassExpiryHold: o.massExpiryHold,
-		MaxAPIConns: o.maxAPIConns, TLS: sec, Logf: logf}
+		MaxAPIConns: o.maxAPIConns, MaxHandshakes: o.maxHandshakes, TLS: sec, Logf: logf}
 	mo.Engine.ElectionRTT = rtt
 	if o.checkReplay {
 		mo.Engine.OnDiverge = replayDiverged(o.dataDir, logf)

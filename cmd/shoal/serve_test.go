@@ -63,6 +63,7 @@ func TestServeRefusesBadInputBeforeWriting(t *testing.T) {
 		{"mass expiry share", []string{"--mass-expiry-share", "1.5"}, "--mass-expiry-share 1.5 is not a share of the nodes"},
 		{"mass expiry hold", []string{"--mass-expiry-hold", "0s"}, "--mass-expiry-hold 0s must be positive"},
 		{"max api conns", []string{"--max-api-conns", "-5"}, "--max-api-conns -5 must be 1 or more"},
+		{"max handshakes", []string{"--max-handshakes", "0"}, "--max-handshakes 0 must be 1 or more"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "data")
