@@ -239,7 +239,7 @@ func (r *run) buildReport(ctx context.Context, converged bool, convergeSecs floa
 	tr, seen := r.stats.counts()
 	rep.Counts = report.Counts{NetworksCreated: int(c.Networks.Load()), ServicesCreated: int(c.Services.Load()),
 		Scales: int(c.Scales.Load()), Updates: int(c.Updates.Load()), Removes: int(c.Removes.Load()), Recreates: int(c.Recreates.Load()),
-		APIErrors: int(c.Errors.Load()), Crashes: int(r.counts.crashes.Load()), Disconnects: int(r.counts.disconnects.Load()),
+		APIErrors: int(c.Errors.Load()), APIErrorList: r.driver.Errors(), Interrupted: int(c.Interrupted.Load()), Crashes: int(r.counts.crashes.Load()), Disconnects: int(r.counts.disconnects.Load()),
 		Vanishes: int(r.counts.vanishes.Load()), LeaderKills: int(r.counts.leaderKills.Load()), Events: ev, Transitions: tr,
 		StreamReconnects: reconn, StreamResyncs: resync, TasksSeen: seen, BeatAgeMax: r.sampler.beatAgeMax()}
 	rep.Counts.LeaderKillRecovery = r.reconnectSeconds()

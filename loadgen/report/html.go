@@ -153,13 +153,25 @@ func counts(r *Report) [][2]string {
 		{"agent disconnects / vanishes", fmt.Sprintf("%d / %d", c.Disconnects, c.Vanishes)},
 		{"leader kills", fmt.Sprint(c.LeaderKills)},
 		{"agents back after each leader kill", killRecoveryText(c)},
-		{"API errors", fmt.Sprint(c.APIErrors)},
+		{"API errors", apiErrorsText(c)},
 		{"events / transitions", fmt.Sprintf("%d / %d", c.Events, c.Transitions)},
 		{"tasks seen", fmt.Sprint(c.TasksSeen)},
 		{"stream reconnects / resyncs", fmt.Sprintf("%d / %d", c.StreamReconnects, c.StreamResyncs)},
 		{"longest agent heartbeat gap", fmt.Sprintf("%.1fs", c.BeatAgeMax)},
 		{"agent calls per agent per minute", agentCallsText(r.AgentCalls)},
 	}
+}
+
+// apiErrorsText is the API error count, with the first ones described.
+func apiErrorsText(c Counts) string {
+	t := fmt.Sprint(c.APIErrors)
+	if len(c.APIErrorList) > 0 {
+		t += " (" + strings.Join(c.APIErrorList, "; ") + ")"
+	}
+	if c.Interrupted > 0 {
+		t += fmt.Sprintf("; %d calls cut short by their phase's end", c.Interrupted)
+	}
+	return t
 }
 
 // killRecoveryText says, per leader kill timed, when a replica led again

@@ -100,10 +100,14 @@ type Counts struct {
 	// LeaderKillDetail is, per leader kill timed, how the fleet came back.
 	LeaderKillDetail []KillRecovery `json:"leader_kill_detail,omitempty"`
 	APIErrors        int            `json:"api_errors"` // user API calls that failed after retries
-	Events           int64          `json:"events"`
-	Transitions      int64          `json:"transitions"`
-	StreamReconnects int            `json:"stream_reconnects"`
-	StreamResyncs    int            `json:"stream_resyncs"`
+	// APIErrorList describes the first API errors (call: error).
+	APIErrorList []string `json:"api_error_list,omitempty"`
+	// Interrupted counts calls cut short by the end of their phase.
+	Interrupted      int   `json:"api_calls_interrupted,omitempty"`
+	Events           int64 `json:"events"`
+	Transitions      int64 `json:"transitions"`
+	StreamReconnects int   `json:"stream_reconnects"`
+	StreamResyncs    int   `json:"stream_resyncs"`
 	// BeatAgeMax is the largest BeatAge sampled (seconds).
 	BeatAgeMax float64 `json:"agent_beat_age_max_seconds"`
 	TasksSeen  int64   `json:"tasks_seen"`

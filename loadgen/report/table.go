@@ -60,6 +60,12 @@ func WriteTable(w io.Writer, r *Report) error {
 	c := r.Counts
 	fmt.Fprintf(tw, "operations\t%d services, %d scales, %d updates, %d removes, %d recreates, %d crashes, %d API errors\n",
 		c.ServicesCreated, c.Scales, c.Updates, c.Removes, c.Recreates, c.Crashes, c.APIErrors)
+	for _, e := range c.APIErrorList {
+		fmt.Fprintf(tw, "  API error\t%s\n", e)
+	}
+	if c.Interrupted > 0 {
+		fmt.Fprintf(tw, "  cut short\t%d calls under way when their phase ended (not errors)\n", c.Interrupted)
+	}
 	fmt.Fprintf(tw, "faults\t%d disconnects, %d vanishes, %d leader kills; stream: %d reconnects, %d resyncs\n",
 		c.Disconnects, c.Vanishes, c.LeaderKills, c.StreamReconnects, c.StreamResyncs)
 	fmt.Fprintf(tw, "  agent heartbeats\tat most %.1fs apart (among agents whose last one succeeded)\n", c.BeatAgeMax)

@@ -20,7 +20,13 @@ import (
 // Counts are the operations the driver carried out.
 type Counts struct {
 	Networks, Services, Scales, Updates, Removes, Recreates, Errors atomic.Int64
+	// Interrupted counts calls the end of their phase cut short: the
+	// loadgen's doing, not the cluster's, so not among Errors.
+	Interrupted atomic.Int64
 }
+
+// keptErrors is how many failed calls the driver describes (the first).
+const keptErrors = 10
 
 // Driver carries out a plan through the user API.
 type Driver struct {
@@ -32,7 +38,11 @@ type Driver struct {
 	rng     *rand.Rand // churn choices; used by one goroutine at a time
 	cur     atomic.Int64
 	wg      sync.WaitGroup // removals waiting to re-create
-	mu      struct {
+	errs    struct {
+		sync.Mutex
+		first []string // the first keptErrors failures, described
+	}
+	mu struct {
 		sync.Mutex
 		replicas map[string]int  // current desired replicas
 		busy     map[string]bool // removed, waiting to be re-created
@@ -104,6 +114,28 @@ func (d *Driver) call(ctx context.Context, f func(ctx context.Context, c *client
 	}
 }
 
+// failed counts a call that failed after its retries, and describes the
+// first few; a call its phase's end cut short is counted apart.
+func (d *Driver) failed(ctx context.Context, what string, err error) {
+	if ctx.Err() != nil {
+		d.Counts.Interrupted.Add(1)
+		return
+	}
+	d.Counts.Errors.Add(1)
+	d.errs.Lock()
+	if len(d.errs.first) < keptErrors {
+		d.errs.first = append(d.errs.first, what+": "+err.Error())
+	}
+	d.errs.Unlock()
+}
+
+// Errors describes the first failed calls (at most keptErrors).
+func (d *Driver) Errors() []string {
+	d.errs.Lock()
+	defer d.errs.Unlock()
+	return append([]string(nil), d.errs.first...)
+}
+
 func isCode(err error, code string) bool {
 	var ae *client.APIError
 	return errors.As(err, &ae) && ae.Code == code
@@ -151,7 +183,7 @@ func (d *Driver) create(ctx context.Context, name string) error {
 		return err
 	})
 	if err != nil && !isCode(err, client.CodeConflict) {
-		d.Counts.Errors.Add(1)
+		d.failed(ctx, "create "+name, err)
 		return fmt.Errorf("workload: create service %s: %w", name, err)
 	}
 	d.mu.Lock()
@@ -198,7 +230,7 @@ func (d *Driver) Churn(ctx context.Context) string {
 			d.Counts.Updates.Add(1)
 			return "update"
 		}
-		d.Counts.Errors.Add(1)
+		d.failed(ctx, "update "+s.Name, err)
 	default:
 		d.mu.Lock()
 		d.mu.busy[s.Name] = true
@@ -208,7 +240,7 @@ func (d *Driver) Churn(ctx context.Context) string {
 			return err
 		})
 		if err != nil {
-			d.Counts.Errors.Add(1)
+			d.failed(ctx, "remove "+s.Name, err)
 			d.mu.Lock()
 			delete(d.mu.busy, s.Name)
 			d.mu.Unlock()
@@ -231,7 +263,7 @@ func (d *Driver) scale(ctx context.Context, name string, n int) error {
 		return err
 	})
 	if err != nil {
-		d.Counts.Errors.Add(1)
+		d.failed(ctx, fmt.Sprintf("scale %s to %d", name, n), err)
 		return err
 	}
 	d.mu.Lock()

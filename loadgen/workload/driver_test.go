@@ -1,0 +1,43 @@
+package workload
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"shoal/api/client"
+)
+
+// A call that fails while its phase runs is an API error, described (the
+// first keptErrors of them); one its phase's end cut short is counted
+// apart, not as the cluster's error.
+func TestFailedCallsAreDescribedAndCutShortOnesKeptApart(t *testing.T) {
+	d := &Driver{}
+	live := context.Background()
+	refused := &client.APIError{Status: 409, ErrorBody: client.ErrorBody{Code: client.CodeConflict, Error: `service "svc-003" is being removed`}}
+	d.failed(live, "scale svc-003 to 7", refused)
+	ended, cancel := context.WithCancel(live)
+	cancel()
+	d.failed(ended, "update svc-004", context.Canceled)
+	if n := d.Counts.Errors.Load(); n != 1 {
+		t.Fatalf("%d API errors, want 1 (the cut-short call is not one)", n)
+	}
+	if n := d.Counts.Interrupted.Load(); n != 1 {
+		t.Fatalf("%d calls cut short, want 1", n)
+	}
+	got := d.Errors()
+	if len(got) != 1 || !strings.HasPrefix(got[0], "scale svc-003 to 7: ") || !strings.Contains(got[0], "being removed") {
+		t.Fatalf("described errors %q, want the scale and why it failed", got)
+	}
+	for i := range 2 * keptErrors {
+		d.failed(live, fmt.Sprintf("remove svc-%03d", i), errors.New("boom"))
+	}
+	if n, kept := d.Counts.Errors.Load(), len(d.Errors()); n != 1+2*keptErrors || kept != keptErrors {
+		t.Fatalf("%d errors counted, %d described; want %d and %d", n, kept, 1+2*keptErrors, keptErrors)
+	}
+	if first := d.Errors()[0]; !strings.HasPrefix(first, "scale svc-003") {
+		t.Fatalf("the first described error is %q, want the first to fail", first)
+	}
+}
