@@ -61,7 +61,9 @@ func newReplica(group, groups int, onApply func(int, uint64, []statemachine.Effe
 
 // stateConfig is the state machine configuration of this replica's group.
 func (r *replica) stateConfig() statemachine.Config {
-	return statemachine.Config{Group: uint16(r.group), Groups: r.groups}
+	cfg := statemachine.Config{Group: uint16(r.group), Groups: r.groups}
+	plantBugs(&cfg)
+	return cfg
 }
 
 // Update applies committed entries in order.

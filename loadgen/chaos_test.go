@@ -30,11 +30,16 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-// buildShoal builds the shoal binary into a temporary directory.
-func buildShoal(t *testing.T) string {
+// buildShoal builds the shoal binary into a temporary directory, with
+// the build tags given.
+func buildShoal(t *testing.T, tags ...string) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "shoal")
-	build := exec.Command("go", "build", "-o", bin, "../cmd/shoal")
+	args := []string{"build", "-o", bin}
+	if len(tags) > 0 {
+		args = append(args, "-tags", strings.Join(tags, ","))
+	}
+	build := exec.Command("go", append(args, "../cmd/shoal")...)
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)

@@ -203,7 +203,7 @@ func (s *State) releaseAddresses(t *Task) {
 	if len(t.Attachments) == 0 {
 		return
 	}
-	if t.Node == 0 {
+	if t.Node == 0 || s.cfg.seams.freesAtRelease() {
 		// Never on a node: free at once, and tasks waiting for addresses
 		// try again (a rolling update of unplaced tasks creates the
 		// replacements before it frees the originals).

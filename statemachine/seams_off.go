@@ -15,3 +15,5 @@ func (seams) keepsDisconnected() bool { return false }
 func (seams) replacesGlobalAside() bool { return false }
 
 func (seams) decidesEarly() bool { return false }
+
+func (seams) freesAtRelease() bool { return false }

@@ -2,6 +2,11 @@
 
 package statemachine
 
+import (
+	"fmt"
+	"strings"
+)
+
 // Test seams, compiled only with -tags shoal_seams (the model checker's
 // self-test; `make test` runs it). A production build has none: see
 // seams_off.go.
@@ -22,7 +27,33 @@ type seams struct {
 	// first heartbeat, before it re-reported its tasks (the rule before
 	// issue 12 item 3).
 	decideEarly bool
+	// freeAtRelease: a task's addresses go back to the pool when it ends,
+	// not once its node confirmed it let them go (no quarantine).
+	freeAtRelease bool
 }
+
+// PlantBug switches on the seeded bug named (one of Bugs) in cfg, for a
+// test that runs the real binary built with -tags shoal_seams.
+func PlantBug(cfg *Config, name string) error {
+	switch name {
+	case "reap-live":
+		cfg.seams.reapLive = true
+	case "never-down":
+		cfg.seams.neverDown = true
+	case "replace-global-aside":
+		cfg.seams.replaceGlobalAside = true
+	case "decide-early":
+		cfg.seams.decideEarly = true
+	case "free-at-release":
+		cfg.seams.freeAtRelease = true
+	default:
+		return fmt.Errorf("no seeded bug is called %q (there are: %s)", name, strings.Join(Bugs, ", "))
+	}
+	return nil
+}
+
+// Bugs names the seeded bugs PlantBug knows.
+var Bugs = []string{"reap-live", "never-down", "replace-global-aside", "decide-early", "free-at-release"}
 
 // seamsCompiled reports whether this build has the seams.
 const seamsCompiled = true
@@ -34,3 +65,5 @@ func (s seams) keepsDisconnected() bool { return s.neverDown }
 func (s seams) replacesGlobalAside() bool { return s.replaceGlobalAside }
 
 func (s seams) decidesEarly() bool { return s.decideEarly }
+
+func (s seams) freesAtRelease() bool { return s.freeAtRelease }

@@ -37,8 +37,9 @@ func newLoadgenCmd() *cobra.Command {
 		Short: "Drive a cluster with simulated agents through churn and faults, checking invariants online",
 		Long: `Start three managers (shoal serve child processes of this binary on free
 loopback ports) or join existing ones, run --agents simulated agents (the real
-agent code with a simulated executor) against them over HTTP, and drive a
-seeded workload of --tasks tasks in --services services through phases:
+agent code with a simulated executor) against them over HTTPS with mutual
+TLS (--insecure: plain HTTP), and drive a seeded workload of --tasks tasks
+in --services services through phases:
 
   ramp     create networks and services; wait until every task runs
   churn    scale up and down, rolling updates, remove and re-create, task crashes

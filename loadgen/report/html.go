@@ -53,6 +53,7 @@ type htmlPage struct {
 	Counts     [][2]string
 	Charts     []htmlChart
 	Missing    []string // charts left out for lack of data
+	QuiesceOff bool     // convergence was not measured
 	EchartsJS  template.JS
 	EchartsVer string
 }
@@ -70,6 +71,7 @@ func WriteHTML(w io.Writer, r *Report) error {
 	p := htmlPage{R: r, EchartsJS: template.JS(echartsJS), EchartsVer: EchartsVersion}
 	p.Failures = failures(r)
 	p.Pass = len(p.Failures) == 0
+	p.QuiesceOff = !slices.Contains(r.Params.Phases, "quiesce")
 	p.Params = params(r)
 	p.Counts = counts(r)
 	built := buildCharts(r)

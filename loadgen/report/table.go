@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 )
@@ -26,8 +27,11 @@ func WriteTable(w io.Writer, r *Report) error {
 		fmt.Fprintf(tw, "  %s\t%.1fs\t%.1fs\t%s\n", ph.Name, ph.StartSeconds, ph.Seconds, ph.Note)
 	}
 	conv := "did not converge"
-	if r.Converged {
+	switch {
+	case r.Converged:
 		conv = fmt.Sprintf("%.2fs", r.ConvergeSeconds)
+	case !slices.Contains(p.Phases, "quiesce"):
+		conv = "not measured (the quiesce phase was off)"
 	}
 	fmt.Fprintf(tw, "tasks running\t%d / %d\n", r.TasksRunning, p.Tasks)
 	fmt.Fprintf(tw, "converge\t%s\n", conv)
