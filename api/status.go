@@ -3,6 +3,7 @@ package api
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -17,6 +18,9 @@ func (s *Server) getStatus(ctx *fasthttp.RequestCtx, _ []string) error {
 		return err
 	}
 	doc := client.Status{Replica: s.e.ReplicaID(), Leading: s.e.Leading()}
+	if since := s.e.LeadingSince(); !since.IsZero() {
+		doc.LeadingSince = since.UTC().Format(time.RFC3339Nano)
+	}
 	hash := ctx.QueryArgs().GetBool("hash")
 	all := append([]int{engine.ClusterGroup}, s.serviceGroups()...)
 	cur, err := s.read(all, func(g int, st *statemachine.State) {

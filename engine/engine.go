@@ -116,7 +116,7 @@ func start(cfg Config) (*Engine, error) {
 		peers = nil
 	}
 	setLogLevel(cfg.RaftLogLevel)
-	e := &Engine{cfg: cfg, lead: newLeadership(cfg.ReplicaID, cfg.Groups),
+	e := &Engine{cfg: cfg, lead: newLeadership(cfg.ReplicaID, cfg.Groups, cfg.Clock.Now),
 		seen: newHeard(cfg.Groups+1, answerGap*time.Duration(cfg.HeartbeatRTT)*cfg.RTT, cfg.Clock.Now),
 		reps: make([]atomic.Pointer[replica], cfg.Groups+1), done: make(chan struct{})}
 	nhc := e.nodeHostConfig()
@@ -209,6 +209,11 @@ func (e *Engine) AddDuty(d Duty) { e.lead.add(d) }
 // Leading reports whether this replica's duties are running: it leads the
 // cluster group as far as it knows.
 func (e *Engine) Leading() bool { return e.lead.leading() }
+
+// LeadingSince returns when this replica learned that it leads the
+// cluster group (its election or hand-over), or the zero time while it
+// does not lead it.
+func (e *Engine) LeadingSince() time.Time { return e.lead.leadingSince() }
 
 // Leader returns the leader of a group as this replica knows it (ok=false
 // while unknown).

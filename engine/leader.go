@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/lni/dragonboat/v4/raftio"
 )
@@ -40,8 +41,13 @@ type leadership struct {
 		ch []chan struct{}
 	}
 	changed chan struct{} // cap 1: the cluster group's leader changed
-	stop    chan struct{}
-	done    chan struct{}
+	// now is the engine's clock; since is when this replica was last
+	// notified that it leads the cluster group (unix nanoseconds; 0 while
+	// another replica leads or none is known).
+	now   func() time.Time
+	since atomic.Int64
+	stop  chan struct{}
+	done  chan struct{}
 
 	mu struct {
 		sync.Mutex
@@ -54,8 +60,9 @@ type leadership struct {
 
 var _ raftio.IRaftEventListener = (*leadership)(nil)
 
-func newLeadership(self uint64, groups int) *leadership {
+func newLeadership(self uint64, groups int, now func() time.Time) *leadership {
 	l := &leadership{
+		now:     now,
 		self:    self,
 		leaders: make([]atomic.Uint64, groups+1),
 		terms:   make([]atomic.Uint64, groups+1),
@@ -82,6 +89,14 @@ func (l *leadership) LeaderUpdated(info raftio.LeaderInfo) {
 	prevTerm := l.terms[g].Swap(info.Term)
 	if info.LeaderID != 0 && (info.LeaderID != prevLeader || info.Term != prevTerm) {
 		l.changes[g].Add(1)
+	}
+	if g == ClusterGroup {
+		switch {
+		case info.LeaderID != l.self:
+			l.since.Store(0)
+		case prevLeader != l.self || info.Term != prevTerm:
+			l.since.Store(l.now().UnixNano())
+		}
 	}
 	l.notify.Lock()
 	close(l.notify.ch[g])
@@ -167,6 +182,15 @@ func (l *leadership) add(d Duty) {
 	if l.mu.ctx != nil {
 		l.startLocked(d)
 	}
+}
+
+// leadingSince returns when this replica was notified that it leads the
+// cluster group, or the zero time while it does not.
+func (l *leadership) leadingSince() time.Time {
+	if n := l.since.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
 }
 
 // leading reports whether duties are running now.

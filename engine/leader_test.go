@@ -157,7 +157,7 @@ func TestCorruptEntries(t *testing.T) {
 // Leader changes count a known leader in a new term or another leader,
 // never an unknown leader or a repeated notification.
 func TestLeaderChangesCount(t *testing.T) {
-	l := newLeadership(1, 0)
+	l := newLeadership(1, 0, time.Now)
 	defer l.close()
 	steps := []struct {
 		leader, term uint64
@@ -175,6 +175,42 @@ func TestLeaderChangesCount(t *testing.T) {
 		l.LeaderUpdated(raftio.LeaderInfo{ShardID: shardID(ClusterGroup), LeaderID: s.leader, Term: s.term})
 		if got := l.changes[ClusterGroup].Load(); got != s.want {
 			t.Fatalf("step %d (leader %d, term %d): %d changes, want %d", i, s.leader, s.term, got, s.want)
+		}
+	}
+}
+
+// Leading since is when this replica was told it leads the cluster group
+// (an election or a hand-over it won, or a new term it won again), and
+// nothing while another replica leads or the leader is unknown.
+func TestLeadingSinceIsWhenThisReplicaWon(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	now := t0
+	l := newLeadership(1, 2, func() time.Time { return now })
+	defer l.close()
+	steps := []struct {
+		at           time.Duration // the clock at this notification, from t0
+		group        int
+		leader, term uint64
+		want         time.Duration // leading since, from t0; -1: not leading
+	}{
+		{0, ClusterGroup, 2, 1, -1},                            // another leads
+		{1 * time.Second, ClusterGroup, 1, 2, time.Second},     // this replica won
+		{2 * time.Second, 1, 2, 2, time.Second},                // a service group: no change
+		{3 * time.Second, ClusterGroup, 1, 2, time.Second},     // repeated: the first time stays
+		{4 * time.Second, ClusterGroup, 0, 3, -1},              // an election under way
+		{5 * time.Second, ClusterGroup, 1, 3, 5 * time.Second}, // won again
+		{6 * time.Second, ClusterGroup, 1, 4, 6 * time.Second}, // re-elected in a new term
+		{7 * time.Second, ClusterGroup, 3, 5, -1},              // lost it
+	}
+	for i, s := range steps {
+		now = t0.Add(s.at)
+		l.LeaderUpdated(raftio.LeaderInfo{ShardID: shardID(s.group), LeaderID: s.leader, Term: s.term})
+		want := time.Time{}
+		if s.want >= 0 {
+			want = t0.Add(s.want)
+		}
+		if got := l.leadingSince(); !got.Equal(want) {
+			t.Fatalf("step %d (group %d, leader %d, term %d): leading since %v, want %v", i, s.group, s.leader, s.term, got, want)
 		}
 	}
 }

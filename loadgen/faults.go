@@ -168,8 +168,8 @@ func (f *faults) timeReconnect(ctx context.Context, killed time.Time, live []boo
 	if f.r.cl != nil {
 		go func() {
 			for ctx.Err() == nil && time.Since(killed) < time.Minute {
-				if l := f.r.cl.Leader(ctx); l != nil {
-					elected.Store(int64(max(time.Since(killed), time.Nanosecond)))
+				if l, since := f.r.cl.LeaderSince(ctx); l != nil {
+					elected.Store(int64(max(electedAfter(killed, since, time.Now()), time.Nanosecond)))
 					return
 				}
 				select {
@@ -214,6 +214,17 @@ func (f *faults) timeReconnect(ctx context.Context, killed time.Time, live []boo
 	}
 	fmt.Fprintf(f.r.cfg.Out, "%5.0fs faults  not every agent reached the new leader within a minute of the kill (%s)\n",
 		time.Since(f.r.start).Seconds(), reconnectSpread(killRecovery(time.Duration(elected.Load()), back)))
+}
+
+// electedAfter is how long after the kill a replica led again: from when
+// it says it learned it leads (since) if it said so after the kill, else
+// from when the loadgen heard it lead (now), which a busy replica's late
+// status answer stretches.
+func electedAfter(killed, since, now time.Time) time.Duration {
+	if since.After(killed) && !since.After(now) {
+		return since.Sub(killed)
+	}
+	return now.Sub(killed)
 }
 
 // killRecovery sums up how the fleet came back after a leader kill:

@@ -59,3 +59,24 @@ func TestReconnectTimeLeavesOutAgentsFaultedSinceTheKill(t *testing.T) {
 
 // at is t plus ms milliseconds, in Unix nanoseconds.
 func at(t time.Time, ms int64) int64 { return t.Add(time.Duration(ms) * time.Millisecond).UnixNano() }
+
+// A replica led again when it says it learned it leads, not when the
+// loadgen's status call got through; a time from before the kill (or
+// none, or from the future) is not believed.
+func TestElectedIsWhenTheReplicaSaysItWon(t *testing.T) {
+	killed := time.Unix(1_700_000_000, 0)
+	heard := killed.Add(16 * time.Second) // a busy replica answered late
+	for _, c := range []struct {
+		since time.Time
+		want  time.Duration
+	}{
+		{killed.Add(300 * time.Millisecond), 300 * time.Millisecond},
+		{time.Time{}, 16 * time.Second},              // an older replica says nothing
+		{killed.Add(-time.Second), 16 * time.Second}, // its leadership from before the kill
+		{heard.Add(time.Second), 16 * time.Second},   // a clock ahead: not believed
+	} {
+		if got := electedAfter(killed, c.since, heard); got != c.want {
+			t.Errorf("since %v: elected %v after the kill, want %v", c.since, got, c.want)
+		}
+	}
+}

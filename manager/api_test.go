@@ -31,6 +31,7 @@ func u32(v uint32) *uint32 { return &v }
 // inspect, compare-and-set, blocking reads, events, errors, follower reads,
 // metrics, and a leader killed while a client waits.
 func TestAPIOverThreeReplicas(t *testing.T) {
+	begun := time.Now()
 	c := startThree(t)
 	c1 := c.client(1)
 	ctx := ctxT(t)
@@ -40,6 +41,28 @@ func TestAPIOverThreeReplicas(t *testing.T) {
 	eventually(t, 10*time.Second, func() (bool, string) {
 		st, err := c1.Status(ctx)
 		return err == nil && len(st.Managers) == 3 && len(st.Groups) == 3, fmt.Sprintf("status: %+v, %v", st, err)
+	})
+	// The replica leading the cluster group says since when; the others
+	// say nothing.
+	eventually(t, 10*time.Second, func() (bool, string) {
+		var leaders []string
+		for id := uint64(1); id <= 3; id++ {
+			st, err := c.client(id).Status(ctx)
+			if err != nil {
+				return false, err.Error()
+			}
+			if st.Leading != (st.LeadingSince != "") {
+				return false, fmt.Sprintf("replica %d: leading %v, since %q", id, st.Leading, st.LeadingSince)
+			}
+			if st.Leading {
+				since, err := time.Parse(time.RFC3339Nano, st.LeadingSince)
+				if err != nil || since.Before(begun) || since.After(time.Now()) {
+					return false, fmt.Sprintf("replica %d leads since %q (%v), want a time since the cluster started", id, st.LeadingSince, err)
+				}
+				leaders = append(leaders, fmt.Sprint(id))
+			}
+		}
+		return len(leaders) == 1, fmt.Sprintf("replicas leading the cluster group: %v", leaders)
 	})
 
 	created, idx, err := c1.CreateService(ctx, client.ServiceSpec{Name: "web", Replicas: u32(3), Command: []string{"sleep", "1000"}})

@@ -196,14 +196,17 @@ type Network struct {
 
 // Status summarizes the cluster as the answering replica sees it.
 type Status struct {
-	Replica  uint64        `json:"replica"`
-	Leading  bool          `json:"leading"` // leads the cluster group (runs the leader duties)
-	Managers []Manager     `json:"managers"`
-	Groups   []GroupStatus `json:"groups"`
-	Services int           `json:"services"`
-	Tasks    int           `json:"tasks"`
-	Nodes    int           `json:"nodes"`
-	Index    string        `json:"index"` // cursor token of what this answer reflects
+	Replica uint64 `json:"replica"`
+	Leading bool   `json:"leading"` // leads the cluster group (runs the leader duties)
+	// LeadingSince is when this replica learned it leads the cluster
+	// group (RFC 3339; empty while it does not lead it).
+	LeadingSince string        `json:"leading_since,omitempty"`
+	Managers     []Manager     `json:"managers"`
+	Groups       []GroupStatus `json:"groups"`
+	Services     int           `json:"services"`
+	Tasks        int           `json:"tasks"`
+	Nodes        int           `json:"nodes"`
+	Index        string        `json:"index"` // cursor token of what this answer reflects
 }
 
 // Manager is one manager replica.

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -224,7 +225,14 @@ func newStatusCmd() *cobra.Command {
 				if o.format == "json" {
 					return printJSON(w, st)
 				}
-				fmt.Fprintf(w, "replica %d (leading: %v): %d services, %d tasks, %d nodes\n", st.Replica, st.Leading, st.Services, st.Tasks, st.Nodes)
+				lead := "leading: false"
+				if st.Leading {
+					lead = "leading: true"
+					if since, err := time.Parse(time.RFC3339Nano, st.LeadingSince); err == nil {
+						lead += ", since " + since.Local().Format("2006-01-02 15:04:05")
+					}
+				}
+				fmt.Fprintf(w, "replica %d (%s): %d services, %d tasks, %d nodes\n", st.Replica, lead, st.Services, st.Tasks, st.Nodes)
 				var rows [][]string
 				for _, m := range st.Managers {
 					rows = append(rows, []string{strconv.FormatUint(m.Replica, 10), m.API})

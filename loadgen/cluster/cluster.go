@@ -317,6 +317,14 @@ func (c *Cluster) WaitReady(ctx context.Context) error {
 // Leader returns the replica leading the cluster group (it runs the leader
 // duties), nil if none answers so.
 func (c *Cluster) Leader(ctx context.Context) *Replica {
+	r, _ := c.LeaderSince(ctx)
+	return r
+}
+
+// LeaderSince is Leader, with when that replica learned it leads (the
+// zero time if it did not say): a status answer slowed by a busy replica
+// does not move it.
+func (c *Cluster) LeaderSince(ctx context.Context) (*Replica, time.Time) {
 	for _, r := range c.Replicas {
 		if !r.Alive() {
 			continue
@@ -325,10 +333,11 @@ func (c *Cluster) Leader(ctx context.Context) *Replica {
 		st, err := c.Access.Status(sctx, r.API)
 		cancel()
 		if err == nil && st.Leading {
-			return r
+			since, _ := time.Parse(time.RFC3339Nano, st.LeadingSince)
+			return r, since
 		}
 	}
-	return nil
+	return nil, time.Time{}
 }
 
 // Close stops every replica the loadgen started: SIGTERM, then SIGKILL
