@@ -89,10 +89,6 @@ func (e *Engine) campaignForGone(addr string) {
 	if deliver == nil {
 		return
 	}
-	type orphan struct {
-		leader uint64
-		others []uint64 // the other members, by ID
-	}
 	orphans := map[uint64]orphan{} // shard: the group the gone peer led
 	deadline := e.cfg.Clock.Now().Add(time.Duration(e.cfg.ElectionRTT) * e.cfg.RTT)
 	for attempt := 0; ; attempt++ {
@@ -101,7 +97,8 @@ func (e *Engine) campaignForGone(addr string) {
 			return // closed
 		}
 		var mine []uint64
-		var stale []string // groups where another spoke as the leader since
+		var stale []string  // groups where another spoke as the leader since
+		var others []string // groups where another member's election is under way
 		for _, si := range info.ShardInfoList {
 			o, ok := orphans[si.ShardID]
 			if attempt == 0 && !si.Pending && si.LeaderID != 0 && si.LeaderID != e.cfg.ReplicaID &&
@@ -121,19 +118,57 @@ func (e *Engine) campaignForGone(addr string) {
 				delete(orphans, si.ShardID) // led again
 				continue
 			}
-			if o.others[attempt%len(o.others)] == e.cfg.ReplicaID {
+			asker, asked := e.seen.askedForVotes(si.ShardID, time.Duration(e.cfg.ElectionRTT)*e.cfg.RTT)
+			switch o.turn(attempt, e.cfg.ReplicaID, asker, asked) {
+			case turnCampaign:
 				mine = append(mine, si.ShardID)
+			case turnLeave:
+				if attempt == 0 {
+					others = append(others, fmt.Sprint(groupOf(si.ShardID)))
+				}
 			}
 		}
 		if attempt == 0 && (len(orphans) > 0 || len(stale) > 0) {
-			e.cfg.Logf("engine: the replica at %s is gone; it led %d groups, this replica campaigns in %d of them now; another leader was heard since in groups %v",
-				addr, len(orphans), len(mine), stale)
+			e.cfg.Logf("engine: the replica at %s is gone; it led %d groups, this replica campaigns in %d of them now; another leader was heard since in groups %v; another member's election was under way in groups %v",
+				addr, len(orphans), len(mine), stale, others)
 		}
 		e.campaign(deliver, mine)
 		if len(orphans) == 0 || !e.cfg.Clock.Now().Before(deadline) || !e.idle(handOverRound*e.cfg.RTT) {
 			return
 		}
 	}
+}
+
+// orphan is a group whose leader is gone: that leader, and the other
+// members by ID, who take turns campaigning.
+type orphan struct {
+	leader uint64
+	others []uint64
+}
+
+// A member's part in an orphaned group at one attempt.
+const (
+	turnWait     = iota // another member's turn
+	turnCampaign        // this replica's turn: it campaigns
+	turnLeave           // its turn, but another member is campaigning already
+)
+
+// turn is self's part in o at attempt: the members take turns in ID
+// order, one per attempt; but while another survivor's own election is
+// under way (it asked self for a vote or pre-vote within the last election
+// timeout, asked), self leaves that election be: a campaign of self's at
+// the same term would split the vote, and every member would then wait
+// out its election timeout (seen beside 10,000 agents, where a starved
+// follower's election timer fired just as the leader died: its election
+// and the immediate campaign tied, and the group had no leader for 5 s).
+func (o orphan) turn(attempt int, self, asker uint64, asked bool) int {
+	if o.others[attempt%len(o.others)] != self {
+		return turnWait
+	}
+	if asked && asker != self && asker != o.leader {
+		return turnLeave
+	}
+	return turnCampaign
 }
 
 // idle waits d on the engine's clock; false if the engine closed first.

@@ -36,6 +36,11 @@ type shardHeard struct {
 	commit uint64               // the highest commit index announced
 	leader uint64               // who last spoke as the leader
 	runs   map[uint64]answerRun // by peer
+	spoke  time.Time            // when the leader last spoke
+	// asker last asked this replica for its vote or pre-vote, at asked:
+	// an election of its own under way (see leaderGone).
+	asker uint64
+	asked time.Time
 }
 
 // answerRun is one unbroken run of answers: its first and latest.
@@ -66,17 +71,20 @@ func (h *heard) observe(b *pb.MessageBatch) {
 		m := &b.Requests[i]
 		answer := m.Type == pb.HeartbeatResp || (m.Type == pb.ReplicateResp && !m.Reject)
 		leader := m.Type == pb.Heartbeat || m.Type == pb.Replicate
+		ask := m.Type == pb.RequestVote || m.Type == pb.RequestPreVote
 		s := h.shard(m.ShardID)
-		if (!answer && !leader) || s == nil {
+		if (!answer && !leader && !ask) || s == nil {
 			continue
 		}
-		if answer && now.IsZero() { // only answers are timed
+		if now.IsZero() {
 			now = h.now()
 		}
 		s.mu.Lock()
-		if leader {
+		if ask {
+			s.asker, s.asked = m.From, now
+		} else if leader {
 			s.commit = max(s.commit, m.Commit)
-			s.leader = m.From
+			s.leader, s.spoke = m.From, now
 		} else {
 			r, ok := s.runs[m.From]
 			if !ok || now.Sub(r.last) > h.gap {
@@ -110,6 +118,22 @@ func (h *heard) lastLeader(shard uint64) uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.leader
+}
+
+// askedForVotes returns the peer that last asked this replica for its
+// vote or pre-vote in shard, if it did within the last `within` and after
+// the leader last spoke here: that peer is campaigning.
+func (h *heard) askedForVotes(shard uint64, within time.Duration) (peer uint64, ok bool) {
+	s := h.shard(shard)
+	if s == nil {
+		return 0, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.asker == 0 || h.now().Sub(s.asked) > within || !s.asked.After(s.spoke) {
+		return 0, false
+	}
+	return s.asker, true
 }
 
 // rank orders peers as hand-over targets for a group: those answering now

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -82,5 +83,48 @@ func TestLastLeaderIsWhoeverLastSpokeAsTheLeader(t *testing.T) {
 	say(group, 2, pb.Replicate)
 	if got := h.lastLeader(shardID(group)); got != 2 {
 		t.Fatalf("replica 2 appended since: last leader %d, want 2", got)
+	}
+}
+
+// A peer that asked for this replica's vote or pre-vote after the leader
+// last spoke, within the window, is campaigning; an older request, one
+// from before the leader's last word, another group's, and other messages
+// are not.
+func TestVoteRequestsMarkAnElectionUnderWay(t *testing.T) {
+	now := time.Unix(1000, 0)
+	h := newHeard(4, 120*time.Millisecond, func() time.Time { return now })
+	const group, window = 1, 2 * time.Second
+	say := func(g int, from uint64, typ pb.MessageType) {
+		h.observe(&pb.MessageBatch{Requests: []pb.Message{{Type: typ, ShardID: shardID(g), From: from}}})
+	}
+	asked := func() string {
+		p, ok := h.askedForVotes(shardID(group), window)
+		return fmt.Sprint(p, ok)
+	}
+	say(group, 3, pb.Heartbeat)
+	if got := asked(); got != "0 false" {
+		t.Fatalf("nobody asked yet: %s", got)
+	}
+	now = now.Add(time.Second)
+	say(group, 2, pb.RequestPreVote)
+	say(group+1, 1, pb.RequestVote) // another group's election
+	say(group, 1, pb.HeartbeatResp)
+	if got := asked(); got != "2 true" {
+		t.Fatalf("replica 2 asked for a pre-vote a moment ago: %s, want 2 true", got)
+	}
+	now = now.Add(100 * time.Millisecond)
+	say(group, 1, pb.RequestVote)
+	if got := asked(); got != "1 true" {
+		t.Fatalf("replica 1 asked last: %s, want 1 true", got)
+	}
+	now = now.Add(window + time.Millisecond)
+	if got := asked(); got != "0 false" {
+		t.Fatalf("the request is older than the window: %s", got)
+	}
+	say(group, 2, pb.RequestVote)
+	now = now.Add(time.Millisecond)
+	say(group, 2, pb.Heartbeat) // 2 won and speaks as the leader
+	if got := asked(); got != "0 false" {
+		t.Fatalf("a leader spoke since the request: %s", got)
 	}
 }
