@@ -161,6 +161,9 @@ const (
 // out its election timeout (seen beside 10,000 agents, where a starved
 // follower's election timer fired just as the leader died: its election
 // and the immediate campaign tied, and the group had no leader for 5 s).
+// Should that member be unable to win (its log behind), the group waits
+// for Raft's own election timeout, as it did before any immediate
+// campaign.
 func (o orphan) turn(attempt int, self, asker uint64, asked bool) int {
 	if o.others[attempt%len(o.others)] != self {
 		return turnWait
