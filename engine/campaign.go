@@ -118,8 +118,8 @@ func (e *Engine) campaignForGone(addr string) {
 				delete(orphans, si.ShardID) // led again
 				continue
 			}
-			asker, asked := e.seen.askedForVotes(si.ShardID, time.Duration(e.cfg.ElectionRTT)*e.cfg.RTT)
-			switch o.turn(attempt, e.cfg.ReplicaID, asker, asked) {
+			grantee, gave := e.seen.gaveVote(si.ShardID, time.Duration(e.cfg.ElectionRTT)*e.cfg.RTT)
+			switch o.turn(attempt, e.cfg.ReplicaID, grantee, gave) {
 			case turnCampaign:
 				mine = append(mine, si.ShardID)
 			case turnLeave:
@@ -155,20 +155,22 @@ const (
 
 // turn is self's part in o at attempt: the members take turns in ID
 // order, one per attempt; but while another survivor's own election is
-// under way (it asked self for a vote or pre-vote within the last election
-// timeout, asked), self leaves that election be: a campaign of self's at
-// the same term would split the vote, and every member would then wait
-// out its election timeout (seen beside 10,000 agents, where a starved
-// follower's election timer fired just as the leader died: its election
-// and the immediate campaign tied, and the group had no leader for 5 s).
-// Should that member be unable to win (its log behind), the group waits
-// for Raft's own election timeout, as it did before any immediate
-// campaign.
-func (o orphan) turn(attempt int, self, asker uint64, asked bool) int {
+// under way with self's support (self gave it its vote or pre-vote since
+// the leader last spoke, within an election timeout: gave), self leaves
+// that election be. A campaign of self's at the same term would split the
+// vote, and every member would then wait out its election timeout (seen
+// beside 10,000 agents, where a starved follower's election timer fired
+// just as the leader died: its election and the immediate campaign tied,
+// and the group had no leader for 5 s). A vote request self did not grant
+// (in its leader lease Raft drops it; or the asker's log is behind)
+// changes nothing: self campaigns on its turn. Should the election self
+// supports fail all the same, the group waits for Raft's own election
+// timeout, as it did before any immediate campaign.
+func (o orphan) turn(attempt int, self, grantee uint64, gave bool) int {
 	if o.others[attempt%len(o.others)] != self {
 		return turnWait
 	}
-	if asked && asker != self && asker != o.leader {
+	if gave && grantee != o.leader {
 		return turnLeave
 	}
 	return turnCampaign

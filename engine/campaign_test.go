@@ -83,30 +83,29 @@ func survivorsElectAtOnce(t *testing.T, heartbeatRTT uint64) {
 }
 
 // The survivors of a gone leader take turns campaigning in ID order, one
-// per attempt; on its turn a member leaves be an election another
-// survivor already runs (it asked for a vote lately), since a campaign at
-// the same term would split the vote, but not one the gone leader asked
-// for or this member's own.
-func TestTurnLeavesAnotherSurvivorsElectionBe(t *testing.T) {
+// per attempt; on its turn a member leaves be an election it supports
+// (it gave another survivor its vote or pre-vote lately), since a
+// campaign at the same term would split the vote; a vote it gave the gone
+// leader changes nothing.
+func TestTurnLeavesAnElectionItSupportsBe(t *testing.T) {
 	o := orphan{leader: 3, others: []uint64{1, 2}}
 	for _, c := range []struct {
-		attempt     int
-		self, asker uint64
-		asked       bool
-		want        int
+		attempt       int
+		self, grantee uint64
+		gave          bool
+		want          int
 	}{
 		{0, 1, 0, false, turnCampaign},
 		{0, 2, 0, false, turnWait},
 		{1, 2, 0, false, turnCampaign},
-		{0, 1, 2, true, turnLeave},     // 2's election is under way
-		{0, 1, 2, false, turnCampaign}, // 2 asked long ago
-		{0, 1, 3, true, turnCampaign},  // the gone leader asked: no survivor's election
-		{0, 1, 1, true, turnCampaign},  // its own
+		{0, 1, 2, true, turnLeave},     // 1 supports 2's election
+		{0, 1, 2, false, turnCampaign}, // it did, long ago
+		{0, 1, 3, true, turnCampaign},  // it voted for the gone leader
 		{0, 2, 1, true, turnWait},      // not its turn anyway
 		{2, 1, 2, true, turnLeave},
 	} {
-		if got := o.turn(c.attempt, c.self, c.asker, c.asked); got != c.want {
-			t.Errorf("attempt %d, replica %d, asked by %d (%v): %d, want %d", c.attempt, c.self, c.asker, c.asked, got, c.want)
+		if got := o.turn(c.attempt, c.self, c.grantee, c.gave); got != c.want {
+			t.Errorf("attempt %d, replica %d, vote given to %d (%v): %d, want %d", c.attempt, c.self, c.grantee, c.gave, got, c.want)
 		}
 	}
 }

@@ -37,10 +37,10 @@ type shardHeard struct {
 	leader uint64               // who last spoke as the leader
 	runs   map[uint64]answerRun // by peer
 	spoke  time.Time            // when the leader last spoke
-	// asker last asked this replica for its vote or pre-vote, at asked:
-	// an election of its own under way (see leaderGone).
-	asker uint64
-	asked time.Time
+	// grantee is the peer this replica last gave its vote or pre-vote,
+	// at granted: that peer's election is under way (see leaderGone).
+	grantee uint64
+	granted time.Time
 }
 
 // answerRun is one unbroken run of answers: its first and latest.
@@ -63,26 +63,23 @@ func (h *heard) shard(id uint64) *shardHeard {
 	return &h.shards[id-1]
 }
 
-// observe records the answers, leaders and commit indexes in a batch
-// received from a peer; it keeps nothing of b.
+// observe records the answers, leaders (and when they spoke) and commit
+// indexes in a batch received from a peer; it keeps nothing of b.
 func (h *heard) observe(b *pb.MessageBatch) {
 	var now time.Time
 	for i := range b.Requests {
 		m := &b.Requests[i]
 		answer := m.Type == pb.HeartbeatResp || (m.Type == pb.ReplicateResp && !m.Reject)
 		leader := m.Type == pb.Heartbeat || m.Type == pb.Replicate
-		ask := m.Type == pb.RequestVote || m.Type == pb.RequestPreVote
 		s := h.shard(m.ShardID)
-		if (!answer && !leader && !ask) || s == nil {
+		if (!answer && !leader) || s == nil {
 			continue
 		}
 		if now.IsZero() {
 			now = h.now()
 		}
 		s.mu.Lock()
-		if ask {
-			s.asker, s.asked = m.From, now
-		} else if leader {
+		if leader {
 			s.commit = max(s.commit, m.Commit)
 			s.leader, s.spoke = m.From, now
 		} else {
@@ -120,20 +117,43 @@ func (h *heard) lastLeader(shard uint64) uint64 {
 	return s.leader
 }
 
-// askedForVotes returns the peer that last asked this replica for its
-// vote or pre-vote in shard, if it did within the last `within` and after
-// the leader last spoke here: that peer is campaigning.
-func (h *heard) askedForVotes(shard uint64, within time.Duration) (peer uint64, ok bool) {
+// sent records the votes and pre-votes in a batch this replica sends to a
+// peer (the transport's hook); it keeps nothing of b.
+func (h *heard) sent(b *pb.MessageBatch) {
+	var now time.Time
+	for i := range b.Requests {
+		m := &b.Requests[i]
+		if (m.Type != pb.RequestVoteResp && m.Type != pb.RequestPreVoteResp) || m.Reject {
+			continue
+		}
+		s := h.shard(m.ShardID)
+		if s == nil {
+			continue
+		}
+		if now.IsZero() {
+			now = h.now()
+		}
+		s.mu.Lock()
+		s.grantee, s.granted = m.To, now
+		s.mu.Unlock()
+	}
+}
+
+// gaveVote returns the peer this replica last gave its vote or pre-vote
+// in shard, if it did within the last `within` and after the leader last
+// spoke here: that peer's election is under way, with this replica's
+// support.
+func (h *heard) gaveVote(shard uint64, within time.Duration) (peer uint64, ok bool) {
 	s := h.shard(shard)
 	if s == nil {
 		return 0, false
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.asker == 0 || h.now().Sub(s.asked) > within || !s.asked.After(s.spoke) {
+	if s.grantee == 0 || h.now().Sub(s.granted) > within || !s.granted.After(s.spoke) {
 		return 0, false
 	}
-	return s.asker, true
+	return s.grantee, true
 }
 
 // rank orders peers as hand-over targets for a group: those answering now

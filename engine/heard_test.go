@@ -86,45 +86,50 @@ func TestLastLeaderIsWhoeverLastSpokeAsTheLeader(t *testing.T) {
 	}
 }
 
-// A peer that asked for this replica's vote or pre-vote after the leader
-// last spoke, within the window, is campaigning; an older request, one
-// from before the leader's last word, another group's, and other messages
-// are not.
-func TestVoteRequestsMarkAnElectionUnderWay(t *testing.T) {
+// The peer this replica last gave its vote or pre-vote, after the leader
+// last spoke and within the window, runs an election this replica
+// supports; a refusal, a request received, an older grant, one from
+// before the leader's last word and another group's are none.
+func TestVotesGivenMarkAnElectionUnderWay(t *testing.T) {
 	now := time.Unix(1000, 0)
 	h := newHeard(4, 120*time.Millisecond, func() time.Time { return now })
 	const group, window = 1, 2 * time.Second
-	say := func(g int, from uint64, typ pb.MessageType) {
+	heard := func(g int, from uint64, typ pb.MessageType) {
 		h.observe(&pb.MessageBatch{Requests: []pb.Message{{Type: typ, ShardID: shardID(g), From: from}}})
 	}
-	asked := func() string {
-		p, ok := h.askedForVotes(shardID(group), window)
+	send := func(g int, to uint64, typ pb.MessageType, reject bool) {
+		h.sent(&pb.MessageBatch{Requests: []pb.Message{{Type: typ, ShardID: shardID(g), To: to, Reject: reject}}})
+	}
+	gave := func() string {
+		p, ok := h.gaveVote(shardID(group), window)
 		return fmt.Sprint(p, ok)
 	}
-	say(group, 3, pb.Heartbeat)
-	if got := asked(); got != "0 false" {
-		t.Fatalf("nobody asked yet: %s", got)
-	}
+	heard(group, 3, pb.Heartbeat)
 	now = now.Add(time.Second)
-	say(group, 2, pb.RequestPreVote)
-	say(group+1, 1, pb.RequestVote) // another group's election
-	say(group, 1, pb.HeartbeatResp)
-	if got := asked(); got != "2 true" {
-		t.Fatalf("replica 2 asked for a pre-vote a moment ago: %s, want 2 true", got)
+	heard(group, 2, pb.RequestPreVote)
+	send(group, 2, pb.RequestPreVoteResp, true) // refused (in its lease)
+	send(group+1, 1, pb.RequestVoteResp, false) // another group's
+	send(group, 2, pb.HeartbeatResp, false)
+	if got := gave(); got != "0 false" {
+		t.Fatalf("no vote given in the group yet: %s", got)
+	}
+	send(group, 2, pb.RequestPreVoteResp, false)
+	if got := gave(); got != "2 true" {
+		t.Fatalf("replica 2 got this replica's pre-vote a moment ago: %s, want 2 true", got)
 	}
 	now = now.Add(100 * time.Millisecond)
-	say(group, 1, pb.RequestVote)
-	if got := asked(); got != "1 true" {
-		t.Fatalf("replica 1 asked last: %s, want 1 true", got)
+	send(group, 1, pb.RequestVoteResp, false)
+	if got := gave(); got != "1 true" {
+		t.Fatalf("replica 1 got the last vote: %s, want 1 true", got)
 	}
 	now = now.Add(window + time.Millisecond)
-	if got := asked(); got != "0 false" {
-		t.Fatalf("the request is older than the window: %s", got)
+	if got := gave(); got != "0 false" {
+		t.Fatalf("the vote is older than the window: %s", got)
 	}
-	say(group, 2, pb.RequestVote)
+	send(group, 2, pb.RequestVoteResp, false)
 	now = now.Add(time.Millisecond)
-	say(group, 2, pb.Heartbeat) // 2 won and speaks as the leader
-	if got := asked(); got != "0 false" {
-		t.Fatalf("a leader spoke since the request: %s", got)
+	heard(group, 2, pb.Heartbeat) // 2 won and speaks as the leader
+	if got := gave(); got != "0 false" {
+		t.Fatalf("a leader spoke since the vote: %s", got)
 	}
 }

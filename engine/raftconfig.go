@@ -29,10 +29,11 @@ func (e *Engine) nodeHostConfig() config.NodeHostConfig {
 		Expert: config.ExpertConfig{
 			// Connections that re-dial a peer that restarted, instead of
 			// tripping the circuit breaker once per stale stream.
-			// What arrives is seen first (receive).
+			// What arrives is seen first (receive); the votes this
+			// replica gives are noted as they leave (heard.sent).
 			TransportFactory: raftnet.Factory{Receive: e.receive,
 				Created: func(deliver raftio.MessageHandler) { e.local = deliver },
-				Gone:    e.leaderGone},
+				Gone:    e.leaderGone, Sent: e.seen.sent},
 			LogDB: logdb,
 			Engine: config.EngineConfig{
 				ExecShards: w, CommitShards: w, ApplyShards: w, SnapshotShards: w, CloseShards: w,

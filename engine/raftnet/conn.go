@@ -82,6 +82,9 @@ func (m *msgConn) SendMessageBatch(b pb.MessageBatch) error {
 			return err
 		}
 	}
+	if m.t.sent != nil {
+		m.t.sent(&b)
+	}
 	need := headerSize + b.SizeUpperLimit()
 	if cap(m.buf) < need {
 		m.buf = make([]byte, need)

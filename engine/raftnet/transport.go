@@ -57,6 +57,9 @@ type Factory struct {
 	// once when the peer closes a message connection: nothing listens
 	// there any more (its process ended).
 	Gone func(target string)
+	// Sent, when set, is handed every message batch just before it is
+	// sent to a peer; it must keep nothing of b and be quick.
+	Sent func(b *pb.MessageBatch)
 }
 
 var _ config.TransportFactory = Factory{}
@@ -70,7 +73,7 @@ func (f Factory) Create(nh config.NodeHostConfig, messages raftio.MessageHandler
 		deliver := messages
 		messages = func(b pb.MessageBatch) { f.Receive(b, deliver) }
 	}
-	return &Transport{nh: nh, messages: messages, chunks: chunks, gone: f.Gone,
+	return &Transport{nh: nh, messages: messages, chunks: chunks, gone: f.Gone, sent: f.Sent,
 		conns: map[net.Conn]struct{}{}, down: map[string]bool{}}
 }
 
@@ -86,6 +89,7 @@ type Transport struct {
 	messages raftio.MessageHandler
 	chunks   raftio.ChunkHandler
 	gone     func(target string)
+	sent     func(b *pb.MessageBatch)
 
 	ln     net.Listener
 	wg     sync.WaitGroup

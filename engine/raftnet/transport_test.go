@@ -323,3 +323,41 @@ func TestMutualTLS(t *testing.T) {
 		}
 	}
 }
+
+// The Sent hook sees every batch sent to a peer, before the peer has it,
+// and no batch that was not sent (a peer refusing connections).
+func TestSentSeesWhatLeaves(t *testing.T) {
+	addr := freeAddr(t)
+	in := newInbox()
+	start(t, config.NodeHostConfig{}, addr, in)
+	var mu sync.Mutex
+	var sent []uint64 // terms
+	nh := config.NodeHostConfig{RaftAddress: freeAddr(t)}
+	local := Factory{Sent: func(b *pb.MessageBatch) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, m := range b.Requests {
+			sent = append(sent, m.Term)
+		}
+	}}.Create(nh, newInbox().message, newInbox().chunk).(*Transport)
+	if err := local.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = local.Close() })
+	conn := connect(t, local, addr)
+	for term := uint64(1); term <= 3; term++ {
+		if err := conn.SendMessageBatch(batch(term)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	in.waitTerm(t, 3)
+	refusing := connect(t, local, freeAddr(t)) // nothing listens there
+	if err := refusing.SendMessageBatch(batch(4)); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(sent) != 3 || sent[0] != 1 || sent[2] != 3 {
+		t.Fatalf("the hook saw terms %v, want 1, 2, 3 (4 went nowhere)", sent)
+	}
+}
