@@ -18,8 +18,8 @@ func (s *Server) getStatus(ctx *fasthttp.RequestCtx, _ []string) error {
 		return err
 	}
 	doc := client.Status{Replica: s.e.ReplicaID(), Leading: s.e.Leading()}
-	if since := s.e.LeadingSince(); !since.IsZero() {
-		doc.LeadingSince = since.UTC().Format(time.RFC3339Nano)
+	if leader, since := s.e.ClusterLeader(); leader != 0 {
+		doc.Leader, doc.LeaderSince = leader, since.UTC().Format(time.RFC3339Nano)
 	}
 	hash := ctx.QueryArgs().GetBool("hash")
 	all := append([]int{engine.ClusterGroup}, s.serviceGroups()...)

@@ -210,10 +210,11 @@ func (e *Engine) AddDuty(d Duty) { e.lead.add(d) }
 // cluster group as far as it knows.
 func (e *Engine) Leading() bool { return e.lead.leading() }
 
-// LeadingSince returns when this replica learned that it leads the
-// cluster group (its election or hand-over), or the zero time while it
-// does not lead it.
-func (e *Engine) LeadingSince() time.Time { return e.lead.leadingSince() }
+// ClusterLeader returns the cluster group's leader as this replica was
+// last told (0 while none is known) and when it first heard of that
+// leader in its term (an election or hand-over it learned of; for itself,
+// when it won).
+func (e *Engine) ClusterLeader() (leader uint64, since time.Time) { return e.lead.clusterLeader() }
 
 // Leader returns the leader of a group as this replica knows it (ok=false
 // while unknown).

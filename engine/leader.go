@@ -41,13 +41,16 @@ type leadership struct {
 		ch []chan struct{}
 	}
 	changed chan struct{} // cap 1: the cluster group's leader changed
-	// now is the engine's clock; since is when this replica was last
-	// notified that it leads the cluster group (unix nanoseconds; 0 while
-	// another replica leads or none is known).
-	now   func() time.Time
-	since atomic.Int64
-	stop  chan struct{}
-	done  chan struct{}
+	// now is the engine's clock; cluster is the cluster group's leader as
+	// last notified, and when this replica first heard of it in its term.
+	now     func() time.Time
+	cluster struct {
+		sync.Mutex
+		leader uint64
+		since  time.Time
+	}
+	stop chan struct{}
+	done chan struct{}
 
 	mu struct {
 		sync.Mutex
@@ -91,12 +94,14 @@ func (l *leadership) LeaderUpdated(info raftio.LeaderInfo) {
 		l.changes[g].Add(1)
 	}
 	if g == ClusterGroup {
+		l.cluster.Lock()
 		switch {
-		case info.LeaderID != l.self:
-			l.since.Store(0)
-		case prevLeader != l.self || info.Term != prevTerm:
-			l.since.Store(l.now().UnixNano())
+		case info.LeaderID == 0:
+			l.cluster.leader, l.cluster.since = 0, time.Time{}
+		case info.LeaderID != l.cluster.leader || info.Term != prevTerm:
+			l.cluster.leader, l.cluster.since = info.LeaderID, l.now()
 		}
+		l.cluster.Unlock()
 	}
 	l.notify.Lock()
 	close(l.notify.ch[g])
@@ -184,13 +189,13 @@ func (l *leadership) add(d Duty) {
 	}
 }
 
-// leadingSince returns when this replica was notified that it leads the
-// cluster group, or the zero time while it does not.
-func (l *leadership) leadingSince() time.Time {
-	if n := l.since.Load(); n != 0 {
-		return time.Unix(0, n)
-	}
-	return time.Time{}
+// clusterLeader returns the cluster group's leader as last notified (0:
+// none known) and when this replica first heard of it in its term (the
+// zero time with no leader).
+func (l *leadership) clusterLeader() (leader uint64, since time.Time) {
+	l.cluster.Lock()
+	defer l.cluster.Unlock()
+	return l.cluster.leader, l.cluster.since
 }
 
 // leading reports whether duties are running now.

@@ -179,10 +179,11 @@ func TestLeaderChangesCount(t *testing.T) {
 	}
 }
 
-// Leading since is when this replica was told it leads the cluster group
-// (an election or a hand-over it won, or a new term it won again), and
-// nothing while another replica leads or the leader is unknown.
-func TestLeadingSinceIsWhenThisReplicaWon(t *testing.T) {
+// The cluster group's leader comes with when this replica first heard of
+// it in its term (an election or hand-over, or a new term it won again);
+// a repeated notification changes nothing, service groups change nothing,
+// and with no leader known there is no time either.
+func TestClusterLeaderSinceIsWhenThisReplicaHeardOfIt(t *testing.T) {
 	t0 := time.Unix(1_700_000_000, 0)
 	now := t0
 	l := newLeadership(1, 2, func() time.Time { return now })
@@ -191,26 +192,28 @@ func TestLeadingSinceIsWhenThisReplicaWon(t *testing.T) {
 		at           time.Duration // the clock at this notification, from t0
 		group        int
 		leader, term uint64
-		want         time.Duration // leading since, from t0; -1: not leading
+		want         uint64        // the leader then
+		since        time.Duration // from t0; -1: none
 	}{
-		{0, ClusterGroup, 2, 1, -1},                            // another leads
-		{1 * time.Second, ClusterGroup, 1, 2, time.Second},     // this replica won
-		{2 * time.Second, 1, 2, 2, time.Second},                // a service group: no change
-		{3 * time.Second, ClusterGroup, 1, 2, time.Second},     // repeated: the first time stays
-		{4 * time.Second, ClusterGroup, 0, 3, -1},              // an election under way
-		{5 * time.Second, ClusterGroup, 1, 3, 5 * time.Second}, // won again
-		{6 * time.Second, ClusterGroup, 1, 4, 6 * time.Second}, // re-elected in a new term
-		{7 * time.Second, ClusterGroup, 3, 5, -1},              // lost it
+		{0, ClusterGroup, 2, 1, 2, 0},                             // 2 leads
+		{1 * time.Second, ClusterGroup, 1, 2, 1, time.Second},     // this replica won
+		{2 * time.Second, 1, 2, 2, 1, time.Second},                // a service group: no change
+		{3 * time.Second, ClusterGroup, 1, 2, 1, time.Second},     // repeated: the first time stays
+		{4 * time.Second, ClusterGroup, 0, 3, 0, -1},              // an election under way
+		{5 * time.Second, ClusterGroup, 1, 3, 1, 5 * time.Second}, // won again
+		{6 * time.Second, ClusterGroup, 1, 4, 1, 6 * time.Second}, // re-elected in a new term
+		{7 * time.Second, ClusterGroup, 3, 4, 3, 7 * time.Second}, // a hand-over to 3 in the term
+		{8 * time.Second, ClusterGroup, 3, 4, 3, 7 * time.Second}, // repeated
 	}
 	for i, s := range steps {
 		now = t0.Add(s.at)
 		l.LeaderUpdated(raftio.LeaderInfo{ShardID: shardID(s.group), LeaderID: s.leader, Term: s.term})
 		want := time.Time{}
-		if s.want >= 0 {
-			want = t0.Add(s.want)
+		if s.since >= 0 {
+			want = t0.Add(s.since)
 		}
-		if got := l.leadingSince(); !got.Equal(want) {
-			t.Fatalf("step %d (group %d, leader %d, term %d): leading since %v, want %v", i, s.group, s.leader, s.term, got, want)
+		if leader, since := l.clusterLeader(); leader != s.want || !since.Equal(want) {
+			t.Fatalf("step %d (group %d, leader %d, term %d): leader %d since %v, want %d since %v", i, s.group, s.leader, s.term, leader, since, s.want, want)
 		}
 	}
 }

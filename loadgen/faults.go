@@ -126,6 +126,7 @@ func (f *faults) killLeader(ctx context.Context) {
 		return
 	}
 	live := f.r.fleet.Live()
+	signalled := time.Now()
 	if err := f.r.cl.Kill(l); err != nil {
 		fmt.Fprintln(f.r.cfg.Out, "loadgen: kill leader:", err)
 		return
@@ -137,7 +138,7 @@ func (f *faults) killLeader(ctx context.Context) {
 		time.Since(f.r.start).Seconds(), l.ID, killed.Format("15:04:05.000"))
 	// Not in f.wg: it may go on into the next phase (the run's context
 	// bounds it).
-	go f.timeReconnect(f.r.ctx, killed, live)
+	go f.timeReconnect(f.r.ctx, killed, live, l.ID, signalled)
 	f.wg.Add(1)
 	go func() {
 		defer f.wg.Done()
@@ -160,16 +161,17 @@ func (f *faults) killLeader(ctx context.Context) {
 // when the leader died, or still coming back from one (its reconnect
 // backoff grew while it was cut off), comes back on its own schedule:
 // counting it timed the fault, not the failover. The line it prints also
-// tells when a replica said it leads again and when half and nine tenths
-// of those agents were back, which tells the election from the fleet's
-// return.
-func (f *faults) timeReconnect(ctx context.Context, killed time.Time, live []bool) {
-	var elected atomic.Int64 // since the kill; 0 until a replica says it leads
+// tells when a replica led again (the earliest time a surviving replica
+// says it heard of a leader other than the killed one, gone, after the
+// SIGKILL was sent, signalled) and when half and nine tenths of those
+// agents were back, which tells the election from the fleet's return.
+func (f *faults) timeReconnect(ctx context.Context, killed time.Time, live []bool, gone uint64, signalled time.Time) {
+	var elected atomic.Int64 // since the kill; 0 until a replica names a new leader
 	if f.r.cl != nil {
 		go func() {
 			for ctx.Err() == nil && time.Since(killed) < time.Minute {
-				if l, since := f.r.cl.LeaderSince(ctx); l != nil {
-					elected.Store(int64(max(electedAfter(killed, since, time.Now()), time.Nanosecond)))
+				if since, ok := f.r.cl.FirstLeader(ctx, gone, signalled); ok {
+					elected.Store(int64(max(since.Sub(killed), time.Nanosecond)))
 					return
 				}
 				select {
@@ -214,17 +216,6 @@ func (f *faults) timeReconnect(ctx context.Context, killed time.Time, live []boo
 	}
 	fmt.Fprintf(f.r.cfg.Out, "%5.0fs faults  not every agent reached the new leader within a minute of the kill (%s)\n",
 		time.Since(f.r.start).Seconds(), reconnectSpread(killRecovery(time.Duration(elected.Load()), back)))
-}
-
-// electedAfter is how long after the kill a replica led again: from when
-// it says it learned it leads (since) if it said so after the kill, else
-// from when the loadgen heard it lead (now), which a busy replica's late
-// status answer stretches.
-func electedAfter(killed, since, now time.Time) time.Duration {
-	if since.After(killed) && !since.After(now) {
-		return since.Sub(killed)
-	}
-	return now.Sub(killed)
 }
 
 // killRecovery sums up how the fleet came back after a leader kill:

@@ -198,15 +198,17 @@ type Network struct {
 type Status struct {
 	Replica uint64 `json:"replica"`
 	Leading bool   `json:"leading"` // leads the cluster group (runs the leader duties)
-	// LeadingSince is when this replica learned it leads the cluster
-	// group (RFC 3339; empty while it does not lead it).
-	LeadingSince string        `json:"leading_since,omitempty"`
-	Managers     []Manager     `json:"managers"`
-	Groups       []GroupStatus `json:"groups"`
-	Services     int           `json:"services"`
-	Tasks        int           `json:"tasks"`
-	Nodes        int           `json:"nodes"`
-	Index        string        `json:"index"` // cursor token of what this answer reflects
+	// Leader is the replica leading the cluster group as this one knows
+	// it (0: none known), and LeaderSince when this replica first heard
+	// of that leader in its term (RFC 3339): when it won, if it leads.
+	Leader      uint64        `json:"leader,omitempty"`
+	LeaderSince string        `json:"leader_since,omitempty"`
+	Managers    []Manager     `json:"managers"`
+	Groups      []GroupStatus `json:"groups"`
+	Services    int           `json:"services"`
+	Tasks       int           `json:"tasks"`
+	Nodes       int           `json:"nodes"`
+	Index       string        `json:"index"` // cursor token of what this answer reflects
 }
 
 // Manager is one manager replica.

@@ -228,7 +228,7 @@ func newStatusCmd() *cobra.Command {
 				lead := "leading: false"
 				if st.Leading {
 					lead = "leading: true"
-					if since, err := time.Parse(time.RFC3339Nano, st.LeadingSince); err == nil {
+					if since, err := time.Parse(time.RFC3339Nano, st.LeaderSince); err == nil && st.Leader == st.Replica {
 						lead += ", since " + since.Local().Format("2006-01-02 15:04:05")
 					}
 				}
