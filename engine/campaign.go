@@ -69,7 +69,9 @@ func (e *Engine) allLed() bool {
 // as a hand-over's target does (its vote request passes the others'
 // leader lease), once it applied what it knows to be committed. Every
 // member decides alike from the membership, so one campaigns and the vote
-// does not split. A candidate whose log is behind loses; every
+// does not split; a member that already gave another survivor its vote
+// (that survivor's own election timer fired) leaves that election be
+// (orphan.turn). A candidate whose log is behind loses; every
 // handOverRound RTTs without a leader the next member in ID order is
 // nudged, for at most an election timeout, after which the group's own
 // election timeout has taken over. A peer that merely went quiet (a host

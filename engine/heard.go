@@ -12,13 +12,15 @@ import (
 // heard records what this replica heard from its peers, per group: when
 // each peer last answered its heartbeats or log appends and since when it
 // has answered without a break, the highest commit index a leader
-// announced, and who last spoke as the leader. A leader hands a group
+// announced, who last spoke as the leader and when, and (as it leaves) the
+// last vote or pre-vote this replica gave. A leader hands a group
 // over to the peer that has answered longest: a peer that restarted a
 // moment ago is still applying the entries it missed, and Raft's transfer
 // target does not campaign while it has committed entries left to apply.
 // The commit index tells a transfer target when it has applied what it
 // was told (see holdTimeoutNow); the leader's last word tells whether a
-// peer that is gone still led the group (see leaderGone).
+// peer that is gone still led the group, and the vote given since whether
+// another survivor's election is under way (see leaderGone).
 type heard struct {
 	// gap is how long a peer may go without answering before its run of
 	// answers counts as broken.

@@ -18,18 +18,29 @@ import (
 var plantedBugs = os.Getenv("SHOAL_SEAMS")
 
 func init() {
-	if plantedBugs != "" {
-		fmt.Fprintf(os.Stderr, "shoal: this test build plants the bugs SHOAL_SEAMS names: %s\n", plantedBugs)
+	if plantedBugs == "" {
+		return
 	}
+	var cfg statemachine.Config
+	if err := plantBugsIn(&cfg); err != nil {
+		fmt.Fprintf(os.Stderr, "shoal: SHOAL_SEAMS: %v\n", err)
+		os.Exit(2)
+	}
+	fmt.Fprintf(os.Stderr, "shoal: this test build plants the bugs SHOAL_SEAMS names: %s\n", plantedBugs)
 }
 
 func plantBugs(cfg *statemachine.Config) {
+	_ = plantBugsIn(cfg) // the names were checked at start (init)
+}
+
+func plantBugsIn(cfg *statemachine.Config) error {
 	for _, name := range strings.Split(plantedBugs, ",") {
 		if name = strings.TrimSpace(name); name == "" {
 			continue
 		}
 		if err := statemachine.PlantBug(cfg, name); err != nil {
-			panic("SHOAL_SEAMS: " + err.Error())
+			return err
 		}
 	}
+	return nil
 }

@@ -71,7 +71,7 @@ func WriteHTML(w io.Writer, r *Report) error {
 	p := htmlPage{R: r, EchartsJS: template.JS(echartsJS), EchartsVer: EchartsVersion}
 	p.Failures = failures(r)
 	p.Pass = len(p.Failures) == 0
-	p.QuiesceOff = !slices.Contains(r.Params.Phases, "quiesce")
+	p.QuiesceOff = !r.quiesceRan()
 	p.Params = params(r)
 	p.Counts = counts(r)
 	built := buildCharts(r)

@@ -81,6 +81,17 @@ type Phase struct {
 	Note         string  `json:"note,omitempty"` // e.g. "timed out with 91234/100000 running"
 }
 
+// quiesceRan reports whether the run's quiesce phase ran (it measures
+// convergence): not turned off, nor left out by a run that ended first.
+func (r *Report) quiesceRan() bool {
+	for _, ph := range r.Phases {
+		if ph.Name == "quiesce" && !ph.Skipped {
+			return true
+		}
+	}
+	return false
+}
+
 // Counts are what the run did and saw.
 type Counts struct {
 	NetworksCreated int `json:"networks_created"`

@@ -3,7 +3,6 @@ package report
 import (
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 	"text/tabwriter"
 )
@@ -30,8 +29,8 @@ func WriteTable(w io.Writer, r *Report) error {
 	switch {
 	case r.Converged:
 		conv = fmt.Sprintf("%.2fs", r.ConvergeSeconds)
-	case !slices.Contains(p.Phases, "quiesce"):
-		conv = "not measured (the quiesce phase was off)"
+	case !r.quiesceRan():
+		conv = "not measured (the quiesce phase did not run)"
 	}
 	fmt.Fprintf(tw, "tasks running\t%d / %d\n", r.TasksRunning, p.Tasks)
 	fmt.Fprintf(tw, "converge\t%s\n", conv)

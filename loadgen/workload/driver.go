@@ -2,10 +2,8 @@ package workload
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net/http"
 	"net/url"
 	"strconv"
 	"sync"
@@ -24,9 +22,6 @@ type Counts struct {
 	// loadgen's doing, not the cluster's, so not among Errors.
 	Interrupted atomic.Int64
 }
-
-// keptErrors is how many failed calls the driver describes (the first).
-const keptErrors = 10
 
 // Driver carries out a plan through the user API.
 type Driver struct {
@@ -86,59 +81,6 @@ func spec(s Service, gen int, order string) client.ServiceSpec {
 		sp.Disconnect = &client.Disconnect{LostAfter: client.Duration(5 * time.Second)}
 	}
 	return sp
-}
-
-// call runs f against a manager, moving to the next one when a manager is
-// unreachable or unavailable, until it succeeds, fails otherwise, or ctx
-// ends.
-func (d *Driver) call(ctx context.Context, f func(ctx context.Context, c *client.Client) error) error {
-	backoff := 50 * time.Millisecond
-	for {
-		c := d.clients[int(d.cur.Load())%len(d.clients)]
-		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		err := f(cctx, c)
-		cancel()
-		var ae *client.APIError
-		retry := errors.Is(err, client.ErrUnreachable) ||
-			(errors.As(err, &ae) && (ae.Code == client.CodeUnavailable || ae.Status == http.StatusServiceUnavailable || ae.Code == client.CodeInternalFail))
-		if err == nil || !retry {
-			return err
-		}
-		d.cur.Add(1)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, time.Second)
-	}
-}
-
-// failed counts a call that failed after its retries, and describes the
-// first few; a call its phase's end cut short is counted apart.
-func (d *Driver) failed(ctx context.Context, what string, err error) {
-	if ctx.Err() != nil {
-		d.Counts.Interrupted.Add(1)
-		return
-	}
-	d.Counts.Errors.Add(1)
-	d.errs.Lock()
-	if len(d.errs.first) < keptErrors {
-		d.errs.first = append(d.errs.first, what+": "+err.Error())
-	}
-	d.errs.Unlock()
-}
-
-// Errors describes the first failed calls (at most keptErrors).
-func (d *Driver) Errors() []string {
-	d.errs.Lock()
-	defer d.errs.Unlock()
-	return append([]string(nil), d.errs.first...)
-}
-
-func isCode(err error, code string) bool {
-	var ae *client.APIError
-	return errors.As(err, &ae) && ae.Code == code
 }
 
 // Ramp creates the networks, then the services, with `parallel` calls at

@@ -6,13 +6,15 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"shoal/api/client"
 )
 
 // A call that fails while its phase runs is an API error, described (the
 // first keptErrors of them); one its phase's end cut short is counted
-// apart, not as the cluster's error.
+// apart, not as the cluster's error, unless the cluster had refused it
+// for `outage` by then.
 func TestFailedCallsAreDescribedAndCutShortOnesKeptApart(t *testing.T) {
 	d := &Driver{}
 	live := context.Background()
@@ -39,5 +41,18 @@ func TestFailedCallsAreDescribedAndCutShortOnesKeptApart(t *testing.T) {
 	}
 	if first := d.Errors()[0]; !strings.HasPrefix(first, "scale svc-003") {
 		t.Fatalf("the first described error is %q, want the first to fail", first)
+	}
+
+	// A call still retrying "unavailable" when its phase ended: a moment
+	// of it (a leader kill) is cut short; `outage` of it is an error.
+	d = &Driver{}
+	unavailable := &client.APIError{Status: 503, ErrorBody: client.ErrorBody{Code: client.CodeUnavailable, Error: "no leader"}}
+	d.failed(ended, "update svc-001", &cutShort{last: unavailable, since: time.Now().Add(-time.Second)})
+	d.failed(ended, "update svc-002", &cutShort{last: unavailable, since: time.Now().Add(-outage)})
+	if e, i := d.Counts.Errors.Load(), d.Counts.Interrupted.Load(); e != 1 || i != 1 {
+		t.Fatalf("%d errors and %d cut short, want one of each", e, i)
+	}
+	if got := d.Errors(); len(got) != 1 || !strings.HasPrefix(got[0], "update svc-002: no leader (refused for 10s") {
+		t.Fatalf("described errors %q, want the update refused for 10s", got)
 	}
 }
