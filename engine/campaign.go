@@ -71,9 +71,9 @@ func (e *Engine) allLed() bool {
 // member decides alike from the membership, so one campaigns and the vote
 // does not split; a member that already gave another survivor its vote
 // (that survivor's own election timer fired) leaves that election be
-// (orphan.turn). A candidate whose log is behind loses; every
-// handOverRound RTTs without a leader the next member in ID order is
-// nudged, for at most an election timeout, after which the group's own
+// (orphan.turn). A candidate whose log is behind loses; every nudgeGap
+// without a leader the next member in ID order is nudged, for at most an
+// election timeout, after which the group's own
 // election timeout has taken over. A peer that merely went quiet (a host
 // or network failure) refuses nothing and changes nothing.
 func (e *Engine) leaderGone(addr string) {
@@ -135,7 +135,7 @@ func (e *Engine) campaignForGone(addr string) {
 				addr, len(orphans), len(mine), stale, others)
 		}
 		e.campaign(deliver, mine)
-		if len(orphans) == 0 || !e.cfg.Clock.Now().Before(deadline) || !e.idle(handOverRound*e.cfg.RTT) {
+		if len(orphans) == 0 || !e.cfg.Clock.Now().Before(deadline) || !e.idle(nudgeGap(e.cfg.RTT, e.cfg.ElectionRTT)) {
 			return
 		}
 	}
@@ -176,6 +176,17 @@ func (o orphan) turn(attempt int, self, grantee uint64, gave bool) int {
 		return turnLeave
 	}
 	return turnCampaign
+}
+
+// nudgeGap is how long the survivors of a gone leader give one member's
+// campaign before the next member's turn: half an election timeout, at
+// least a hand-over round. A campaign ends within a round trip on an idle
+// machine, but beside 10,000 agents the vote requests took hundreds of
+// milliseconds to arrive, and a turn every five RTTs (100 ms) made the
+// next member campaign at the same term before it had heard the first:
+// a split vote, and the group waited out Raft's election timeout.
+func nudgeGap(rtt time.Duration, electionRTT uint64) time.Duration {
+	return max(handOverRound*rtt, time.Duration(electionRTT)*rtt/2)
 }
 
 // idle waits d on the engine's clock; false if the engine closed first.

@@ -109,3 +109,22 @@ func TestTurnLeavesAnElectionItSupportsBe(t *testing.T) {
 		}
 	}
 }
+
+// The next survivor's turn comes half an election timeout after the
+// last, never sooner than a hand-over round: a campaign slowed by a busy
+// machine is not tied by the next member's at the same term.
+func TestNudgeGapIsHalfAnElectionTimeout(t *testing.T) {
+	for _, c := range []struct {
+		rtt         time.Duration
+		electionRTT uint64
+		want        time.Duration
+	}{
+		{20 * time.Millisecond, 100, time.Second},                         // 2 s election timeout
+		{20 * time.Millisecond, 25, 250 * time.Millisecond},               // the default 500 ms
+		{20 * time.Millisecond, 6, handOverRound * 20 * time.Millisecond}, // a round at least
+	} {
+		if got := nudgeGap(c.rtt, c.electionRTT); got != c.want {
+			t.Errorf("RTT %v, election %d RTTs: gap %v, want %v", c.rtt, c.electionRTT, got, c.want)
+		}
+	}
+}
