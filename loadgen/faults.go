@@ -126,19 +126,21 @@ func (f *faults) killLeader(ctx context.Context) {
 		return
 	}
 	live := f.r.fleet.Live()
-	signalled := time.Now()
+	// The kill's time is when the signal went: the process of a replica
+	// holding 10,000 agents' connections takes a while to exit, and the
+	// survivors may elect a leader before it has.
+	killed := time.Now()
 	if err := f.r.cl.Kill(l); err != nil {
 		fmt.Fprintln(f.r.cfg.Out, "loadgen: kill leader:", err)
 		return
 	}
-	killed := time.Now()
 	kill := f.r.counts.leaderKills.Add(1)
 	f.r.profileFailover(int(kill), l.ID)
 	fmt.Fprintf(f.r.cfg.Out, "%5.0fs faults  killed the leader, replica %d (SIGKILL) at %s; restarting it in 2s\n",
 		time.Since(f.r.start).Seconds(), l.ID, killed.Format("15:04:05.000"))
 	// Not in f.wg: it may go on into the next phase (the run's context
 	// bounds it).
-	go f.timeReconnect(f.r.ctx, killed, live, l.ID, signalled)
+	go f.timeReconnect(f.r.ctx, killed, live, l.ID)
 	f.wg.Add(1)
 	go func() {
 		defer f.wg.Done()
@@ -163,14 +165,14 @@ func (f *faults) killLeader(ctx context.Context) {
 // counting it timed the fault, not the failover. The line it prints also
 // tells when a replica led again (the earliest time a surviving replica
 // says it heard of a leader other than the killed one, gone, after the
-// SIGKILL was sent, signalled) and when half and nine tenths of those
-// agents were back, which tells the election from the fleet's return.
-func (f *faults) timeReconnect(ctx context.Context, killed time.Time, live []bool, gone uint64, signalled time.Time) {
+// kill) and when half and nine tenths of those agents were back, which
+// tells the election from the fleet's return.
+func (f *faults) timeReconnect(ctx context.Context, killed time.Time, live []bool, gone uint64) {
 	var elected atomic.Int64 // since the kill; 0 until a replica names a new leader
 	if f.r.cl != nil {
 		go func() {
 			for ctx.Err() == nil && time.Since(killed) < time.Minute {
-				if since, ok := f.r.cl.FirstLeader(ctx, gone, signalled); ok {
+				if since, ok := f.r.cl.FirstLeader(ctx, gone, killed); ok {
 					elected.Store(int64(max(since.Sub(killed), time.Nanosecond)))
 					return
 				}

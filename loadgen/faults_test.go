@@ -37,7 +37,7 @@ func TestReconnectTimeLeavesOutAgentsFaultedSinceTheKill(t *testing.T) {
 		ended: map[int]time.Time{1: killed.Add(time.Second), 2: killed.Add(-time.Second)}}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	f.timeReconnect(ctx, killed, live, 0, killed)
+	f.timeReconnect(ctx, killed, live, 0)
 	if len(r.reconnectSeconds()) != 1 {
 		t.Fatalf("no reconnect time recorded: the run waited for agent 1, faulted since the kill, or agent 3, not connected at the kill")
 	}
@@ -51,7 +51,7 @@ func TestReconnectTimeLeavesOutAgentsFaultedSinceTheKill(t *testing.T) {
 	r.reconnects.detail = nil
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel2()
-	f.timeReconnect(ctx2, killed, live, 0, killed)
+	f.timeReconnect(ctx2, killed, live, 0)
 	if len(r.reconnectSeconds()) != 0 {
 		t.Fatalf("a reconnect time was recorded while agent 2 (its fault ended before the kill) had not reached the new leader")
 	}
