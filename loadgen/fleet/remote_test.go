@@ -35,8 +35,14 @@ func TestObservationsArriveInOrder(t *testing.T) {
 	r := &Remote{obs: obsSink(rec.add), q: make([][]obs, 1), upto: make([]int64, 1)}
 	c := &child{sink: func(b obsBatch) { r.merge(0, b) }, done: make(chan struct{})}
 	go c.readObs(pr)
+	full := make(chan struct{})
+	go func() { w.waitFull(); close(full) }()
 	go func() {
-		w.waitFull()
+		select {
+		case <-full:
+		case <-time.After(30 * time.Second):
+			t.Error("the child's queue never filled up")
+		}
 		close(rec.gate)
 	}()
 
