@@ -225,13 +225,7 @@ func newStatusCmd() *cobra.Command {
 				if o.format == "json" {
 					return printJSON(w, st)
 				}
-				lead := "leading: false"
-				if st.Leading {
-					lead = "leading: true"
-					if since, err := time.Parse(time.RFC3339Nano, st.LeaderSince); err == nil && st.Leader == st.Replica {
-						lead += ", since " + since.Local().Format("2006-01-02 15:04:05")
-					}
-				}
+				lead := statusLead(st)
 				fmt.Fprintf(w, "replica %d (%s): %d services, %d tasks, %d nodes\n", st.Replica, lead, st.Services, st.Tasks, st.Nodes)
 				var rows [][]string
 				for _, m := range st.Managers {
@@ -252,4 +246,21 @@ func newStatusCmd() *cobra.Command {
 	addClientFlags(cmd, o)
 	cmd.Flags().StringVar(&o.format, "format", "table", "table or json")
 	return cmd
+}
+
+// statusLead says whether the answering replica leads the cluster group,
+// and which replica does, since when it knows.
+func statusLead(st client.Status) string {
+	since := ""
+	if t, err := time.Parse(time.RFC3339Nano, st.LeaderSince); err == nil {
+		since = " since " + t.Local().Format("2006-01-02 15:04:05")
+	}
+	switch {
+	case st.Leading:
+		return "leading: true" + strings.Replace(since, " since", ", since", 1)
+	case st.Leader == 0:
+		return "leading: false; no leader known"
+	default:
+		return fmt.Sprintf("leading: false; leader: replica %d%s", st.Leader, since)
+	}
 }

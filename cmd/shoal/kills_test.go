@@ -78,6 +78,12 @@ func TestClusterSurvivesKills(t *testing.T) {
 		t.Fatalf("after the failover: %d processes, want 4", n)
 	}
 	c.servers[lead].start(t)
+	// The restarted replica follows, and names the new leader.
+	waitFor(t, 30*time.Second, "the restarted replica names the new leader", func() (bool, string) {
+		out, _ := cliErr(t, c.apis[lead], "status")
+		first, _, _ := strings.Cut(out, "\n")
+		return strings.Contains(first, "leading: false; leader: replica ") && !strings.Contains(first, fmt.Sprintf("leader: replica %d ", lead+1)), out
+	})
 
 	// kill -9 of an agent and an immediate restart: it re-attaches.
 	c.agents[0].kill()
