@@ -171,7 +171,7 @@ func apiErrorsText(c Counts) string {
 		t += " (" + strings.Join(c.APIErrorList, "; ") + ")"
 	}
 	if c.Interrupted > 0 {
-		t += fmt.Sprintf("; %d calls cut short by their phase's end", c.Interrupted)
+		t += fmt.Sprintf("; %s cut short by their phase's end", calls(c.Interrupted))
 	}
 	return t
 }
@@ -200,4 +200,12 @@ func agentCallsText(calls []AgentCalls) string {
 		s = append(s, fmt.Sprintf("%s %.1f", c.Endpoint, c.PerAgentPerMinute))
 	}
 	return strings.Join(s, ", ")
+}
+
+// calls is "1 call" or "n calls".
+func calls(n int) string {
+	if n == 1 {
+		return "1 call"
+	}
+	return fmt.Sprintf("%d calls", n)
 }

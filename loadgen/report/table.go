@@ -67,7 +67,7 @@ func WriteTable(w io.Writer, r *Report) error {
 		fmt.Fprintf(tw, "  API error\t%s\n", e)
 	}
 	if c.Interrupted > 0 {
-		fmt.Fprintf(tw, "  cut short\t%d calls under way when their phase ended (not errors)\n", c.Interrupted)
+		fmt.Fprintf(tw, "  cut short\t%s under way when their phase ended (not errors)\n", calls(c.Interrupted))
 	}
 	fmt.Fprintf(tw, "faults\t%d disconnects, %d vanishes, %d leader kills; stream: %d reconnects, %d resyncs\n",
 		c.Disconnects, c.Vanishes, c.LeaderKills, c.StreamReconnects, c.StreamResyncs)
