@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -95,6 +96,69 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if cfg.DataDir == "" {
 		return nil, errors.New("cluster: Config.DataDir is required")
 	}
+	// The ports are found free here and bound by the replicas a moment
+	// later; another process can take one in between (an outgoing
+	// connection's port, under parallel tests). A start that failed so is
+	// made again, afresh, on other ports.
+	for attempt := 1; ; attempt++ {
+		c, err := startOnce(ctx, cfg)
+		switch {
+		case err == nil:
+			return c, nil
+		case c == nil || attempt == startAttempts || ctx.Err() != nil || c.portTaken() == nil:
+			return nil, err
+		}
+		if err := c.setAside(attempt); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// startAttempts is how many times Start tries when a port it chose was
+// taken before its replica bound it.
+const startAttempts = 3
+
+// portTaken returns the first replica whose log says its address was
+// already in use when it started, nil if none.
+func (c *Cluster) portTaken() *Replica {
+	for _, r := range c.Replicas {
+		if b, err := os.ReadFile(r.Log); err == nil && bytes.Contains(b, []byte("address already in use")) {
+			return r
+		}
+	}
+	return nil
+}
+
+// logTail is the last lines of a replica's log, to quote in an error
+// (the log may be gone by the time someone reads it, as in a test's
+// temporary directory).
+func logTail(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil || len(bytes.TrimSpace(b)) == 0 {
+		return ""
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	return "; it ends: " + strings.Join(lines[max(0, len(lines)-3):], " | ")
+}
+
+// setAside moves a failed start's data directories and logs out of the
+// way (kept beside them, suffixed with the attempt) so that the next
+// attempt starts afresh.
+func (c *Cluster) setAside(attempt int) error {
+	for _, r := range c.Replicas {
+		for _, p := range []string{r.Dir, r.Log} {
+			if err := os.Rename(p, fmt.Sprintf("%s.attempt%d", p, attempt)); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("cluster: set aside a failed start: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// startOnce starts the replicas on ports found free now; on failure it
+// stops them and returns the cluster (its replicas' logs say why) with
+// the error.
+func startOnce(ctx context.Context, cfg Config) (*Cluster, error) {
 	c := &Cluster{cfg: cfg, owned: true}
 	var peers []string
 	for i := 1; i <= cfg.Managers; i++ {
@@ -138,11 +202,11 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	defer cancel()
 	if err := c.startAll(rctx); err != nil {
 		c.Close()
-		return nil, err
+		return c, err
 	}
 	if err := c.WaitReady(rctx); err != nil {
 		c.Close()
-		return nil, err
+		return c, err
 	}
 	return c, nil
 }
@@ -422,11 +486,11 @@ func (c *Cluster) startAll(ctx context.Context) error {
 			break
 		}
 		if !first.Alive() {
-			return fmt.Errorf("cluster: replica %d exited before it created the cluster CA (log: %s)", first.ID, first.Log)
+			return fmt.Errorf("cluster: replica %d exited before it created the cluster CA (log: %s%s)", first.ID, first.Log, logTail(first.Log))
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("cluster: replica %d did not create the cluster CA: %v (log: %s)", first.ID, err, first.Log)
+			return fmt.Errorf("cluster: replica %d did not create the cluster CA: %v (log: %s%s)", first.ID, err, first.Log, logTail(first.Log))
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
