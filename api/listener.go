@@ -2,7 +2,6 @@ package api
 
 import (
 	"container/list"
-	"crypto/tls"
 	"errors"
 	"net"
 	"sync"
@@ -138,17 +137,21 @@ func (l *guardedListener) setIdle(c *countedConn, idle bool) {
 }
 
 // TrackIdle is the API server's connection-state hook: it tells a guarded
-// connection (under TLS or not) when it waits between requests, so that
-// the guard may close it to make room.
+// connection when it waits between requests, so that the guard may close
+// it to make room. It finds the guarded connection under whatever wraps
+// it (TLS, the handshake turn), each wrapper giving the one below with
+// NetConn.
 func TrackIdle(c net.Conn, st fasthttp.ConnState) {
-	switch tc := c.(type) {
-	case *tls.Conn:
-		c = tc.NetConn()
-	case *admittedConn:
-		c = tc.NetConn()
-	}
-	if cc, ok := c.(*countedConn); ok {
-		cc.l.setIdle(cc, st == fasthttp.StateIdle)
+	for {
+		if cc, ok := c.(*countedConn); ok {
+			cc.l.setIdle(cc, st == fasthttp.StateIdle)
+			return
+		}
+		w, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			return
+		}
+		c = w.NetConn()
 	}
 }
 
