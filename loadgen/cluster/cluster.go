@@ -96,6 +96,9 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if cfg.DataDir == "" {
 		return nil, errors.New("cluster: Config.DataDir is required")
 	}
+	if err := freshDataDir(cfg.DataDir, cfg.Managers); err != nil {
+		return nil, err
+	}
 	// The ports are found free here and bound by the replicas a moment
 	// later; another process can take one in between (an outgoing
 	// connection's port, under parallel tests). A start that failed so is
@@ -112,6 +115,21 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 			return nil, err
 		}
 	}
+}
+
+// freshDataDir refuses a data directory that already holds a replica's
+// data: Start makes a new cluster on new ports, and a replica started on
+// an earlier cluster's data exits at once (its peers knew it by another
+// address), with nothing saying why but its log.
+func freshDataDir(dir string, managers int) error {
+	for i := 1; i <= managers; i++ {
+		d := filepath.Join(dir, fmt.Sprintf("m%d", i))
+		if entries, err := os.ReadDir(d); err == nil && len(entries) > 0 {
+			return fmt.Errorf("the data directory %s already holds an earlier cluster's replica data (%s); "+
+				"a run starts a new cluster: give it a new or empty data directory (nothing was changed)", dir, filepath.Base(d))
+		}
+	}
+	return nil
 }
 
 // startAttempts is how many times Start tries when a port it chose was

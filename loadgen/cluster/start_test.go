@@ -50,3 +50,35 @@ func TestStartAgainWhenAPortWasTaken(t *testing.T) {
 		t.Fatalf("a start that failed for another reason was made again: %v", matches)
 	}
 }
+
+// A data directory that already holds a replica's data (an earlier run's)
+// is refused before any replica starts, and left as it was: a replica
+// started on it would exit at once, its peers knowing it by another
+// address.
+func TestStartRefusesAnEarlierRunsData(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	old := filepath.Join(dir, "m2", "raft")
+	if err := os.MkdirAll(old, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Start(ctx, Config{Binary: fakeServe(t, "started"), Managers: 3, DataDir: dir, ReadyTimeout: 10 * time.Second})
+	if err == nil || !strings.Contains(err.Error(), dir+" already holds an earlier cluster's replica data (m2)") {
+		t.Fatalf("start on an earlier run's data: %v, want it refused naming the directory", err)
+	}
+	if _, err := os.Stat(old); err != nil {
+		t.Errorf("the earlier data: %v", err)
+	}
+	if logs, _ := filepath.Glob(filepath.Join(dir, "m*.log")); len(logs) != 0 {
+		t.Errorf("replicas were started anyway: %v", logs)
+	}
+	// An empty directory of a replica's name is no earlier run's data.
+	empty := t.TempDir()
+	if err := os.Mkdir(filepath.Join(empty, "m1"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := freshDataDir(empty, 3); err != nil {
+		t.Errorf("an empty m1: %v", err)
+	}
+}
