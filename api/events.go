@@ -161,7 +161,7 @@ func resumeTokens(changes []change, start wire.Cursor) []string {
 	out := make([]string, len(changes))
 	run := append(wire.Cursor(nil), start...)
 	for i, c := range changes {
-		for len(run) <= c.group {
+		for len(run) <= int(c.group) {
 			run = append(run, 0)
 		}
 		if i+1 < len(changes) && changes[i+1].group == c.group && changes[i+1].index == c.index {
@@ -187,7 +187,7 @@ func (s *Server) renderEvents(changes []change, topics map[string]bool, start wi
 		if topic == "" || (len(topics) > 0 && !topics[topic]) {
 			continue
 		}
-		ev := client.Event{Group: c.group, Raft: c.index, Topic: topic, Type: typ, Index: tokens[i]}
+		ev := client.Event{Group: int(c.group), Raft: c.index, Topic: topic, Type: typ, Index: tokens[i]}
 		switch topic {
 		case "task":
 			ev.Key = strconv.FormatUint(uint64(c.task), 10)
@@ -196,7 +196,7 @@ func (s *Server) renderEvents(changes []change, topics map[string]bool, start wi
 		case "node":
 			ev.Key = strconv.FormatUint(uint64(c.node), 10)
 		}
-		byGroup[c.group] = append(byGroup[c.group], len(evs))
+		byGroup[int(c.group)] = append(byGroup[int(c.group)], len(evs))
 		evs = append(evs, ev)
 		src = append(src, c)
 	}

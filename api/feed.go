@@ -39,15 +39,16 @@ type Feed struct {
 	journalSize int
 }
 
-// change is one event of the ring.
+// change is one event of the ring, in 32 bytes (a million of them are
+// 32 MB): its sequence number is its place in the ring, and the fields are
+// ordered largest first so that none is padded.
 type change struct {
-	seq     uint64
-	group   int
 	index   uint64
-	kind    statemachine.EffectKind
-	node    statemachine.NodeID
 	task    statemachine.TaskID
+	node    statemachine.NodeID
 	service statemachine.ServiceID
+	group   int32
+	kind    statemachine.EffectKind
 }
 
 // journal is one node's recent assignment changes, under its own lock.
@@ -91,10 +92,10 @@ func (f *Feed) OnApply(group int, index uint64, effects []statemachine.Effect) {
 		switch e.Kind {
 		case statemachine.EffAssignments, statemachine.EffSeqAdvanced:
 			f.journalLocked(e.Node).add(f, jentry{group: group, index: index, task: e.Task, echo: e.Kind == statemachine.EffSeqAdvanced})
-			f.pushLocked(change{group: group, index: index, kind: e.Kind, node: e.Node, task: e.Task, service: e.Service})
+			f.pushLocked(change{group: int32(group), index: index, kind: e.Kind, node: e.Node, task: e.Task, service: e.Service})
 		case statemachine.EffPending:
 		default:
-			f.pushLocked(change{group: group, index: index, kind: e.Kind, node: e.Node, task: e.Task, service: e.Service})
+			f.pushLocked(change{group: int32(group), index: index, kind: e.Kind, node: e.Node, task: e.Task, service: e.Service})
 		}
 	}
 	close(f.mu.changed)
@@ -102,13 +103,13 @@ func (f *Feed) OnApply(group int, index uint64, effects []statemachine.Effect) {
 }
 
 func (f *Feed) pushLocked(c change) {
-	c.seq = f.mu.next
+	seq := f.mu.next
 	f.mu.next++
 	if len(f.mu.ring) < f.ringSize {
 		f.mu.ring = append(f.mu.ring, c)
 		return
 	}
-	i := int(c.seq % uint64(f.ringSize))
+	i := int(seq % uint64(f.ringSize))
 	old := f.mu.ring[i]
 	f.mu.floor[old.group] = max(f.mu.floor[old.group], old.index)
 	f.mu.ring[i] = c
@@ -291,9 +292,9 @@ func (f *Feed) page(cursor []uint64, limit int, from uint64) ([]change, []uint64
 		if len(out) > 0 && len(out) >= limit && (c.group != out[len(out)-1].group || c.index != out[len(out)-1].index) {
 			break // never split one entry's events across pages
 		}
-		if c.index > at(cursor, c.group) {
+		if g := int(c.group); c.index > at(cursor, g) {
 			out = append(out, c)
-			next[c.group] = max(next[c.group], c.index)
+			next[g] = max(next[g], c.index)
 		}
 	}
 	return out, next, seq, true

@@ -28,7 +28,7 @@ func TestFeedPagesLoseAndRepeatNothing(t *testing.T) {
 			effs := make([]statemachine.Effect, n)
 			for i := range effs {
 				effs[i] = statemachine.Effect{Kind: statemachine.EffTaskState, Task: statemachine.TaskID(len(all) + i)}
-				all = append(all, change{group: g, index: next[g], task: effs[i].Task})
+				all = append(all, change{group: int32(g), index: next[g], task: effs[i].Task})
 			}
 			f.OnApply(g, next[g], effs)
 		}

@@ -30,7 +30,9 @@ type Options struct {
 	Pprof        bool
 	SyncInterval time.Duration // pushed to agents; default 1m
 	// EventHistory is how many recent changes the event stream can resume
-	// from; default 262,144 (at least 1,024).
+	// from; default 1,048,576 (at least 1,024): at 32 bytes each, 32 MB
+	// once full. A stream that falls further behind than this must read
+	// the state again, which at a million tasks costs more than the ring.
 	EventHistory int
 	MinHeartbeat time.Duration // shortest heartbeat period; default 1s
 	// MassExpiryShare and MassExpiryHold tune the node monitor's
@@ -87,7 +89,7 @@ func Start(o Options) (*Manager, error) {
 		o.Logf = func(string, ...any) {}
 	}
 	if o.EventHistory <= 0 {
-		o.EventHistory = 1 << 18
+		o.EventHistory = 1 << 20
 	}
 	if o.MinHeartbeat <= 0 {
 		o.MinHeartbeat = time.Second

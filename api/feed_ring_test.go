@@ -1,0 +1,64 @@
+package api
+
+import (
+	"slices"
+	"testing"
+	"unsafe"
+
+	"pgregory.net/rapid"
+
+	"shoal/statemachine"
+)
+
+// Property: while the ring wraps under a reader that falls behind, every
+// page the feed serves is the next events the reader has not read, in the
+// order they were applied; the feed refuses (not ok) a cursor whose events
+// it overwrote, and a reader that starts again from the applied indexes
+// (a resync) goes on reading every later event.
+func TestFeedRingWrapsAndRefusesWhatItLost(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		groups := rapid.IntRange(1, 3).Draw(t, "groups")
+		f := NewFeed(groups, nil, 1024, 16)
+		f.ringSize = rapid.IntRange(4, 40).Draw(t, "ring") // small, so that it wraps
+		next := make([]uint64, groups+1)
+		var all []change
+		var cursor []uint64
+		pos, refused := 0, 0 // pos: the next event of all the reader expects
+		for range rapid.IntRange(1, 200).Draw(t, "steps") {
+			if rapid.Bool().Draw(t, "apply") {
+				g := rapid.IntRange(0, groups).Draw(t, "group")
+				next[g]++
+				effs := make([]statemachine.Effect, rapid.IntRange(1, 4).Draw(t, "effects"))
+				for i := range effs {
+					effs[i] = statemachine.Effect{Kind: statemachine.EffTaskState, Task: statemachine.TaskID(len(all) + 1)}
+					all = append(all, change{group: int32(g), index: next[g], task: effs[i].Task, kind: effs[i].Kind})
+				}
+				f.OnApply(g, next[g], effs)
+				continue
+			}
+			page, nc, ok := f.since(cursor, rapid.IntRange(1, 9).Draw(t, "page"))
+			if !ok {
+				if len(all)-pos <= f.ringSize {
+					t.Fatalf("cursor %v refused with %d unread events, within a ring of %d", cursor, len(all)-pos, f.ringSize)
+				}
+				refused++
+				cursor, pos = f.Applied(), len(all)
+				continue
+			}
+			if want := all[pos:min(pos+len(page), len(all))]; !slices.Equal(page, want) {
+				t.Fatalf("from event %d: page %v, want %v", pos, page, want)
+			}
+			pos += len(page)
+			cursor = nc
+		}
+		t.Logf("%d events, %d refusals", len(all), refused)
+	})
+}
+
+// The ring's entries stay 32 bytes: the default ring of 1,048,576 of them
+// is 32 MB per replica once full.
+func TestChangeIsThirtyTwoBytes(t *testing.T) {
+	if n := unsafe.Sizeof(change{}); n > 32 {
+		t.Fatalf("a ring entry takes %d bytes, want at most 32", n)
+	}
+}
