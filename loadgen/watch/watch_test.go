@@ -123,3 +123,25 @@ func TestResyncKeepsTheEventsOfItsOwnList(t *testing.T) {
 		t.Fatalf("the stream would resume from %q, want after the last event handed over (1)", idx)
 	}
 }
+
+// Events held during a resync come back in the order they arrived, across
+// chunk boundaries, none lost.
+func TestHeldEventsKeepTheirOrder(t *testing.T) {
+	var h heldEvents
+	const n = 3*heldChunk + 17
+	for i := range n {
+		h.add(client.Event{Raft: uint64(i)})
+	}
+	i := 0
+	for _, chunk := range h.chunks {
+		for _, ev := range chunk {
+			if ev.Raft != uint64(i) {
+				t.Fatalf("held event %d is event %d", i, ev.Raft)
+			}
+			i++
+		}
+	}
+	if i != n || h.n != n {
+		t.Fatalf("held %d events (counted %d), added %d", i, h.n, n)
+	}
+}
