@@ -1,6 +1,8 @@
 package loadgen
 
 import (
+	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -51,42 +53,87 @@ func thresholdValue(name string, r *report.Report) (float64, bool) {
 	return 0, false
 }
 
-// evalThresholds evaluates k6-style thresholds: NAME<VALUE, NAME<=VALUE,
-// NAME>VALUE, NAME>=VALUE; VALUE is a number or a duration (5s, 200ms).
-// An expression that cannot be read fails.
+// thresholdNames are the figures a threshold can name.
+var thresholdNames = []string{"converge", "violations", "tasks_running", "heap_per_task", "running_p50",
+	"running_p90", "running_p99", "running_max", "assigned_p99", "ramp"}
+
+// threshold is one parsed expression: NAME OP LIMIT.
+type threshold struct {
+	name, op string
+	limit    float64
+}
+
+// parseThreshold reads a k6-style threshold: NAME<VALUE, NAME<=VALUE,
+// NAME>VALUE or NAME>=VALUE; VALUE is a number or a duration (5s, 200ms;
+// durations compare in seconds).
+func parseThreshold(e string) (threshold, error) {
+	i := strings.IndexAny(e, "<>")
+	if i <= 0 {
+		return threshold{}, fmt.Errorf("threshold %q: want NAME<VALUE, NAME<=VALUE, NAME>VALUE or NAME>=VALUE, e.g. 'converge<20s'", e)
+	}
+	th := threshold{name: strings.TrimSpace(e[:i]), op: e[i : i+1]}
+	val := e[i+1:]
+	if strings.HasPrefix(val, "=") {
+		th.op, val = th.op+"=", val[1:]
+	}
+	if !slices.Contains(thresholdNames, th.name) {
+		return threshold{}, fmt.Errorf("threshold %q: no figure named %q (figures: %s)", e, th.name, strings.Join(thresholdNames, ", "))
+	}
+	val = strings.TrimSpace(val)
+	limit, err := strconv.ParseFloat(val, 64)
+	if err != nil {
+		d, derr := time.ParseDuration(val)
+		if derr != nil {
+			return threshold{}, fmt.Errorf("threshold %q: %q is neither a number nor a duration (5s, 200ms)", e, val)
+		}
+		limit = d.Seconds()
+	}
+	th.limit = limit
+	return th, nil
+}
+
+// CheckThresholds reports the first expression evalThresholds could not
+// read, so that a run is not made only to fail on a typo at its end.
+func CheckThresholds(exprs []string) error {
+	for _, e := range exprs {
+		if _, err := parseThreshold(e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// evalThresholds evaluates k6-style thresholds (parseThreshold) against
+// the report. An expression that cannot be read, or a figure the report
+// does not have, fails.
 func evalThresholds(exprs []string, r *report.Report) []report.Threshold {
 	var out []report.Threshold
 	for _, e := range exprs {
-		th := report.Threshold{Expr: e}
-		i := strings.IndexAny(e, "<>")
-		if i > 0 {
-			name, op, val := strings.TrimSpace(e[:i]), e[i:i+1], e[i+1:]
-			if strings.HasPrefix(val, "=") {
-				op, val = op+"=", val[1:]
-			}
-			val = strings.TrimSpace(val)
-			limit, err := strconv.ParseFloat(val, 64)
-			if err != nil {
-				if d, derr := time.ParseDuration(val); derr == nil {
-					limit, err = d.Seconds(), nil
-				}
-			}
-			v, ok := thresholdValue(name, r)
-			if ok && err == nil {
-				th.Value = v
-				switch op {
-				case "<":
-					th.OK = v < limit
-				case "<=":
-					th.OK = v <= limit
-				case ">":
-					th.OK = v > limit
-				case ">=":
-					th.OK = v >= limit
-				}
-			}
-		}
-		out = append(out, th)
+		out = append(out, evalThreshold(e, r))
 	}
 	return out
+}
+
+func evalThreshold(e string, r *report.Report) report.Threshold {
+	th := report.Threshold{Expr: e}
+	p, err := parseThreshold(e)
+	if err != nil {
+		return th
+	}
+	v, ok := thresholdValue(p.name, r)
+	if !ok {
+		return th
+	}
+	th.Value = v
+	switch p.op {
+	case "<":
+		th.OK = v < p.limit
+	case "<=":
+		th.OK = v <= p.limit
+	case ">":
+		th.OK = v > p.limit
+	case ">=":
+		th.OK = v >= p.limit
+	}
+	return th
 }

@@ -94,6 +94,9 @@ makes the exit status non-zero, as do a failed convergence and a failed
 }
 
 func runLoadgen(cmd *cobra.Command, o loadgenOptions) error {
+	if err := checkLoadgenFlags(cmd, o); err != nil {
+		return err
+	}
 	cfg := o.cfg
 	cfg.Seed = o.seed
 	if o.join != "" {

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"shoal/loadgen"
+)
+
+// checkLoadgenFlags refuses, before anything starts, what would otherwise
+// be quietly replaced by a default or found wrong only at the end of a run
+// that may have taken minutes: counts below one, more services than tasks,
+// a fault share outside (0, 1], a threshold that cannot be read, and an
+// output file that cannot be written.
+func checkLoadgenFlags(cmd *cobra.Command, o loadgenOptions) error {
+	c := o.cfg
+	for _, n := range []struct {
+		flag string
+		v    int
+	}{{"agents", c.Agents}, {"tasks", c.Tasks}, {"services", c.Services}, {"managers", c.Managers}} {
+		if n.v < 1 {
+			return fmt.Errorf("--%s must be 1 or more (got %d)", n.flag, n.v)
+		}
+	}
+	if c.Services > c.Tasks {
+		return fmt.Errorf("--services %d is more than --tasks %d: every service needs at least one task", c.Services, c.Tasks)
+	}
+	if cmd.Flags().Changed("fault-share") && (c.FaultShare <= 0 || c.FaultShare > 1) {
+		return fmt.Errorf("--fault-share must be above 0 and at most 1, a share of --agents (got %g)", c.FaultShare)
+	}
+	if err := loadgen.CheckThresholds(c.Thresholds); err != nil {
+		return fmt.Errorf("--threshold: %w", err)
+	}
+	for _, f := range []struct{ flag, path string }{
+		{"json", o.jsonFile}, {"report", o.reportFile}, {"cpuprofile", o.cpuProfile}, {"memprofile", o.memProfile},
+	} {
+		if err := writable(f.path); err != nil {
+			return fmt.Errorf("--%s %s: %w (nothing was started)", f.flag, f.path, err)
+		}
+	}
+	return nil
+}
+
+// writable reports whether a file can be written at path ("" can): its
+// directory exists and takes a new file, and path is not a directory.
+func writable(path string) error {
+	if path == "" {
+		return nil
+	}
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return errors.New("is a directory; give a file name")
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), ".shoal-loadgen-write-check-*")
+	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return fmt.Errorf("cannot write a file in %s: %w", filepath.Dir(path), err)
+	}
+	name := f.Name()
+	f.Close()
+	return os.Remove(name)
+}

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// A loadgen run with a flag it cannot honour fails before it starts
+// anything (no manager, no agent: the output says nothing was started),
+// naming the flag and what it wants, instead of running with a default in
+// its place or failing at the end of the run.
+func TestLoadgenRefusesBadFlagsBeforeStarting(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "no-such-dir", "run.json")
+	for _, c := range []struct{ args, want []string }{
+		{[]string{"--agents", "0"}, []string{"--agents must be 1 or more (got 0)"}},
+		{[]string{"--tasks", "-5"}, []string{"--tasks must be 1 or more (got -5)"}},
+		{[]string{"--services", "0"}, []string{"--services must be 1 or more"}},
+		{[]string{"--tasks", "10", "--services", "20"}, []string{"--services 20 is more than --tasks 10"}},
+		{[]string{"--fault-share", "2"}, []string{"--fault-share must be above 0 and at most 1", "got 2"}},
+		{[]string{"--fault-share", "0"}, []string{"--fault-share must be above 0"}},
+		{[]string{"--threshold", "bogus"}, []string{`threshold "bogus"`, "NAME<VALUE"}},
+		{[]string{"--threshold", "converge<abc"}, []string{`"abc" is neither a number nor a duration`}},
+		{[]string{"--threshold", "speed<5s"}, []string{`no figure named "speed"`, "converge"}},
+		{[]string{"--json", missing}, []string{"--json " + missing, "cannot write a file in", "nothing was started"}},
+		{[]string{"--report", dir}, []string{"--report " + dir, "is a directory"}},
+		{[]string{"--cpuprofile", missing}, []string{"--cpuprofile", "cannot write"}},
+	} {
+		var out bytes.Buffer
+		root := newRoot()
+		root.SetArgs(append([]string{"loadgen"}, c.args...))
+		root.SetOut(&out)
+		root.SetErr(&bytes.Buffer{})
+		err := root.Execute()
+		if err == nil {
+			t.Fatalf("%v: no error", c.args)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%v: %q does not say %q", c.args, err, w)
+			}
+		}
+		if out.Len() > 0 {
+			t.Errorf("%v: the run started: %q", c.args, out.String())
+		}
+	}
+	if leftovers, _ := filepath.Glob(filepath.Join(dir, ".shoal-loadgen-*")); len(leftovers) > 0 {
+		t.Errorf("the write checks left files behind: %v", leftovers)
+	}
+	if _, err := os.Stat(missing); err == nil {
+		t.Errorf("%s was made", missing)
+	}
+}
+
+// A good threshold and writable outputs pass the checks.
+func TestLoadgenAcceptsGoodFlags(t *testing.T) {
+	dir := t.TempDir()
+	o := loadgenOptions{jsonFile: filepath.Join(dir, "run.json"), reportFile: filepath.Join(dir, "run.html")}
+	o.cfg.Agents, o.cfg.Tasks, o.cfg.Services, o.cfg.Managers = 10, 100, 5, 3
+	o.cfg.Thresholds = []string{"converge<20s", "running_p99 <= 5s", "heap_per_task<1024", "violations<1", "tasks_running>=100"}
+	if err := checkLoadgenFlags(newLoadgenCmd(), o); err != nil {
+		t.Fatal(err)
+	}
+	if leftovers, _ := filepath.Glob(filepath.Join(dir, "*")); len(leftovers) > 0 {
+		t.Errorf("the checks left files behind: %v", leftovers)
+	}
+}
