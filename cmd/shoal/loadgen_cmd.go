@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -170,6 +171,9 @@ func runLoadgen(cmd *cobra.Command, o loadgenOptions) error {
 		}
 	}
 	if err != nil {
+		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+			return errors.New("loadgen: interrupted; the report above covers the run up to then")
+		}
 		return err
 	}
 	var fails []string
