@@ -29,7 +29,14 @@ type Config struct {
 // Follower follows the stream; see Follow.
 type Follower struct {
 	cfg Config
-	mu  struct {
+	// sink, while Follow runs, carries what was read to the goroutine
+	// that hands it to Config.Event and Config.Resync, in order: reading
+	// and decoding the stream and checking its events run on two threads.
+	// (One goroutine doing both fell behind a million-task ramp on a
+	// machine its managers and agents kept busy.) Nil: handed over at
+	// once, on the reading goroutine.
+	sink chan item
+	mu   struct {
 		sync.Mutex
 		index      string
 		pos        map[int]uint64 // group → last Raft index seen
@@ -58,7 +65,8 @@ func (f *Follower) Stats() (events int64, reconnects, resyncs int) {
 	return f.mu.events, f.mu.reconnects, f.mu.resyncs
 }
 
-// Position returns the Raft index of the last event seen per group.
+// Position returns, per group, the Raft index of the last event handed to
+// Config.Event.
 func (f *Follower) Position() map[int]uint64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -69,8 +77,33 @@ func (f *Follower) Position() map[int]uint64 {
 	return out
 }
 
-// Follow follows the stream until ctx ends.
+// item is one thing for the sink: an event, or a resync's task list.
+type item struct {
+	ev     client.Event
+	tasks  []client.Task
+	resync bool
+	conn   int
+}
+
+// sinkDepth is how many events may wait between the reader and the
+// checks (a page of the manager's stream is 8,192).
+const sinkDepth = 16384
+
+// Follow follows the stream until ctx ends. Every event read is handed to
+// the sink before it returns.
 func (f *Follower) Follow(ctx context.Context) {
+	f.sink = make(chan item, sinkDepth)
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		for it := range f.sink {
+			f.hand(it)
+		}
+	}()
+	defer func() {
+		close(f.sink)
+		<-drained
+	}()
 	next := 0
 	tooOld := 0
 	for ctx.Err() == nil {
@@ -118,19 +151,41 @@ func (f *Follower) Follow(ctx context.Context) {
 	}
 }
 
-// deliver hands ev, read on connection conn, to the sink and moves the
-// resume point past it.
+// deliver moves the resume point past ev, read on connection conn, and
+// sends it to the sink.
 func (f *Follower) deliver(ev client.Event, conn int) {
 	f.mu.Lock()
 	f.mu.events++
 	if ev.Index != "" {
 		f.mu.index = ev.Index
 	}
-	if ev.Raft > f.mu.pos[ev.Group] {
-		f.mu.pos[ev.Group] = ev.Raft
+	f.mu.Unlock()
+	f.send(item{ev: ev, conn: conn})
+}
+
+func (f *Follower) send(it item) {
+	if f.sink == nil {
+		f.hand(it)
+		return
+	}
+	f.sink <- it
+}
+
+// hand gives it to the configuration's callbacks; an event's Raft index
+// counts in Position only once Event has it.
+func (f *Follower) hand(it item) {
+	if it.resync {
+		if f.cfg.Resync != nil {
+			f.cfg.Resync(it.tasks, it.conn)
+		}
+		return
+	}
+	f.cfg.Event(it.ev, it.conn)
+	f.mu.Lock()
+	if it.ev.Raft > f.mu.pos[it.ev.Group] {
+		f.mu.pos[it.ev.Group] = it.ev.Raft
 	}
 	f.mu.Unlock()
-	f.cfg.Event(ev, conn)
 }
 
 // maxHeld bounds the events a resync holds while it reads the task list;
@@ -203,9 +258,7 @@ func (f *Follower) resync(ctx context.Context, addr string, conn int) {
 	f.mu.conn = max(f.mu.conn, conn) + 1
 	evConn := f.mu.conn
 	f.mu.Unlock()
-	if f.cfg.Resync != nil {
-		f.cfg.Resync(slices.Concat(pages...), conn)
-	}
+	f.send(item{tasks: slices.Concat(pages...), resync: true, conn: conn})
 	for _, chunk := range held.chunks {
 		for _, ev := range chunk {
 			f.deliver(ev, evConn)

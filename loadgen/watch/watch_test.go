@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -143,5 +144,58 @@ func TestHeldEventsKeepTheirOrder(t *testing.T) {
 	}
 	if i != n || h.n != n {
 		t.Fatalf("held %d events (counted %d), added %d", i, h.n, n)
+	}
+}
+
+// Follow hands every event it read to Event in the stream's order, on a
+// goroutine of its own, before it returns, and never after; Position
+// counts an event only once Event has it.
+func TestFollowHandsEveryEventInOrder(t *testing.T) {
+	const n = 3 * sinkDepth // more than the sink holds: the reader waits for the checks
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/events" {
+			http.NotFound(w, r)
+			return
+		}
+		enc := json.NewEncoder(w)
+		for i := 1; i <= n; i++ {
+			_ = enc.Encode(client.Event{Topic: "task", Type: "state", Group: 1, Raft: uint64(i), Index: strconv.Itoa(i)})
+		}
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	}))
+	defer srv.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var f *Follower
+	var returned atomic.Bool
+	var got []uint64
+	f = New(Config{Managers: []string{srv.URL}, Event: func(ev client.Event, _ int) {
+		if returned.Load() {
+			t.Errorf("event %d handed after Follow returned", ev.Raft)
+		}
+		if p := f.Position()[1]; p >= ev.Raft {
+			t.Errorf("Position says %d while event %d is being handed", p, ev.Raft)
+		}
+		got = append(got, ev.Raft)
+		if ev.Raft == n/2 {
+			cancel() // the reader has read further: those are handed too
+		}
+	}})
+	f.Follow(ctx)
+	returned.Store(true)
+	if len(got) < n/2 {
+		t.Fatalf("%d events handed, want at least %d", len(got), n/2)
+	}
+	for i, r := range got {
+		if r != uint64(i+1) {
+			t.Fatalf("event %d handed as number %d", r, i+1)
+		}
+	}
+	if events, _, _ := f.Stats(); int(events) != len(got) {
+		t.Errorf("%d events read, %d handed", events, len(got))
+	}
+	if p := f.Position()[1]; p != uint64(len(got)) {
+		t.Errorf("Position %d after %d events", p, len(got))
 	}
 }
