@@ -270,7 +270,9 @@ func (f *Feed) since(cursor []uint64, limit int) ([]change, []uint64, bool) {
 // at or below the cursor then, so it is at or below the cursor now: the
 // scan starts there instead of at the ring's oldest event (a stream
 // paging through a full ring of 262,144 events scanned all of them for
-// every page, holding the lock the apply path takes).
+// every page, holding the lock the apply path takes). A stream's first
+// page still scans from the oldest event: a few milliseconds for a full
+// ring of 1,048,576, once per stream opened.
 func (f *Feed) page(cursor []uint64, limit int, from uint64) ([]change, []uint64, uint64, bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()

@@ -151,9 +151,8 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 	defer stopAll()
 	var bg sync.WaitGroup
 	r.follower = watch.New(watch.Config{Managers: apis, Index: st.Index,
-		Event: func(ev client.Event, conn int) {
-			now := time.Now()
-			r.checker.Event(ev, conn, now)
+		Event: func(ev client.Event, conn int, read time.Time) {
+			r.checker.Event(ev, conn, read)
 			r.stats.event(ev)
 		},
 		Resync: func(tasks []client.Task, conn int) { r.checker.Reset(tasks, conn, time.Now()) },

@@ -47,3 +47,18 @@ func TestCheckThresholds(t *testing.T) {
 		}
 	}
 }
+
+// Every figure CheckThresholds accepts is one the report gives: a name in
+// one list and not the other would pass the check and then always fail.
+func TestEveryThresholdNameIsAFigure(t *testing.T) {
+	r := &report.Report{Converged: true, Phases: []report.Phase{{Name: "ramp"}},
+		Latencies: []report.Latency{{Name: "create_to_running"}, {Name: "create_to_assigned"}}}
+	for _, name := range thresholdNames {
+		if _, ok := thresholdValue(name, r); !ok {
+			t.Errorf("threshold figure %q is accepted but has no value in a full report", name)
+		}
+	}
+	if _, ok := thresholdValue("speed", r); ok {
+		t.Error("an unknown figure has a value")
+	}
+}

@@ -134,6 +134,9 @@ func runLoadgen(cmd *cobra.Command, o loadgenOptions) error {
 	defer stop()
 	rep, err := loadgen.Run(ctx, cfg)
 	if rep == nil {
+		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+			return errors.New("loadgen: interrupted while setting up, before the run began: no report")
+		}
 		return err
 	}
 	if o.memProfile != "" {

@@ -18,15 +18,24 @@ import (
 // output file that cannot be written.
 func checkLoadgenFlags(cmd *cobra.Command, o loadgenOptions) error {
 	c := o.cfg
-	for _, n := range []struct {
+	counts := []struct {
 		flag string
 		v    int
-	}{{"agents", c.Agents}, {"tasks", c.Tasks}, {"services", c.Services}, {"managers", c.Managers}} {
+	}{{"agents", c.Agents}, {"tasks", c.Tasks}, {"services", c.Services}}
+	if o.join == "" { // --managers is not used with --join
+		counts = append(counts, struct {
+			flag string
+			v    int
+		}{"managers", c.Managers})
+	}
+	for _, n := range counts {
 		if n.v < 1 {
 			return fmt.Errorf("--%s must be 1 or more (got %d)", n.flag, n.v)
 		}
 	}
-	if c.Services > c.Tasks {
+	// The default --services (20) is capped at --tasks; only a number the
+	// user gave is refused.
+	if c.Services > c.Tasks && cmd.Flags().Changed("services") {
 		return fmt.Errorf("--services %d is more than --tasks %d: every service needs at least one task", c.Services, c.Tasks)
 	}
 	if cmd.Flags().Changed("fault-share") && (c.FaultShare <= 0 || c.FaultShare > 1) {
@@ -45,24 +54,37 @@ func checkLoadgenFlags(cmd *cobra.Command, o loadgenOptions) error {
 	return nil
 }
 
-// writable reports whether a file can be written at path ("" can): its
-// directory exists and takes a new file, and path is not a directory.
+// writable reports whether a file can be written at path ("" can): an
+// existing file opens for writing (it is not truncated here), and a new
+// one can be made in its directory (a probe file, removed at once).
 func writable(path string) error {
 	if path == "" {
 		return nil
 	}
-	if st, err := os.Stat(path); err == nil && st.IsDir() {
-		return errors.New("is a directory; give a file name")
+	if st, err := os.Stat(path); err == nil {
+		if st.IsDir() {
+			return errors.New("is a directory; give a file name")
+		}
+		f, err := os.OpenFile(path, os.O_WRONLY, 0)
+		if err != nil {
+			return fmt.Errorf("cannot write it: %w", unwrapPath(err))
+		}
+		return f.Close()
 	}
 	f, err := os.CreateTemp(filepath.Dir(path), ".shoal-loadgen-write-check-*")
 	if err != nil {
-		var pe *os.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err
-		}
-		return fmt.Errorf("cannot write a file in %s: %w", filepath.Dir(path), err)
+		return fmt.Errorf("cannot write a file in %s: %w", filepath.Dir(path), unwrapPath(err))
 	}
 	name := f.Name()
 	f.Close()
 	return os.Remove(name)
+}
+
+// unwrapPath gives a path error's cause alone (the caller names the path).
+func unwrapPath(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }

@@ -28,6 +28,9 @@ func TestLoadgenRefusesBadFlagsBeforeStarting(t *testing.T) {
 		{[]string{"--json", missing}, []string{"--json " + missing, "cannot write a file in", "nothing was started"}},
 		{[]string{"--report", dir}, []string{"--report " + dir, "is a directory"}},
 		{[]string{"--cpuprofile", missing}, []string{"--cpuprofile", "cannot write"}},
+		// --json passes (a probe file is made in dir and removed), then --cpuprofile fails.
+		{[]string{"--json", filepath.Join(dir, "ok.json"), "--cpuprofile", missing}, []string{"--cpuprofile " + missing}},
+		{[]string{"--managers", "0"}, []string{"--managers must be 1 or more"}},
 	} {
 		var out bytes.Buffer
 		root := newRoot()
@@ -53,6 +56,9 @@ func TestLoadgenRefusesBadFlagsBeforeStarting(t *testing.T) {
 	if _, err := os.Stat(missing); err == nil {
 		t.Errorf("%s was made", missing)
 	}
+	if _, err := os.Stat(filepath.Join(dir, "ok.json")); err == nil {
+		t.Error("the check made the --json file")
+	}
 }
 
 // A good threshold and writable outputs pass the checks.
@@ -66,5 +72,25 @@ func TestLoadgenAcceptsGoodFlags(t *testing.T) {
 	}
 	if leftovers, _ := filepath.Glob(filepath.Join(dir, "*")); len(leftovers) > 0 {
 		t.Errorf("the checks left files behind: %v", leftovers)
+	}
+	// An existing file is written over only by the run, not by the check;
+	// /dev/null takes a report.
+	old := filepath.Join(dir, "old.json")
+	if err := os.WriteFile(old, []byte("last run"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o.jsonFile, o.reportFile = old, os.DevNull
+	if err := checkLoadgenFlags(newLoadgenCmd(), o); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(old); string(b) != "last run" {
+		t.Errorf("the check changed an existing file: %q", b)
+	}
+	// The default --services (more than these --tasks) is capped, not
+	// refused; --managers is not looked at with --join.
+	o.cfg.Tasks, o.cfg.Services = 10, 20
+	o.join, o.cfg.Managers = "127.0.0.1:7700", 0
+	if err := checkLoadgenFlags(newLoadgenCmd(), o); err != nil {
+		t.Errorf("default --services above --tasks, --join without --managers: %v", err)
 	}
 }

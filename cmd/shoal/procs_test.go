@@ -24,7 +24,16 @@ var (
 
 // TestMain removes the binary the process tests built (37 MB per run,
 // left in the temporary directory before).
+//
+// A test binary started as a command of shoal's (a test that let `shoal
+// loadgen` start its managers and agents from os.Executable, which in a
+// test is this binary) exits at once instead of running every test again
+// in each child, and those children's children.
 func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && !strings.HasPrefix(os.Args[1], "-") {
+		fmt.Fprintf(os.Stderr, "this test binary was started as 'shoal %s'; a test must run the built binary (shoalBin) for that\n", os.Args[1])
+		os.Exit(2)
+	}
 	code := m.Run()
 	if binPath != "" {
 		_ = os.RemoveAll(filepath.Dir(binPath))

@@ -17,8 +17,9 @@ type Config struct {
 	Managers []string // API addresses
 	Index    string   // start index token ("" : now)
 	// Event receives every event (heartbeats included) with the
-	// connection number it came on.
-	Event func(ev client.Event, conn int)
+	// connection number it came on and when it was read (events may wait
+	// a moment between the reader and Event).
+	Event func(ev client.Event, conn int, read time.Time)
 	// Resync receives the full task list read after the stream could not
 	// resume.
 	Resync func(tasks []client.Task, conn int)
@@ -80,6 +81,7 @@ func (f *Follower) Position() map[int]uint64 {
 // item is one thing for the sink: an event, or a resync's task list.
 type item struct {
 	ev     client.Event
+	read   time.Time
 	tasks  []client.Task
 	resync bool
 	conn   int
@@ -103,6 +105,7 @@ func (f *Follower) Follow(ctx context.Context) {
 	defer func() {
 		close(f.sink)
 		<-drained
+		f.sink = nil
 	}()
 	next := 0
 	tooOld := 0
@@ -160,7 +163,7 @@ func (f *Follower) deliver(ev client.Event, conn int) {
 		f.mu.index = ev.Index
 	}
 	f.mu.Unlock()
-	f.send(item{ev: ev, conn: conn})
+	f.send(item{ev: ev, read: time.Now(), conn: conn})
 }
 
 func (f *Follower) send(it item) {
@@ -180,7 +183,7 @@ func (f *Follower) hand(it item) {
 		}
 		return
 	}
-	f.cfg.Event(it.ev, it.conn)
+	f.cfg.Event(it.ev, it.conn, it.read)
 	f.mu.Lock()
 	if it.ev.Raft > f.mu.pos[it.ev.Group] {
 		f.mu.pos[it.ev.Group] = it.ev.Raft

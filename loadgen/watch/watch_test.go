@@ -102,7 +102,7 @@ func TestResyncKeepsTheEventsOfItsOwnList(t *testing.T) {
 	var mu sync.Mutex
 	var seen []got
 	f := New(Config{Managers: []string{srv.URL},
-		Event: func(ev client.Event, conn int) {
+		Event: func(ev client.Event, conn int, _ time.Time) {
 			mu.Lock()
 			defer mu.Unlock()
 			if ev.Task != nil {
@@ -170,7 +170,7 @@ func TestFollowHandsEveryEventInOrder(t *testing.T) {
 	var f *Follower
 	var returned atomic.Bool
 	var got []uint64
-	f = New(Config{Managers: []string{srv.URL}, Event: func(ev client.Event, _ int) {
+	f = New(Config{Managers: []string{srv.URL}, Event: func(ev client.Event, _ int, _ time.Time) {
 		if returned.Load() {
 			t.Errorf("event %d handed after Follow returned", ev.Raft)
 		}
