@@ -30,14 +30,7 @@ type Config struct {
 // Follower follows the stream; see Follow.
 type Follower struct {
 	cfg Config
-	// sink, while Follow runs, carries what was read to the goroutine
-	// that hands it to Config.Event and Config.Resync, in order: reading
-	// and decoding the stream and checking its events run on two threads.
-	// (One goroutine doing both fell behind a million-task ramp on a
-	// machine its managers and agents kept busy.) Nil: handed over at
-	// once, on the reading goroutine.
-	sink chan item
-	mu   struct {
+	mu  struct {
 		sync.Mutex
 		index      string
 		pos        map[int]uint64 // group → last Raft index seen
@@ -78,7 +71,7 @@ func (f *Follower) Position() map[int]uint64 {
 	return out
 }
 
-// item is one thing for the sink: an event, or a resync's task list.
+// item is one thing for the callbacks: an event, or a resync's task list.
 type item struct {
 	ev     client.Event
 	read   time.Time
@@ -87,26 +80,14 @@ type item struct {
 	conn   int
 }
 
-// sinkDepth is how many events may wait between the reader and the
-// checks (a page of the manager's stream is 8,192).
-const sinkDepth = 16384
-
-// Follow follows the stream until ctx ends. Every event read is handed to
-// the sink before it returns.
+// Follow follows the stream until ctx ends, handing each event to the
+// callbacks as it is read, on the calling goroutine. (Reading on one
+// goroutine and checking on another took twice the events in a
+// million-task ramp, and the replica rendering them took CPU its peers
+// needed: at 10,000 agents leaderships moved mid-ramp, and one run never
+// finished its creates. The loadgen's view is its instrument, and an
+// instrument must not bend what it measures: see perf/NOTEBOOK.md.)
 func (f *Follower) Follow(ctx context.Context) {
-	f.sink = make(chan item, sinkDepth)
-	drained := make(chan struct{})
-	go func() {
-		defer close(drained)
-		for it := range f.sink {
-			f.hand(it)
-		}
-	}()
-	defer func() {
-		close(f.sink)
-		<-drained
-		f.sink = nil
-	}()
 	next := 0
 	tooOld := 0
 	for ctx.Err() == nil {
@@ -155,7 +136,7 @@ func (f *Follower) Follow(ctx context.Context) {
 }
 
 // deliver moves the resume point past ev, read on connection conn, and
-// sends it to the sink.
+// hands it to the callbacks.
 func (f *Follower) deliver(ev client.Event, conn int) {
 	f.mu.Lock()
 	f.mu.events++
@@ -163,15 +144,7 @@ func (f *Follower) deliver(ev client.Event, conn int) {
 		f.mu.index = ev.Index
 	}
 	f.mu.Unlock()
-	f.send(item{ev: ev, read: time.Now(), conn: conn})
-}
-
-func (f *Follower) send(it item) {
-	if f.sink == nil {
-		f.hand(it)
-		return
-	}
-	f.sink <- it
+	f.hand(item{ev: ev, read: time.Now(), conn: conn})
 }
 
 // hand gives it to the configuration's callbacks; an event's Raft index
@@ -261,7 +234,7 @@ func (f *Follower) resync(ctx context.Context, addr string, conn int) {
 	f.mu.conn = max(f.mu.conn, conn) + 1
 	evConn := f.mu.conn
 	f.mu.Unlock()
-	f.send(item{tasks: slices.Concat(pages...), resync: true, conn: conn})
+	f.hand(item{tasks: slices.Concat(pages...), resync: true, conn: conn})
 	for _, chunk := range held.chunks {
 		for _, ev := range chunk {
 			f.deliver(ev, evConn)
