@@ -17,8 +17,8 @@ type Config struct {
 	Managers []string // API addresses
 	Index    string   // start index token ("" : now)
 	// Event receives every event (heartbeats included) with the
-	// connection number it came on and when it was read (events may wait
-	// a moment between the reader and Event).
+	// connection number it came on and when it was read (the events a
+	// resync held come after its list, later than they were read).
 	Event func(ev client.Event, conn int, read time.Time)
 	// Resync receives the full task list read after the stream could not
 	// resume.
@@ -71,15 +71,6 @@ func (f *Follower) Position() map[int]uint64 {
 	return out
 }
 
-// item is one thing for the callbacks: an event, or a resync's task list.
-type item struct {
-	ev     client.Event
-	read   time.Time
-	tasks  []client.Task
-	resync bool
-	conn   int
-}
-
 // Follow follows the stream until ctx ends, handing each event to the
 // callbacks as it is read, on the calling goroutine. (Reading on one
 // goroutine and checking on another took twice the events in a
@@ -104,7 +95,7 @@ func (f *Follower) Follow(ctx context.Context) {
 		got := false
 		err = c.Events(ctx, index, nil, func(ev client.Event) error {
 			got = true
-			f.deliver(ev, conn)
+			f.deliver(ev, conn, time.Now())
 			return nil
 		})
 		if ctx.Err() != nil {
@@ -135,31 +126,20 @@ func (f *Follower) Follow(ctx context.Context) {
 	}
 }
 
-// deliver moves the resume point past ev, read on connection conn, and
-// hands it to the callbacks.
-func (f *Follower) deliver(ev client.Event, conn int) {
+// deliver moves the resume point past ev, read on connection conn at
+// read, and hands it to Event; its Raft index counts in Position once
+// Event has it.
+func (f *Follower) deliver(ev client.Event, conn int, read time.Time) {
 	f.mu.Lock()
 	f.mu.events++
 	if ev.Index != "" {
 		f.mu.index = ev.Index
 	}
 	f.mu.Unlock()
-	f.hand(item{ev: ev, read: time.Now(), conn: conn})
-}
-
-// hand gives it to the configuration's callbacks; an event's Raft index
-// counts in Position only once Event has it.
-func (f *Follower) hand(it item) {
-	if it.resync {
-		if f.cfg.Resync != nil {
-			f.cfg.Resync(it.tasks, it.conn)
-		}
-		return
-	}
-	f.cfg.Event(it.ev, it.conn, it.read)
+	f.cfg.Event(ev, conn, read)
 	f.mu.Lock()
-	if it.ev.Raft > f.mu.pos[it.ev.Group] {
-		f.mu.pos[it.ev.Group] = it.ev.Raft
+	if ev.Raft > f.mu.pos[ev.Group] {
+		f.mu.pos[ev.Group] = ev.Raft
 	}
 	f.mu.Unlock()
 }
@@ -195,7 +175,7 @@ func (f *Follower) resync(ctx context.Context, addr string, conn int) {
 		return // the next attempt tries again
 	}
 	// The pages are kept apart and joined once: appending a million
-	// tasks page by page copied the growing list over and over (a tenth
+	// tasks page by page copied the growing list over and over (a sixth
 	// of the loadgen's CPU in a million-task ramp).
 	pages := [][]client.Task{l.Items}
 	var held heldEvents
@@ -211,7 +191,7 @@ func (f *Follower) resync(ctx context.Context, addr string, conn int) {
 		_ = sc.Events(sctx, first, nil, func(ev client.Event) error {
 			heldMu.Lock()
 			defer heldMu.Unlock()
-			held.add(ev)
+			held.add(ev, time.Now())
 			if held.n >= maxHeld {
 				return errors.New("enough held")
 			}
@@ -234,29 +214,37 @@ func (f *Follower) resync(ctx context.Context, addr string, conn int) {
 	f.mu.conn = max(f.mu.conn, conn) + 1
 	evConn := f.mu.conn
 	f.mu.Unlock()
-	f.hand(item{tasks: slices.Concat(pages...), resync: true, conn: conn})
+	if f.cfg.Resync != nil {
+		f.cfg.Resync(slices.Concat(pages...), conn)
+	}
 	for _, chunk := range held.chunks {
-		for _, ev := range chunk {
-			f.deliver(ev, evConn)
+		for _, h := range chunk {
+			f.deliver(h.ev, evConn, h.read)
 		}
 	}
 }
 
-// heldEvents is the events a resync holds, in chunks of heldChunk, so
-// that holding two million of them never copies the ones held before.
+// heldEvents is the events a resync holds, with when each was read, in
+// chunks of heldChunk, so that holding two million of them never copies
+// the ones held before.
 type heldEvents struct {
-	chunks [][]client.Event
+	chunks [][]heldEvent
 	n      int
+}
+
+type heldEvent struct {
+	ev   client.Event
+	read time.Time
 }
 
 const heldChunk = 4096
 
-func (h *heldEvents) add(ev client.Event) {
+func (h *heldEvents) add(ev client.Event, read time.Time) {
 	if k := len(h.chunks); k == 0 || len(h.chunks[k-1]) == heldChunk {
-		h.chunks = append(h.chunks, make([]client.Event, 0, heldChunk))
+		h.chunks = append(h.chunks, make([]heldEvent, 0, heldChunk))
 	}
 	k := len(h.chunks) - 1
-	h.chunks[k] = append(h.chunks[k], ev)
+	h.chunks[k] = append(h.chunks[k], heldEvent{ev, read})
 	h.n++
 }
 

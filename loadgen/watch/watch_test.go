@@ -131,13 +131,13 @@ func TestHeldEventsKeepTheirOrder(t *testing.T) {
 	var h heldEvents
 	const n = 3*heldChunk + 17
 	for i := range n {
-		h.add(client.Event{Raft: uint64(i)})
+		h.add(client.Event{Raft: uint64(i)}, time.Unix(int64(i), 0))
 	}
 	i := 0
 	for _, chunk := range h.chunks {
-		for _, ev := range chunk {
-			if ev.Raft != uint64(i) {
-				t.Fatalf("held event %d is event %d", i, ev.Raft)
+		for _, h := range chunk {
+			if h.ev.Raft != uint64(i) || h.read.Unix() != int64(i) {
+				t.Fatalf("held event %d is event %d read at %d", i, h.ev.Raft, h.read.Unix())
 			}
 			i++
 		}
