@@ -59,3 +59,22 @@ func TestReconnectTimeLeavesOutAgentsFaultedSinceTheKill(t *testing.T) {
 
 // at is t plus ms milliseconds, in Unix nanoseconds.
 func at(t time.Time, ms int64) int64 { return t.Add(time.Duration(ms) * time.Millisecond).UnixNano() }
+
+// A leader kill is made only with killMargin left before its phase ends;
+// without a deadline, always.
+func TestKillWorthItLeavesTheMargin(t *testing.T) {
+	now := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		left time.Duration
+		want bool
+	}{{10 * time.Second, true}, {killMargin, true}, {killMargin - time.Millisecond, false}, {0, false}, {-time.Second, false}} {
+		ctx, cancel := context.WithDeadline(context.Background(), now.Add(c.left))
+		if got := killWorthIt(ctx, now); got != c.want {
+			t.Errorf("%v before the phase ends: kill %t, want %t", c.left, got, c.want)
+		}
+		cancel()
+	}
+	if !killWorthIt(context.Background(), now) {
+		t.Error("no deadline: no kill")
+	}
+}
