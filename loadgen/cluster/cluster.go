@@ -369,9 +369,7 @@ func (c *Cluster) WaitReady(ctx context.Context) error {
 			if !r.Alive() {
 				continue
 			}
-			sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			st, err := c.Access.Status(sctx, r.API)
-			cancel()
+			st, err := c.status(ctx, r)
 			switch {
 			case err != nil:
 				ok, last = false, fmt.Errorf("replica %d: %w", r.ID, err)

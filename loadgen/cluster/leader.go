@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"shoal/api/client"
 )
 
 // Leader returns the replica leading the cluster group (it runs the leader
@@ -13,9 +15,7 @@ func (c *Cluster) Leader(ctx context.Context) *Replica {
 		if !r.Alive() {
 			continue
 		}
-		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		st, err := c.Access.Status(sctx, r.API)
-		cancel()
+		st, err := c.status(ctx, r)
 		if err == nil && st.Leading {
 			return r
 		}
@@ -38,9 +38,7 @@ func (c *Cluster) FirstLeader(ctx context.Context, notLeader uint64, after time.
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			st, err := c.Access.Status(sctx, r.API)
-			cancel()
+			st, err := c.status(ctx, r)
 			if err != nil || st.Leader == 0 || st.Leader == notLeader {
 				return
 			}
@@ -57,4 +55,15 @@ func (c *Cluster) FirstLeader(ctx context.Context, notLeader uint64, after time.
 	}
 	wg.Wait()
 	return since, ok
+}
+
+// statusWait bounds one replica's status answer: a busy replica that takes
+// longer counts as not answering, and the caller goes on to the others.
+const statusWait = 2 * time.Second
+
+// status asks replica r for its status, within statusWait.
+func (c *Cluster) status(ctx context.Context, r *Replica) (client.Status, error) {
+	sctx, cancel := context.WithTimeout(ctx, statusWait)
+	defer cancel()
+	return c.Access.Status(sctx, r.API)
 }
