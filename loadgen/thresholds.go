@@ -2,6 +2,7 @@ package loadgen
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -10,10 +11,37 @@ import (
 	"shoal/loadgen/report"
 )
 
-// thresholdValue reads a named figure of the report (seconds for
-// durations, bytes for heap).
-func thresholdValue(name string, r *report.Report) (float64, bool) {
-	lat := func(which string, q func(l report.Latency) float64) (float64, bool) {
+// figures are what a threshold can name, each read from the report
+// (seconds for durations, bytes for heap); ok=false where the run did not
+// measure it.
+var figures = map[string]func(r *report.Report) (float64, bool){
+	"converge": func(r *report.Report) (float64, bool) {
+		if !r.Converged {
+			return 1e18, true
+		}
+		return r.ConvergeSeconds, true
+	},
+	"violations":    func(r *report.Report) (float64, bool) { return float64(r.Violations), true },
+	"tasks_running": func(r *report.Report) (float64, bool) { return float64(r.TasksRunning), true },
+	"heap_per_task": func(r *report.Report) (float64, bool) { return r.HeapBytesPerTask, true },
+	"running_p50":   figureLatency("create_to_running", func(l report.Latency) float64 { return l.P50 }),
+	"running_p90":   figureLatency("create_to_running", func(l report.Latency) float64 { return l.P90 }),
+	"running_p99":   figureLatency("create_to_running", func(l report.Latency) float64 { return l.P99 }),
+	"running_max":   figureLatency("create_to_running", func(l report.Latency) float64 { return l.Max }),
+	"assigned_p99":  figureLatency("create_to_assigned", func(l report.Latency) float64 { return l.P99 }),
+	"ramp": func(r *report.Report) (float64, bool) {
+		for _, p := range r.Phases {
+			if p.Name == "ramp" {
+				return p.Seconds, true
+			}
+		}
+		return 0, false
+	},
+}
+
+// figureLatency reads quantile q of the latency named which, in seconds.
+func figureLatency(which string, q func(l report.Latency) float64) func(r *report.Report) (float64, bool) {
+	return func(r *report.Report) (float64, bool) {
 		for _, l := range r.Latencies {
 			if l.Name == which {
 				return q(l) / 1000, true
@@ -21,41 +49,18 @@ func thresholdValue(name string, r *report.Report) (float64, bool) {
 		}
 		return 0, false
 	}
-	switch name {
-	case "converge":
-		if !r.Converged {
-			return 1e18, true
-		}
-		return r.ConvergeSeconds, true
-	case "violations":
-		return float64(r.Violations), true
-	case "tasks_running":
-		return float64(r.TasksRunning), true
-	case "heap_per_task":
-		return r.HeapBytesPerTask, true
-	case "running_p50":
-		return lat("create_to_running", func(l report.Latency) float64 { return l.P50 })
-	case "running_p90":
-		return lat("create_to_running", func(l report.Latency) float64 { return l.P90 })
-	case "running_p99":
-		return lat("create_to_running", func(l report.Latency) float64 { return l.P99 })
-	case "running_max":
-		return lat("create_to_running", func(l report.Latency) float64 { return l.Max })
-	case "assigned_p99":
-		return lat("create_to_assigned", func(l report.Latency) float64 { return l.P99 })
-	case "ramp":
-		for _, p := range r.Phases {
-			if p.Name == "ramp" {
-				return p.Seconds, true
-			}
-		}
+}
+
+// thresholdNames are the figures' names, sorted (for error messages).
+var thresholdNames = slices.Sorted(maps.Keys(figures))
+
+// thresholdValue reads the figure called name from the report.
+func thresholdValue(name string, r *report.Report) (float64, bool) {
+	if f, ok := figures[name]; ok {
+		return f(r)
 	}
 	return 0, false
 }
-
-// thresholdNames are the figures a threshold can name.
-var thresholdNames = []string{"converge", "violations", "tasks_running", "heap_per_task", "running_p50",
-	"running_p90", "running_p99", "running_max", "assigned_p99", "ramp"}
 
 // threshold is one parsed expression: NAME OP LIMIT.
 type threshold struct {
@@ -76,7 +81,7 @@ func parseThreshold(e string) (threshold, error) {
 	if strings.HasPrefix(val, "=") {
 		th.op, val = th.op+"=", val[1:]
 	}
-	if !slices.Contains(thresholdNames, th.name) {
+	if _, ok := figures[th.name]; !ok {
 		return threshold{}, fmt.Errorf("threshold %q: no figure named %q (figures: %s)", e, th.name, strings.Join(thresholdNames, ", "))
 	}
 	val = strings.TrimSpace(val)

@@ -48,8 +48,8 @@ func TestCheckThresholds(t *testing.T) {
 	}
 }
 
-// Every figure CheckThresholds accepts is one the report gives: a name in
-// one list and not the other would pass the check and then always fail.
+// Every figure a threshold can name reads its value from a full report:
+// one that found nothing would pass the check and then always fail.
 func TestEveryThresholdNameIsAFigure(t *testing.T) {
 	r := &report.Report{Converged: true, Phases: []report.Phase{{Name: "ramp"}},
 		Latencies: []report.Latency{{Name: "create_to_running"}, {Name: "create_to_assigned"}}}
