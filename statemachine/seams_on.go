@@ -4,6 +4,8 @@ package statemachine
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 )
 
@@ -32,28 +34,28 @@ type seams struct {
 	freeAtRelease bool
 }
 
+// plantable maps each seeded bug's name to the seam it switches on.
+var plantable = map[string]func(*seams){
+	"reap-live":            func(s *seams) { s.reapLive = true },
+	"never-down":           func(s *seams) { s.neverDown = true },
+	"replace-global-aside": func(s *seams) { s.replaceGlobalAside = true },
+	"decide-early":         func(s *seams) { s.decideEarly = true },
+	"free-at-release":      func(s *seams) { s.freeAtRelease = true },
+}
+
 // PlantBug switches on the seeded bug named (one of Bugs) in cfg, for a
 // test that runs the real binary built with -tags shoal_seams.
 func PlantBug(cfg *Config, name string) error {
-	switch name {
-	case "reap-live":
-		cfg.seams.reapLive = true
-	case "never-down":
-		cfg.seams.neverDown = true
-	case "replace-global-aside":
-		cfg.seams.replaceGlobalAside = true
-	case "decide-early":
-		cfg.seams.decideEarly = true
-	case "free-at-release":
-		cfg.seams.freeAtRelease = true
-	default:
+	plant, ok := plantable[name]
+	if !ok {
 		return fmt.Errorf("no seeded bug is called %q (there are: %s)", name, strings.Join(Bugs, ", "))
 	}
+	plant(&cfg.seams)
 	return nil
 }
 
-// Bugs names the seeded bugs PlantBug knows.
-var Bugs = []string{"reap-live", "never-down", "replace-global-aside", "decide-early", "free-at-release"}
+// Bugs names the seeded bugs PlantBug knows, sorted.
+var Bugs = slices.Sorted(maps.Keys(plantable))
 
 // seamsCompiled reports whether this build has the seams.
 const seamsCompiled = true
