@@ -49,6 +49,8 @@ var edges = map[string]rule{
 	"internal/clock":  {},
 	"internal/mix":    {pure: true},
 	"internal/varint": {pure: true},
+	// Free loopback addresses for tests and the loadgen's replicas.
+	"internal/freeport": {},
 	// The API's JSON codec for responses and event lines.
 	"internal/jsoncodec": {third: []string{"github.com/goccy/go-json"}},
 
@@ -84,7 +86,7 @@ var edges = map[string]rule{
 	// The load generator's parts see the cluster only as a user and an
 	// agent do: through api/client and the real agent.
 	"loadgen/check":    {shoal: []string{"api/client", "statemachine", "wire", "loadgen/report"}},
-	"loadgen/cluster":  {shoal: []string{"api/client", "security", "security/tlsdir"}},
+	"loadgen/cluster":  {shoal: []string{"api/client", "security", "security/tlsdir", "internal/freeport"}},
 	"loadgen/fleet":    {shoal: []string{"agent", "api/client", "wire", "statemachine", "security", "internal/*"}, third: []string{"github.com/valyala/fasthttp"}},
 	"loadgen/report":   {third: []string{"github.com/go-echarts/go-echarts/v2"}},
 	"loadgen/watch":    {shoal: []string{"api/client", "wire"}},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"shoal/internal/freeport"
 	"strconv"
 )
 
@@ -36,7 +37,7 @@ func StartLocal(root string, n int, base Config) (*Local, error) {
 		case ok:
 			l.peers[id] = m.RaftAddr
 		default:
-			if l.peers[id], err = freeLoopbackAddr(); err != nil {
+			if l.peers[id], err = freeport.Addr(); err != nil {
 				return nil, err
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"path/filepath"
+	"shoal/internal/freeport"
 	"slices"
 	"strings"
 	"testing"
@@ -51,7 +52,7 @@ func TestJoinAndRemoveReplica(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	addr2, err := freeLoopbackAddr()
+	addr2, err := freeport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"shoal/internal/freeport"
 	"slices"
 	"strconv"
 )
@@ -113,7 +114,7 @@ func resolveMeta(cfg *Config) (m meta, fresh bool, err error) {
 	if cfg.RaftAddr == "" {
 		if a, ok := cfg.Peers[cfg.ReplicaID]; ok {
 			cfg.RaftAddr = a
-		} else if cfg.RaftAddr, err = freeLoopbackAddr(); err != nil {
+		} else if cfg.RaftAddr, err = freeport.Addr(); err != nil {
 			return m, true, err
 		}
 	}
@@ -177,20 +178,6 @@ func FormatPeers(peers map[uint64]string) string {
 		b = append(b, peers[id]...)
 	}
 	return string(b)
-}
-
-// freeLoopbackAddr returns a loopback address whose port was free a moment
-// ago.
-func freeLoopbackAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("engine: find a free loopback port: %w", err)
-	}
-	addr := l.Addr().String()
-	if err := l.Close(); err != nil {
-		return "", fmt.Errorf("engine: find a free loopback port: %w", err)
-	}
-	return addr, nil
 }
 
 // Check reports what Open would refuse in cfg (settings, addresses, the

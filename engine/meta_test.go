@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"shoal/internal/freeport"
 	"strings"
 	"testing"
 )
@@ -17,7 +18,7 @@ func TestOpenChecksBeforeWriting(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer busy.Close()
-	free, err := freeLoopbackAddr()
+	free, err := freeport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +71,7 @@ func TestPendingDirectoryIsResetAndPeersRecorded(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, raftDir, "junk"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	addr, err := freeLoopbackAddr()
+	addr, err := freeport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}

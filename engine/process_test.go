@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"shoal/internal/freeport"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,11 +32,11 @@ func TestThreeProcesses(t *testing.T) {
 	}
 	var addrs, peers, apis []string
 	for i := 1; i <= 3; i++ {
-		a, err := freeLoopbackAddr()
+		a, err := freeport.Addr()
 		if err != nil {
 			t.Fatal(err)
 		}
-		api, err := freeLoopbackAddr()
+		api, err := freeport.Addr()
 		if err != nil {
 			t.Fatal(err)
 		}

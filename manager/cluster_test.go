@@ -3,13 +3,13 @@ package manager
 import (
 	"context"
 	"fmt"
-	"net"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"shoal/api/client"
 	"shoal/engine"
+	"shoal/internal/freeport"
 )
 
 // cluster is n manager replicas in this process on free loopback ports.
@@ -22,12 +22,11 @@ type cluster struct {
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	a, err := freeport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return a
 }
 
 func startCluster(t *testing.T, n int) *cluster {

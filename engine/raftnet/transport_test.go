@@ -14,6 +14,7 @@ import (
 	"github.com/lni/dragonboat/v4/config"
 	pb "github.com/lni/dragonboat/v4/raftpb"
 
+	"shoal/internal/freeport"
 	"shoal/security"
 )
 
@@ -66,12 +67,11 @@ func (in *inbox) waitTerm(t *testing.T, term uint64) {
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	a, err := freeport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return a
 }
 
 // start starts a transport at addr that records into in.

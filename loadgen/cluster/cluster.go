@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"shoal/api/client"
+	"shoal/internal/freeport"
 )
 
 // Config describes the managers to start.
@@ -63,15 +63,6 @@ type Cluster struct {
 	// Access is how to reach the managers (the admin credential and the
 	// worker token with TLS).
 	Access *Access
-}
-
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }
 
 // Start starts cfg.Managers replicas and waits until every one answers
@@ -180,11 +171,11 @@ func startOnce(ctx context.Context, cfg Config) (*Cluster, error) {
 	c := &Cluster{cfg: cfg, owned: true}
 	var peers []string
 	for i := 1; i <= cfg.Managers; i++ {
-		api, err := freeAddr()
+		api, err := freeport.Addr()
 		if err != nil {
 			return nil, err
 		}
-		raft, err := freeAddr()
+		raft, err := freeport.Addr()
 		if err != nil {
 			return nil, err
 		}
