@@ -2,6 +2,7 @@ package loadgen
 
 import (
 	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +20,8 @@ func TestJoinRunOwnsAndCleansUp(t *testing.T) {
 		t.Skip("starts a manager and simulated agents")
 	}
 	bin := buildShoal(t)
+	tmp := t.TempDir() // where the runs make their own data directories
+	t.Setenv("TMPDIR", tmp)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	cl, err := cluster.Start(ctx, cluster.Config{Binary: bin, Managers: 1, DataDir: t.TempDir(), Groups: 2, Insecure: true})
@@ -82,6 +85,9 @@ func TestJoinRunOwnsAndCleansUp(t *testing.T) {
 	}
 	if _, err := run(); err == nil || !strings.Contains(err.Error(), "service svc-001") {
 		t.Fatalf("a run finding a service named like its own: %v, want a refusal naming service svc-001", err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(tmp, "shoal-loadgen-*")); len(left) > 0 {
+		t.Errorf("the runs left data directories behind: %v", left)
 	}
 }
 

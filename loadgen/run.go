@@ -118,6 +118,9 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 			return nil, err
 		}
 		cfg.DataDir, r.cfg.DataDir, tempDir = d, d, true
+		// A run refused during setup leaves no empty directory behind
+		// (Remove takes only an empty one: replica logs stay).
+		defer os.Remove(d)
 	}
 	if len(cfg.Join) > 0 {
 		access := &cluster.Access{}
