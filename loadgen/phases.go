@@ -249,12 +249,18 @@ func (r *run) buildReport(ctx context.Context, converged bool, convergeSecs floa
 	rep.Latencies = r.stats.latencies()
 	rep.Transitions = r.sampler.rate()
 	rep.Series = r.sampler.series()
+	for i := range rep.Phases {
+		if !rep.Phases[i].Skipped {
+			rep.Phases[i].CPUSeconds = report.PhaseCPU(rep.Series, rep.Phases[i].Name)
+		}
+	}
 	rep.Groups = r.sampler.proposals(time.Since(r.start).Seconds())
 	rep.AgentCalls = r.sampler.agentCalls(r.cfg.Agents, time.Since(r.start).Seconds())
 	r.sampler.mu.Lock()
 	for _, rp := range r.cl.Replicas {
 		rep.Replicas = append(rep.Replicas, report.Replica{ID: rp.ID, API: rp.API, HeapInuseEnd: r.sampler.last[rp.ID],
-			HeapInusePeak: r.sampler.peak[rp.ID], HeapLiveEnd: r.sampler.live[rp.ID], Kills: rp.Kills()})
+			HeapInusePeak: r.sampler.peak[rp.ID], HeapLiveEnd: r.sampler.live[rp.ID], Kills: rp.Kills(),
+			CPUSeconds: r.sampler.cpu.total(replicaSource(rp.ID))})
 		rep.HeapBytesPerTask = max(rep.HeapBytesPerTask, float64(r.sampler.last[rp.ID])/float64(cfg.Tasks))
 		rep.HeapLiveBytesPerTask = max(rep.HeapLiveBytesPerTask, float64(r.sampler.live[rp.ID])/float64(cfg.Tasks))
 	}

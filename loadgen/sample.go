@@ -17,22 +17,26 @@ import (
 // sampler takes one sample per second for the report's series and the
 // progress view.
 type sampler struct {
-	r     *run
-	mu    sync.Mutex
-	ser   report.Series
-	peak  map[uint64]uint64
-	last  map[uint64]uint64 // last heap read per replica
-	live  map[uint64]uint64 // last live heap read per replica
-	prevT int64
-	prevS time.Duration // when the previous sample was taken
-	props *proposalCounts
-	calls *agentCalls
-	bar   *progressbar.ProgressBar
+	r       *run
+	mu      sync.Mutex
+	ser     report.Series
+	peak    map[uint64]uint64
+	last    map[uint64]uint64 // last heap read per replica
+	live    map[uint64]uint64 // last live heap read per replica
+	prevT   int64
+	prevS   time.Duration // when the previous sample was taken
+	props   *proposalCounts
+	calls   *agentCalls
+	cpu     *cpuBook
+	cpuMark map[string]cpuMark // each CPU source's last reading
+	bar     *progressbar.ProgressBar
 }
 
 func newSampler(r *run) *sampler {
-	s := &sampler{r: r, peak: map[uint64]uint64{}, last: map[uint64]uint64{}, live: map[uint64]uint64{}, props: newProposalCounts(), calls: newAgentCalls()}
+	s := &sampler{r: r, peak: map[uint64]uint64{}, last: map[uint64]uint64{}, live: map[uint64]uint64{}, props: newProposalCounts(), calls: newAgentCalls(),
+		cpu: newCPUBook(), cpuMark: map[string]cpuMark{}}
 	s.ser.HeapInuse = map[string][]uint64{}
+	s.ser.CPU = map[string][]float64{}
 	if r.cfg.Terminal {
 		s.bar = progressbar.NewOptions(r.cfg.Tasks, progressbar.OptionSetWriter(r.cfg.Out),
 			progressbar.OptionSetWidth(30), progressbar.OptionShowCount(), progressbar.OptionSetPredictTime(false),
@@ -100,6 +104,9 @@ func (s *sampler) sample(ctx context.Context) string {
 			s.props.add(rep.ID, m.Proposals, m.Commands, props)
 			s.props.terms(m.Terms)
 			s.calls.add(rep.ID, m.AgentCalls)
+			if m.Started != "" {
+				s.cpu.observe(replicaSource(rep.ID), m.Started, m.CPUSeconds)
+			}
 			s.mu.Unlock()
 		}()
 	}
@@ -119,9 +126,11 @@ func (s *sampler) sample(ctx context.Context) string {
 	conn := r.fleet.Connected()
 	age := r.fleet.BeatAge().Seconds()
 	s.mu.Lock()
+	s.observeLocalCPU()
+	dt := (at - s.prevS).Seconds()
 	rate := float64(tr - s.prevT)
 	s.prevT = tr
-	s.props.peak(props, (at - s.prevS).Seconds())
+	s.props.peak(props, dt)
 	s.prevS = at
 	s.ser.Seconds = append(s.ser.Seconds, at.Seconds())
 	s.ser.Phase = append(s.ser.Phase, r.phase())
@@ -138,6 +147,12 @@ func (s *sampler) sample(ctx context.Context) string {
 			s.last[rep.ID] = h
 			s.peak[rep.ID] = max(s.peak[rep.ID], h)
 		}
+	}
+	s.recordCPU("agents", true)
+	s.recordCPU("loadgen", true)
+	for _, rep := range r.cl.Replicas {
+		_, read := heaps[rep.ID]
+		s.recordCPU(replicaSource(rep.ID), read)
 	}
 	s.mu.Unlock()
 	if s.bar != nil {

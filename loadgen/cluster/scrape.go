@@ -30,6 +30,11 @@ type Metrics struct {
 	// started, per endpoint (shoal_http_requests_total of the agent_*
 	// endpoints, every status code), e.g. "heartbeat", "assignments".
 	AgentCalls map[string]uint64
+	// CPUSeconds is the CPU time the replica's process has used since it
+	// started (process_cpu_seconds_total), and Started when that was
+	// (process_start_time_seconds): a restarted replica counts from zero.
+	CPUSeconds float64
+	Started    string
 }
 
 // label returns the value of label `name` in a metric line's labels.
@@ -86,6 +91,10 @@ func (a *Access) Scrape(ctx context.Context, addr string) (Metrics, error) {
 			m.HeapInuse = uint64(f)
 		case name == "go_gc_heap_live_bytes":
 			m.HeapLive = uint64(f)
+		case name == "process_cpu_seconds_total":
+			m.CPUSeconds = f
+		case name == "process_start_time_seconds":
+			m.Started = val
 		case strings.HasPrefix(name, "shoal_tasks{"):
 			m.Tasks[label(name, "state")] = int(f)
 		case strings.HasPrefix(name, "shoal_nodes{"):

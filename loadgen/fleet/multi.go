@@ -181,3 +181,12 @@ func concat[T any](parts [][]T) []T {
 	}
 	return out
 }
+
+// Pids returns the fleet processes' IDs, in agent order.
+func (r *Remote) Pids() []int {
+	out := make([]int, 0, len(r.kids))
+	for _, c := range r.kids {
+		out = append(out, c.cmd.Process.Pid)
+	}
+	return out
+}

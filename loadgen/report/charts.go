@@ -22,12 +22,12 @@ type chart struct {
 
 // The charts of the report, in page order. Each names its ID so that the
 // report check can find it.
-var chartIDs = []string{"tasks_running", "throughput", "latency_percentiles", "latency_histogram", "heap"}
+var chartIDs = []string{"tasks_running", "throughput", "latency_percentiles", "latency_histogram", "heap", "cpu"}
 
 // buildCharts returns the report's charts that have data.
 func buildCharts(r *Report) []chart {
 	var out []chart
-	for _, c := range []chart{tasksChart(r), throughputChart(r), percentilesChart(r), histogramChart(r), heapChart(r)} {
+	for _, c := range []chart{tasksChart(r), throughputChart(r), percentilesChart(r), histogramChart(r), heapChart(r), cpuChart(r)} {
 		if c.Points > 0 {
 			out = append(out, c)
 		}

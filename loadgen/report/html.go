@@ -25,10 +25,11 @@ const EchartsVersion = "5.6.0"
 var pageTmpl string
 
 var page = template.Must(template.New("page").Funcs(template.FuncMap{
-	"f1":  func(v float64) string { return fmt.Sprintf("%.1f", v) },
-	"f2":  func(v float64) string { return fmt.Sprintf("%.2f", v) },
-	"f0":  func(v float64) string { return fmt.Sprintf("%.0f", v) },
-	"mib": func(v uint64) string { return fmt.Sprintf("%.1f MiB", float64(v)/(1<<20)) },
+	"f1":    func(v float64) string { return fmt.Sprintf("%.1f", v) },
+	"f2":    func(v float64) string { return fmt.Sprintf("%.2f", v) },
+	"f0":    func(v float64) string { return fmt.Sprintf("%.0f", v) },
+	"mib":   func(v uint64) string { return fmt.Sprintf("%.1f MiB", float64(v)/(1<<20)) },
+	"cores": coresText,
 	"join": func(s []string) string {
 		if len(s) == 0 {
 			return "—"
@@ -61,7 +62,7 @@ type htmlPage struct {
 // WriteHTML writes r as one self-contained HTML page: the summary, the
 // parameters, the phases, the invariant table and the charts (tasks
 // running, throughput, latency percentiles and distribution, heap per
-// replica), with ECharts inlined — the page loads nothing from the network.
+// replica, CPU per process), with ECharts inlined — the page loads nothing from the network.
 //
 // Each chart's section carries data-chart (its ID) and data-points (the
 // points it was given); once ECharts has drawn it, the page sets

@@ -79,6 +79,12 @@ type Phase struct {
 	Seconds      float64 `json:"seconds"`
 	Skipped      bool    `json:"skipped,omitempty"`
 	Note         string  `json:"note,omitempty"` // e.g. "timed out with 91234/100000 running"
+	// CPUSeconds is the CPU time used during the phase by the replicas
+	// (all together), the simulated agents' processes and the loadgen
+	// itself ("replicas", "agents", "loadgen"), from the per-second
+	// samples: with Seconds and Machine.CPUs it says how busy the
+	// machine was, and who kept it busy.
+	CPUSeconds map[string]float64 `json:"cpu_seconds,omitempty"`
 }
 
 // quiesceRan reports whether the run's quiesce phase ran (it measures
@@ -159,6 +165,9 @@ type Replica struct {
 	HeapInusePeak uint64 `json:"heap_inuse_bytes_peak"`
 	HeapLiveEnd   uint64 `json:"heap_live_bytes_end"`
 	Kills         int    `json:"kills"`
+	// CPUSeconds is the CPU time the replica used during the run, over
+	// all its processes (a kill loses what it used since the last sample).
+	CPUSeconds float64 `json:"cpu_seconds"`
 }
 
 // Machine is where the run ran: its figures mean little without it, and
@@ -224,6 +233,9 @@ type Series struct {
 	// HeapInuse maps a replica ID (decimal) to its heap in use per sample
 	// (0 when it could not be read).
 	HeapInuse map[string][]uint64 `json:"heap_inuse_bytes"`
+	// CPU maps a source ("replica 1", ..., "agents", "loadgen") to the
+	// cores it used, on average, since the previous sample.
+	CPU map[string][]float64 `json:"cpu_cores,omitempty"`
 }
 
 // Threshold is one --threshold and its outcome.

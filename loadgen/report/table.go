@@ -17,13 +17,13 @@ func WriteTable(w io.Writer, r *Report) error {
 		fmt.Fprintf(tw, "machine	%d CPUs, %.0f GiB, %s, %s; load average %s at the start, %s at the end\n",
 			m.CPUs, float64(m.MemoryBytes)/(1<<30), m.OSArch, m.GoVersion, m.LoadAvgStart, m.LoadAvgEnd)
 	}
-	fmt.Fprintf(tw, "phase\tstart\tduration\tnote\n")
+	fmt.Fprintf(tw, "phase\tstart\tduration\tcores busy: replicas + agents + loadgen\tnote\n")
 	for _, ph := range r.Phases {
 		if ph.Skipped {
-			fmt.Fprintf(tw, "  %s\t-\t-\toff\n", ph.Name)
+			fmt.Fprintf(tw, "  %s\t-\t-\t-\toff\n", ph.Name)
 			continue
 		}
-		fmt.Fprintf(tw, "  %s\t%.1fs\t%.1fs\t%s\n", ph.Name, ph.StartSeconds, ph.Seconds, ph.Note)
+		fmt.Fprintf(tw, "  %s\t%.1fs\t%.1fs\t%s\t%s\n", ph.Name, ph.StartSeconds, ph.Seconds, coresText(ph, r.Machine.CPUs), ph.Note)
 	}
 	conv := "did not converge"
 	switch {
@@ -37,8 +37,8 @@ func WriteTable(w io.Writer, r *Report) error {
 	fmt.Fprintf(tw, "heap per task\t%.0f B in use, %.0f B live at the last collection (max over replicas)\n",
 		r.HeapBytesPerTask, r.HeapLiveBytesPerTask)
 	for _, rep := range r.Replicas {
-		fmt.Fprintf(tw, "  replica %d\theap end %.1f MiB (%.1f MiB live), peak %.1f MiB, killed %d×\n", rep.ID,
-			float64(rep.HeapInuseEnd)/(1<<20), float64(rep.HeapLiveEnd)/(1<<20), float64(rep.HeapInusePeak)/(1<<20), rep.Kills)
+		fmt.Fprintf(tw, "  replica %d\theap end %.1f MiB (%.1f MiB live), peak %.1f MiB, killed %d×, CPU %.1f s\n", rep.ID,
+			float64(rep.HeapInuseEnd)/(1<<20), float64(rep.HeapLiveEnd)/(1<<20), float64(rep.HeapInusePeak)/(1<<20), rep.Kills, rep.CPUSeconds)
 	}
 	fmt.Fprintf(tw, "transitions/s\tmean %.0f, peak %.0f (%d transitions, %d events)\n",
 		r.Transitions.Mean, r.Transitions.Peak, r.Counts.Transitions, r.Counts.Events)
@@ -100,4 +100,24 @@ func WriteTable(w io.Writer, r *Report) error {
 	}
 	fmt.Fprintf(tw, "violations\t%d\n", r.Violations)
 	return tw.Flush()
+}
+
+// coresText is a phase's average cores busy per CPU group, e.g. "1.21 +
+// 0.55 + 0.20 = 1.96 of 2"; "-" when no CPU was read.
+func coresText(ph Phase, cpus int) string {
+	if len(ph.CPUSeconds) == 0 || ph.Seconds <= 0 {
+		return "-"
+	}
+	var parts []string
+	sum := 0.0
+	for _, g := range []string{"replicas", "agents", "loadgen"} {
+		c := ph.CPUSeconds[g] / ph.Seconds
+		sum += c
+		parts = append(parts, fmt.Sprintf("%.2f", c))
+	}
+	of := ""
+	if cpus > 0 {
+		of = fmt.Sprintf(" of %d", cpus)
+	}
+	return fmt.Sprintf("%s = %.2f%s", strings.Join(parts, " + "), sum, of)
 }

@@ -1,0 +1,146 @@
+package loadgen
+
+import (
+	"math"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// cpuBook adds up the CPU seconds each source of load used (a replica,
+// the agents' processes, the loadgen) from counters that start again at
+// zero in every new process: a replica killed and restarted is a new
+// process of the same source. The CPU a process used between its last
+// reading and its death is not counted.
+type cpuBook struct {
+	base map[string]float64 // what the source's earlier processes used
+	proc map[string]string  // the process the last reading came from
+	last map[string]float64 // that process's last reading
+}
+
+func newCPUBook() *cpuBook {
+	return &cpuBook{base: map[string]float64{}, proc: map[string]string{}, last: map[string]float64{}}
+}
+
+// observe records that process proc of src has used v CPU seconds since it
+// started.
+func (b *cpuBook) observe(src, proc string, v float64) {
+	if p, ok := b.proc[src]; ok && p != proc {
+		b.base[src] += b.last[src]
+		b.last[src] = 0
+	}
+	b.proc[src] = proc
+	b.last[src] = max(b.last[src], v)
+}
+
+// total is src's CPU seconds over all its processes so far.
+func (b *cpuBook) total(src string) float64 { return b.base[src] + b.last[src] }
+
+// clockTicks is Linux's USER_HZ, the unit of /proc/PID/stat's CPU times
+// (100 on every architecture Go supports).
+const clockTicks = 100
+
+// procCPU returns the CPU seconds (user and system) process pid has used,
+// and the time it started (in clock ticks since boot, which tells two
+// processes of the same ID apart); false where /proc cannot say.
+func procCPU(pid int) (seconds float64, started string, ok bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, "", false
+	}
+	return parseProcStat(string(b))
+}
+
+// parseProcStat reads utime, stime and starttime (fields 14, 15 and 22)
+// from a /proc/PID/stat line. The command name (field 2) is in
+// parentheses and may hold spaces, so fields are counted after its ')'.
+func parseProcStat(line string) (seconds float64, started string, ok bool) {
+	i := strings.LastIndexByte(line, ')')
+	if i < 0 {
+		return 0, "", false
+	}
+	f := strings.Fields(line[i+1:]) // f[0] is field 3 (state)
+	if len(f) < 20 {
+		return 0, "", false
+	}
+	ut, err1 := strconv.ParseUint(f[11], 10, 64)
+	st, err2 := strconv.ParseUint(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, "", false
+	}
+	return float64(ut+st) / clockTicks, f[19], true
+}
+
+// selfCPU returns the CPU seconds this process has used.
+func selfCPU() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	tv := func(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
+	return tv(ru.Utime) + tv(ru.Stime)
+}
+
+func replicaSource(id uint64) string { return "replica " + strconv.FormatUint(id, 10) }
+
+// pidder is a fleet whose agents run in processes of their own.
+type pidder interface{ Pids() []int }
+
+// observeLocalCPU reads the CPU the agents' processes and this process
+// have used. s.mu is held.
+func (s *sampler) observeLocalCPU() {
+	if f, ok := s.r.fleet.(pidder); ok {
+		for k, pid := range f.Pids() {
+			if sec, started, ok := procCPU(pid); ok {
+				s.cpu.observe("agents "+strconv.Itoa(k), started, sec)
+			}
+		}
+	}
+	s.cpu.observe("loadgen", "self", selfCPU())
+}
+
+// cpuMark is a CPU source's total at its last reading and the index of
+// the sample that read it.
+type cpuMark struct {
+	total float64
+	at    int
+}
+
+// recordCPU appends src's entry for the sample just taken (the last of
+// s.ser.Seconds). When src was read in it (read), the CPU used since its
+// previous reading is spread evenly over the samples since then, which
+// also fills the seconds it could not be read (a replica too busy to
+// answer its metrics in time): the entries times their seconds add up to
+// the CPU it used. A source's first reading only sets its mark. The
+// "agents" source is the sum of the fleet's processes. s.mu is held.
+func (s *sampler) recordCPU(src string, read bool) {
+	i := len(s.ser.Seconds) - 1
+	s.ser.CPU[src] = append(s.ser.CPU[src], 0)
+	if !read || i < 0 {
+		return
+	}
+	total := 0.0
+	if src == "agents" {
+		for k := range s.cpu.proc {
+			if strings.HasPrefix(k, "agents ") {
+				total += s.cpu.total(k)
+			}
+		}
+	} else {
+		total = s.cpu.total(src)
+	}
+	prev, seen := s.cpuMark[src]
+	s.cpuMark[src] = cpuMark{total: total, at: i}
+	if !seen {
+		return
+	}
+	dt := s.ser.Seconds[i] - s.ser.Seconds[prev.at]
+	if dt <= 0 {
+		return
+	}
+	rate := math.Round(max(0, total-prev.total)/dt*1000) / 1000
+	for j := prev.at + 1; j <= i; j++ {
+		s.ser.CPU[src][j] = rate
+	}
+}

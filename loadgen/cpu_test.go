@@ -1,0 +1,86 @@
+package loadgen
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"shoal/loadgen/report"
+)
+
+// Property: however a source's processes come and go, its total is what
+// each of its processes used by its last reading, added up.
+func TestCPUBookAddsUpRestartedProcesses(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for trial := range 200 {
+		b := newCPUBook()
+		want := 0.0
+		proc, used := "p0", 0.0
+		for step := range 50 {
+			if rng.IntN(8) == 0 { // killed: what it used stays counted
+				want += used
+				proc, used = fmt.Sprint("p", step), 0
+			}
+			used += rng.Float64()
+			b.observe("replica 1", proc, used)
+		}
+		want += used
+		if got := b.total("replica 1"); math.Abs(got-want) > 1e-9 {
+			t.Fatalf("trial %d: total %.6f, want %.6f", trial, got, want)
+		}
+	}
+}
+
+func TestParseProcStat(t *testing.T) {
+	// A command name with a space and a parenthesis: fields are counted
+	// after the last ')'.
+	line := "4242 (shoal (x) y) S 1 4242 4242 0 -1 4194560 100 0 0 0 1234 567 0 0 20 0 9 0 987654 3133440 357 18446744073709551615 0 0"
+	sec, started, ok := parseProcStat(line)
+	if !ok || math.Abs(sec-18.01) > 1e-9 || started != "987654" {
+		t.Fatalf("got %v s, started %q, ok %v; want 18.01 s, started 987654", sec, started, ok)
+	}
+	if _, _, ok := parseProcStat("4242 (short) S 1 2"); ok {
+		t.Fatal("a truncated line was read")
+	}
+	if sec, _, ok := procCPU(1 << 30); ok {
+		t.Fatalf("a process that does not exist used %v s", sec)
+	}
+}
+
+// Property: the CPU series, each sample's cores times the seconds since
+// the sample before, adds up to the CPU a source used between its first
+// and last reading, also when some samples could not read it and when
+// its process restarted in between.
+func TestCPUSeriesKeepsEveryCPUSecond(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for trial := range 100 {
+		s := &sampler{cpu: newCPUBook(), cpuMark: map[string]cpuMark{}}
+		s.ser.CPU = map[string][]float64{}
+		at, used, proc := 0.0, 0.0, "a"
+		var firstTotal, lastTotal float64
+		first := -1
+		for i := range 60 {
+			at += 0.5 + rng.Float64() // samples are about a second apart
+			s.ser.Seconds = append(s.ser.Seconds, at)
+			s.ser.Phase = append(s.ser.Phase, "ramp")
+			if rng.IntN(10) == 0 {
+				proc, used = proc+"'", 0 // restarted
+			}
+			used += rng.Float64() * 2
+			read := rng.IntN(3) != 0
+			if read {
+				s.cpu.observe("replica 1", proc, used)
+				if first < 0 {
+					first, firstTotal = i, s.cpu.total("replica 1")
+				}
+				lastTotal = s.cpu.total("replica 1")
+			}
+			s.recordCPU("replica 1", read)
+		}
+		got := report.PhaseCPU(s.ser, "ramp")["replicas"]
+		if want := lastTotal - firstTotal; math.Abs(got-want) > 0.05 {
+			t.Fatalf("trial %d: the series adds up to %.3f CPU seconds, the readings to %.3f", trial, got, want)
+		}
+	}
+}
