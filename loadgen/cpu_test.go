@@ -78,7 +78,7 @@ func TestCPUSeriesKeepsEveryCPUSecond(t *testing.T) {
 			}
 			s.recordCPU("replica 1", read)
 		}
-		got := report.PhaseCPU(s.ser, "ramp")["replicas"]
+		got := report.PhaseCPU(s.ser, report.Phase{Name: "ramp", Seconds: at})["replicas"]
 		if want := lastTotal - firstTotal; math.Abs(got-want) > 0.05 {
 			t.Fatalf("trial %d: the series adds up to %.3f CPU seconds, the readings to %.3f", trial, got, want)
 		}

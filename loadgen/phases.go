@@ -251,7 +251,7 @@ func (r *run) buildReport(ctx context.Context, converged bool, convergeSecs floa
 	rep.Series = r.sampler.series()
 	for i := range rep.Phases {
 		if !rep.Phases[i].Skipped {
-			rep.Phases[i].CPUSeconds = report.PhaseCPU(rep.Series, rep.Phases[i].Name)
+			rep.Phases[i].CPUSeconds = report.PhaseCPU(rep.Series, rep.Phases[i])
 		}
 	}
 	rep.Groups = r.sampler.proposals(time.Since(r.start).Seconds())

@@ -20,16 +20,19 @@ func CPUGroup(source string) string {
 	return source
 }
 
-// PhaseCPU adds up, per CPU group, the CPU seconds of the samples taken
-// during phase: each sample's cores times the time since the previous
-// sample. The first sample has no previous one and counts nothing.
-func PhaseCPU(s Series, phase string) map[string]float64 {
+// PhaseCPU adds up, per CPU group, the CPU seconds used during phase ph
+// (from its start to its end; samples go on being labelled with a phase
+// after it ended, while the report is built): each sample's cores over
+// the part of its interval, since the sample before, that lies in the
+// phase. The first sample has no interval and counts nothing.
+func PhaseCPU(s Series, ph Phase) map[string]float64 {
+	from, to := ph.StartSeconds, ph.StartSeconds+ph.Seconds
 	out := map[string]float64{}
 	for src, cores := range s.CPU {
 		g := CPUGroup(src)
-		for i := 1; i < len(s.Seconds) && i < len(s.Phase) && i < len(cores); i++ {
-			if s.Phase[i] == phase {
-				out[g] += cores[i] * (s.Seconds[i] - s.Seconds[i-1])
+		for i := 1; i < len(s.Seconds) && i < len(cores); i++ {
+			if in := min(s.Seconds[i], to) - max(s.Seconds[i-1], from); in > 0 {
+				out[g] += cores[i] * in
 			}
 		}
 	}

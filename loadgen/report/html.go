@@ -62,7 +62,8 @@ type htmlPage struct {
 // WriteHTML writes r as one self-contained HTML page: the summary, the
 // parameters, the phases, the invariant table and the charts (tasks
 // running, throughput, latency percentiles and distribution, heap per
-// replica, CPU per process), with ECharts inlined — the page loads nothing from the network.
+// replica, CPU per process), with ECharts inlined — the page loads
+// nothing from the network.
 //
 // Each chart's section carries data-chart (its ID) and data-points (the
 // points it was given); once ECharts has drawn it, the page sets
