@@ -69,6 +69,14 @@ func seriesLen(s Series) int {
 	return n
 }
 
+// timeLine is a line chart over the run's time, its y axis in unit.
+func timeLine(id, unit string) *charts.Line {
+	line := charts.NewLine()
+	line.SetGlobalOptions(append(commonOpts(id), timeAxis(),
+		charts.WithYAxisOpts(opts.YAxis{Type: "value", Name: unit}))...)
+	return line
+}
+
 func timeAxis() charts.GlobalOpts {
 	return charts.WithXAxisOpts(opts.XAxis{Type: "value", Name: "s", Min: 0, Max: "dataMax"})
 }
@@ -119,9 +127,7 @@ func tasksChart(r *Report) chart {
 	const id = "tasks_running"
 	s := r.Series
 	n := seriesLen(s)
-	line := charts.NewLine()
-	line.SetGlobalOptions(append(commonOpts(id), timeAxis(),
-		charts.WithYAxisOpts(opts.YAxis{Type: "value", Name: "tasks"}))...)
+	line := timeLine(id, "tasks")
 	line.ExtendYAxis(opts.YAxis{Type: "value", Name: "agents", Position: "right"})
 	running := xy(s.Seconds, s.TasksRunning, n, 1)
 	connected := xy(s.Seconds, s.Connected, n, 1)
@@ -150,9 +156,7 @@ func throughputChart(r *Report) chart {
 	const id = "throughput"
 	s := r.Series
 	n := seriesLen(s)
-	line := charts.NewLine()
-	line.SetGlobalOptions(append(commonOpts(id), timeAxis(),
-		charts.WithYAxisOpts(opts.YAxis{Type: "value", Name: "transitions/s"}))...)
+	line := timeLine(id, "transitions/s")
 	tr := xy(s.Seconds, s.Transitions, n, 1)
 	line.AddSeries("transitions/s", tr, phaseAreas(r),
 		charts.WithLineChartOpts(opts.LineChart{ShowSymbol: opts.Bool(false)}))
@@ -258,9 +262,7 @@ func histogramChart(r *Report) chart {
 func heapChart(r *Report) chart {
 	const id = "heap"
 	s := r.Series
-	line := charts.NewLine()
-	line.SetGlobalOptions(append(commonOpts(id), timeAxis(),
-		charts.WithYAxisOpts(opts.YAxis{Type: "value", Name: "MiB"}))...)
+	line := timeLine(id, "MiB")
 	var ids []uint64
 	for k := range s.HeapInuse {
 		if id, err := strconv.ParseUint(k, 10, 64); err == nil {

@@ -73,9 +73,7 @@ func cpuSources(s Series) []string {
 func cpuChart(r *Report) chart {
 	const id = "cpu"
 	s := r.Series
-	line := charts.NewLine()
-	line.SetGlobalOptions(append(commonOpts(id), timeAxis(),
-		charts.WithYAxisOpts(opts.YAxis{Type: "value", Name: "cores"}))...)
+	line := timeLine(id, "cores")
 	points := 0
 	var total []float64
 	for i, src := range cpuSources(s) {
