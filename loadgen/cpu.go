@@ -26,12 +26,15 @@ func newCPUBook() *cpuBook {
 // observe records that process proc of src has used v CPU seconds since it
 // started.
 func (b *cpuBook) observe(src, proc string, v float64) {
-	if p, ok := b.proc[src]; ok && p != proc {
+	// A counter that went back is a new process too: a replica's start
+	// time is in whole seconds, and one restarted within the second its
+	// previous process started keeps it.
+	if p, ok := b.proc[src]; ok && (p != proc || v < b.last[src]) {
 		b.base[src] += b.last[src]
 		b.last[src] = 0
 	}
 	b.proc[src] = proc
-	b.last[src] = max(b.last[src], v)
+	b.last[src] = v
 }
 
 // total is src's CPU seconds over all its processes so far.
@@ -131,14 +134,15 @@ func (s *sampler) recordCPU(src string, read bool) {
 		total = s.cpu.total(src)
 	}
 	prev, seen := s.cpuMark[src]
-	s.cpuMark[src] = cpuMark{total: total, at: i}
 	if !seen {
+		s.cpuMark[src] = cpuMark{total: total, at: i}
 		return
 	}
 	dt := s.ser.Seconds[i] - s.ser.Seconds[prev.at]
-	if dt <= 0 {
+	if dt <= 0 { // no time passed: the next reading takes this one's CPU
 		return
 	}
+	s.cpuMark[src] = cpuMark{total: total, at: i}
 	rate := math.Round(max(0, total-prev.total)/dt*1000) / 1000
 	for j := prev.at + 1; j <= i; j++ {
 		s.ser.CPU[src][j] = rate

@@ -209,8 +209,9 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 	r.sampler = newSampler(r)
 	sctx, stopSampler := context.WithCancel(runCtx)
 	defer stopSampler()
+	samplerDone := make(chan struct{})
 	bg.Add(1)
-	go func() { defer bg.Done(); r.sampler.loop(sctx) }()
+	go func() { defer bg.Done(); defer close(samplerDone); r.sampler.loop(sctx) }()
 
 	bg.Add(1)
 	go func() { defer bg.Done(); r.confirmSuspects(runCtx) }()
@@ -233,8 +234,11 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 	}
 
 	r.settleSuspects(runCtx, true)
-	rep := r.buildReport(runCtx, converged, convergeSecs)
+	// The report's last sample is its own: no sample of the loop may
+	// overlap it or follow it into the series the report holds.
 	stopSampler()
+	<-samplerDone
+	rep := r.buildReport(runCtx, converged, convergeSecs)
 	r.fetchHeaps(runCtx, rep)
 	if len(cfg.Join) > 0 {
 		r.cleanup(runCtx)

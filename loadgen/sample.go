@@ -3,6 +3,7 @@ package loadgen
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -196,10 +197,22 @@ func (s *sampler) beatAgeMax() float64 {
 	return m
 }
 
+// series returns a copy of the samples, sharing nothing with the sampler.
 func (s *sampler) series() report.Series {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.ser
+	out := s.ser
+	out.Seconds, out.Phase = slices.Clone(s.ser.Seconds), slices.Clone(s.ser.Phase)
+	out.TasksRunning, out.Transitions = slices.Clone(s.ser.TasksRunning), slices.Clone(s.ser.Transitions)
+	out.Connected, out.BeatAge, out.LagTasks = slices.Clone(s.ser.Connected), slices.Clone(s.ser.BeatAge), slices.Clone(s.ser.LagTasks)
+	out.HeapInuse, out.CPU = map[string][]uint64{}, map[string][]float64{}
+	for k, v := range s.ser.HeapInuse {
+		out.HeapInuse[k] = slices.Clone(v)
+	}
+	for k, v := range s.ser.CPU {
+		out.CPU[k] = slices.Clone(v)
+	}
+	return out
 }
 
 // agentCalls returns the agents' calls per endpoint, spread over agents

@@ -234,7 +234,10 @@ type Series struct {
 	// (0 when it could not be read).
 	HeapInuse map[string][]uint64 `json:"heap_inuse_bytes"`
 	// CPU maps a source ("replica 1", ..., "agents", "loadgen") to the
-	// cores it used, on average, since the previous sample.
+	// cores it used per sample: the average between the source's reading
+	// at or after the sample and its reading before (a replica that
+	// missed samples gets that average for each); 0 after its last
+	// reading and for its first.
 	CPU map[string][]float64 `json:"cpu_cores,omitempty"`
 }
 
