@@ -16,10 +16,12 @@ import (
 // heartbeats, assignments, status reports, sync, executor events — that
 // feed the machine and carry out what it returns.
 type Agent struct {
-	cfg    Config
-	wake   chan struct{} // status loop: the machine changed
-	nudge  chan struct{} // heartbeat: another call lost its connection, beat now
-	cancel context.CancelCauseFunc
+	cfg   Config
+	wake  chan struct{} // status loop: the machine changed
+	nudge chan struct{} // heartbeat: another call lost its connection, beat now
+	// syncNow: sync at once, not at the next jittered turn (SyncNow).
+	syncNow chan struct{}
+	cancel  context.CancelCauseFunc
 	// mu guards the machine: taken for its work, store writes and
 	// executor actions.
 	mu struct {
@@ -58,12 +60,25 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Agent{cfg: cfg, wake: make(chan struct{}, 1), nudge: make(chan struct{}, 1)}
+	a := &Agent{cfg: cfg, wake: make(chan struct{}, 1), nudge: make(chan struct{}, 1), syncNow: make(chan struct{}, 1)}
 	a.mu.m = NewMachine(MachineConfig{UrgentDelay: cfg.UrgentDelay, RoutineInterval: cfg.RoutineInterval})
 	a.ss.rng = rand.New(rand.NewPCG(cfg.Seed, cfg.Seed>>32|1))
 	a.ss.period = cfg.InitialPeriod
 	a.ss.changed = make(chan struct{})
 	return a, nil
+}
+
+// SyncNow makes the agent sync what it holds with the managers at once
+// (as soon as it has a live session) rather than at its next turn, which
+// comes after the managers' sync interval with ±50 % jitter. The sync is
+// the same fenced exchange as any other: it only brings forward the
+// managers' confirmation that the agent released what it no longer holds
+// (addresses leave quarantine on it). Safe to call from any goroutine.
+func (a *Agent) SyncNow() {
+	select {
+	case a.syncNow <- struct{}{}:
+	default: // one is already pending
+	}
 }
 
 // Run restores the local state, re-attaches to processes that survived an

@@ -168,8 +168,9 @@ func (a *Agent) reReport(ctx context.Context, s *liveSession) (done bool, err er
 	}
 }
 
-// syncLoop sends, every sync interval ±50 %, the last applied sequence
-// numbers and every held task, and destroys what the answer lists.
+// syncLoop sends, every sync interval ±50 % (or at once after SyncNow),
+// the last applied sequence numbers and every held task, and destroys
+// what the answer lists.
 func (a *Agent) syncLoop(ctx context.Context) {
 	for {
 		s, err := a.waitLive(ctx)
@@ -177,7 +178,7 @@ func (a *Agent) syncLoop(ctx context.Context) {
 			return
 		}
 		d := a.draw(func(r *rand.Rand) time.Duration { return jitter(s.sync, 0.5, r) })
-		if !a.sleep(ctx, s, d) {
+		if on, _ := a.sleepUnless(ctx, s, d, a.syncNow); !on {
 			continue
 		}
 		a.mu.Lock()

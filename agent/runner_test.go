@@ -25,6 +25,7 @@ type harness struct {
 	store *MemStore
 	exec  *SimExecutor
 	cfg   Config
+	agent *Agent // the running agent (start)
 	stop  context.CancelFunc
 	done  chan error
 }
@@ -43,9 +44,13 @@ func (h *harness) start() {
 	h.t.Helper()
 	cfg := h.cfg
 	cfg.Executor = h.exec
+	a, err := New(cfg)
+	if err != nil {
+		h.t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	h.stop, h.done = cancel, make(chan error, 1)
-	go func() { h.done <- Run(ctx, cfg) }()
+	h.agent, h.stop, h.done = a, cancel, make(chan error, 1)
+	go func() { h.done <- a.Run(ctx) }()
 }
 
 // shutdown stops the agent and returns Run's result.
@@ -261,6 +266,29 @@ func TestRunnerSyncDestroys(t *testing.T) {
 	}
 }
 
+// SyncNow brings the next sync forward: it comes while the fake clock
+// stands still, far from the next turn (30 to 90 s away).
+func TestRunnerSyncNow(t *testing.T) {
+	h := newHarness(t, SimConfig{})
+	h.start()
+	h.mgr.until(t, "a first sync", func() bool { return len(h.mgr.syncs) >= 1 })
+	h.agent.SyncNow()
+	deadline := time.Now().Add(10 * time.Second)
+	for { // the fake clock stands still
+		h.mgr.mu.Lock()
+		n, ch := len(h.mgr.syncs), h.mgr.ch
+		h.mgr.mu.Unlock()
+		if n >= 2 {
+			break
+		}
+		select {
+		case <-ch:
+		case <-time.After(time.Until(deadline)):
+			t.Fatalf("no sync after SyncNow within 10 s while the clock stood still (%d syncs)", n)
+		}
+	}
+}
+
 func TestRunnerMarkerResentAfterRetry(t *testing.T) {
 	h := newHarness(t, SimConfig{})
 	// A restarted agent owes "running" for task 1, whose process runs on.
@@ -387,9 +415,13 @@ func TestRunnerBeatsWhileItsExecutorIsBusy(t *testing.T) {
 	ex.gated.Store(true)
 	cfg := h.cfg
 	cfg.Executor = ex
+	a, err := New(cfg)
+	if err != nil {
+		h.t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	h.stop, h.done = cancel, make(chan error, 1)
-	go func() { h.done <- Run(ctx, cfg) }()
+	h.agent, h.stop, h.done = a, cancel, make(chan error, 1)
+	go func() { h.done <- a.Run(ctx) }()
 	defer close(ex.gate)
 	h.mgr.until(t, "a heartbeat and a waiting poll", func() bool { return len(h.mgr.hbAt) >= 1 && len(h.mgr.polls) >= 1 })
 	h.mgr.push(completeFrame(3, asg(1, sm.DesiredRunning)))

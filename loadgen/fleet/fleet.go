@@ -45,6 +45,15 @@ type Config struct {
 	StartSpread time.Duration
 }
 
+// SimLabel is the node label every simulated node carries (value "sim"),
+// and OnlySimNodes the placement constraint that keeps a service on them:
+// a run that joined a cluster must not place its tasks on the cluster's
+// own nodes, whose agents run real processes.
+const (
+	SimLabel     = "shoal-loadgen"
+	OnlySimNodes = "node.labels." + SimLabel + "==sim"
+)
+
 // simAgent is one simulated node.
 type simAgent struct {
 	idx int
@@ -67,7 +76,8 @@ type simAgent struct {
 		exec   *executor
 		cancel context.CancelFunc
 		done   chan struct{}
-		gone   bool // vanished
+		gone   bool         // vanished
+		agent  *agent.Agent // the agent of the current run, once it started
 	}
 }
 
@@ -123,7 +133,7 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 		a.mu.sim = agent.NewSimExecutor(clock.Real{}, sim)
 		a.cfg = agent.Config{Store: a.store, Logger: cfg.Logger.With("host", cfg.Hostname(g)), Seed: sim.Seed ^ 0x5eed,
 			Node: wire.NodeDescription{Hostname: cfg.Hostname(g), CPU: cfg.CPU, Memory: cfg.Memory, AgentVersion: "loadgen-sim",
-				Labels: map[string]string{"zone": fmt.Sprintf("z%d", g%3)}}}
+				Labels: map[string]string{"zone": fmt.Sprintf("z%d", g%3), SimLabel: "sim"}}}
 		f.agents = append(f.agents, a)
 	}
 	for i, a := range f.agents {
@@ -167,7 +177,14 @@ func (f *Fleet) run(a *simAgent, sim *agent.SimExecutor, delay time.Duration) {
 			}
 			go f.renew(ctx, a)
 		}
-		if err := agent.Run(ctx, cfg); err != nil {
+		ag, err := agent.New(cfg)
+		if err == nil {
+			a.mu.Lock()
+			a.mu.agent = ag
+			a.mu.Unlock()
+			err = ag.Run(ctx)
+		}
+		if err != nil {
 			f.errs.Add(1)
 			cfg.Logger.Error("loadgen: agent stopped", "host", cfg.Node.Hostname, "err", err)
 		}
@@ -175,6 +192,19 @@ func (f *Fleet) run(a *simAgent, sim *agent.SimExecutor, delay time.Duration) {
 		// heartbeat said (nor counted in BeatAge).
 		a.live.Store(false)
 	}()
+}
+
+// SyncNow has every running agent sync at once (agent.SyncNow) instead of
+// at its next turn.
+func (f *Fleet) SyncNow() {
+	for _, a := range f.agents {
+		a.mu.Lock()
+		ag := a.mu.agent
+		a.mu.Unlock()
+		if ag != nil {
+			ag.SyncNow()
+		}
+	}
 }
 
 // Len returns the number of agents.

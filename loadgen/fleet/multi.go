@@ -148,6 +148,9 @@ func (r *Remote) BeatAge() time.Duration {
 	return d
 }
 
+// SyncNow has every agent of every child sync at once.
+func (r *Remote) SyncNow() { each[bool](r, "SyncNow", 0) }
+
 func (r *Remote) Live() []bool        { return concat(each[[]bool](r, "Live", 0)) }
 func (r *Remote) Heartbeats() []int64 { return concat(each[[]int64](r, "Heartbeats", 0)) }
 func (r *Remote) Nodes() []uint32     { return concat(each[[]uint32](r, "Nodes", 0)) }

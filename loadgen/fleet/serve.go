@@ -237,6 +237,7 @@ func (s *Service) Probe(a ProbeArgs, out *ProbeAnswer) error {
 	return nil
 }
 func (s *Service) Stop(_ int, _ *bool) error            { s.f.Stop(); return nil }
+func (s *Service) SyncNow(_ int, _ *bool) error         { s.f.SyncNow(); return nil }
 func (s *Service) Heartbeats(_ int, out *[]int64) error { *out = s.f.Heartbeats(); return nil }
 
 // Serve runs a fleet child: the fleet cfg describes, driven by calls read

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/url"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -63,16 +64,17 @@ func NewDriver(bg context.Context, plan Plan, managers []string, dial func(addr 
 	d.mu.specs = map[string]client.ServiceSpec{}
 	d.own = plan.Names()
 	for _, s := range plan.Services {
-		d.mu.specs[s.Name] = spec(s, 0, "stop-first")
+		d.mu.specs[s.Name] = spec(s, 0, "stop-first", plan.Constraints)
 	}
 	return d, nil
 }
 
 func ptr[T any](v T) *T { return &v }
 
-func spec(s Service, gen int, order string) client.ServiceSpec {
+func spec(s Service, gen int, order string, constraints []string) client.ServiceSpec {
 	sp := client.ServiceSpec{Name: s.Name, Replicas: ptr(uint32(s.Replicas)), Command: []string{"sleep", "infinity"},
-		Networks: []string{s.Network}, Env: []string{fmt.Sprintf("LOADGEN_GEN=%d", gen)},
+		Constraints: slices.Clone(constraints),
+		Networks:    []string{s.Network}, Env: []string{fmt.Sprintf("LOADGEN_GEN=%d", gen)},
 		StopGrace: ptr(client.Duration(time.Second)),
 		Restart:   &client.RestartPolicy{Condition: "any", Delay: ptr(client.Duration(200 * time.Millisecond))},
 		Update: &client.UpdateConfig{Parallelism: ptr(uint32(max(1, s.Replicas/4))), Monitor: ptr(client.Duration(500 * time.Millisecond)),
@@ -160,7 +162,7 @@ func (d *Driver) Churn(ctx context.Context) string {
 		}
 		d.mu.Lock()
 		d.mu.gen[s.Name]++
-		sp := spec(s, d.mu.gen[s.Name], order)
+		sp := spec(s, d.mu.gen[s.Name], order, d.plan.Constraints)
 		sp.Replicas = ptr(uint32(d.mu.replicas[s.Name]))
 		d.mu.specs[s.Name] = sp
 		d.mu.Unlock()
@@ -237,7 +239,7 @@ func (d *Driver) recreate(ctx context.Context, s Service) {
 	}
 	d.mu.Lock()
 	d.mu.gen[s.Name]++
-	d.mu.specs[s.Name] = spec(s, d.mu.gen[s.Name], "stop-first")
+	d.mu.specs[s.Name] = spec(s, d.mu.gen[s.Name], "stop-first", d.plan.Constraints)
 	d.mu.Unlock()
 	if d.create(ctx, s.Name) == nil {
 		d.Counts.Recreates.Add(1)
@@ -289,7 +291,7 @@ func (d *Driver) restoreOne(ctx context.Context, s Service) error {
 	case isCode(err, client.CodeNotFound):
 		d.mu.Lock()
 		d.mu.gen[s.Name]++
-		d.mu.specs[s.Name] = spec(s, d.mu.gen[s.Name], "stop-first")
+		d.mu.specs[s.Name] = spec(s, d.mu.gen[s.Name], "stop-first", d.plan.Constraints)
 		d.mu.Unlock()
 		return d.create(ctx, s.Name)
 	case err != nil:

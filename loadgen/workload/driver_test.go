@@ -56,3 +56,25 @@ func TestFailedCallsAreDescribedAndCutShortOnesKeptApart(t *testing.T) {
 		t.Fatalf("described errors %q, want the update refused for 10s", got)
 	}
 }
+
+// Every service the driver creates or updates carries the plan's
+// constraints (with --join: only the run's simulated nodes), whatever its
+// generation or update order; a plan without any places anywhere.
+func TestServicesCarryThePlansConstraints(t *testing.T) {
+	plan := NewPlan(1, 200, 4, 2)
+	plan.Constraints = []string{"node.labels.shoal-loadgen==sim"}
+	d, err := NewDriver(context.Background(), plan, nil, nil, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range plan.Services {
+		for _, sp := range []client.ServiceSpec{d.mu.specs[s.Name], spec(s, 3, "start-first", d.plan.Constraints)} {
+			if len(sp.Constraints) != 1 || sp.Constraints[0] != plan.Constraints[0] {
+				t.Fatalf("service %s: constraints %q, want %q", s.Name, sp.Constraints, plan.Constraints)
+			}
+		}
+	}
+	if sp := spec(plan.Services[0], 0, "stop-first", nil); len(sp.Constraints) != 0 {
+		t.Fatalf("a plan without constraints gave %q", sp.Constraints)
+	}
+}

@@ -38,6 +38,9 @@ type Network struct {
 type Plan struct {
 	Networks []Network
 	Services []Service
+	// Constraints are placed on every service: with --join, only the
+	// run's simulated nodes (the cluster's own nodes run real processes).
+	Constraints []string
 }
 
 // NewPlan plans services whose replicas add up to tasks, each on a network
