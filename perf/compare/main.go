@@ -69,6 +69,36 @@ func proposals(batch bool) func(*report.Report) (float64, bool) {
 	}
 }
 
+// rampCPU is the CPU group's (replicas, agents) CPU time in the ramp per
+// task, in microseconds: unlike the ramp's wall time it does not grow
+// because other work shared the machine (only somewhat, through caches).
+func rampCPU(group string) func(*report.Report) (float64, bool) {
+	return func(r *report.Report) (float64, bool) {
+		for _, p := range r.Phases {
+			if p.Name == "ramp" && !p.Skipped {
+				v, ok := p.CPUSeconds[group]
+				return v / float64(max(r.Params.Tasks, 1)) * 1e6, ok && v > 0
+			}
+		}
+		return 0, false
+	}
+}
+
+// rampCores is the cores the run's processes kept busy, on average, in
+// its ramp: near the machine's count, the ramp's time was bound by it.
+func rampCores(r *report.Report) (float64, bool) {
+	for _, p := range r.Phases {
+		if p.Name == "ramp" && !p.Skipped && p.Seconds > 0 && len(p.CPUSeconds) > 0 {
+			sum := 0.0
+			for _, v := range p.CPUSeconds {
+				sum += v
+			}
+			return sum / p.Seconds, true
+		}
+	}
+	return 0, false
+}
+
 var metrics = []metric{
 	{"ramp (creates to all running)", "s", true, phase("ramp")},
 	{"converge after faults", "s", true, func(r *report.Report) (float64, bool) { return r.ConvergeSeconds, r.Converged }},
@@ -79,6 +109,8 @@ var metrics = []metric{
 	{"proposals/s, all groups (fewer: bigger batches)", "/s", true, proposals(false)},
 	{"commands per proposal", "", false, proposals(true)},
 	{"heap per task (max replica)", "B", true, func(r *report.Report) (float64, bool) { return r.HeapBytesPerTask, r.HeapBytesPerTask > 0 }},
+	{"replicas' CPU in the ramp, per task", "µs", true, rampCPU("replicas")},
+	{"agents' CPU in the ramp, per task", "µs", true, rampCPU("agents")},
 }
 
 // Noise is the band within which a ratio counts as unchanged.
@@ -128,7 +160,11 @@ func compare(w io.Writer, base, run *report.Report) int {
 			fmt.Fprintf(w, "%s: %s, machine not recorded\n", m.name, m.r.StartedAt)
 			continue
 		}
-		fmt.Fprintf(w, "%s: %s, %d CPUs, load average %s → %s\n", m.name, m.r.StartedAt, mc.CPUs, mc.LoadAvgStart, mc.LoadAvgEnd)
+		busy := ""
+		if c, ok := rampCores(m.r); ok {
+			busy = fmt.Sprintf("; the ramp kept %.2f of them busy", c)
+		}
+		fmt.Fprintf(w, "%s: %s, %d CPUs, load average %s → %s%s\n", m.name, m.r.StartedAt, mc.CPUs, mc.LoadAvgStart, mc.LoadAvgEnd, busy)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "metric\tbaseline\tthis run\tratio\t\n")

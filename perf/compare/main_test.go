@@ -37,3 +37,31 @@ func TestCompare(t *testing.T) {
 		}
 	}
 }
+
+// The ramp's CPU per task is compared where both runs recorded it (a
+// baseline from before the report had it shows "—"), and each run says
+// how many of its machine's cores its ramp kept busy.
+func TestCompareRampCPU(t *testing.T) {
+	withCPU := func(replicas, agents float64) *report.Report {
+		r := run(10, 1000, 100, 0)
+		r.Machine = report.Machine{CPUs: 2}
+		r.Phases[0].CPUSeconds = map[string]float64{"replicas": replicas, "agents": agents, "loadgen": 1}
+		return r
+	}
+	var b strings.Builder
+	compare(&b, run(10, 1000, 100, 0), withCPU(0.01, 0.005))
+	out := strings.Join(strings.Fields(b.String()), " ")
+	for _, want := range []string{"replicas' CPU in the ramp, per task — 100µs —", "the ramp kept 0.10 of them busy"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, b.String())
+		}
+	}
+	b.Reset()
+	compare(&b, withCPU(0.01, 0.005), withCPU(0.02, 0.005))
+	out = strings.Join(strings.Fields(b.String()), " ")
+	for _, want := range []string{"replicas' CPU in the ramp, per task 100µs 200µs ×2.00 worse", "agents' CPU in the ramp, per task 50µs 50µs ×1.00 ~"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, b.String())
+		}
+	}
+}
