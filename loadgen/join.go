@@ -60,7 +60,7 @@ func (r *run) cleanup(ctx context.Context) {
 		r.logf("%v", err)
 	}
 	r.logf("removing this run's services, then its networks: a network goes once the agents' syncs " +
-		"confirm its addresses released (the agents are asked to sync every 2 s meanwhile)")
+		"confirm its addresses released (the agents are asked to sync every 2 s meanwhile, their turns spread over those 2 s)")
 	// The agents sync on their own once per the managers' --sync-interval
 	// (±50 %): a minute by default, which the networks would wait for.
 	syncs, stopSyncs := context.WithCancel(cctx)
@@ -74,7 +74,7 @@ func (r *run) cleanup(ctx context.Context) {
 			case <-syncs.Done():
 				return
 			case <-t.C:
-				r.fleet.SyncNow()
+				r.fleet.SyncNow(2 * time.Second)
 			}
 		}
 	}()

@@ -32,7 +32,7 @@ type agents interface {
 	Crash(i, n int) int
 	Probe(node uint32, task uint64) string
 	Heartbeats() []int64
-	SyncNow()
+	SyncNow(within time.Duration)
 	Stop()
 }
 
@@ -149,8 +149,6 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 	r.plan = workload.NewPlan(cfg.Seed, cfg.Tasks, cfg.Services, len(st.Groups)-1)
 	if len(cfg.Join) > 0 {
 		r.plan.Constraints = []string{fleet.OnlySimNodes}
-	}
-	if len(cfg.Join) > 0 {
 		own := r.plan.Names()
 		r.checker.Only(func(service string) bool { return own[service] })
 	}

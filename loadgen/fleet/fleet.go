@@ -54,6 +54,12 @@ const (
 	OnlySimNodes = "node.labels." + SimLabel + "==sim"
 )
 
+// simLabels are the labels of simulated node g: a zone (z0..z2) and
+// SimLabel.
+func simLabels(g int) map[string]string {
+	return map[string]string{"zone": fmt.Sprintf("z%d", g%3), SimLabel: "sim"}
+}
+
 // simAgent is one simulated node.
 type simAgent struct {
 	idx int
@@ -133,7 +139,7 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 		a.mu.sim = agent.NewSimExecutor(clock.Real{}, sim)
 		a.cfg = agent.Config{Store: a.store, Logger: cfg.Logger.With("host", cfg.Hostname(g)), Seed: sim.Seed ^ 0x5eed,
 			Node: wire.NodeDescription{Hostname: cfg.Hostname(g), CPU: cfg.CPU, Memory: cfg.Memory, AgentVersion: "loadgen-sim",
-				Labels: map[string]string{"zone": fmt.Sprintf("z%d", g%3), SimLabel: "sim"}}}
+				Labels: simLabels(g)}}
 		f.agents = append(f.agents, a)
 	}
 	for i, a := range f.agents {
@@ -152,7 +158,7 @@ func (f *Fleet) run(a *simAgent, sim *agent.SimExecutor, delay time.Duration) {
 	done := make(chan struct{})
 	ex := newExecutor(sim, f.cfg.Observer, &a.node)
 	a.mu.Lock()
-	a.mu.sim, a.mu.exec, a.mu.cancel, a.mu.done, a.mu.gone = sim, ex, cancel, done, false
+	a.mu.sim, a.mu.exec, a.mu.cancel, a.mu.done, a.mu.gone, a.mu.agent = sim, ex, cancel, done, false, nil
 	a.mu.Unlock()
 	cfg := a.cfg
 	cfg.Manager, cfg.Executor = a.mgr, ex
@@ -183,6 +189,11 @@ func (f *Fleet) run(a *simAgent, sim *agent.SimExecutor, delay time.Duration) {
 			a.mu.agent = ag
 			a.mu.Unlock()
 			err = ag.Run(ctx)
+			a.mu.Lock()
+			if a.mu.agent == ag {
+				a.mu.agent = nil
+			}
+			a.mu.Unlock()
 		}
 		if err != nil {
 			f.errs.Add(1)
@@ -194,15 +205,16 @@ func (f *Fleet) run(a *simAgent, sim *agent.SimExecutor, delay time.Duration) {
 	}()
 }
 
-// SyncNow has every running agent sync at once (agent.SyncNow) instead of
-// at its next turn.
-func (f *Fleet) SyncNow() {
-	for _, a := range f.agents {
+// SyncNow has every running agent sync within the next `within` (their
+// turns spread evenly over it, so the managers get no burst of every
+// agent's sync at once) instead of at its next turn (agent.SyncNow).
+func (f *Fleet) SyncNow(within time.Duration) {
+	for i, a := range f.agents {
 		a.mu.Lock()
 		ag := a.mu.agent
 		a.mu.Unlock()
 		if ag != nil {
-			ag.SyncNow()
+			time.AfterFunc(within*time.Duration(i)/time.Duration(len(f.agents)), ag.SyncNow)
 		}
 	}
 }

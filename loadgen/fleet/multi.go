@@ -148,8 +148,8 @@ func (r *Remote) BeatAge() time.Duration {
 	return d
 }
 
-// SyncNow has every agent of every child sync at once.
-func (r *Remote) SyncNow() { each[bool](r, "SyncNow", 0) }
+// SyncNow has every agent of every child sync within the next `within`.
+func (r *Remote) SyncNow(within time.Duration) { each[bool](r, "SyncNow", within) }
 
 func (r *Remote) Live() []bool        { return concat(each[[]bool](r, "Live", 0)) }
 func (r *Remote) Heartbeats() []int64 { return concat(each[[]int64](r, "Heartbeats", 0)) }

@@ -236,8 +236,11 @@ func (s *Service) Probe(a ProbeArgs, out *ProbeAnswer) error {
 	out.Text, out.Found = s.f.Probe(a.Node, a.Task)
 	return nil
 }
-func (s *Service) Stop(_ int, _ *bool) error            { s.f.Stop(); return nil }
-func (s *Service) SyncNow(_ int, _ *bool) error         { s.f.SyncNow(); return nil }
+func (s *Service) Stop(_ int, _ *bool) error { s.f.Stop(); return nil }
+func (s *Service) SyncNow(within time.Duration, _ *bool) error {
+	s.f.SyncNow(within)
+	return nil
+}
 func (s *Service) Heartbeats(_ int, out *[]int64) error { *out = s.f.Heartbeats(); return nil }
 
 // Serve runs a fleet child: the fleet cfg describes, driven by calls read
