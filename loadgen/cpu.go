@@ -1,11 +1,14 @@
 package loadgen
 
 import (
+	"fmt"
 	"math"
 	"os"
 	"strconv"
 	"strings"
 	"syscall"
+
+	"shoal/loadgen/report"
 )
 
 // cpuBook adds up the CPU seconds each source of load used (a replica,
@@ -147,4 +150,17 @@ func (s *sampler) recordCPU(src string, read bool) {
 	for j := prev.at + 1; j <= i; j++ {
 		s.ser.CPU[src][j] = rate
 	}
+}
+
+// coresNow is the last sample's cores busy as the progress line shows
+// them, "replicas+agents+loadgen" (e.g. "1.2+0.4+0.3"): a replica whose
+// reading is late counts 0 until it comes. s.mu is held.
+func (s *sampler) coresNow() string {
+	by := map[string]float64{}
+	for src, v := range s.ser.CPU {
+		if len(v) > 0 {
+			by[report.CPUGroup(src)] += v[len(v)-1]
+		}
+	}
+	return fmt.Sprintf("%.1f+%.1f+%.1f", by["replicas"], by["agents"], by["loadgen"])
 }

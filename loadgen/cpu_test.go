@@ -89,3 +89,12 @@ func TestCPUSeriesKeepsEveryCPUSecond(t *testing.T) {
 		}
 	}
 }
+
+// The progress line shows the last sample's cores per group.
+func TestCoresNowGroupsTheLastSample(t *testing.T) {
+	s := &sampler{}
+	s.ser.CPU = map[string][]float64{"replica 1": {9, 0.5}, "replica 2": {9, 0.25}, "agents": {9, 0.3}, "loadgen": {9, 0.1}}
+	if got := s.coresNow(); got != "0.8+0.3+0.1" {
+		t.Fatalf("coresNow = %q, want 0.8+0.3+0.1", got)
+	}
+}

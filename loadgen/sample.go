@@ -155,6 +155,7 @@ func (s *sampler) sample(ctx context.Context) string {
 		_, read := heaps[rep.ID]
 		s.recordCPU(replicaSource(rep.ID), read)
 	}
+	cores := s.coresNow()
 	s.mu.Unlock()
 	if s.bar != nil {
 		_ = s.bar.Set(min(running, r.cfg.Tasks))
@@ -181,9 +182,9 @@ func (s *sampler) sample(ctx context.Context) string {
 	if metricRunning < 0 {
 		from = " (no replica answered: the event view's count)"
 	}
-	return fmt.Sprintf("%5.0fs %-7s agents %d/%d (beats ≤%.0fs apart)  running %d/%d%s%s  %.0f tr/s  lag %d  heap %s  violations %d",
+	return fmt.Sprintf("%5.0fs %-7s agents %d/%d (beats ≤%.0fs apart)  running %d/%d%s%s  %.0f tr/s  lag %d  heap %s  cores %s  violations %d",
 		at.Seconds(), r.phase(), conn, r.cfg.Agents, age, running, r.cfg.Tasks, from, view, rate, lag,
-		strings.Join(hp, " "), r.checker.Count())
+		strings.Join(hp, " "), cores, r.checker.Count())
 }
 
 // beatAgeMax is the largest agent heartbeat age sampled (seconds).
