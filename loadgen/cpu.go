@@ -13,35 +13,52 @@ import (
 
 // cpuBook adds up the CPU seconds each source of load used (a replica,
 // the agents' processes, the loadgen) from counters that start again at
-// zero in every new process: a replica killed and restarted is a new
-// process of the same source. The CPU a process used between its last
-// reading and its death is not counted.
+// zero in every new process. A source has one slot per process it runs at
+// once (the agents: one per fleet process); a process in a slot replaced
+// by another (a replica killed and restarted) leaves what it used in the
+// slot's base. The CPU a process used between its last reading and its
+// death is not counted.
 type cpuBook struct {
-	base map[string]float64 // what the source's earlier processes used
-	proc map[string]string  // the process the last reading came from
-	last map[string]float64 // that process's last reading
+	slots map[string]map[string]*cpuSlot // source → slot
 }
 
-func newCPUBook() *cpuBook {
-	return &cpuBook{base: map[string]float64{}, proc: map[string]string{}, last: map[string]float64{}}
+// cpuSlot is one process position of a source.
+type cpuSlot struct {
+	base float64 // what the slot's earlier processes used
+	proc string  // the process the last reading came from
+	last float64 // that process's last reading
 }
 
-// observe records that process proc of src has used v CPU seconds since it
-// started.
-func (b *cpuBook) observe(src, proc string, v float64) {
+func newCPUBook() *cpuBook { return &cpuBook{slots: map[string]map[string]*cpuSlot{}} }
+
+// observe records that process proc, in slot `slot` of src, has used v
+// CPU seconds since it started.
+func (b *cpuBook) observe(src, slot, proc string, v float64) {
+	if b.slots[src] == nil {
+		b.slots[src] = map[string]*cpuSlot{}
+	}
+	sl := b.slots[src][slot]
+	switch {
+	case sl == nil:
+		sl = &cpuSlot{}
+		b.slots[src][slot] = sl
 	// A counter that went back is a new process too: a replica's start
 	// time is in whole seconds, and one restarted within the second its
 	// previous process started keeps it.
-	if p, ok := b.proc[src]; ok && (p != proc || v < b.last[src]) {
-		b.base[src] += b.last[src]
-		b.last[src] = 0
+	case sl.proc != proc || v < sl.last:
+		sl.base += sl.last
 	}
-	b.proc[src] = proc
-	b.last[src] = v
+	sl.proc, sl.last = proc, v
 }
 
-// total is src's CPU seconds over all its processes so far.
-func (b *cpuBook) total(src string) float64 { return b.base[src] + b.last[src] }
+// total is src's CPU seconds over all its slots and processes so far.
+func (b *cpuBook) total(src string) float64 {
+	t := 0.0
+	for _, sl := range b.slots[src] {
+		t += sl.base + sl.last
+	}
+	return t
+}
 
 // clockTicks is Linux's USER_HZ, the unit of /proc/PID/stat's CPU times
 // (100 on every architecture Go supports).
@@ -99,11 +116,11 @@ func (s *sampler) observeLocalCPU() {
 	if f, ok := s.r.fleet.(pidder); ok {
 		for k, pid := range f.Pids() {
 			if sec, started, ok := procCPU(pid); ok {
-				s.cpu.observe("agents "+strconv.Itoa(k), started, sec)
+				s.cpu.observe("agents", strconv.Itoa(k), started, sec)
 			}
 		}
 	}
-	s.cpu.observe("loadgen", "self", selfCPU())
+	s.cpu.observe("loadgen", "", "self", selfCPU())
 }
 
 // cpuMark is a CPU source's total at its last reading and the index of
@@ -118,24 +135,15 @@ type cpuMark struct {
 // previous reading is spread evenly over the samples since then, which
 // also fills the seconds it could not be read (a replica too busy to
 // answer its metrics in time): the entries times their seconds add up to
-// the CPU it used. A source's first reading only sets its mark. The
-// "agents" source is the sum of the fleet's processes. s.mu is held.
+// the CPU it used. A source's first reading only sets its mark. s.mu is
+// held.
 func (s *sampler) recordCPU(src string, read bool) {
 	i := len(s.ser.Seconds) - 1
 	s.ser.CPU[src] = append(s.ser.CPU[src], 0)
 	if !read || i < 0 {
 		return
 	}
-	total := 0.0
-	if src == "agents" {
-		for k := range s.cpu.proc {
-			if strings.HasPrefix(k, "agents ") {
-				total += s.cpu.total(k)
-			}
-		}
-	} else {
-		total = s.cpu.total(src)
-	}
+	total := s.cpu.total(src)
 	prev, seen := s.cpuMark[src]
 	if !seen {
 		s.cpuMark[src] = cpuMark{total: total, at: i}

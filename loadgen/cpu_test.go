@@ -28,7 +28,7 @@ func TestCPUBookAddsUpRestartedProcesses(t *testing.T) {
 				used = 0
 			}
 			used += rng.Float64()
-			b.observe("replica 1", proc, used)
+			b.observe("replica 1", "", proc, used)
 		}
 		want += used
 		if got := b.total("replica 1"); math.Abs(got-want) > 1e-9 {
@@ -75,7 +75,7 @@ func TestCPUSeriesKeepsEveryCPUSecond(t *testing.T) {
 			used += rng.Float64() * 2
 			read := rng.IntN(3) != 0
 			if read {
-				s.cpu.observe("replica 1", proc, used)
+				s.cpu.observe("replica 1", "", proc, used)
 				if first < 0 {
 					first, firstTotal = i, s.cpu.total("replica 1")
 				}

@@ -106,7 +106,7 @@ func (s *sampler) sample(ctx context.Context) string {
 			s.props.terms(m.Terms)
 			s.calls.add(rep.ID, m.AgentCalls)
 			if m.Started != "" {
-				s.cpu.observe(replicaSource(rep.ID), m.Started, m.CPUSeconds)
+				s.cpu.observe(replicaSource(rep.ID), "", m.Started, m.CPUSeconds)
 			}
 			s.mu.Unlock()
 		}()
