@@ -64,16 +64,17 @@ func NewDriver(bg context.Context, plan Plan, managers []string, dial func(addr 
 	d.mu.specs = map[string]client.ServiceSpec{}
 	d.own = plan.Names()
 	for _, s := range plan.Services {
-		d.mu.specs[s.Name] = spec(s, 0, "stop-first", plan.Constraints)
+		d.mu.specs[s.Name] = d.spec(s, 0, "stop-first")
 	}
 	return d, nil
 }
 
 func ptr[T any](v T) *T { return &v }
 
-func spec(s Service, gen int, order string, constraints []string) client.ServiceSpec {
+// spec is service s's spec at generation gen, with the plan's constraints.
+func (d *Driver) spec(s Service, gen int, order string) client.ServiceSpec {
 	sp := client.ServiceSpec{Name: s.Name, Replicas: ptr(uint32(s.Replicas)), Command: []string{"sleep", "infinity"},
-		Constraints: slices.Clone(constraints),
+		Constraints: slices.Clone(d.plan.Constraints),
 		Networks:    []string{s.Network}, Env: []string{fmt.Sprintf("LOADGEN_GEN=%d", gen)},
 		StopGrace: ptr(client.Duration(time.Second)),
 		Restart:   &client.RestartPolicy{Condition: "any", Delay: ptr(client.Duration(200 * time.Millisecond))},
@@ -162,7 +163,7 @@ func (d *Driver) Churn(ctx context.Context) string {
 		}
 		d.mu.Lock()
 		d.mu.gen[s.Name]++
-		sp := spec(s, d.mu.gen[s.Name], order, d.plan.Constraints)
+		sp := d.spec(s, d.mu.gen[s.Name], order)
 		sp.Replicas = ptr(uint32(d.mu.replicas[s.Name]))
 		d.mu.specs[s.Name] = sp
 		d.mu.Unlock()
@@ -239,7 +240,7 @@ func (d *Driver) recreate(ctx context.Context, s Service) {
 	}
 	d.mu.Lock()
 	d.mu.gen[s.Name]++
-	d.mu.specs[s.Name] = spec(s, d.mu.gen[s.Name], "stop-first", d.plan.Constraints)
+	d.mu.specs[s.Name] = d.spec(s, d.mu.gen[s.Name], "stop-first")
 	d.mu.Unlock()
 	if d.create(ctx, s.Name) == nil {
 		d.Counts.Recreates.Add(1)
@@ -291,7 +292,7 @@ func (d *Driver) restoreOne(ctx context.Context, s Service) error {
 	case isCode(err, client.CodeNotFound):
 		d.mu.Lock()
 		d.mu.gen[s.Name]++
-		d.mu.specs[s.Name] = spec(s, d.mu.gen[s.Name], "stop-first", d.plan.Constraints)
+		d.mu.specs[s.Name] = d.spec(s, d.mu.gen[s.Name], "stop-first")
 		d.mu.Unlock()
 		return d.create(ctx, s.Name)
 	case err != nil:

@@ -68,13 +68,13 @@ func TestServicesCarryThePlansConstraints(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range plan.Services {
-		for _, sp := range []client.ServiceSpec{d.mu.specs[s.Name], spec(s, 3, "start-first", d.plan.Constraints)} {
+		for _, sp := range []client.ServiceSpec{d.mu.specs[s.Name], d.spec(s, 3, "start-first")} {
 			if len(sp.Constraints) != 1 || sp.Constraints[0] != plan.Constraints[0] {
 				t.Fatalf("service %s: constraints %q, want %q", s.Name, sp.Constraints, plan.Constraints)
 			}
 		}
 	}
-	if sp := spec(plan.Services[0], 0, "stop-first", nil); len(sp.Constraints) != 0 {
+	if sp := (&Driver{}).spec(plan.Services[0], 0, "stop-first"); len(sp.Constraints) != 0 {
 		t.Fatalf("a plan without constraints gave %q", sp.Constraints)
 	}
 }
