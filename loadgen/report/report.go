@@ -87,15 +87,35 @@ type Phase struct {
 	CPUSeconds map[string]float64 `json:"cpu_seconds,omitempty"`
 }
 
-// quiesceRan reports whether the run's quiesce phase ran (it measures
-// convergence): not turned off, nor left out by a run that ended first.
-func (r *Report) quiesceRan() bool {
+// PhaseRan returns the phase called name if the run ran it: not turned
+// off, nor left out by a run that ended first.
+func (r *Report) PhaseRan(name string) (Phase, bool) {
 	for _, ph := range r.Phases {
-		if ph.Name == "quiesce" && !ph.Skipped {
-			return true
+		if ph.Name == name && !ph.Skipped {
+			return ph, true
 		}
 	}
-	return false
+	return Phase{}, false
+}
+
+// quiesceRan reports whether the run's quiesce phase ran (it measures
+// convergence).
+func (r *Report) quiesceRan() bool {
+	_, ran := r.PhaseRan("quiesce")
+	return ran
+}
+
+// CoresBusy is how many cores the phase kept busy on average, every CPU
+// group together; false when no CPU was read.
+func (p Phase) CoresBusy() (float64, bool) {
+	if p.Seconds <= 0 || len(p.CPUSeconds) == 0 {
+		return 0, false
+	}
+	sum := 0.0
+	for _, v := range p.CPUSeconds {
+		sum += v
+	}
+	return sum / p.Seconds, true
 }
 
 // Counts are what the run did and saw.

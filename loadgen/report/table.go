@@ -105,15 +105,13 @@ func WriteTable(w io.Writer, r *Report) error {
 // coresText is a phase's average cores busy per CPU group, e.g. "1.21 +
 // 0.55 + 0.20 = 1.96 of 2"; "-" when no CPU was read.
 func coresText(ph Phase, cpus int) string {
-	if len(ph.CPUSeconds) == 0 || ph.Seconds <= 0 {
+	sum, ok := ph.CoresBusy()
+	if !ok {
 		return "-"
 	}
 	var parts []string
-	sum := 0.0
 	for _, g := range []string{"replicas", "agents", "loadgen"} {
-		c := ph.CPUSeconds[g] / ph.Seconds
-		sum += c
-		parts = append(parts, fmt.Sprintf("%.2f", c))
+		parts = append(parts, fmt.Sprintf("%.2f", ph.CPUSeconds[g]/ph.Seconds))
 	}
 	of := ""
 	if cpus > 0 {

@@ -28,12 +28,8 @@ type metric struct {
 
 func phase(name string) func(*report.Report) (float64, bool) {
 	return func(r *report.Report) (float64, bool) {
-		for _, p := range r.Phases {
-			if p.Name == name && !p.Skipped {
-				return p.Seconds, true
-			}
-		}
-		return 0, false
+		p, ran := r.PhaseRan(name)
+		return p.Seconds, ran
 	}
 }
 
@@ -74,29 +70,17 @@ func proposals(batch bool) func(*report.Report) (float64, bool) {
 // because other work shared the machine (only somewhat, through caches).
 func rampCPU(group string) func(*report.Report) (float64, bool) {
 	return func(r *report.Report) (float64, bool) {
-		for _, p := range r.Phases {
-			if p.Name == "ramp" && !p.Skipped {
-				v, ok := p.CPUSeconds[group]
-				return v / float64(max(r.Params.Tasks, 1)) * 1e6, ok && v > 0
-			}
-		}
-		return 0, false
+		p, _ := r.PhaseRan("ramp")
+		v, ok := p.CPUSeconds[group]
+		return v / float64(max(r.Params.Tasks, 1)) * 1e6, ok && v > 0
 	}
 }
 
 // rampCores is the cores the run's processes kept busy, on average, in
 // its ramp: near the machine's count, the ramp's time was bound by it.
 func rampCores(r *report.Report) (float64, bool) {
-	for _, p := range r.Phases {
-		if p.Name == "ramp" && !p.Skipped && p.Seconds > 0 && len(p.CPUSeconds) > 0 {
-			sum := 0.0
-			for _, v := range p.CPUSeconds {
-				sum += v
-			}
-			return sum / p.Seconds, true
-		}
-	}
-	return 0, false
+	p, _ := r.PhaseRan("ramp")
+	return p.CoresBusy()
 }
 
 var metrics = []metric{
