@@ -5,8 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"shoal/internal/freeport"
 	"strconv"
+
+	"shoal/internal/freeport"
 )
 
 // Local runs several replicas of one cluster in this process, each with its

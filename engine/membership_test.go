@@ -6,11 +6,12 @@ import (
 	"fmt"
 	"maps"
 	"path/filepath"
-	"shoal/internal/freeport"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"shoal/internal/freeport"
 )
 
 // openJoined starts replica id in a fresh directory with Join, after the

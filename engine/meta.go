@@ -9,9 +9,10 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"shoal/internal/freeport"
 	"slices"
 	"strconv"
+
+	"shoal/internal/freeport"
 )
 
 // metaFile records, in a data directory, what may never change about the

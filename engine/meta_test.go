@@ -5,9 +5,10 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"shoal/internal/freeport"
 	"strings"
 	"testing"
+
+	"shoal/internal/freeport"
 )
 
 // Bad addresses and a Raft port in use are refused before the data

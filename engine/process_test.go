@@ -8,13 +8,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"shoal/internal/freeport"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"shoal/internal/freeport"
 )
 
 // Three `shoal serve` processes on loopback form one cluster from their

@@ -7,12 +7,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"shoal/internal/freeport"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"shoal/internal/freeport"
 )
 
 // The built binary, shared by the tests that run real processes.
