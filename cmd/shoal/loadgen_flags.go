@@ -18,19 +18,13 @@ import (
 // output file that cannot be written.
 func checkLoadgenFlags(cmd *cobra.Command, o loadgenOptions) error {
 	c := o.cfg
-	counts := []struct {
-		flag string
-		v    int
-	}{{"agents", c.Agents}, {"tasks", c.Tasks}, {"services", c.Services}}
+	counts := map[string]int{"agents": c.Agents, "tasks": c.Tasks, "services": c.Services}
 	if o.join == "" { // --managers is not used with --join
-		counts = append(counts, struct {
-			flag string
-			v    int
-		}{"managers", c.Managers})
+		counts["managers"] = c.Managers
 	}
-	for _, n := range counts {
-		if n.v < 1 {
-			return fmt.Errorf("--%s must be 1 or more (got %d)", n.flag, n.v)
+	for _, flag := range []string{"agents", "tasks", "services", "managers"} {
+		if v, ok := counts[flag]; ok && v < 1 {
+			return fmt.Errorf("--%s must be 1 or more (got %d)", flag, v)
 		}
 	}
 	// The default --services (20) is capped at --tasks; only a number the
