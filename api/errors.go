@@ -57,6 +57,7 @@ var codeTable = map[statemachine.Code]struct {
 	statemachine.CodeWrongNode:      {fasthttp.StatusConflict, client.CodeConflict},
 	statemachine.CodeStale:          {fasthttp.StatusConflict, client.CodeStale},
 	statemachine.CodeCorrupt:        {fasthttp.StatusInternalServerError, client.CodeInternalFail},
+	statemachine.CodeExpired:        {fasthttp.StatusServiceUnavailable, client.CodeUnavailable},
 }
 
 // fromResult turns a rejected command into an answer (nil on success).

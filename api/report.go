@@ -25,7 +25,9 @@ func reportResult(o engine.Outcome) (wire.ReportResult, string) {
 		// The manager already has this state or a later one: a resend
 		// of something it applied.
 		return wire.ReportAccepted, ""
-	case statemachine.CodeNodeNotReady:
+	case statemachine.CodeNodeNotReady, statemachine.CodeExpired:
+		// Not applied: the node is reconnecting, or the report's entry
+		// reached the log after its deadline.
 		return wire.ReportRetry, o.Result.Msg
 	}
 	return wire.ReportRejected, o.Result.Msg

@@ -92,6 +92,12 @@ type Config struct {
 	// submitters get ErrTimeout. Also the default deadline of Read.
 	// Default 10s.
 	ProposeTimeout time.Duration
+	// ClockBound bounds the difference between any two replicas' clocks.
+	// An entry carries the time after which it must not apply: the
+	// earliest deadline of its submitters and its ProposeTimeout, plus
+	// ClockBound, compared with the group's replicated time (see
+	// statemachine.State.ApplyEntry). Default 3s.
+	ClockBound time.Duration
 
 	// LogDBShards is the number of LogDB (pebble) shards, each with its own
 	// write-ahead log. Fixed when DataDir is first used. Default 2.
@@ -191,6 +197,7 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.MaxInFlightEntries, 8)
 	setDefault(&c.MaxQueuedBytes, 8<<20)
 	setDefault(&c.ProposeTimeout, 10*time.Second)
+	setDefault(&c.ClockBound, 3*time.Second)
 	setDefault(&c.LogDBShards, 2)
 	setDefault(&c.Workers, 2)
 	if c.Clock == nil {

@@ -302,6 +302,12 @@ func (e *Engine) submitMany(ctx context.Context, cmds []statemachine.Command) []
 	spans := make([]span, len(cmds))
 	perGroup := make([][]call, e.cfg.Groups+1)
 	w := &waiter{done: make(chan struct{})}
+	// The submitter's deadline, on the clock entries are stamped with
+	// (a context's deadline is the wall clock's).
+	var notAfter int64
+	if d, ok := ctx.Deadline(); ok {
+		notAfter = e.cfg.Clock.Now().Add(time.Until(d)).UnixNano()
+	}
 	var targets [1]int
 	slots := 0
 	for i := range cmds {
@@ -319,7 +325,7 @@ func (e *Engine) submitMany(ctx context.Context, cmds []statemachine.Command) []
 		size := approxSize(&cmds[i])
 		spans[i] = span{slots, len(gs)}
 		for _, g := range gs {
-			perGroup[g] = append(perGroup[g], call{cmd: cmds[i], size: size, w: w, slot: slots})
+			perGroup[g] = append(perGroup[g], call{cmd: cmds[i], size: size, w: w, slot: slots, notAfter: notAfter})
 			slots++
 		}
 	}

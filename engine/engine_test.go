@@ -164,7 +164,7 @@ func TestRouting(t *testing.T) {
 // The replica's snapshot is what statemachine.State.Load reads.
 func TestSnapshotRoundTrip(t *testing.T) {
 	r := newReplica(2, 8, nil)
-	ent := encodeEntry(42, createServices("svc", 3, 5), 0)
+	ent := encodeEntry(entryStamp{now: 42}, createServices("svc", 3, 5), 0)
 	r.mu.st.Apply(mustDecode(t, ent), 7, 42, &r.mu.out)
 	ctx, err := r.PrepareSnapshot()
 	if err != nil {
@@ -197,7 +197,7 @@ func mustDecode(t *testing.T, ent []byte) []statemachine.Command {
 
 // decodeEntry never panics, whatever the bytes.
 func FuzzDecodeEntry(f *testing.F) {
-	f.Add(encodeEntry(1, createServices("a", 1, 1), 0))
+	f.Add(encodeEntry(entryStamp{now: 1}, createServices("a", 1, 1), 0))
 	f.Add([]byte{})
 	f.Add([]byte{1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 255})
 	f.Fuzz(func(t *testing.T, b []byte) {

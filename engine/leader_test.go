@@ -130,14 +130,14 @@ func TestCorruptEntries(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	submitAll(t, e, addNodes(2))
-	valid := encodeEntry(5, createServices("ok", 1, 1), 0)
+	valid := encodeEntry(entryStamp{now: 5}, createServices("ok", 1, 1), 0)
 	garbage := map[string][]byte{
 		"short header":    {entryVersion, 1, 2},
 		"unknown version": append([]byte{99}, valid[1:]...),
-		"garbage batch":   append(appendEntryHeader(nil, 5), 0xde, 0xad, 0xbe, 0xef),
+		"garbage batch":   append(appendEntryHeader(nil, entryStamp{now: 5}), 0xde, 0xad, 0xbe, 0xef),
 		"truncated batch": valid[:len(valid)-3],
 		"trailing bytes":  append(append([]byte(nil), valid...), 0),
-		"huge count":      append(appendEntryHeader(nil, 5), 1, 0xff, 0xff, 0xff, 0xff, 0x0f),
+		"huge count":      append(appendEntryHeader(nil, entryStamp{now: 5}), 1, 0xff, 0xff, 0xff, 0xff, 0x0f),
 	}
 	for name, ent := range garbage {
 		for _, g := range []int{ClusterGroup, 1} {

@@ -54,6 +54,9 @@ type call struct {
 	size int
 	w    *waiter
 	slot int
+	// notAfter is when the submitter stops waiting (its context's
+	// deadline, unix nanoseconds; 0: none).
+	notAfter int64
 }
 
 // proposer coalesces one group's submissions into Raft entries: one
@@ -79,8 +82,12 @@ type proposer struct {
 	done       chan struct{}
 	scratch    []statemachine.Command // the loop goroutine's encoding buffer
 	// proposed counts the entries this replica proposed and the commands
-	// they carried (the mean batch size is their ratio).
-	proposed struct{ entries, commands atomic.Uint64 }
+	// they carried (the mean batch size is their ratio); last is when it
+	// last proposed one (unix nanoseconds on the engine's clock).
+	proposed struct {
+		entries, commands atomic.Uint64
+		last              atomic.Int64
+	}
 
 	mu struct {
 		sync.Mutex
@@ -108,7 +115,37 @@ func newProposer(nh *dragonboat.NodeHost, cfg *Config, group int, lead *leadersh
 	p.mu.space = make(chan struct{})
 	go p.run()
 	go p.prefill()
+	go p.beat()
 	return p
+}
+
+// beat keeps the group's replicated time moving while this replica leads
+// it: when the replica proposed nothing to the group for an election
+// timeout, it proposes a CmdTick. An entry's deadline is compared with
+// that time (statemachine.State.ApplyEntry), so in an idle group an entry
+// forwarded long ago over a silent connection still meets a time past its
+// deadline when it finally arrives.
+func (p *proposer) beat() {
+	every := time.Duration(p.cfg.ElectionRTT) * p.cfg.RTT
+	tick := statemachine.Command{Kind: statemachine.CmdTick}
+	for {
+		select {
+		case <-p.cfg.Clock.After(every):
+		case <-p.stop:
+			return
+		}
+		if leader, _ := p.lead.leaderTerm(p.group); leader != p.lead.self {
+			continue
+		}
+		if p.cfg.Clock.Now().UnixNano()-p.proposed.last.Load() < int64(every) {
+			continue
+		}
+		w := &waiter{out: make([]Outcome, 1), done: make(chan struct{})}
+		w.left.Store(1)
+		ctx, cancel := context.WithTimeout(context.Background(), every)
+		_ = p.enqueue(ctx, []call{{cmd: tick, size: approxSize(&tick), w: w}}) // the next beat tries again
+		cancel()
+	}
 }
 
 // enqueue adds calls to the queue in order, waiting while the queue is full.
@@ -217,12 +254,29 @@ func (p *proposer) propose(calls []call, size int) {
 		cmds = append(cmds, calls[i].cmd)
 	}
 	now := p.cfg.Clock.Now()
-	ent := encodeEntry(now.UnixNano(), cmds, size)
+	deadline := now.Add(p.cfg.ProposeTimeout)
+	ent := encodeEntry(entryStamp{now: now.UnixNano(), notAfter: p.notAfter(deadline, calls)}, cmds, size)
 	clear(cmds) // drop references to specs
 	p.scratch = cmds[:0]
 	p.proposed.entries.Add(1)
 	p.proposed.commands.Add(uint64(len(calls)))
-	p.send(ent, calls, size, now.Add(p.cfg.ProposeTimeout))
+	p.proposed.last.Store(now.UnixNano())
+	p.send(ent, calls, size, deadline)
+}
+
+// notAfter is the time after which an entry of calls must not apply: the
+// earliest moment anyone stops waiting for it (the entry's own deadline,
+// or a submitter's) plus the bound on clock error between replicas. No
+// one is told "not confirmed in time" about a change that can still take
+// effect past that.
+func (p *proposer) notAfter(deadline time.Time, calls []call) int64 {
+	na := deadline.UnixNano()
+	for i := range calls {
+		if c := calls[i].notAfter; c != 0 && c < na {
+			na = c
+		}
+	}
+	return na + int64(p.cfg.ClockBound)
 }
 
 // send proposes a raw entry for calls (the test hook proposes garbage this

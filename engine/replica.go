@@ -89,7 +89,7 @@ func (r *replica) applyLocked(e *sm.Entry) {
 		e.Result = sm.Result{}
 		return
 	}
-	now, batch, err := decodeEntry(e.Cmd)
+	st, batch, err := decodeEntry(e.Cmd)
 	if err != nil {
 		// Every replica decodes the same bytes the same way: the entry is a
 		// no-op everywhere (its index still counts, so a replay is still
@@ -102,9 +102,9 @@ func (r *replica) applyLocked(e *sm.Entry) {
 		e.Result = sm.Result{Value: resultCorrupt, Data: statemachine.AppendResults(nil, res)}
 		return
 	}
-	r.mu.st.Apply(batch, e.Index, now, out)
+	r.mu.st.ApplyEntry(batch, e.Index, st.now, st.notAfter, out)
 	if r.shadow != nil {
-		r.shadow.Apply(batch, e.Index, now, &r.shadowOut)
+		r.shadow.ApplyEntry(batch, e.Index, st.now, st.notAfter, &r.shadowOut)
 		r.compareShadow(e.Index, batch)
 	}
 	data := statemachine.AppendResults(make([]byte, 0, 4+4*len(out.Results)), out.Results)

@@ -110,7 +110,7 @@ func TestEntryTimeNeverGoesBackwards(t *testing.T) {
 		t.Fatal(err)
 	}
 	behind := last - int64(time.Hour)
-	ent := encodeEntry(behind, []statemachine.Command{{Kind: statemachine.CmdSetNodeStatus, Node: 1, NodeStatus: statemachine.NodeDown}}, 64)
+	ent := encodeEntry(entryStamp{now: behind}, []statemachine.Command{{Kind: statemachine.CmdSetNodeStatus, Node: 1, NodeStatus: statemachine.NodeDown}}, 64)
 	if err := l.Engine(2).proposeRaw(ctx, 0, ent).Err(); err != nil {
 		t.Fatal(err)
 	}

@@ -140,7 +140,11 @@ var (
 	ErrNotAllowed     = errors.New("statemachine: not allowed in the current state")
 	ErrCorrupt        = errors.New("statemachine: corrupt data")
 	ErrStale          = errors.New("statemachine: changed since the given index")
+	ErrExpired        = errors.New("statemachine: deadline passed before the change reached the log")
 )
+
+// expiredMsg says why a command of an expired entry was refused.
+const expiredMsg = "the change reached the cluster's log after its deadline had passed; it was not applied"
 
 // Code is a result code: which sentinel a rejection wraps. It travels in
 // encoded results so errors.Is works on the proposer's side too.
@@ -159,11 +163,12 @@ const (
 	CodeNotAllowed
 	CodeCorrupt
 	CodeStale
+	CodeExpired
 	numCodes
 )
 
 var codeErrs = [numCodes]error{nil, ErrInvalid, ErrNotFound, ErrExists, ErrWrongComponent,
-	ErrLowerRank, ErrWrongNode, ErrNodeNotReady, ErrNotAllowed, ErrCorrupt, ErrStale}
+	ErrLowerRank, ErrWrongNode, ErrNodeNotReady, ErrNotAllowed, ErrCorrupt, ErrStale, ErrExpired}
 
 // Result is the outcome of one command.
 type Result struct {

@@ -282,10 +282,31 @@ func sortedKeys[K ~uint32 | ~uint64, V any](m map[K]V) []K {
 // (a proposer whose clock is behind, a leader change) applies at the last
 // applied time instead, decided from replicated data only.
 func (s *State) Apply(batch []Command, index uint64, now int64, out *Output) {
+	s.ApplyEntry(batch, index, now, 0, out)
+}
+
+// ApplyEntry is Apply for an entry that must not take effect after
+// notAfter (unix nanoseconds; 0: no deadline). The deadline is compared
+// with the state's own time, the latest time of the entries applied
+// before this one, never with the entry's own stamp: an entry that
+// reaches the log after newer entries carried the state's time past its
+// deadline (a proposal forwarded over a connection that was silent for a
+// while) is refused, each command with CodeExpired, on every replica
+// alike; its index still counts and nothing else changes.
+func (s *State) ApplyEntry(batch []Command, index uint64, now, notAfter int64, out *Output) {
 	out.reset()
 	if index != 0 && index <= s.lastIndex {
 		for range batch {
 			out.Results = append(out.Results, Result{Msg: "replay"})
+		}
+		return
+	}
+	if notAfter != 0 && s.lastTime > notAfter {
+		for range batch {
+			out.Results = append(out.Results, Result{Code: CodeExpired, Msg: expiredMsg})
+		}
+		if index != 0 {
+			s.lastIndex = index
 		}
 		return
 	}

@@ -1,0 +1,57 @@
+package engine
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"shoal/statemachine"
+)
+
+// An entry that reaches the log after its deadline is refused on every
+// replica, even in a group nobody writes to: the group's leader keeps its
+// replicated time moving, so a proposal forwarded long ago and delivered
+// late meets a time past its deadline.
+func TestLateEntryRefusedInAnIdleGroup(t *testing.T) {
+	cfg := testConfig(1)
+	cfg.Clock = WallClock{} // the beat compares times a stepping clock would not advance while idle
+	l := startLocal(t, 3, cfg)
+	e := l.Engine(1)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	submitAll(t, e, addNodes(1))
+
+	// Nobody writes to service group 1; its time still moves.
+	var t0 int64
+	if err := e.Read(ctx, 1, func(st *statemachine.State) { t0 = st.LastTime() }); err != nil {
+		t.Fatal(err)
+	}
+	every := time.Duration(e.cfg.ElectionRTT) * e.cfg.RTT
+	eventually(t, 10*every, func() (bool, string) {
+		var now int64
+		if err := e.Read(ctx, 1, func(st *statemachine.State) { now = st.LastTime() }); err != nil {
+			return false, err.Error()
+		}
+		return now > t0+int64(every), "the idle group's replicated time to move past an election timeout"
+	})
+
+	// A service create proposed (and timed out) long ago arrives now.
+	var last int64
+	if err := e.Read(ctx, 1, func(st *statemachine.State) { last = st.LastTime() }); err != nil {
+		t.Fatal(err)
+	}
+	late := encodeEntry(entryStamp{now: last - int64(20*time.Second), notAfter: last - int64(5*time.Second)},
+		createServices("late", 1, 1), 0)
+	o := e.proposeRaw(ctx, 1, late)
+	if o.Failed != nil || o.Result.Code != statemachine.CodeExpired {
+		t.Fatalf("a late entry got %+v, want CodeExpired", o)
+	}
+	for _, r := range l.Engines() {
+		eventually(t, 10*time.Second, func() (bool, string) {
+			found := true
+			err := r.Read(ctx, 1, func(st *statemachine.State) { found = st.ServiceByName("late-0") != nil })
+			return err == nil && !found, "every replica to have applied past the late entry without creating its service"
+		})
+	}
+	converged(t, l.Engines())
+}
