@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/binary"
 	"testing"
 	"time"
 
@@ -54,4 +55,21 @@ func TestLateEntryRefusedInAnIdleGroup(t *testing.T) {
 		})
 	}
 	converged(t, l.Engines())
+}
+
+// An entry written by a build before deadlines (format 1: version, time,
+// batch) still decodes, with no deadline; a format-2 entry keeps both
+// times.
+func TestEntryFormatsDecode(t *testing.T) {
+	batch := createServices("old", 1, 2)
+	v1 := append([]byte{entryVersionV1}, binary.LittleEndian.AppendUint64(nil, 77)...)
+	v1 = statemachine.AppendBatch(v1, batch)
+	st, got, err := decodeEntry(v1)
+	if err != nil || st != (entryStamp{now: 77}) || len(got) != 1 || got[0].Spec.Name != "old-0" {
+		t.Fatalf("format 1: stamp %+v, %d commands, err %v", st, len(got), err)
+	}
+	st, got, err = decodeEntry(encodeEntry(entryStamp{now: 5, notAfter: 9}, batch, 0))
+	if err != nil || st != (entryStamp{now: 5, notAfter: 9}) || len(got) != 1 {
+		t.Fatalf("format 2: stamp %+v, %d commands, err %v", st, len(got), err)
+	}
 }

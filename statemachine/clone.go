@@ -44,6 +44,7 @@ func (s *State) cloneReusing(old *State) *State {
 		networkNames:  mapInto(c.networkNames, s.networkNames),
 		removedNodes:  mapInto(c.removedNodes, s.removedNodes),
 		joinKeys:      mapInto(c.joinKeys, s.joinKeys),
+		req:           s.req.cloneInto(&c.req),
 		pools:         mapInto(c.pools, s.pools),
 		waiting:       mapFor(c.waiting, len(s.waiting)),
 		delayed:       mapFor(c.delayed, len(s.delayed)),

@@ -72,6 +72,9 @@ func encodeCommand(e *encoder, c *Command) {
 	if lease {
 		flags |= 8
 	}
+	if c.RequestID != "" {
+		flags |= 16
+	}
 	e.byte1(flags)
 	if c.Spec != nil {
 		encodeSpec(e, c.Spec)
@@ -84,6 +87,9 @@ func encodeCommand(e *encoder, c *Command) {
 	}
 	if lease {
 		encodeLeaseFields(e, c)
+	}
+	if c.RequestID != "" {
+		e.str(c.RequestID)
 	}
 }
 
@@ -148,7 +154,7 @@ func decodeCommandNested(d *decoder, c *Command, nested bool) {
 	c.Name = d.str()
 	c.Message = d.str()
 	flags := d.byte1()
-	if flags&^15 != 0 {
+	if flags&^31 != 0 {
 		d.fail("bad command flags")
 		return
 	}
@@ -166,6 +172,9 @@ func decodeCommandNested(d *decoder, c *Command, nested bool) {
 	}
 	if flags&8 != 0 {
 		decodeLeaseFields(d, c, nested)
+	}
+	if flags&16 != 0 {
+		c.RequestID = d.str()
 	}
 }
 

@@ -117,6 +117,10 @@ type Command struct {
 	Network NetworkID
 	Blocks  []uint32
 	Entry   *OutboxEntry
+
+	// RequestID, if set, names a user's write: applied at most once while
+	// the group remembers it (requests.go).
+	RequestID string
 }
 
 // OutboxEntry is one change the cluster group applied that service groups

@@ -38,7 +38,7 @@ func TestJoinKeyReservesOneNode(t *testing.T) {
 		t.Fatalf("key-a reserved removed node %d again", a)
 	}
 
-	old := loadOlderFormat(t, h.s, snapshotMagicV4, h.s.encodeJoinKeys)
+	old := loadOlderFormat(t, h.s, snapshotMagicV4, func(e *encoder) { h.s.encodeJoinKeys(e); h.s.encodeRequests(e) })
 	if len(old.joinKeys) != 0 || len(h.s.joinKeys) != 2 {
 		t.Fatalf("join keys: %d from format 4 (want 0), %d live (want 2)", len(old.joinKeys), len(h.s.joinKeys))
 	}

@@ -178,7 +178,7 @@ func TestVersion2ClusterSnapshotKeepsStripedBlocks(t *testing.T) {
 	s := New(Config{Group: 0, Groups: 2})
 	var out Output
 	s.Apply([]Command{{Kind: CmdCreateNetwork, NetworkSpec: &Network{ID: 1, Name: "net", Subnet: "10.1.0.0/24"}}}, 1, 1, &out)
-	got := loadOlderFormat(t, s, snapshotMagicV2, func(e *encoder) { s.encodeRedrive(e); s.encodeJoinKeys(e) })
+	got := loadOlderFormat(t, s, snapshotMagicV2, func(e *encoder) { s.encodeRedrive(e); s.encodeJoinKeys(e); s.encodeRequests(e) })
 	p := got.Pool(1)
 	for b := 1; b < p.NumBlocks(); b++ { // block 0 holds the network and gateway addresses only
 		if o, _ := p.BlockOwner(ipam.BlockID(b)); o != uint32(b%2+1) {
@@ -240,7 +240,7 @@ func TestVersion3ClusterSnapshotKeepsGroupFences(t *testing.T) {
 	s := w.st[0]
 	fence := s.OutboxNext() - 1
 	s.ob.lastGrant[1] = fence
-	got := loadOlderFormat(t, s, snapshotMagicV3, func(e *encoder) { s.encodeNetGrants(e); s.encodeJoinKeys(e) })
+	got := loadOlderFormat(t, s, snapshotMagicV3, func(e *encoder) { s.encodeNetGrants(e); s.encodeJoinKeys(e); s.encodeRequests(e) })
 	var out Output
 	got.Apply([]Command{{Kind: CmdRequestBlocks, Group: 1, Network: 1, Count: 1, Seq: fence - 1}}, 100, 2e9, &out)
 	if r := out.Results[0]; r.ID != 0 || !strings.Contains(r.Msg, "stale") {

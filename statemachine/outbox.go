@@ -93,7 +93,7 @@ func OutboxKind(k CmdKind) bool { return outboxKind(k) }
 
 // appendOutbox records c for every service group.
 func (s *State) appendOutbox(c Command) uint64 {
-	c.Entry = nil
+	c.Entry, c.RequestID = nil, "" // the cluster group records the request
 	if c.NodeSpec != nil {
 		n := *c.NodeSpec
 		n.tasks, n.Labels = nil, maps.Clone(n.Labels)

@@ -14,14 +14,16 @@ import (
 )
 
 // snapshotMagic opens every canonical encoding; the last byte is the format
-// version: 5 ends with the join keys (joinkeys.go); 4 (still read, with
+// version: 6 ends with the request records (requests.go); 5 (still read,
+// with none) ends with the join keys (joinkeys.go); 4 (still read, with
 // none) fences block requests per group and network; 3 (still read,
 // its per-group fences kept as floors) ends with the outbox and lease
 // state (outbox_enc.go); 2 (still
 // read, with an empty outbox) records the last applied time after the last
 // index; 1 (still read, as time 0) did not.
 const (
-	snapshotMagic   = "SHOALSM\x05"
+	snapshotMagic   = "SHOALSM\x06"
+	snapshotMagicV5 = "SHOALSM\x05"
 	snapshotMagicV4 = "SHOALSM\x04"
 	snapshotMagicV3 = "SHOALSM\x03"
 	snapshotMagicV2 = "SHOALSM\x02"
@@ -212,6 +214,7 @@ func (s *State) writeCanonicalWith(w io.Writer, pc poolCodec) error {
 	}
 	s.encodeRedrive(&e)
 	s.encodeJoinKeys(&e)
+	s.encodeRequests(&e)
 	return flush(true)
 }
 
@@ -317,7 +320,8 @@ func decodeCanonicalWith(b []byte, pc poolCodec) (*State, error) {
 	v2 := bytes.HasPrefix(b, []byte(snapshotMagicV2))
 	v3 := bytes.HasPrefix(b, []byte(snapshotMagicV3))
 	v4 := bytes.HasPrefix(b, []byte(snapshotMagicV4))
-	if !v1 && !v2 && !v3 && !v4 && !bytes.HasPrefix(b, []byte(snapshotMagic)) {
+	v5 := bytes.HasPrefix(b, []byte(snapshotMagicV5))
+	if !v1 && !v2 && !v3 && !v4 && !v5 && !bytes.HasPrefix(b, []byte(snapshotMagic)) {
 		return nil, fmt.Errorf("%w: not a Shoal state snapshot (bad magic)", ErrCorrupt)
 	}
 	d := newDecoder(b)
@@ -462,6 +466,9 @@ func decodeCanonicalWith(b []byte, pc poolCodec) (*State, error) {
 		s.decodeRedrive(&d, v3)
 		if !v3 && !v4 {
 			s.decodeJoinKeys(&d)
+		}
+		if !v3 && !v4 && !v5 {
+			s.decodeRequests(&d)
 		}
 	} else if d.Err() == nil {
 		s.leaseLegacyStripes()

@@ -52,6 +52,8 @@ type State struct {
 	// joinKeys maps a joiner's key to the node ID reserved for it
 	// (cluster group; joinkeys.go).
 	joinKeys map[string]NodeID
+	// req records the request IDs of applied user commands (requests.go).
+	req requestLog
 	// nextNode is the lowest node ID CmdReserveNodeID may hand out.
 	nextNode NodeID
 	// nextNetwork is the lowest network ID CmdReserveNetworkID may hand out.
@@ -313,8 +315,11 @@ func (s *State) ApplyEntry(batch []Command, index uint64, now, notAfter int64, o
 	now = max(now, s.lastTime)
 	s.lastTime = now
 	s.now, s.out, s.index = now, out, index
+	if len(s.req.order) > 0 {
+		s.forgetRequests()
+	}
 	for i := range batch {
-		out.Results = append(out.Results, s.applyOne(&batch[i]))
+		out.Results = append(out.Results, s.applyRequest(&batch[i]))
 	}
 	s.retryWaitingTasks()
 	if !s.cfg.ManualReactions {

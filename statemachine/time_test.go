@@ -63,10 +63,11 @@ func TestLoadVersion1Snapshot(t *testing.T) {
 	h.addNodes(1)
 	canon := h.s.Canonical()
 	// Version 2 is version 3 without the outbox and lease state at the end
-	// (nor the join keys of version 5).
+	// (nor the join keys of version 5, nor the request records of 6).
 	var rd encoder
 	h.s.encodeRedrive(&rd)
 	h.s.encodeJoinKeys(&rd)
+	h.s.encodeRequests(&rd)
 	canon = canon[:len(canon)-len(rd.b)]
 	// Version 1 is version 2 without the time after the last index.
 	var head encoder
