@@ -214,6 +214,7 @@ func (s *Server) routes() []route {
 		r("GET", "/v1/networks/*", "networks_inspect", s.getNetwork),
 		r("DELETE", "/v1/networks/*", "networks_remove", s.removeNetwork),
 		r("GET", "/v1/events", "events", s.events),
+		r("GET", "/v1/requests/*", "requests_inspect", s.getRequest),
 		r("GET", "/v1/replicas", "replicas_list", s.listReplicas),
 		r("POST", "/v1/replicas", "replicas_add", s.addReplica),
 		r("DELETE", "/v1/replicas/*", "replicas_remove", s.removeReplica),
@@ -311,7 +312,11 @@ func (s *Server) fail(ctx *fasthttp.RequestCtx, e *apiError) {
 	if e.retryAfter > 0 {
 		ctx.Response.Header.Set("Retry-After", fmt.Sprint(int(max(e.retryAfter/time.Second, 1))))
 	}
-	body, _ := json.Marshal(client.ErrorBody{Error: e.msg, Code: e.code, Field: e.field})
+	b := client.ErrorBody{Error: e.msg, Code: e.code, Field: e.field, RequestID: e.requestID}
+	if e.requestID != "" {
+		b.Deadline, b.NotAfter = &e.deadline, &e.notAfter
+	}
+	body, _ := json.Marshal(b)
 	ctx.SetStatusCode(e.status)
 	ctx.SetContentType("application/json")
 	ctx.SetBody(append(body, '\n'))
@@ -347,13 +352,6 @@ func decodeJSON(ctx *fasthttp.RequestCtx, v any) error {
 		return badRequest("request body holds more than one JSON document")
 	}
 	return nil
-}
-
-// submit proposes one command and maps its outcome.
-func (s *Server) submit(ctx *fasthttp.RequestCtx, cmd statemachine.Command) (statemachine.Result, error) {
-	c, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	return submitted(s.e.Submit(c, cmd))
 }
 
 // submitted turns a submission's outcome into the API's error: the state

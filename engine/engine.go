@@ -499,3 +499,7 @@ func (e *Engine) Status() ([]GroupStatus, error) {
 	}
 	return out, nil
 }
+
+// ClockBound is the bound on clock error between replicas that every
+// entry's deadline includes (Config.ClockBound).
+func (e *Engine) ClockBound() time.Duration { return e.cfg.ClockBound }

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -283,6 +284,55 @@ func TestAPIOverThreeReplicas(t *testing.T) {
 		nodes, _, err := c1.Nodes(ctx, nil)
 		if err != nil || len(nodes.Items) != 0 {
 			t.Fatalf("nodes: %+v, %v", nodes, err)
+		}
+	})
+
+	t.Run("request IDs", func(t *testing.T) {
+		// The same create sent twice under one request ID (its first
+		// answer lost) applies once and answers as applied both times.
+		post := func(id string) (int, client.Service, http.Header) {
+			body := `{"name":"once","replicas":1,"command":["sleep","1000"]}`
+			req, _ := http.NewRequest("POST", "http://"+c.ms[0].APIAddr+"/v1/services", strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			if id != "" {
+				req.Header.Set(client.RequestIDHeader, id)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var svc client.Service
+			_ = json.NewDecoder(resp.Body).Decode(&svc)
+			return resp.StatusCode, svc, resp.Header
+		}
+		st1, first, h := post("op-42")
+		st2, second, _ := post("op-42")
+		if st1 != 201 || st2 != 201 || h.Get(client.RequestIDHeader) != "op-42" || first.ModifyIndex != second.ModifyIndex {
+			t.Fatalf("the same request twice: %d %+v, then %d %+v (header %q)", st1, first, st2, second, h.Get(client.RequestIDHeader))
+		}
+		if st, _, _ := post(""); st != 409 {
+			t.Fatalf("the same create under a new request ID: %d, want 409", st)
+		}
+		out, err := c1.Request(ctx, "op-42", time.Time{})
+		if err != nil || out.Outcome != client.OutcomeApplied || out.ObjectID == 0 || out.Index == 0 {
+			t.Fatalf("GET /v1/requests/op-42: %+v, %v", out, err)
+		}
+		// Never applied, its not_after passed: not applied, for good.
+		past := time.Now().Add(-time.Minute)
+		out, err = c1.Request(ctx, "op-never", past)
+		if err != nil || out.Outcome != client.OutcomeNotApplied {
+			t.Fatalf("a request whose not_after passed: %+v, %v", out, err)
+		}
+		out, err = c1.Request(ctx, "op-never", time.Now().Add(time.Minute))
+		if err != nil || out.Outcome != client.OutcomePending {
+			t.Fatalf("a request that may still apply: %+v, %v", out, err)
+		}
+		if _, err := c1.Request(ctx, "no spaces allowed", time.Time{}); !isCode(err, client.CodeMalformed, 400) {
+			t.Fatalf("a malformed request ID: %v", err)
+		}
+		if _, _, err := c1.RemoveService(ctx, "once"); err != nil {
+			t.Fatal(err)
 		}
 	})
 

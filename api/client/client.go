@@ -40,6 +40,9 @@ var ErrUnreachable = errors.New("cannot reach the manager")
 type Client struct {
 	base string
 	hc   *http.Client
+	// OnResend, if set, hears each time a write is sent again because
+	// its outcome was unknown (see write).
+	OnResend func(requestID string, why error)
 }
 
 // BaseURL turns host:port or http(s)://host:port into a base URL (http
@@ -114,6 +117,11 @@ func (q *Query) values() url.Values {
 // do sends one request and decodes the answer into out (if not nil). It
 // returns the answer's X-Shoal-Index.
 func (c *Client) do(ctx context.Context, method, path string, q url.Values, in, out any) (string, error) {
+	return c.send(ctx, method, path, q, in, out, "")
+}
+
+// send is do with a request ID header (none when id is empty).
+func (c *Client) send(ctx context.Context, method, path string, q url.Values, in, out any, id string) (string, error) {
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
@@ -133,9 +141,12 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, in, 
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	if id != "" {
+		req.Header.Set(RequestIDHeader, id)
+	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		return "", fmt.Errorf("%w at %s: %v", ErrUnreachable, c.base, unwrapURLError(err))
+		return "", fmt.Errorf("%w at %s: %w", ErrUnreachable, c.base, unwrapURLError(err))
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
@@ -199,7 +210,7 @@ func (c *Client) Service(ctx context.Context, name string, q *Query) (Service, s
 // CreateService stores a new service.
 func (c *Client) CreateService(ctx context.Context, spec ServiceSpec) (Service, string, error) {
 	var s Service
-	idx, err := c.do(ctx, "POST", "/v1/services", nil, spec, &s)
+	idx, err := c.write(ctx, "POST", "/v1/services", nil, spec, &s)
 	return s, idx, err
 }
 
@@ -233,7 +244,7 @@ func (c *Client) Rollback(ctx context.Context, name string) (Service, string, er
 // task is confirmed stopped.
 func (c *Client) RemoveService(ctx context.Context, name string) (Service, string, error) {
 	var s Service
-	idx, err := c.do(ctx, "DELETE", "/v1/services/"+url.PathEscape(name), nil, nil, &s)
+	idx, err := c.write(ctx, "DELETE", "/v1/services/"+url.PathEscape(name), nil, nil, &s)
 	return s, idx, err
 }
 
@@ -269,20 +280,20 @@ func (c *Client) Node(ctx context.Context, id string) (Node, error) {
 // UpdateNode changes a node's availability or labels.
 func (c *Client) UpdateNode(ctx context.Context, id string, u NodeUpdate) (Node, error) {
 	var n Node
-	_, err := c.do(ctx, "POST", "/v1/nodes/"+url.PathEscape(id), nil, u, &n)
+	_, err := c.write(ctx, "POST", "/v1/nodes/"+url.PathEscape(id), nil, u, &n)
 	return n, err
 }
 
 // RemoveNode removes a down node.
 func (c *Client) RemoveNode(ctx context.Context, id string) error {
-	_, err := c.do(ctx, "DELETE", "/v1/nodes/"+url.PathEscape(id), nil, nil, nil)
+	_, err := c.write(ctx, "DELETE", "/v1/nodes/"+url.PathEscape(id), nil, nil, nil)
 	return err
 }
 
 // CreateNetwork stores a network.
 func (c *Client) CreateNetwork(ctx context.Context, spec NetworkSpec) (Network, error) {
 	var n Network
-	_, err := c.do(ctx, "POST", "/v1/networks", nil, spec, &n)
+	_, err := c.write(ctx, "POST", "/v1/networks", nil, spec, &n)
 	return n, err
 }
 
@@ -302,7 +313,7 @@ func (c *Client) Network(ctx context.Context, name string) (Network, error) {
 
 // RemoveNetwork removes an unused network.
 func (c *Client) RemoveNetwork(ctx context.Context, name string) error {
-	_, err := c.do(ctx, "DELETE", "/v1/networks/"+url.PathEscape(name), nil, nil, nil)
+	_, err := c.write(ctx, "DELETE", "/v1/networks/"+url.PathEscape(name), nil, nil, nil)
 	return err
 }
 

@@ -257,21 +257,59 @@ type ErrorBody struct {
 	Error string `json:"error"`
 	Code  string `json:"code"`
 	Field string `json:"field,omitempty"` // the spec field at fault, with invalid_spec
+	// With unknown_outcome: the write's request ID, when the manager
+	// stopped waiting for it, and the time after which it can no longer
+	// take effect (deadline plus the cluster's clock bound).
+	RequestID string     `json:"request_id,omitempty"`
+	Deadline  *time.Time `json:"deadline,omitempty"`
+	NotAfter  *time.Time `json:"not_after,omitempty"`
 }
+
+// RequestOutcome answers GET /v1/requests/{id}: what became of a write.
+type RequestOutcome struct {
+	RequestID string `json:"request_id"`
+	// Outcome is applied, not_applied (it never took effect and never
+	// will), pending (no group applied it yet, but it may still take
+	// effect until NotAfter) or not_seen (no group applied it in the last
+	// ten minutes; without its not_after the manager cannot say whether
+	// it still may).
+	Outcome string `json:"outcome"`
+	// With applied: the group and Raft index of the entry that applied
+	// it, when, and the ID of the object it created or acted on.
+	Group     int        `json:"group,omitempty"`
+	Index     uint64     `json:"index,omitempty"`
+	AppliedAt *time.Time `json:"applied_at,omitempty"`
+	ObjectID  uint64     `json:"object_id,omitempty"`
+	NotAfter  *time.Time `json:"not_after,omitempty"`
+	Message   string     `json:"message,omitempty"`
+}
+
+// Outcomes of a write (RequestOutcome.Outcome).
+const (
+	OutcomeApplied    = "applied"
+	OutcomeNotApplied = "not_applied"
+	OutcomePending    = "pending"
+	OutcomeNotSeen    = "not_seen"
+)
+
+// RequestIDHeader carries a write's request ID, both ways.
+const RequestIDHeader = "X-Shoal-Request-Id"
 
 // Error codes of the user API.
 const (
-	CodeMalformed    = "malformed"     // 400: the body is not valid JSON or a parameter is malformed
-	CodeNotFound     = "not_found"     // 404
-	CodeConflict     = "conflict"      // 409: exists already, or not allowed in the current state
-	CodeStale        = "stale_index"   // 409: ?check_index= is older than the object
-	CodeTooLarge     = "too_large"     // 413
-	CodeInvalidSpec  = "invalid_spec"  // 422
-	CodeIndexTooOld  = "index_too_old" // 410: the event stream cannot resume that far back
-	CodeUnavailable  = "unavailable"   // 503: no leader or not ready; retry after Retry-After
-	CodeUnauthorized = "unauthorized"  // 401: no valid client certificate
-	CodeForbidden    = "forbidden"     // 403: the certificate's role may not do this
-	CodeJoinRefused  = "join_refused"  // 401: the join token was refused (the message says why)
-	CodeRateLimited  = "rate_limited"  // 429: too many failed attempts; retry after Retry-After
-	CodeInternalFail = "internal"      // 500
+	CodeMalformed    = "malformed"         // 400: the body is not valid JSON or a parameter is malformed
+	CodeNotFound     = "not_found"         // 404
+	CodeConflict     = "conflict"          // 409: exists already, or not allowed in the current state
+	CodeStale        = "stale_index"       // 409: ?check_index= is older than the object
+	CodeTooLarge     = "too_large"         // 413
+	CodeInvalidSpec  = "invalid_spec"      // 422
+	CodeIndexTooOld  = "index_too_old"     // 410: the event stream cannot resume that far back
+	CodeUnavailable  = "unavailable"       // 503: no leader or not ready; retry after Retry-After
+	CodeUnknown      = "unknown_outcome"   // 503: a write was sent but not confirmed in time; see ErrorBody.RequestID
+	CodeForgotten    = "request_forgotten" // 410: the request ID is older than the ten minutes IDs are kept
+	CodeUnauthorized = "unauthorized"      // 401: no valid client certificate
+	CodeForbidden    = "forbidden"         // 403: the certificate's role may not do this
+	CodeJoinRefused  = "join_refused"      // 401: the join token was refused (the message says why)
+	CodeRateLimited  = "rate_limited"      // 429: too many failed attempts; retry after Retry-After
+	CodeInternalFail = "internal"          // 500
 )

@@ -39,14 +39,21 @@ func addClientFlags(cmd *cobra.Command, o *cliOptions) {
 }
 
 func (o *cliOptions) client() (*client.Client, error) {
-	if o.tlsDir == "" {
-		return client.New(o.addr)
+	var cfg *tls.Config
+	if o.tlsDir != "" {
+		var err error
+		if cfg, err = adminTLS(o.tlsDir); err != nil {
+			return nil, err
+		}
 	}
-	cfg, err := adminTLS(o.tlsDir)
+	c, err := client.NewTLS(o.addr, cfg)
 	if err != nil {
 		return nil, err
 	}
-	return client.NewTLS(o.addr, cfg)
+	c.OnResend = func(id string, why error) {
+		fmt.Fprintf(os.Stderr, "note: %v\nnote: sending the change again as request %s (the cluster applies it at most once)\n", why, id)
+	}
+	return c, nil
 }
 
 // adminTLS reads an admin credential from dir.
