@@ -144,7 +144,7 @@ func (s *State) nodeConnectivity(n *Node, old, st NodeStatus) {
 	for _, t := range s.NodeTasks(n.ID) {
 		live := !t.Desired.Stopping() && t.Status.State >= StateAssigned && !t.Status.State.Terminal()
 		switch {
-		case st == NodeDisconnected && live && s.window(t).LostAfter > 0 && t.Status.State < StateRunning:
+		case st == NodeDisconnected && live && s.window(t).LostAfter > 0 && t.Status.State < StateRunning && !s.cfg.seams.keepsPendingUnknown():
 			// It never ran there (assigned, or prepared at most): lost at
 			// once, as Nomad treats a pending allocation on a disconnected
 			// node. It is stopped and replaced now and never takes part in
