@@ -6,8 +6,8 @@ package statemachine
 // node, such a task that never ran there (below running: Nomad's pending
 // allocation) is lost at once: a *lost* entry, desired shutdown, and its slot
 // refilled by the restart policy; it never takes part in reconnect
-// reconciliation. The others get an *unknown* history entry (their observed state stays
-// where it was: ranks never go back) and, unless the service says
+// reconciliation. The others get an *unknown* history entry (their observed
+// state stays where it was: ranks never go back) and, unless the service says
 // NoReplace, a replacement in the same slot; the originals are held aside,
 // neither stopped nor counted. LostAfter after the unknown entry, an
 // original is lost: a *lost* entry, desired shutdown, and its slot is
