@@ -126,7 +126,8 @@ fuzz-long:
 # states and 170.9 million transitions, 863 s on this 2-core machine idle
 # (2026-11-25; 22.9 min for the whole target), peak RSS 7,171 MiB: its
 # queue goes to a temporary file and its heap is capped at 7 GiB, within
-# 8 GB. MC_NET_EVENTS=1 is 308,815 states, about 10 s.
+# 8 GB. MC_NET_EVENTS=1 is 290,008 states, 35 s at load 9 (308,815 and about
+# 10 s idle before a task that never ran on a silent node was lost at once).
 MC_EVENTS ?= 2
 MC_NET_EVENTS ?= 2
 MC_MANUAL_EVENTS ?= 1

@@ -3,8 +3,11 @@ package statemachine
 // Disconnects and reconnects (DESIGN.md, Nomad's lessons). A node that
 // misses its heartbeat becomes `disconnected` when it holds tasks of services
 // with a disconnect window (LostAfter > 0), else `down`. On a disconnected
-// node, such tasks get an *unknown* history entry (their observed state stays
-// where it was: ranks never go back) and, unless the service says
+// node, such a task that never ran there (below running: Nomad's pending
+// allocation) is lost at once: a *lost* entry, desired shutdown, and its slot
+// refilled by the restart policy; it never takes part in reconnect
+// reconciliation. The others get an *unknown* history entry (their observed
+// state stays where it was: ranks never go back) and, unless the service says
 // NoReplace, a replacement in the same slot; the originals are held aside,
 // neither stopped nor counted. LostAfter after the unknown entry, an
 // original is lost: a *lost* entry, desired shutdown, and its slot is
@@ -79,6 +82,13 @@ func reconnected(t *Task) bool {
 	return ok && e.Kind == HistReconnect
 }
 
+// lost reports whether a task's last connectivity entry says it was given
+// up while its node was away.
+func lost(t *Task) bool {
+	e, ok := connMarker(t)
+	return ok && e.Kind == HistLost
+}
+
 func (s *State) window(t *Task) DisconnectPolicy {
 	if svc := s.services[t.Service]; svc != nil {
 		return svc.Spec.Disconnect
@@ -134,6 +144,15 @@ func (s *State) nodeConnectivity(n *Node, old, st NodeStatus) {
 	for _, t := range s.NodeTasks(n.ID) {
 		live := !t.Desired.Stopping() && t.Status.State >= StateAssigned && !t.Status.State.Terminal()
 		switch {
+		case st == NodeDisconnected && live && s.window(t).LostAfter > 0 && t.Status.State < StateRunning && !s.cfg.seams.keepsPendingUnknown():
+			// It never ran there (assigned, or prepared at most): lost at
+			// once, as Nomad treats a pending allocation on a disconnected
+			// node. It is stopped and replaced now and never takes part in
+			// reconnect reconciliation; it keeps its addresses until its
+			// node confirms it gone, and the agent, back, finds it flagged
+			// to stop before it ever started it.
+			s.mark(t, HistLost)
+			s.stopTask(t, StopFailed)
 		case st == NodeDisconnected && live && s.window(t).LostAfter > 0:
 			s.mark(t, HistUnknown)
 			s.unknown[t.ID] = t

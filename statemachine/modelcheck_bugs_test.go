@@ -27,6 +27,11 @@ const (
 	// first heartbeat, before it re-reported its tasks (a safety bug:
 	// issue 12 item 3).
 	mcBugDecideEarly
+	// mcBugUnknownPending: a task that never ran on a node that
+	// disconnects is left unknown for the window instead of lost at once,
+	// so the agent starts it when the node is back (a safety bug: issue 33
+	// item 3).
+	mcBugUnknownPending
 )
 
 func TestModelCheckFindsSeededBug(t *testing.T) {
@@ -53,7 +58,10 @@ func TestModelCheckFindsSeededBug(t *testing.T) {
 //   - global-aside (step check): a global service's task created pinned to
 //     a disconnected node;
 //   - decide-early (step check): a survivor chosen at a reconnecting
-//     node's first heartbeat, before it re-reported.
+//     node's first heartbeat, before it re-reported;
+//   - unknown-pending (step check): a task that had not run when its node
+//     went silent is started there once the node is back; without the bug
+//     the same bounds pass.
 func TestModelCheckFindsSeededNetBugs(t *testing.T) {
 	if !seamsCompiled {
 		t.Skip("the seeded bug is compiled only with -tags shoal_seams (make test runs it)")
@@ -73,6 +81,9 @@ func TestModelCheckFindsSeededNetBugs(t *testing.T) {
 		{"decide-early", "a reconnect decided before the re-report",
 			mcBounds{nodes: 2, replicas: 1, retained: 1, events: 1, net: true, webOnly: true, bug: mcBugDecideEarly},
 			[2]string{"stale facts", "reconnects"}, false},
+		{"unknown-pending", "a task started on a node that went silent before it ran",
+			mcBounds{nodes: 2, replicas: 1, retained: 1, events: 1, net: true, webOnly: true, bug: mcBugUnknownPending},
+			[2]string{"had not run when its node went silent", "reconnects"}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := runModelCheck(tc.b)

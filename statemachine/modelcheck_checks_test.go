@@ -63,7 +63,24 @@ func (w *mcWatcher) transition(t *Task, from, to TaskState, by Component) {
 		w.fail("%s moved task %s from %s to %s, which it does not own", by, st.taskName(t), from, to)
 	case by == CompAgent && (a.cmd.Node != t.Node || !st.nodes[t.Node].Status.AcceptsUpdates()):
 		w.fail("agent of node %d moved task %s on node %d (%s)", a.cmd.Node, st.taskName(t), t.Node, st.nodes[t.Node].Status)
+	case by == CompAgent && to == StateRunning && from < StateRunning && t.Desired == DesiredRunning && mcWentSilent(t):
+		w.fail("agent of node %d started task %s, which had not run when its node went silent (it is lost then, never started)",
+			t.Node, st.taskName(t))
 	}
+}
+
+// mcWentSilent reports whether t's history records its node going silent
+// (an unknown, lost or reconnect entry). A task below running with such an
+// entry had not run there when the node went silent: Nomad's pending
+// allocation, lost at once (issue 33 item 3).
+func mcWentSilent(t *Task) bool {
+	for i := 0; i < t.History.Len(); i++ {
+		switch t.History.At(i).Kind {
+		case HistUnknown, HistLost, HistReconnect:
+			return true
+		}
+	}
+	return false
 }
 
 func (w *mcWatcher) desired(t *Task, from, to DesiredState) {

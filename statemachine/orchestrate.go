@@ -117,13 +117,14 @@ func (s *State) runnable(t *Task) bool {
 }
 
 // onDownNode reports whether t's node is gone for t: down, removed, or
-// disconnected while t's service has no disconnect window.
+// disconnected while t's service has no disconnect window or t was lost
+// there (its window passed, or it never ran there).
 func (s *State) onDownNode(t *Task) bool {
 	if t.Node == 0 {
 		return false
 	}
 	n := s.nodes[t.Node]
-	return n == nil || n.Status == NodeDown || (n.Status == NodeDisconnected && s.window(t).LostAfter == 0)
+	return n == nil || n.Status == NodeDown || (n.Status == NodeDisconnected && (s.window(t).LostAfter == 0 || lost(t)))
 }
 
 // stopTask asks a task to stop, recording why. A task that never reached a

@@ -7,7 +7,12 @@ import "slices"
 // left (MaxAttempts per slot and spec version, counted over Window); the
 // replacement is created at once but held at desired state `ready` until
 // Delay has passed and the old task has stopped, or oldTaskTimeout has passed
-// since it was created, whichever comes first once the delay is over.
+// since it was created, whichever comes first once the delay is over. An old
+// task whose node is gone for it (down, removed, or disconnected while the
+// task has no disconnect window or was lost) is not waited for: nobody can
+// report it stopped until its node is back (SwarmKit's restart supervisor
+// skips the wait when the node is down), and its addresses stay held until
+// its node confirms it gone, so the replacement may start at once.
 
 // oldTaskTimeout bounds how long a delayed replacement waits for the task it
 // replaces to stop (SwarmKit's one minute).
@@ -79,7 +84,8 @@ func (s *State) delayStart(t *Task, delay int64) {
 }
 
 // holdAtReady creates t at desired `ready`: it starts once delay has passed
-// and the other tasks of its slot have stopped, or oldTaskTimeout after now.
+// and the other tasks of its slot have stopped or are on a node gone for
+// them, or oldTaskTimeout after now.
 func (s *State) holdAtReady(t *Task, delay int64) {
 	t.Desired = DesiredReady
 	t.StartAt = s.now + delay
@@ -98,8 +104,10 @@ func delayedFacts(t *Task, _ *Node) bool {
 }
 
 // promotable reports whether a delayed task may start now: its delay has
-// passed and every other task of its slot has stopped, or it has waited
-// oldTaskTimeout.
+// passed and every other task of its slot has stopped or is on a node gone
+// for it (onDownNode), or it has waited oldTaskTimeout. A node that goes
+// down, or a window that passes, while t waits marks t's slot, and
+// reconcileSlot looks at t again (maybePromote).
 func (s *State) promotable(t *Task) bool {
 	if s.now < t.StartAt {
 		return false
@@ -113,7 +121,7 @@ func (s *State) promotable(t *Task) bool {
 	}
 	if sl := svc.slots[t.Slot]; sl != nil {
 		for _, x := range sl.tasks {
-			if x != t && !x.Status.State.Terminal() {
+			if x != t && !x.Status.State.Terminal() && !s.onDownNode(x) {
 				return false
 			}
 		}

@@ -17,3 +17,5 @@ func (seams) replacesGlobalAside() bool { return false }
 func (seams) decidesEarly() bool { return false }
 
 func (seams) freesAtRelease() bool { return false }
+
+func (seams) keepsPendingUnknown() bool { return false }

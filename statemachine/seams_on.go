@@ -32,6 +32,10 @@ type seams struct {
 	// freeAtRelease: a task's addresses go back to the pool when it ends,
 	// not once its node confirmed it let them go (no quarantine).
 	freeAtRelease bool
+	// unknownPending: a task that never ran on a node that disconnects is
+	// left unknown like a running one, kept for the window and reconciled
+	// at reconnect (the rule before issue 33 item 3).
+	unknownPending bool
 }
 
 // plantable maps each seeded bug's name to the seam it switches on.
@@ -41,6 +45,7 @@ var plantable = map[string]func(*seams){
 	"replace-global-aside": func(s *seams) { s.replaceGlobalAside = true },
 	"decide-early":         func(s *seams) { s.decideEarly = true },
 	"free-at-release":      func(s *seams) { s.freeAtRelease = true },
+	"unknown-pending":      func(s *seams) { s.unknownPending = true },
 }
 
 // PlantBug switches on the seeded bug named (one of Bugs) in cfg, for a
@@ -69,3 +74,5 @@ func (s seams) replacesGlobalAside() bool { return s.replaceGlobalAside }
 func (s seams) decidesEarly() bool { return s.decideEarly }
 
 func (s seams) freesAtRelease() bool { return s.freeAtRelease }
+
+func (s seams) keepsPendingUnknown() bool { return s.unknownPending }

@@ -7,4 +7,5 @@ func setSeededBug(cfg *Config, bug mcBug) {
 	cfg.seams.neverDown = bug == mcBugNeverDown
 	cfg.seams.replaceGlobalAside = bug == mcBugReplaceGlobalAside
 	cfg.seams.decideEarly = bug == mcBugDecideEarly
+	cfg.seams.unknownPending = bug == mcBugUnknownPending
 }
