@@ -104,6 +104,7 @@ type Server struct {
 	joins      joinState
 
 	sessions sessionTable
+	quorum   quorumWatch
 }
 
 // New returns a server; call Serve to answer requests.
@@ -115,6 +116,8 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, e: cfg.Engine, closed: make(chan struct{}),
 		setups: make(chan struct{}, cfg.MaxSessionSetups), joinSlots: make(chan struct{}, cfg.MaxJoins)}
 	s.metrics = newMetrics(s)
+	s.quorum.lost = make(chan struct{})
+	go s.watchQuorum()
 	s.srv = &fasthttp.Server{
 		Handler:            s.handle,
 		Name:               "shoal",

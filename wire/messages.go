@@ -51,6 +51,7 @@ const (
 	CodeBadRequest     = "bad_request"     // the request could not be decoded or makes no sense
 	CodeInternal       = "internal"        // the manager failed; retry
 	CodeUnavailable    = "unavailable"     // no leader or no quorum; retry after RetryAfter
+	CodeNoQuorum       = "no_quorum"       // this manager cannot reach a quorum: use another (Leader names the leader it last knew)
 	CodeForbidden      = "forbidden"       // the client certificate may not do this (another node's data)
 	CodeUnauthorized   = "unauthorized"    // no valid client certificate: join the cluster first
 )
