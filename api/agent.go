@@ -48,7 +48,7 @@ func (s *Server) wireFail(ctx *fasthttp.RequestCtx, e *wire.Error) {
 	status := map[string]int{
 		wire.CodeNotLeader: fasthttp.StatusMisdirectedRequest, wire.CodeBusy: fasthttp.StatusServiceUnavailable,
 		wire.CodeUnavailable: fasthttp.StatusServiceUnavailable, wire.CodeUnknownSession: fasthttp.StatusNotFound,
-		wire.CodeNoQuorum: fasthttp.StatusServiceUnavailable,
+		wire.CodeNoQuorum:     fasthttp.StatusServiceUnavailable,
 		wire.CodeNodeNotReady: fasthttp.StatusConflict, wire.CodeNodeRemoved: fasthttp.StatusGone,
 		wire.CodeBadRequest: fasthttp.StatusBadRequest, wire.CodeForbidden: fasthttp.StatusForbidden,
 		wire.CodeUnauthorized: fasthttp.StatusUnauthorized,
