@@ -213,16 +213,12 @@ func (s *State) stepUpdate(svc *Service) int {
 	settle := max(u.Delay, u.Monitor)
 	inflight, outdated, unsettled := 0, 0, 0
 	for _, n := range svc.slotKeys() {
-		sl := svc.slots[n]
-		old := false
-		for _, t := range sl.tasks {
-			if t.SpecVersion < svc.SpecVersion && !t.Desired.Stopping() && !t.Status.State.Terminal() {
-				old = true
-			}
-		}
-		cur, failed := false, false
-		for _, t := range sl.tasks {
+		// A slot's tasks come oldest first, so its older versions' tasks
+		// come before the current version's.
+		var old, cur, failed bool
+		for _, t := range svc.slots[n].tasks {
 			if t.SpecVersion < svc.SpecVersion {
+				old = old || !t.Desired.Stopping() && !t.Status.State.Terminal()
 				continue
 			}
 			since := runningSince(t)
