@@ -2,11 +2,13 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"shoal/api/client"
 )
@@ -63,5 +65,33 @@ func TestServiceLsShowsOldVersionTasksAndUpdateState(t *testing.T) {
 		if !strings.Contains(rows[name], " "+cell) {
 			t.Errorf("%s: REPLICAS want %q, row %q in\n%s", name, cell, rows[name], out.String())
 		}
+	}
+}
+
+// A paused update is reported as paused, with the old version's tasks still
+// serving, never as converged.
+func TestPausedUpdateIsNotReportedConverged(t *testing.T) {
+	s := client.Service{SpecVersion: 2, Running: 0, RunningAny: 2, Desired: 3,
+		Update: client.UpdateStatus{State: "paused", Message: "update paused due to failure of task 4 (failed)"}}
+	s.Spec.Name = "web"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(s)
+	}))
+	defer srv.Close()
+	c, err := client.New(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	cmd := newRoot()
+	cmd.SetOut(&out)
+	cmd.SetContext(context.Background())
+	err = converge(cmd, c, "web", "", 5*time.Second)
+	if err == nil || !strings.Contains(err.Error(), "the update of web paused with 2/3 running, 0 at v2: update paused due to failure") {
+		t.Fatalf("converge: %v", err)
+	}
+	if strings.Contains(out.String(), "converged") {
+		t.Fatalf("a paused update printed %q", out.String())
 	}
 }
