@@ -28,7 +28,7 @@ func renderService(g int, st *statemachine.State, svc *statemachine.Service) cli
 			out.Tasks[statemachine.TaskState(state).String()] = n
 		}
 	}
-	out.Running = c.Running
+	out.Running, out.RunningAny = c.Running, c.RunningAny
 	switch {
 	case svc.Remove:
 		out.Desired = 0

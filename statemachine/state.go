@@ -206,6 +206,10 @@ type ServiceCounts struct {
 	// Running counts tasks running, desired running, at the service's
 	// current spec version.
 	Running int
+	// RunningAny counts tasks running and desired running at any spec
+	// version: during a rolling update the old version's tasks still
+	// serving count here, not in Running.
+	RunningAny int
 	// Active counts slots with a task that is not being stopped (a global
 	// service's desired count).
 	Active int

@@ -109,10 +109,14 @@ type Service struct {
 	Update      UpdateStatus `json:"update"`
 	// Tasks counts the service's tasks by observed state; Running and
 	// Desired summarize convergence (desired is replicas, or eligible
-	// nodes for a global service as far as tasks exist).
-	Tasks   map[string]int `json:"tasks"`
-	Running int            `json:"running"`
-	Desired int            `json:"desired"`
+	// nodes for a global service as far as tasks exist). Running counts
+	// tasks running at the current spec version only; RunningAny counts
+	// those of any version, so during a rolling update it also counts the
+	// old version's tasks still serving.
+	Tasks      map[string]int `json:"tasks"`
+	Running    int            `json:"running"`
+	RunningAny int            `json:"running_any"`
+	Desired    int            `json:"desired"`
 }
 
 // UpdateStatus is the progress of a service's last update.

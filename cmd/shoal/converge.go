@@ -54,10 +54,13 @@ func converge(cmd *cobra.Command, c *client.Client, name, index string, timeout 
 			return false, err
 		}
 		if done, failed := converged(svc); done {
+			if svc.Update.State == "paused" || svc.Update.State == "rollback_paused" {
+				// Not converged: the old version's tasks serve on.
+				return true, fmt.Errorf("the update of %s paused with %d/%d running, %d at v%d: %s",
+					name, svc.RunningAny, svc.Desired, svc.Running, svc.SpecVersion, svc.Update.Message)
+			}
 			fmt.Fprintf(out, "%s: converged: %d/%d running\n", name, svc.Running, svc.Desired)
 			switch {
-			case svc.Update.State == "paused" || svc.Update.State == "rollback_paused":
-				return true, fmt.Errorf("the update of %s paused: %s", name, svc.Update.Message)
 			case failed > 0:
 				return true, fmt.Errorf("%d task(s) of %s failed and will not be restarted (restart condition none); see `shoal service ps %s`", failed, name, name)
 			}
