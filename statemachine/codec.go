@@ -72,6 +72,9 @@ func encodeCommand(e *encoder, c *Command) {
 	if lease {
 		flags |= 8
 	}
+	if c.Settings != nil {
+		flags |= 16
+	}
 	e.byte1(flags)
 	if c.Spec != nil {
 		encodeSpec(e, c.Spec)
@@ -85,6 +88,19 @@ func encodeCommand(e *encoder, c *Command) {
 	if lease {
 		encodeLeaseFields(e, c)
 	}
+	if c.Settings != nil {
+		encodeSettings(e, c.Settings)
+	}
+}
+
+// encodeSettings writes the cluster settings (flag 16), absent from
+// batches written before them.
+func encodeSettings(e *encoder, cs *ClusterSettings) {
+	e.u(uint64(cs.TaskHistoryLimit))
+}
+
+func decodeSettings(d *decoder, cs *ClusterSettings) {
+	cs.TaskHistoryLimit = int(d.un(1<<16, "task history limit"))
 }
 
 // encodeLeaseFields writes the re-drive fields (flag 8), absent from
@@ -148,7 +164,7 @@ func decodeCommandNested(d *decoder, c *Command, nested bool) {
 	c.Name = d.str()
 	c.Message = d.str()
 	flags := d.byte1()
-	if flags&^15 != 0 {
+	if flags&^31 != 0 {
 		d.fail("bad command flags")
 		return
 	}
@@ -166,6 +182,10 @@ func decodeCommandNested(d *decoder, c *Command, nested bool) {
 	}
 	if flags&8 != 0 {
 		decodeLeaseFields(d, c, nested)
+	}
+	if flags&16 != 0 {
+		c.Settings = new(ClusterSettings)
+		decodeSettings(d, c.Settings)
 	}
 }
 
