@@ -98,6 +98,9 @@ On exit it prints one line: "shoal: stopped replica=ID g0=INDEX/HASH g1=...".`,
 				return errors.New("--id must be 1 or more")
 			}
 			o.tokenFlag = cmd.Flags().Changed("token")
+			if !cmd.Flags().Changed("failover-grace") {
+				o.failoverGrace = min(o.failoverGrace, o.orphanTimeout) // a short --orphan-timeout alone is enough
+			}
 			if o.dev && !cmd.Flags().Changed("data-dir") {
 				dir, err := os.MkdirTemp("", "shoal-dev-")
 				if err != nil {
@@ -123,7 +126,7 @@ On exit it prints one line: "shoal: stopped replica=ID g0=INDEX/HASH g1=...".`,
 	f.DurationVar(&o.minHeartbeat, "min-heartbeat", time.Second, "shortest heartbeat period handed to agents (it grows with the node count, up to 30s)")
 	f.Float64Var(&o.massExpiryShare, "mass-expiry-share", monitor.DefaultMassExpiryShare, "share of the nodes (at least 10) whose heartbeats may expire within one expiry window before the leader holds the expiring ones in their status instead of marking them disconnected or down (an overloaded or cut-off leader is likelier than that many nodes failing together); 0 turns the hold off")
 	f.DurationVar(&o.massExpiryHold, "mass-expiry-hold", monitor.DefaultMassExpiryHold, "longest such hold; nodes still silent after it expire as usual")
-	f.DurationVar(&o.failoverGrace, "failover-grace", monitor.DefaultFailoverGrace, "how long after this replica becomes the leader it marks no node down and orphans none, so every agent finds the new leader first (0 up to --orphan-timeout; give every replica the same)")
+	f.DurationVar(&o.failoverGrace, "failover-grace", monitor.DefaultFailoverGrace, "how long after this replica becomes the leader it marks no node down and orphans none, so every agent finds the new leader first (0 up to --orphan-timeout, which it defaults to if shorter; give every replica the same)")
 	f.DurationVar(&o.orphanTimeout, "orphan-timeout", monitor.DefaultOrphanTimeout, "how long a node stays down before the leader orphans it: its unfinished tasks become orphaned and the addresses it held in quarantine are freed for other tasks (at least 3 × --min-heartbeat; give every replica the same)")
 	f.IntVar(&o.maxAPIConns, "max-api-conns", 0, "most API connections (agents and users) open at once; one more is closed at once, so its client retries elsewhere or later (default: the open-file limit less an eighth, kept for Raft and the log store)")
 	f.IntVar(&o.maxHandshakes, "max-handshakes", api.DefaultHandshakes, "most TLS handshakes on the API under way at once; more connections wait their turn, each connection's turn and handshake bounded by 10s (a fleet reconnecting at once after a leader change queues here)")
