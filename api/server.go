@@ -218,6 +218,8 @@ func (s *Server) routes() []route {
 		r("DELETE", "/v1/networks/*", "networks_remove", s.removeNetwork),
 		r("GET", "/v1/events", "events", s.events),
 		r("GET", "/v1/requests/*", "requests_inspect", s.getRequest),
+		r("GET", "/v1/cluster/settings", "settings_show", s.getSettings),
+		r("POST", "/v1/cluster/settings", "settings_update", s.updateSettings),
 		r("GET", "/v1/replicas", "replicas_list", s.listReplicas),
 		r("POST", "/v1/replicas", "replicas_add", s.addReplica),
 		r("DELETE", "/v1/replicas/*", "replicas_remove", s.removeReplica),

@@ -200,6 +200,20 @@ func (c *Client) StatusHashes(ctx context.Context) (Status, error) {
 	return s, err
 }
 
+// ClusterSettings returns the cluster settings.
+func (c *Client) ClusterSettings(ctx context.Context) (ClusterSettings, error) {
+	var s ClusterSettings
+	_, err := c.do(ctx, "GET", "/v1/cluster/settings", nil, nil, &s)
+	return s, err
+}
+
+// UpdateClusterSettings changes the settings u names and returns them all.
+func (c *Client) UpdateClusterSettings(ctx context.Context, u ClusterSettingsUpdate) (ClusterSettings, error) {
+	var s ClusterSettings
+	_, err := c.do(ctx, "POST", "/v1/cluster/settings", nil, u, &s)
+	return s, err
+}
+
 // Services lists services (one page; Query.Params may carry per_page and
 // next_token).
 func (c *Client) Services(ctx context.Context, q *Query) (List[Service], string, error) {

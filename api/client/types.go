@@ -212,7 +212,37 @@ type Status struct {
 	Services    int           `json:"services"`
 	Tasks       int           `json:"tasks"`
 	Nodes       int           `json:"nodes"`
-	Index       string        `json:"index"` // cursor token of what this answer reflects
+	// Settings are the cluster settings (the cluster group's).
+	Settings ClusterSettings `json:"settings"`
+	// Monitor holds the answering replica's node monitor timers (its
+	// serve flags), which it uses while it leads the cluster group.
+	Monitor MonitorTimers `json:"monitor"`
+	Index   string        `json:"index"` // cursor token of what this answer reflects
+}
+
+// ClusterSettings are the settings every replica applies alike (GET and
+// POST /v1/cluster/settings).
+type ClusterSettings struct {
+	// TaskHistoryLimit is the most tasks a slot keeps, counting its live
+	// task (1-100; default 5).
+	TaskHistoryLimit int `json:"task_history_limit"`
+}
+
+// ClusterSettingsUpdate changes the settings it names; the others keep
+// their values.
+type ClusterSettingsUpdate struct {
+	TaskHistoryLimit *int `json:"task_history_limit,omitempty"`
+}
+
+// MonitorTimers are a replica's node monitor timers (serve
+// --failover-grace and --orphan-timeout).
+type MonitorTimers struct {
+	// FailoverGrace: after this replica becomes leader, no node is marked
+	// down or orphaned for this long.
+	FailoverGrace Duration `json:"failover_grace"`
+	// OrphanTimeout: a node down this long is orphaned (its tasks
+	// orphaned, its quarantined addresses freed).
+	OrphanTimeout Duration `json:"orphan_timeout"`
 }
 
 // Manager is one manager replica.

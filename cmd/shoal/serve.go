@@ -40,6 +40,8 @@ type serveOptions struct {
 	minHeartbeat    time.Duration
 	massExpiryShare float64
 	massExpiryHold  time.Duration
+	failoverGrace   time.Duration
+	orphanTimeout   time.Duration
 	maxAPIConns     int
 	maxHandshakes   int
 	dev             bool
@@ -96,6 +98,9 @@ On exit it prints one line: "shoal: stopped replica=ID g0=INDEX/HASH g1=...".`,
 				return errors.New("--id must be 1 or more")
 			}
 			o.tokenFlag = cmd.Flags().Changed("token")
+			if !cmd.Flags().Changed("failover-grace") {
+				o.failoverGrace = min(o.failoverGrace, o.orphanTimeout) // a short --orphan-timeout alone is enough
+			}
 			if o.dev && !cmd.Flags().Changed("data-dir") {
 				dir, err := os.MkdirTemp("", "shoal-dev-")
 				if err != nil {
@@ -121,6 +126,8 @@ On exit it prints one line: "shoal: stopped replica=ID g0=INDEX/HASH g1=...".`,
 	f.DurationVar(&o.minHeartbeat, "min-heartbeat", time.Second, "shortest heartbeat period handed to agents (it grows with the node count, up to 30s)")
 	f.Float64Var(&o.massExpiryShare, "mass-expiry-share", monitor.DefaultMassExpiryShare, "share of the nodes (at least 10) whose heartbeats may expire within one expiry window before the leader holds the expiring ones in their status instead of marking them disconnected or down (an overloaded or cut-off leader is likelier than that many nodes failing together); 0 turns the hold off")
 	f.DurationVar(&o.massExpiryHold, "mass-expiry-hold", monitor.DefaultMassExpiryHold, "longest such hold; nodes still silent after it expire as usual")
+	f.DurationVar(&o.failoverGrace, "failover-grace", monitor.DefaultFailoverGrace, "how long after this replica becomes the leader it marks no node down and orphans none, so every agent finds the new leader first (0 up to --orphan-timeout, which it defaults to if shorter; give every replica the same)")
+	f.DurationVar(&o.orphanTimeout, "orphan-timeout", monitor.DefaultOrphanTimeout, "how long a node stays down before the leader orphans it: its unfinished tasks become orphaned and the addresses it held in quarantine are freed for other tasks (at least 3 × --min-heartbeat; give every replica the same)")
 	f.IntVar(&o.maxAPIConns, "max-api-conns", 0, "most API connections (agents and users) open at once; one more is closed at once, so its client retries elsewhere or later (default: the open-file limit less an eighth, kept for Raft and the log store)")
 	f.IntVar(&o.maxHandshakes, "max-handshakes", api.DefaultHandshakes, "most TLS handshakes on the API under way at once; more connections wait their turn, each connection's turn and handshake bounded by 10s (a fleet reconnecting at once after a leader change queues here)")
 	f.BoolVar(&o.dev, "dev", false, "development mode: also run an agent in this process (plain HTTP on loopback)")
@@ -173,6 +180,10 @@ func runServe(ctx context.Context, o serveOptions, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	grace, err := monitorTimers(o.failoverGrace, o.orphanTimeout, o.minHeartbeat)
+	if err != nil {
+		return err
+	}
 	if o.maxAPIConns < 0 {
 		return fmt.Errorf("--max-api-conns %d must be 1 or more (or 0 for the default)", o.maxAPIConns)
 	}
@@ -197,7 +208,7 @@ func runServe(ctx context.Context, o serveOptions, out io.Writer) error {
 	mo := manager.Options{DataDir: o.dataDir, ReplicaID: o.id, RaftAddr: o.raftAddr, Peers: peers, Join: member,
 		Groups: o.groups, RaftLogLevel: o.raftLogLevel, APIAddr: o.apiAddr, Pprof: o.pprof,
 		SyncInterval: o.syncInterval, MinHeartbeat: o.minHeartbeat, MassExpiryShare: share, MassExpiryHold: o.massExpiryHold,
-		MaxAPIConns: o.maxAPIConns, MaxHandshakes: o.maxHandshakes, TLS: sec, Logf: logf}
+		FailoverGrace: grace, OrphanTimeout: o.orphanTimeout, MaxAPIConns: o.maxAPIConns, MaxHandshakes: o.maxHandshakes, TLS: sec, Logf: logf}
 	mo.Engine.ElectionRTT = rtt
 	if o.checkReplay {
 		mo.Engine.OnDiverge = replayDiverged(o.dataDir, logf)
@@ -326,4 +337,24 @@ func massExpiry(share float64, hold time.Duration) (float64, error) {
 		return -1, nil
 	}
 	return share, nil
+}
+
+// monitorTimers checks --failover-grace and --orphan-timeout against each
+// other and --min-heartbeat, and returns the failover grace the monitor
+// takes (negative: none).
+func monitorTimers(grace, orphan, minHeartbeat time.Duration) (time.Duration, error) {
+	if minHeartbeat <= 0 {
+		minHeartbeat = time.Second // the manager's default
+	}
+	down := monitor.Config{GraceFactor: monitor.DefaultGraceFactor, MinTTL: minHeartbeat}.DownTTL()
+	switch {
+	case orphan < down:
+		return 0, fmt.Errorf("--orphan-timeout %s is shorter than the %s a silent node takes to go down (%d heartbeats of --min-heartbeat %s): give at least %s",
+			orphan, down, monitor.DefaultGraceFactor, minHeartbeat, down)
+	case grace < 0 || grace > orphan:
+		return 0, fmt.Errorf("--failover-grace %s is out of range: give 0 (none) up to --orphan-timeout (%s)", grace, orphan)
+	case grace == 0:
+		return -1, nil
+	}
+	return grace, nil
 }
