@@ -162,7 +162,18 @@ func (s *Server) openSession(ctx *fasthttp.RequestCtx) error {
 		return &wire.Error{Code: wire.CodeNodeRemoved, Message: "this node was removed from the cluster; clear the agent's data directory to join as a new node"}
 	}
 	if id == 0 {
-		res, err := s.e.Submit(c, statemachine.Command{Kind: statemachine.CmdReserveNodeID})
+		// An agent's key makes its first session, asked again of any
+		// manager after its answer was lost, find the node the first
+		// attempt reserved: the reservation carries it as a request ID,
+		// which the cluster applies at most once.
+		reserve := statemachine.Command{Kind: statemachine.CmdReserveNodeID}
+		if req.Key != "" {
+			if len(req.Key) > 48 {
+				return &wire.Error{Code: wire.CodeBadRequest, Message: "the session request's key is longer than 48 bytes"}
+			}
+			reserve.RequestID = "node:" + req.Key
+		}
+		res, err := s.e.Submit(c, reserve)
 		if err != nil {
 			return err
 		}

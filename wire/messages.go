@@ -78,6 +78,11 @@ type NodeDescription struct {
 type SessionRequest struct {
 	NodeID statemachine.NodeID `json:"node_id"` // 0: new node
 	Node   NodeDescription     `json:"node"`
+	// Key names a new node's agent (NodeID 0): a random string the agent
+	// keeps in its data directory before its first session, so a first
+	// session asked again (its answer was lost) finds the node the first
+	// attempt made instead of making another. Empty: no key (older agents).
+	Key string `json:"key,omitempty"`
 }
 
 // Session is the manager's answer to a SessionRequest: the node's ID, the
