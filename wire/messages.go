@@ -43,17 +43,18 @@ type Message interface {
 
 // Error codes the manager answers with (Error.Code).
 const (
-	CodeNotLeader      = "not_leader"      // Leader names the leader's API address
-	CodeBusy           = "busy"            // too many session setups; retry after RetryAfter
-	CodeUnknownSession = "unknown_session" // open a new session
-	CodeNodeNotReady   = "node_not_ready"  // the node does not accept updates yet
-	CodeNodeRemoved    = "node_removed"    // the node was removed from the cluster; stop
-	CodeBadRequest     = "bad_request"     // the request could not be decoded or makes no sense
-	CodeInternal       = "internal"        // the manager failed; retry
-	CodeUnavailable    = "unavailable"     // no leader or no quorum; retry after RetryAfter
-	CodeNoQuorum       = "no_quorum"       // this manager cannot reach a quorum: use another (Leader names the leader it last knew)
-	CodeForbidden      = "forbidden"       // the client certificate may not do this (another node's data)
-	CodeUnauthorized   = "unauthorized"    // no valid client certificate: join the cluster first
+	CodeNotLeader        = "not_leader"             // Leader names the leader's API address
+	CodeBusy             = "busy"                   // too many session setups; retry after RetryAfter
+	CodeUnknownSession   = "unknown_session"        // open a new session
+	CodeNodeNotReady     = "node_not_ready"         // the node does not accept updates yet
+	CodeNodeRemoved      = "node_removed"           // the node was removed from the cluster; stop
+	CodeBadRequest       = "bad_request"            // the request could not be decoded or makes no sense
+	CodeInternal         = "internal"               // the manager failed; retry
+	CodeUnavailable      = "unavailable"            // no leader or no quorum; retry after RetryAfter
+	CodeNoQuorum         = "no_quorum"              // this manager cannot reach a quorum: use another (Leader names the leader it last knew)
+	CodeForbidden        = "forbidden"              // the client certificate may not do this (another node's data)
+	CodeUnauthorized     = "unauthorized"           // no valid client certificate: join the cluster first
+	CodeUnsupportedMedia = "unsupported_media_type" // the body is neither a frame nor JSON (Content-Type)
 )
 
 // Error is the manager's refusal of a request. It implements error: Error()
