@@ -61,10 +61,12 @@ type Factory struct {
 	// acknowledging what was sent on it, or answering keep-alive probes
 	// while nothing is sent, before it is taken for dead and closed; a
 	// dial that has not connected by then fails. About twice the election
-	// timeout: longer than any wait a healthy peer makes a sender endure
-	// (dragonboat's timeouts are drawn in [1, 2) election timeouts), short
-	// enough that a path that went down is redialled soon after it is
-	// back. Default (zero) 1s.
+	// timeout: a path silent that long has cost its groups their leader
+	// anyway (dragonboat draws each timeout in [1, 2) election timeouts),
+	// and acknowledgements come from the peer's kernel, so a busy peer
+	// loses no connection unless its process stops reading for that long;
+	// yet it is short enough that a path that went down is redialled soon
+	// after it is back. Default (zero) 1s.
 	DeadAfter time.Duration
 }
 
