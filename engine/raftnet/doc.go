@@ -39,7 +39,8 @@
 // kept shut for DeadAfter also ends a connection, so a receiver that
 // stopped reading that long would lose it (its messages are then lost
 // and resent, as after any failure). Outside Linux only the keep-alives
-// apply, and a connection with data in flight ends at the write deadline.
+// apply: a connection with data in flight ends only when a write blocks
+// past its deadline or TCP itself gives up.
 // A snapshot whose chunk cannot be sent has failed: its connection is
 // closed without the end frame.
 //
