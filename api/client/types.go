@@ -117,6 +117,36 @@ type Service struct {
 	Running    int            `json:"running"`
 	RunningAny int            `json:"running_any"`
 	Desired    int            `json:"desired"`
+	// Convergence is the manager's answer to "has this service settled,
+	// and if not, why".
+	Convergence Convergence `json:"convergence"`
+}
+
+// Convergence states.
+const (
+	// Converging: tasks or an update still move; waiting helps.
+	Converging = "converging"
+	// Converged: every wanted task of the current spec runs, or ended for
+	// good (completed one-shot tasks unless the service restarts
+	// completed tasks; failed ones when it never restarts), and no update
+	// is in flight. Failed counts the failed ones.
+	Converged = "converged"
+	// UpdatePaused: the update (or its rollback) stopped and the old
+	// version's tasks serve on; nothing moves until the user resumes,
+	// updates again or rolls back.
+	UpdatePaused = "paused"
+)
+
+// Convergence is whether a service has settled, computed by the manager
+// from the same state it renders.
+type Convergence struct {
+	State string `json:"state"` // Converging, Converged or UpdatePaused
+	// Failed counts the tasks that ended in failure and will not be
+	// restarted (restart condition none); they count as settled.
+	Failed int `json:"failed,omitempty"`
+	// Why says in a sentence what a converging or paused service waits
+	// for, or which tasks of a converged one failed for good.
+	Why string `json:"why,omitempty"`
 }
 
 // UpdateStatus is the progress of a service's last update.

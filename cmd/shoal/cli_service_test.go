@@ -69,10 +69,14 @@ func TestServiceLsShowsOldVersionTasksAndUpdateState(t *testing.T) {
 }
 
 // A paused update is reported as paused, with the old version's tasks still
-// serving, never as converged.
+// serving, never as converged: the CLI prints what the manager says (the
+// rule itself is tested where the manager renders it, api's
+// TestRenderServiceConvergence).
 func TestPausedUpdateIsNotReportedConverged(t *testing.T) {
 	s := client.Service{SpecVersion: 2, Running: 0, RunningAny: 2, Desired: 3,
-		Update: client.UpdateStatus{State: "paused", Message: "update paused due to failure of task 4 (failed)"}}
+		Update: client.UpdateStatus{State: "paused", Message: "update paused due to failure of task 4 (failed)"},
+		Convergence: client.Convergence{State: client.UpdatePaused,
+			Why: "the update of web paused with 2/3 running, 0 at v2: update paused due to failure of task 4 (failed)"}}
 	s.Spec.Name = "web"
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")

@@ -2,14 +2,12 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -190,129 +188,31 @@ func runServe(ctx context.Context, o serveOptions, out io.Writer) error {
 	if o.maxHandshakes < 1 {
 		return fmt.Errorf("--max-handshakes %d must be 1 or more", o.maxHandshakes)
 	}
+	joinAddrs := splitAddrs(o.join)
+	if o.join != "" && len(joinAddrs) == 0 {
+		return fmt.Errorf("--join %q names no address: give the API address of a running manager", o.join)
+	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	member, err := joinsMembership(o, peers)
-	if err != nil {
-		return err
-	}
-	sec, err := prepareServeTLS(ctx, o, peers, member, out)
-	if err != nil {
-		return err
-	}
-	if member && sec == nil {
-		if err := joinInsecure(ctx, o, out); err != nil {
-			return err
-		}
-	}
-	mo := manager.Options{DataDir: o.dataDir, ReplicaID: o.id, RaftAddr: o.raftAddr, Peers: peers, Join: member,
+	so := manager.ServeOptions{Options: manager.Options{DataDir: o.dataDir, ReplicaID: o.id, RaftAddr: o.raftAddr, Peers: peers,
 		Groups: o.groups, RaftLogLevel: o.raftLogLevel, APIAddr: o.apiAddr, Pprof: o.pprof,
 		SyncInterval: o.syncInterval, MinHeartbeat: o.minHeartbeat, MassExpiryShare: share, MassExpiryHold: o.massExpiryHold,
-		FailoverGrace: grace, OrphanTimeout: o.orphanTimeout, MaxAPIConns: o.maxAPIConns, MaxHandshakes: o.maxHandshakes, TLS: sec, Logf: logf}
-	mo.Engine.ElectionRTT = rtt
+		FailoverGrace: grace, OrphanTimeout: o.orphanTimeout, MaxAPIConns: o.maxAPIConns, MaxHandshakes: o.maxHandshakes, Logf: logf},
+		Insecure: o.insecure, Dev: o.dev, JoinAddrs: joinAddrs, Token: o.token, TokenGiven: o.tokenFlag,
+		WorkerLifetime: o.nodeCertTTL, StatusFile: o.statusFile,
+		Say: func(line string) { fmt.Fprintln(out, "shoal: "+line) }}
+	so.Engine.ElectionRTT = rtt
 	if o.checkReplay {
-		mo.Engine.OnDiverge = replayDiverged(o.dataDir, logf)
+		so.Engine.OnDiverge = replayDiverged(o.dataDir, logf)
 	}
-	m, err := manager.Start(mo)
-	if err != nil {
-		return err
-	}
-	defer m.Close()
-	e := m.E
-	scheme, mode := "http", "TLS off (--insecure): anyone who reaches the API and Raft ports can act as any node or admin"
-	switch {
-	case sec != nil:
-		scheme, mode = "https", "TLS on: mutual TLS for the API and Raft"
-	case o.dev:
-		mode = "dev mode: plain HTTP on loopback, no TLS"
-	}
-	fmt.Fprintf(out, "shoal: serving replica=%d raft=%s api=%s groups=%d data=%s\n", e.ReplicaID(), e.RaftAddr(), m.APIAddr, e.Groups(), o.dataDir)
-	fmt.Fprintf(out, "shoal: %s\n", mode)
-	ready := make(chan bool, 1)
-	go func() {
-		ok := waitQuorum(ctx, e, out) == nil && m.Register(ctx) == nil
-		if ok {
-			fmt.Fprintf(out, "shoal: ready: every group has a leader; API at %s://%s\n", scheme, m.APIAddr)
-		}
-		ready <- ok
-	}()
 	if o.dev {
 		// The embedded agent starts once the manager takes writes, so its
 		// first session succeeds at once.
-		if !<-ready {
-			return ctx.Err()
-		}
-		stopAgent, err := startDevAgent(ctx, o, m.APIAddr, out)
-		if err != nil {
-			return err
-		}
-		defer stopAgent()
-	}
-	tick := time.NewTicker(250 * time.Millisecond)
-	defer tick.Stop()
-	for running := true; running; {
-		select {
-		case <-ctx.Done():
-			running = false
-		case <-tick.C:
-		}
-		if o.statusFile != "" {
-			if err := writeStatus(e, o.statusFile); err != nil && !errors.Is(err, engine.ErrNotReady) {
-				fmt.Fprintln(out, "shoal: status file:", err)
-			}
+		so.Ready = func(ctx context.Context, m *manager.Manager) (func(), error) {
+			return startDevAgent(ctx, o, m.APIAddr, out)
 		}
 	}
-	// A planned stop: hand the groups this replica leads to a caught-up
-	// peer first, so the cluster does not wait out an election timeout.
-	hctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	if err := e.HandOver(hctx); err != nil {
-		fmt.Fprintln(out, "shoal: leadership not handed over, the peers will elect a leader:", err)
-	}
-	cancel()
-	st, err := e.Status()
-	if err != nil {
-		return err
-	}
-	var line strings.Builder
-	fmt.Fprintf(&line, "shoal: stopped replica=%d", e.ReplicaID())
-	for _, g := range st {
-		fmt.Fprintf(&line, " g%d=%d/%016x", g.Group, g.LastIndex, g.Hash)
-	}
-	fmt.Fprintln(out, line.String())
-	return nil
-}
-
-type statusDoc struct {
-	Replica  uint64        `json:"replica"`
-	RaftAddr string        `json:"raft_addr"`
-	Leading  bool          `json:"leading"`
-	Groups   []groupStatus `json:"groups"`
-}
-
-type groupStatus struct {
-	engine.GroupStatus
-	Hash string `json:"hash"` // hex: JSON numbers lose 64-bit precision elsewhere
-}
-
-// writeStatus replaces path atomically with this replica's status.
-func writeStatus(e *engine.Engine, path string) error {
-	st, err := e.Status()
-	if err != nil {
-		return err
-	}
-	doc := statusDoc{Replica: e.ReplicaID(), RaftAddr: e.RaftAddr(), Leading: e.Leading()}
-	for _, g := range st {
-		doc.Groups = append(doc.Groups, groupStatus{GroupStatus: g, Hash: fmt.Sprintf("%016x", g.Hash)})
-	}
-	b, err := json.MarshalIndent(doc, "", "  ")
-	if err != nil {
-		return err
-	}
-	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return manager.Serve(ctx, so)
 }
 
 // electionRTT turns --election-timeout into Raft ticks of the default RTT.
