@@ -96,15 +96,6 @@ func assignment(st *statemachine.State, t *statemachine.Task) wire.Assignment {
 	return a
 }
 
-// specFor returns the spec a task of svc at version v runs (the previous
-// spec while a rolling update still runs old tasks).
-func specFor(svc *statemachine.Service, v uint32) *statemachine.ServiceSpec {
-	if v != svc.SpecVersion && svc.PrevSpec != nil && v < svc.SpecVersion {
-		return svc.PrevSpec
-	}
-	return &svc.Spec
-}
-
 // addSpec adds the spec of t to a frame unless this session has it.
 func addSpec(ss *session, st *statemachine.State, t *statemachine.Task, a *wire.Assignments) {
 	svc := st.Service(t.Service)
@@ -116,7 +107,7 @@ func addSpec(ss *session, st *statemachine.State, t *statemachine.Task, a *wire.
 		return
 	}
 	ss.sent[k] = true
-	sp := specFor(svc, t.SpecVersion)
+	sp, _ := svc.SpecAt(t.SpecVersion) // the scheduler reserved this spec's resources
 	a.Specs = append(a.Specs, wire.Spec{Service: k.service, Version: k.version, Command: slices.Clone(sp.Command),
 		Env: slices.Clone(sp.Env), Dir: sp.Dir, StopGrace: sp.StopGrace})
 }

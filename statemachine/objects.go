@@ -116,6 +116,27 @@ type Service struct {
 	dirtySlots []uint32 // else only these
 }
 
+// SpecAt is the one rule for which spec a task of this service at spec
+// version v runs: the current spec at SpecVersion, PrevSpec at
+// SpecVersion-1 (a rolling update or rollback still runs such tasks), true
+// for both. The state keeps no older spec: for any other version (a task
+// left two or more versions behind by an update made while another was
+// still rolling, or one paused) SpecAt returns the current spec and false.
+// The scheduler reserves that spec's resources for such a task and the
+// agent is sent that spec for it, so what an agent may start is what is
+// reserved; the update replaces the task with one of the current version
+// when it reaches its slot. The result is never nil and must not be
+// modified.
+func (svc *Service) SpecAt(v uint32) (*ServiceSpec, bool) {
+	switch {
+	case v == svc.SpecVersion:
+		return &svc.Spec, true
+	case v+1 == svc.SpecVersion && svc.PrevSpec != nil:
+		return svc.PrevSpec, true
+	}
+	return &svc.Spec, false
+}
+
 // slotKeys returns the slot numbers in increasing order, from the cache
 // (apply path only: it writes the cache). Callers may append to it: its
 // capacity is its length, so an append copies.

@@ -104,7 +104,7 @@ func (sc *scanner) scanGroup(g int, s *statemachine.State) {
 			continue
 		}
 		if live {
-			spec := specOf(inf.svc, t.SpecVersion)
+			spec, _ := inf.svc.SpecAt(t.SpecVersion) // the agent is sent the same spec
 			if sc.table.AddTask(uint32(t.Node), inf.key, spec.CPU, spec.Memory) == nil {
 				sc.stats.Live++
 			}
@@ -158,18 +158,8 @@ func (sc *scanner) service(g int, s *statemachine.State, id statemachine.Service
 	return inf
 }
 
-// specOf returns the spec a task of version v was created from: the
-// current one, or the one before the last update (older versions are
-// approximated by the current spec).
-func specOf(svc *statemachine.Service, v uint32) *statemachine.ServiceSpec {
-	if svc.PrevSpec != nil && v+1 == svc.SpecVersion {
-		return svc.PrevSpec
-	}
-	return &svc.Spec
-}
-
 func newBatch(g int, inf *svcInfo, version uint32) *batch {
-	spec := specOf(inf.svc, version)
+	spec, _ := inf.svc.SpecAt(version)
 	b := &batch{
 		batchKey: batchKey{group: g, service: inf.svc.ID, version: version},
 		name:     inf.svc.Spec.Name,

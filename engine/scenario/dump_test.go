@@ -134,6 +134,22 @@ func (r *runner) taskLine(t *sm.Task) string {
 	return b.String()
 }
 
+// specLine describes the spec task t runs:
+//
+//	t2 v1: the current spec (v3; v1 is not kept) image=v3 cpu=400 mem=0
+func (r *runner) specLine(t *sm.Task) string {
+	svc := r.s.Service(t.Service)
+	sp, kept := svc.SpecAt(t.SpecVersion)
+	which := "the current spec"
+	switch {
+	case !kept:
+		which = fmt.Sprintf("the current spec (v%d; v%d is not kept)", svc.SpecVersion, t.SpecVersion)
+	case t.SpecVersion != svc.SpecVersion:
+		which = "the previous spec"
+	}
+	return fmt.Sprintf("%s v%d: %s image=%s cpu=%d mem=%d\n", shortID(t.ID), t.SpecVersion, which, sp.Image, sp.CPU, sp.Memory)
+}
+
 func addr(v uint32) netip.Addr {
 	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
 }

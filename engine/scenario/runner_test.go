@@ -38,6 +38,8 @@ package scenario
 //	orphan web.1      the node monitor's → orphaned, explicitly
 //	sync n1 seq=7|current|current-1|current+1 holds=web.1,web.2
 //	dump              print the whole state
+//	spec web.1        the spec a task runs (Service.SpecAt): the one the
+//	                  scheduler reserves resources of and the agent is sent
 //
 // A task is named service.slot (a global service's slot is its node's
 // name: agent.n1), meaning the slot's newest task; service.slot#k names the
@@ -177,6 +179,16 @@ func (r *runner) run(d *datadriven.TestData) (string, error) {
 		return r.cmdSync(d)
 	case "dump":
 		return r.dump(), nil
+	case "spec":
+		a, err := parseArgs(d, 1)
+		if err != nil {
+			return "", err
+		}
+		t, err := r.task(a.pos[0])
+		if err != nil {
+			return "", err
+		}
+		return r.specLine(t), nil
 	}
 	return "", fmt.Errorf("unknown command %q", d.Cmd)
 }
