@@ -12,17 +12,22 @@
 // Contract:
 //
 //   - Writes are proposed through the engine from whichever replica
-//     receives them; reads are answered from this replica's applied state,
-//     and every answer carries X-Shoal-Index, the cursor (one applied index
-//     per group, as one opaque token) of what it reflects.
+//     receives them; reads are answered from this replica's applied state
+//     (with ?consistent=true only once it applied everything each group had
+//     committed, 503 without a quorum), say how stale they may be
+//     (X-Shoal-Known-Leader, X-Shoal-Last-Contact), and carry X-Shoal-Index,
+//     the cursor (one applied index per group, as one opaque token) of what
+//     they reflect.
 //   - Blocking reads: ?index=TOKEN&wait=DURATION on every list and inspect
 //     returns once some group applied past its part of TOKEN (or the wait,
 //     capped at 5 minutes with a little jitter, ends).
 //   - Heartbeats are answered only by the replica that leads the cluster
 //     group (it holds them in memory); others answer not_leader with the
 //     leader's API address.
-//   - Status reports of many agents are coalesced into one proposal per
-//     group per flush (at most every FlushInterval or MaxBatch reports).
+//   - Status reports of many agents share Raft entries: each request is
+//     submitted as it comes, and the engine's proposer puts whatever is
+//     queued for a group into its next entry (engine.Config's
+//     MaxBatchRecords and MaxBatchBytes bound one entry).
 //   - Bodies are limited (MaxBody); error answers are JSON
 //     {"error","code"} whose text speaks to users.
 package api

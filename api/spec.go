@@ -17,7 +17,8 @@ const (
 	defaultMonitor      = 5 * time.Second
 )
 
-// enumNames lists an enum's values by their String(), for parsing.
+// parseEnum returns the value among values whose String() is name (def
+// when name is empty), or a spec error naming field and the values allowed.
 func parseEnum[T ~uint8](field, name string, def T, values ...T) (T, error) {
 	if name == "" {
 		return def, nil

@@ -12,9 +12,11 @@
 //
 //   - Routing is a pure function of the command and the group count:
 //     services by 1+xxhash(name)%N; tasks by the group in the top 16 bits of
-//     their TaskID; nodes and networks to the cluster group, fanned out to
-//     every service group (each holds a mirror). N is fixed when a data
-//     directory is created and a later, different N is refused.
+//     their TaskID; nodes and networks to the cluster group, whose outbox
+//     delivers them to every service group (each holds a mirror): SubmitMany
+//     delivers it before it returns, the outbox duty whatever that missed.
+//     N is fixed when a data directory is created and a later, different N
+//     is refused.
 //   - Every entry carries the proposer's clock reading (unix nanoseconds) in
 //     its header; statemachine.Apply receives that time, never the
 //     replica's clock, so every replica applies the same thing.
@@ -34,14 +36,15 @@
 //     context passed to Run is cancelled when leadership is lost or the
 //     engine closes, and a new term's duties start only after the old ones
 //     returned. The duties themselves (scheduler driver, node monitor,
-//     timers) live in shoal/engine/duty over its Cluster interface;
-//     NewDriver, NewMonitorDuty and NewTimerDuty hand them this engine.
+//     timers, outbox delivery) live in shoal/engine/duty over its Cluster
+//     interface; NewDriver, NewMonitorDuty, NewTimerDuty and NewOutboxDuty
+//     hand them this engine.
 //   - Snapshots are zstd-compressed full copies of a group's state; the
 //     Raft log is compacted behind them, which keeps disk use bounded.
 //
 // Three ways to run: one replica in the process (the default: Open with a
 // data directory), several replicas in one process on loopback ports chosen
-// at run time (StartLocal; tests, benchmarks, the load generator), or one
+// at run time (StartLocal; the engine's own tests and benchmarks), or one
 // replica per process with explicit peers (shoal serve --id --raft-addr
 // --peers).
 package engine

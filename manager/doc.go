@@ -1,6 +1,7 @@
 // Package manager runs one manager replica: the replicated engine, the
-// leader duties (scheduler driver, node monitor, timers) and the HTTP API,
-// wired together, and the replica's whole life as `shoal serve` runs it.
+// leader duties (scheduler driver, node monitor, timers, outbox delivery)
+// and the HTTP API, wired together, and the replica's whole life as `shoal
+// serve` runs it.
 //
 // The one idea: what `shoal serve` starts, as a value that tests can start
 // several of in one process on free loopback ports (Start), and the serve
