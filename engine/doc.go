@@ -42,9 +42,8 @@
 //   - Snapshots are zstd-compressed full copies of a group's state; the
 //     Raft log is compacted behind them, which keeps disk use bounded.
 //
-// Three ways to run: one replica in the process (the default: Open with a
-// data directory), several replicas in one process on loopback ports chosen
-// at run time (StartLocal; the engine's own tests and benchmarks), or one
-// replica per process with explicit peers (shoal serve --id --raft-addr
-// --peers).
+// Two ways to run: one replica in the process (the default: Open with a
+// data directory), or one replica per process with explicit peers (shoal
+// serve --id --raft-addr --peers; the engine's tests start several in one
+// process on loopback ports).
 package engine

@@ -178,10 +178,6 @@ func (s *State) Returning() map[NetworkID][]uint32 {
 	return out
 }
 
-// NetworkFull returns why the cluster group last refused this service
-// group a block of the network ("" if it did not, or granted one since).
-func (s *State) NetworkFull(id NetworkID) string { return s.in.full[id] }
-
 // releaseBlocks gives back this group's empty blocks of every network no
 // waiting task or pending VIP needs. They leave the group's pool at once
 // (nothing here allocates from them again) and wait in returning until the

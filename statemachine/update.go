@@ -18,8 +18,8 @@ import (
 // A rollback is an update too, with one difference: a failing rollback
 // pauses; it is never rolled back again. Order start-first starts the new
 // task before stopping the old one. Apply's zero values mean: all at once,
-// no delay, no monitor, pause on any failure, stop-first; WithUpdateDefaults
-// gives SwarmKit's.
+// no delay, no monitor, pause on any failure, stop-first; the API fills in
+// SwarmKit's defaults where the user left a field out.
 
 // UpdateOrder is the order of stopping the old and starting the new task.
 type UpdateOrder uint8
@@ -65,18 +65,6 @@ type UpdateConfig struct {
 	Monitor         int64         // ns after a task starts during which its failure counts
 	MaxFailureRatio float64       // failures tolerated, as a fraction of updated slots
 	Order           UpdateOrder   // default stop-first
-}
-
-// WithUpdateDefaults fills SwarmKit's update defaults into a user's spec
-// where the user gave none: parallelism 1, monitor 5s.
-func WithUpdateDefaults(u UpdateConfig, parallelismSet, monitorSet bool) UpdateConfig {
-	if !parallelismSet {
-		u.Parallelism = 1
-	}
-	if !monitorSet {
-		u.Monitor = 5e9
-	}
-	return u
 }
 
 // UpdateState is where a service's update stands.

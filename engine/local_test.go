@@ -13,8 +13,8 @@ import (
 // Local runs several replicas of one cluster in this process, each with its
 // own data directory under one root and its own loopback port (chosen at
 // first start and kept in the data directories, so a Local reopened on the
-// same root is the same cluster). For tests, benchmarks and the load
-// generator. Its methods are not safe for concurrent use.
+// same root is the same cluster). For the engine's tests and benchmarks.
+// Its methods are not safe for concurrent use.
 type Local struct {
 	root    string
 	base    Config
