@@ -49,6 +49,8 @@ var edges = map[string]rule{
 	"internal/clock":  {},
 	"internal/mix":    {pure: true},
 	"internal/varint": {pure: true},
+	// The one reader of /proc/PID/stat (the agent's executor, the loadgen).
+	"internal/procstat": {},
 	// Free loopback addresses for tests and the loadgen's replicas.
 	"internal/freeport": {},
 	// The API's JSON codec for responses and event lines.

@@ -7,14 +7,15 @@ import (
 )
 
 // TestAgentImports guards the house rule: the agent knows wire/, the
-// statemachine's enums and IDs, internal/clock and pebble, and never the
+// statemachine's enums and IDs, internal/clock, internal/procstat and
+// pebble, and never the
 // engine (directly or through anything else) nor fasthttp.
 func TestAgentImports(t *testing.T) {
 	direct, err := exec.Command("go", "list", "-f", `{{join .Imports "\n"}}`, ".").Output()
 	if err != nil {
 		t.Skipf("go list: %v", err)
 	}
-	allowed := map[string]bool{"shoal/wire": true, "shoal/statemachine": true, "shoal/internal/clock": true,
+	allowed := map[string]bool{"shoal/wire": true, "shoal/statemachine": true, "shoal/internal/clock": true, "shoal/internal/procstat": true,
 		"github.com/cockroachdb/pebble": true}
 	for _, p := range strings.Fields(string(direct)) {
 		first, _, _ := strings.Cut(p, "/")

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"shoal/internal/clock"
+	"shoal/internal/procstat"
 	sm "shoal/statemachine"
 )
 
@@ -233,11 +234,11 @@ func (e *ProcessExecutor) startLocked(r *TaskRun) {
 		return
 	}
 	pid := int32(cmd.Process.Pid)
-	st, err := readStat(e.cfg.ProcRoot, pid) // our unreaped child: its entry is there
+	st, err := procstat.Read(e.cfg.ProcRoot, int(pid)) // our unreaped child: its entry is there
 	if err != nil {
 		e.cfg.Logger.Warn("agent: read the start time of a new process", "task", id, "pid", pid, "err", err)
 	}
-	p := &proc{handle: Handle{Pid: pid, StartTime: st.startTime}, child: true, logs: dir}
+	p := &proc{handle: Handle{Pid: pid, StartTime: st.StartTime}, child: true, logs: dir}
 	e.mu.procs[id] = p
 	delete(e.mu.prepared, id)
 	e.q.push(Event{id, Observation{Kind: ObsStarted, Handle: p.handle}})

@@ -215,19 +215,6 @@ func TestProcessReattachAfterRestart(t *testing.T) {
 	waitGone(t, h4)
 }
 
-func TestParseStat(t *testing.T) {
-	line := []byte("123 (a (weird) name) S 1 123 123 0 -1 4194560 100 0 0 0 0 0 0 0 20 0 1 0 987654 1000 10 18446744073709551615")
-	st, err := parseStat(line)
-	if err != nil || st.state != 'S' || st.pgrp != 123 || st.startTime != 987654 {
-		t.Fatalf("%+v %v", st, err)
-	}
-	for _, bad := range []string{"", "1 (x", "1 (x) S 1", "1 (x) SS 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20"} {
-		if _, err := parseStat([]byte(bad)); err == nil {
-			t.Errorf("parseStat(%q) accepted", bad)
-		}
-	}
-}
-
 func TestCapFile(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "stdout")
 	data := bytes.Repeat([]byte("0123456789"), 100)

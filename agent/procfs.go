@@ -7,56 +7,22 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 
+	"shoal/internal/procstat"
 	sm "shoal/statemachine"
 )
 
 // What the process executor reads from /proc: a process's start time (to
 // tell a pid's current process from a reused pid), its state and process
-// group, and the environment markers that name the task and the agent.
+// group (shoal/internal/procstat), and the environment markers that name
+// the task and the agent.
 
 // Environment markers set on every task process.
 const (
 	envTaskID   = "SHOAL_TASK_ID"
 	envAgentDir = "SHOAL_AGENT_DIR" // the data directory of the agent that started it
 )
-
-// procStat is the part of /proc/PID/stat the executor uses.
-type procStat struct {
-	state     byte   // R, S, D, Z, ...
-	pgrp      int32  // field 5
-	startTime uint64 // field 22, clock ticks after boot
-}
-
-// readStat reads /proc/PID/stat under root (normally "/proc").
-func readStat(root string, pid int32) (procStat, error) {
-	b, err := os.ReadFile(filepath.Join(root, strconv.Itoa(int(pid)), "stat"))
-	if err != nil {
-		return procStat{}, err
-	}
-	return parseStat(b)
-}
-
-// parseStat parses a /proc/PID/stat line. The command name (field 2) may
-// hold spaces and parentheses, so fields are counted from its last ')'.
-func parseStat(b []byte) (procStat, error) {
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return procStat{}, errors.New("agent: /proc stat line without a command name")
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 20 { // fields 3..22
-		return procStat{}, fmt.Errorf("agent: /proc stat line with %d fields after the name", len(f))
-	}
-	pgrp, err1 := strconv.ParseInt(f[2], 10, 32)
-	start, err2 := strconv.ParseUint(f[19], 10, 64)
-	if err1 != nil || err2 != nil || len(f[0]) != 1 {
-		return procStat{}, errors.New("agent: malformed /proc stat line")
-	}
-	return procStat{state: f[0][0], pgrp: int32(pgrp), startTime: start}, nil
-}
 
 // foundProc is a process group leader some agent started for a task.
 type foundProc struct {
@@ -80,8 +46,8 @@ func scanTasks(root, dir string) ([]foundProc, error) {
 			continue
 		}
 		pid := int32(pid64)
-		st, err := readStat(root, pid)
-		if err != nil || st.pgrp != pid || st.state == 'Z' {
+		st, err := procstat.Read(root, int(pid))
+		if err != nil || st.Pgrp != pid || st.State == 'Z' {
 			continue
 		}
 		env, err := os.ReadFile(filepath.Join(root, e.Name(), "environ"))
@@ -101,7 +67,7 @@ func scanTasks(root, dir string) ([]foundProc, error) {
 			}
 		}
 		if mine && hasTask {
-			out = append(out, foundProc{task: sm.TaskID(task), handle: Handle{Pid: pid, StartTime: st.startTime}})
+			out = append(out, foundProc{task: sm.TaskID(task), handle: Handle{Pid: pid, StartTime: st.StartTime}})
 		}
 	}
 	return out, nil
@@ -109,8 +75,8 @@ func scanTasks(root, dir string) ([]foundProc, error) {
 
 // alive reports whether h still names a running (not zombie) process.
 func alive(root string, h Handle) bool {
-	st, err := readStat(root, h.Pid)
-	return err == nil && st.startTime == h.StartTime && st.state != 'Z'
+	st, err := procstat.Read(root, int(h.Pid))
+	return err == nil && st.StartTime == h.StartTime && st.State != 'Z'
 }
 
 // killGroup sends sig to the process group led by pid; a group already gone

@@ -3,11 +3,10 @@ package loadgen
 import (
 	"fmt"
 	"math"
-	"os"
 	"strconv"
-	"strings"
 	"syscall"
 
+	"shoal/internal/procstat"
 	"shoal/loadgen/report"
 )
 
@@ -60,39 +59,15 @@ func (b *cpuBook) total(src string) float64 {
 	return t
 }
 
-// clockTicks is Linux's USER_HZ, the unit of /proc/PID/stat's CPU times
-// (100 on every architecture Go supports).
-const clockTicks = 100
-
 // procCPU returns the CPU seconds (user and system) process pid has used,
 // and the time it started (in clock ticks since boot, which tells two
 // processes of the same ID apart); false where /proc cannot say.
 func procCPU(pid int) (seconds float64, started string, ok bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	st, err := procstat.Read("/proc", pid)
 	if err != nil {
 		return 0, "", false
 	}
-	return parseProcStat(string(b))
-}
-
-// parseProcStat reads utime, stime and starttime (fields 14, 15 and 22)
-// from a /proc/PID/stat line. The command name (field 2) is in
-// parentheses and may hold spaces, so fields are counted after its ')'.
-func parseProcStat(line string) (seconds float64, started string, ok bool) {
-	i := strings.LastIndexByte(line, ')')
-	if i < 0 {
-		return 0, "", false
-	}
-	f := strings.Fields(line[i+1:]) // f[0] is field 3 (state)
-	if len(f) < 20 {
-		return 0, "", false
-	}
-	ut, err1 := strconv.ParseUint(f[11], 10, 64)
-	st, err2 := strconv.ParseUint(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, "", false
-	}
-	return float64(ut+st) / clockTicks, f[19], true
+	return st.CPUSeconds(), strconv.FormatUint(st.StartTime, 10), true
 }
 
 // selfCPU returns the CPU seconds this process has used.

@@ -37,17 +37,7 @@ func TestCPUBookAddsUpRestartedProcesses(t *testing.T) {
 	}
 }
 
-func TestParseProcStat(t *testing.T) {
-	// A command name with a space and a parenthesis: fields are counted
-	// after the last ')'.
-	line := "4242 (shoal (x) y) S 1 4242 4242 0 -1 4194560 100 0 0 0 1234 567 0 0 20 0 9 0 987654 3133440 357 18446744073709551615 0 0"
-	sec, started, ok := parseProcStat(line)
-	if !ok || math.Abs(sec-18.01) > 1e-9 || started != "987654" {
-		t.Fatalf("got %v s, started %q, ok %v; want 18.01 s, started 987654", sec, started, ok)
-	}
-	if _, _, ok := parseProcStat("4242 (short) S 1 2"); ok {
-		t.Fatal("a truncated line was read")
-	}
+func TestProcCPU(t *testing.T) {
 	if sec, _, ok := procCPU(1 << 30); ok {
 		t.Fatalf("a process that does not exist used %v s", sec)
 	}
