@@ -15,7 +15,7 @@ func TestAgentImports(t *testing.T) {
 	if err != nil {
 		t.Skipf("go list: %v", err)
 	}
-	allowed := map[string]bool{"shoal/wire": true, "shoal/statemachine": true, "shoal/internal/clock": true, "shoal/internal/procstat": true,
+	allowed := map[string]bool{"shoal/wire": true, "shoal/statemachine": true, "shoal/internal/clock": true, "shoal/internal/procstat": true, "shoal/internal/varint": true,
 		"github.com/cockroachdb/pebble": true}
 	for _, p := range strings.Fields(string(direct)) {
 		first, _, _ := strings.Cut(p, "/")

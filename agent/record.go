@@ -3,15 +3,15 @@ package agent
 import (
 	"encoding/binary"
 	"errors"
-	"fmt"
 
+	"shoal/internal/varint"
 	sm "shoal/statemachine"
 	"shoal/wire"
 )
 
 // The store's own record encoding: a version byte, then uvarints, zig-zag
-// varints and length-prefixed strings. Decoding never panics; damaged bytes
-// give ErrCorrupt.
+// varints and length-prefixed strings, read with internal/varint's bounded
+// Reader. Decoding never panics; damaged bytes give ErrCorrupt.
 
 // ErrCorrupt means a stored record does not decode.
 var ErrCorrupt = errors.New("agent: stored record is damaged")
@@ -39,65 +39,17 @@ func (e enc) u64s(v []uint64) enc {
 	return e
 }
 
-type dec struct {
-	b   []byte
-	err error
-}
+// dec reads a record; its first problem sticks (internal/varint) and
+// wraps ErrCorrupt.
+type dec struct{ r varint.Reader }
 
-func (d *dec) fail() {
-	if d.err == nil {
-		d.err = ErrCorrupt
-	}
-	d.b = nil
-}
+func newDec(b []byte) *dec { return &dec{r: varint.NewReader(b, ErrCorrupt)} }
 
-func (d *dec) u() uint64 {
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.fail()
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *dec) i() int64 {
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.fail()
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *dec) byte() uint8 {
-	if len(d.b) < 1 {
-		d.fail()
-		return 0
-	}
-	v := d.b[0]
-	d.b = d.b[1:]
-	return v
-}
-
-// n reads a count of items each at least min bytes long, refusing counts the
-// remaining bytes cannot hold.
-func (d *dec) n(min int) int {
-	v := d.u()
-	if v > uint64(len(d.b)/min) {
-		d.fail()
-		return 0
-	}
-	return int(v)
-}
-
-func (d *dec) s() string {
-	n := d.n(1)
-	v := string(d.b[:n])
-	d.b = d.b[n:]
-	return v
-}
+func (d *dec) u() uint64     { return d.r.Uvarint("number") }
+func (d *dec) i() int64      { return d.r.Varint("number") }
+func (d *dec) byte() uint8   { return d.r.Byte("byte") }
+func (d *dec) s() string     { return d.r.String("string") }
+func (d *dec) n(min int) int { return d.r.Count(min, "count") }
 
 func (d *dec) strs() []string {
 	n := d.n(1)
@@ -124,16 +76,16 @@ func (d *dec) u64s() []uint64 {
 }
 
 func (d *dec) version() {
-	if v := d.byte(); d.err == nil && v != recordVersion {
-		d.err = fmt.Errorf("%w: record version %d, this agent reads %d", ErrCorrupt, v, recordVersion)
+	if v := d.byte(); d.r.Err() == nil && v != recordVersion {
+		d.r.Fail("record version %d, this agent reads %d", v, recordVersion)
 	}
 }
 
 func (d *dec) done() error {
-	if d.err == nil && len(d.b) != 0 {
-		d.err = fmt.Errorf("%w: %d bytes left over", ErrCorrupt, len(d.b))
+	if d.r.Err() == nil && d.r.Len() != 0 {
+		d.r.Fail("%d bytes left over", d.r.Len())
 	}
-	return d.err
+	return d.r.Err()
 }
 
 func (e enc) report(r *wire.StatusReport) enc {
@@ -172,7 +124,7 @@ func encodeTask(r *TaskRecord) []byte {
 }
 
 func decodeTask(b []byte) (TaskRecord, error) {
-	d := &dec{b: b}
+	d := newDec(b)
 	d.version()
 	var r TaskRecord
 	a := &r.Assignment
@@ -201,7 +153,7 @@ func encodeSpec(s *wire.Spec) []byte {
 }
 
 func decodeSpec(b []byte) (wire.Spec, error) {
-	d := &dec{b: b}
+	d := newDec(b)
 	d.version()
 	s := wire.Spec{Service: d.s(), Version: uint32(d.u()), Command: d.strs(), Env: d.strs(), Dir: d.s(), StopGrace: d.i()}
 	return s, d.done()
@@ -210,7 +162,7 @@ func decodeSpec(b []byte) (wire.Spec, error) {
 func encodeMeta(m *Meta) []byte { return enc{recordVersion}.u64s(m.Cursor).u64s(m.Seqs) }
 
 func decodeMeta(b []byte) (Meta, error) {
-	d := &dec{b: b}
+	d := newDec(b)
 	d.version()
 	m := Meta{Cursor: d.u64s(), Seqs: d.u64s()}
 	return m, d.done()

@@ -3,6 +3,8 @@ package wire
 import (
 	"encoding/base64"
 	"encoding/binary"
+
+	"shoal/internal/varint"
 )
 
 // Cursor is one applied Raft index per group; element 0 is the cluster group,
@@ -57,7 +59,7 @@ func ParseCursor(tok string) (Cursor, error) {
 	c := make(Cursor, 0, min(len(b), maxCursorGroups))
 	for len(b) > 0 {
 		v, n := binary.Uvarint(b)
-		if n <= 0 || n != uvarintLen(v) || len(c) == maxCursorGroups {
+		if n <= 0 || n != varint.UvarintLen(v) || len(c) == maxCursorGroups {
 			return nil, errorf(ErrBadCursor, "index token %q is not valid: it is damaged", clip(tok))
 		}
 		c = append(c, v)
@@ -115,14 +117,4 @@ func (c Cursor) Merge(o Cursor) Cursor {
 		m[g] = max(c.Get(g), o.Get(g))
 	}
 	return m
-}
-
-// uvarintLen is the length of v's minimal uvarint encoding.
-func uvarintLen(v uint64) int {
-	n := 1
-	for v >= 0x80 {
-		v >>= 7
-		n++
-	}
-	return n
 }

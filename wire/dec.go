@@ -8,15 +8,18 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"shoal/internal/varint"
 	"shoal/statemachine"
 )
 
-// reader decodes a payload or one nested element of it. Its error is sticky:
-// after the first failure every read returns zero, and the caller checks err
-// once at the end. A read past the end returns zero without error (a field
-// an older sender did not write); a value cut short inside is malformed.
+// reader decodes a payload or one nested element of it, reading bytes
+// with internal/varint's bounded Reader. Its first error sticks and the
+// caller checks err once at the end; reads after it may go on but never
+// allocate more than the bytes left justify. A read past the end returns
+// zero without error (a field an older sender did not write); a value cut
+// short inside is malformed.
 type reader struct {
-	b    []byte
+	v    varint.Reader // the message or the element being read
 	err  error
 	what string // the message being decoded, for errors
 	// seen caches decoded strings by a hash of their bytes, so a name
@@ -26,43 +29,41 @@ type reader struct {
 }
 
 func (r *reader) fail(format string, args ...any) {
+	r.numbers()
 	if r.err == nil {
 		r.err = errorf(ErrMalformed, "%s: %s", r.what, fmt.Sprintf(format, args...))
 	}
 }
 
+// numbers takes over the byte reader's error, if it has one first: the
+// length and count checks here come before its reads, so its only
+// failures are numbers it could not read.
+func (r *reader) numbers() {
+	if r.err == nil && r.v.Err() != nil {
+		r.err = errorf(ErrMalformed, "%s: a number is cut short or longer than 64 bits", r.what)
+	}
+}
+
+// uvarint reads a number; past the end it is zero (a field an older
+// sender did not write).
 func (r *reader) uvarint() uint64 {
-	if r.err != nil || len(r.b) == 0 {
+	if r.v.Len() == 0 {
 		return 0
 	}
-	v, n := binary.Uvarint(r.b)
-	if n <= 0 {
-		r.fail("a number is cut short or longer than 64 bits")
-		r.b = nil
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
+	return r.v.Uvarint("number")
 }
 
 func (r *reader) varint() int64 {
-	if r.err != nil || len(r.b) == 0 {
+	if r.v.Len() == 0 {
 		return 0
 	}
-	v, n := binary.Varint(r.b)
-	if n <= 0 {
-		r.fail("a number is cut short or longer than 64 bits")
-		r.b = nil
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
+	return r.v.Varint("number")
 }
 
 // more fails unless bytes are left for the next element of a list: a list
 // may not run past the end of its message or element.
 func (r *reader) more(field string) {
-	if len(r.b) == 0 {
+	if r.v.Len() == 0 {
 		r.fail("%s: the list is cut short", field)
 	}
 }
@@ -107,8 +108,8 @@ func (r *reader) bool(field string) bool { return r.bounded(1, field) == 1 }
 // allocate more than a small multiple of its own size.
 func (r *reader) count(minSize int, field string) int {
 	n := r.uvarint()
-	if n > uint64(len(r.b)/minSize) {
-		r.fail("%s: %d entries cannot fit in the %d bytes left", field, n, len(r.b))
+	if n > uint64(r.v.Len()/minSize) {
+		r.fail("%s: %d entries cannot fit in the %d bytes left", field, n, r.v.Len())
 		return 0
 	}
 	return int(n)
@@ -116,13 +117,11 @@ func (r *reader) count(minSize int, field string) int {
 
 func (r *reader) bytes(field string) []byte {
 	n := r.uvarint()
-	if n > uint64(len(r.b)) {
-		r.fail("%s: %d bytes do not fit in the %d bytes left", field, n, len(r.b))
+	if n > uint64(r.v.Len()) {
+		r.fail("%s: %d bytes do not fit in the %d bytes left", field, n, r.v.Len())
 		return nil
 	}
-	s := r.b[:n]
-	r.b = r.b[n:]
-	return s
+	return r.v.Take(n, field)
 }
 
 // string decodes a string that is likely unique in its frame (an address).
@@ -224,21 +223,23 @@ func (r *reader) taskIDs(dst []statemachine.TaskID, field string) []statemachine
 }
 
 // enter makes r read only the next length-prefixed element and returns
-// what follows it, for leave to restore.
-func (r *reader) enter(field string) (rest []byte) {
-	b := r.bytes(field)
-	rest = r.b
-	r.b = b
-	return rest
+// where the enclosing one ends, for leave.
+func (r *reader) enter(field string) (outer int) {
+	n := r.uvarint()
+	if n > uint64(r.v.Len()) {
+		r.fail("%s: %d bytes do not fit in the %d bytes left", field, n, r.v.Len())
+		n = 0
+	}
+	return r.v.Limit(n, field)
 }
 
 // leave skips what is left of the element (a newer sender's fields) and
 // moves r past it.
-func (r *reader) leave(rest []byte) { r.b = rest }
+func (r *reader) leave(outer int) { r.v.Unlimit(outer) }
 
 // decodePayload decodes the payload of a type-t message into m.
 func decodePayload(p []byte, m Message) error {
-	r := reader{b: p, what: m.Type().String()}
+	r := reader{v: varint.NewReader(p, ErrMalformed), what: m.Type().String()}
 	switch m := m.(type) {
 	case *Error:
 		m.Code = r.name("code")
@@ -308,6 +309,7 @@ func decodePayload(p []byte, m Message) error {
 	default:
 		return errorf(ErrType, "%T is not a wire message", m)
 	}
+	r.numbers()
 	return r.err
 }
 

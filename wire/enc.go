@@ -6,6 +6,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"shoal/internal/varint"
 	"shoal/statemachine"
 )
 
@@ -200,7 +201,7 @@ func endElem(b []byte, start int) []byte {
 		b[start] = byte(n)
 		return b
 	}
-	w := uvarintLen(uint64(n))
+	w := varint.UvarintLen(uint64(n))
 	b = append(b, make([]byte, w-1)...)
 	copy(b[start+w:], b[start+1:start+1+n])
 	binary.PutUvarint(b[start:start+w], uint64(n))

@@ -1,6 +1,10 @@
 package wire
 
-import "slices"
+import (
+	"slices"
+
+	"shoal/internal/varint"
+)
 
 // SplitComplete splits one whole COMPLETE into chunks whose frames are each
 // at most maxBytes long before compression (maxBytes <= 0 or over
@@ -24,7 +28,7 @@ func SplitComplete(a *Assignments, maxBytes int) []*Assignments {
 	// three list counts may grow from one byte to three each.
 	empty := &Assignments{Kind: a.Kind, AppliesTo: a.AppliesTo, ResultsIn: a.ResultsIn, Seqs: a.Seqs, Leader: a.Leader}
 	scratch, _ := appendAssignments(nil, empty)
-	budget := min(maxBytes-headerLen-uvarintLen(MaxFrame), MaxFrame) - len(scratch) - 3*2
+	budget := min(maxBytes-headerLen-varint.UvarintLen(MaxFrame), MaxFrame) - len(scratch) - 3*2
 
 	type key struct {
 		service string
@@ -90,7 +94,7 @@ func SplitComplete(a *Assignments, maxBytes int) []*Assignments {
 	}
 	closeTasks(len(a.Tasks))
 	for i, id := range a.Removed {
-		n := uvarintLen(uint64(id))
+		n := varint.UvarintLen(uint64(id))
 		if used > 0 && used+n > budget {
 			if i > removedStart {
 				cur.Removed = a.Removed[removedStart:i:i]

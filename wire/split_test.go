@@ -9,6 +9,7 @@ import (
 
 	"pgregory.net/rapid"
 
+	"shoal/internal/varint"
 	"shoal/statemachine"
 )
 
@@ -65,7 +66,7 @@ func checkSplit(t tb, a *Assignments, chunks []*Assignments, maxBytes int) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n := headerLen + uvarintLen(uint64(len(p))) + len(p); n > maxBytes {
+		if n := headerLen + varint.UvarintLen(uint64(len(p))) + len(p); n > maxBytes {
 			t.Fatalf("chunk %d of %d encodes to %d bytes, over %d", i, len(chunks), n, maxBytes)
 		}
 		if _, err := Append(nil, c); err != nil {
@@ -146,7 +147,7 @@ func TestSplitProperty(t *testing.T) {
 			largest = max(largest, len(appendSpec(nil, &s)))
 		}
 		for _, id := range a.Removed {
-			largest = max(largest, uvarintLen(uint64(id)))
+			largest = max(largest, varint.UvarintLen(uint64(id)))
 		}
 		maxBytes := headerLen + 3 + len(fixed) + 6 + largest + rapid.IntRange(0, 300).Draw(t, "slack")
 		checkSplit(t, a, SplitComplete(a, maxBytes), maxBytes)

@@ -143,3 +143,26 @@ func (r *Reader) String(what string) string {
 	n := r.Uvarint(what)
 	return string(r.Take(n, what))
 }
+
+// Limit confines the reader to the next n bytes (a length-prefixed
+// element): past them it is at its end, until Unlimit(outer) with what
+// Limit returned. A length beyond the bytes left fails and confines the
+// reader to nothing.
+func (r *Reader) Limit(n uint64, what string) (outer int) {
+	outer = len(r.b)
+	if r.err == nil && n > uint64(r.Len()) {
+		r.Fail("truncated in %s", what)
+	}
+	if r.err != nil {
+		n = 0
+	}
+	r.b = r.b[:r.off+int(n)]
+	return outer
+}
+
+// Unlimit skips what is left of the element Limit confined the reader to
+// (fields a newer writer added) and lifts the limit.
+func (r *Reader) Unlimit(outer int) {
+	r.off = len(r.b)
+	r.b = r.b[:outer]
+}

@@ -71,3 +71,34 @@ func FuzzReaderNeverPanics(f *testing.F) {
 		}
 	})
 }
+
+func TestUvarintLen(t *testing.T) {
+	for _, v := range []uint64{0, 1, 0x7f, 0x80, 0x3fff, 0x4000, 1<<32 - 1, 1<<63 - 1, 1<<64 - 1} {
+		if got, want := UvarintLen(v), len(binary.AppendUvarint(nil, v)); got != want {
+			t.Errorf("UvarintLen(%#x) = %d, want %d", v, got, want)
+		}
+	}
+}
+
+// Limit and Unlimit read a nested element: its end is the reader's end,
+// and what the element holds past the fields read is skipped.
+func TestLimit(t *testing.T) {
+	b := binary.AppendUvarint(nil, 3)
+	b = append(b, 7, 8, 9) // the element: 7, then a field read by no one
+	b = append(b, 42)
+	r := NewReader(b, errMine)
+	outer := r.Limit(r.Uvarint("len"), "element")
+	if v := r.Uvarint("a"); v != 7 || r.Len() != 2 {
+		t.Fatalf("read %d with %d left; want 7 with 2", v, r.Len())
+	}
+	r.Unlimit(outer)
+	if v := r.Uvarint("b"); v != 42 || r.Len() != 0 || r.Err() != nil {
+		t.Fatalf("after the element: %d, %d left, %v; want 42, 0, nil", v, r.Len(), r.Err())
+	}
+	r = NewReader([]byte{5, 1}, errMine)
+	outer = r.Limit(r.Uvarint("len"), "element")
+	if r.Len() != 0 || !errors.Is(r.Err(), errMine) {
+		t.Fatalf("a length past the end: %d left, %v", r.Len(), r.Err())
+	}
+	r.Unlimit(outer)
+}
