@@ -49,6 +49,8 @@ var edges = map[string]rule{
 	"internal/clock":  {},
 	"internal/mix":    {pure: true},
 	"internal/varint": {pure: true},
+	// Whether this build asserts internal invariants (-tags shoal_invariants).
+	"internal/invariants": {pure: true},
 	// The one reader of /proc/PID/stat (the agent's executor, the loadgen).
 	"internal/procstat": {},
 	// Free loopback addresses for tests and the loadgen's replicas.

@@ -15,9 +15,11 @@
 //     that owns a transition may make it (see CanTransition). Every applied
 //     transition records its component in the task's bounded history.
 //   - Orchestrator, allocator and reaper reactions run inside Apply after the
-//     batch's commands (unless Config.ManualReactions is set, in which case
-//     they are explicit commands — the model checker uses that to interleave
-//     them with everything else).
+//     batch's commands, until they leave nothing to do (a build with -tags
+//     shoal_invariants panics if they stop short), unless
+//     Config.ManualReactions is set, in which case they are explicit
+//     commands — the model checker uses that to interleave them with
+//     everything else.
 //   - Tasks are never deleted before their shutdown is confirmed: the reaper
 //     deletes only what DESIGN.md allows.
 //   - Replays are harmless: an entry whose index is at or below the last

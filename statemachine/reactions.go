@@ -2,7 +2,10 @@ package statemachine
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
+
+	"shoal/internal/invariants"
 )
 
 // The reaction scheduler: commands mark services and slots dirty; at the
@@ -81,11 +84,15 @@ func (s *State) takeWork(svc *Service) (slots []uint32, full bool) {
 	return slices.Compact(slots), false
 }
 
+// reactPasses bounds react's passes: each can only delete tasks or fill
+// empty slots, so a few reach the fixpoint.
+const reactPasses = 4
+
 // react runs the orchestrator, allocator and reaper over what the batch
-// touched, until nothing changes (bounded: each pass can only delete tasks
-// or fill empty slots, so a few passes reach the fixpoint).
+// touched, until nothing changes. Built with -tags shoal_invariants, it
+// panics if reactPasses passes left work (see checkFixpoint).
 func (s *State) react() {
-	for pass := 0; pass < 4 && (len(s.dirty) > 0 || len(s.newTasks) > 0); pass++ {
+	for pass := 0; pass < reactPasses && (len(s.dirty) > 0 || len(s.newTasks) > 0); pass++ {
 		work := slices.Clone(s.dirty)
 		clear(s.dirty)
 		s.dirty = s.dirty[:0]
@@ -107,6 +114,24 @@ func (s *State) react() {
 			}
 		}
 	}
+	if invariants.Enabled {
+		s.checkFixpoint()
+	}
+}
+
+// checkFixpoint panics if react stopped with work left: a service still
+// queued or a new task not yet allocated, which the next entry would act
+// on instead of this one.
+func (s *State) checkFixpoint() {
+	if len(s.dirty) == 0 && len(s.newTasks) == 0 {
+		return
+	}
+	var svcs []string
+	for _, svc := range s.dirty {
+		svcs = append(svcs, svc.Spec.Name)
+	}
+	panic(fmt.Sprintf("statemachine: react left work after %d passes at index %d: services %v still dirty, %d new tasks unallocated",
+		reactPasses, s.index, svcs, len(s.newTasks)))
 }
 
 // NextDue is the earliest time (unix nanoseconds) at which a timer of this

@@ -1,0 +1,6 @@
+//go:build shoal_invariants
+
+package invariants
+
+// Enabled: this build checks its invariants.
+const Enabled = true
