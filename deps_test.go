@@ -16,8 +16,9 @@ import (
 // for every package of the module, the shoal packages its non-test files
 // may import and the outside modules it may use. A package that is not in
 // this table fails TestDependencies: a new folder declares its edges here.
-// Some rows are for folders that do not exist yet; they say what those
-// folders will be allowed when they land.
+// The table lists only what exists: a row for a missing folder, or an
+// edge its package does not use, fails too (a pattern must match at least
+// one import).
 //
 // Patterns: "internal/*" is any package under shoal/internal; "*" is
 // anything. Standard library imports are always allowed, except that pure
@@ -73,44 +74,65 @@ var edges = map[string]rule{
 	// Raft messages between replicas (dragonboat's transport plug-in).
 	"engine/raftnet": {third: []string{"github.com/lni/dragonboat/v4"}},
 	"engine": {
-		shoal: []string{"statemachine", "sched", "ipam", "engine/monitor", "engine/duty", "engine/route", "engine/raftnet", "internal/*"},
-		third: []string{"github.com/lni/dragonboat/v4", "github.com/cespare/xxhash/v2", "github.com/klauspost/compress"}},
+		shoal: []string{"statemachine", "engine/duty", "engine/route", "engine/raftnet", "internal/*"},
+		third: []string{"github.com/lni/dragonboat/v4"}},
 	"api": {
-		shoal: []string{"engine", "engine/duty", "engine/monitor", "engine/route", "statemachine", "sched", "ipam", "wire", "api/client", "security", "internal/*"},
-		third: []string{"github.com/valyala/fasthttp", "github.com/klauspost/compress", "github.com/VictoriaMetrics/metrics"}},
+		shoal: []string{"engine", "engine/monitor", "statemachine", "wire", "api/client", "security", "internal/*"},
+		third: []string{"github.com/valyala/fasthttp", "github.com/VictoriaMetrics/metrics"}},
 	"api/client": {
-		shoal: []string{"wire", "statemachine", "security", "internal/*"},
+		shoal: []string{"wire", "security", "internal/*"},
 		third: []string{"github.com/valyala/fasthttp"}},
+	// The agent knows wire/, the state machine's enums and IDs, a clock,
+	// /proc and its store, never a manager's insides (see walls).
 	"agent": {
-		shoal: []string{"wire", "statemachine", "api/client", "internal/*"},
+		shoal: []string{"wire", "statemachine", "internal/clock", "internal/procstat", "internal/varint"},
 		third: []string{"github.com/cockroachdb/pebble"}},
 	"loadgen": {
-		shoal: []string{"agent", "api/client", "wire", "statemachine", "security", "internal/*", "loadgen/*"},
-		third: []string{"github.com/HdrHistogram/hdrhistogram-go", "github.com/valyala/fasthttp", "github.com/schollz/progressbar/v3"}},
+		shoal: []string{"agent", "api/client", "internal/*", "loadgen/*"},
+		third: []string{"github.com/HdrHistogram/hdrhistogram-go", "github.com/schollz/progressbar/v3"}},
 	// The load generator's parts see the cluster only as a user and an
 	// agent do: through api/client and the real agent.
-	"loadgen/check":    {shoal: []string{"api/client", "statemachine", "wire", "loadgen/report"}},
-	"loadgen/cluster":  {shoal: []string{"api/client", "security", "security/tlsdir", "internal/freeport"}},
+	"loadgen/check":    {shoal: []string{"api/client", "loadgen/report"}},
+	"loadgen/cluster":  {shoal: []string{"api/client", "security/tlsdir", "internal/freeport"}},
 	"loadgen/fleet":    {shoal: []string{"agent", "api/client", "wire", "statemachine", "security", "internal/*"}, third: []string{"github.com/valyala/fasthttp"}},
 	"loadgen/report":   {third: []string{"github.com/go-echarts/go-echarts/v2"}},
-	"loadgen/watch":    {shoal: []string{"api/client", "wire"}},
+	"loadgen/watch":    {shoal: []string{"api/client"}},
 	"loadgen/workload": {shoal: []string{"api/client"}, third: []string{"golang.org/x/sync"}},
 	// One manager replica: engine + duties + API wired together (tests
 	// start several in one process), and its whole life as `shoal serve`
 	// runs it (TLS directory, join, quorum wait, hand-over at stop).
 	"manager": {
-		shoal: []string{"engine", "engine/duty", "engine/monitor", "engine/route", "api", "api/client", "statemachine", "wire", "security", "security/tlsdir", "internal/*"}},
-	"cmd/shoal":    {shoal: []string{"*"}, third: []string{"*"}},
+		shoal: []string{"engine", "engine/monitor", "api", "api/client", "statemachine", "security", "security/tlsdir"}},
+	// The binary: flags and output over the manager, the agent and the
+	// loadgen.
+	"cmd/shoal": {
+		shoal: []string{"manager", "api", "api/client", "agent", "engine", "engine/monitor", "loadgen", "loadgen/fleet",
+			"loadgen/report", "security", "security/tlsdir", "statemachine", "wire"},
+		third: []string{"github.com/spf13/cobra", "github.com/spf13/pflag"}},
 	"perf/summary": {third: []string{"golang.org/x/perf"}},
 	"perf/compare": {shoal: []string{"loadgen/report"}},
 }
 
-// neverReaches: packages that must not depend on the key, directly or
-// transitively (agents and the load generator see managers only through
-// wire and the API client).
-var neverReaches = map[string][]string{
-	"engine": {"agent", "loadgen", "loadgen/check", "loadgen/cluster", "loadgen/fleet", "loadgen/report",
-		"loadgen/watch", "loadgen/workload", "api/client", "wire", "engine/duty", "engine/route"},
+// walls: packages that must never depend, directly or through other shoal
+// packages, on the shoal packages in never, nor use (through any shoal
+// package they reach) the outside modules in neverThird. Patterns as in
+// edges. Outside modules' own dependencies are not followed.
+var walls = []wall{
+	// The engine is the Raft adapter: nothing below it or beside it
+	// reaches it.
+	{from: []string{"api/client", "wire", "engine/duty", "engine/route"}, never: []string{"engine"}},
+	// An agent sees managers only through wire: no engine part, no Raft
+	// library, no HTTP server.
+	{from: []string{"agent"}, never: []string{"engine", "engine/*"},
+		neverThird: []string{"github.com/lni/", "github.com/valyala/fasthttp"}},
+	// The loadgen sees the cluster only through the API, the event stream
+	// and its agents: never the engine or a manager.
+	{from: []string{"loadgen", "loadgen/*"}, never: []string{"engine", "engine/*", "manager"},
+		neverThird: []string{"github.com/lni/"}},
+}
+
+type wall struct {
+	from, never, neverThird []string
 }
 
 // adapterLibs are the libraries only adapters use.
@@ -213,8 +235,9 @@ func isStd(path string) bool {
 	return !strings.Contains(first, ".") && first != "shoal"
 }
 
-// TestDependencies checks every package's imports against edges, the
-// purity of the core packages, and the never-reaches rules.
+// TestDependencies checks every package's imports against edges, that
+// edges lists only what is used, the purity of the core packages, and the
+// walls.
 func TestDependencies(t *testing.T) {
 	pkgs := loadPackages(t)
 	if len(pkgs) == 0 {
@@ -253,14 +276,60 @@ func TestDependencies(t *testing.T) {
 		}
 		slices.Sort(p.shoal)
 	}
-	for target, froms := range neverReaches {
-		for _, from := range froms {
-			if _, ok := pkgs[from]; !ok {
+	for dir, r := range edges {
+		p, ok := pkgs[dir]
+		if !ok {
+			t.Errorf("the dependency table has a row for shoal/%s, which does not exist: remove it", dir)
+			continue
+		}
+		var third []string
+		for _, f := range p.files {
+			for _, path := range imports(f) {
+				if path != "shoal" && !strings.HasPrefix(path, "shoal/") && !isStd(path) {
+					third = append(third, path)
+				}
+			}
+		}
+		for _, e := range r.shoal {
+			if !slices.ContainsFunc(p.shoal, func(dep string) bool { return rule{shoal: []string{e}}.allowsShoal(dep) }) {
+				t.Errorf("the dependency table lets shoal/%s import %s, which it does not: remove the edge", dir, e)
+			}
+		}
+		for _, e := range r.third {
+			if !slices.ContainsFunc(third, func(path string) bool { return rule{third: []string{e}}.allowsThird(path) }) {
+				t.Errorf("the dependency table lets shoal/%s use %s, which it does not: remove the edge", dir, e)
+			}
+		}
+	}
+	for _, w := range walls {
+		forbidden := rule{shoal: w.never}
+		forbiddenThird := rule{third: w.neverThird}
+		matched := false
+		for dir := range pkgs {
+			if !(rule{shoal: w.from}).allowsShoal(dir) {
 				continue
 			}
-			if path := reach(pkgs, from, target); path != nil {
-				t.Errorf("shoal/%s depends on shoal/%s through %s: it must never, directly or transitively", from, target, strings.Join(path, " → "))
+			matched = true
+			for _, path := range reachable(pkgs, dir) {
+				to := path[len(path)-1]
+				if forbidden.allowsShoal(to) {
+					t.Errorf("shoal/%s depends on shoal/%s through %s: it must never, directly or transitively", dir, to, strings.Join(path, " → "))
+				}
+				if p := pkgs[to]; p != nil && len(w.neverThird) > 0 {
+					used := map[string]bool{}
+					for _, f := range p.files {
+						for _, imp := range imports(f) {
+							if !isStd(imp) && !strings.HasPrefix(imp, "shoal/") && forbiddenThird.allowsThird(imp) && !used[imp] {
+								used[imp] = true
+								t.Errorf("shoal/%s uses %s through %s: it must never, directly or transitively", dir, imp, strings.Join(path, " → "))
+							}
+						}
+					}
+				}
 			}
+		}
+		if !matched {
+			t.Errorf("a wall names packages %v, none of which exists: remove it", w.from)
 		}
 	}
 	if testing.Verbose() {
@@ -292,20 +361,20 @@ func checkPure(t *testing.T, name string, fset *token.FileSet, f *ast.File) {
 	})
 }
 
-// reach returns an import path from → … → target, or nil.
-func reach(pkgs map[string]*pkgInfo, from, target string) []string {
+// reachable returns, for from and every shoal package it depends on, the
+// shortest import path from → … → that package.
+func reachable(pkgs map[string]*pkgInfo, from string) [][]string {
 	prev := map[string]string{from: ""}
 	queue := []string{from}
+	var out [][]string
 	for len(queue) > 0 {
 		cur := queue[0]
 		queue = queue[1:]
-		if cur == target {
-			var path []string
-			for c := cur; c != ""; c = prev[c] {
-				path = append([]string{c}, path...)
-			}
-			return path
+		var path []string
+		for c := cur; c != ""; c = prev[c] {
+			path = append([]string{c}, path...)
 		}
+		out = append(out, path)
 		if p := pkgs[cur]; p != nil {
 			for _, dep := range p.shoal {
 				if _, ok := prev[dep]; !ok {
@@ -315,5 +384,5 @@ func reach(pkgs map[string]*pkgInfo, from, target string) []string {
 			}
 		}
 	}
-	return nil
+	return out
 }
