@@ -56,6 +56,7 @@
 // one fsync per status batch for nothing (BenchmarkPebbleAckedStatuses
 // measures both).
 //
-// The agent imports wire/, the statemachine enums and IDs, internal/clock
-// and pebble; never engine/ nor fasthttp (TestAgentImports).
+// The agent imports wire/, the statemachine enums and IDs, internal/clock,
+// internal/procstat, internal/varint and pebble; never engine/ nor
+// fasthttp, directly or transitively (the root deps_test.go).
 package agent

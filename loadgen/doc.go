@@ -7,8 +7,8 @@
 //
 // The one idea: the cluster is judged like a user would judge it, only
 // through its API, its event stream and its agents. loadgen/ never imports
-// engine/ or manager/ (TestLoadgenImports); the managers are `shoal serve`
-// child processes.
+// engine/ or manager/, directly or transitively (the walls of the root
+// deps_test.go); the managers are `shoal serve` child processes.
 //
 // Sub-packages, one idea each: cluster (the manager processes, /metrics,
 // pprof), fleet (the simulated agents and their faults), watch (the
