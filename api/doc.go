@@ -1,6 +1,7 @@
 // Package api is the manager's HTTP server on fasthttp: the user JSON API
-// under /v1/, the agent endpoints (wire/ frames under /v1/agent/),
-// Prometheus /metrics and, behind a flag, /debug/pprof.
+// under /v1/, the agent endpoints under /v1/agent/ (wire/ frames, or the
+// same messages in JSON; dialect.go), Prometheus /metrics and, behind a
+// flag, /debug/pprof.
 //
 // The one idea: translate HTTP into engine commands and reads, and back.
 // It holds no task-model rules: every decision is the state machine's, and
@@ -29,5 +30,6 @@
 //     queued for a group into its next entry (engine.Config's
 //     MaxBatchRecords and MaxBatchBytes bound one entry).
 //   - Bodies are limited (MaxBody); error answers are JSON
-//     {"error","code"} whose text speaks to users.
+//     {"error","code"} (a wire Error in the agent's dialect on the agent
+//     endpoints) whose text speaks to users.
 package api
