@@ -25,8 +25,10 @@
 //     never panics and never makes replicas diverge.
 //   - Submissions to one group are proposed in submission order. An entry
 //     that dragonboat drops before proposing it (no leader yet, system busy)
-//     is retried with back-off; an entry whose commit outcome is unknown
-//     (ErrTimeout) is not retried, because a command may not be idempotent.
+//     is retried with back-off, and one still waiting when a newer leader
+//     is known is proposed again under its client session, which makes a
+//     second copy harmless; an entry that times out (ErrTimeout, outcome
+//     unknown) is not retried, because a command may not be idempotent.
 //     A retried entry can land after entries proposed later; a submitter that
 //     needs order waits for the earlier result first.
 //   - Reads run a function over a group's *statemachine.State: Read after a
