@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"shoal/engine/route"
+	"shoal/internal/clock"
 	"shoal/sched"
 	"shoal/statemachine"
 )
@@ -46,7 +47,7 @@ type DriverConfig struct {
 	Seed uint64
 	// Clock times Interval and MinGap and the run statistics. Default: the
 	// engine's clock (engine.NewDriver), else clock.Real.
-	Clock Clock
+	Clock clock.Clock
 	// Signal, if set, wakes the driver when tasks become pending; wire
 	// Signal.OnApply into the engine's Config.OnApply. Default: none
 	// (periodic runs only).

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"shoal/internal/clock"
 	"shoal/statemachine"
 )
 
@@ -43,7 +44,7 @@ type OutboxConfig struct {
 	MinGap time.Duration
 	// Clock times Interval and MinGap. Default: the engine's clock
 	// (engine.NewOutboxDuty), else clock.Real.
-	Clock Clock
+	Clock clock.Clock
 	// Signal, if set, wakes the duty; build it with NewOutboxSignal and wire
 	// its OnApply into the engine's Config.OnApply. Default: none.
 	Signal *Signal

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"shoal/internal/clock"
 	"shoal/statemachine"
 )
 
@@ -29,7 +30,7 @@ type TimerConfig struct {
 	// Clock times Interval and decides what is due; it should read the same
 	// time as the engine's clock, which stamps the ticks. Default: the
 	// engine's clock (engine.NewTimerDuty), else clock.Real.
-	Clock Clock
+	Clock clock.Clock
 	// Logf receives read and proposal failures. Default: discard.
 	Logf func(format string, args ...any)
 }
