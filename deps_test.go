@@ -69,7 +69,7 @@ var edges = map[string]rule{
 	// Raft messages between replicas (dragonboat's transport plug-in).
 	"engine/raftnet": {third: []string{"github.com/lni/dragonboat/v4"}},
 	"engine": {
-		shoal: []string{"statemachine", "sched", "ipam", "engine/monitor", "engine/duty", "engine/route", "engine/raftnet", "internal/*"},
+		shoal: []string{"statemachine", "sched", "ipam", "engine/monitor", "engine/route", "engine/raftnet", "internal/*"},
 		third: []string{"github.com/lni/dragonboat/v4", "github.com/cespare/xxhash/v2", "github.com/klauspost/compress"}},
 	"api": {
 		shoal: []string{"engine", "engine/duty", "engine/monitor", "engine/route", "statemachine", "sched", "ipam", "wire", "api/client", "security", "internal/*"},

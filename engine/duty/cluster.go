@@ -10,8 +10,10 @@ import (
 
 // Cluster is what the duties need of the replicated groups. Group 0 is the
 // cluster group (nodes, networks); 1..Groups() are the service groups.
-// *engine.Engine provides it (through engine's duty constructors); Memory
-// is the in-memory implementation.
+// *engine.Engine provides it raw (its SubmitMany only routes and waits);
+// the duties get it under a Submitter, which adds the removal check and the
+// outbox delivery (manager.Start wires them). Memory is the in-memory
+// implementation and does both itself.
 type Cluster interface {
 	// Groups returns the number of service groups.
 	Groups() int

@@ -44,8 +44,8 @@ type MonitorConfig struct {
 	Monitor monitor.Config
 	// Interval is the time between ticks, on Clock. Default 1s.
 	Interval time.Duration
-	// Clock times ticks and stamps heartbeats' decisions. Default: the
-	// engine's clock (engine.NewMonitorDuty), else clock.Real.
+	// Clock times ticks and stamps heartbeats' decisions. Default:
+	// clock.Real (manager.Start passes the engine's clock).
 	Clock clock.Clock
 	// Logf receives proposal failures. Default: discard.
 	Logf func(format string, args ...any)
