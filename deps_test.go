@@ -74,10 +74,10 @@ var edges = map[string]rule{
 	// Raft messages between replicas (dragonboat's transport plug-in).
 	"engine/raftnet": {third: []string{"github.com/lni/dragonboat/v4"}},
 	"engine": {
-		shoal: []string{"statemachine", "engine/duty", "engine/route", "engine/raftnet", "internal/*"},
+		shoal: []string{"statemachine", "engine/route", "engine/raftnet", "internal/*"},
 		third: []string{"github.com/lni/dragonboat/v4"}},
 	"api": {
-		shoal: []string{"engine", "engine/monitor", "statemachine", "wire", "api/client", "security", "internal/*"},
+		shoal: []string{"engine", "engine/duty", "engine/monitor", "engine/route", "statemachine", "wire", "api/client", "security", "internal/*"},
 		third: []string{"github.com/valyala/fasthttp", "github.com/VictoriaMetrics/metrics"}},
 	"api/client": {
 		shoal: []string{"wire", "security", "internal/*"},
@@ -102,7 +102,7 @@ var edges = map[string]rule{
 	// start several in one process), and its whole life as `shoal serve`
 	// runs it (TLS directory, join, quorum wait, hand-over at stop).
 	"manager": {
-		shoal: []string{"engine", "engine/monitor", "api", "api/client", "statemachine", "security", "security/tlsdir"}},
+		shoal: []string{"engine", "engine/duty", "engine/monitor", "api", "api/client", "statemachine", "security", "security/tlsdir", "internal/*"}},
 	// The binary: flags and output over the manager, the agent and the
 	// loadgen.
 	"cmd/shoal": {

@@ -11,7 +11,9 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"shoal/engine"
+	"shoal/engine/duty"
 	"shoal/engine/monitor"
+	routing "shoal/engine/route"
 	"shoal/statemachine"
 	"shoal/wire"
 )
@@ -175,7 +177,7 @@ func (s *Server) openSession(ctx *fasthttp.RequestCtx) error {
 	var known, removed bool
 	var managers []string
 	nodes := 0
-	if err := s.e.ReadLocal(engine.ClusterGroup, func(st *statemachine.State) {
+	if err := s.e.ReadLocal(routing.ClusterGroup, func(st *statemachine.State) {
 		nodes = st.NumNodes()
 		if id != 0 {
 			known, removed = st.Node(id) != nil, st.NodeRemoved(id)
@@ -207,14 +209,14 @@ func (s *Server) openSession(ctx *fasthttp.RequestCtx) error {
 			}
 			reserve.RequestID = "node:" + req.Key
 		}
-		res, err := s.e.Submit(c, reserve)
+		res, err := s.cfg.Submitter.Submit(c, reserve)
 		if err != nil {
 			return err
 		}
 		id = statemachine.NodeID(res.ID)
 		spec := &statemachine.Node{ID: id, Name: req.Node.Hostname, Role: statemachine.RoleWorker, Labels: req.Node.Labels,
 			CPU: req.Node.CPU, Memory: req.Node.Memory, Status: statemachine.NodeReady}
-		if _, err := s.e.SubmitBeforeFanout(c, statemachine.Command{Kind: statemachine.CmdUpsertNode, NodeSpec: spec}); err != nil {
+		if _, err := s.cfg.Submitter.SubmitBeforeFanout(c, statemachine.Command{Kind: statemachine.CmdUpsertNode, NodeSpec: spec}); err != nil {
 			return err
 		}
 	}
@@ -242,7 +244,7 @@ func (s *Server) sessionFor(id uint64, node statemachine.NodeID) *session {
 
 // leaderAddr returns the API address of the cluster group's leader, if known.
 func (s *Server) leaderAddr() string {
-	id, ok := s.e.Leader(engine.ClusterGroup)
+	id, ok := s.e.Leader(routing.ClusterGroup)
 	if !ok {
 		return ""
 	}
@@ -256,7 +258,7 @@ func (s *Server) managerAddr(id uint64) string {
 		return ""
 	}
 	var addr string
-	_ = s.e.ReadLocal(engine.ClusterGroup, func(st *statemachine.State) { addr = st.Managers()[id] })
+	_ = s.e.ReadLocal(routing.ClusterGroup, func(st *statemachine.State) { addr = st.Managers()[id] })
 	return addr
 }
 
@@ -267,7 +269,7 @@ func (s *Server) managerAddr(id uint64) string {
 // the agent's client would follow that back here twice at once and count
 // the call failed.
 func (s *Server) notLeader() *wire.Error {
-	if id, ok := s.e.Leader(engine.ClusterGroup); ok && id == s.e.ReplicaID() {
+	if id, ok := s.e.Leader(routing.ClusterGroup); ok && id == s.e.ReplicaID() {
 		return starting()
 	}
 	return &wire.Error{Code: wire.CodeNotLeader, Leader: s.leaderAddr(), RetryAfter: int64(200 * time.Millisecond),
@@ -298,13 +300,13 @@ func (s *Server) agentHeartbeat(ctx *fasthttp.RequestCtx, _ []string) error {
 		defer cancel()
 		b, err := s.cfg.Monitor.Heartbeat(c, hb.NodeID, s.cfg.Clock.Now())
 		switch {
-		case errors.Is(err, engine.ErrMonitorStarting):
+		case errors.Is(err, duty.ErrMonitorStarting):
 			return starting()
-		case errors.Is(err, engine.ErrNotMonitoring):
+		case errors.Is(err, duty.ErrNotMonitoring):
 			return s.notLeader()
 		case errors.Is(err, monitor.ErrUnknownNode):
 			removed := false
-			_ = s.e.ReadLocal(engine.ClusterGroup, func(st *statemachine.State) { removed = st.NodeRemoved(hb.NodeID) })
+			_ = s.e.ReadLocal(routing.ClusterGroup, func(st *statemachine.State) { removed = st.NodeRemoved(hb.NodeID) })
 			if removed {
 				return &wire.Error{Code: wire.CodeNodeRemoved, Message: "this node was removed from the cluster; clear the agent's data directory to join as a new node"}
 			}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"shoal/engine"
+	routing "shoal/engine/route"
 	"shoal/statemachine"
 	"shoal/wire"
 )
@@ -43,7 +43,7 @@ func (s *Server) agentAssignments(ctx *fasthttp.RequestCtx, _ []string) error {
 		wait := min(time.Duration(max(req.Wait, 0)), maxAssignWait)
 		timer := s.cfg.Clock.NewTimer(wait)
 		defer timer.Stop()
-		started, _ := s.e.LeaderNotice(engine.ClusterGroup)
+		started, _ := s.e.LeaderNotice(routing.ClusterGroup)
 		for {
 			pending, wake := s.cfg.Feed.nodePending(req.NodeID, req.Cursor)
 			if pending {
@@ -54,7 +54,7 @@ func (s *Server) agentAssignments(ctx *fasthttp.RequestCtx, _ []string) error {
 			// heartbeat goes straight to it: a fleet whose leader died
 			// otherwise tried the dead one first (or the same address
 			// restarted, still catching up), each agent at its next beat.
-			leader, notice := s.e.LeaderNotice(engine.ClusterGroup)
+			leader, notice := s.e.LeaderNotice(routing.ClusterGroup)
 			if leader == 0 || leader == started {
 				select {
 				case <-wake:
@@ -72,7 +72,7 @@ func (s *Server) agentAssignments(ctx *fasthttp.RequestCtx, _ []string) error {
 			ss.mu.Lock()
 			ss.given = req.Cursor
 			ss.mu.Unlock()
-			now, _ := s.e.LeaderNotice(engine.ClusterGroup)
+			now, _ := s.e.LeaderNotice(routing.ClusterGroup)
 			return s.wireReply(ctx, &wire.Assignments{Kind: wire.FrameIncremental, Last: true,
 				AppliesTo: req.Cursor, ResultsIn: req.Cursor, Leader: s.managerAddr(now)})
 		}

@@ -12,7 +12,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"shoal/api/client"
-	"shoal/engine"
+	routing "shoal/engine/route"
 	"shoal/security"
 	"shoal/statemachine"
 	"shoal/wire"
@@ -115,7 +115,7 @@ func (s *Server) authorize(ctx *fasthttp.RequestCtx, a access) *denial {
 	}
 	if id.Role == security.RoleWorker {
 		removed := false
-		_ = s.e.ReadLocal(engine.ClusterGroup, func(st *statemachine.State) {
+		_ = s.e.ReadLocal(routing.ClusterGroup, func(st *statemachine.State) {
 			removed = st.NodeRemoved(statemachine.NodeID(id.NodeID()))
 		})
 		if removed {
@@ -200,7 +200,7 @@ func (s *Server) checkOwnTasks(caller statemachine.NodeID, reports []wire.Status
 	}
 	groups := s.e.Groups()
 	for _, r := range reports {
-		g := engine.TaskGroup(r.Task)
+		g := routing.TaskGroup(r.Task)
 		if g < 1 || g > groups {
 			continue
 		}

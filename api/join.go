@@ -110,7 +110,7 @@ func (s *Server) joinWorker(ctx *fasthttp.RequestCtx, req *client.JoinRequest, p
 	defer cancel()
 	// The key makes a join asked again (of any manager) find the node of
 	// the first; creating a node that exists changes nothing.
-	res, err := s.e.Submit(c, statemachine.Command{Kind: statemachine.CmdReserveNodeID, Name: key})
+	res, err := s.cfg.Submitter.Submit(c, statemachine.Command{Kind: statemachine.CmdReserveNodeID, Name: key})
 	if err != nil {
 		return fromErr(err)
 	}
@@ -119,7 +119,7 @@ func (s *Server) joinWorker(ctx *fasthttp.RequestCtx, req *client.JoinRequest, p
 		CPU: req.Node.CPU, Memory: req.Node.Memory, Status: statemachine.NodeReady}
 	// The service groups learn of the node from the outbox duty; the join
 	// need not wait for them.
-	if _, err := submitted(s.e.SubmitBeforeFanout(c, statemachine.Command{Kind: statemachine.CmdUpsertNode, NodeSpec: spec})); err != nil {
+	if _, err := submitted(s.cfg.Submitter.SubmitBeforeFanout(c, statemachine.Command{Kind: statemachine.CmdUpsertNode, NodeSpec: spec})); err != nil {
 		return err
 	}
 	chain, err := sec.CA.Issue(sec.Rand, security.Request{Role: security.RoleWorker, Name: strconv.FormatUint(uint64(id), 10),

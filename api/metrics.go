@@ -11,7 +11,7 @@ import (
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/pprofhandler"
 
-	"shoal/engine"
+	routing "shoal/engine/route"
 	"shoal/statemachine"
 )
 
@@ -107,7 +107,7 @@ func (s *Server) writeStateMetrics(b *bytes.Buffer) error {
 	for g := 0; g <= s.e.Groups(); g++ {
 		err := s.e.ReadLocal(g, func(st *statemachine.State) {
 			fmt.Fprintf(b, "shoal_group_applied_index{group=\"%d\"} %d\n", g, st.LastIndex())
-			if g == engine.ClusterGroup {
+			if g == routing.ClusterGroup {
 				for _, id := range st.NodeIDs() {
 					nodes[st.Node(id).Status]++
 				}

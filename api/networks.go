@@ -6,7 +6,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"shoal/api/client"
-	"shoal/engine"
+	routing "shoal/engine/route"
 	"shoal/statemachine"
 )
 
@@ -15,7 +15,7 @@ import (
 // service groups that allocate from it.
 func (s *Server) networkDocs(name string) ([]client.Network, []uint64, error) {
 	var docs []client.Network
-	cur, err := s.read([]int{engine.ClusterGroup}, func(_ int, st *statemachine.State) {
+	cur, err := s.read([]int{routing.ClusterGroup}, func(_ int, st *statemachine.State) {
 		for _, id := range st.NetworkIDs() {
 			nw := st.Network(id)
 			if name != "" && nw.Name != name {

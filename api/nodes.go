@@ -7,7 +7,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"shoal/api/client"
-	"shoal/engine"
+	routing "shoal/engine/route"
 	"shoal/statemachine"
 )
 
@@ -16,7 +16,7 @@ import (
 func (s *Server) nodeDocs(ids []statemachine.NodeID) ([]client.Node, []uint64, error) {
 	var docs []client.Node
 	pos := map[statemachine.NodeID]int{}
-	cur, err := s.read([]int{engine.ClusterGroup}, func(_ int, st *statemachine.State) {
+	cur, err := s.read([]int{routing.ClusterGroup}, func(_ int, st *statemachine.State) {
 		if ids == nil {
 			ids = st.NodeIDs()
 		}
@@ -102,7 +102,7 @@ func (s *Server) updateNode(ctx *fasthttp.RequestCtx, args []string) error {
 	}
 	if u.Labels != nil {
 		var spec *statemachine.Node
-		if _, err := s.read([]int{engine.ClusterGroup}, func(_ int, st *statemachine.State) {
+		if _, err := s.read([]int{routing.ClusterGroup}, func(_ int, st *statemachine.State) {
 			if n := st.Node(id); n != nil {
 				c := *n
 				spec = &c

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"shoal/api/client"
-	"shoal/engine"
+	routing "shoal/engine/route"
 	"shoal/security"
 	"shoal/statemachine"
 )
@@ -22,7 +22,7 @@ import (
 // them).
 func (s *Server) pushTokens(secrets security.Secrets) []string {
 	var peers []string
-	_ = s.e.ReadLocal(engine.ClusterGroup, func(st *statemachine.State) {
+	_ = s.e.ReadLocal(routing.ClusterGroup, func(st *statemachine.State) {
 		for id, addr := range st.Managers() {
 			if id != s.e.ReplicaID() {
 				peers = append(peers, addr)

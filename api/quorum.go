@@ -4,7 +4,7 @@ import (
 	"sync"
 	"time"
 
-	"shoal/engine"
+	routing "shoal/engine/route"
 	"shoal/wire"
 )
 
@@ -38,7 +38,7 @@ func (s *Server) watchQuorum() {
 		case <-s.closed:
 			return
 		}
-		c := s.e.Contact(engine.ClusterGroup)
+		c := s.e.Contact(routing.ClusterGroup)
 		q := &s.quorum
 		q.Lock()
 		switch {
@@ -57,7 +57,7 @@ func (s *Server) watchQuorum() {
 
 // noQuorum answers an agent's call this replica cannot serve usefully.
 func (s *Server) noQuorum() error {
-	leader, _ := s.e.LeaderNotice(engine.ClusterGroup)
+	leader, _ := s.e.LeaderNotice(routing.ClusterGroup)
 	return &wire.Error{Code: wire.CodeNoQuorum, Leader: s.managerAddr(leader),
 		Message: "this manager cannot reach a quorum of the cluster; ask another manager"}
 }

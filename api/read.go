@@ -8,7 +8,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"shoal/engine"
+	routing "shoal/engine/route"
 	"shoal/statemachine"
 	"shoal/wire"
 )
@@ -34,8 +34,8 @@ func (s *Server) waitFor(ctx *fasthttp.RequestCtx) error {
 // readHeaders sets the staleness headers and, with ?consistent=true,
 // waits for the read barrier.
 func (s *Server) readHeaders(ctx *fasthttp.RequestCtx) error {
-	c := s.e.Contact(engine.ClusterGroup)
-	leader, _ := s.e.LeaderNotice(engine.ClusterGroup)
+	c := s.e.Contact(routing.ClusterGroup)
+	leader, _ := s.e.LeaderNotice(routing.ClusterGroup)
 	ctx.Response.Header.Set("X-Shoal-Known-Leader", strconv.FormatBool(leader != 0 && c.OK))
 	if c.LastContact >= 0 {
 		ctx.Response.Header.Set("X-Shoal-Last-Contact", strconv.FormatInt(c.LastContact.Milliseconds(), 10))

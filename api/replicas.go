@@ -12,6 +12,7 @@ import (
 
 	"shoal/api/client"
 	"shoal/engine"
+	routing "shoal/engine/route"
 	"shoal/statemachine"
 )
 
@@ -22,13 +23,13 @@ const membershipTimeout = 30 * time.Second
 // manager applied them, with the API addresses the managers recorded.
 func (s *Server) listReplicas(ctx *fasthttp.RequestCtx, _ []string) error {
 	var apis map[uint64]string
-	_ = s.e.ReadLocal(engine.ClusterGroup, func(st *statemachine.State) { apis = st.Managers() })
+	_ = s.e.ReadLocal(routing.ClusterGroup, func(st *statemachine.State) { apis = st.Managers() })
 	doc := client.Replicas{}
 	for _, gm := range s.e.Membership() {
 		g := client.GroupMembers{Group: gm.Group}
 		for _, id := range slices.Sorted(maps.Keys(gm.Members)) {
 			g.Members = append(g.Members, id)
-			if gm.Group == engine.ClusterGroup {
+			if gm.Group == routing.ClusterGroup {
 				doc.Replicas = append(doc.Replicas, client.Replica{ID: id, RaftAddr: gm.Members[id], APIAddr: apis[id]})
 			}
 		}

@@ -7,14 +7,14 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"shoal/engine"
+	routing "shoal/engine/route"
 	"shoal/statemachine"
 	"shoal/wire"
 )
 
 // reportResult maps a status command's outcome to what the agent does
 // with the report.
-func reportResult(o engine.Outcome) (wire.ReportResult, string) {
+func reportResult(o routing.Outcome) (wire.ReportResult, string) {
 	if o.Failed != nil {
 		return wire.ReportRetry, "not applied yet; send it again"
 	}
@@ -61,7 +61,7 @@ func (s *Server) agentStatus(ctx *fasthttp.RequestCtx, _ []string) error {
 		// Concurrent submissions from many agents share Raft entries: the
 		// engine's proposer puts everything queued for a group into its
 		// next entry (group commit).
-		outs := s.e.SubmitMany(c, cmds)
+		outs := s.cfg.Submitter.SubmitMany(c, cmds)
 		ack := &wire.StatusAck{Results: make([]wire.ReportResult, len(outs)), Messages: make([]string, len(outs))}
 		retry := false
 		for i, o := range outs {
@@ -92,7 +92,7 @@ func (s *Server) agentSync(ctx *fasthttp.RequestCtx, _ []string) error {
 		held := make([][]statemachine.TaskID, groups+1)
 		answer := &wire.SyncAnswer{}
 		for _, id := range req.Held {
-			g := engine.TaskGroup(id)
+			g := routing.TaskGroup(id)
 			if g < 1 || g > groups {
 				answer.Destroy = append(answer.Destroy, id) // no group of this cluster made it
 				continue

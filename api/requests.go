@@ -94,7 +94,7 @@ func (s *Server) submit(ctx *fasthttp.RequestCtx, cmd statemachine.Command) (sta
 	}
 	c, cancel := context.WithDeadline(context.Background(), w.deadline)
 	defer cancel()
-	res, err := s.e.Submit(c, cmd)
+	res, err := s.cfg.Submitter.Submit(c, cmd)
 	if res.Code == statemachine.CodeOK && err != nil && unknownOutcome(err) {
 		return res, w.unknown()
 	}

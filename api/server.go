@@ -15,6 +15,8 @@ import (
 
 	"shoal/api/client"
 	"shoal/engine"
+	"shoal/engine/duty"
+	routing "shoal/engine/route"
 	"shoal/internal/clock"
 	"shoal/internal/jsoncodec"
 	"shoal/statemachine"
@@ -26,14 +28,16 @@ import (
 type Config struct {
 	// Engine is this replica's engine. Required.
 	Engine *engine.Engine
+	// Submitter submits users' and agents' commands. Required.
+	Submitter Submitter
 	// Feed follows what the engine applies; its OnApply must be wired into
 	// the engine's Config.OnApply. Required.
 	Feed *Feed
 	// Monitor answers heartbeats while this replica leads. Required for
 	// the agent endpoints.
-	Monitor *engine.MonitorDuty
+	Monitor *duty.MonitorDuty
 	// Driver, if set, explains why pending tasks stay pending (leader only).
-	Driver *engine.Driver
+	Driver *duty.Driver
 	// Clock stamps heartbeats and times waits. Default: the wall clock.
 	Clock clock.Clock
 	// Pprof serves /debug/pprof/ when set. Default off.
@@ -88,6 +92,17 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// Submitter submits commands as users and agents expect (duty.Submitter
+// over the engine): a removal is checked with every service group first,
+// and a node or network change reaches every service group before
+// SubmitMany and Submit return; SubmitBeforeFanout returns once the
+// cluster group applied it.
+type Submitter interface {
+	Submit(ctx context.Context, cmd statemachine.Command) (statemachine.Result, error)
+	SubmitMany(ctx context.Context, cmds []statemachine.Command) []routing.Outcome
+	SubmitBeforeFanout(ctx context.Context, cmd statemachine.Command) (statemachine.Result, error)
+}
+
 // Server serves the API of one manager replica.
 type Server struct {
 	cfg       Config
@@ -109,8 +124,8 @@ type Server struct {
 
 // New returns a server; call Serve to answer requests.
 func New(cfg Config) (*Server, error) {
-	if cfg.Engine == nil || cfg.Feed == nil {
-		return nil, errors.New("api: an engine and a feed are required")
+	if cfg.Engine == nil || cfg.Submitter == nil || cfg.Feed == nil {
+		return nil, errors.New("api: an engine, a submitter and a feed are required")
 	}
 	cfg = cfg.withDefaults()
 	s := &Server{cfg: cfg, e: cfg.Engine, closed: make(chan struct{}),

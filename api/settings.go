@@ -4,7 +4,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"shoal/api/client"
-	"shoal/engine"
+	routing "shoal/engine/route"
 	"shoal/statemachine"
 	"shoal/wire"
 )
@@ -20,7 +20,7 @@ func renderSettings(cs statemachine.ClusterSettings) client.ClusterSettings {
 // clusterSettings reads the settings the cluster group holds.
 func (s *Server) clusterSettings() (client.ClusterSettings, wire.Cursor, error) {
 	var doc client.ClusterSettings
-	cur, err := s.read([]int{engine.ClusterGroup}, func(_ int, st *statemachine.State) {
+	cur, err := s.read([]int{routing.ClusterGroup}, func(_ int, st *statemachine.State) {
 		doc = renderSettings(st.Settings())
 	})
 	return doc, cur, err

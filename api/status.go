@@ -8,7 +8,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"shoal/api/client"
-	"shoal/engine"
+	routing "shoal/engine/route"
 	"shoal/statemachine"
 	"shoal/wire"
 )
@@ -22,14 +22,14 @@ func (s *Server) getStatus(ctx *fasthttp.RequestCtx, _ []string) error {
 		doc.Leader, doc.LeaderSince = leader, since.UTC().Format(time.RFC3339Nano)
 	}
 	hash := ctx.QueryArgs().GetBool("hash")
-	all := append([]int{engine.ClusterGroup}, s.serviceGroups()...)
+	all := append([]int{routing.ClusterGroup}, s.serviceGroups()...)
 	cur, err := s.read(all, func(g int, st *statemachine.State) {
 		gs := client.GroupStatus{Group: g, AppliedIndex: st.LastIndex()}
 		if hash {
 			gs.Hash = fmt.Sprintf("%016x", st.Hash())
 		}
 		gs.Leader, _ = s.e.Leader(g)
-		if g == engine.ClusterGroup {
+		if g == routing.ClusterGroup {
 			doc.Nodes = len(st.NodeIDs())
 			doc.Settings = renderSettings(st.Settings())
 			for id, addr := range st.Managers() {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 
+	"shoal/engine/route"
 	"shoal/statemachine"
 )
 
@@ -98,7 +99,7 @@ func newBenchWorkload(b *testing.B, groups int) *benchWorkload {
 	byGroup := make([][]string, groups+1)
 	for i := 0; ; i++ {
 		name := fmt.Sprintf("svc-%d", i)
-		if g := ServiceGroup(name, groups); len(byGroup[g]) < perGroup {
+		if g := route.ServiceGroup(name, groups); len(byGroup[g]) < perGroup {
 			byGroup[g] = append(byGroup[g], name)
 		}
 		if full := func() bool {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"shoal/engine/route"
 	"shoal/statemachine"
 )
 
@@ -61,7 +62,7 @@ func survivorsElectAtOnce(t *testing.T, heartbeatRTT uint64) {
 	cfg.ElectionRTT = 300 // 3 s: the earliest a survivor could elect on its own
 	cfg.HeartbeatRTT = heartbeatRTT
 	l := startLocal(t, 3, cfg)
-	old, ok := l.Engine(1).Leader(ClusterGroup)
+	old, ok := l.Engine(1).Leader(route.ClusterGroup)
 	if !ok {
 		t.Fatal("no cluster-group leader after WaitReady")
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/lni/dragonboat/v4/logger"
 
+	"shoal/internal/clock"
 	"shoal/statemachine"
 )
 
@@ -115,7 +116,7 @@ type Config struct {
 	RaftCAFile, RaftCertFile, RaftKeyFile string
 
 	// Clock stamps entries and times back-off. Default: the wall clock.
-	Clock Clock
+	Clock clock.Clock
 	// RaftLogLevel is the level of dragonboat's own logs: "critical",
 	// "error", "warning", "info" or "debug". Default "error" (quiet; at
 	// "error" the transport's failures to reach a peer, a line per second
@@ -163,24 +164,6 @@ const (
 	DefaultElectionTimeout = 500 * time.Millisecond
 )
 
-// Clock is the engine's view of time. The wall clock in production; tests
-// may stamp entries with a deterministic one.
-type Clock interface {
-	// Now is stamped into every proposed entry.
-	Now() time.Time
-	// After is used to wait between retries.
-	After(d time.Duration) <-chan time.Time
-}
-
-// WallClock is the real clock.
-type WallClock struct{}
-
-// Now returns time.Now().
-func (WallClock) Now() time.Time { return time.Now() }
-
-// After returns time.After(d).
-func (WallClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
-
 func (c Config) withDefaults() Config {
 	if c.ReplicaID == 0 {
 		c.ReplicaID = 1
@@ -201,7 +184,7 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.LogDBShards, 2)
 	setDefault(&c.Workers, 2)
 	if c.Clock == nil {
-		c.Clock = WallClock{}
+		c.Clock = clock.Real{}
 	}
 	if c.RaftLogLevel == "" {
 		c.RaftLogLevel = "error"

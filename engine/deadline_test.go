@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"shoal/internal/clock"
 	"shoal/statemachine"
 )
 
@@ -15,7 +16,7 @@ import (
 // late meets a time past its deadline.
 func TestLateEntryRefusedInAnIdleGroup(t *testing.T) {
 	cfg := testConfig(1)
-	cfg.Clock = WallClock{} // the beat compares times a stepping clock would not advance while idle
+	cfg.Clock = clock.Real{} // the beat compares times a stepping clock would not advance while idle
 	l := startLocal(t, 3, cfg)
 	e := l.Engine(1)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -13,13 +13,23 @@
 //   - Routing is a pure function of the command and the group count:
 //     services by 1+xxhash(name)%N; tasks by the group in the top 16 bits of
 //     their TaskID; nodes and networks to the cluster group, whose outbox
-//     delivers them to every service group (each holds a mirror): SubmitMany
-//     delivers it before it returns, the outbox duty whatever that missed.
-//     N is fixed when a data directory is created and a later, different N
-//     is refused.
+//     carries them to every service group (each holds a mirror). The rule
+//     is shoal/engine/route's, with the one Outcome of a submitted command
+//     and ErrNoGroup. N is fixed when a data directory is created and a
+//     later, different N is refused.
+//   - The engine is Raft only: route, propose, read, leadership,
+//     membership. It imports no leader duty: SubmitMany returns once each
+//     command's group applied it; checking a removal with every service
+//     group first and delivering the cluster group's outbox before a
+//     submission returns are duty.Submitter's, which manager.Start wraps
+//     around the engine.
 //   - Every entry carries the proposer's clock reading (unix nanoseconds) in
-//     its header; statemachine.Apply receives that time, never the
-//     replica's clock, so every replica applies the same thing.
+//     its header, and the time after which it must not apply (the earliest
+//     of its submitters' deadlines and its ProposeTimeout, plus
+//     ClockBound); statemachine.ApplyEntry receives both, never the
+//     replica's clock, so every replica applies (or refuses) the same
+//     thing. A group's leader proposes a time entry after an election
+//     timeout with nothing proposed, so an idle group's time moves too.
 //   - A corrupt entry (bad header or undecodable batch) is applied by every
 //     replica as a no-op that yields a statemachine.ErrCorrupt result. It
 //     never panics and never makes replicas diverge.
@@ -38,9 +48,11 @@
 //     context passed to Run is cancelled when leadership is lost or the
 //     engine closes, and a new term's duties start only after the old ones
 //     returned. The duties themselves (scheduler driver, node monitor,
-//     timers, outbox delivery) live in shoal/engine/duty over its Cluster
-//     interface; NewDriver, NewMonitorDuty, NewTimerDuty and NewOutboxDuty
-//     hand them this engine.
+//     timers, outbox) live in shoal/engine/duty over its Cluster
+//     interface, which *Engine satisfies; manager.Start builds them and
+//     registers them with AddDuty.
+//   - Time is Config.Clock (shoal/internal/clock), the wall clock unless a
+//     test injects one.
 //   - Snapshots are zstd-compressed full copies of a group's state; the
 //     Raft log is compacted behind them, which keeps disk use bounded.
 //

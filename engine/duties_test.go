@@ -7,12 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"shoal/engine/duty"
+	"shoal/engine/route"
 	"shoal/internal/clock"
 	"shoal/statemachine"
 )
 
 // The duties' own tests run over duty.Memory (shoal/engine/duty); these
-// check that the engine hands them a working Cluster.
+// check that the engine, under a duty.Submitter, is a working Cluster.
 
 // openOne opens a one-replica engine in a temporary directory and waits
 // for its leaders.
@@ -57,7 +59,7 @@ func mustSubmit(t testing.TB, e *Engine, cmds ...statemachine.Command) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for i, o := range e.SubmitMany(ctx, cmds) {
+	for i, o := range submitter(e).SubmitMany(ctx, cmds) {
 		if err := o.Err(); err != nil {
 			t.Fatalf("%s: %v", cmds[i].Kind, err)
 		}
@@ -70,17 +72,18 @@ func newManualClock() *clock.Fake { return clock.NewFake(time.Unix(1_700_000_000
 // entryClock stamps entries with a manual clock's time but waits in real
 // time, so the engine's back-off and WaitReady still move while the test
 // holds the replicated time still.
-type entryClock struct{ m *clock.Fake }
+type entryClock struct {
+	clock.Real
+	m *clock.Fake
+}
 
 func (c entryClock) Now() time.Time { return c.m.Now() }
-
-func (c entryClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
 // oneTask reads the task with id (linearizably); nil if it is gone.
 func oneTask(t testing.TB, e *Engine, id statemachine.TaskID) *statemachine.Task {
 	t.Helper()
 	var tk *statemachine.Task
-	err := e.Read(context.Background(), TaskGroup(id), func(s *statemachine.State) {
+	err := e.Read(context.Background(), route.TaskGroup(id), func(s *statemachine.State) {
 		if x := s.Task(id); x != nil {
 			c := *x
 			tk = &c
@@ -92,21 +95,23 @@ func oneTask(t testing.TB, e *Engine, id statemachine.TaskID) *statemachine.Task
 	return tk
 }
 
-// The three duties composed as cmd/shoal composes them: the driver places
-// a new service's tasks as soon as they are pending (Signal in OnApply),
-// the monitor answers heartbeats once it leads, the timer duty runs.
+// The three duties composed as manager.Start composes them: the driver
+// places a new service's tasks as soon as they are pending (Signal in
+// OnApply), the monitor answers heartbeats once it leads, the timer duty
+// runs.
 func TestDutiesOverEngine(t *testing.T) {
-	sig := NewSignal()
+	sig := duty.NewSignal()
 	cfg := testConfig(2)
 	cfg.OnApply = sig.OnApply
 	e := openOne(t, cfg)
 	mustSubmit(t, e, zoneNodes(3)...)
-	d := NewDriver(e, DriverConfig{Signal: sig, Interval: time.Hour})
-	m, err := NewMonitorDuty(e, MonitorConfig{})
+	c := submitter(e)
+	d := duty.NewDriver(c, duty.DriverConfig{Signal: sig, Interval: time.Hour, Clock: e.cfg.Clock})
+	m, err := duty.NewMonitorDuty(c, duty.MonitorConfig{Clock: e.cfg.Clock})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tm := NewTimerDuty(e, TimerConfig{Interval: 10 * time.Millisecond})
+	tm := duty.NewTimerDuty(c, duty.TimerConfig{Interval: 10 * time.Millisecond, Clock: e.cfg.Clock})
 	e.AddDuty(d)
 	e.AddDuty(m)
 	e.AddDuty(tm)
@@ -119,7 +124,7 @@ func TestDutiesOverEngine(t *testing.T) {
 		_, err := m.Heartbeat(context.Background(), 1, time.Now())
 		return err == nil, fmt.Sprintf("heartbeat: %v", err)
 	})
-	if _, err := m.Heartbeat(context.Background(), 99, time.Now()); err == nil || errors.Is(err, ErrNotMonitoring) {
+	if _, err := m.Heartbeat(context.Background(), 99, time.Now()); err == nil || errors.Is(err, duty.ErrNotMonitoring) {
 		t.Errorf("heartbeat of an unknown node: %v, want monitor.ErrUnknownNode", err)
 	}
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/lni/dragonboat/v4/raftio"
 	sm "github.com/lni/dragonboat/v4/statemachine"
 
-	"shoal/engine/duty"
 	"shoal/engine/route"
 	"shoal/statemachine"
 )
@@ -44,11 +43,6 @@ type Engine struct {
 	// gone holds the Raft addresses of departed peers whose groups this
 	// replica is still seeing led again (leaderGone).
 	gone sync.Map
-
-	// deliveries shares outbox delivery runs between submitters
-	// (duty.Deliveries); made on first use.
-	deliveriesOnce sync.Once
-	deliveries     *duty.Deliveries
 
 	closeOnce sync.Once
 }
@@ -200,7 +194,7 @@ func (e *Engine) RaftAddr() string { return e.cfg.RaftAddr }
 func (e *Engine) Groups() int { return e.cfg.Groups }
 
 // GroupOfService returns the service group that owns a service.
-func (e *Engine) GroupOfService(name string) int { return ServiceGroup(name, e.cfg.Groups) }
+func (e *Engine) GroupOfService(name string) int { return route.ServiceGroup(name, e.cfg.Groups) }
 
 // AddDuty registers leader-only work; it starts at once if this replica
 // leads the cluster group now.
@@ -262,42 +256,13 @@ func (e *Engine) Submit(ctx context.Context, cmd statemachine.Command) (statemac
 // SubmitMany routes every command to its group, queues them behind
 // whatever is already queued there, and waits for all of them. Commands for
 // one group keep their order. Node and network commands are the cluster
-// group's: a removal is first checked with every service group
-// (duty.Precheck), and once the cluster group applied any of them its
-// outbox is delivered to the service groups (duty.Deliveries: concurrent
-// submitters share delivery runs) before
-// SubmitMany returns; what a crash cuts short there, the outbox duty
-// re-drives. If ctx ends first, the commands not yet applied report ctx's
-// error (they may still be applied later).
-func (e *Engine) SubmitMany(ctx context.Context, cmds []statemachine.Command) []Outcome {
-	out := e.submitMany(ctx, cmds)
-	for i := range cmds {
-		if statemachine.OutboxKind(cmds[i].Kind) && out[i].Failed == nil && out[i].Result.Code == statemachine.CodeOK {
-			e.deliveriesOnce.Do(func() { e.deliveries = duty.NewDeliveries(cluster{e}) })
-			if err := e.deliveries.Deliver(ctx); err != nil {
-				e.cfg.Logf("engine: delivering the outbox (the outbox duty retries): %v", err)
-			}
-			break
-		}
-	}
-	return out
-}
-
-// SubmitBeforeFanout is Submit for a node or network command whose caller
-// needs only the cluster group to have applied it (a worker joining: no
-// service group places a task on a node before it knows the node). It
-// returns then and leaves the delivery to the service groups to the outbox
-// duty, which wakes on the cluster group's outbox and delivers every
-// pending entry in one run. Ten thousand agents joining at once each
-// waited for a delivery of the growing backlog before; their joins held
-// the API's setup slots for seconds, timed out and were retried.
-func (e *Engine) SubmitBeforeFanout(ctx context.Context, cmd statemachine.Command) (statemachine.Result, error) {
-	o := e.submitMany(ctx, []statemachine.Command{cmd})[0]
-	return o.Result, o.Err()
-}
-
-func (e *Engine) submitMany(ctx context.Context, cmds []statemachine.Command) []Outcome {
-	out := make([]Outcome, len(cmds))
+// group's: SubmitMany returns once the cluster group applied them and
+// leaves their delivery to the service groups to the caller (the outbox
+// duty re-drives it; duty.Submitter also checks removals first and
+// delivers before it returns). If ctx ends first, the commands not yet
+// applied report ctx's error (they may still be applied later).
+func (e *Engine) SubmitMany(ctx context.Context, cmds []statemachine.Command) []route.Outcome {
+	out := make([]route.Outcome, len(cmds))
 	type span struct{ first, n int }
 	spans := make([]span, len(cmds))
 	perGroup := make([][]call, e.cfg.Groups+1)
@@ -315,9 +280,6 @@ func (e *Engine) submitMany(ctx context.Context, cmds []statemachine.Command) []
 		if rej.Code == statemachine.CodeOK {
 			rej = statemachine.CheckEncodable(&cmds[i])
 		}
-		if rej.Code == statemachine.CodeOK {
-			rej = duty.Precheck(ctx, cluster{e}, &cmds[i])
-		}
 		if rej.Code != statemachine.CodeOK {
 			out[i].Result = rej
 			continue
@@ -332,7 +294,7 @@ func (e *Engine) submitMany(ctx context.Context, cmds []statemachine.Command) []
 	if slots == 0 {
 		return out
 	}
-	w.out = make([]Outcome, slots)
+	w.out = make([]route.Outcome, slots)
 	w.left.Store(int32(slots))
 	for g, calls := range perGroup {
 		if len(calls) == 0 {
@@ -340,7 +302,7 @@ func (e *Engine) submitMany(ctx context.Context, cmds []statemachine.Command) []
 		}
 		if err := e.props[g].enqueue(ctx, calls); err != nil {
 			for _, c := range calls {
-				w.deliver(c.slot, Outcome{Failed: err})
+				w.deliver(c.slot, route.Outcome{Failed: err})
 			}
 		}
 	}
@@ -349,7 +311,7 @@ func (e *Engine) submitMany(ctx context.Context, cmds []statemachine.Command) []
 	case <-ctx.Done():
 		for i, sp := range spans {
 			if sp.n > 0 {
-				out[i] = Outcome{Failed: ctx.Err()}
+				out[i] = route.Outcome{Failed: ctx.Err()}
 			}
 		}
 		return out
@@ -465,7 +427,7 @@ func (e *Engine) ReadLocal(group int, fn func(*statemachine.State)) error {
 
 func (e *Engine) checkGroup(group int) error {
 	if group < 0 || group > e.cfg.Groups {
-		return fmt.Errorf("%w: %d (this cluster has 0..%d)", ErrNoGroup, group, e.cfg.Groups)
+		return fmt.Errorf("engine: %w: %d (this cluster has 0..%d)", route.ErrNoGroup, group, e.cfg.Groups)
 	}
 	return nil
 }

@@ -124,8 +124,8 @@ func TestRouting(t *testing.T) {
 	const groups = 8
 	seen := map[int]bool{}
 	for _, name := range []string{"web", "db", "cache", "api", "worker", "queue", "auth", "search", "mail", "log"} {
-		g := ServiceGroup(name, groups)
-		if g < 1 || g > groups || g != ServiceGroup(name, groups) {
+		g := route.ServiceGroup(name, groups)
+		if g < 1 || g > groups || g != route.ServiceGroup(name, groups) {
 			t.Fatalf("service %q routed to group %d", name, g)
 		}
 		seen[g] = true
@@ -134,11 +134,11 @@ func TestRouting(t *testing.T) {
 		t.Errorf("10 names hit only %d of %d groups", len(seen), groups)
 	}
 	// The hash is part of the on-disk contract: it must never change.
-	if g := ServiceGroup("web", groups); g != ServiceGroup("web", groups) || ServiceGroup("web", 1) != 1 {
+	if g := route.ServiceGroup("web", groups); g != route.ServiceGroup("web", groups) || route.ServiceGroup("web", 1) != 1 {
 		t.Fatal("unstable routing")
 	}
 	gs, rej := route.Groups(&statemachine.Command{Kind: statemachine.CmdSetNodeStatus, Node: 1}, groups, nil)
-	if rej.Code != statemachine.CodeOK || len(gs) != 1 || gs[0] != ClusterGroup {
+	if rej.Code != statemachine.CodeOK || len(gs) != 1 || gs[0] != route.ClusterGroup {
 		t.Fatalf("node status goes to %v (%v), want the cluster group alone (its outbox reaches the others)", gs, rej)
 	}
 	gs, _ = route.Groups(&statemachine.Command{Kind: statemachine.CmdDeliver, Group: 5}, groups, nil)
@@ -153,7 +153,7 @@ func TestRouting(t *testing.T) {
 		t.Fatalf("create without spec: %v", rej)
 	}
 	gs, _ = route.Groups(&statemachine.Command{Kind: statemachine.CmdRollbackService, Name: "web"}, groups, nil)
-	if len(gs) != 1 || gs[0] != ServiceGroup("web", groups) {
+	if len(gs) != 1 || gs[0] != route.ServiceGroup("web", groups) {
 		t.Fatalf("rollback of web routed to %v, not its service's group", gs)
 	}
 	if _, rej := route.Groups(&statemachine.Command{Kind: statemachine.CmdNodeSync, Node: 1}, groups, nil); rej.Code != statemachine.CodeInvalid {

@@ -1,10 +1,6 @@
 package engine
 
-import (
-	"errors"
-
-	"shoal/engine/duty"
-)
+import "errors"
 
 // The engine's sentinel errors, in one place. Match them with errors.Is;
 // they arrive wrapped with the group, the command or the path involved.
@@ -23,8 +19,6 @@ var (
 	// ErrNotReady: this replica is still loading the group (snapshot and
 	// log replay after a start); try again shortly.
 	ErrNotReady = errors.New("engine: group not loaded on this replica yet")
-	// ErrNoGroup is returned for a group number the cluster does not have.
-	ErrNoGroup = errors.New("engine: no such group")
 
 	// ErrConfig is wrapped by every configuration error.
 	ErrConfig = errors.New("engine: bad configuration")
@@ -40,13 +34,4 @@ var (
 	// ErrNoQuorum: a membership change found no leader with a quorum
 	// before its deadline; nothing may have changed in that group.
 	ErrNoQuorum = errors.New("engine: the group has no leader with a quorum")
-
-	// ErrNotMonitoring: this replica's node monitor duty is not running
-	// (not the cluster group's leader, or the node list is not loaded
-	// yet); send the heartbeat to the leader, or retry shortly.
-	ErrNotMonitoring = duty.ErrNotMonitoring
-
-	// ErrMonitorStarting: this replica was just elected leader and its
-	// node monitor is still loading the node list; retry shortly, here.
-	ErrMonitorStarting = duty.ErrMonitorStarting
 )

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"shoal/engine/duty"
+	"shoal/engine/route"
 	"shoal/internal/clock"
 	"shoal/ipam"
 	"shoal/statemachine"
@@ -22,7 +24,7 @@ func startFlow(t *testing.T) (*Local, *Engine, *clock.Fake) {
 	t.Helper()
 	clk := newManualClock()
 	cfg := testConfig(2)
-	cfg.Clock = entryClock{clk}
+	cfg.Clock = entryClock{m: clk}
 	l := startLocal(t, 3, cfg)
 	return l, l.Engine(1), clk
 }
@@ -45,7 +47,7 @@ func redrive(t testing.TB, e *Engine) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := NewOutboxDuty(e, OutboxConfig{}).RunOnce(ctx); err != nil {
+	if err := duty.NewOutboxDuty(submitter(e), duty.OutboxConfig{Clock: e.cfg.Clock}).RunOnce(ctx); err != nil {
 		t.Fatalf("outbox duty: %v", err)
 	}
 }
@@ -96,7 +98,7 @@ func TestFlowAddressQuarantine(t *testing.T) {
 		t.Fatalf("tasks %+v, want one with one attachment", tasks)
 	}
 	tk := tasks[0]
-	g := TaskGroup(tk.ID)
+	g := route.TaskGroup(tk.ID)
 	at := tk.Attachments[0]
 	addr := netip.AddrFrom4([4]byte{byte(at.Addr >> 24), byte(at.Addr >> 16), byte(at.Addr >> 8), byte(at.Addr)})
 	// look reads the address's pool state and, while it is quarantined,

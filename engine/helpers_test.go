@@ -10,18 +10,22 @@ import (
 	"testing"
 	"time"
 
+	"shoal/engine/duty"
+	"shoal/internal/clock"
 	"shoal/statemachine"
 )
 
 // stepClock is a deterministic clock for stamping entries: every reading is
-// one millisecond after the previous one. Back-off waits are real.
-type stepClock struct{ n atomic.Int64 }
+// one millisecond after the previous one. Back-off waits and timers are
+// real.
+type stepClock struct {
+	clock.Real
+	n atomic.Int64
+}
 
 func (c *stepClock) Now() time.Time {
 	return time.Unix(1_700_000_000, 0).Add(time.Duration(c.n.Add(1)) * time.Millisecond)
 }
-
-func (c *stepClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
 // testConfig is a small, quick configuration for tests.
 func testConfig(groups int) Config {
@@ -74,6 +78,21 @@ func eventually(t testing.TB, timeout time.Duration, cond func() (bool, string))
 	}
 }
 
+// submitters holds each engine's duty.Submitter (*Engine to
+// *duty.Submitter): tests submit node and network commands through it, as
+// manager.Start wires it, so removals are checked with every service group
+// first and the cluster group's outbox reaches the service groups before a
+// submission returns.
+var submitters sync.Map
+
+func submitter(e *Engine) *duty.Submitter {
+	if s, ok := submitters.Load(e); ok {
+		return s.(*duty.Submitter)
+	}
+	s, _ := submitters.LoadOrStore(e, duty.NewSubmitter(e, e.cfg.Logf))
+	return s.(*duty.Submitter)
+}
+
 // submitAll submits cmds in chunks from many goroutines (so the proposer
 // coalesces them) and fails on any error. It returns how many commands it
 // submitted.
@@ -98,7 +117,7 @@ func submitAll(t testing.TB, e *Engine, cmds []statemachine.Command) int {
 					return
 				}
 				part := cmds[lo:min(lo+chunk, len(cmds))]
-				for i, o := range e.SubmitMany(ctx, part) {
+				for i, o := range submitter(e).SubmitMany(ctx, part) {
 					if err := o.Err(); err != nil {
 						mu.Lock()
 						if first == nil {

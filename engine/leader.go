@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/lni/dragonboat/v4/raftio"
+
+	"shoal/engine/route"
 )
 
 // Duty is leader-only work (node monitor, scheduler driver, timers). Run
@@ -93,7 +95,7 @@ func (l *leadership) LeaderUpdated(info raftio.LeaderInfo) {
 	if info.LeaderID != 0 && (info.LeaderID != prevLeader || info.Term != prevTerm) {
 		l.changes[g].Add(1)
 	}
-	if g == ClusterGroup {
+	if g == route.ClusterGroup {
 		l.cluster.Lock()
 		switch {
 		case info.LeaderID == 0:
@@ -107,7 +109,7 @@ func (l *leadership) LeaderUpdated(info raftio.LeaderInfo) {
 	close(l.notify.ch[g])
 	l.notify.ch[g] = make(chan struct{})
 	l.notify.Unlock()
-	if g == ClusterGroup {
+	if g == route.ClusterGroup {
 		select {
 		case l.changed <- struct{}{}:
 		default:
@@ -134,7 +136,7 @@ func (l *leadership) run() {
 	for {
 		select {
 		case <-l.changed:
-			if l.leaders[ClusterGroup].Load() == l.self {
+			if l.leaders[route.ClusterGroup].Load() == l.self {
 				l.startDuties()
 			} else {
 				l.stopDuties()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/lni/dragonboat/v4/raftio"
 
+	"shoal/engine/route"
 	"shoal/statemachine"
 )
 
@@ -53,7 +54,7 @@ func TestLeaderLoss(t *testing.T) {
 	for _, e := range l.Engines() {
 		e.AddDuty(log.duty(e.ReplicaID()))
 	}
-	old, ok := l.Engine(1).Leader(ClusterGroup)
+	old, ok := l.Engine(1).Leader(route.ClusterGroup)
 	if !ok {
 		t.Fatal("no cluster-group leader after WaitReady")
 	}
@@ -62,7 +63,7 @@ func TestLeaderLoss(t *testing.T) {
 
 	before := make(map[uint64]uint64)
 	for _, e := range l.Engines() {
-		if n, _ := e.LeaderChanges(ClusterGroup); n == 0 {
+		if n, _ := e.LeaderChanges(route.ClusterGroup); n == 0 {
 			t.Fatalf("replica %d counts no leader change for the cluster group, yet knows its leader", e.ReplicaID())
 		} else {
 			before[e.ReplicaID()] = n
@@ -75,13 +76,13 @@ func TestLeaderLoss(t *testing.T) {
 		rest, ids = append(rest, e), append(ids, e.ReplicaID())
 	}
 	waitLeaderAmong(t, rest, ids...)
-	leader, _ := rest[0].Leader(ClusterGroup)
+	leader, _ := rest[0].Leader(route.ClusterGroup)
 	eventually(t, 10*time.Second, func() (bool, string) { return log.only(leader) })
 	// Leader notifications arrive asynchronously, after the leader is
 	// known: each survivor counts the new leader within a deadline.
 	eventually(t, 10*time.Second, func() (bool, string) {
 		for _, e := range rest {
-			if n, _ := e.LeaderChanges(ClusterGroup); n <= before[e.ReplicaID()] {
+			if n, _ := e.LeaderChanges(route.ClusterGroup); n <= before[e.ReplicaID()] {
 				return false, fmt.Sprintf("replica %d: %d leader changes after the leader died, %d before", e.ReplicaID(), n, before[e.ReplicaID()])
 			}
 		}
@@ -102,7 +103,7 @@ func TestLeaderLoss(t *testing.T) {
 			t.Fatalf("service %s not visible on the other replica (err %v)", name, err)
 		}
 	}
-	if _, err := rest[0].Submit(ctx, statemachine.Command{Kind: statemachine.CmdSetNodeStatus, Node: 1, NodeStatus: statemachine.NodeDown}); err != nil {
+	if _, err := submitter(rest[0]).Submit(ctx, statemachine.Command{Kind: statemachine.CmdSetNodeStatus, Node: 1, NodeStatus: statemachine.NodeDown}); err != nil {
 		t.Fatalf("fanned-out write after leader loss: %v", err)
 	}
 
@@ -114,7 +115,7 @@ func TestLeaderLoss(t *testing.T) {
 	l.Engine(old).AddDuty(log.duty(old))
 	converged(t, l.Engines())
 	eventually(t, 10*time.Second, func() (bool, string) {
-		cur, ok := rest[0].Leader(ClusterGroup)
+		cur, ok := rest[0].Leader(route.ClusterGroup)
 		if !ok {
 			return false, "no cluster-group leader"
 		}
@@ -140,7 +141,7 @@ func TestCorruptEntries(t *testing.T) {
 		"huge count":      append(appendEntryHeader(nil, entryStamp{now: 5}), 1, 0xff, 0xff, 0xff, 0xff, 0x0f),
 	}
 	for name, ent := range garbage {
-		for _, g := range []int{ClusterGroup, 1} {
+		for _, g := range []int{route.ClusterGroup, 1} {
 			o := e.proposeRaw(ctx, g, ent)
 			if o.Failed != nil || !errors.Is(o.Err(), statemachine.ErrCorrupt) {
 				t.Errorf("%s in group %d: got %+v, want an ErrCorrupt result", name, g, o)
@@ -172,8 +173,8 @@ func TestLeaderChangesCount(t *testing.T) {
 		{1, 4, 4}, // this replica
 	}
 	for i, s := range steps {
-		l.LeaderUpdated(raftio.LeaderInfo{ShardID: shardID(ClusterGroup), LeaderID: s.leader, Term: s.term})
-		if got := l.changes[ClusterGroup].Load(); got != s.want {
+		l.LeaderUpdated(raftio.LeaderInfo{ShardID: shardID(route.ClusterGroup), LeaderID: s.leader, Term: s.term})
+		if got := l.changes[route.ClusterGroup].Load(); got != s.want {
 			t.Fatalf("step %d (leader %d, term %d): %d changes, want %d", i, s.leader, s.term, got, s.want)
 		}
 	}
@@ -195,15 +196,15 @@ func TestClusterLeaderSinceIsWhenThisReplicaHeardOfIt(t *testing.T) {
 		want         uint64        // the leader then
 		since        time.Duration // from t0; -1: none
 	}{
-		{0, ClusterGroup, 2, 1, 2, 0},                             // 2 leads
-		{1 * time.Second, ClusterGroup, 1, 2, 1, time.Second},     // this replica won
-		{2 * time.Second, 1, 2, 2, 1, time.Second},                // a service group: no change
-		{3 * time.Second, ClusterGroup, 1, 2, 1, time.Second},     // repeated: the first time stays
-		{4 * time.Second, ClusterGroup, 0, 3, 0, -1},              // an election under way
-		{5 * time.Second, ClusterGroup, 1, 3, 1, 5 * time.Second}, // won again
-		{6 * time.Second, ClusterGroup, 1, 4, 1, 6 * time.Second}, // re-elected in a new term
-		{7 * time.Second, ClusterGroup, 3, 4, 3, 7 * time.Second}, // a hand-over to 3 in the term
-		{8 * time.Second, ClusterGroup, 3, 4, 3, 7 * time.Second}, // repeated
+		{0, route.ClusterGroup, 2, 1, 2, 0},                             // 2 leads
+		{1 * time.Second, route.ClusterGroup, 1, 2, 1, time.Second},     // this replica won
+		{2 * time.Second, 1, 2, 2, 1, time.Second},                      // a service group: no change
+		{3 * time.Second, route.ClusterGroup, 1, 2, 1, time.Second},     // repeated: the first time stays
+		{4 * time.Second, route.ClusterGroup, 0, 3, 0, -1},              // an election under way
+		{5 * time.Second, route.ClusterGroup, 1, 3, 1, 5 * time.Second}, // won again
+		{6 * time.Second, route.ClusterGroup, 1, 4, 1, 6 * time.Second}, // re-elected in a new term
+		{7 * time.Second, route.ClusterGroup, 3, 4, 3, 7 * time.Second}, // a hand-over to 3 in the term
+		{8 * time.Second, route.ClusterGroup, 3, 4, 3, 7 * time.Second}, // repeated
 	}
 	for i, s := range steps {
 		now = t0.Add(s.at)

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/lni/dragonboat/v4"
+
+	"shoal/engine/route"
 )
 
 // GroupMembers is one group's voting replicas (ID to Raft address) as this
@@ -47,7 +49,7 @@ func (e *Engine) Membership() []GroupMembers {
 // this one included: the applied membership, or until this replica has
 // loaded it, the initial peers it was started with.
 func (e *Engine) Peers() map[uint64]string {
-	if m := e.Membership()[ClusterGroup].Members; len(m) > 0 {
+	if m := e.Membership()[route.ClusterGroup].Members; len(m) > 0 {
 		return m
 	}
 	return maps.Clone(e.cfg.Peers)
@@ -77,7 +79,7 @@ func (e *Engine) AddReplica(ctx context.Context, id uint64, addr string) error {
 	// cluster group can answer (it may not while a member it just gained
 	// has not started yet: then the group's refusal speaks).
 	c, cancel := context.WithTimeout(ctx, 2*time.Second)
-	m, err := e.nh.SyncGetShardMembership(c, shardID(ClusterGroup))
+	m, err := e.nh.SyncGetShardMembership(c, shardID(route.ClusterGroup))
 	cancel()
 	if err == nil {
 		if _, gone := m.Removed[id]; gone {
@@ -113,8 +115,8 @@ func addConflict(gm GroupMembers, id uint64, addr string) error {
 // is refused.
 func (e *Engine) RemoveReplica(ctx context.Context, id uint64) error {
 	view := e.Membership()
-	if _, ok := view[ClusterGroup].Members[id]; !ok {
-		members := slices.Sorted(maps.Keys(view[ClusterGroup].Members))
+	if _, ok := view[route.ClusterGroup].Members[id]; !ok {
+		members := slices.Sorted(maps.Keys(view[route.ClusterGroup].Members))
 		return fmt.Errorf("%w: replica %d is not a member (members: %v)", ErrNoReplica, id, members)
 	}
 	for _, gm := range view {

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"shoal/engine/route"
 	"shoal/internal/freeport"
 )
 
@@ -73,7 +74,7 @@ func TestThreeProcesses(t *testing.T) {
 		procs[i] = p
 	}
 
-	webGroup := ServiceGroup("web", 2)
+	webGroup := route.ServiceGroup("web", 2)
 	eventually(t, 60*time.Second, func() (bool, string) {
 		resp, err := http.Post("http://"+apis[0]+"/v1/services", "application/json",
 			strings.NewReader(`{"name":"web","replicas":3,"command":["sleep","1000"]}`))

@@ -12,36 +12,19 @@ import (
 	"github.com/lni/dragonboat/v4/client"
 	sm "github.com/lni/dragonboat/v4/statemachine"
 
+	"shoal/engine/route"
 	"shoal/statemachine"
 )
-
-// Outcome is what became of one submitted command.
-type Outcome struct {
-	// Result is the state machine's verdict; zero when Failed is set.
-	Result statemachine.Result
-	// Failed is set when the command's entry was not applied on this
-	// replica: ErrClosed, ErrTimeout, ErrNotProposed, ErrRejected or the
-	// submitter's context error.
-	Failed error
-}
-
-// Err returns Failed, else the result's rejection, else nil.
-func (o Outcome) Err() error {
-	if o.Failed != nil {
-		return o.Failed
-	}
-	return o.Result.Err()
-}
 
 // waiter collects the outcomes of one submission, one slot per (command,
 // group) pair.
 type waiter struct {
-	out  []Outcome
+	out  []route.Outcome
 	left atomic.Int32
 	done chan struct{}
 }
 
-func (w *waiter) deliver(slot int, o Outcome) {
+func (w *waiter) deliver(slot int, o route.Outcome) {
 	w.out[slot] = o
 	if w.left.Add(-1) == 0 {
 		close(w.done)
@@ -140,7 +123,7 @@ func (p *proposer) beat() {
 		if p.cfg.Clock.Now().UnixNano()-p.proposed.last.Load() < int64(every) {
 			continue
 		}
-		w := &waiter{out: make([]Outcome, 1), done: make(chan struct{})}
+		w := &waiter{out: make([]route.Outcome, 1), done: make(chan struct{})}
 		w.left.Store(1)
 		ctx, cancel := context.WithTimeout(context.Background(), every)
 		_ = p.enqueue(ctx, []call{{cmd: tick, size: approxSize(&tick), w: w}}) // the next beat tries again
@@ -284,14 +267,14 @@ func (p *proposer) notAfter(deadline time.Time, calls []call) int64 {
 func (p *proposer) send(ent []byte, calls []call, size int, deadline time.Time) {
 	sess, err := p.session(deadline)
 	if err != nil {
-		p.finish(calls, size, func(int) Outcome { return Outcome{Failed: err} })
+		p.finish(calls, size, func(int) route.Outcome { return route.Outcome{Failed: err} })
 		return
 	}
 	_, term := p.lead.leaderTerm(p.group)
 	rs, err := p.proposeRetry(sess, ent, deadline)
 	if err != nil {
 		p.release(sess)
-		p.finish(calls, size, func(int) Outcome { return Outcome{Failed: err} })
+		p.finish(calls, size, func(int) route.Outcome { return route.Outcome{Failed: err} })
 		return
 	}
 	go p.await(sess, rs, term, ent, calls, size, deadline)
@@ -476,7 +459,7 @@ func (p *proposer) await(sess *client.Session, rs *dragonboat.RequestState, term
 		default:
 			failed = fmt.Errorf("%w (group %d: aborted)", ErrRejected, p.group)
 		}
-		p.finish(calls, size, func(int) Outcome { return Outcome{Failed: failed} })
+		p.finish(calls, size, func(int) route.Outcome { return route.Outcome{Failed: failed} })
 		return
 	}
 }
@@ -487,22 +470,22 @@ func (p *proposer) deliver(calls []call, size int, res sm.Result) {
 	switch {
 	case err == nil && res.Value == resultCorrupt && len(rs) == 1:
 		// The whole entry was rejected as corrupt: every command shares why.
-		p.finish(calls, size, func(int) Outcome { return Outcome{Result: rs[0]} })
+		p.finish(calls, size, func(int) route.Outcome { return route.Outcome{Result: rs[0]} })
 		return
 	case err == nil && len(rs) != len(calls):
 		err = fmt.Errorf("%w: %d results for %d commands", statemachine.ErrCorrupt, len(rs), len(calls))
 	}
 	if err != nil {
 		failed := fmt.Errorf("engine: group %d results: %w", p.group, err)
-		p.finish(calls, size, func(int) Outcome { return Outcome{Failed: failed} })
+		p.finish(calls, size, func(int) route.Outcome { return route.Outcome{Failed: failed} })
 		return
 	}
-	p.finish(calls, size, func(i int) Outcome { return Outcome{Result: rs[i]} })
+	p.finish(calls, size, func(i int) route.Outcome { return route.Outcome{Result: rs[i]} })
 }
 
 // finish delivers an outcome to every call of an entry and frees its
 // in-flight bytes.
-func (p *proposer) finish(calls []call, size int, outcome func(i int) Outcome) {
+func (p *proposer) finish(calls []call, size int, outcome func(i int) route.Outcome) {
 	for i := range calls {
 		calls[i].w.deliver(calls[i].slot, outcome(i))
 	}
@@ -530,6 +513,6 @@ func (p *proposer) close() {
 	p.mu.queue, p.mu.queued = nil, 0
 	p.mu.Unlock()
 	for i := range q {
-		q[i].w.deliver(q[i].slot, Outcome{Failed: ErrClosed})
+		q[i].w.deliver(q[i].slot, route.Outcome{Failed: ErrClosed})
 	}
 }

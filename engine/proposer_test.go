@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"shoal/engine/route"
 )
 
 // The proposer's batches respect the record and byte limits, and it stops
@@ -38,9 +40,9 @@ func TestProposerLimits(t *testing.T) {
 	if b3 != nil || wait == nil {
 		t.Fatal("with two entries in flight the proposer must wait")
 	}
-	w.out = make([]Outcome, 100)
+	w.out = make([]route.Outcome, 100)
 	w.left.Store(100)
-	p.finish(b1, s1, func(int) Outcome { return Outcome{} })
+	p.finish(b1, s1, func(int) route.Outcome { return route.Outcome{} })
 	select {
 	case <-wait:
 	default:

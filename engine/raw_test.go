@@ -1,11 +1,15 @@
 package engine
 
-import "context"
+import (
+	"context"
+
+	"shoal/engine/route"
+)
 
 // proposeRaw proposes raw bytes as one entry of a group, bypassing the
 // encoder (the test hook for corrupt entries).
-func (e *Engine) proposeRaw(ctx context.Context, group int, ent []byte) Outcome {
-	w := &waiter{out: make([]Outcome, 1), done: make(chan struct{})}
+func (e *Engine) proposeRaw(ctx context.Context, group int, ent []byte) route.Outcome {
+	w := &waiter{out: make([]route.Outcome, 1), done: make(chan struct{})}
 	w.left.Store(1)
 	p := e.props[group]
 	p.mu.Lock()
@@ -17,6 +21,6 @@ func (e *Engine) proposeRaw(ctx context.Context, group int, ent []byte) Outcome 
 	case <-w.done:
 		return w.out[0]
 	case <-ctx.Done():
-		return Outcome{Failed: ctx.Err()}
+		return route.Outcome{Failed: ctx.Err()}
 	}
 }

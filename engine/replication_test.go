@@ -101,7 +101,7 @@ func TestEntryTimeNeverGoesBackwards(t *testing.T) {
 	l := startLocal(t, 3, testConfig(1))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := l.Engine(1).Submit(ctx, addNodes(1)[0]); err != nil {
+	if _, err := submitter(l.Engine(1)).Submit(ctx, addNodes(1)[0]); err != nil {
 		t.Fatal(err)
 	}
 	converged(t, l.Engines())

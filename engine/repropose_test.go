@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"shoal/engine/route"
 	"shoal/statemachine"
 )
 
@@ -19,7 +20,7 @@ func TestProposalRetriedAtNewLeader(t *testing.T) {
 	cfg := testConfig(1)
 	cfg.ProposeTimeout = 20 * time.Second
 	l := startLocal(t, 3, cfg)
-	leader, ok := l.Engine(1).Leader(ClusterGroup)
+	leader, ok := l.Engine(1).Leader(route.ClusterGroup)
 	if !ok {
 		t.Fatal("no leader after WaitReady")
 	}
@@ -40,7 +41,7 @@ func TestProposalRetriedAtNewLeader(t *testing.T) {
 			res, err := follower.Submit(ctx, statemachine.Command{Kind: statemachine.CmdReserveNodeID})
 			if err == nil && i%2 == 1 {
 				// Linearizable reads through the follower too.
-				err = follower.Read(ctx, ClusterGroup, func(*statemachine.State) {})
+				err = follower.Read(ctx, route.ClusterGroup, func(*statemachine.State) {})
 			}
 			cancel()
 			results <- outcome{res.ID, time.Since(start), err}
@@ -72,6 +73,6 @@ func TestProposalRetriedAtNewLeader(t *testing.T) {
 	// depends on timing; either way it must not have waited out its
 	// timeout, which the bound above checks (without the re-proposal the
 	// slowest write took the full 20s).
-	re := follower.props[ClusterGroup].reproposed.Load()
+	re := follower.props[route.ClusterGroup].reproposed.Load()
 	t.Logf("slowest write %s; entries proposed again after the leader change: %d", worst, re)
 }

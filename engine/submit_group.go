@@ -14,7 +14,7 @@ import (
 // it releases; Submit sends it to the cluster group). Any other kind is
 // rejected (CodeInvalid): objects have one owning group and nodes and
 // networks must reach every group, so they go through Submit. It waits like
-// Submit; a bad group number returns an error wrapping ErrNoGroup.
+// Submit; a bad group number returns an error wrapping route.ErrNoGroup.
 func (e *Engine) SubmitToGroup(ctx context.Context, group int, cmd statemachine.Command) (statemachine.Result, error) {
 	if err := e.checkGroup(group); err != nil {
 		return statemachine.Result{}, err
@@ -27,7 +27,7 @@ func (e *Engine) SubmitToGroup(ctx context.Context, group int, cmd statemachine.
 	if rej := statemachine.CheckEncodable(&cmd); rej.Code != statemachine.CodeOK {
 		return rej, rej.Err()
 	}
-	w := &waiter{out: make([]Outcome, 1), done: make(chan struct{})}
+	w := &waiter{out: make([]route.Outcome, 1), done: make(chan struct{})}
 	w.left.Store(1)
 	if err := e.props[group].enqueue(ctx, []call{{cmd: cmd, size: approxSize(&cmd), w: w}}); err != nil {
 		return statemachine.Result{}, err

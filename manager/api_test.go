@@ -22,7 +22,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"shoal/api/client"
-	"shoal/engine"
+	"shoal/engine/route"
 	"shoal/wire"
 )
 
@@ -198,7 +198,7 @@ func TestAPIOverThreeReplicas(t *testing.T) {
 	t.Run("tasks, networks, nodes", func(t *testing.T) {
 		// The replica leading the cluster group runs the scheduler and
 		// knows why tasks stay pending.
-		lead := c.client(c.leaderOf(engine.ClusterGroup))
+		lead := c.client(c.leaderOf(route.ClusterGroup))
 		var l client.List[client.Task]
 		eventually(t, 10*time.Second, func() (bool, string) {
 			l, _, err = lead.Tasks(ctx, &client.Query{Params: url.Values{"service": {"web"}}})
@@ -416,7 +416,7 @@ func TestAPIOverThreeReplicas(t *testing.T) {
 	})
 
 	t.Run("leader killed while a client waits", func(t *testing.T) {
-		g := engine.ServiceGroup("web", 2)
+		g := route.ServiceGroup("web", 2)
 		leader := c.leaderOf(g)
 		waiter := uint64(1)
 		if waiter == leader {

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"shoal/api/client"
-	"shoal/engine"
+	"shoal/engine/route"
 	"shoal/wire"
 )
 
@@ -31,7 +31,7 @@ func TestCompleteFrameNeverOlderThanTheCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := engine.ServiceGroup(created.Spec.Name, 2)
+	g := route.ServiceGroup(created.Spec.Name, 2)
 	c.stop(1)
 	c.stop(2)
 	c.start(3)

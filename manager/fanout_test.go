@@ -21,7 +21,7 @@ func TestNodeReachesEveryGroupWithoutTheSubmitterDelivering(t *testing.T) {
 	}
 	id := statemachine.NodeID(res.ID)
 	spec := &statemachine.Node{ID: id, Name: "joiner", Role: statemachine.RoleWorker, Status: statemachine.NodeReady}
-	if _, err := e.SubmitBeforeFanout(ctx, statemachine.Command{Kind: statemachine.CmdUpsertNode, NodeSpec: spec}); err != nil {
+	if _, err := c.ms[1].sub.SubmitBeforeFanout(ctx, statemachine.Command{Kind: statemachine.CmdUpsertNode, NodeSpec: spec}); err != nil {
 		t.Fatalf("submit the node: %v", err)
 	}
 	eventually(t, 10*time.Second, func() (bool, string) {

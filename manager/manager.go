@@ -10,7 +10,9 @@ import (
 
 	"shoal/api"
 	"shoal/engine"
+	"shoal/engine/duty"
 	"shoal/engine/monitor"
+	"shoal/internal/clock"
 	"shoal/security"
 	"shoal/statemachine"
 )
@@ -87,7 +89,8 @@ type Manager struct {
 	API     *api.Server
 	APIAddr string // the address the API listens on
 
-	mon *engine.MonitorDuty
+	mon *duty.MonitorDuty
+	sub *duty.Submitter
 }
 
 // Start opens the engine with the leader duties and serves the API.
@@ -102,8 +105,8 @@ func Start(o Options) (*Manager, error) {
 		o.MinHeartbeat = time.Second
 	}
 	var feed atomic.Pointer[api.Feed]
-	sig := engine.NewSignal()
-	obSig := engine.NewOutboxSignal()
+	sig := duty.NewSignal()
+	obSig := duty.NewOutboxSignal()
 	cfg := o.Engine
 	cfg.DataDir, cfg.ReplicaID, cfg.RaftAddr, cfg.Peers, cfg.Groups = o.DataDir, o.ReplicaID, o.RaftAddr, o.Peers, o.Groups
 	cfg.RaftLogLevel, cfg.Join = o.RaftLogLevel, o.Join
@@ -161,8 +164,17 @@ func Start(o Options) (*Manager, error) {
 		_ = e.ReadLocal(g, func(st *statemachine.State) { last = st.LastIndex() })
 		f.Raise(g, last)
 	}
-	driver := engine.NewDriver(e, engine.DriverConfig{Signal: sig, Logf: o.Logf})
-	mon, err := engine.NewMonitorDuty(e, engine.MonitorConfig{Logf: o.Logf,
+	// The duties and the API submit through sub: removals checked with
+	// every service group first, node and network changes delivered to
+	// the service groups before a submission returns. The duties keep the
+	// engine's time.
+	sub := duty.NewSubmitter(e, cfg.Logf)
+	clk := cfg.Clock
+	if clk == nil {
+		clk = clock.Real{}
+	}
+	driver := duty.NewDriver(sub, duty.DriverConfig{Signal: sig, Clock: clk, Logf: o.Logf})
+	mon, err := duty.NewMonitorDuty(sub, duty.MonitorConfig{Clock: clk, Logf: o.Logf,
 		Monitor: monitor.Config{MinTTL: o.MinHeartbeat, MaxTTL: 30 * time.Second, FailoverGrace: o.FailoverGrace,
 			OrphanTimeout: o.OrphanTimeout, MassExpiryShare: o.MassExpiryShare, MassExpiryHold: o.MassExpiryHold}})
 	if err != nil {
@@ -172,9 +184,9 @@ func Start(o Options) (*Manager, error) {
 	}
 	e.AddDuty(driver)
 	e.AddDuty(mon)
-	e.AddDuty(engine.NewTimerDuty(e, engine.TimerConfig{Logf: o.Logf}))
-	e.AddDuty(engine.NewOutboxDuty(e, engine.OutboxConfig{Signal: obSig, Logf: o.Logf}))
-	srv, err = api.New(api.Config{Engine: e, Feed: f, Monitor: mon, Driver: driver, Pprof: o.Pprof,
+	e.AddDuty(duty.NewTimerDuty(sub, duty.TimerConfig{Clock: clk, Logf: o.Logf}))
+	e.AddDuty(duty.NewOutboxDuty(sub, duty.OutboxConfig{Clock: clk, Signal: obSig, Logf: o.Logf}))
+	srv, err = api.New(api.Config{Engine: e, Submitter: sub, Feed: f, Monitor: mon, Driver: driver, Pprof: o.Pprof,
 		SyncInterval: o.SyncInterval, Security: sec, Logf: o.Logf})
 	if err != nil {
 		e.Close()
@@ -186,7 +198,7 @@ func Start(o Options) (*Manager, error) {
 			o.Logf("shoal: API stopped: %v", err)
 		}
 	}()
-	return &Manager{E: e, Feed: f, API: srv, APIAddr: ln.Addr().String(), mon: mon}, nil
+	return &Manager{E: e, Feed: f, API: srv, APIAddr: ln.Addr().String(), mon: mon, sub: sub}, nil
 }
 
 // Close stops the API, then the engine.

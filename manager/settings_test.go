@@ -8,6 +8,7 @@ import (
 
 	"shoal/api/client"
 	"shoal/engine"
+	"shoal/engine/route"
 	"shoal/statemachine"
 )
 
@@ -17,7 +18,7 @@ import (
 func TestClusterSettingsThroughTheAPI(t *testing.T) {
 	c := startThree(t)
 	ctx := ctxT(t)
-	id := c.leaderOf(engine.ClusterGroup)%3 + 1 // not the cluster group's leader
+	id := c.leaderOf(route.ClusterGroup)%3 + 1 // not the cluster group's leader
 	cl := c.client(id)
 	for _, bad := range []int{0, 101} {
 		if _, err := cl.UpdateClusterSettings(ctx, client.ClusterSettingsUpdate{TaskHistoryLimit: &bad}); !isCode(err, client.CodeInvalidSpec, 422) {

@@ -2,16 +2,18 @@ package duty
 
 import (
 	"context"
-	"time"
 
+	"shoal/engine/route"
 	"shoal/internal/clock"
 	"shoal/statemachine"
 )
 
 // Cluster is what the duties need of the replicated groups. Group 0 is the
 // cluster group (nodes, networks); 1..Groups() are the service groups.
-// *engine.Engine provides it (through engine's duty constructors); Memory
-// is the in-memory implementation.
+// *engine.Engine provides it raw (its SubmitMany only routes and waits);
+// the duties get it under a Submitter, which adds the removal check and the
+// outbox delivery (manager.Start wires them). Memory is the in-memory
+// implementation and does both itself.
 type Cluster interface {
 	// Groups returns the number of service groups.
 	Groups() int
@@ -21,44 +23,16 @@ type Cluster interface {
 	// ReadLocal runs fn over the group's state as applied so far (stale).
 	ReadLocal(group int, fn func(*statemachine.State)) error
 	// SubmitMany routes every command to its group(s) (shoal/engine/route)
-	// and waits for all; one Outcome per command.
-	SubmitMany(ctx context.Context, cmds []statemachine.Command) []Outcome
+	// and waits for all; one route.Outcome per command.
+	SubmitMany(ctx context.Context, cmds []statemachine.Command) []route.Outcome
 	// SubmitToGroup submits a per-group command (CmdTick, CmdNop,
 	// CmdNodeSync) to one group and waits for it.
 	SubmitToGroup(ctx context.Context, group int, cmd statemachine.Command) (statemachine.Result, error)
 }
 
-// Outcome is what became of one submitted command.
-type Outcome struct {
-	// Result is the state machine's verdict; zero when Failed is set.
-	Result statemachine.Result
-	// Failed is set when the command was not applied (timeout, not
-	// proposed, closed, context ended).
-	Failed error
-}
-
-// Err returns Failed, else the result's rejection, else nil.
-func (o Outcome) Err() error {
-	if o.Failed != nil {
-		return o.Failed
-	}
-	return o.Result.Err()
-}
-
-// Clock is the duties' time: Now stamps decisions, After waits between
-// runs. It is the part of shoal/internal/clock.Clock the duties use, so
-// clock.Real, clock.Fake (tests advance it) and the engine's Clock all
-// satisfy it.
-type Clock interface {
-	Now() time.Time
-	After(d time.Duration) <-chan time.Time
-}
-
-var _ Clock = clock.Clock(nil)
-
 // defaults gives a duty the wall clock and a silent log where its config
 // names none.
-func defaults(c *Clock, logf *func(string, ...any)) {
+func defaults(c *clock.Clock, logf *func(string, ...any)) {
 	if *c == nil {
 		*c = clock.Real{}
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"shoal/engine/route"
 	"shoal/statemachine"
 )
 
@@ -22,7 +23,7 @@ type gateCluster struct {
 	arrived chan struct{}
 }
 
-func (g *gateCluster) SubmitMany(ctx context.Context, cmds []statemachine.Command) []Outcome {
+func (g *gateCluster) SubmitMany(ctx context.Context, cmds []statemachine.Command) []route.Outcome {
 	if len(cmds) > 0 && cmds[0].Kind == statemachine.CmdDeliver {
 		if g.runs.Add(1) == 1 {
 			close(g.entered)

@@ -7,11 +7,12 @@
 //
 // The one idea: a duty is a loop over a narrow Cluster interface — read a
 // group's applied state, submit commands, count the groups — and a Clock.
-// It knows nothing of Raft: *engine.Engine provides the Cluster in
-// production (engine.NewDriver, engine.NewMonitorDuty, engine.NewTimerDuty
-// wire it up), and Memory — N statemachine.States, an index counter and a
+// It knows nothing of Raft: in production *engine.Engine provides the
+// Cluster under a Submitter (manager.Start builds it and the duties over
+// it), and Memory — N statemachine.States, an index counter and a
 // clock.Fake — provides it in tests and scenario scripts, as etcd raft's
-// RawNode is driven by its InteractionEnv.
+// RawNode is driven by its InteractionEnv. This package never imports the
+// engine.
 //
 // Contract:
 //
@@ -21,6 +22,12 @@
 //     (plan + the message each pending task carries → CmdPendingReason
 //     only where it changed), the monitor's
 //     heartbeat table (shoal/engine/monitor), the timer duty's due check.
+//   - Submissions of node and network commands go through a Submitter
+//     (or Memory): a removal is first checked with every service group
+//     (Precheck), and a change the cluster group applied reaches every
+//     service group (Deliveries) before the submission returns, unless the
+//     caller asked for SubmitBeforeFanout; the outbox duty re-drives what
+//     a crash cut short.
 //   - The loops hold no lock across a submission: a run's observable
 //     results (LastRun, Unschedulable, NodeStatus) are published under a
 //     short lock; a heartbeat never waits for a tick's round trip.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"shoal/engine/route"
+	"shoal/internal/clock"
 	"shoal/sched"
 	"shoal/statemachine"
 )
@@ -44,9 +45,9 @@ type DriverConfig struct {
 	// Seed is mixed into every placement's tie-break (with the group and
 	// service ID), so a run can be replayed exactly. Default 0.
 	Seed uint64
-	// Clock times Interval and MinGap and the run statistics. Default: the
-	// engine's clock (engine.NewDriver), else clock.Real.
-	Clock Clock
+	// Clock times Interval and MinGap and the run statistics. Default:
+	// clock.Real (manager.Start passes the engine's clock).
+	Clock clock.Clock
 	// Signal, if set, wakes the driver when tasks become pending; wire
 	// Signal.OnApply into the engine's Config.OnApply. Default: none
 	// (periodic runs only).

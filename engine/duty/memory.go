@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"shoal/engine/route"
+	"shoal/internal/clock"
 	"shoal/statemachine"
 )
 
@@ -17,7 +18,7 @@ import (
 // clock's time and the group's next index. It is the duties' test harness
 // and the scenario scripts' world; safe for concurrent use.
 type Memory struct {
-	clock Clock
+	clock clock.Clock
 
 	mu struct {
 		sync.Mutex
@@ -32,13 +33,10 @@ type Memory struct {
 
 var _ Cluster = (*Memory)(nil)
 
-// ErrNoGroup is returned for a group number the cluster does not have.
-var ErrNoGroup = errors.New("duty: no such group")
-
 // NewMemory returns a cluster of groups service groups (and the cluster
 // group) whose entries are stamped by clock.
-func NewMemory(groups int, clock Clock) *Memory {
-	m := &Memory{clock: clock}
+func NewMemory(groups int, clk clock.Clock) *Memory {
+	m := &Memory{clock: clk}
 	for g := 0; g <= groups; g++ {
 		m.mu.states = append(m.mu.states, statemachine.New(statemachine.Config{Group: uint16(g), Groups: groups}))
 	}
@@ -114,7 +112,7 @@ func (m *Memory) Read(_ context.Context, group int, fn func(*statemachine.State)
 // ReadLocal runs fn over a group's state.
 func (m *Memory) ReadLocal(group int, fn func(*statemachine.State)) error {
 	if group < 0 || group > m.Groups() {
-		return fmt.Errorf("%w: %d", ErrNoGroup, group)
+		return fmt.Errorf("duty: %w: %d", route.ErrNoGroup, group)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -145,8 +143,8 @@ func (m *Memory) applyLocked(group int, cmds []statemachine.Command) *statemachi
 // order. Removals are first checked with every service group (Precheck);
 // node and network commands the cluster group applied are then delivered
 // to the service groups (Deliver) before it returns.
-func (m *Memory) SubmitMany(ctx context.Context, cmds []statemachine.Command) []Outcome {
-	out := make([]Outcome, len(cmds))
+func (m *Memory) SubmitMany(ctx context.Context, cmds []statemachine.Command) []route.Outcome {
+	out := make([]route.Outcome, len(cmds))
 	if err := ctx.Err(); err != nil {
 		for i := range out {
 			out[i].Failed = err
@@ -167,7 +165,7 @@ func (m *Memory) SubmitMany(ctx context.Context, cmds []statemachine.Command) []
 
 // submit applies cmds (but the skipped ones) and reports whether a node or
 // network command was applied.
-func (m *Memory) submit(cmds []statemachine.Command, skip []bool, out []Outcome) (outbox bool) {
+func (m *Memory) submit(cmds []statemachine.Command, skip []bool, out []route.Outcome) (outbox bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	perGroup := make([][]int, len(m.mu.states)) // command indexes
@@ -227,7 +225,7 @@ func (m *Memory) submit(cmds []statemachine.Command, skip []bool, out []Outcome)
 // SubmitToGroup applies one per-group command to group.
 func (m *Memory) SubmitToGroup(ctx context.Context, group int, cmd statemachine.Command) (statemachine.Result, error) {
 	if group < 0 || group > m.Groups() {
-		return statemachine.Result{}, fmt.Errorf("%w: %d", ErrNoGroup, group)
+		return statemachine.Result{}, fmt.Errorf("duty: %w: %d", route.ErrNoGroup, group)
 	}
 	if !route.PerGroup(cmd.Kind) {
 		rej := statemachine.Result{Code: statemachine.CodeInvalid, Msg: cmd.Kind.String() + " is routed by its object: use SubmitMany"}

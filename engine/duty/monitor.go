@@ -9,6 +9,7 @@ import (
 
 	"shoal/engine/monitor"
 	"shoal/engine/route"
+	"shoal/internal/clock"
 	"shoal/statemachine"
 )
 
@@ -43,9 +44,9 @@ type MonitorConfig struct {
 	Monitor monitor.Config
 	// Interval is the time between ticks, on Clock. Default 1s.
 	Interval time.Duration
-	// Clock times ticks and stamps heartbeats' decisions. Default: the
-	// engine's clock (engine.NewMonitorDuty), else clock.Real.
-	Clock Clock
+	// Clock times ticks and stamps heartbeats' decisions. Default:
+	// clock.Real (manager.Start passes the engine's clock).
+	Clock clock.Clock
 	// Logf receives proposal failures. Default: discard.
 	Logf func(format string, args ...any)
 }
@@ -322,7 +323,7 @@ func (d *MonitorDuty) propose(ctx context.Context, changes []monitor.Change) err
 		}
 	}
 	cmds := monitor.Commands(nil, changes)
-	var outs []Outcome
+	var outs []route.Outcome
 	if len(cmds) > 0 {
 		outs = d.c.SubmitMany(ctx, cmds)
 	}

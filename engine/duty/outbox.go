@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"shoal/internal/clock"
 	"shoal/statemachine"
 )
 
@@ -41,9 +42,9 @@ type OutboxConfig struct {
 	// MinGap is the least time between the starts of two runs triggered by
 	// Signal. Default 5ms.
 	MinGap time.Duration
-	// Clock times Interval and MinGap. Default: the engine's clock
-	// (engine.NewOutboxDuty), else clock.Real.
-	Clock Clock
+	// Clock times Interval and MinGap. Default: clock.Real (manager.Start
+	// passes the engine's clock).
+	Clock clock.Clock
 	// Signal, if set, wakes the duty; build it with NewOutboxSignal and wire
 	// its OnApply into the engine's Config.OnApply. Default: none.
 	Signal *Signal

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"shoal/internal/clock"
 	"shoal/statemachine"
 )
 
@@ -27,9 +28,9 @@ type TimerConfig struct {
 	// late. Default 1s.
 	Interval time.Duration
 	// Clock times Interval and decides what is due; it should read the same
-	// time as the engine's clock, which stamps the ticks. Default: the
-	// engine's clock (engine.NewTimerDuty), else clock.Real.
-	Clock Clock
+	// time as the engine's clock, which stamps the ticks. Default:
+	// clock.Real (manager.Start passes the engine's clock).
+	Clock clock.Clock
 	// Logf receives read and proposal failures. Default: discard.
 	Logf func(format string, args ...any)
 }

@@ -3,13 +3,15 @@ package duty
 import (
 	"context"
 	"time"
+
+	"shoal/internal/clock"
 )
 
 // wakeLoop runs once at once, then again every interval on clk and
 // whenever sig fires (if sig is set), but never sooner than gap(ran) after
 // the start of the previous run, ran being how long that run took, until
 // ctx ends.
-func wakeLoop(ctx context.Context, clk Clock, interval time.Duration, gap func(ran time.Duration) time.Duration, sig *Signal, once func()) {
+func wakeLoop(ctx context.Context, clk clock.Clock, interval time.Duration, gap func(ran time.Duration) time.Duration, sig *Signal, once func()) {
 	var wake <-chan struct{}
 	if sig != nil {
 		wake = sig.c

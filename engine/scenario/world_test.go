@@ -26,6 +26,7 @@ import (
 
 	"shoal/engine/duty"
 	"shoal/engine/monitor"
+	"shoal/engine/route"
 	"shoal/internal/clock"
 	sm "shoal/statemachine"
 )
@@ -72,14 +73,14 @@ type recorder struct {
 	r *runner
 }
 
-func (c recorder) SubmitMany(ctx context.Context, cmds []sm.Command) []duty.Outcome {
+func (c recorder) SubmitMany(ctx context.Context, cmds []sm.Command) []route.Outcome {
 	if err := ctx.Err(); err != nil {
 		return c.Memory.SubmitMany(ctx, cmds)
 	}
 	r := c.r
 	before := r.describeBefore(cmds)
 	res, trailer := r.applyOut(cmds...)
-	out := make([]duty.Outcome, len(cmds))
+	out := make([]route.Outcome, len(cmds))
 	for i := range cmds {
 		out[i].Result = res[i]
 	}
