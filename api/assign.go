@@ -36,7 +36,7 @@ func (s *Server) agentAssignments(ctx *fasthttp.RequestCtx, _ []string) error {
 		if len(req.Cursor) == 0 {
 			return s.sendComplete(ctx, ss, req.NodeID, false)
 		}
-		lost, ok := s.quorum.state()
+		lost, ok := s.quorumState()
 		if !ok {
 			return s.noQuorum()
 		}
@@ -44,6 +44,8 @@ func (s *Server) agentAssignments(ctx *fasthttp.RequestCtx, _ []string) error {
 		timer := s.cfg.Clock.NewTimer(wait)
 		defer timer.Stop()
 		started, _ := s.e.LeaderNotice(routing.ClusterGroup)
+		s.parked.Add(1)
+		defer s.parked.Add(-1)
 		for {
 			pending, wake := s.cfg.Feed.nodePending(req.NodeID, req.Cursor)
 			if pending {

@@ -62,6 +62,7 @@ func newMetrics(s *Server) *metrics {
 	m.handshakes.wait = m.set.NewHistogram(`shoal_tls_handshake_wait_seconds`)
 	m.handshakes.took = m.set.NewHistogram(`shoal_tls_handshake_seconds`)
 	m.set.NewGauge("shoal_agent_session_records", func() float64 { return float64(s.sessions.size()) })
+	m.set.NewGauge("shoal_agent_polls_parked", func() float64 { return float64(s.parked.Load()) })
 	m.set.NewGauge("go_gc_heap_live_bytes", heapLive)
 	return m
 }

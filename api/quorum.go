@@ -23,9 +23,18 @@ type quorumWatch struct {
 	gone bool          // contact lost (lost is closed)
 }
 
-// state returns the channel closed when contact is next lost, and
-// whether there is contact now.
-func (q *quorumWatch) state() (lost <-chan struct{}, ok bool) {
+// quorumState returns the channel closed when contact is next lost, and
+// whether there is contact now. Contact regained is seen at once, not at
+// the next check: a replica that just started, or whose link just came
+// back, would otherwise turn agents away for a moment longer.
+func (s *Server) quorumState() (lost <-chan struct{}, ok bool) {
+	q := &s.quorum
+	q.Lock()
+	gone := q.gone
+	q.Unlock()
+	if gone {
+		s.checkQuorum()
+	}
 	q.Lock()
 	defer q.Unlock()
 	return q.lost, !q.gone
@@ -38,20 +47,26 @@ func (s *Server) watchQuorum() {
 		case <-s.closed:
 			return
 		}
-		c := s.e.Contact(routing.ClusterGroup)
-		q := &s.quorum
-		q.Lock()
-		switch {
-		case !c.OK && !q.gone:
-			q.gone = true
-			close(q.lost)
-			s.cfg.Logf("api: this manager lost contact with the cluster's quorum (last heard from its leader %s ago); agents are sent elsewhere", c.LastContact.Round(time.Millisecond))
-		case c.OK && q.gone:
-			q.gone = false
-			q.lost = make(chan struct{})
-			s.cfg.Logf("api: this manager is in contact with the cluster's quorum again")
-		}
-		q.Unlock()
+		s.checkQuorum()
+	}
+}
+
+// checkQuorum looks at this replica's contact with the cluster group's
+// quorum and ends the parked polls when it was lost.
+func (s *Server) checkQuorum() {
+	c := s.e.Contact(routing.ClusterGroup)
+	q := &s.quorum
+	q.Lock()
+	defer q.Unlock()
+	switch {
+	case !c.OK && !q.gone:
+		q.gone = true
+		close(q.lost)
+		s.cfg.Logf("api: this manager lost contact with the cluster's quorum (last heard from its leader %s ago); agents are sent elsewhere", c.LastContact.Round(time.Millisecond))
+	case c.OK && q.gone:
+		q.gone = false
+		q.lost = make(chan struct{})
+		s.cfg.Logf("api: this manager is in contact with the cluster's quorum again")
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -120,6 +121,8 @@ type Server struct {
 
 	sessions sessionTable
 	quorum   quorumWatch
+	// parked counts the assignment polls waiting for a change now.
+	parked atomic.Int64
 }
 
 // New returns a server; call Serve to answer requests.

@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"testing"
 	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"shoal/api/client"
 	"shoal/wire"
@@ -48,21 +52,34 @@ func TestPollNamesANewLeaderAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	const wait = time.Minute
-	got := make(chan *wire.Assignments, 1)
+	type answer struct {
+		a   *wire.Assignments
+		err error
+	}
+	got := make(chan answer, 1)
+	pollCtx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	go func() {
-		a, err := ac.Assignments(context.Background(), &wire.AssignmentsRequest{NodeID: s.NodeID, SessionID: s.SessionID,
+		a, err := ac.Assignments(pollCtx, &wire.AssignmentsRequest{NodeID: s.NodeID, SessionID: s.SessionID,
 			Cursor: full.ResultsIn, Wait: int64(wait)})
-		if err != nil {
-			t.Error(err)
-		}
-		got <- a
+		got <- answer{a, err}
 	}()
+	// The hand-over comes once the poll waits at the follower (a poll
+	// that arrives after it has nothing to announce).
+	eventually(t, 10*time.Second, func() (bool, string) {
+		n := parkedPolls(t, c.ms[follower-1].APIAddr)
+		return n == 1, fmt.Sprintf("%v polls parked at the follower", n)
+	})
 	if err := c.ms[old-1].E.HandOver(ctx); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case a := <-got:
+	case r := <-got:
 		now := c.leaderOf(0)
+		a := r.a
+		if r.err != nil {
+			t.Fatalf("the poll after the hand-over: %v", r.err)
+		}
 		if now == old || a == nil || a.Leader != c.ms[now-1].APIAddr {
 			t.Fatalf("after the hand-over from replica %d to %d the poll named leader %q, want %q", old, now, a.Leader, c.ms[now-1].APIAddr)
 		}
@@ -133,4 +150,25 @@ func TestFirstSessionAskedAgainGivesOneNode(t *testing.T) {
 	if err != nil || c.NodeID == a.NodeID {
 		t.Fatalf("a keyless first session: node %d (%v), want a new node", c.NodeID, err)
 	}
+}
+
+// parkedPolls reads shoal_agent_polls_parked from a manager's metrics.
+func parkedPolls(t *testing.T, apiAddr string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + apiAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	tp := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := tp.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := fams["shoal_agent_polls_parked"]
+	if f == nil || len(f.GetMetric()) == 0 {
+		t.Fatal("metric shoal_agent_polls_parked missing")
+	}
+	m := f.GetMetric()[0]
+	return m.GetGauge().GetValue() + m.GetUntyped().GetValue()
 }

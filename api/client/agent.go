@@ -180,13 +180,18 @@ func (c *AgentClient) current(toLeader bool) string {
 // one drawn at random: every agent holds the managers in the same order,
 // and moving to the next one sent all of a dead manager's agents (three
 // connections each) to the same survivor, which ran out of connections.
-func (c *AgentClient) failed(base string) {
+func (c *AgentClient) failed(base string) { c.moveOn(base, true) }
+
+// moveOn is failed; abandon says whether a poll parked at base is given
+// up (not when the failed call is that poll itself: its own failure is
+// its answer).
+func (c *AgentClient) moveOn(base string, abandon bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.mu.leader == base {
 		c.mu.leader = ""
 	}
-	if ch, ok := c.mu.gone[base]; ok {
+	if ch, ok := c.mu.gone[base]; ok && abandon {
 		close(ch)
 		delete(c.mu.gone, base)
 	}
@@ -207,6 +212,12 @@ func (c *AgentClient) setLeader(addr string) {
 
 // call posts req to path and decodes every frame of the answer with fn.
 func (c *AgentClient) call(ctx context.Context, path string, toLeader bool, req wire.Message, fn func(frame []byte) error) error {
+	return c.callAs(ctx, path, toLeader, false, req, fn)
+}
+
+// callAs is call; poll says the call is the assignments poll (whose own
+// failure does not abandon it).
+func (c *AgentClient) callAs(ctx context.Context, path string, toLeader, poll bool, req wire.Message, fn func(frame []byte) error) error {
 	body, err := wire.Append(nil, req)
 	if err != nil {
 		return err
@@ -225,7 +236,7 @@ func (c *AgentClient) call(ctx context.Context, path string, toLeader bool, req 
 		case errors.As(err, &we) && we.Code == wire.CodeNoQuorum && attempt < 2:
 			// That manager is cut off from the cluster: move on from it
 			// at once, to the leader it last knew unless that is itself.
-			c.failed(base)
+			c.moveOn(base, !poll)
 			if we.Leader != "" {
 				if b, err := baseURL(we.Leader, c.hc.TLSConfig != nil); err == nil && b != base {
 					c.setLeader(we.Leader)
@@ -236,7 +247,7 @@ func (c *AgentClient) call(ctx context.Context, path string, toLeader bool, req 
 		case errors.As(err, &we):
 			return err
 		}
-		c.failed(base)
+		c.moveOn(base, !poll)
 		return err
 	}
 }
@@ -329,23 +340,43 @@ func (c *AgentClient) Assignments(ctx context.Context, req *wire.AssignmentsRequ
 		a   *wire.Assignments
 		err error
 	}
-	for {
+	poll := func() chan answer {
 		done := make(chan answer, 1)
-		_, gone := c.pollTarget()
 		go func() {
 			a, err := c.assignments(ctx, req)
 			done <- answer{a, err}
 		}()
+		return done
+	}
+	base, gone := c.pollTarget()
+	done := poll()
+	for moved := 0; ; {
 		select {
 		case r := <-done:
 			return r.a, r.err
 		case <-ctx.Done():
 			return nil, fmt.Errorf("%w: the assignments poll was given up: %w", ErrUnreachable, ctx.Err())
 		case <-gone:
-			// Poll again where the client points now; the poll left
-			// behind ends by its deadline and its answer is dropped.
+			// Another call to the poll's manager failed: poll again
+			// where the client points now (at most once per manager),
+			// and take whichever answer comes first; the poll left
+			// behind ends by its deadline.
+			next, ch := c.pollTarget()
+			gone = ch
+			if next == base || moved >= c.managers() {
+				continue
+			}
+			base, moved = next, moved+1
+			done = poll()
 		}
 	}
+}
+
+// managers is how many managers the client knows.
+func (c *AgentClient) managers() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.mu.addrs)
 }
 
 // pollTarget is the manager a poll starts at now, and a channel closed
@@ -371,7 +402,7 @@ func (c *AgentClient) pollTarget() (string, <-chan struct{}) {
 // assignments is one assignments poll, answered or failed.
 func (c *AgentClient) assignments(ctx context.Context, req *wire.AssignmentsRequest) (*wire.Assignments, error) {
 	var whole *wire.Assignments
-	err := c.call(ctx, "/v1/agent/assignments", false, req, func(f []byte) error {
+	err := c.callAs(ctx, "/v1/agent/assignments", false, true, req, func(f []byte) error {
 		var part wire.Assignments
 		if err := wire.DecodeInto(f, &part); err != nil {
 			return err
