@@ -85,9 +85,21 @@ func startNSCluster(t *testing.T) *nsCluster {
 			return strings.Contains(s.out.String(), "shoal: ready"), s.out.String()
 		})
 	}
+	// The agents hold their assignment polls on the first manager they
+	// are given: the cluster leader, which the leader-isolation case cuts
+	// off (the case where new work used to wait for the poll's timeout).
+	join := slices.Clone(c.apis)
+	waitFor(t, 10*time.Second, "a cluster leader", func() (bool, string) {
+		ls, err := c.leaders(0)
+		if err != nil || ls[0] < 0 {
+			return false, fmt.Sprint(ls, err)
+		}
+		join[0], join[ls[0]] = join[ls[0]], join[0]
+		return true, ""
+	})
 	for i := range 2 {
 		h := n.Hosts[3+i]
-		c.agents = append(c.agents, startProcOn(t, h, fmt.Sprintf("agent-%d", i+1), "agent", "--join", strings.Join(c.apis, ","),
+		c.agents = append(c.agents, startProcOn(t, h, fmt.Sprintf("agent-%d", i+1), "agent", "--join", strings.Join(join, ","),
 			"--data-dir", filepath.Join(root, fmt.Sprintf("a%d", i+1)), "--hostname", fmt.Sprintf("node-%d", i+1), "--insecure"))
 	}
 	waitFor(t, 30*time.Second, "agents joined", func() (bool, string) {
