@@ -330,7 +330,7 @@ func TestPartitions(t *testing.T) {
 		watch = 45 * time.Second
 	}
 	t.Run("FollowerIsolatedLateWrites", func(t *testing.T) { followerIsolated(t, c, watch) })
-	t.Run("LeaderIsolatedNewWork", func(t *testing.T) { leaderIsolated(t, c) })
+	t.Run("LeaderIsolatedNewWork", func(t *testing.T) { leaderIsolated(t, c, full) })
 	if !full {
 		return
 	}
@@ -511,7 +511,7 @@ func followerIsolated(t *testing.T, c *nsCluster, watch time.Duration) {
 // leaderIsolated: the replica leading the cluster group is cut off from
 // the other hosts; a new leader is elected, and a service created through
 // the majority runs on the agents.
-func leaderIsolated(t *testing.T, c *nsCluster) {
+func leaderIsolated(t *testing.T, c *nsCluster, full bool) {
 	ctx := context.Background()
 	defer func() { _ = c.net.Heal() }()
 	const marker = "sleep 7783"
@@ -566,6 +566,9 @@ func leaderIsolated(t *testing.T, c *nsCluster) {
 
 	if err := c.net.Heal(); err != nil {
 		t.Fatal(err)
+	}
+	if !full {
+		return // the follower case checks the catch-up; `make test` has 90 s
 	}
 	healed := time.Now()
 	c.agree(60 * time.Second)

@@ -1,15 +1,23 @@
 // Package netns makes a small network of hosts on one Linux machine for
 // tests that cut links: each host is a network namespace with one veth
 // interface (eth0) on a bridge in the root namespace, and commands run on a
-// host with `ip netns exec`. Links are cut with tc: an egress u32 filter on
-// a host's eth0 redirects the packets for a peer to a veth that is down,
-// which drops them silently (no reset, no ICMP), as a host that vanished or
-// a firewall's DROP would. The kernels this runs on have neither netem nor
-// the gact drop action, and the machines no iptables; mirred redirection
-// needs neither.
+// host with `ip netns exec`. Links are cut with tc: a u32 filter on the
+// ingress of a host's veth in the root namespace (where the host's packets
+// enter the bridge) redirects the packets for a peer to a veth that is
+// down, which drops them silently (no reset, no ICMP), as a host that
+// vanished or a firewall's DROP would. The kernels this runs on have
+// neither netem nor the gact drop action, and the machines no iptables;
+// mirred redirection needs neither.
+//
+// The drop is outside the sending host's stack on purpose. A filter on the
+// host's own eth0 drops inside its qdisc layer, which its TCP takes for
+// local congestion: it sends zero-window probes instead of retransmitting
+// and aborts the connection after tcp_retries2 probes (about 9 s), where a
+// real network keeps it open, retransmitting with back-off, for many
+// minutes.
 //
 // Contract:
-//   - Every name a network makes (namespaces, bridge, veths) starts with
+//   - Every name a network makes (namespaces, bridge, veths, the sink) starts with
 //     its prefix, "shn" + the creating process's ID in base 36 + "-" +
 //     three random hex digits, so concurrent runs never share a name, and
 //     Create removes what a run that was killed left (prefixes whose

@@ -39,6 +39,7 @@ type Net struct {
 	Hosts  []*Host
 
 	bridge string
+	sink   string // a veth that is down: what is redirected to it is dropped
 	mu     sync.Mutex
 	drops  map[[2]int]bool // {from, to}: from's packets for to are dropped
 	closed bool
@@ -129,9 +130,13 @@ func create(hosts int, prefix string) (*Net, error) {
 		_ = n.Close()
 		return nil, err
 	}
+	n.sink = n.Prefix + "d"
 	if err := runAll(
 		[]string{"ip", "addr", "add", n.Bridge.String() + "/24", "dev", n.bridge},
 		[]string{"ip", "link", "set", n.bridge, "up"},
+		// The sink: a veth left down. Packets redirected to it are
+		// dropped.
+		[]string{"ip", "link", "add", n.sink, "type", "veth", "peer", "name", n.Prefix + "e"},
 	); err != nil {
 		return fail(err)
 	}
@@ -147,10 +152,7 @@ func create(hosts int, prefix string) (*Net, error) {
 			[]string{"ip", "-n", h.Name, "link", "set", "lo", "up"},
 			[]string{"ip", "-n", h.Name, "addr", "add", h.Addr.String() + "/24", "dev", "eth0"},
 			[]string{"ip", "-n", h.Name, "link", "set", "eth0", "up"},
-			// The sink: a veth left down. Packets redirected to it are
-			// dropped.
-			[]string{"ip", "-n", h.Name, "link", "add", "drop0", "type", "veth", "peer", "name", "drop1"},
-			[]string{"tc", "-n", h.Name, "qdisc", "add", "dev", "eth0", "clsact"},
+			[]string{"tc", "qdisc", "add", "dev", h.veth, "clsact"},
 		); err != nil {
 			return fail(err)
 		}
@@ -276,15 +278,15 @@ func (n *Net) change(edit func()) error {
 		add := now
 		if slices.ContainsFunc(was, func(to int) bool { return !slices.Contains(now, to) }) {
 			if len(was) > 0 {
-				errs = append(errs, run("tc", "-n", h.Name, "filter", "del", "dev", "eth0", "egress"))
+				errs = append(errs, run("tc", "filter", "del", "dev", h.veth, "ingress"))
 			}
 		} else {
 			add = slices.DeleteFunc(slices.Clone(now), func(to int) bool { return slices.Contains(was, to) })
 		}
 		for _, to := range add {
-			errs = append(errs, run("tc", "-n", h.Name, "filter", "add", "dev", "eth0", "egress",
+			errs = append(errs, run("tc", "filter", "add", "dev", h.veth, "ingress",
 				"protocol", "ip", "prio", "1", "u32", "match", "ip", "dst", n.Hosts[to].Addr.String()+"/32",
-				"action", "mirred", "egress", "redirect", "dev", "drop0"))
+				"action", "mirred", "egress", "redirect", "dev", n.sink))
 		}
 	}
 	return errors.Join(errs...)
@@ -319,6 +321,9 @@ func (n *Net) Close() error {
 		_ = exec.Command("ip", "link", "del", h.veth).Run() // gone with the namespace, unless a process held it
 	}
 	errs = append(errs, run("ip", "link", "del", n.bridge))
+	if n.sink != "" {
+		_ = exec.Command("ip", "link", "del", n.sink).Run()
+	}
 	return errors.Join(errs...)
 }
 
