@@ -26,7 +26,7 @@ vet:
 
 test: vet
 	$(GO) test -count=1 -timeout 9m $(PKGS)
-	$(GO) test -count=1 -tags shoal_seams -run 'TestModelCheckFindsSeededBug' ./statemachine/
+	$(GO) test -count=1 -tags shoal_seams -run 'TestModelCheckFindsSeeded' ./statemachine/
 
 # Each package's benchmarks with CPU and heap profiles under perf/out/, then
 # one summary table. BENCH selects benchmarks (a go test -bench regexp).

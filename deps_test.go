@@ -93,10 +93,11 @@ var edges = map[string]rule{
 	"loadgen/report":   {third: []string{"github.com/go-echarts/go-echarts/v2"}},
 	"loadgen/watch":    {shoal: []string{"api/client", "wire"}},
 	"loadgen/workload": {shoal: []string{"api/client"}, third: []string{"golang.org/x/sync"}},
-	// One manager replica: engine + duties + API wired together (what
-	// `shoal serve` starts; tests start several in one process).
+	// One manager replica: engine + duties + API wired together (tests
+	// start several in one process), and its whole life as `shoal serve`
+	// runs it (TLS directory, join, quorum wait, hand-over at stop).
 	"manager": {
-		shoal: []string{"engine", "engine/duty", "engine/monitor", "engine/route", "api", "api/client", "statemachine", "wire", "security", "internal/*"}},
+		shoal: []string{"engine", "engine/duty", "engine/monitor", "engine/route", "api", "api/client", "statemachine", "wire", "security", "security/tlsdir", "internal/*"}},
 	"cmd/shoal":    {shoal: []string{"*"}, third: []string{"*"}},
 	"perf/summary": {third: []string{"golang.org/x/perf"}},
 	"perf/compare": {shoal: []string{"loadgen/report"}},

@@ -32,6 +32,7 @@ type fakeManager struct {
 	log       []string // "open", "hb", "status n=2", "rereport n=0 held=2", "poll", "sync"
 	openAt    []time.Time
 	openErrs  []error         // answered (and consumed) before a session opens
+	keys      []string        // the key of every session request
 	hbErr     error           // answered to every heartbeat while set
 	hbErrs    []error         // answered (and consumed) before hbErr
 	hbBudgets []time.Duration // each heartbeat's time left before its deadline
@@ -86,6 +87,7 @@ func (f *fakeManager) OpenSession(ctx context.Context, req *wire.SessionRequest)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.openAt = append(f.openAt, f.clk.Now())
+	f.keys = append(f.keys, req.Key)
 	if f.down {
 		f.changedLocked("open-down")
 		return nil, errDown

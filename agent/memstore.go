@@ -16,6 +16,7 @@ type MemStore struct {
 	mu struct {
 		sync.Mutex
 		node  sm.NodeID
+		key   string
 		meta  Meta
 		tasks map[sm.TaskID]TaskRecord
 		specs map[SpecKey]wire.Spec
@@ -34,7 +35,7 @@ func NewMemStore() *MemStore {
 func (s *MemStore) Load() (*State, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := &State{NodeID: s.mu.node, Meta: Meta{Cursor: slices.Clone(s.mu.meta.Cursor), Seqs: slices.Clone(s.mu.meta.Seqs)}}
+	st := &State{NodeID: s.mu.node, JoinKey: s.mu.key, Meta: Meta{Cursor: slices.Clone(s.mu.meta.Cursor), Seqs: slices.Clone(s.mu.meta.Seqs)}}
 	for _, id := range sortedKeys(s.mu.tasks) {
 		st.Tasks = append(st.Tasks, cloneRecord(s.mu.tasks[id]))
 	}
@@ -85,6 +86,14 @@ func (s *MemStore) SaveNodeID(id sm.NodeID) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.mu.node = id
+	return nil
+}
+
+// SaveJoinKey stores key.
+func (s *MemStore) SaveJoinKey(key string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mu.key = key
 	return nil
 }
 

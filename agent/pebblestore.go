@@ -24,6 +24,7 @@ type PebbleStore struct {
 var (
 	keyNode = []byte("n")
 	keyMeta = []byte("m")
+	keyJoin = []byte("k")
 )
 
 const (
@@ -57,6 +58,8 @@ func (s *PebbleStore) Load() (*State, error) {
 				break
 			}
 			st.NodeID = sm.NodeID(binary.BigEndian.Uint32(v))
+		case string(k) == string(keyJoin):
+			st.JoinKey = string(v)
 		case string(k) == string(keyMeta):
 			st.Meta, err = decodeMeta(v)
 		case k[0] == prefixTask:
@@ -131,6 +134,14 @@ func (s *PebbleStore) Apply(w *Writes) error {
 func (s *PebbleStore) SaveNodeID(id sm.NodeID) error {
 	if err := s.db.Set(keyNode, binary.BigEndian.AppendUint32(nil, uint32(id)), pebble.Sync); err != nil {
 		return fmt.Errorf("agent: save the node ID: %w", err)
+	}
+	return nil
+}
+
+// SaveJoinKey stores key, synced.
+func (s *PebbleStore) SaveJoinKey(key string) error {
+	if err := s.db.Set(keyJoin, []byte(key), pebble.Sync); err != nil {
+		return fmt.Errorf("agent: save the join key: %w", err)
 	}
 	return nil
 }

@@ -2,6 +2,8 @@ package agent
 
 import (
 	"context"
+	crand "crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -36,6 +38,7 @@ type Agent struct {
 		sync.Mutex
 		rng     *rand.Rand
 		node    sm.NodeID
+		key     string        // the join key, while node is 0
 		period  time.Duration // the latest heartbeat period
 		sess    *liveSession  // nil: none
 		live    bool          // sess has heartbeated
@@ -101,7 +104,15 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	ctx, a.cancel = context.WithCancelCause(ctx)
 	defer a.cancel(nil)
-	a.ss.node = st.NodeID
+	a.ss.node, a.ss.key = st.NodeID, st.JoinKey
+	if st.NodeID == 0 && st.JoinKey == "" {
+		var b [16]byte
+		_, _ = crand.Read(b[:])
+		a.ss.key = hex.EncodeToString(b[:])
+		if err := a.cfg.Store.SaveJoinKey(a.ss.key); err != nil {
+			return err
+		}
+	}
 	a.withMachine(func(m *Machine, _ time.Time) { m.Restore(st) })
 	a.cfg.Executor.Sweep() // after the attaches Restore issued
 	if ctx.Err() != nil {

@@ -25,10 +25,13 @@ func (a *Agent) sessionLoop(ctx context.Context) {
 			}
 		}
 		a.ss.Lock()
-		node := a.ss.node
+		node, key := a.ss.node, a.ss.key
 		a.ss.Unlock()
+		if node != 0 {
+			key = ""
+		}
 		c, cancel := a.callCtx(ctx, a.cfg.CallTimeout)
-		sess, err := a.cfg.Manager.OpenSession(c, &wire.SessionRequest{NodeID: node, Node: a.cfg.Node})
+		sess, err := a.cfg.Manager.OpenSession(c, &wire.SessionRequest{NodeID: node, Node: a.cfg.Node, Key: key})
 		cancel()
 		if err != nil {
 			if ctx.Err() != nil {

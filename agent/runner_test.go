@@ -434,3 +434,24 @@ func TestRunnerBeatsWhileItsExecutorIsBusy(t *testing.T) {
 	h.mgr.do(func() { before = len(h.mgr.hbAt) })
 	h.mgr.until(t, "three more heartbeats while the executor is stuck", func() bool { return len(h.mgr.hbAt) >= before+3 })
 }
+
+// A new agent names itself with a key it saved before its first session,
+// and asks with that same key until it has a node ID, across a restart:
+// a first session whose answer was lost gives one node, not two. Once it
+// has an ID it sends no key.
+func TestRunnerKeepsItsJoinKeyUntilItHasANode(t *testing.T) {
+	h := newHarness(t, SimConfig{})
+	h.mgr.openErrs = []error{errors.New("the answer was lost")}
+	h.start()
+	h.mgr.until(t, "a session after the lost answer", func() bool { return len(h.mgr.keys) >= 2 })
+	st, _ := h.store.Load()
+	if h.mgr.keys[0] == "" || h.mgr.keys[1] != h.mgr.keys[0] || st.JoinKey != h.mgr.keys[0] {
+		t.Fatalf("keys sent %q, saved %q: want one saved key, sent each time", h.mgr.keys, st.JoinKey)
+	}
+	h.mgr.until(t, "the node ID saved", func() bool { st, _ := h.store.Load(); return st.NodeID != 0 })
+	h.restart()
+	h.mgr.until(t, "a session after the restart", func() bool { return len(h.mgr.keys) >= 3 })
+	if k := h.mgr.keys[len(h.mgr.keys)-1]; k != "" {
+		t.Fatalf("an agent with a node ID sent key %q", k)
+	}
+}

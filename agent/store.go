@@ -14,13 +14,17 @@ type Store interface {
 	Apply(w *Writes) error
 	// SaveNodeID stores the node's ID durably before it returns.
 	SaveNodeID(id sm.NodeID) error
+	// SaveJoinKey stores the key the agent names itself with until it has
+	// a node ID (wire.SessionRequest.Key), durably before it returns.
+	SaveJoinKey(key string) error
 	// Close releases the store.
 	Close() error
 }
 
 // State is what a Store holds.
 type State struct {
-	NodeID sm.NodeID // 0: the node has no ID yet
+	NodeID  sm.NodeID // 0: the node has no ID yet
+	JoinKey string    // "": none saved yet
 	Meta
 	Specs []wire.Spec
 	Tasks []TaskRecord // in task ID order

@@ -48,9 +48,10 @@ func (s *Server) wireFail(ctx *fasthttp.RequestCtx, e *wire.Error) {
 	status := map[string]int{
 		wire.CodeNotLeader: fasthttp.StatusMisdirectedRequest, wire.CodeBusy: fasthttp.StatusServiceUnavailable,
 		wire.CodeUnavailable: fasthttp.StatusServiceUnavailable, wire.CodeUnknownSession: fasthttp.StatusNotFound,
+		wire.CodeNoQuorum:     fasthttp.StatusServiceUnavailable,
 		wire.CodeNodeNotReady: fasthttp.StatusConflict, wire.CodeNodeRemoved: fasthttp.StatusGone,
 		wire.CodeBadRequest: fasthttp.StatusBadRequest, wire.CodeForbidden: fasthttp.StatusForbidden,
-		wire.CodeUnauthorized: fasthttp.StatusUnauthorized,
+		wire.CodeUnauthorized: fasthttp.StatusUnauthorized, wire.CodeUnsupportedMedia: fasthttp.StatusUnsupportedMediaType,
 	}[e.Code]
 	if status == 0 {
 		status = fasthttp.StatusInternalServerError
@@ -58,14 +59,31 @@ func (s *Server) wireFail(ctx *fasthttp.RequestCtx, e *wire.Error) {
 	if e.RetryAfter > 0 {
 		ctx.Response.Header.Set("Retry-After", itoa(max(int(time.Duration(e.RetryAfter)/time.Second), 1)))
 	}
-	body, _ := wire.Append(nil, e)
 	ctx.SetStatusCode(status)
+	if speaksJSON(ctx) {
+		body, _ := wire.EncodeJSON(e)
+		ctx.SetContentType(jsonContentType)
+		ctx.SetBody(append(body, '\n'))
+		return
+	}
+	body, _ := wire.Append(nil, e)
 	ctx.SetContentType(wireContentType)
 	ctx.SetBody(body)
 }
 
-// wireReply writes one or more frames.
+// wireReply writes one or more frames, or in the JSON dialect one JSON
+// message (an answer sent as several frames, a COMPLETE over 1 MiB, is
+// one message in JSON).
 func (s *Server) wireReply(ctx *fasthttp.RequestCtx, msgs ...wire.Message) error {
+	if speaksJSON(ctx) {
+		body, err := wire.EncodeJSON(joinFrames(msgs))
+		if err != nil {
+			return err
+		}
+		ctx.SetContentType(jsonContentType)
+		ctx.SetBody(append(body, '\n'))
+		return nil
+	}
 	var body []byte
 	for _, m := range msgs {
 		var err error
@@ -92,8 +110,19 @@ func wireErr(err error) *wire.Error {
 	return &wire.Error{Code: wire.CodeInternal, Message: err.Error()}
 }
 
-// decodeWire reads the request body as one frame of m's type.
+// decodeWire reads the request body as one message of m's type: a frame,
+// or JSON in the JSON dialect.
 func decodeWire(ctx *fasthttp.RequestCtx, m wire.Message) *wire.Error {
+	if bodyJSON(ctx) {
+		got, err := wire.DecodeJSON(m.Type(), ctx.PostBody())
+		if err != nil {
+			return &wire.Error{Code: wire.CodeBadRequest, Message: "request is not a valid " + m.Type().String() + " in JSON: " + err.Error()}
+		}
+		if err := copyMessage(m, got); err != nil {
+			return &wire.Error{Code: wire.CodeBadRequest, Message: err.Error()}
+		}
+		return nil
+	}
 	if err := wire.DecodeInto(ctx.PostBody(), m); err != nil {
 		return &wire.Error{Code: wire.CodeBadRequest, Message: "request is not a valid " + m.Type().String() + " frame: " + err.Error()}
 	}
@@ -101,8 +130,14 @@ func decodeWire(ctx *fasthttp.RequestCtx, m wire.Message) *wire.Error {
 }
 
 // agentHandler adapts a wire handler: its errors become wire.Error answers.
+// It first settles the request's dialect (dialect.go): a body that is
+// neither a wire frame nor JSON is answered 415.
 func (s *Server) agentHandler(h func(ctx *fasthttp.RequestCtx) error) handlerFunc {
 	return func(ctx *fasthttp.RequestCtx, _ []string) error {
+		if e := settleDialect(ctx); e != nil {
+			s.wireFail(ctx, e)
+			return nil
+		}
 		if err := h(ctx); err != nil {
 			s.wireFail(ctx, wireErr(err))
 		}
@@ -161,7 +196,18 @@ func (s *Server) openSession(ctx *fasthttp.RequestCtx) error {
 		return &wire.Error{Code: wire.CodeNodeRemoved, Message: "this node was removed from the cluster; clear the agent's data directory to join as a new node"}
 	}
 	if id == 0 {
-		res, err := s.e.Submit(c, statemachine.Command{Kind: statemachine.CmdReserveNodeID})
+		// An agent's key makes its first session, asked again of any
+		// manager after its answer was lost, find the node the first
+		// attempt reserved: the reservation carries it as a request ID,
+		// which the cluster applies at most once.
+		reserve := statemachine.Command{Kind: statemachine.CmdReserveNodeID}
+		if req.Key != "" {
+			if len(req.Key) > 48 {
+				return &wire.Error{Code: wire.CodeBadRequest, Message: "the session request's key is longer than 48 bytes"}
+			}
+			reserve.RequestID = "node:" + req.Key
+		}
+		res, err := s.e.Submit(c, reserve)
 		if err != nil {
 			return err
 		}

@@ -36,6 +36,10 @@ func (s *Server) agentAssignments(ctx *fasthttp.RequestCtx, _ []string) error {
 		if len(req.Cursor) == 0 {
 			return s.sendComplete(ctx, ss, req.NodeID, false)
 		}
+		lost, ok := s.quorum.state()
+		if !ok {
+			return s.noQuorum()
+		}
 		wait := min(time.Duration(max(req.Wait, 0)), maxAssignWait)
 		timer := s.cfg.Clock.NewTimer(wait)
 		defer timer.Stop()
@@ -57,6 +61,8 @@ func (s *Server) agentAssignments(ctx *fasthttp.RequestCtx, _ []string) error {
 					continue
 				case <-notice:
 					continue
+				case <-lost:
+					return s.noQuorum()
 				case <-timer.C():
 				case <-s.closed:
 				}

@@ -158,10 +158,8 @@ func (s *Server) deny(ctx *fasthttp.RequestCtx, a access, d *denial) {
 		case fasthttp.StatusGone:
 			code = wire.CodeNodeRemoved
 		}
-		body, _ := wire.Append(nil, &wire.Error{Code: code, Message: d.msg})
-		ctx.SetStatusCode(d.status)
-		ctx.SetContentType(wireContentType)
-		ctx.SetBody(body)
+		_ = settleDialect(ctx) // the refusal in the request's dialect (JSON when unclear)
+		s.wireFail(ctx, &wire.Error{Code: code, Message: d.msg})
 		return
 	}
 	code := client.CodeForbidden

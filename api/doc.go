@@ -5,7 +5,9 @@
 // The one idea: translate HTTP into engine commands and reads, and back.
 // It holds no task-model rules: every decision is the state machine's, and
 // every refusal is the state machine's (or the engine's) error mapped to a
-// status code in one table (errors.go).
+// status code in one table (errors.go). What it renders only reads the
+// state: a service's convergence (render.go) summarizes its task counts,
+// restart condition and update state, so every client gets one answer.
 //
 // Contract:
 //

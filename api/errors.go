@@ -84,12 +84,12 @@ func fromErr(err error) *apiError {
 	case errors.As(err, &ae):
 		return ae
 	case errors.Is(err, engine.ErrNotReady), errors.Is(err, engine.ErrNotProposed),
-		errors.Is(err, engine.ErrRejected):
+		errors.Is(err, engine.ErrRejected), errors.Is(err, context.DeadlineExceeded):
 		e := errorf(fasthttp.StatusServiceUnavailable, client.CodeUnavailable,
 			"the cluster has no leader or quorum right now; nothing was changed; retry shortly")
 		e.retryAfter = time.Second
 		return e
-	case errors.Is(err, engine.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, engine.ErrTimeout):
 		e := errorf(fasthttp.StatusServiceUnavailable, client.CodeUnavailable,
 			"the change was sent but not confirmed in time; it may or may not have been applied: read the object before retrying")
 		e.retryAfter = time.Second

@@ -61,6 +61,9 @@ func (s *Server) events(ctx *fasthttp.RequestCtx, _ []string) error {
 			}
 		}
 	}
+	if err := s.readHeaders(ctx); err != nil {
+		return err
+	}
 	cursor := wire.Cursor(s.cfg.Feed.Applied())
 	if tok := string(ctx.QueryArgs().Peek("index")); tok != "" {
 		c, err := wire.ParseCursor(tok)

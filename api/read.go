@@ -1,12 +1,14 @@
 package api
 
 import (
+	"context"
 	"math/rand/v2"
 	"strconv"
 	"time"
 
 	"github.com/valyala/fasthttp"
 
+	"shoal/engine"
 	"shoal/statemachine"
 	"shoal/wire"
 )
@@ -14,9 +16,54 @@ import (
 // maxWait caps a blocking read's ?wait=.
 const maxWait = 5 * time.Minute
 
-// waitFor blocks until some group applied past the request's ?index= (or
-// its ?wait= ends; without ?index= it returns at once).
+// waitFor prepares a read: it blocks until some group applied past the
+// request's ?index= (or its ?wait= ends; without ?index= it does not
+// wait), then, with ?consistent=true, until this replica applied
+// everything every group had committed by then (a read index per group;
+// 503 without a quorum), and says in headers how stale the answer may
+// be: X-Shoal-Known-Leader (whether this replica knows the cluster
+// group's leader) and X-Shoal-Last-Contact (milliseconds since that
+// leader last spoke to this replica; 0 on the leader).
 func (s *Server) waitFor(ctx *fasthttp.RequestCtx) error {
+	if err := s.waitIndex(ctx); err != nil {
+		return err
+	}
+	return s.readHeaders(ctx)
+}
+
+// readHeaders sets the staleness headers and, with ?consistent=true,
+// waits for the read barrier.
+func (s *Server) readHeaders(ctx *fasthttp.RequestCtx) error {
+	c := s.e.Contact(engine.ClusterGroup)
+	leader, _ := s.e.LeaderNotice(engine.ClusterGroup)
+	ctx.Response.Header.Set("X-Shoal-Known-Leader", strconv.FormatBool(leader != 0 && c.OK))
+	if c.LastContact >= 0 {
+		ctx.Response.Header.Set("X-Shoal-Last-Contact", strconv.FormatInt(c.LastContact.Milliseconds(), 10))
+	}
+	switch v := string(ctx.QueryArgs().Peek("consistent")); v {
+	case "", "false":
+		return nil
+	case "true":
+	default:
+		return badRequest("?consistent=%q must be true or false", v)
+	}
+	bc, cancel := context.WithTimeout(context.Background(), writeTimeout)
+	defer cancel()
+	for g := 0; g <= s.e.Groups(); g++ {
+		if err := s.e.Read(bc, g, func(*statemachine.State) {}); err != nil {
+			e := fromErr(err)
+			if e.status == fasthttp.StatusServiceUnavailable {
+				e.msg = "a consistent read needs a quorum of the cluster, and this manager cannot reach one now; retry, or read without ?consistent=true (possibly stale)"
+			}
+			return e
+		}
+	}
+	return nil
+}
+
+// waitIndex blocks until some group applied past the request's ?index=
+// (or its ?wait= ends; without ?index= it returns at once).
+func (s *Server) waitIndex(ctx *fasthttp.RequestCtx) error {
 	tok := string(ctx.QueryArgs().Peek("index"))
 	if tok == "" {
 		return nil

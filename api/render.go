@@ -1,6 +1,7 @@
 package api
 
 import (
+	"fmt"
 	"net/netip"
 	"strconv"
 	"time"
@@ -28,7 +29,7 @@ func renderService(g int, st *statemachine.State, svc *statemachine.Service) cli
 			out.Tasks[statemachine.TaskState(state).String()] = n
 		}
 	}
-	out.Running = c.Running
+	out.Running, out.RunningAny = c.Running, c.RunningAny
 	switch {
 	case svc.Remove:
 		out.Desired = 0
@@ -38,6 +39,44 @@ func renderService(g int, st *statemachine.State, svc *statemachine.Service) cli
 		// A global service wants one task per eligible node; the
 		// orchestrator creates exactly those slots.
 		out.Desired = c.Active
+	}
+	out.Convergence = convergence(svc, c, out.Desired)
+	return out
+}
+
+// convergence says whether svc settled: every wanted task of the current
+// spec runs, or ended for good (completed one-shot tasks, unless the
+// service restarts completed tasks; failed ones when it never restarts),
+// and no update is in flight. A paused update is settled but not
+// converged: the old version's tasks serve on until the user acts.
+func convergence(svc *statemachine.Service, c statemachine.ServiceCounts, desired int) client.Convergence {
+	switch svc.Update.State {
+	case statemachine.Updating, statemachine.RollbackStarted:
+		what := "update"
+		if svc.Update.State == statemachine.RollbackStarted {
+			what = "rollback"
+		}
+		return client.Convergence{State: client.Converging, Why: fmt.Sprintf("the %s to v%d is under way: %d/%d running at v%d, %d of any version",
+			what, svc.SpecVersion, c.Running, desired, svc.SpecVersion, c.RunningAny)}
+	case statemachine.UpdatePaused, statemachine.RollbackPaused:
+		return client.Convergence{State: client.UpdatePaused, Why: fmt.Sprintf("the update of %s paused with %d/%d running, %d at v%d: %s",
+			svc.Spec.Name, c.RunningAny, desired, c.Running, svc.SpecVersion, svc.Update.Message)}
+	}
+	settled, failed := c.Running, 0
+	cond := svc.Spec.Restart.Condition
+	if cond != statemachine.RestartAny {
+		settled += c.ByState[statemachine.StateComplete]
+	}
+	if cond == statemachine.RestartNone {
+		failed = c.ByState[statemachine.StateFailed] + c.ByState[statemachine.StateRejected]
+		settled += failed
+	}
+	if settled < desired {
+		return client.Convergence{State: client.Converging, Why: fmt.Sprintf("%d/%d running at v%d", c.Running, desired, svc.SpecVersion)}
+	}
+	out := client.Convergence{State: client.Converged, Failed: failed}
+	if failed > 0 {
+		out.Why = fmt.Sprintf("%d task(s) of %s failed and will not be restarted (restart condition none)", failed, svc.Spec.Name)
 	}
 	return out
 }

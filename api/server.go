@@ -104,6 +104,7 @@ type Server struct {
 	joins      joinState
 
 	sessions sessionTable
+	quorum   quorumWatch
 }
 
 // New returns a server; call Serve to answer requests.
@@ -115,6 +116,8 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, e: cfg.Engine, closed: make(chan struct{}),
 		setups: make(chan struct{}, cfg.MaxSessionSetups), joinSlots: make(chan struct{}, cfg.MaxJoins)}
 	s.metrics = newMetrics(s)
+	s.quorum.lost = make(chan struct{})
+	go s.watchQuorum()
 	s.srv = &fasthttp.Server{
 		Handler:            s.handle,
 		Name:               "shoal",
@@ -215,6 +218,8 @@ func (s *Server) routes() []route {
 		r("DELETE", "/v1/networks/*", "networks_remove", s.removeNetwork),
 		r("GET", "/v1/events", "events", s.events),
 		r("GET", "/v1/requests/*", "requests_inspect", s.getRequest),
+		r("GET", "/v1/cluster/settings", "settings_show", s.getSettings),
+		r("POST", "/v1/cluster/settings", "settings_update", s.updateSettings),
 		r("GET", "/v1/replicas", "replicas_list", s.listReplicas),
 		r("POST", "/v1/replicas", "replicas_add", s.addReplica),
 		r("DELETE", "/v1/replicas/*", "replicas_remove", s.removeReplica),

@@ -31,6 +31,7 @@ func (s *Server) getStatus(ctx *fasthttp.RequestCtx, _ []string) error {
 		gs.Leader, _ = s.e.Leader(g)
 		if g == engine.ClusterGroup {
 			doc.Nodes = len(st.NodeIDs())
+			doc.Settings = renderSettings(st.Settings())
 			for id, addr := range st.Managers() {
 				doc.Managers = append(doc.Managers, client.Manager{Replica: id, API: addr})
 			}
@@ -43,6 +44,10 @@ func (s *Server) getStatus(ctx *fasthttp.RequestCtx, _ []string) error {
 	})
 	if err != nil {
 		return err
+	}
+	if s.cfg.Monitor != nil {
+		mc := s.cfg.Monitor.Config()
+		doc.Monitor = client.MonitorTimers{FailoverGrace: client.Duration(mc.FailoverGrace), OrphanTimeout: client.Duration(mc.OrphanTimeout)}
 	}
 	slices.SortFunc(doc.Managers, func(a, b client.Manager) int { return int(a.Replica) - int(b.Replica) })
 	doc.Index = wire.Cursor(cur).Token()

@@ -30,10 +30,13 @@ func (e *Engine) nodeHostConfig() config.NodeHostConfig {
 			// Connections that re-dial a peer that restarted, instead of
 			// tripping the circuit breaker once per stale stream.
 			// What arrives is seen first (receive); the votes this
-			// replica gives are noted as they leave (heard.sent).
+			// replica gives are noted as they leave (heard.sent). A
+			// connection whose peer stops acknowledging is dropped after
+			// two election timeouts, not after TCP's back-off.
 			TransportFactory: raftnet.Factory{Receive: e.receive,
 				Created: func(deliver raftio.MessageHandler) { e.local = deliver },
-				Gone:    e.leaderGone, Sent: e.seen.sent},
+				Gone:    e.leaderGone, Sent: e.seen.sent,
+				DeadAfter: 2 * time.Duration(e.cfg.ElectionRTT) * e.cfg.RTT},
 			LogDB: logdb,
 			Engine: config.EngineConfig{
 				ExecShards: w, CommitShards: w, ApplyShards: w, SnapshotShards: w, CloseShards: w,

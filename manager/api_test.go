@@ -336,6 +336,36 @@ func TestAPIOverThreeReplicas(t *testing.T) {
 		}
 	})
 
+	t.Run("staleness said, consistent reads", func(t *testing.T) {
+		// Every replica says whether it knows the leader and how long
+		// since it heard it; ?consistent=true reads through the quorum.
+		for _, m := range c.ms {
+			resp, err := http.Get("http://" + m.APIAddr + "/v1/services?consistent=true")
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			lc, err := strconv.Atoi(resp.Header.Get("X-Shoal-Last-Contact"))
+			if resp.StatusCode != 200 || resp.Header.Get("X-Shoal-Known-Leader") != "true" || err != nil || lc < 0 || lc > 5000 {
+				t.Fatalf("replica at %s: %s, known leader %q, last contact %q", m.APIAddr, resp.Status,
+					resp.Header.Get("X-Shoal-Known-Leader"), resp.Header.Get("X-Shoal-Last-Contact"))
+			}
+		}
+		resp, err := http.Get("http://" + c.ms[0].APIAddr + "/v1/services?consistent=maybe")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 400 {
+			t.Fatalf("?consistent=maybe: %s, want 400", resp.Status)
+		}
+		cc := *c1
+		cc.Consistent = true
+		if l, _, err := cc.Services(ctx, nil); err != nil || len(l.Items) == 0 {
+			t.Fatalf("a consistent list through the client: %+v, %v", l, err)
+		}
+	})
+
 	t.Run("metrics parse", func(t *testing.T) {
 		resp, err := http.Get("http://" + c.ms[0].APIAddr + "/metrics")
 		if err != nil {

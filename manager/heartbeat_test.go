@@ -100,3 +100,37 @@ func oneReplicaSession(t *testing.T, minBeat time.Duration) (*Manager, *client.A
 	})
 	return m, ac, s
 }
+
+// Without TLS, an agent's first session whose answer was lost and is asked
+// again (of any manager) under the agent's key gives one node, not two; a
+// first session without a key (an older agent) still gets a node of its
+// own each time.
+func TestFirstSessionAskedAgainGivesOneNode(t *testing.T) {
+	m, ac, first := oneReplicaSession(t, 0)
+	ctx := ctxT(t)
+	desc := wire.NodeDescription{Hostname: "n2", CPU: 1000, Memory: 1 << 30}
+	a, err := ac.OpenSession(ctx, &wire.SessionRequest{Node: desc, Key: "k-7f3a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The answer is lost; the agent asks again with its key.
+	b, err := ac.OpenSession(ctx, &wire.SessionRequest{Node: desc, Key: "k-7f3a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.NodeID != b.NodeID || a.NodeID == first.NodeID {
+		t.Fatalf("the same first session twice gave nodes %d and %d (the other agent has %d)", a.NodeID, b.NodeID, first.NodeID)
+	}
+	uc, err := client.New(m.APIAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes, _, err := uc.Nodes(ctx, nil)
+	if err != nil || len(nodes.Items) != 2 {
+		t.Fatalf("nodes after a first session asked twice: %+v, %v; want 2", nodes.Items, err)
+	}
+	c, err := ac.OpenSession(ctx, &wire.SessionRequest{Node: desc})
+	if err != nil || c.NodeID == a.NodeID {
+		t.Fatalf("a keyless first session: node %d (%v), want a new node", c.NodeID, err)
+	}
+}

@@ -40,8 +40,15 @@ type Options struct {
 	MassExpiryShare float64
 	MassExpiryHold  time.Duration
 	// FailoverGrace is how long after becoming leader no node is marked
-	// down; default 30s (monitor.DefaultFailoverGrace). Tests shorten it.
+	// down or orphaned (serve --failover-grace); default 30s
+	// (monitor.DefaultFailoverGrace), negative: none. At most
+	// OrphanTimeout.
 	FailoverGrace time.Duration
+	// OrphanTimeout is how long a node stays down before the leader
+	// orphans it: its tasks orphaned, its quarantined addresses freed
+	// (serve --orphan-timeout); default 24h (monitor.DefaultOrphanTimeout).
+	// At least 3 × MinHeartbeat (monitor.Config.DownTTL).
+	OrphanTimeout time.Duration
 	// MaxAPIConns caps the API's open connections (api.Guard); default:
 	// the open-file limit less an eighth.
 	MaxAPIConns int
@@ -157,7 +164,7 @@ func Start(o Options) (*Manager, error) {
 	driver := engine.NewDriver(e, engine.DriverConfig{Signal: sig, Logf: o.Logf})
 	mon, err := engine.NewMonitorDuty(e, engine.MonitorConfig{Logf: o.Logf,
 		Monitor: monitor.Config{MinTTL: o.MinHeartbeat, MaxTTL: 30 * time.Second, FailoverGrace: o.FailoverGrace,
-			MassExpiryShare: o.MassExpiryShare, MassExpiryHold: o.MassExpiryHold}})
+			OrphanTimeout: o.OrphanTimeout, MassExpiryShare: o.MassExpiryShare, MassExpiryHold: o.MassExpiryHold}})
 	if err != nil {
 		e.Close()
 		ln.Close()

@@ -29,6 +29,7 @@ func (s *State) cloneReusing(old *State) *State {
 	tasks, nodes, services, networks := c.tasks, c.nodes, c.services, c.networks
 	*c = State{
 		cfg:           s.cfg,
+		settings:      s.settings,
 		lastIndex:     s.lastIndex,
 		lastTime:      s.lastTime,
 		nextTask:      s.nextTask,

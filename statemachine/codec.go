@@ -75,6 +75,9 @@ func encodeCommand(e *encoder, c *Command) {
 	if c.RequestID != "" {
 		flags |= 16
 	}
+	if c.Settings != nil {
+		flags |= 32
+	}
 	e.byte1(flags)
 	if c.Spec != nil {
 		encodeSpec(e, c.Spec)
@@ -91,6 +94,19 @@ func encodeCommand(e *encoder, c *Command) {
 	if c.RequestID != "" {
 		e.str(c.RequestID)
 	}
+	if c.Settings != nil {
+		encodeSettings(e, c.Settings)
+	}
+}
+
+// encodeSettings writes the cluster settings (flag 32), absent from
+// batches written before them.
+func encodeSettings(e *encoder, cs *ClusterSettings) {
+	e.u(uint64(cs.TaskHistoryLimit))
+}
+
+func decodeSettings(d *decoder, cs *ClusterSettings) {
+	cs.TaskHistoryLimit = int(d.un(1<<16, "task history limit"))
 }
 
 // encodeLeaseFields writes the re-drive fields (flag 8), absent from
@@ -154,7 +170,7 @@ func decodeCommandNested(d *decoder, c *Command, nested bool) {
 	c.Name = d.str()
 	c.Message = d.str()
 	flags := d.byte1()
-	if flags&^31 != 0 {
+	if flags&^63 != 0 {
 		d.fail("bad command flags")
 		return
 	}
@@ -175,6 +191,10 @@ func decodeCommandNested(d *decoder, c *Command, nested bool) {
 	}
 	if flags&16 != 0 {
 		c.RequestID = d.str()
+	}
+	if flags&32 != 0 {
+		c.Settings = new(ClusterSettings)
+		decodeSettings(d, c.Settings)
 	}
 }
 

@@ -44,13 +44,15 @@ const (
 	CmdGrantBlocks
 	CmdReleaseBlocks
 	CmdOrphanNode
+	CmdSetClusterSettings
 	numCmdKinds
 )
 
 var cmdNames = [...]string{"nop", "create-service", "update-service", "remove-service",
 	"upsert-node", "remove-node", "set-node-status", "set-availability", "assign",
 	"task-status", "orphan", "reconcile", "allocate", "reap", "create-network", "remove-network", "node-sync", "tick", "rollback-service", "reserve-node-id", "set-manager", "reserve-network-id", "pending-reason",
-	"deliver", "outbox-ack", "request-blocks", "return-blocks", "grant-blocks", "release-blocks", "orphan-node"}
+	"deliver", "outbox-ack", "request-blocks", "return-blocks", "grant-blocks", "release-blocks", "orphan-node",
+	"set-cluster-settings"}
 
 func (k CmdKind) String() string {
 	if k < numCmdKinds {
@@ -84,6 +86,8 @@ func (k CmdKind) String() string {
 //	CmdSetManager:                      Seq (manager replica ID), Name (its API address; "" forgets it)
 //	CmdPendingReason:                   Name (service name), Seq (spec version), Message (why its pending
 //	                                    tasks of that version stay pending), Tasks (only these; empty: all)
+//	CmdSetClusterSettings:              Settings (a field left 0 keeps its value); applied by the cluster
+//	                                    group, which carries it to every service group through its outbox
 //
 // The cross-group re-drive (see outbox.go): the cluster group is the source
 // of truth for nodes, networks and address-block leases, and its outbox
@@ -111,6 +115,7 @@ type Command struct {
 	Spec         *ServiceSpec
 	NodeSpec     *Node
 	NetworkSpec  *Network
+	Settings     *ClusterSettings
 
 	Group   uint16
 	Count   uint32

@@ -10,7 +10,13 @@ package statemachine
 // runningCounted reports whether t counts in its service's Running: it
 // runs, is meant to, and at the service's current spec version.
 func runningCounted(t *Task, svc *Service) bool {
-	return t.Status.State == StateRunning && t.Desired == DesiredRunning && t.SpecVersion == svc.SpecVersion
+	return runningAny(t) && t.SpecVersion == svc.SpecVersion
+}
+
+// runningAny reports whether t counts in its service's RunningAny: it runs
+// and is meant to, at whatever spec version.
+func runningAny(t *Task) bool {
+	return t.Status.State == StateRunning && t.Desired == DesiredRunning
 }
 
 // countTask adds (sign 1) or takes away (sign -1) t's part of its
@@ -23,6 +29,9 @@ func (s *State) countTask(t *Task, sign int) {
 	svc.counts.ByState[t.Status.State] += sign
 	if runningCounted(t, svc) {
 		svc.counts.Running += sign
+	}
+	if runningAny(t) {
+		svc.counts.RunningAny += sign
 	}
 }
 
@@ -70,6 +79,9 @@ func countServiceTasks(svc *Service) ServiceCounts {
 			c.ByState[t.Status.State]++
 			if runningCounted(t, svc) {
 				c.Running++
+			}
+			if runningAny(t) {
+				c.RunningAny++
 			}
 			active = active || !t.Desired.Stopping()
 		}

@@ -28,6 +28,10 @@
 //     order (CmdDeliver); blocks are leased to service groups on demand and
 //     given back when empty (outbox.go, lease.go), so an address is held in
 //     one group at a time.
+//   - Cluster settings that Apply reads (the task history limit) are
+//     replicated state, never a replica's configuration: the cluster group
+//     applies CmdSetClusterSettings and its outbox carries it to every
+//     service group, like a node change (settings.go).
 //   - Save/Load round-trip the whole state (zstd-compressed canonical
 //     encoding); Hash is a digest of that canonical encoding, so equal hashes
 //     mean equal states. Load and DecodeBatch return errors on corrupt input,

@@ -81,7 +81,8 @@ func newInbox() inbox {
 // to every service group through its outbox.
 func outboxKind(k CmdKind) bool {
 	switch k {
-	case CmdUpsertNode, CmdRemoveNode, CmdSetNodeStatus, CmdSetAvailability, CmdCreateNetwork, CmdRemoveNetwork:
+	case CmdUpsertNode, CmdRemoveNode, CmdSetNodeStatus, CmdSetAvailability, CmdCreateNetwork, CmdRemoveNetwork,
+		CmdSetClusterSettings:
 		return true
 	}
 	return false
@@ -104,6 +105,10 @@ func (s *State) appendOutbox(c Command) uint64 {
 		nw.Reserved = slices.Clone(nw.Reserved)
 		c.NetworkSpec = &nw
 	}
+	if c.Settings != nil {
+		cs := *c.Settings
+		c.Settings = &cs
+	}
 	c.Blocks = slices.Clone(c.Blocks)
 	seq := s.ob.next
 	s.ob.next++
@@ -112,8 +117,8 @@ func (s *State) appendOutbox(c Command) uint64 {
 	return seq
 }
 
-// applyCluster applies a node or network command in the cluster group and,
-// if it changed anything, appends it to the outbox.
+// applyCluster applies a node, network or settings command in the cluster
+// group and, if it changed anything, appends it to the outbox.
 func (s *State) applyCluster(c *Command) Result {
 	var before NodeStatus
 	if c.Kind == CmdSetNodeStatus {
@@ -136,7 +141,7 @@ func (s *State) applyCluster(c *Command) Result {
 	return r
 }
 
-// applyObject applies a node or network command to this group's objects.
+// applyObject applies a node, network or settings command to this group.
 func (s *State) applyObject(c *Command) Result {
 	switch c.Kind {
 	case CmdUpsertNode:
@@ -151,8 +156,10 @@ func (s *State) applyObject(c *Command) Result {
 		return s.createNetwork(c.NetworkSpec)
 	case CmdRemoveNetwork:
 		return s.removeNetwork(c.Name)
+	case CmdSetClusterSettings:
+		return s.setClusterSettings(c)
 	}
-	return reject(CodeInvalid, "%s is not a node or network command", c.Kind)
+	return reject(CodeInvalid, "%s is not a node, network or settings command", c.Kind)
 }
 
 // outboxAck records that service group g applied the outbox up to seq and

@@ -44,7 +44,7 @@ func (s *State) reapSlot(svc *Service, n uint32) {
 		}
 		i++
 	}
-	for i := 0; len(sl.tasks) > s.cfg.HistoryRetention && i < len(sl.tasks); {
+	for i := 0; len(sl.tasks) > s.settings.TaskHistoryLimit && i < len(sl.tasks); {
 		t := sl.tasks[i]
 		if t.Status.State.Terminal() && t.Desired.Stopping() {
 			s.deleteTask(t, true)
@@ -82,7 +82,7 @@ func (s *State) beyondRetention(svc *Service, t *Task) bool {
 		return false
 	}
 	sl := svc.slots[t.Slot]
-	if sl == nil || len(sl.tasks) <= s.cfg.HistoryRetention {
+	if sl == nil || len(sl.tasks) <= s.settings.TaskHistoryLimit {
 		return false
 	}
 	for _, x := range sl.tasks {

@@ -121,7 +121,9 @@ func (s *State) writeCanonicalWith(w io.Writer, pc poolCodec) error {
 	e.b = append(e.b, snapshotMagic...)
 	e.u(uint64(s.cfg.Group))
 	e.u(uint64(s.cfg.Groups))
-	e.u(uint64(s.cfg.HistoryRetention))
+	// Where every format kept Config.HistoryRetention: the task history
+	// limit, now a cluster setting (settings.go) in the same place.
+	e.u(uint64(s.settings.TaskHistoryLimit))
 	e.bool(s.cfg.ManualReactions)
 	e.u(s.lastIndex)
 	e.i(s.lastTime)
@@ -329,7 +331,7 @@ func decodeCanonicalWith(b []byte, pc poolCodec) (*State, error) {
 	var cfg Config
 	cfg.Group = uint16(d.un(1<<16-1, "group"))
 	cfg.Groups = int(d.un(1<<16, "groups"))
-	cfg.HistoryRetention = int(d.un(1<<16, "history retention"))
+	cfg.HistoryRetention = int(d.un(1<<16, "task history limit")) // New makes it the settings' (0: the default)
 	cfg.ManualReactions = d.bool()
 	s := New(cfg)
 	s.lastIndex = d.u()

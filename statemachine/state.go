@@ -18,9 +18,10 @@ type Config struct {
 	// leases every address block of a network at creation; with more, the
 	// cluster group leases blocks to them on demand (lease.go).
 	Groups int
-	// HistoryRetention is the most tasks a slot keeps, counting its live
-	// task, as SwarmKit counts (default 5): at most HistoryRetention-1
-	// terminated tasks remain beside a running one.
+	// HistoryRetention is the task history limit a new state starts with
+	// (ClusterSettings.TaskHistoryLimit; default 5): the most tasks a slot
+	// keeps, counting its live task. CmdSetClusterSettings changes it
+	// later; State.Settings reads the current value.
 	HistoryRetention int
 	// ManualReactions turns off the orchestrator, allocator and reaper
 	// reactions inside Apply; they then run only as explicit CmdReconcile,
@@ -38,6 +39,9 @@ const DefaultHistoryRetention = 5
 // State is the replicated state of one group.
 type State struct {
 	cfg Config
+	// settings are the cluster settings (settings.go): replicated, changed
+	// only by CmdSetClusterSettings.
+	settings ClusterSettings
 	// lastWaitMsg is the last allocation message made: the tasks of one
 	// full network all say the same, and share one string instead of a
 	// copy each (not state: a cache of a pure function's last value).
@@ -136,6 +140,7 @@ func New(cfg Config) *State {
 		ob:            newOutbox(groups),
 		in:            newInbox(),
 		cfg:           cfg,
+		settings:      ClusterSettings{TaskHistoryLimit: cfg.HistoryRetention},
 		nextService:   1,
 		services:      make(map[ServiceID]*Service),
 		serviceByName: make(map[string]ServiceID),
@@ -206,6 +211,10 @@ type ServiceCounts struct {
 	// Running counts tasks running, desired running, at the service's
 	// current spec version.
 	Running int
+	// RunningAny counts tasks running and desired running at any spec
+	// version: during a rolling update the old version's tasks still
+	// serving count here, not in Running.
+	RunningAny int
 	// Active counts slots with a task that is not being stopped (a global
 	// service's desired count).
 	Active int
@@ -404,6 +413,11 @@ func (s *State) applyOne(c *Command) Result {
 		return reject(CodeInvalid, "blocks are granted only by the cluster group, through its outbox")
 	case CmdReleaseBlocks:
 		return s.releaseBlocks()
+	case CmdSetClusterSettings:
+		if s.cfg.Group != 0 {
+			return reject(CodeInvalid, "cluster settings are changed in the cluster group, whose outbox carries them to every service group")
+		}
+		return s.applyCluster(c)
 	case CmdTick:
 		if s.cfg.ManualReactions {
 			s.timers()

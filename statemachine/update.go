@@ -8,15 +8,18 @@ import (
 // Rolling updates (SwarmKit semantics). A spec change bumps the service's
 // spec version and starts an update: slots are moved to the new version
 // `Parallelism` at a time (0: all at once). A slot is in flight from the
-// moment its update starts until its new task has run for `Delay`; only then
-// does its worker take the next slot. A new-version task that fails before
-// running or within `Monitor` of starting counts as a failure; when failures
-// exceed MaxFailureRatio of the slots updated so far, the FailureAction
-// decides: pause, continue, or roll back to the previous spec. A rollback is
-// an update too, with one difference: a failing rollback pauses; it is never
-// rolled back again. Order start-first starts the new task before stopping
-// the old one. Apply's zero values mean: all at once, no delay, no monitor,
-// pause on any failure, stop-first; WithUpdateDefaults gives SwarmKit's.
+// moment its update starts until its new task has run for `Delay`, or until
+// `Delay` has passed since the new task's failure was counted; only then
+// does its worker take the next slot, so a failure that trips the failure
+// action acts before any other slot starts. A new-version task that fails
+// before running or within `Monitor` of starting counts as a failure; when
+// failures exceed MaxFailureRatio of the slots updated so far, the
+// FailureAction decides: pause, continue, or roll back to the previous spec.
+// A rollback is an update too, with one difference: a failing rollback
+// pauses; it is never rolled back again. Order start-first starts the new
+// task before stopping the old one. Apply's zero values mean: all at once,
+// no delay, no monitor, pause on any failure, stop-first; WithUpdateDefaults
+// gives SwarmKit's.
 
 // UpdateOrder is the order of stopping the old and starting the new task.
 type UpdateOrder uint8
@@ -186,6 +189,18 @@ func (s *State) countFailure(svc *Service, t *Task) {
 // stepUpdate advances svc's rolling update: it completes the update when
 // every slot has moved and settled, and returns how many more slots may
 // start moving to the current spec version now (-1: no limit).
+//
+// A slot is in flight from the moment its update starts until its new task
+// has run for the delay, or until the delay has passed since the new task's
+// failure was counted: a failure that trips the failure action pauses or
+// rolls back before another slot starts, and with action continue the next
+// slot waits for the delay after the failure, as after a success. A failed
+// task whose failure this pass is about to count holds its slot in flight,
+// since the budget is computed before the slots are reconciled. Once a
+// slot's new task failed, the restart policy's replacements for it do not
+// hold the update (SwarmKit's updater leaves them to the restart
+// supervisor), unless the slot's old task still runs (start-first): then the
+// update moves the slot again and its new task is in flight.
 func (s *State) stepUpdate(svc *Service) int {
 	u := svc.Spec.Update
 	switch svc.Update.State {
@@ -198,27 +213,45 @@ func (s *State) stepUpdate(svc *Service) int {
 	settle := max(u.Delay, u.Monitor)
 	inflight, outdated, unsettled := 0, 0, 0
 	for _, n := range svc.slotKeys() {
-		sl := svc.slots[n]
-		var cur, old bool
-		for _, t := range sl.tasks {
-			if t.Desired.Stopping() || t.Status.State.Terminal() {
-				continue
-			}
+		// A slot's tasks come oldest first, so its older versions' tasks
+		// come before the current version's.
+		var old, cur, failed bool
+		for _, t := range svc.slots[n].tasks {
 			if t.SpecVersion < svc.SpecVersion {
-				old = true
+				old = old || !t.Desired.Stopping() && !t.Status.State.Terminal()
 				continue
 			}
-			cur = true
 			since := runningSince(t)
 			switch {
-			case t.Status.State != StateRunning || since == math.MaxInt64 || s.now-since < u.Delay:
-				inflight++
-				if since != math.MaxInt64 {
-					s.noteDue(since + u.Delay)
+			case t.Desired.Stopping() && t.StopReason != StopFailed:
+			case t.Desired.Stopping() || !s.runnable(t):
+				// Failed: counted when it was flagged to stop, or in this
+				// pass. It holds its slot for the delay after that, unless
+				// it had run for the delay before.
+				failed = true
+				if !t.Desired.Stopping() {
+					inflight++ // counted in this pass: no slot starts before
+					s.noteDue(s.now + u.Delay)
+					break
 				}
-			case s.now-since < settle:
-				unsettled++
-				s.noteDue(since + settle)
+				if at := stoppedAt(t); s.now < at+u.Delay && (since == math.MaxInt64 || at-since < u.Delay) {
+					inflight++
+					s.noteDue(at + u.Delay)
+				}
+			case failed && !old:
+				// a replacement for the failed task, by the restart policy
+			default:
+				cur = true
+				switch {
+				case t.Status.State != StateRunning || since == math.MaxInt64 || s.now-since < u.Delay:
+					inflight++
+					if since != math.MaxInt64 {
+						s.noteDue(since + u.Delay)
+					}
+				case s.now-since < settle:
+					unsettled++
+					s.noteDue(since + settle)
+				}
 			}
 		}
 		if old && !cur {
@@ -239,4 +272,16 @@ func (s *State) stepUpdate(svc *Service) int {
 		return -1
 	}
 	return max(int(u.Parallelism)-inflight, 0)
+}
+
+// stoppedAt is when t was flagged to stop: its last desired-state change to
+// a stopping state, or failing that (its history dropped the entry) when its
+// status last changed.
+func stoppedAt(t *Task) int64 {
+	for i := t.History.Len() - 1; i >= 0; i-- {
+		if e := t.History.At(i); e.Kind == HistDesired && e.Desired.Stopping() {
+			return e.At
+		}
+	}
+	return t.Status.Timestamp
 }

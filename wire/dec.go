@@ -257,6 +257,7 @@ func decodePayload(p []byte, m Message) error {
 		m.Node.Memory = r.varint()
 		m.Node.AgentVersion = r.name("agent version")
 		r.leave(rest)
+		m.Key = r.string("key")
 	case *Session:
 		m.NodeID = r.nodeID()
 		m.SessionID = r.uvarint()

@@ -38,6 +38,7 @@ func appendPayload(b []byte, m Message) ([]byte, error) {
 		b = binary.AppendVarint(b, m.Node.Memory)
 		b = appendString(b, m.Node.AgentVersion)
 		b = endElem(b, e)
+		b = appendString(b, m.Key)
 	case *Session:
 		b = binary.AppendUvarint(b, uint64(m.NodeID))
 		b = binary.AppendUvarint(b, m.SessionID)

@@ -43,16 +43,18 @@ type Message interface {
 
 // Error codes the manager answers with (Error.Code).
 const (
-	CodeNotLeader      = "not_leader"      // Leader names the leader's API address
-	CodeBusy           = "busy"            // too many session setups; retry after RetryAfter
-	CodeUnknownSession = "unknown_session" // open a new session
-	CodeNodeNotReady   = "node_not_ready"  // the node does not accept updates yet
-	CodeNodeRemoved    = "node_removed"    // the node was removed from the cluster; stop
-	CodeBadRequest     = "bad_request"     // the request could not be decoded or makes no sense
-	CodeInternal       = "internal"        // the manager failed; retry
-	CodeUnavailable    = "unavailable"     // no leader or no quorum; retry after RetryAfter
-	CodeForbidden      = "forbidden"       // the client certificate may not do this (another node's data)
-	CodeUnauthorized   = "unauthorized"    // no valid client certificate: join the cluster first
+	CodeNotLeader        = "not_leader"             // Leader names the leader's API address
+	CodeBusy             = "busy"                   // too many session setups; retry after RetryAfter
+	CodeUnknownSession   = "unknown_session"        // open a new session
+	CodeNodeNotReady     = "node_not_ready"         // the node does not accept updates yet
+	CodeNodeRemoved      = "node_removed"           // the node was removed from the cluster; stop
+	CodeBadRequest       = "bad_request"            // the request could not be decoded or makes no sense
+	CodeInternal         = "internal"               // the manager failed; retry
+	CodeUnavailable      = "unavailable"            // no leader or no quorum; retry after RetryAfter
+	CodeNoQuorum         = "no_quorum"              // this manager cannot reach a quorum: use another (Leader names the leader it last knew)
+	CodeForbidden        = "forbidden"              // the client certificate may not do this (another node's data)
+	CodeUnauthorized     = "unauthorized"           // no valid client certificate: join the cluster first
+	CodeUnsupportedMedia = "unsupported_media_type" // the body is neither a frame nor JSON (Content-Type)
 )
 
 // Error is the manager's refusal of a request. It implements error: Error()
@@ -77,6 +79,11 @@ type NodeDescription struct {
 type SessionRequest struct {
 	NodeID statemachine.NodeID `json:"node_id"` // 0: new node
 	Node   NodeDescription     `json:"node"`
+	// Key names a new node's agent (NodeID 0): a random string the agent
+	// keeps in its data directory before its first session, so a first
+	// session asked again (its answer was lost) finds the node the first
+	// attempt made instead of making another. Empty: no key (older agents).
+	Key string `json:"key,omitempty"`
 }
 
 // Session is the manager's answer to a SessionRequest: the node's ID, the

@@ -34,6 +34,10 @@ type AgentClient struct {
 		addrs  []string // base URLs
 		cur    int
 		leader string // base URL; "" when unknown
+		// gone holds, per manager, a channel closed when a call to it
+		// fails at the transport (see failed): the poll parked there is
+		// given up.
+		gone map[string]chan struct{}
 	}
 }
 
@@ -182,6 +186,10 @@ func (c *AgentClient) failed(base string) {
 	if c.mu.leader == base {
 		c.mu.leader = ""
 	}
+	if ch, ok := c.mu.gone[base]; ok {
+		close(ch)
+		delete(c.mu.gone, base)
+	}
 	if n := len(c.mu.addrs); n > 1 && c.mu.addrs[c.mu.cur] == base {
 		c.mu.cur = (c.mu.cur + 1 + rand.IntN(n-1)) % n
 	}
@@ -213,6 +221,17 @@ func (c *AgentClient) call(ctx context.Context, path string, toLeader bool, req 
 		case errors.As(err, &we) && we.Code == wire.CodeNotLeader && we.Leader != "" && attempt < 2:
 			c.setLeader(we.Leader)
 			toLeader = true
+			continue
+		case errors.As(err, &we) && we.Code == wire.CodeNoQuorum && attempt < 2:
+			// That manager is cut off from the cluster: move on from it
+			// at once, to the leader it last knew unless that is itself.
+			c.failed(base)
+			if we.Leader != "" {
+				if b, err := baseURL(we.Leader, c.hc.TLSConfig != nil); err == nil && b != base {
+					c.setLeader(we.Leader)
+				}
+			}
+			toLeader = false
 			continue
 		case errors.As(err, &we):
 			return err
@@ -310,17 +329,43 @@ func (c *AgentClient) Assignments(ctx context.Context, req *wire.AssignmentsRequ
 		a   *wire.Assignments
 		err error
 	}
-	done := make(chan answer, 1)
-	go func() {
-		a, err := c.assignments(ctx, req)
-		done <- answer{a, err}
-	}()
-	select {
-	case r := <-done:
-		return r.a, r.err
-	case <-ctx.Done():
-		return nil, fmt.Errorf("%w: the assignments poll was given up: %w", ErrUnreachable, ctx.Err())
+	for {
+		done := make(chan answer, 1)
+		_, gone := c.pollTarget()
+		go func() {
+			a, err := c.assignments(ctx, req)
+			done <- answer{a, err}
+		}()
+		select {
+		case r := <-done:
+			return r.a, r.err
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: the assignments poll was given up: %w", ErrUnreachable, ctx.Err())
+		case <-gone:
+			// Poll again where the client points now; the poll left
+			// behind ends by its deadline and its answer is dropped.
+		}
 	}
+}
+
+// pollTarget is the manager a poll starts at now, and a channel closed
+// when a call to it fails (a heartbeat to it, when it leads, most often):
+// a poll parked on a manager cut off from the agent would otherwise wait
+// out its whole deadline (the poll's wait and the call timeout: a minute
+// by default) while new work is given out elsewhere.
+func (c *AgentClient) pollTarget() (string, <-chan struct{}) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	base := c.mu.addrs[c.mu.cur]
+	if c.mu.gone == nil {
+		c.mu.gone = make(map[string]chan struct{})
+	}
+	ch, ok := c.mu.gone[base]
+	if !ok {
+		ch = make(chan struct{})
+		c.mu.gone[base] = ch
+	}
+	return base, ch
 }
 
 // assignments is one assignments poll, answered or failed.

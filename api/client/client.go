@@ -43,6 +43,11 @@ type Client struct {
 	// OnResend, if set, hears each time a write is sent again because
 	// its outcome was unknown (see write).
 	OnResend func(requestID string, why error)
+	// Consistent makes every read linearizable (?consistent=true): the
+	// manager answers only once it applied everything committed when the
+	// read arrived, and 503 without a quorum. Default: the answering
+	// replica's state as applied (its staleness in X-Shoal-Last-Contact).
+	Consistent bool
 }
 
 // BaseURL turns host:port or http(s)://host:port into a base URL (http
@@ -130,6 +135,9 @@ func (c *Client) send(ctx context.Context, method, path string, q url.Values, in
 		}
 		body = bytes.NewReader(b)
 	}
+	if c.Consistent && method == "GET" {
+		q = withParam(q, "consistent", "true")
+	}
 	u := c.base + path
 	if len(q) > 0 {
 		u += "?" + q.Encode()
@@ -189,6 +197,20 @@ func (c *Client) Status(ctx context.Context) (Status, error) {
 func (c *Client) StatusHashes(ctx context.Context) (Status, error) {
 	var s Status
 	_, err := c.do(ctx, "GET", "/v1/status", url.Values{"hash": {"true"}}, nil, &s)
+	return s, err
+}
+
+// ClusterSettings returns the cluster settings.
+func (c *Client) ClusterSettings(ctx context.Context) (ClusterSettings, error) {
+	var s ClusterSettings
+	_, err := c.do(ctx, "GET", "/v1/cluster/settings", nil, nil, &s)
+	return s, err
+}
+
+// UpdateClusterSettings changes the settings u names and returns them all.
+func (c *Client) UpdateClusterSettings(ctx context.Context, u ClusterSettingsUpdate) (ClusterSettings, error) {
+	var s ClusterSettings
+	_, err := c.do(ctx, "POST", "/v1/cluster/settings", nil, u, &s)
 	return s, err
 }
 
@@ -328,6 +350,9 @@ func (c *Client) Events(ctx context.Context, index string, topics []string, fn f
 	if len(topics) > 0 {
 		q.Set("topic", strings.Join(topics, ","))
 	}
+	if c.Consistent {
+		q.Set("consistent", "true")
+	}
 	req, err := http.NewRequestWithContext(ctx, "GET", c.base+"/v1/events?"+q.Encode(), nil)
 	if err != nil {
 		return err
@@ -366,4 +391,15 @@ func (c *Client) Events(ctx context.Context, index string, topics []string, fn f
 		return fmt.Errorf("%w at %s: event stream broke: %v", ErrUnreachable, c.base, err)
 	}
 	return fmt.Errorf("%w at %s: the event stream ended", ErrUnreachable, c.base)
+}
+
+// withParam returns q (or a new one) with k=v, leaving q itself alone.
+func withParam(q url.Values, k, v string) url.Values {
+	out := url.Values{k: {v}}
+	for key, vs := range q {
+		if key != k {
+			out[key] = vs
+		}
+	}
+	return out
 }

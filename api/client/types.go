@@ -109,10 +109,44 @@ type Service struct {
 	Update      UpdateStatus `json:"update"`
 	// Tasks counts the service's tasks by observed state; Running and
 	// Desired summarize convergence (desired is replicas, or eligible
-	// nodes for a global service as far as tasks exist).
-	Tasks   map[string]int `json:"tasks"`
-	Running int            `json:"running"`
-	Desired int            `json:"desired"`
+	// nodes for a global service as far as tasks exist). Running counts
+	// tasks running at the current spec version only; RunningAny counts
+	// those of any version, so during a rolling update it also counts the
+	// old version's tasks still serving.
+	Tasks      map[string]int `json:"tasks"`
+	Running    int            `json:"running"`
+	RunningAny int            `json:"running_any"`
+	Desired    int            `json:"desired"`
+	// Convergence is the manager's answer to "has this service settled,
+	// and if not, why".
+	Convergence Convergence `json:"convergence"`
+}
+
+// Convergence states.
+const (
+	// Converging: tasks or an update still move; waiting helps.
+	Converging = "converging"
+	// Converged: every wanted task of the current spec runs, or ended for
+	// good (completed one-shot tasks unless the service restarts
+	// completed tasks; failed ones when it never restarts), and no update
+	// is in flight. Failed counts the failed ones.
+	Converged = "converged"
+	// UpdatePaused: the update (or its rollback) stopped and the old
+	// version's tasks serve on; nothing moves until the user resumes,
+	// updates again or rolls back.
+	UpdatePaused = "paused"
+)
+
+// Convergence is whether a service has settled, computed by the manager
+// from the same state it renders.
+type Convergence struct {
+	State string `json:"state"` // Converging, Converged or UpdatePaused
+	// Failed counts the tasks that ended in failure and will not be
+	// restarted (restart condition none); they count as settled.
+	Failed int `json:"failed,omitempty"`
+	// Why says in a sentence what a converging or paused service waits
+	// for, or which tasks of a converged one failed for good.
+	Why string `json:"why,omitempty"`
 }
 
 // UpdateStatus is the progress of a service's last update.
@@ -208,7 +242,37 @@ type Status struct {
 	Services    int           `json:"services"`
 	Tasks       int           `json:"tasks"`
 	Nodes       int           `json:"nodes"`
-	Index       string        `json:"index"` // cursor token of what this answer reflects
+	// Settings are the cluster settings (the cluster group's).
+	Settings ClusterSettings `json:"settings"`
+	// Monitor holds the answering replica's node monitor timers (its
+	// serve flags), which it uses while it leads the cluster group.
+	Monitor MonitorTimers `json:"monitor"`
+	Index   string        `json:"index"` // cursor token of what this answer reflects
+}
+
+// ClusterSettings are the settings every replica applies alike (GET and
+// POST /v1/cluster/settings).
+type ClusterSettings struct {
+	// TaskHistoryLimit is the most tasks a slot keeps, counting its live
+	// task (1-100; default 5).
+	TaskHistoryLimit int `json:"task_history_limit"`
+}
+
+// ClusterSettingsUpdate changes the settings it names; the others keep
+// their values.
+type ClusterSettingsUpdate struct {
+	TaskHistoryLimit *int `json:"task_history_limit,omitempty"`
+}
+
+// MonitorTimers are a replica's node monitor timers (serve
+// --failover-grace and --orphan-timeout).
+type MonitorTimers struct {
+	// FailoverGrace: after this replica becomes leader, no node is marked
+	// down or orphaned for this long.
+	FailoverGrace Duration `json:"failover_grace"`
+	// OrphanTimeout: a node down this long is orphaned (its tasks
+	// orphaned, its quarantined addresses freed).
+	OrphanTimeout Duration `json:"orphan_timeout"`
 }
 
 // Manager is one manager replica.

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"shoal/agent"
@@ -74,4 +77,32 @@ func agentClient(ctx context.Context, o agentOptions, addrs []string, node wire.
 		Save: func(c, k []byte) error { return dir.WritePair(tlsdir.Node, c, k) },
 		Logf: func(format string, args ...any) { log.Info("agent: " + fmt.Sprintf(format, args...)) }}
 	return mgr, renew, nil
+}
+
+// tlsDirOf is where an agent keeps its TLS files.
+func tlsDirOf(dataDir string) tlsdir.Dir { return tlsdir.Dir(filepath.Join(dataDir, "tls")) }
+
+// joinWithRetry joins, waiting while no manager can be reached (it may be
+// starting) until ctx ends; a refusal is returned at once.
+func joinWithRetry(ctx context.Context, addrs []string, token string, req client.JoinRequest, out io.Writer) (*client.Joined, error) {
+	said := false
+	wait := 100 * time.Millisecond
+	return client.JoinRetrying(ctx, addrs, token, req, func(err error) time.Duration {
+		if !said {
+			fmt.Fprintf(out, "shoal: waiting for a manager to answer the join (%v); retrying\n", err)
+			said = true
+		}
+		wait = min(2*wait, 5*time.Second)
+		return wait
+	})
+}
+
+func splitAddrs(s string) []string {
+	var out []string
+	for _, a := range strings.Split(s, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
 }

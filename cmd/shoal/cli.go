@@ -25,6 +25,8 @@ type cliOptions struct {
 	format  string
 	quiet   bool
 	timeout time.Duration
+	// consistent: reads go through the quorum (?consistent=true).
+	consistent bool
 }
 
 // addClientFlags adds --addr to a command group.
@@ -34,6 +36,8 @@ func addClientFlags(cmd *cobra.Command, o *cliOptions) {
 		def = "127.0.0.1:7700"
 	}
 	cmd.PersistentFlags().StringVar(&o.addr, "addr", def, "manager API address, host:port or http(s)://host:port (env SHOAL_ADDR)")
+	cmd.PersistentFlags().BoolVar(&o.consistent, "consistent", false,
+		"read through the cluster's quorum (linearizable; fails while the manager cannot reach one) instead of the answering manager's possibly stale state")
 	cmd.PersistentFlags().StringVar(&o.tlsDir, "tls-dir", os.Getenv("SHOAL_TLS_DIR"),
 		"directory with ca.crt, admin.crt and admin.key (a manager's DATA-DIR/tls) for a cluster with TLS (env SHOAL_TLS_DIR); empty: plain HTTP")
 }
@@ -50,6 +54,7 @@ func (o *cliOptions) client() (*client.Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.Consistent = o.consistent
 	c.OnResend = func(id string, why error) {
 		fmt.Fprintf(os.Stderr, "note: %v\nnote: sending the change again as request %s (the cluster applies it at most once)\n", why, id)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"shoal/api/client"
+	"shoal/statemachine"
 )
 
 func newNodeCmd() *cobra.Command {
@@ -208,6 +209,47 @@ func newNetworkCmd() *cobra.Command {
 	return cmd
 }
 
+func newClusterCmd() *cobra.Command {
+	o := &cliOptions{}
+	cmd := &cobra.Command{Use: "cluster", Short: "Show or change the cluster settings"}
+	addClientFlags(cmd, o)
+	inspect := &cobra.Command{
+		Use: "inspect", Short: "Show the cluster settings as JSON", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return withClient(cmd, o, func(ctx context.Context, c *client.Client) error {
+				s, err := c.ClusterSettings(ctx)
+				if err != nil {
+					return err
+				}
+				return printJSON(cmd.OutOrStdout(), s)
+			})
+		},
+	}
+	var limit int
+	update := &cobra.Command{
+		Use: "update", Short: "Change cluster settings every replica applies alike", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !cmd.Flags().Changed("task-history-limit") {
+				return fmt.Errorf("nothing to change: pass --task-history-limit")
+			}
+			if limit < 1 || limit > statemachine.MaxTaskHistoryLimit {
+				return fmt.Errorf("--task-history-limit %d is out of range: give 1 to %d tasks per slot (the running one counts)", limit, statemachine.MaxTaskHistoryLimit)
+			}
+			return withClient(cmd, o, func(ctx context.Context, c *client.Client) error {
+				s, err := c.UpdateClusterSettings(ctx, client.ClusterSettingsUpdate{TaskHistoryLimit: &limit})
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "task history limit: %d\n", s.TaskHistoryLimit)
+				return nil
+			})
+		},
+	}
+	update.Flags().IntVar(&limit, "task-history-limit", 0, "the most tasks each slot keeps, counting the running one (1-100; default 5); older finished tasks are deleted, at once when lowered")
+	cmd.AddCommand(inspect, update)
+	return cmd
+}
+
 func newStatusCmd() *cobra.Command {
 	o := &cliOptions{}
 	cmd := &cobra.Command{
@@ -234,6 +276,9 @@ func newStatusCmd() *cobra.Command {
 				if err := table(w, []string{"MANAGER", "API"}, rows); err != nil {
 					return err
 				}
+				fmt.Fprintf(w, "task history limit: %d (cluster setting)\n", st.Settings.TaskHistoryLimit)
+				fmt.Fprintf(w, "failover grace: %s, orphan timeout: %s (replica %d's serve flags, used while it leads)\n",
+					time.Duration(st.Monitor.FailoverGrace), time.Duration(st.Monitor.OrphanTimeout), st.Replica)
 				rows = nil
 				for _, g := range st.Groups {
 					rows = append(rows, []string{strconv.Itoa(g.Group), strconv.FormatUint(g.Leader, 10),

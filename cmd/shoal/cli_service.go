@@ -344,7 +344,7 @@ func newServiceLsCmd(o *cliOptions) *cobra.Command {
 					mode += " (removing)"
 				}
 				rows = append(rows, []string{strconv.Itoa(int(s.ID)), s.Spec.Name, mode,
-					fmt.Sprintf("%d/%d", s.Running, s.Desired), strings.Join(s.Spec.Command, " ")})
+					replicasCell(s), strings.Join(s.Spec.Command, " ")})
 			}
 			return table(w, []string{"ID", "NAME", "MODE", "REPLICAS", "COMMAND"}, rows)
 		},
@@ -352,6 +352,30 @@ func newServiceLsCmd(o *cliOptions) *cobra.Command {
 	cmd.Flags().StringVar(&o.format, "format", "table", "table or json")
 	cmd.Flags().BoolVarP(&o.quiet, "quiet", "q", false, "only names")
 	return cmd
+}
+
+// unfinishedUpdates names the update states `service ls` shows (a finished
+// update shows nothing).
+var unfinishedUpdates = map[string]string{"updating": "updating", "paused": "update paused",
+	"rollback_started": "rolling back", "rollback_paused": "rollback paused"}
+
+// replicasCell is `service ls`'s REPLICAS: the tasks running of any spec
+// version out of those desired, then, while they differ, how many run the
+// current version, and the state of an update not finished, e.g.
+// "2/3 (0 at v2, update paused)".
+func replicasCell(s client.Service) string {
+	cell := fmt.Sprintf("%d/%d", s.RunningAny, s.Desired)
+	var notes []string
+	if s.Running != s.RunningAny {
+		notes = append(notes, fmt.Sprintf("%d at v%d", s.Running, s.SpecVersion))
+	}
+	if note, ok := unfinishedUpdates[s.Update.State]; ok {
+		notes = append(notes, note)
+	}
+	if len(notes) == 0 {
+		return cell
+	}
+	return cell + " (" + strings.Join(notes, ", ") + ")"
 }
 
 func newServiceInspectCmd(o *cliOptions) *cobra.Command {

@@ -21,6 +21,21 @@ func TestCLIAgainstServe(t *testing.T) {
 		t.Fatalf("without --tls-dir: %v %q", err, out)
 	}
 	cliTLSDirs.Store(api, filepath.Join(dir, "tls"))
+	// The timers: serve's defaults, and the task history limit set as a
+	// cluster setting.
+	if out := cli(t, api, "status"); !strings.Contains(out, "task history limit: 5 (cluster setting)") ||
+		!strings.Contains(out, "failover grace: 30s, orphan timeout: 24h0m0s") {
+		t.Fatalf("status does not show the timers:\n%s", out)
+	}
+	if out, err := cliErr(t, api, "cluster", "update", "--task-history-limit", "101"); err == nil || !strings.Contains(out, "--task-history-limit 101 is out of range: give 1 to 100") {
+		t.Fatalf("limit 101: %v %q", err, out)
+	}
+	if out := cli(t, api, "cluster", "update", "--task-history-limit", "3"); strings.TrimSpace(out) != "task history limit: 3" {
+		t.Fatalf("cluster update printed %q", out)
+	}
+	if out := cli(t, api, "status"); !strings.Contains(out, "task history limit: 3 (cluster setting)") {
+		t.Fatalf("status after the update:\n%s", out)
+	}
 	if out := cli(t, api, "service", "create", "web", "--replicas", "3", "--detach", "--", "sleep", "1000"); strings.TrimSpace(out) != "web" {
 		t.Fatalf("create printed %q", out)
 	}

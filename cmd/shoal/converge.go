@@ -12,33 +12,6 @@ import (
 	"shoal/api/client"
 )
 
-// converged reports whether svc settled: every wanted task of the current
-// spec runs, or ended for good (completed one-shot tasks, unless the service
-// restarts completed tasks; failed ones when it never restarts), and no
-// rolling update is in flight. failed counts the tasks that ended in failure
-// for good.
-func converged(svc client.Service) (done bool, failed int) {
-	if svc.Update.State == "updating" || svc.Update.State == "rollback_started" {
-		return false, 0
-	}
-	if svc.Update.State == "paused" || svc.Update.State == "rollback_paused" {
-		return true, 0 // the update stopped; convergence reports it
-	}
-	settled := svc.Running
-	cond := "any"
-	if svc.Spec.Restart != nil {
-		cond = svc.Spec.Restart.Condition
-	}
-	if cond != "any" {
-		settled += svc.Tasks["complete"]
-	}
-	if cond == "none" {
-		failed = svc.Tasks["failed"] + svc.Tasks["rejected"]
-		settled += failed
-	}
-	return settled >= svc.Desired, failed
-}
-
 // converge follows the event stream from index until the service converges,
 // printing each task's progress, or timeout passes.
 func converge(cmd *cobra.Command, c *client.Client, name, index string, timeout time.Duration) error {
@@ -53,17 +26,22 @@ func converge(cmd *cobra.Command, c *client.Client, name, index string, timeout 
 		if err != nil {
 			return false, err
 		}
-		if done, failed := converged(svc); done {
+		// The manager says whether the service converged, and if not why.
+		switch cv := svc.Convergence; cv.State {
+		case client.Converging:
+			return false, nil
+		case client.UpdatePaused:
+			// Not converged: the old version's tasks serve on.
+			return true, errors.New(cv.Why)
+		case client.Converged:
 			fmt.Fprintf(out, "%s: converged: %d/%d running\n", name, svc.Running, svc.Desired)
-			switch {
-			case svc.Update.State == "paused" || svc.Update.State == "rollback_paused":
-				return true, fmt.Errorf("the update of %s paused: %s", name, svc.Update.Message)
-			case failed > 0:
-				return true, fmt.Errorf("%d task(s) of %s failed and will not be restarted (restart condition none); see `shoal service ps %s`", failed, name, name)
+			if cv.Failed > 0 {
+				return true, fmt.Errorf("%s; see `shoal service ps %s`", cv.Why, name)
 			}
 			return true, nil
+		default:
+			return true, fmt.Errorf("the manager did not say whether %s converged (convergence %q); is it a Shoal manager of this version?", name, cv.State)
 		}
-		return false, nil
 	}
 	if ok, err := check(); ok || err != nil {
 		return userError(err)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"shoal/api/client"
+	"shoal/manager"
 )
 
 // replicaSet starts `shoal serve` replicas that join the first one by
@@ -114,7 +115,7 @@ func statusServices(t *testing.T, path string) (int, bool) {
 	if err != nil {
 		return 0, false
 	}
-	var doc statusDoc
+	var doc manager.StatusDoc
 	if json.Unmarshal(b, &doc) != nil {
 		return 0, false
 	}

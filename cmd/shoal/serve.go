@@ -2,14 +2,12 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -40,6 +38,8 @@ type serveOptions struct {
 	minHeartbeat    time.Duration
 	massExpiryShare float64
 	massExpiryHold  time.Duration
+	failoverGrace   time.Duration
+	orphanTimeout   time.Duration
 	maxAPIConns     int
 	maxHandshakes   int
 	dev             bool
@@ -96,6 +96,9 @@ On exit it prints one line: "shoal: stopped replica=ID g0=INDEX/HASH g1=...".`,
 				return errors.New("--id must be 1 or more")
 			}
 			o.tokenFlag = cmd.Flags().Changed("token")
+			if !cmd.Flags().Changed("failover-grace") {
+				o.failoverGrace = min(o.failoverGrace, o.orphanTimeout) // a short --orphan-timeout alone is enough
+			}
 			if o.dev && !cmd.Flags().Changed("data-dir") {
 				dir, err := os.MkdirTemp("", "shoal-dev-")
 				if err != nil {
@@ -121,6 +124,8 @@ On exit it prints one line: "shoal: stopped replica=ID g0=INDEX/HASH g1=...".`,
 	f.DurationVar(&o.minHeartbeat, "min-heartbeat", time.Second, "shortest heartbeat period handed to agents (it grows with the node count, up to 30s)")
 	f.Float64Var(&o.massExpiryShare, "mass-expiry-share", monitor.DefaultMassExpiryShare, "share of the nodes (at least 10) whose heartbeats may expire within one expiry window before the leader holds the expiring ones in their status instead of marking them disconnected or down (an overloaded or cut-off leader is likelier than that many nodes failing together); 0 turns the hold off")
 	f.DurationVar(&o.massExpiryHold, "mass-expiry-hold", monitor.DefaultMassExpiryHold, "longest such hold; nodes still silent after it expire as usual")
+	f.DurationVar(&o.failoverGrace, "failover-grace", monitor.DefaultFailoverGrace, "how long after this replica becomes the leader it marks no node down and orphans none, so every agent finds the new leader first (0 up to --orphan-timeout, which it defaults to if shorter; give every replica the same)")
+	f.DurationVar(&o.orphanTimeout, "orphan-timeout", monitor.DefaultOrphanTimeout, "how long a node stays down before the leader orphans it: its unfinished tasks become orphaned and the addresses it held in quarantine are freed for other tasks (at least 3 × --min-heartbeat; give every replica the same)")
 	f.IntVar(&o.maxAPIConns, "max-api-conns", 0, "most API connections (agents and users) open at once; one more is closed at once, so its client retries elsewhere or later (default: the open-file limit less an eighth, kept for Raft and the log store)")
 	f.IntVar(&o.maxHandshakes, "max-handshakes", api.DefaultHandshakes, "most TLS handshakes on the API under way at once; more connections wait their turn, each connection's turn and handshake bounded by 10s (a fleet reconnecting at once after a leader change queues here)")
 	f.BoolVar(&o.dev, "dev", false, "development mode: also run an agent in this process (plain HTTP on loopback)")
@@ -173,135 +178,41 @@ func runServe(ctx context.Context, o serveOptions, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	grace, err := monitorTimers(o.failoverGrace, o.orphanTimeout, o.minHeartbeat)
+	if err != nil {
+		return err
+	}
 	if o.maxAPIConns < 0 {
 		return fmt.Errorf("--max-api-conns %d must be 1 or more (or 0 for the default)", o.maxAPIConns)
 	}
 	if o.maxHandshakes < 1 {
 		return fmt.Errorf("--max-handshakes %d must be 1 or more", o.maxHandshakes)
 	}
+	joinAddrs := splitAddrs(o.join)
+	if o.join != "" && len(joinAddrs) == 0 {
+		return fmt.Errorf("--join %q names no address: give the API address of a running manager", o.join)
+	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	member, err := joinsMembership(o, peers)
-	if err != nil {
-		return err
-	}
-	sec, err := prepareServeTLS(ctx, o, peers, member, out)
-	if err != nil {
-		return err
-	}
-	if member && sec == nil {
-		if err := joinInsecure(ctx, o, out); err != nil {
-			return err
-		}
-	}
-	mo := manager.Options{DataDir: o.dataDir, ReplicaID: o.id, RaftAddr: o.raftAddr, Peers: peers, Join: member,
+	so := manager.ServeOptions{Options: manager.Options{DataDir: o.dataDir, ReplicaID: o.id, RaftAddr: o.raftAddr, Peers: peers,
 		Groups: o.groups, RaftLogLevel: o.raftLogLevel, APIAddr: o.apiAddr, Pprof: o.pprof,
 		SyncInterval: o.syncInterval, MinHeartbeat: o.minHeartbeat, MassExpiryShare: share, MassExpiryHold: o.massExpiryHold,
-		MaxAPIConns: o.maxAPIConns, MaxHandshakes: o.maxHandshakes, TLS: sec, Logf: logf}
-	mo.Engine.ElectionRTT = rtt
+		FailoverGrace: grace, OrphanTimeout: o.orphanTimeout, MaxAPIConns: o.maxAPIConns, MaxHandshakes: o.maxHandshakes, Logf: logf},
+		Insecure: o.insecure, Dev: o.dev, JoinAddrs: joinAddrs, Token: o.token, TokenGiven: o.tokenFlag,
+		WorkerLifetime: o.nodeCertTTL, StatusFile: o.statusFile,
+		Say: func(line string) { fmt.Fprintln(out, "shoal: "+line) }}
+	so.Engine.ElectionRTT = rtt
 	if o.checkReplay {
-		mo.Engine.OnDiverge = replayDiverged(o.dataDir, logf)
+		so.Engine.OnDiverge = replayDiverged(o.dataDir, logf)
 	}
-	m, err := manager.Start(mo)
-	if err != nil {
-		return err
-	}
-	defer m.Close()
-	e := m.E
-	scheme, mode := "http", "TLS off (--insecure): anyone who reaches the API and Raft ports can act as any node or admin"
-	switch {
-	case sec != nil:
-		scheme, mode = "https", "TLS on: mutual TLS for the API and Raft"
-	case o.dev:
-		mode = "dev mode: plain HTTP on loopback, no TLS"
-	}
-	fmt.Fprintf(out, "shoal: serving replica=%d raft=%s api=%s groups=%d data=%s\n", e.ReplicaID(), e.RaftAddr(), m.APIAddr, e.Groups(), o.dataDir)
-	fmt.Fprintf(out, "shoal: %s\n", mode)
-	ready := make(chan bool, 1)
-	go func() {
-		ok := waitQuorum(ctx, e, out) == nil && m.Register(ctx) == nil
-		if ok {
-			fmt.Fprintf(out, "shoal: ready: every group has a leader; API at %s://%s\n", scheme, m.APIAddr)
-		}
-		ready <- ok
-	}()
 	if o.dev {
 		// The embedded agent starts once the manager takes writes, so its
 		// first session succeeds at once.
-		if !<-ready {
-			return ctx.Err()
-		}
-		stopAgent, err := startDevAgent(ctx, o, m.APIAddr, out)
-		if err != nil {
-			return err
-		}
-		defer stopAgent()
-	}
-	tick := time.NewTicker(250 * time.Millisecond)
-	defer tick.Stop()
-	for running := true; running; {
-		select {
-		case <-ctx.Done():
-			running = false
-		case <-tick.C:
-		}
-		if o.statusFile != "" {
-			if err := writeStatus(e, o.statusFile); err != nil && !errors.Is(err, engine.ErrNotReady) {
-				fmt.Fprintln(out, "shoal: status file:", err)
-			}
+		so.Ready = func(ctx context.Context, m *manager.Manager) (func(), error) {
+			return startDevAgent(ctx, o, m.APIAddr, out)
 		}
 	}
-	// A planned stop: hand the groups this replica leads to a caught-up
-	// peer first, so the cluster does not wait out an election timeout.
-	hctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	if err := e.HandOver(hctx); err != nil {
-		fmt.Fprintln(out, "shoal: leadership not handed over, the peers will elect a leader:", err)
-	}
-	cancel()
-	st, err := e.Status()
-	if err != nil {
-		return err
-	}
-	var line strings.Builder
-	fmt.Fprintf(&line, "shoal: stopped replica=%d", e.ReplicaID())
-	for _, g := range st {
-		fmt.Fprintf(&line, " g%d=%d/%016x", g.Group, g.LastIndex, g.Hash)
-	}
-	fmt.Fprintln(out, line.String())
-	return nil
-}
-
-type statusDoc struct {
-	Replica  uint64        `json:"replica"`
-	RaftAddr string        `json:"raft_addr"`
-	Leading  bool          `json:"leading"`
-	Groups   []groupStatus `json:"groups"`
-}
-
-type groupStatus struct {
-	engine.GroupStatus
-	Hash string `json:"hash"` // hex: JSON numbers lose 64-bit precision elsewhere
-}
-
-// writeStatus replaces path atomically with this replica's status.
-func writeStatus(e *engine.Engine, path string) error {
-	st, err := e.Status()
-	if err != nil {
-		return err
-	}
-	doc := statusDoc{Replica: e.ReplicaID(), RaftAddr: e.RaftAddr(), Leading: e.Leading()}
-	for _, g := range st {
-		doc.Groups = append(doc.Groups, groupStatus{GroupStatus: g, Hash: fmt.Sprintf("%016x", g.Hash)})
-	}
-	b, err := json.MarshalIndent(doc, "", "  ")
-	if err != nil {
-		return err
-	}
-	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return manager.Serve(ctx, so)
 }
 
 // electionRTT turns --election-timeout into Raft ticks of the default RTT.
@@ -326,4 +237,24 @@ func massExpiry(share float64, hold time.Duration) (float64, error) {
 		return -1, nil
 	}
 	return share, nil
+}
+
+// monitorTimers checks --failover-grace and --orphan-timeout against each
+// other and --min-heartbeat, and returns the failover grace the monitor
+// takes (negative: none).
+func monitorTimers(grace, orphan, minHeartbeat time.Duration) (time.Duration, error) {
+	if minHeartbeat <= 0 {
+		minHeartbeat = time.Second // the manager's default
+	}
+	down := monitor.Config{GraceFactor: monitor.DefaultGraceFactor, MinTTL: minHeartbeat}.DownTTL()
+	switch {
+	case orphan < down:
+		return 0, fmt.Errorf("--orphan-timeout %s is shorter than the %s a silent node takes to go down (%d heartbeats of --min-heartbeat %s): give at least %s",
+			orphan, down, monitor.DefaultGraceFactor, minHeartbeat, down)
+	case grace < 0 || grace > orphan:
+		return 0, fmt.Errorf("--failover-grace %s is out of range: give 0 (none) up to --orphan-timeout (%s)", grace, orphan)
+	case grace == 0:
+		return -1, nil
+	}
+	return grace, nil
 }

@@ -64,6 +64,9 @@ func TestServeRefusesBadInputBeforeWriting(t *testing.T) {
 		{"mass expiry hold", []string{"--mass-expiry-hold", "0s"}, "--mass-expiry-hold 0s must be positive"},
 		{"max api conns", []string{"--max-api-conns", "-5"}, "--max-api-conns -5 must be 1 or more"},
 		{"max handshakes", []string{"--max-handshakes", "0"}, "--max-handshakes 0 must be 1 or more"},
+		{"orphan timeout under the down TTL", []string{"--min-heartbeat", "2s", "--orphan-timeout", "5s"}, "--orphan-timeout 5s is shorter than the 6s a silent node takes to go down"},
+		{"failover grace past the orphan timeout", []string{"--orphan-timeout", "20s", "--failover-grace", "21s"}, "--failover-grace 21s is out of range: give 0 (none) up to --orphan-timeout (20s)"},
+		{"negative failover grace", []string{"--failover-grace", "-1s"}, "--failover-grace -1s is out of range"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "data")

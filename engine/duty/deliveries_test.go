@@ -158,3 +158,17 @@ func checkOutboxDelivered(t *testing.T, m *Memory) {
 		}
 	}
 }
+
+// A cluster setting, like a node, reaches every service group before its
+// submission returns: the submitter delivers the outbox.
+func TestClusterSettingsDeliveredBySubmitter(t *testing.T) {
+	m := newMem(t, 3, nil)
+	mustSubmit(t, m, statemachine.Command{Kind: statemachine.CmdSetClusterSettings,
+		Settings: &statemachine.ClusterSettings{TaskHistoryLimit: 7}})
+	checkOutboxDelivered(t, m)
+	for g := 0; g <= m.Groups(); g++ {
+		if got := m.State(g).Settings().TaskHistoryLimit; got != 7 {
+			t.Errorf("group %d has task history limit %d, want 7", g, got)
+		}
+	}
+}

@@ -470,6 +470,14 @@ func (d *MonitorDuty) MarkReReported(node statemachine.NodeID) bool {
 	return d.mu.m.MarkReReported(node)
 }
 
+// Config returns the heartbeat table's configuration with its defaults
+// filled in.
+func (d *MonitorDuty) Config() monitor.Config {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.mu.m.Config()
+}
+
 // NodeStatus returns the monitor's view of a node's status.
 func (d *MonitorDuty) NodeStatus(node statemachine.NodeID) (statemachine.NodeStatus, bool) {
 	d.mu.Lock()

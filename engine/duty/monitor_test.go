@@ -300,3 +300,58 @@ func leadingMonitor(t *testing.T, e *Memory, clk *clock.Fake, orphan time.Durati
 	}
 	return d
 }
+
+// The orphan timeout the monitor is configured with is the one used: the
+// tasks of a node down for less than 20s of a 20s timeout are kept, and
+// the first tick past it orphans them (no failover grace configured, so
+// the node goes down at its first expiry).
+func TestMonitorDutyOrphansAtTheConfiguredTimeout(t *testing.T) {
+	clk := newFakeClock()
+	e := newMem(t, 1, clk)
+	mustSubmit(t, e, zoneNodes(1)...)
+	mustSubmit(t, e, createSpec(statemachine.ServiceSpec{Name: "web", Replicas: 2}))
+	mustSubmit(t, e, assignPending(t, e, 1)...)
+	mustSubmit(t, e, reports(t, e, statemachine.StateRunning)...)
+	d, err := NewMonitorDuty(e, MonitorConfig{Clock: clk, Interval: time.Second, Monitor: monitor.Config{
+		Jitter: -1, MinTTL: time.Second, FailoverGrace: -1, OrphanTimeout: 20 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.BecomeLeader(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// Orphaned tasks wanted stopped are reaped at once: count those left.
+	live := func() int {
+		return len(tasksWhere(t, e, func(tk *statemachine.Task) bool {
+			return tk.Node == 1 && tk.Status.State != statemachine.StateOrphaned
+		}))
+	}
+	start := clk.Now()
+	var downAt, orphanedAt time.Duration
+	for i := 0; i < 60 && orphanedAt == 0; i++ {
+		clk.Advance(time.Second)
+		if err := d.Tick(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		at := clk.Now().Sub(start)
+		if downAt == 0 && nodeStatus(t, e, 1) == statemachine.NodeDown {
+			downAt = at
+		}
+		switch n := live(); {
+		case n == 0:
+			orphanedAt = at
+		case n != 2:
+			t.Fatalf("%d of node 1's 2 tasks left unorphaned at %s", n, at)
+		}
+	}
+	t.Logf("node down at %s, its tasks orphaned at %s", downAt, orphanedAt)
+	if orphanedAt == 0 {
+		t.Fatalf("node 1 (down at %s) not orphaned after 60s; the timeout is 20s", downAt)
+	}
+	if downAt == 0 || downAt > 4*time.Second {
+		t.Fatalf("node 1 went down at %s, want within 3 heartbeats of 1s (no failover grace)", downAt)
+	}
+	if held := orphanedAt - downAt; held < 20*time.Second || held > 21*time.Second {
+		t.Fatalf("tasks orphaned %s after the node went down, want 20s (the configured timeout) to 21s", held)
+	}
+}

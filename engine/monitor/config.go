@@ -31,11 +31,11 @@ type Config struct {
 	// FailoverGrace is how long after BecomeLeader nothing expires and
 	// nothing is orphaned; every node gets at least this long (or its
 	// grace, if longer) to send its first heartbeat to the new leader.
-	// Default 30s.
+	// At most OrphanTimeout. Default 30s; negative means none.
 	FailoverGrace time.Duration
 	// OrphanTimeout is how long a node stays down before Tick reports it
 	// with ChangeOrphan (its assigned..running tasks are then orphaned).
-	// Default 24h.
+	// At least DownTTL. Default 24h.
 	OrphanTimeout time.Duration
 	// ReReportWindow is how long an initializing (reconnecting) node may
 	// take to re-report its tasks: its first heartbeat after re-reporting
@@ -104,7 +104,12 @@ func (c Config) withDefaults() Config {
 		c.Jitter = 0
 	}
 	orDefault(&c.GraceFactor, DefaultGraceFactor)
-	orDefault(&c.FailoverGrace, DefaultFailoverGrace)
+	switch {
+	case c.FailoverGrace == 0:
+		c.FailoverGrace = DefaultFailoverGrace
+	case c.FailoverGrace < 0:
+		c.FailoverGrace = 0
+	}
 	orDefault(&c.OrphanTimeout, DefaultOrphanTimeout)
 	orDefault(&c.MassExpiryShare, DefaultMassExpiryShare)
 	orDefault(&c.MassExpiryMin, DefaultMassExpiryMin)
@@ -132,8 +137,21 @@ func (c Config) validate() error {
 		return fmt.Errorf("%w: grace factor %g would expire nodes before their TTL; use at least 1", ErrConfig, c.GraceFactor)
 	case c.MassExpiryShare > 1 || c.MassExpiryMin < 0 || c.MassExpiryHold < 0:
 		return fmt.Errorf("%w: the mass-expiry brake takes a share up to 1 (negative: off), a node count and a hold that are not negative", ErrConfig)
-	case c.FailoverGrace < 0 || c.OrphanTimeout < 0 || c.ReReportWindow < 0:
-		return fmt.Errorf("%w: failover grace, orphan timeout and re-report window must not be negative", ErrConfig)
+	case c.OrphanTimeout < 0 || c.ReReportWindow < 0:
+		return fmt.Errorf("%w: orphan timeout and re-report window must not be negative", ErrConfig)
+	case c.OrphanTimeout < c.DownTTL():
+		return fmt.Errorf("%w: orphan timeout %s is shorter than the %s a silent node takes to go down (%g heartbeat periods of %s): a node would be orphaned before it could be seen down",
+			ErrConfig, c.OrphanTimeout, c.DownTTL(), c.GraceFactor, c.MinTTL)
+	case c.FailoverGrace > c.OrphanTimeout:
+		return fmt.Errorf("%w: failover grace %s is longer than the orphan timeout %s; give 0 up to the orphan timeout", ErrConfig, c.FailoverGrace, c.OrphanTimeout)
 	}
 	return nil
+}
+
+// DownTTL is the node-down TTL: how long a node of a small cluster (whose
+// heartbeat period is MinTTL) stays silent before it expires, GraceFactor
+// × MinTTL, before jitter. Heartbeat periods grow with the node count, so
+// in a large cluster a node takes longer to expire.
+func (c Config) DownTTL() time.Duration {
+	return time.Duration(c.GraceFactor * float64(c.MinTTL))
 }

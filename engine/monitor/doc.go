@@ -46,5 +46,8 @@
 //     period (and again after a new BecomeLeader, or after OrphanFailed);
 //     the caller orphans the node (CmdOrphanNode to every service group:
 //     its assigned..running tasks orphaned, its quarantine freed).
+//   - New refuses an OrphanTimeout shorter than Config.DownTTL (GraceFactor
+//     × MinTTL, the silence after which a node of a small cluster goes
+//     down) and a FailoverGrace longer than the OrphanTimeout (ErrConfig).
 //   - Heartbeat and a Tick that changes nothing allocate nothing.
 package monitor

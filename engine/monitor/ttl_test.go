@@ -87,7 +87,8 @@ func TestConfigErrors(t *testing.T) {
 		{MinTTL: time.Minute, MaxTTL: time.Second},
 		{Jitter: 2},
 		{GraceFactor: 0.5},
-		{FailoverGrace: -time.Second},
+		{OrphanTimeout: 14 * time.Second}, // under 3 × the 5s default MinTTL
+		{FailoverGrace: 2 * time.Minute, OrphanTimeout: time.Minute}, // grace past the orphan timeout
 	} {
 		if _, err := New(cfg); !errors.Is(err, ErrConfig) {
 			t.Errorf("New(%+v) = %v, want ErrConfig", cfg, err)
@@ -101,6 +102,18 @@ func TestConfigErrors(t *testing.T) {
 	if c.TargetRate != 2000 || c.MinTTL != 5*time.Second || c.GraceFactor != 3 ||
 		c.FailoverGrace != 30*time.Second || c.OrphanTimeout != 24*time.Hour || c.Jitter != 0.2 {
 		t.Errorf("defaults: %+v", c)
+	}
+	// The bounds themselves are allowed, and a negative failover grace is
+	// none at all.
+	m, err = New(Config{MinTTL: time.Second, FailoverGrace: -1, OrphanTimeout: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := m.Config(); c.FailoverGrace != 0 || c.OrphanTimeout != c.DownTTL() {
+		t.Errorf("failover grace %s, orphan timeout %s (down TTL %s); want 0 and the down TTL", c.FailoverGrace, c.OrphanTimeout, c.DownTTL())
+	}
+	if _, err := New(Config{MinTTL: time.Second, FailoverGrace: 20 * time.Second, OrphanTimeout: 20 * time.Second}); err != nil {
+		t.Errorf("a failover grace equal to the orphan timeout: %v", err)
 	}
 }
 

@@ -47,7 +47,9 @@ func (m *msgConn) dial(ctx context.Context) error {
 	gone := make(chan struct{})
 	go func() {
 		// The receiver never writes on a message connection: a read
-		// returns when the peer closed or reset it, or when Close did.
+		// returns when the peer closed or reset it, when the kernel
+		// ended it (DeadAfter without an acknowledgement), or when Close
+		// did.
 		_, err := io.Copy(io.Discard, c)
 		close(gone)
 		if err == nil || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
@@ -59,8 +61,10 @@ func (m *msgConn) dial(ctx context.Context) error {
 }
 
 // SendMessageBatch sends one batch. On a connection its peer already
-// closed it dials first; when the write fails it dials once more and
-// sends again (Raft tolerates a message delivered twice).
+// closed, or the kernel ended (Factory.DeadAfter), it dials first; when
+// the write fails or times out it dials once more and sends again (Raft
+// tolerates a message delivered twice); when that fails too the
+// connection is closed and the next send dials.
 //
 // A peer whose host refuses the connection is restarting: the batch is
 // dropped without an error (Raft tolerates lost messages) and a later
@@ -104,7 +108,14 @@ func (m *msgConn) SendMessageBatch(b pb.MessageBatch) error {
 		}
 		return errors.Join(err, derr)
 	}
-	return writeFrame(m.c, frame, ioTimeout)
+	if err := writeFrame(m.c, frame, ioTimeout); err != nil {
+		// The frame may be half written, so nothing may follow it here:
+		// the next send dials a fresh connection.
+		m.Close()
+		m.c = nil
+		return err
+	}
+	return nil
 }
 
 // isRefused reports whether a dial failed because nothing listens at the
@@ -129,21 +140,36 @@ func isClosed(ch chan struct{}) bool {
 
 // snapConn carries one snapshot's chunks.
 type snapConn struct {
-	c net.Conn
+	c      net.Conn
+	failed bool // a chunk's write failed: c is closed
 }
 
 var _ raftio.ISnapshotConnection = (*snapConn)(nil)
 
-// SendChunk sends one chunk.
+// SendChunk sends one chunk. When the write fails or times out the
+// connection is closed (the chunk may be half written) and the snapshot
+// has failed.
 func (s *snapConn) SendChunk(ch pb.Chunk) error {
+	if s.failed {
+		return errSnapshotFailed
+	}
 	buf := make([]byte, headerSize+ch.Size())
 	payload := pb.MustMarshalTo(&ch, buf[headerSize:])
-	return writeFrame(s.c, buf[:headerSize+len(payload)], ioTimeout)
+	if err := writeFrame(s.c, buf[:headerSize+len(payload)], ioTimeout); err != nil {
+		s.failed = true
+		_ = s.c.Close()
+		return err
+	}
+	return nil
 }
 
 // Close ends the snapshot with an empty frame and waits (bounded) for the
-// receiver's acknowledgement that it handled every chunk, then closes.
+// receiver's acknowledgement that it handled every chunk, then closes;
+// after a failed chunk it only closes.
 func (s *snapConn) Close() {
+	if s.failed {
+		return
+	}
 	defer func() { _ = s.c.Close() }()
 	if writeFrame(s.c, make([]byte, headerSize), ioTimeout) != nil {
 		return

@@ -16,7 +16,33 @@
 // that reads it (the receiver never writes on a message connection, so a
 // read returns only when the peer closed or reset it); a send on a
 // connection the watcher saw close dials a fresh one first, and a send
-// whose write fails is tried once more on a fresh connection.
+// whose write fails is tried once more on a fresh connection; when that
+// write fails too, the connection is closed (a frame may be half written)
+// and the next send dials.
+//
+// A path that goes down without a reset (a host that vanished, a network
+// partition that silently drops packets) is ended by the kernel within
+// Factory.DeadAfter, which the engine sets to two election timeouts:
+// every connection, dialled or accepted, for messages or snapshots, has
+// TCP_USER_TIMEOUT and TCP keep-alives set from it. Data sent and not
+// acknowledged for DeadAfter (a leader sends heartbeats every few RTTs,
+// so its connection to a cut-off follower always has some), or, on a
+// connection with nothing in flight, keep-alive probes unanswered for
+// about DeadAfter, end the connection: the watcher's read and any write
+// fail, and the next send dials. Without this the connection stays open
+// through the cut while TCP's retransmission timer backs off to tens of
+// seconds, and traffic resumes only at its next retransmission after the
+// path healed. A dial that has not connected (TLS handshake and preamble
+// included) within DeadAfter fails too, so the tries made during a cut end
+// soon and one made after the heal goes through. DeadAfter must stay
+// longer than any wait a healthy peer imposes: on Linux a receive window
+// kept shut for DeadAfter also ends a connection, so a receiver that
+// stopped reading that long would lose it (its messages are then lost
+// and resent, as after any failure). Outside Linux only the keep-alives
+// apply: a connection with data in flight ends only when a write blocks
+// past its deadline or TCP itself gives up.
+// A snapshot whose chunk cannot be sent has failed: its connection is
+// closed without the end frame.
 //
 // A peer whose host refuses the connection (nothing listens: the process
 // is restarting) loses the messages sent meanwhile without an error, and
@@ -24,8 +50,8 @@
 // breaker, which then shuts the peer out for up to a second after it is
 // back, long enough to stall a group whose quorum needs it during a
 // rolling restart. A peer that does not answer at all (a host or network
-// down) still fails the dial, and dragonboat's breaker and unreachable
-// reports work as before. The first refusal after a peer was reachable is
+// down) still fails the dial, after DeadAfter, and dragonboat's breaker
+// and unreachable reports work as before. The first refusal after a peer was reachable is
 // reported (Factory.Gone): the engine starts an election at once in the
 // groups that peer led.
 //

@@ -38,6 +38,8 @@ var (
 
 	errBadPreamble = errors.New("not a Shoal Raft connection of this version")
 	errBadFrame    = errors.New("corrupt Raft frame")
+	// errSnapshotFailed is a chunk sent after one whose write failed.
+	errSnapshotFailed = errors.New("snapshot transfer failed: an earlier chunk could not be sent")
 )
 
 func preamble(k kind) []byte {

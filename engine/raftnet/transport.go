@@ -17,18 +17,15 @@ import (
 const Name = "shoal-raftnet"
 
 const (
-	// dialTimeout bounds connecting to a peer, the TLS handshake included.
-	dialTimeout = 3 * time.Second
+	// defaultDeadAfter is Factory.DeadAfter when it is zero: twice the
+	// engine's default election timeout.
+	defaultDeadAfter = time.Second
 	// preambleTimeout bounds how long an accepted connection may take to
 	// finish its TLS handshake and send its preamble.
 	preambleTimeout = 10 * time.Second
 	// ioTimeout bounds writing one frame and reading one frame's payload
 	// once its header arrived.
 	ioTimeout = 10 * time.Second
-	// keepAlive is the TCP keep-alive period of every connection (a peer
-	// that vanished without a reset is noticed by the watcher within a
-	// few periods).
-	keepAlive = 5 * time.Second
 	// probeTimeout bounds the dial that tells whether a peer that closed
 	// a connection is gone; a refusal comes at once.
 	probeTimeout = time.Second
@@ -60,6 +57,17 @@ type Factory struct {
 	// Sent, when set, is handed every message batch just before it is
 	// sent to a peer; it must keep nothing of b and be quick.
 	Sent func(b *pb.MessageBatch)
+	// DeadAfter is how long a connection may go without its peer
+	// acknowledging what was sent on it, or answering keep-alive probes
+	// while nothing is sent, before it is taken for dead and closed; a
+	// dial that has not connected by then fails. About twice the election
+	// timeout: a path silent that long has cost its groups their leader
+	// anyway (dragonboat draws each timeout in [1, 2) election timeouts),
+	// and acknowledgements come from the peer's kernel, so a busy peer
+	// loses no connection unless its process stops reading for that long;
+	// yet it is short enough that a path that went down is redialled soon
+	// after it is back. Default (zero) 1s.
+	DeadAfter time.Duration
 }
 
 var _ config.TransportFactory = Factory{}
@@ -73,8 +81,12 @@ func (f Factory) Create(nh config.NodeHostConfig, messages raftio.MessageHandler
 		deliver := messages
 		messages = func(b pb.MessageBatch) { f.Receive(b, deliver) }
 	}
+	dead := f.DeadAfter
+	if dead <= 0 {
+		dead = defaultDeadAfter
+	}
 	return &Transport{nh: nh, messages: messages, chunks: chunks, gone: f.Gone, sent: f.Sent,
-		conns: map[net.Conn]struct{}{}, down: map[string]bool{}}
+		deadAfter: dead, conns: map[net.Conn]struct{}{}, down: map[string]bool{}}
 }
 
 // Validate accepts host:port addresses.
@@ -90,6 +102,8 @@ type Transport struct {
 	chunks   raftio.ChunkHandler
 	gone     func(target string)
 	sent     func(b *pb.MessageBatch)
+	// deadAfter is Factory.DeadAfter (its default filled in).
+	deadAfter time.Duration
 
 	ln     net.Listener
 	wg     sync.WaitGroup
@@ -111,7 +125,7 @@ func (t *Transport) Start() error {
 	if err != nil {
 		return err
 	}
-	ln, err := (&net.ListenConfig{KeepAlive: keepAlive}).Listen(context.Background(), "tcp", t.nh.GetListenAddress())
+	ln, err := t.listenConfig().Listen(context.Background(), "tcp", t.nh.GetListenAddress())
 	if err != nil {
 		return err
 	}
@@ -275,11 +289,12 @@ func (t *Transport) GetSnapshotConnection(ctx context.Context, target string) (r
 }
 
 // dial connects to target (TLS with this replica's certificate when the
-// NodeHost has MutualTLS) and sends the preamble of kind k.
+// NodeHost has MutualTLS) and sends the preamble of kind k, all within
+// deadAfter.
 func (t *Transport) dial(ctx context.Context, target string, k kind) (net.Conn, error) {
-	ctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	ctx, cancel := context.WithTimeout(ctx, t.deadAfter)
 	defer cancel()
-	c, err := (&net.Dialer{KeepAlive: keepAlive}).DialContext(ctx, "tcp", target)
+	c, err := t.dialer().DialContext(ctx, "tcp", target)
 	if err != nil {
 		return nil, err
 	}

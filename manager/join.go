@@ -1,10 +1,9 @@
-package main
+package manager
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"time"
 
@@ -13,23 +12,23 @@ import (
 )
 
 // joinsMembership reports whether this start adds the replica to a running
-// cluster's membership: --join without --peers, on a data directory that
-// never started (a restart takes everything from the directory).
-func joinsMembership(o serveOptions, peers map[uint64]string) (bool, error) {
-	if o.join == "" {
+// cluster's membership: join addresses without peers, on a data directory
+// that never started (a restart takes everything from the directory).
+func joinsMembership(o ServeOptions) (bool, error) {
+	if len(o.JoinAddrs) == 0 {
 		return false, nil
 	}
-	started, err := engine.Started(o.dataDir)
+	started, err := engine.Started(o.DataDir)
 	if err != nil || started {
 		return false, err
 	}
-	if len(peers) > 0 {
-		if _, ok := peers[o.id]; !ok {
-			return false, fmt.Errorf("--peers does not list this replica (%d): initial members are all listed in --peers; a replica joining a running cluster takes --join and no --peers", o.id)
+	if len(o.Peers) > 0 {
+		if _, ok := o.Peers[o.ReplicaID]; !ok {
+			return false, fmt.Errorf("--peers does not list this replica (%d): initial members are all listed in --peers; a replica joining a running cluster takes --join and no --peers", o.ReplicaID)
 		}
 		return false, nil // an initial member: --join only fetches its certificate
 	}
-	if o.raftAddr == "" {
+	if o.RaftAddr == "" {
 		return false, errors.New("--join needs --raft-addr: the host:port on which the other replicas reach this replica's Raft")
 	}
 	return true, nil
@@ -37,23 +36,22 @@ func joinsMembership(o serveOptions, peers map[uint64]string) (bool, error) {
 
 // joinInsecure asks a running manager (without TLS) to add this replica
 // to the membership of every group, waiting while none answers.
-func joinInsecure(ctx context.Context, o serveOptions, out io.Writer) error {
-	addrs := splitAddrs(o.join)
+func joinInsecure(ctx context.Context, o ServeOptions, sayf func(string, ...any)) error {
 	said := false
 	for wait := 200 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
 		var err error
-		for _, addr := range addrs {
+		for _, addr := range o.JoinAddrs {
 			var c *client.Client
 			if c, err = client.New(addr); err != nil {
 				return fmt.Errorf("--join: %w", err)
 			}
 			rctx, cancel := context.WithTimeout(ctx, 45*time.Second)
-			_, err = c.AddReplica(rctx, client.Replica{ID: o.id, RaftAddr: o.raftAddr, APIAddr: o.apiAddr})
+			_, err = c.AddReplica(rctx, client.Replica{ID: o.ReplicaID, RaftAddr: o.RaftAddr, APIAddr: o.APIAddr})
 			cancel()
 			var ae *client.APIError
 			switch {
 			case err == nil:
-				fmt.Fprintf(out, "shoal: joined the cluster at %s as replica %d (Raft %s): added to every group\n", addr, o.id, o.raftAddr)
+				sayf("joined the cluster at %s as replica %d (Raft %s): added to every group", addr, o.ReplicaID, o.RaftAddr)
 				return nil
 			case errors.As(err, &ae) && ae.Status < http.StatusInternalServerError:
 				return fmt.Errorf("the manager at %s refused the join: %s", addr, ae.ErrorBody.Error)
@@ -63,7 +61,7 @@ func joinInsecure(ctx context.Context, o serveOptions, out io.Writer) error {
 			return ctx.Err()
 		}
 		if !said {
-			fmt.Fprintf(out, "shoal: waiting for a manager to answer the join (%v); retrying\n", err)
+			sayf("waiting for a manager to answer the join (%v); retrying", err)
 			said = true
 		}
 		select {

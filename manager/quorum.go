@@ -1,9 +1,8 @@
-package main
+package manager
 
 import (
 	"context"
 	"fmt"
-	"io"
 	"maps"
 	"net"
 	"slices"
@@ -17,7 +16,7 @@ import (
 // in one line and again only when the answer changes, which peers do not
 // answer on their Raft address (dragonboat's own line per second per peer
 // is silenced at the default log level).
-func waitQuorum(ctx context.Context, e *engine.Engine, out io.Writer) error {
+func waitQuorum(ctx context.Context, e *engine.Engine, say func(string)) error {
 	peers := e.Peers()
 	said := ""
 	// Leaders are looked for every Raft round trip; a healthy start gets
@@ -36,7 +35,7 @@ func waitQuorum(ctx context.Context, e *engine.Engine, out io.Writer) error {
 		}
 		if len(peers) > 1 {
 			if line := waitingLine(ctx, e.ReplicaID(), peers); line != said && line != "" {
-				fmt.Fprintln(out, line)
+				say(line)
 				said = line
 			}
 		}
@@ -63,9 +62,9 @@ func waitingLine(ctx context.Context, self uint64, peers map[uint64]string) stri
 	}
 	quorum := len(peers)/2 + 1
 	if len(silent) == 0 {
-		return fmt.Sprintf("shoal: waiting for leaders: every peer answers (%s); an election is under way",
+		return fmt.Sprintf("waiting for leaders: every peer answers (%s); an election is under way",
 			engine.FormatPeers(peers))
 	}
-	return fmt.Sprintf("shoal: waiting for a quorum (%d of %d replicas): no answer from %s; start them, or check --peers if an address is wrong",
+	return fmt.Sprintf("waiting for a quorum (%d of %d replicas): no answer from %s; start them, or check --peers if an address is wrong",
 		quorum, len(peers), strings.Join(silent, ", "))
 }

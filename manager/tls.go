@@ -1,80 +1,77 @@
-package main
+package manager
 
 import (
 	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"shoal/api/client"
 	"shoal/engine"
-	"shoal/manager"
 	"shoal/security"
 	"shoal/security/tlsdir"
 )
 
-// tlsDirOf is where a manager or an agent keeps its TLS files.
+// tlsDirOf is where a manager keeps its TLS files.
 func tlsDirOf(dataDir string) tlsdir.Dir { return tlsdir.Dir(filepath.Join(dataDir, "tls")) }
 
 // managerFiles are the files a manager's TLS directory must hold.
 var managerFiles = []string{tlsdir.RootCert, tlsdir.RootKey, tlsdir.ManagersCert, tlsdir.ManagersKey, tlsdir.Tokens,
 	tlsdir.Node + ".crt", tlsdir.Node + ".key"}
 
-// prepareServeTLS returns this replica's security material: read from
+// prepareTLS returns this replica's security material: read from
 // DATA-DIR/tls, created there (the first manager of a cluster), or
-// obtained with --join and --token (the others). Nil with --dev or
-// --insecure.
-func prepareServeTLS(ctx context.Context, o serveOptions, peers map[uint64]string, member bool, out io.Writer) (*manager.TLS, error) {
-	dir := tlsDirOf(o.dataDir)
-	if o.dev || o.insecure {
+// obtained with the join addresses and token (the others). Nil in dev mode
+// or insecure.
+func prepareTLS(ctx context.Context, o ServeOptions, member bool, sayf func(string, ...any)) (*TLS, error) {
+	dir := tlsDirOf(o.DataDir)
+	if o.Dev || o.Insecure {
 		switch {
-		case o.dev && o.join != "":
+		case o.Dev && len(o.JoinAddrs) > 0:
 			return nil, errors.New("--dev runs a one-replica cluster; --join is for a replica of a cluster (start it with --insecure or with TLS)")
-		case o.tokenFlag:
+		case o.TokenGiven:
 			return nil, errors.New("--token is the TLS join token; without TLS (--insecure) --join needs no token")
-		case !o.dev && dir.Has(tlsdir.RootCert):
-			return nil, fmt.Errorf("%s was created with TLS; start it without --insecure", o.dataDir)
+		case !o.Dev && dir.Has(tlsdir.RootCert):
+			return nil, fmt.Errorf("%s was created with TLS; start it without --insecure", o.DataDir)
 		}
 		return nil, nil
 	}
 	if !dir.Has(managerFiles...) {
-		if _, err := os.Stat(filepath.Join(o.dataDir, "raft")); err == nil {
-			return nil, fmt.Errorf("%s belongs to a replica started with --insecure: start it with --insecure again (TLS cannot be added to an existing cluster)", o.dataDir)
+		if _, err := os.Stat(filepath.Join(o.DataDir, "raft")); err == nil {
+			return nil, fmt.Errorf("%s belongs to a replica started with --insecure: start it with --insecure again (TLS cannot be added to an existing cluster)", o.DataDir)
 		}
-		if o.join == "" && o.token != "" {
+		if len(o.JoinAddrs) == 0 && o.Token != "" {
 			return nil, errors.New("--token needs --join: the API address of a running manager of the cluster")
 		}
 		// Refuse bad flags and busy ports before anything is written.
-		if err := engine.Check(engine.Config{DataDir: o.dataDir, ReplicaID: o.id, RaftAddr: o.raftAddr, Peers: peers,
-			Join: member, Groups: o.groups, RaftLogLevel: o.raftLogLevel}); err != nil {
+		if err := engine.Check(engine.Config{DataDir: o.DataDir, ReplicaID: o.ReplicaID, RaftAddr: o.RaftAddr, Peers: o.Peers,
+			Join: member, Groups: o.Groups, RaftLogLevel: o.RaftLogLevel}); err != nil {
 			return nil, err
 		}
-		if err := probeBind(o.apiAddr); err != nil {
+		if err := probeBind(o.APIAddr); err != nil {
 			return nil, err
 		}
-		raftAddr := o.raftAddr
+		raftAddr := o.RaftAddr
 		if raftAddr == "" {
-			raftAddr = peers[o.id]
+			raftAddr = o.Peers[o.ReplicaID]
 		}
-		if o.join != "" {
-			if err := joinAsManager(ctx, o, raftAddr, member, dir, out); err != nil {
+		if len(o.JoinAddrs) > 0 {
+			if err := joinAsManager(ctx, o, raftAddr, member, dir, sayf); err != nil {
 				return nil, err
 			}
 		} else {
-			if first := firstReplica(peers); first != 0 && first != o.id {
+			if first := firstReplica(o.Peers); first != 0 && first != o.ReplicaID {
 				return nil, fmt.Errorf("replica %d: the cluster CA is created by the first replica (%d, the lowest ID in --peers); "+
 					"start this one with --join <API address of a running manager> --token <manager token> "+
-					"(print it there with `shoal token manager`), or start every replica with --insecure", o.id, first)
+					"(print it there with `shoal token manager`), or start every replica with --insecure", o.ReplicaID, first)
 			}
-			if err := bootstrapCA(o, raftAddr, dir, out); err != nil {
+			if err := bootstrapCA(o, raftAddr, dir, sayf); err != nil {
 				return nil, err
 			}
 		}
@@ -91,7 +88,7 @@ func prepareServeTLS(ctx context.Context, o serveOptions, peers map[uint64]strin
 	if err != nil {
 		return nil, err
 	}
-	return &manager.TLS{CA: ca, Cert: cert, Tokens: tokens, WorkerLifetime: o.nodeCertTTL,
+	return &TLS{CA: ca, Cert: cert, Tokens: tokens, WorkerLifetime: o.WorkerLifetime,
 		RaftCAFile: dir.Path(tlsdir.ManagersCert), RaftCertFile: dir.Path(tlsdir.Node + ".crt"),
 		RaftKeyFile: dir.Path(tlsdir.Node + ".key")}, nil
 }
@@ -126,7 +123,7 @@ func hostOf(addr string) string {
 
 // bootstrapCA creates the cluster: its CA, this replica's certificate, an
 // admin credential and the join secrets.
-func bootstrapCA(o serveOptions, raftAddr string, dir tlsdir.Dir, out io.Writer) error {
+func bootstrapCA(o ServeOptions, raftAddr string, dir tlsdir.Dir, sayf func(string, ...any)) error {
 	now := time.Now()
 	ca, err := security.NewCA(rand.Reader, now)
 	if err != nil {
@@ -156,27 +153,38 @@ func bootstrapCA(o serveOptions, raftAddr string, dir tlsdir.Dir, out io.Writer)
 		return err
 	}
 	if err := errors.Join(dir.WriteCA(files),
-		issue(tlsdir.Node, security.Request{Role: security.RoleManager, Name: strconv.FormatUint(o.id, 10),
-			Hosts: []string{hostOf(raftAddr), hostOf(o.apiAddr)}}),
+		issue(tlsdir.Node, security.Request{Role: security.RoleManager, Name: strconv.FormatUint(o.ReplicaID, 10),
+			Hosts: []string{hostOf(raftAddr), hostOf(o.APIAddr)}}),
 		issue(tlsdir.Admin, security.Request{Role: security.RoleAdmin, Name: "admin"})); err != nil {
 		return err
 	}
 	if _, err := dir.CreateTokens(sec); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "shoal: TLS: created the cluster CA in %s (cluster %s, CA digest %s)\n", dir, ca.ClusterID, ca.Digest())
-	fmt.Fprintf(out, "shoal: TLS: admin credentials for the CLI: --tls-dir %s (or SHOAL_TLS_DIR); join tokens: `shoal token worker` and `shoal token manager`\n", dir)
+	sayf("TLS: created the cluster CA in %s (cluster %s, CA digest %s)", dir, ca.ClusterID, ca.Digest())
+	sayf("TLS: admin credentials for the CLI: --tls-dir %s (or SHOAL_TLS_DIR); join tokens: `shoal token worker` and `shoal token manager`", dir)
 	return nil
 }
 
 // joinAsManager obtains this replica's certificate and the cluster
 // authority from a running manager, before Raft starts.
-func joinAsManager(ctx context.Context, o serveOptions, raftAddr string, member bool, dir tlsdir.Dir, out io.Writer) error {
-	if o.token == "" {
+func joinAsManager(ctx context.Context, o ServeOptions, raftAddr string, member bool, dir tlsdir.Dir, sayf func(string, ...any)) error {
+	if o.Token == "" {
 		return errors.New("--join needs --token: the manager token (print it on a running manager with `shoal token manager`)")
 	}
-	req := client.JoinRequest{Role: string(security.RoleManager), Replica: o.id, RaftAddr: raftAddr, APIAddr: o.apiAddr, Member: member}
-	j, err := joinWithRetry(ctx, splitAddrs(o.join), o.token, req, out)
+	req := client.JoinRequest{Role: string(security.RoleManager), Replica: o.ReplicaID, RaftAddr: raftAddr, APIAddr: o.APIAddr, Member: member}
+	said := false
+	wait := 100 * time.Millisecond
+	// Wait while no manager can be reached (it may be starting); a
+	// refusal is final.
+	j, err := client.JoinRetrying(ctx, o.JoinAddrs, o.Token, req, func(err error) time.Duration {
+		if !said {
+			sayf("waiting for a manager to answer the join (%v); retrying", err)
+			said = true
+		}
+		wait = min(2*wait, 5*time.Second)
+		return wait
+	})
 	if err != nil {
 		return err
 	}
@@ -203,33 +211,8 @@ func joinAsManager(ctx context.Context, o serveOptions, raftAddr string, member 
 		return err
 	}
 	if member {
-		fmt.Fprintf(out, "shoal: joined the cluster as replica %d (Raft %s): added to every group\n", o.id, raftAddr)
+		sayf("joined the cluster as replica %d (Raft %s): added to every group", o.ReplicaID, raftAddr)
 	}
-	fmt.Fprintf(out, "shoal: TLS: joined the cluster; credentials in %s\n", dir)
+	sayf("TLS: joined the cluster; credentials in %s", dir)
 	return nil
-}
-
-// joinWithRetry joins, waiting while no manager can be reached (it may be
-// starting) until ctx ends; a refusal is returned at once.
-func joinWithRetry(ctx context.Context, addrs []string, token string, req client.JoinRequest, out io.Writer) (*client.Joined, error) {
-	said := false
-	wait := 100 * time.Millisecond
-	return client.JoinRetrying(ctx, addrs, token, req, func(err error) time.Duration {
-		if !said {
-			fmt.Fprintf(out, "shoal: waiting for a manager to answer the join (%v); retrying\n", err)
-			said = true
-		}
-		wait = min(2*wait, 5*time.Second)
-		return wait
-	})
-}
-
-func splitAddrs(s string) []string {
-	var out []string
-	for _, a := range strings.Split(s, ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			out = append(out, a)
-		}
-	}
-	return out
 }

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"shoal/api/client"
+)
+
+// `service ls` shows the tasks running of any version out of those desired
+// and, while an update is not finished or the versions differ, how many run
+// the current version and where the update stands: a paused update whose
+// old tasks still serve is not shown as 0/3.
+func TestServiceLsShowsOldVersionTasksAndUpdateState(t *testing.T) {
+	svc := func(name string, version uint32, running, any, desired int, update string) client.Service {
+		s := client.Service{ID: version, SpecVersion: version, Running: running, RunningAny: any,
+			Desired: desired, Update: client.UpdateStatus{State: update}}
+		s.Spec.Name, s.Spec.Mode, s.Spec.Command = name, "replicated", []string{"sleep", "1000"}
+		return s
+	}
+	services := []client.Service{
+		svc("web", 2, 0, 2, 3, "paused"),
+		svc("api", 3, 1, 3, 3, "updating"),
+		svc("db", 4, 3, 3, 3, "rollback_completed"),
+		svc("cache", 5, 1, 2, 2, "rollback_paused"),
+		svc("queue", 1, 2, 2, 2, ""),
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/services" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(client.List[client.Service]{Items: services})
+	}))
+	defer srv.Close()
+	var out bytes.Buffer
+	root := newRoot()
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs([]string{"service", "ls", "--addr", srv.URL, "--tls-dir", ""})
+	if err := root.Execute(); err != nil {
+		t.Fatalf("service ls: %v\n%s", err, out.String())
+	}
+	want := map[string]string{
+		"web":   "2/3 (0 at v2, update paused)",
+		"api":   "3/3 (1 at v3, updating)",
+		"db":    "3/3 ",
+		"cache": "2/2 (1 at v5, rollback paused)",
+		"queue": "2/2 ",
+	}
+	rows := map[string]string{}
+	for _, l := range strings.Split(out.String(), "\n") {
+		if f := strings.Fields(l); len(f) > 1 {
+			rows[f[1]] = l + " "
+		}
+	}
+	for name, cell := range want {
+		if !strings.Contains(rows[name], " "+cell) {
+			t.Errorf("%s: REPLICAS want %q, row %q in\n%s", name, cell, rows[name], out.String())
+		}
+	}
+}
+
+// A paused update is reported as paused, with the old version's tasks still
+// serving, never as converged: the CLI prints what the manager says (the
+// rule itself is tested where the manager renders it, api's
+// TestRenderServiceConvergence).
+func TestPausedUpdateIsNotReportedConverged(t *testing.T) {
+	s := client.Service{SpecVersion: 2, Running: 0, RunningAny: 2, Desired: 3,
+		Update: client.UpdateStatus{State: "paused", Message: "update paused due to failure of task 4 (failed)"},
+		Convergence: client.Convergence{State: client.UpdatePaused,
+			Why: "the update of web paused with 2/3 running, 0 at v2: update paused due to failure of task 4 (failed)"}}
+	s.Spec.Name = "web"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(s)
+	}))
+	defer srv.Close()
+	c, err := client.New(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	cmd := newRoot()
+	cmd.SetOut(&out)
+	cmd.SetContext(context.Background())
+	err = converge(cmd, c, "web", "", 5*time.Second)
+	if err == nil || !strings.Contains(err.Error(), "the update of web paused with 2/3 running, 0 at v2: update paused due to failure") {
+		t.Fatalf("converge: %v", err)
+	}
+	if strings.Contains(out.String(), "converged") {
+		t.Fatalf("a paused update printed %q", out.String())
+	}
+}
