@@ -17,6 +17,8 @@ require (
 
 require github.com/goccy/go-json v0.12.0
 
+require github.com/anishathalye/porcupine v1.3.1
+
 require (
 	github.com/DataDog/zstd v1.4.5 // indirect
 	github.com/VictoriaMetrics/metrics v1.35.1

@@ -249,6 +249,9 @@ func rawWrite(api, method, path string, in any, id string, timeout time.Duration
 type cutWrite struct {
 	what     string
 	id       string
+	service  string // a full update's service and new environment, for the
+	value    string // linearizability history; "" for other writes
+	sent     time.Time
 	ended    time.Time // the answer came or the client gave up
 	answer   rawAnswer
 	notAfter time.Time // the answer's, else ended + notAfterBound
@@ -281,7 +284,10 @@ func requestID(what string) string {
 
 // sendCut sends a write to api and records what came back.
 func sendCut(api, what, method, path string, in any, id string, timeout time.Duration) *cutWrite {
-	w := &cutWrite{what: what, id: id}
+	w := &cutWrite{what: what, id: id, sent: time.Now()}
+	if u, ok := in.(client.ServiceSpec); ok && method == "POST" && path == "/v1/services/"+u.Name {
+		w.service, w.value = u.Name, strings.Join(u.Env, ",")
+	}
 	w.answer = rawWrite(api, method, path, in, id, timeout)
 	w.ended = time.Now()
 	w.notAfter = w.ended.Add(notAfterBound)
@@ -402,10 +408,52 @@ func followerIsolated(t *testing.T, c *nsCluster, watch time.Duration) {
 	// Created through the follower, so its Raft connections to the
 	// leaders are open and in use when the cut comes (a write forwarded
 	// on a connection that is still being dialled fails at once).
-	if _, _, err := c.clients[f].CreateService(ctx, spec("s", 1, nil, "7781")); err != nil {
-		t.Fatal(err)
+	// The history for the linearizability check: s's environment and r's
+	// (r is written through the majority all along) as registers, read
+	// through every replica.
+	h := newHistory()
+	for _, sp := range []client.ServiceSpec{spec("s", 1, nil, "7781"), spec("r", 1, []string{"V=0"}, "7786")} {
+		call := time.Now()
+		if _, _, err := c.clients[f].CreateService(ctx, sp); err != nil {
+			t.Fatal(err)
+		}
+		h.write(0, sp.Name, envOf(client.Service{Spec: sp}), call, time.Now())
 	}
 	c.agree(30 * time.Second)
+	stopLoad := make(chan struct{})
+	loadWG := c.readers(h, []string{"s", "r"}, stopLoad)
+	loadWG.Add(1)
+	go func() {
+		defer loadWG.Done()
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for n := 1; ; n++ {
+			select {
+			case <-stopLoad:
+				return
+			case <-tick.C:
+			}
+			sp := spec("r", 1, []string{fmt.Sprintf("V=%d", n)}, "7786")
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			call := time.Now()
+			_, _, err := c.clients[m].UpdateService(ctx, sp, 0)
+			var ret time.Time // unknown unless acknowledged
+			if err == nil {
+				ret = time.Now()
+			}
+			cancel()
+			h.write(1, "r", sp.Env[0], call, ret)
+		}
+	}()
+	stopped := false
+	stopLoadNow := func() {
+		if !stopped {
+			stopped = true
+			close(stopLoad)
+			loadWG.Wait()
+		}
+	}
+	defer stopLoadNow()
 
 	if err := c.net.Isolate(c.net.Hosts[f]); err != nil {
 		t.Fatal(err)
@@ -431,6 +479,7 @@ func followerIsolated(t *testing.T, c *nsCluster, watch time.Duration) {
 	// one that waits for the manager's answer under the manager's ID.
 	send("create late-new", "POST", "/v1/services", spec("late-new", 1, nil, "7782"), requestID("create"), 2*time.Second)
 	send("scale s=3", "POST", "/v1/services/s/scale", map[string]uint32{"replicas": 3}, requestID("scale"), 2*time.Second)
+	send("full update of r (CUT=1)", "POST", "/v1/services/r", spec("r", 1, []string{"CUT=1"}, "7786"), requestID("update"), 2*time.Second)
 	send("full update of s (LATE=1)", "POST", "/v1/services/s", late, requestID("update"), 2*time.Second)
 	send("full update of s (LATE=2), waiting for the answer", "POST", "/v1/services/s",
 		spec("s", 1, []string{"LATE=2"}, "7781"), "", 25*time.Second)
@@ -445,11 +494,13 @@ func followerIsolated(t *testing.T, c *nsCluster, watch time.Duration) {
 	if len(before.Spec.Env) != 0 || *before.Spec.Replicas != 1 {
 		t.Fatalf("a write sent to the cut-off follower is visible through the majority during the cut: %+v", before.Spec)
 	}
+	ackCall := time.Now()
 	acked, _, err := c.clients[m].UpdateService(ctx, good, 0)
 	if err != nil {
 		t.Fatalf("the acknowledged update through the majority: %v", err)
 	}
 	ackedAt := time.Now()
+	h.write(2, "s", envOf(client.Service{Spec: good}), ackCall, ackedAt)
 	fmt.Printf("partition: follower isolated: update through replica %d acknowledged %s after the cut (spec version %d)\n",
 		m+1, ackedAt.Sub(cut).Round(time.Millisecond), acked.SpecVersion)
 
@@ -526,6 +577,20 @@ func followerIsolated(t *testing.T, c *nsCluster, watch time.Duration) {
 	// The cut-off follower's forwarded writes, if any, may reach the
 	// leader later still; the watcher looks on.
 	<-time.After(watch)
+	// The cut-off writes in the history as resolved: applied ones at
+	// the latest at their not_after, refused ones not at all, unresolved
+	// ones possibly at any time.
+	stopLoadNow()
+	for _, w := range writes {
+		switch {
+		case w.service == "" || w.outcome == "not_applied":
+		case w.outcome == "applied":
+			h.write(3, w.service, w.value, w.sent, w.notAfter)
+		default:
+			h.write(3, w.service, w.value, w.sent, time.Time{})
+		}
+	}
+	h.check(t)
 	mu.Lock()
 	defer mu.Unlock()
 	if len(overwritten) > 0 {
