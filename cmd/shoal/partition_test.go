@@ -63,6 +63,9 @@ type nsCluster struct {
 
 func startNSCluster(t *testing.T) *nsCluster {
 	t.Helper()
+	if err := netns.Check(); err != nil {
+		t.Skip(err.Error())
+	}
 	shoalBin(t) // skips under -short; built before any host is made
 	n := netns.New(t, 5)
 	c := &nsCluster{t: t, net: n}
