@@ -902,7 +902,12 @@ func flapping(t *testing.T, c *nsCluster) {
 		t.Fatal(err)
 	}
 	l := lead[0]
+	// A follower that leads no group, if there is one: a write forwarded
+	// to a group's leader over the flapping link waits for it.
 	f := (l + 1) % 3
+	if slices.Contains(lead, f) {
+		f = (l + 2) % 3
+	}
 	stop := make(chan struct{})
 	var acked, failed int
 	var failures []string
@@ -915,6 +920,7 @@ func flapping(t *testing.T, c *nsCluster) {
 		for n := 0; ; n++ {
 			select {
 			case <-stop:
+				maxGap = max(maxGap, time.Since(last))
 				return
 			default:
 			}
@@ -946,10 +952,14 @@ func flapping(t *testing.T, c *nsCluster) {
 	}
 	close(stop)
 	wg.Wait()
-	fmt.Printf("partition: flapping link between replicas %d and %d for 12 s: %d writes acknowledged through the leader, %d not, longest gap %s\n",
+	fmt.Printf("partition: flapping link between replicas %d and %d for 12 s: %d writes acknowledged through the leader, %d not, longest gap between acknowledgements %s\n",
 		l+1, f+1, acked, failed, maxGap.Round(time.Millisecond))
-	if acked == 0 || failed > 0 {
-		t.Errorf("while one follower's link flapped (the other keeps a quorum) %d writes were refused or timed out, %d acknowledged: %v", failed, acked, failures)
+	// Writes go on: no gap between acknowledgements longer than 5 s (a
+	// few election timeouts), though one forwarded over the link as it
+	// drops may time out.
+	if acked == 0 || maxGap > 5*time.Second {
+		t.Errorf("while one follower's link flapped (the other keeps a quorum): %d writes acknowledged, %d not (%v), longest gap between acknowledgements %s",
+			acked, failed, failures, maxGap.Round(time.Millisecond))
 	}
 	healed := time.Now()
 	c.agree(catchUpBound)
