@@ -6,7 +6,7 @@ BENCHTIME ?= 1x
 FUZZTIME  ?= 10s
 PERF_OUT  := perf/out
 
-.PHONY: build run test vet perf perf-e2e perf-failover fuzz fuzz-long fmt modelcheck report-check
+.PHONY: build run test vet perf perf-e2e perf-failover fuzz fuzz-long fmt modelcheck report-check partition
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null)
@@ -83,6 +83,18 @@ perf-e2e: build
 # stopped with SIGTERM and restarted, and kill -9 of the leader.
 perf-failover:
 	@SHOAL_PERF_FAILOVER=1 $(GO) test -count=1 -run '^TestFailoverTimes$$' -v ./cmd/shoal/ | grep -E '^failover:|FAIL'
+
+# The partition matrix: three `serve --insecure` replicas and two agents,
+# each in its own network namespace on one bridge, links cut with tc (a
+# silent drop): a follower isolated while writes are sent to it, the leader
+# isolated, an agent cut off within its service's disconnect window and past
+# node-down, a leader that hears nobody (one way), a flapping link. Needs
+# root and iproute2; prints the figures (lines "partition:"). `make test`
+# runs the first two when it runs as root, and skips them with one line
+# elsewhere.
+partition:
+	SHOAL_PARTITION=full $(GO) test -count=1 -timeout 10m -run '^TestPartitions$$' -v ./cmd/shoal/
+	$(GO) test -count=1 -run . ./internal/netns/
 
 # The loadgen's HTML report (shoal loadgen --report) of the checked-in sample
 # run, opened in headless Chromium with networking off (Chromium installed

@@ -56,6 +56,8 @@ var edges = map[string]rule{
 	"internal/procstat": {},
 	// Free loopback addresses for tests and the loadgen's replicas.
 	"internal/freeport": {},
+	// Network namespaces on a bridge, cut with tc, for partition tests.
+	"internal/netns": {third: []string{"golang.org/x/sys/unix"}},
 	// The API's JSON codec for responses and event lines.
 	"internal/jsoncodec": {third: []string{"github.com/goccy/go-json"}},
 

@@ -17,6 +17,8 @@ require (
 
 require github.com/goccy/go-json v0.12.0
 
+require github.com/anishathalye/porcupine v1.3.1
+
 require (
 	github.com/DataDog/zstd v1.4.5 // indirect
 	github.com/VictoriaMetrics/metrics v1.35.1
@@ -68,7 +70,7 @@ require (
 	golang.org/x/crypto v0.57.0 // indirect
 	golang.org/x/exp v0.0.0-20260824195058-e88cd73687aa // indirect
 	golang.org/x/net v0.59.0 // indirect
-	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/sys v0.48.0
 	golang.org/x/term v0.46.0 // indirect
 	google.golang.org/protobuf v1.36.8 // indirect
 )

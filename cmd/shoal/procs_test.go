@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"shoal/internal/freeport"
+	"shoal/internal/netns"
 )
 
 // The built binary, shared by the tests that run real processes.
@@ -96,6 +97,7 @@ func (s *syncBuf) String() string {
 type proc struct {
 	name   string
 	args   []string
+	host   *netns.Host // nil: the test's own network namespace
 	cmd    *exec.Cmd
 	out    *syncBuf
 	exited chan struct{}
@@ -109,11 +111,24 @@ func startProc(t *testing.T, name string, args ...string) *proc {
 	return p
 }
 
+// startProcOn is startProc on a network namespace's host.
+func startProcOn(t *testing.T, host *netns.Host, name string, args ...string) *proc {
+	t.Helper()
+	p := &proc{name: name, args: args, host: host}
+	p.start(t)
+	t.Cleanup(func() { p.kill() })
+	return p
+}
+
 func (p *proc) start(t *testing.T) {
 	t.Helper()
 	p.out = &syncBuf{}
 	p.exited = make(chan struct{})
-	p.cmd = exec.Command(shoalBin(t), p.args...)
+	if p.host != nil {
+		p.cmd = p.host.Command(shoalBin(t), p.args...)
+	} else {
+		p.cmd = exec.Command(shoalBin(t), p.args...)
+	}
 	p.cmd.Dir = t.TempDir() // never pick up a dragonboat-soft-settings.json
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {
