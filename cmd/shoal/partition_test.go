@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -61,7 +62,9 @@ type nsCluster struct {
 	clients  []*client.Client
 }
 
-func startNSCluster(t *testing.T) *nsCluster {
+// startNSCluster starts three replicas and two agents on five hosts;
+// offsets, when given, move replica i's clock (serve --clock-offset).
+func startNSCluster(t *testing.T, offsets ...time.Duration) *nsCluster {
 	t.Helper()
 	if err := netns.Check(); err != nil {
 		t.Skip(err.Error())
@@ -83,10 +86,14 @@ func startNSCluster(t *testing.T) *nsCluster {
 	}
 	for i := range 3 {
 		h := n.Hosts[i]
-		c.servers = append(c.servers, startProcOn(t, h, fmt.Sprintf("serve-%d", i+1), "serve", "--id", fmt.Sprint(i+1),
-			"--raft-addr", h.Addr.String()+":"+raftPort, "--api-addr", c.apis[i], "--peers", strings.Join(peers, ","),
+		args := []string{"serve", "--id", fmt.Sprint(i + 1),
+			"--raft-addr", h.Addr.String() + ":" + raftPort, "--api-addr", c.apis[i], "--peers", strings.Join(peers, ","),
 			"--data-dir", filepath.Join(root, fmt.Sprintf("m%d", i+1)), "--groups", "1",
-			"--raft-log-level", "critical", "--insecure"))
+			"--raft-log-level", "critical", "--insecure"}
+		if i < len(offsets) && offsets[i] != 0 {
+			args = append(args, "--clock-offset", offsets[i].String())
+		}
+		c.servers = append(c.servers, startProcOn(t, h, fmt.Sprintf("serve-%d", i+1), args...))
 	}
 	for _, s := range c.servers {
 		waitFor(t, 60*time.Second, s.name+" ready", func() (bool, string) {
@@ -380,6 +387,16 @@ func TestPartitions(t *testing.T) {
 	t.Run("AgentCutPastNodeDown", func(t *testing.T) { agentCutPastDown(t, c) })
 	t.Run("LeaderDeafOneWay", func(t *testing.T) { leaderDeaf(t, c) })
 	t.Run("FlappingLink", func(t *testing.T) { flapping(t, c) })
+	// One replica's clock off by ±2 s (within the 3 s bound): writes the
+	// majority acknowledges are never refused as expired, and the cut-off
+	// follower's writes still never land after their not_after.
+	for _, off := range []time.Duration{2 * time.Second, -2 * time.Second} {
+		t.Run(fmt.Sprintf("ClockOffset%s", off), func(t *testing.T) {
+			oc := startNSCluster(t, 0, 0, off)
+			fmt.Printf("partition: replica 3's clock is off by %s\n", off)
+			followerIsolated(t, oc, 3*time.Second)
+		})
+	}
 }
 
 // followerIsolated: a follower that leads no group is cut off from the
@@ -424,6 +441,14 @@ func followerIsolated(t *testing.T, c *nsCluster, watch time.Duration) {
 	}
 	c.agree(30 * time.Second)
 	stopLoad := make(chan struct{})
+	// Writes through the majority refused as expired while their client
+	// still waited: a false refusal (a clock bound too tight).
+	var refused atomic.Int64
+	defer func() {
+		if n := refused.Load(); n > 0 {
+			t.Errorf("%d writes through the majority were refused as expired while their client waited", n)
+		}
+	}()
 	loadWG := c.readers(h, []string{"s", "r"}, stopLoad)
 	loadWG.Add(1)
 	go func() {
@@ -443,6 +468,8 @@ func followerIsolated(t *testing.T, c *nsCluster, watch time.Duration) {
 			var ret time.Time // unknown unless acknowledged
 			if err == nil {
 				ret = time.Now()
+			} else if strings.Contains(err.Error(), "after its deadline") {
+				refused.Add(1)
 			}
 			cancel()
 			h.write(1, "r", sp.Env[0], call, ret)

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"shoal/api"
+	"shoal/internal/clock"
 	"shoal/engine"
 	"shoal/engine/monitor"
 	"shoal/manager"
@@ -44,6 +45,7 @@ type serveOptions struct {
 	maxHandshakes   int
 	dev             bool
 	checkReplay     bool
+	clockOffset     time.Duration
 	insecure        bool
 	join            string // API addresses of running managers (TLS join)
 	token           string // the manager join token
@@ -131,6 +133,8 @@ On exit it prints one line: "shoal: stopped replica=ID g0=INDEX/HASH g1=...".`,
 	f.BoolVar(&o.dev, "dev", false, "development mode: also run an agent in this process (plain HTTP on loopback)")
 	f.BoolVar(&o.checkReplay, "check-replay", false, "debugging: keep a copy of each group restored from its last snapshot, apply every entry to it too and compare at the next snapshot, and check the task model's invariants there (doubles apply cost); a difference or a broken invariant is logged and both states written to the data directory")
 	_ = f.MarkHidden("check-replay")
+	f.DurationVar(&o.clockOffset, "clock-offset", 0, "testing: move this replica's clock (the time it stamps entries and its timers read) by this much, to check the cluster's bound on clock error between replicas")
+	_ = f.MarkHidden("clock-offset")
 	f.BoolVar(&o.insecure, "insecure", false, "no TLS: plain HTTP API and Raft, no authentication (every replica and agent of the cluster needs it)")
 	f.StringVar(&o.join, "join", "", "API address(es) of a running manager, comma-separated: join its cluster (without --peers: become a member of every group; with TLS: obtain this replica's certificate, needs --token)")
 	f.StringVar(&o.token, "token", os.Getenv("SHOAL_JOIN_TOKEN"), "the manager join token, SHOAL-1-... (env SHOAL_JOIN_TOKEN; print it with `shoal token manager`)")
@@ -202,6 +206,9 @@ func runServe(ctx context.Context, o serveOptions, out io.Writer) error {
 		WorkerLifetime: o.nodeCertTTL, StatusFile: o.statusFile,
 		Say: func(line string) { fmt.Fprintln(out, "shoal: "+line) }}
 	so.Engine.ElectionRTT = rtt
+	if o.clockOffset != 0 {
+		so.Engine.Clock = clock.Offset{D: o.clockOffset}
+	}
 	if o.checkReplay {
 		so.Engine.OnDiverge = replayDiverged(o.dataDir, logf)
 	}

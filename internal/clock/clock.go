@@ -49,3 +49,14 @@ func (r realTimer) Stop() bool          { return r.t.Stop() }
 // Reset relies on Go ≥ 1.23 timer semantics: Reset and Stop discard a
 // pending value, so no drain is needed.
 func (r realTimer) Reset(d time.Duration) bool { return r.t.Reset(d) }
+
+// Offset is the wall clock moved by D: Now returns time.Now().Add(D);
+// durations (timers, After) are the wall clock's. For tests of how a
+// cluster copes with a replica whose clock is off.
+type Offset struct {
+	Real
+	D time.Duration
+}
+
+// Now returns time.Now().Add(o.D).
+func (o Offset) Now() time.Time { return time.Now().Add(o.D) }
