@@ -16,9 +16,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"shoal/api"
-	"shoal/internal/clock"
 	"shoal/engine"
 	"shoal/engine/monitor"
+	"shoal/internal/clock"
 	"shoal/manager"
 	"shoal/security"
 )
