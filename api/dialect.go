@@ -69,14 +69,7 @@ func joinFrames(msgs []wire.Message) wire.Message {
 	}
 	whole := *first
 	for _, m := range msgs[1:] {
-		part := m.(*wire.Assignments)
-		whole.Specs = append(whole.Specs, part.Specs...)
-		whole.Tasks = append(whole.Tasks, part.Tasks...)
-		whole.Removed = append(whole.Removed, part.Removed...)
-		whole.Last = part.Last
-		if part.Leader != "" {
-			whole.Leader = part.Leader
-		}
+		whole.Join(m.(*wire.Assignments))
 	}
 	return &whole
 }

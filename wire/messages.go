@@ -283,3 +283,16 @@ func New(t MsgType) Message {
 	}
 	return nil
 }
+
+// Join appends the next frame of an answer sent as several frames (a
+// COMPLETE over MaxFrame) to a: its specs, tasks and removals, and its
+// Last and Leader.
+func (a *Assignments) Join(part *Assignments) {
+	a.Specs = append(a.Specs, part.Specs...)
+	a.Tasks = append(a.Tasks, part.Tasks...)
+	a.Removed = append(a.Removed, part.Removed...)
+	a.Last = part.Last
+	if part.Leader != "" {
+		a.Leader = part.Leader
+	}
+}

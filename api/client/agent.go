@@ -411,13 +411,7 @@ func (c *AgentClient) assignments(ctx context.Context, req *wire.AssignmentsRequ
 			whole = &part
 			return nil
 		}
-		whole.Specs = append(whole.Specs, part.Specs...)
-		whole.Tasks = append(whole.Tasks, part.Tasks...)
-		whole.Removed = append(whole.Removed, part.Removed...)
-		whole.Last = part.Last
-		if part.Leader != "" {
-			whole.Leader = part.Leader
-		}
+		whole.Join(&part)
 		return nil
 	})
 	if err == nil && whole == nil {

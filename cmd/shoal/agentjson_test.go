@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -25,17 +24,7 @@ import (
 //   - a node that heartbeats but never sends its re-report marker stays
 //     initializing, and goes down when it then misses heartbeats.
 func TestAgentProtocolInJSON(t *testing.T) {
-	root, api := t.TempDir(), freeAddr(t)
-	srv := startProc(t, "serve", "serve", "--insecure", "--api-addr", api, "--data-dir", filepath.Join(root, "m"),
-		"--groups", "1", "--raft-log-level", "critical", "--min-heartbeat", "1s", "--failover-grace", "0")
-	waitFor(t, 30*time.Second, "manager ready", func() (bool, string) {
-		return strings.Contains(srv.out.String(), "shoal: ready"), srv.out.String()
-	})
-	defer func() {
-		if t.Failed() {
-			t.Logf("--- serve\n%s", srv.out.String())
-		}
-	}()
+	api, _, _ := oneManager(t, 0, "--min-heartbeat", "1s", "--failover-grace", "0")
 	post := func(path, contentType, body string) (int, map[string]any) {
 		t.Helper()
 		resp, err := http.Post("http://"+api+path, contentType, strings.NewReader(body))

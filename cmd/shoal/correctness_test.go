@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/url"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -27,25 +26,7 @@ import (
 //
 // Times are asserted with at least 3× margin and printed.
 func TestTaskModelThroughTheBinary(t *testing.T) {
-	root, api := t.TempDir(), freeAddr(t)
-	srv := startProc(t, "serve", "serve", "--insecure", "--api-addr", api, "--data-dir", filepath.Join(root, "m"),
-		"--groups", "1", "--raft-log-level", "critical", "--sync-interval", "2s",
-		"--min-heartbeat", "1s", "--failover-grace", "0")
-	waitFor(t, 30*time.Second, "manager ready", func() (bool, string) {
-		return strings.Contains(srv.out.String(), "shoal: ready"), srv.out.String()
-	})
-	agents := map[string]*proc{}
-	for _, name := range []string{"node-1", "node-2"} {
-		agents[name] = startProc(t, "agent-"+name, "agent", "--insecure", "--join", api,
-			"--data-dir", filepath.Join(root, name), "--hostname", name)
-	}
-	defer func() {
-		if t.Failed() {
-			for _, p := range []*proc{srv, agents["node-1"], agents["node-2"]} {
-				t.Logf("--- %s\n%s", p.name, p.out.String())
-			}
-		}
-	}()
+	api, _, agents := oneManager(t, 2, "--sync-interval", "2s", "--min-heartbeat", "1s", "--failover-grace", "0")
 	c, err := client.New(api)
 	if err != nil {
 		t.Fatal(err)
@@ -62,10 +43,6 @@ func TestTaskModelThroughTheBinary(t *testing.T) {
 		}
 		return m
 	}
-	waitFor(t, 30*time.Second, "two nodes ready", func() (bool, string) {
-		ns := nodes()
-		return ns["node-1"].Status == "ready" && ns["node-2"].Status == "ready", fmt.Sprintf("%+v", ns)
-	})
 	tasks := func(service string) []client.Task {
 		l, _, err := c.Tasks(ctx, &client.Query{Params: url.Values{"service": {service}}})
 		if err != nil {

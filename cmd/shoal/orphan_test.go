@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -21,26 +20,8 @@ import (
 // run on the other node — no sooner than the timeout, and within 3× it.
 func TestOrphanTimeoutFreesAFrozenNodesAddresses(t *testing.T) {
 	const orphan = 6 * time.Second
-	root, api := t.TempDir(), freeAddr(t)
-	srv := startProc(t, "serve", "serve", "--insecure", "--api-addr", api, "--data-dir", filepath.Join(root, "m"),
-		"--groups", "1", "--raft-log-level", "critical", "--sync-interval", "2s",
-		"--min-heartbeat", "1s", "--failover-grace", "0", "--orphan-timeout", orphan.String())
-	waitFor(t, 30*time.Second, "manager ready", func() (bool, string) {
-		return strings.Contains(srv.out.String(), "shoal: ready"), srv.out.String()
-	})
-	agents := map[string]*proc{}
-	for i := 1; i <= 2; i++ {
-		name := fmt.Sprintf("node-%d", i)
-		agents[name] = startProc(t, "agent-"+name, "agent", "--insecure", "--join", api,
-			"--data-dir", filepath.Join(root, name), "--hostname", name)
-	}
-	defer func() {
-		if t.Failed() {
-			for _, p := range append([]*proc{srv}, agents["node-1"], agents["node-2"]) {
-				t.Logf("--- %s\n%s", p.name, p.out.String())
-			}
-		}
-	}()
+	api, _, agents := oneManager(t, 2, "--sync-interval", "2s", "--min-heartbeat", "1s", "--failover-grace", "0",
+		"--orphan-timeout", orphan.String())
 	c, err := client.New(api)
 	if err != nil {
 		t.Fatal(err)

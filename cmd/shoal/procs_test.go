@@ -271,3 +271,37 @@ func killLeftovers(t *testing.T, marker string) {
 		}
 	})
 }
+
+// oneManager starts one `serve --insecure` replica (one service group,
+// critical Raft logs, the flags in extra) and agents node-1 … node-n
+// joined to it, and waits until the manager is ready and every node is.
+// A failed test logs every process's output.
+func oneManager(t *testing.T, n int, extra ...string) (api string, srv *proc, agents map[string]*proc) {
+	t.Helper()
+	root := t.TempDir()
+	api = freeAddr(t)
+	srv = startProc(t, "serve", append([]string{"serve", "--insecure", "--api-addr", api,
+		"--data-dir", filepath.Join(root, "m"), "--groups", "1", "--raft-log-level", "critical"}, extra...)...)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("--- %s\n%s", srv.name, srv.out.String())
+			for _, p := range agents {
+				t.Logf("--- %s\n%s", p.name, p.out.String())
+			}
+		}
+	})
+	waitFor(t, 30*time.Second, "manager ready", func() (bool, string) {
+		return strings.Contains(srv.out.String(), "shoal: ready"), srv.out.String()
+	})
+	agents = map[string]*proc{}
+	for i := 1; i <= n; i++ {
+		name := fmt.Sprintf("node-%d", i)
+		agents[name] = startProc(t, "agent-"+name, "agent", "--insecure", "--join", api,
+			"--data-dir", filepath.Join(root, name), "--hostname", name)
+	}
+	waitFor(t, 30*time.Second, fmt.Sprintf("%d nodes ready", n), func() (bool, string) {
+		out, _ := cliErr(t, api, "node", "ls")
+		return strings.Count(out, "Ready") == n, out
+	})
+	return api, srv, agents
+}
