@@ -825,9 +825,17 @@ func agentCutPastDown(t *testing.T, c *nsCluster) {
 	const marker = "sleep 7785"
 	killLeftovers(t, marker)
 	const delay = time.Second
+	ctx := context.Background()
+	// On a network: the cut-off node's processes live on through the cut,
+	// so their addresses must stay theirs (quarantined) while the slots
+	// run again elsewhere.
+	if _, err := c.clients[c.live()].CreateNetwork(ctx, client.NetworkSpec{Name: "pnet", Subnet: "10.201.0.0/28"}); err != nil {
+		t.Fatal(err)
+	}
 	sp := spec("plain", 2, nil, "7785")
 	sp.Restart = restart(delay)
-	if _, _, err := c.clients[c.live()].CreateService(context.Background(), sp); err != nil {
+	sp.Networks = []string{"pnet"}
+	if _, _, err := c.clients[c.live()].CreateService(ctx, sp); err != nil {
 		t.Fatal(err)
 	}
 	c.slots("plain", marker, 2, 30*time.Second)
@@ -835,6 +843,31 @@ func agentCutPastDown(t *testing.T, c *nsCluster) {
 	n2, err := c.nodeStatus(c.live(), node)
 	if err != nil {
 		t.Fatal(err)
+	}
+	addrs := func() (cutOff, elsewhere map[string]string) {
+		l, _, err := c.clients[c.live()].Tasks(ctx, &client.Query{Params: url.Values{"service": {"plain"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cutOff, elsewhere = map[string]string{}, map[string]string{}
+		for _, tk := range l.Items {
+			for _, a := range tk.Addresses {
+				switch {
+				case tk.Node == n2.ID && !a.Released:
+					cutOff[a.Addr] = tk.ID
+				case tk.State == "running" && tk.Desired == "running":
+					if other, dup := elsewhere[a.Addr]; dup {
+						t.Fatalf("address %s held by running tasks %s and %s", a.Addr, other, tk.ID)
+					}
+					elsewhere[a.Addr] = tk.ID
+				}
+			}
+		}
+		return cutOff, elsewhere
+	}
+	before, _ := addrs()
+	if len(before) == 0 {
+		t.Fatalf("no task of plain holds an address on %s", node)
 	}
 	if err := c.net.Isolate(host); err != nil {
 		t.Fatal(err)
@@ -861,6 +894,18 @@ func agentCutPastDown(t *testing.T, c *nsCluster) {
 	})
 	fmt.Printf("partition: agent cut past node-down: %s down %s after the cut; every slot running elsewhere %s after that\n",
 		node, down.Sub(cut).Round(time.Millisecond), time.Since(down).Round(time.Millisecond))
+	// The cut-off node's processes still run: no replacement holds one of
+	// their addresses.
+	held, running := addrs()
+	for a, id := range before {
+		if other, ok := running[a]; ok {
+			t.Fatalf("address %s of task %s, whose process on the cut-off %s still runs, was given to %s", a, id, node, other)
+		}
+		if _, ok := held[a]; !ok {
+			t.Fatalf("address %s of task %s on the cut-off %s is no longer held (its process still runs): %v", a, id, node, held)
+		}
+	}
+	fmt.Printf("partition: agent cut past node-down: the cut-off node's %d addresses stay held; the replacements run on %d others\n", len(before), len(running))
 	if err := c.net.Heal(); err != nil {
 		t.Fatal(err)
 	}
@@ -870,6 +915,7 @@ func agentCutPastDown(t *testing.T, c *nsCluster) {
 	if _, _, err := c.clients[c.live()].RemoveService(context.Background(), "plain"); err != nil {
 		t.Fatal(err)
 	}
+	_ = c.clients[c.live()].RemoveNetwork(context.Background(), "pnet") // may wait for the addresses' release
 }
 
 // leaderDeaf: the replica leading the cluster group reaches the others
