@@ -155,13 +155,15 @@ func TestAgentProtocolInJSON(t *testing.T) {
 	if r := asStrings(ack["results"]); len(r) != 1 || r[0] != "retry" {
 		t.Fatalf("a report before the first heartbeat after the reconnect: %v, want retry", ack)
 	}
-	// Heartbeats without the re-report marker: initializing, not ready.
-	for range 3 {
+	// Heartbeats without the re-report marker, for over a heartbeat
+	// period: initializing all along, never ready.
+	first := time.Now()
+	waitFor(t, 10*time.Second, "heartbeats for 1.5 s", func() (bool, string) {
 		if hb := agent("heartbeat", "{"+ids+"}"); hb["status"] != "initializing" {
 			t.Fatalf("a heartbeat of a node that never re-reported: %v, want initializing", hb)
 		}
-		time.Sleep(500 * time.Millisecond) // the agent's own heartbeat period, not a wait for a condition
-	}
+		return time.Since(first) > 1500*time.Millisecond, ""
+	})
 	if s := nodeStatus(); s != "initializing" {
 		t.Fatalf("node after heartbeats without a re-report: %s", s)
 	}
