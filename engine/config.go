@@ -99,6 +99,12 @@ type Config struct {
 	// ClockBound, compared with the group's replicated time (see
 	// statemachine.State.ApplyEntry). Default 3s.
 	ClockBound time.Duration
+	// TimeBeat is how long a group's leader lets the group go without an
+	// entry it proposed before it proposes a time entry (CmdTick), so that
+	// entries' deadlines meet a moving time in an idle group too. Default:
+	// the election timeout. Negative: never (tests that compare a group's
+	// whole state across a pause).
+	TimeBeat time.Duration
 
 	// LogDBShards is the number of LogDB (pebble) shards, each with its own
 	// write-ahead log. Fixed when DataDir is first used. Default 2.

@@ -35,7 +35,13 @@ func (p *proposer) notAfter(deadline time.Time, calls []call) int64 {
 // forwarded long ago over a silent connection still meets a time past its
 // deadline when it finally arrives.
 func (p *proposer) beat() {
-	every := time.Duration(p.cfg.ElectionRTT) * p.cfg.RTT
+	every := p.cfg.TimeBeat
+	if every < 0 {
+		return
+	}
+	if every == 0 {
+		every = time.Duration(p.cfg.ElectionRTT) * p.cfg.RTT
+	}
 	tick := statemachine.Command{Kind: statemachine.CmdTick}
 	for {
 		select {

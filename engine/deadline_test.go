@@ -17,6 +17,7 @@ import (
 func TestLateEntryRefusedInAnIdleGroup(t *testing.T) {
 	cfg := testConfig(1)
 	cfg.Clock = clock.Real{} // the beat compares times a stepping clock would not advance while idle
+	cfg.TimeBeat = 0         // the default: an election timeout
 	l := startLocal(t, 3, cfg)
 	e := l.Engine(1)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -37,8 +37,11 @@ func testConfig(groups int) Config {
 		SnapshotEntries:    64,
 		CompactionOverhead: 16,
 		ProposeTimeout:     20 * time.Second,
-		Clock:              &stepClock{},
-		RaftLogLevel:       "critical", // peers stopped on purpose make the transport complain
+		// No time entries: tests compare a group's state across pauses
+		// (TestLateEntryRefusedInAnIdleGroup turns them on).
+		TimeBeat:     -1,
+		Clock:        &stepClock{},
+		RaftLogLevel: "critical", // peers stopped on purpose make the transport complain
 	}
 }
 
