@@ -13,7 +13,7 @@ import (
 	"shoal/engine"
 	"shoal/engine/duty"
 	"shoal/engine/monitor"
-	routing "shoal/engine/route"
+	routing "shoal/route"
 	"shoal/statemachine"
 	"shoal/wire"
 )

@@ -7,7 +7,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	routing "shoal/engine/route"
+	routing "shoal/route"
 	"shoal/statemachine"
 	"shoal/wire"
 )

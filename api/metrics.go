@@ -11,7 +11,7 @@ import (
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/pprofhandler"
 
-	routing "shoal/engine/route"
+	routing "shoal/route"
 	"shoal/statemachine"
 )
 

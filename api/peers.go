@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"shoal/api/client"
-	routing "shoal/engine/route"
+	routing "shoal/route"
 	"shoal/security"
 	"shoal/statemachine"
 )

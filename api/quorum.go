@@ -4,7 +4,7 @@ import (
 	"sync"
 	"time"
 
-	routing "shoal/engine/route"
+	routing "shoal/route"
 	"shoal/wire"
 )
 

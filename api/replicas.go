@@ -12,7 +12,7 @@ import (
 
 	"shoal/api/client"
 	"shoal/engine"
-	routing "shoal/engine/route"
+	routing "shoal/route"
 	"shoal/statemachine"
 )
 

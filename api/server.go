@@ -17,9 +17,9 @@ import (
 	"shoal/api/client"
 	"shoal/engine"
 	"shoal/engine/duty"
-	routing "shoal/engine/route"
 	"shoal/internal/clock"
 	"shoal/internal/jsoncodec"
+	routing "shoal/route"
 	"shoal/statemachine"
 	"shoal/wire"
 )

@@ -10,7 +10,7 @@ import (
 
 	"github.com/lni/dragonboat/v4"
 
-	"shoal/engine/route"
+	"shoal/route"
 )
 
 // GroupMembers is one group's voting replicas (ID to Raft address) as this
