@@ -9,7 +9,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"shoal/api/client"
-	"shoal/engine"
+	"shoal/cluster"
 	"shoal/statemachine"
 )
 
@@ -83,18 +83,18 @@ func fromErr(err error) *apiError {
 		return nil
 	case errors.As(err, &ae):
 		return ae
-	case errors.Is(err, engine.ErrNotReady), errors.Is(err, engine.ErrNotProposed),
-		errors.Is(err, engine.ErrRejected), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, cluster.ErrNotReady), errors.Is(err, cluster.ErrNotProposed),
+		errors.Is(err, cluster.ErrRejected), errors.Is(err, context.DeadlineExceeded):
 		e := errorf(fasthttp.StatusServiceUnavailable, client.CodeUnavailable,
 			"the cluster has no leader or quorum right now; nothing was changed; retry shortly")
 		e.retryAfter = time.Second
 		return e
-	case errors.Is(err, engine.ErrTimeout):
+	case errors.Is(err, cluster.ErrTimeout):
 		e := errorf(fasthttp.StatusServiceUnavailable, client.CodeUnavailable,
 			"the change was sent but not confirmed in time; it may or may not have been applied: read the object before retrying")
 		e.retryAfter = time.Second
 		return e
-	case errors.Is(err, engine.ErrClosed):
+	case errors.Is(err, cluster.ErrClosed):
 		e := errorf(fasthttp.StatusServiceUnavailable, client.CodeUnavailable, "this manager is shutting down; use another manager")
 		e.retryAfter = time.Second
 		return e
