@@ -24,7 +24,7 @@ type Leaders interface {
 const quorumCheck = 250 * time.Millisecond
 
 // quorumWatch follows this replica's contact with the cluster group's
-// quorum (engine.Contact): while it has none, parked assignment polls end
+// quorum (Leaders.Contact): while it has none, parked assignment polls end
 // and new ones are refused with no_quorum, so agents move to a manager
 // that can give them new work instead of waiting out their poll on one
 // cut off from the cluster.

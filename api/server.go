@@ -112,10 +112,10 @@ func (c Config) withDefaults() Config {
 }
 
 // Submitter submits commands as users and agents expect (the leader
-// duties' submitter over the engine): a removal is checked with every service group first,
-// and a node or network change reaches every service group before
-// SubmitMany and Submit return; SubmitBeforeFanout returns once the
-// cluster group applied it.
+// duties' submitter over the engine): a removal is checked with every
+// service group first, and a node or network change reaches every service
+// group before SubmitMany and Submit return; SubmitBeforeFanout returns
+// once the cluster group applied it.
 type Submitter interface {
 	Submit(ctx context.Context, cmd statemachine.Command) (statemachine.Result, error)
 	SubmitMany(ctx context.Context, cmds []statemachine.Command) []routing.Outcome
