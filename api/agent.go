@@ -24,7 +24,8 @@ import (
 // heartbeat period told to agents at session start, NodeStatus a node's
 // status as the monitor holds it, MarkReReported records that an
 // initializing node re-reported its tasks, so its next heartbeat makes it
-// ready (false if the node is not known or not initializing), and Timers returns the failover grace and the orphan timeout (status).
+// ready (false if the node is not known or not initializing), and
+// Timers returns the failover grace and the orphan timeout (status).
 type Monitor interface {
 	Heartbeat(ctx context.Context, node statemachine.NodeID, now time.Time) (ttl time.Duration, err error)
 	Period(nodes int) time.Duration
@@ -113,16 +114,17 @@ func (s *Server) wireReply(ctx *fasthttp.RequestCtx, msgs ...wire.Message) error
 	return nil
 }
 
-// wireErr maps an engine error to a wire error.
+// wireErr maps a cluster error to a wire error (the agent rows of
+// clusterErrors).
 func wireErr(err error) *wire.Error {
 	var we *wire.Error
 	if errors.As(err, &we) {
 		return we
 	}
-	switch {
-	case errors.Is(err, cluster.ErrNotReady), errors.Is(err, cluster.ErrNotProposed), errors.Is(err, cluster.ErrTimeout),
-		errors.Is(err, cluster.ErrRejected), errors.Is(err, cluster.ErrClosed), errors.Is(err, context.DeadlineExceeded):
-		return &wire.Error{Code: wire.CodeUnavailable, Message: "the cluster cannot take this right now; retry", RetryAfter: int64(time.Second)}
+	for _, r := range clusterErrors {
+		if r.agent && isAny(err, r.is) {
+			return &wire.Error{Code: wire.CodeUnavailable, Message: "the cluster cannot take this right now; retry", RetryAfter: int64(time.Second)}
+		}
 	}
 	return &wire.Error{Code: wire.CodeInternal, Message: err.Error()}
 }

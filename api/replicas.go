@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"errors"
 	"maps"
 	"slices"
 	"strconv"
@@ -69,7 +68,7 @@ func (s *Server) addMember(id uint64, raftAddr, from string) error {
 	c, cancel := context.WithTimeout(context.Background(), membershipTimeout)
 	defer cancel()
 	if err := s.replicas.AddReplica(c, id, raftAddr); err != nil {
-		return membershipErr(err)
+		return err
 	}
 	s.cfg.Logf("api: replica %d (Raft %s) added to every group, from %s", id, raftAddr, from)
 	return nil
@@ -85,38 +84,11 @@ func (s *Server) removeReplica(ctx *fasthttp.RequestCtx, args []string) error {
 	c, cancel := context.WithTimeout(context.Background(), membershipTimeout)
 	defer cancel()
 	if err := s.replicas.RemoveReplica(c, id); err != nil {
-		return membershipErr(err)
+		return err
 	}
 	if _, err := s.submit(ctx, statemachine.Command{Kind: statemachine.CmdSetManager, Seq: id}); err != nil {
 		return err
 	}
 	s.cfg.Logf("api: replica %d removed from every group", id)
 	return s.listReplicas(ctx, nil)
-}
-
-// membershipErr maps a refused membership change to an answer.
-func membershipErr(err error) error {
-	switch {
-	case errors.Is(err, cluster.ErrMembership):
-		return errorf(fasthttp.StatusConflict, client.CodeConflict, "%s", userText(err))
-	case errors.Is(err, cluster.ErrNoReplica):
-		return notFound("%s", userText(err))
-	case errors.Is(err, cluster.ErrNoQuorum):
-		e := errorf(fasthttp.StatusServiceUnavailable, client.CodeUnavailable,
-			"%s; a membership change needs a quorum of the current members running", userText(err))
-		e.retryAfter = time.Second
-		return e
-	}
-	return err
-}
-
-// userText drops the "engine: ..." sentinel prefix the message starts with.
-func userText(err error) string {
-	msg := err.Error()
-	for _, s := range []error{cluster.ErrMembership, cluster.ErrNoReplica, cluster.ErrNoQuorum} {
-		if p := s.Error() + ": "; len(msg) > len(p) && msg[:len(p)] == p {
-			return msg[len(p):]
-		}
-	}
-	return msg
 }
