@@ -39,7 +39,7 @@ func TestClusterErrors(t *testing.T) {
 		{err: cluster.ErrClosed, status: fasthttp.StatusServiceUnavailable, code: client.CodeUnavailable,
 			msg: "this manager is shutting down; use another manager", retry: true, agent: unavailable},
 		{err: fmt.Errorf("%w: replica 2 was removed; give the new one another ID", cluster.ErrMembership), status: fasthttp.StatusConflict, code: client.CodeConflict,
-			msg: "replica 2 was removed; give the new one another ID",
+			msg:   "replica 2 was removed; give the new one another ID",
 			agent: &wire.Error{Code: wire.CodeInternal, Message: "engine: membership change refused: replica 2 was removed; give the new one another ID"}},
 		{err: fmt.Errorf("%w: 7", cluster.ErrNoReplica), status: fasthttp.StatusNotFound, code: client.CodeNotFound, msg: "7",
 			agent: &wire.Error{Code: wire.CodeInternal, Message: "engine: no such replica: 7"}},
