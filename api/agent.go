@@ -10,13 +10,29 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"shoal/engine"
-	"shoal/engine/duty"
-	"shoal/engine/monitor"
-	routing "shoal/engine/route"
+	"shoal/cluster"
+	routing "shoal/route"
 	"shoal/statemachine"
 	"shoal/wire"
 )
+
+// Monitor is the node monitor as the agent endpoints see it, on the
+// cluster group's leader. Heartbeat records a node's heartbeat at now and
+// returns how long the node may wait before its next one; it fails with
+// cluster.ErrNotMonitoring (not the leader), cluster.ErrMonitorStarting
+// (just elected, retry here) or cluster.ErrUnknownNode. Period is the
+// heartbeat period told to agents at session start, NodeStatus a node's
+// status as the monitor holds it, MarkReReported records that an
+// initializing node re-reported its tasks, so its next heartbeat makes it
+// ready (false if the node is not known or not initializing), and
+// Timers returns the failover grace and the orphan timeout (status).
+type Monitor interface {
+	Heartbeat(ctx context.Context, node statemachine.NodeID, now time.Time) (ttl time.Duration, err error)
+	Period(nodes int) time.Duration
+	NodeStatus(node statemachine.NodeID) (statemachine.NodeStatus, bool)
+	MarkReReported(node statemachine.NodeID) bool
+	Timers() (failoverGrace, orphanTimeout time.Duration)
+}
 
 // wireContentType marks bodies that are wire/ frames.
 const wireContentType = "application/x-shoal-wire"
@@ -98,16 +114,17 @@ func (s *Server) wireReply(ctx *fasthttp.RequestCtx, msgs ...wire.Message) error
 	return nil
 }
 
-// wireErr maps an engine error to a wire error.
+// wireErr maps a cluster error to a wire error (the agent rows of
+// clusterErrors).
 func wireErr(err error) *wire.Error {
 	var we *wire.Error
 	if errors.As(err, &we) {
 		return we
 	}
-	switch {
-	case errors.Is(err, engine.ErrNotReady), errors.Is(err, engine.ErrNotProposed), errors.Is(err, engine.ErrTimeout),
-		errors.Is(err, engine.ErrRejected), errors.Is(err, engine.ErrClosed), errors.Is(err, context.DeadlineExceeded):
-		return &wire.Error{Code: wire.CodeUnavailable, Message: "the cluster cannot take this right now; retry", RetryAfter: int64(time.Second)}
+	for _, r := range clusterErrors {
+		if r.agent && isAny(err, r.is) {
+			return &wire.Error{Code: wire.CodeUnavailable, Message: "the cluster cannot take this right now; retry", RetryAfter: int64(time.Second)}
+		}
 	}
 	return &wire.Error{Code: wire.CodeInternal, Message: err.Error()}
 }
@@ -177,7 +194,7 @@ func (s *Server) openSession(ctx *fasthttp.RequestCtx) error {
 	var known, removed bool
 	var managers []string
 	nodes := 0
-	if err := s.e.ReadLocal(routing.ClusterGroup, func(st *statemachine.State) {
+	if err := s.reads.ReadLocal(routing.ClusterGroup, func(st *statemachine.State) {
 		nodes = st.NumNodes()
 		if id != 0 {
 			known, removed = st.Node(id) != nil, st.NodeRemoved(id)
@@ -233,7 +250,7 @@ func (s *Server) openSession(ctx *fasthttp.RequestCtx) error {
 		period = s.cfg.Monitor.Period(nodes)
 	}
 	return s.wireReply(ctx, &wire.Session{NodeID: id, SessionID: sid, HeartbeatPeriod: int64(period),
-		SyncInterval: int64(s.cfg.SyncInterval), Managers: managers, Groups: uint16(s.e.Groups())})
+		SyncInterval: int64(s.cfg.SyncInterval), Managers: managers, Groups: uint16(s.reads.Groups())})
 }
 
 // sessionFor returns the session's record on this manager, creating it
@@ -244,7 +261,7 @@ func (s *Server) sessionFor(id uint64, node statemachine.NodeID) *session {
 
 // leaderAddr returns the API address of the cluster group's leader, if known.
 func (s *Server) leaderAddr() string {
-	id, ok := s.e.Leader(routing.ClusterGroup)
+	id, ok := s.leaders.Leader(routing.ClusterGroup)
 	if !ok {
 		return ""
 	}
@@ -258,7 +275,7 @@ func (s *Server) managerAddr(id uint64) string {
 		return ""
 	}
 	var addr string
-	_ = s.e.ReadLocal(routing.ClusterGroup, func(st *statemachine.State) { addr = st.Managers()[id] })
+	_ = s.reads.ReadLocal(routing.ClusterGroup, func(st *statemachine.State) { addr = st.Managers()[id] })
 	return addr
 }
 
@@ -269,7 +286,7 @@ func (s *Server) managerAddr(id uint64) string {
 // the agent's client would follow that back here twice at once and count
 // the call failed.
 func (s *Server) notLeader() *wire.Error {
-	if id, ok := s.e.Leader(routing.ClusterGroup); ok && id == s.e.ReplicaID() {
+	if id, ok := s.leaders.Leader(routing.ClusterGroup); ok && id == s.self.ReplicaID() {
 		return starting()
 	}
 	return &wire.Error{Code: wire.CodeNotLeader, Leader: s.leaderAddr(), RetryAfter: int64(200 * time.Millisecond),
@@ -298,15 +315,15 @@ func (s *Server) agentHeartbeat(ctx *fasthttp.RequestCtx, _ []string) error {
 		}
 		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		b, err := s.cfg.Monitor.Heartbeat(c, hb.NodeID, s.cfg.Clock.Now())
+		ttl, err := s.cfg.Monitor.Heartbeat(c, hb.NodeID, s.cfg.Clock.Now())
 		switch {
-		case errors.Is(err, duty.ErrMonitorStarting):
+		case errors.Is(err, cluster.ErrMonitorStarting):
 			return starting()
-		case errors.Is(err, duty.ErrNotMonitoring):
+		case errors.Is(err, cluster.ErrNotMonitoring):
 			return s.notLeader()
-		case errors.Is(err, monitor.ErrUnknownNode):
+		case errors.Is(err, cluster.ErrUnknownNode):
 			removed := false
-			_ = s.e.ReadLocal(routing.ClusterGroup, func(st *statemachine.State) { removed = st.NodeRemoved(hb.NodeID) })
+			_ = s.reads.ReadLocal(routing.ClusterGroup, func(st *statemachine.State) { removed = st.NodeRemoved(hb.NodeID) })
 			if removed {
 				return &wire.Error{Code: wire.CodeNodeRemoved, Message: "this node was removed from the cluster; clear the agent's data directory to join as a new node"}
 			}
@@ -318,7 +335,7 @@ func (s *Server) agentHeartbeat(ctx *fasthttp.RequestCtx, _ []string) error {
 		}
 		st, _ := s.cfg.Monitor.NodeStatus(hb.NodeID)
 		s.metrics.heartbeats.Inc()
-		return s.wireReply(ctx, &wire.HeartbeatAck{Period: int64(b.TTL), Status: st})
+		return s.wireReply(ctx, &wire.HeartbeatAck{Period: int64(ttl), Status: st})
 	})(ctx, nil)
 }
 

@@ -7,7 +7,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	routing "shoal/engine/route"
+	routing "shoal/route"
 	"shoal/statemachine"
 	"shoal/wire"
 )
@@ -43,7 +43,7 @@ func (s *Server) agentAssignments(ctx *fasthttp.RequestCtx, _ []string) error {
 		wait := min(time.Duration(max(req.Wait, 0)), maxAssignWait)
 		timer := s.cfg.Clock.NewTimer(wait)
 		defer timer.Stop()
-		started, _ := s.e.LeaderNotice(routing.ClusterGroup)
+		started, _ := s.leaders.LeaderNotice(routing.ClusterGroup)
 		s.parked.Add(1)
 		defer s.parked.Add(-1)
 		for {
@@ -56,7 +56,7 @@ func (s *Server) agentAssignments(ctx *fasthttp.RequestCtx, _ []string) error {
 			// heartbeat goes straight to it: a fleet whose leader died
 			// otherwise tried the dead one first (or the same address
 			// restarted, still catching up), each agent at its next beat.
-			leader, notice := s.e.LeaderNotice(routing.ClusterGroup)
+			leader, notice := s.leaders.LeaderNotice(routing.ClusterGroup)
 			if leader == 0 || leader == started {
 				select {
 				case <-wake:
@@ -74,7 +74,7 @@ func (s *Server) agentAssignments(ctx *fasthttp.RequestCtx, _ []string) error {
 			ss.mu.Lock()
 			ss.given = req.Cursor
 			ss.mu.Unlock()
-			now, _ := s.e.LeaderNotice(routing.ClusterGroup)
+			now, _ := s.leaders.LeaderNotice(routing.ClusterGroup)
 			return s.wireReply(ctx, &wire.Assignments{Kind: wire.FrameIncremental, Last: true,
 				AppliesTo: req.Cursor, ResultsIn: req.Cursor, Leader: s.managerAddr(now)})
 		}
@@ -125,7 +125,7 @@ func addSpec(ss *session, st *statemachine.State, t *statemachine.Task, a *wire.
 // hand back tasks the agent already stopped and forgot, and the agent would
 // start them again with addresses since given to other tasks.
 func (s *Server) sendComplete(ctx *fasthttp.RequestCtx, ss *session, node statemachine.NodeID, resync bool) error {
-	groups := s.e.Groups()
+	groups := s.reads.Groups()
 	if err := s.caughtUp(groups); err != nil {
 		return err
 	}
@@ -135,7 +135,7 @@ func (s *Server) sendComplete(ctx *fasthttp.RequestCtx, ss *session, node statem
 	ss.mu.Lock()
 	defer ss.mu.Unlock() // the session's sent specs
 	for g := 1; g <= groups; g++ {
-		err := s.e.ReadLocal(g, func(st *statemachine.State) {
+		err := s.reads.ReadLocal(g, func(st *statemachine.State) {
 			a.ResultsIn[g] = st.LastIndex()
 			if n := st.Node(node); n != nil {
 				a.Seqs[g] = n.AssignSeq
@@ -161,7 +161,7 @@ func (s *Server) caughtUp(groups int) error {
 	defer cancel()
 	errs := make(chan error, groups)
 	for g := 1; g <= groups; g++ {
-		go func(g int) { errs <- s.e.Read(c, g, func(*statemachine.State) {}) }(g)
+		go func(g int) { errs <- s.reads.Read(c, g, func(*statemachine.State) {}) }(g)
 	}
 	var first error
 	for range groups {
@@ -179,7 +179,7 @@ func (s *Server) caughtUp(groups int) error {
 // sendIncremental answers with node's changes since cursor, or a COMPLETE
 // (resync) if this manager's journal does not reach back that far.
 func (s *Server) sendIncremental(ctx *fasthttp.RequestCtx, ss *session, node statemachine.NodeID, cursor wire.Cursor) error {
-	groups := s.e.Groups()
+	groups := s.reads.Groups()
 	a := &wire.Assignments{Kind: wire.FrameIncremental, Last: true, AppliesTo: cursor}
 	a.ResultsIn = make(wire.Cursor, groups+1)
 	copy(a.ResultsIn, cursor)
@@ -196,7 +196,7 @@ func (s *Server) sendIncremental(ctx *fasthttp.RequestCtx, ss *session, node sta
 			a.ResultsIn[g] = max(a.ResultsIn[g], quiet[g])
 			continue
 		}
-		err := s.e.ReadLocal(g, func(st *statemachine.State) {
+		err := s.reads.ReadLocal(g, func(st *statemachine.State) {
 			es, ok := s.cfg.Feed.nodeChanges(node, g, cursor.Get(g))
 			if !ok {
 				resync = true

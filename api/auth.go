@@ -12,7 +12,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"shoal/api/client"
-	routing "shoal/engine/route"
+	routing "shoal/route"
 	"shoal/security"
 	"shoal/statemachine"
 	"shoal/wire"
@@ -115,7 +115,7 @@ func (s *Server) authorize(ctx *fasthttp.RequestCtx, a access) *denial {
 	}
 	if id.Role == security.RoleWorker {
 		removed := false
-		_ = s.e.ReadLocal(routing.ClusterGroup, func(st *statemachine.State) {
+		_ = s.reads.ReadLocal(routing.ClusterGroup, func(st *statemachine.State) {
 			removed = st.NodeRemoved(statemachine.NodeID(id.NodeID()))
 		})
 		if removed {
@@ -198,14 +198,14 @@ func (s *Server) checkOwnTasks(caller statemachine.NodeID, reports []wire.Status
 	if s.cfg.Security == nil {
 		return nil
 	}
-	groups := s.e.Groups()
+	groups := s.reads.Groups()
 	for _, r := range reports {
 		g := routing.TaskGroup(r.Task)
 		if g < 1 || g > groups {
 			continue
 		}
 		var owner statemachine.NodeID
-		_ = s.e.ReadLocal(g, func(st *statemachine.State) {
+		_ = s.reads.ReadLocal(g, func(st *statemachine.State) {
 			if t := st.Task(r.Task); t != nil {
 				owner = t.Node
 			}

@@ -10,6 +10,14 @@
 // state: a service's convergence (render.go) summarizes its task counts,
 // restart condition and update state, so every client gets one answer.
 //
+// It sees the engine and the leader duties only through narrow interfaces
+// declared beside the handlers that use them (Reader in read.go, Leaders
+// in quorum.go, Self in status.go, Replicas in replicas.go, RaftStats in
+// metrics.go, GroupSubmitter in report.go, Monitor in agent.go, Placement
+// in tasks.go, Submitter in server.go), and matches their errors by
+// package cluster's sentinels: it imports nothing under engine/, and
+// manager.Start wires the engine and the duties in.
+//
 // Contract:
 //
 //   - Writes are proposed through the engine from whichever replica

@@ -9,7 +9,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"shoal/api/client"
-	"shoal/engine"
+	"shoal/cluster"
 	"shoal/statemachine"
 )
 
@@ -75,7 +75,47 @@ func fromResult(r statemachine.Result) *apiError {
 	return &apiError{status: m.status, code: m.code, msg: r.Msg}
 }
 
-// fromErr turns an engine or context error into an answer.
+// clusterErrors is the one table of the cluster's errors (package
+// cluster's sentinels, and a context's deadline) an answer maps, first
+// match first: the user API's status, code and message, whether it says
+// Retry-After, and whether the agent protocol answers it unavailable
+// (agent; otherwise the agent gets an internal error).
+var clusterErrors = []struct {
+	is     []error
+	status int
+	code   string
+	msg    func(err error) string
+	retry  bool
+	agent  bool
+}{
+	{is: []error{cluster.ErrMembership}, status: fasthttp.StatusConflict, code: client.CodeConflict, msg: userText},
+	{is: []error{cluster.ErrNoReplica}, status: fasthttp.StatusNotFound, code: client.CodeNotFound, msg: userText},
+	{is: []error{cluster.ErrNoQuorum}, status: fasthttp.StatusServiceUnavailable, code: client.CodeUnavailable, retry: true,
+		msg: func(err error) string {
+			return userText(err) + "; a membership change needs a quorum of the current members running"
+		}},
+	{is: []error{cluster.ErrNotReady, cluster.ErrNotProposed, cluster.ErrRejected, context.DeadlineExceeded},
+		status: fasthttp.StatusServiceUnavailable, code: client.CodeUnavailable, retry: true, agent: true,
+		msg: text("the cluster has no leader or quorum right now; nothing was changed; retry shortly")},
+	{is: []error{cluster.ErrTimeout}, status: fasthttp.StatusServiceUnavailable, code: client.CodeUnavailable, retry: true, agent: true,
+		msg: text("the change was sent but not confirmed in time; it may or may not have been applied: read the object before retrying")},
+	{is: []error{cluster.ErrClosed}, status: fasthttp.StatusServiceUnavailable, code: client.CodeUnavailable, retry: true, agent: true,
+		msg: text("this manager is shutting down; use another manager")},
+}
+
+func text(msg string) func(error) string { return func(error) string { return msg } }
+
+// isAny reports whether err matches one of targets.
+func isAny(err error, targets []error) bool {
+	for _, t := range targets {
+		if errors.Is(err, t) {
+			return true
+		}
+	}
+	return false
+}
+
+// fromErr turns a cluster or context error into an answer (clusterErrors).
 func fromErr(err error) *apiError {
 	var ae *apiError
 	switch {
@@ -83,21 +123,27 @@ func fromErr(err error) *apiError {
 		return nil
 	case errors.As(err, &ae):
 		return ae
-	case errors.Is(err, engine.ErrNotReady), errors.Is(err, engine.ErrNotProposed),
-		errors.Is(err, engine.ErrRejected), errors.Is(err, context.DeadlineExceeded):
-		e := errorf(fasthttp.StatusServiceUnavailable, client.CodeUnavailable,
-			"the cluster has no leader or quorum right now; nothing was changed; retry shortly")
-		e.retryAfter = time.Second
-		return e
-	case errors.Is(err, engine.ErrTimeout):
-		e := errorf(fasthttp.StatusServiceUnavailable, client.CodeUnavailable,
-			"the change was sent but not confirmed in time; it may or may not have been applied: read the object before retrying")
-		e.retryAfter = time.Second
-		return e
-	case errors.Is(err, engine.ErrClosed):
-		e := errorf(fasthttp.StatusServiceUnavailable, client.CodeUnavailable, "this manager is shutting down; use another manager")
-		e.retryAfter = time.Second
-		return e
+	}
+	for _, r := range clusterErrors {
+		if isAny(err, r.is) {
+			e := &apiError{status: r.status, code: r.code, msg: r.msg(err)}
+			if r.retry {
+				e.retryAfter = time.Second
+			}
+			return e
+		}
 	}
 	return errorf(fasthttp.StatusInternalServerError, client.CodeInternalFail, "internal error: %v", err)
+}
+
+// userText drops the "engine: ..." sentinel prefix a membership error's
+// message starts with.
+func userText(err error) string {
+	msg := err.Error()
+	for _, s := range []error{cluster.ErrMembership, cluster.ErrNoReplica, cluster.ErrNoQuorum} {
+		if p := s.Error() + ": "; len(msg) > len(p) && msg[:len(p)] == p {
+			return msg[len(p):]
+		}
+	}
+	return msg
 }

@@ -204,7 +204,7 @@ func (s *Server) renderEvents(changes []change, topics map[string]bool, start wi
 		src = append(src, c)
 	}
 	for g, idx := range byGroup {
-		_ = s.e.ReadLocal(g, func(st *statemachine.State) {
+		_ = s.reads.ReadLocal(g, func(st *statemachine.State) {
 			for _, i := range idx {
 				ev, c := &evs[i], src[i]
 				switch ev.Topic {

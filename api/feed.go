@@ -13,7 +13,7 @@ import (
 // changes to its assignment set (for incremental assignment frames).
 //
 // OnApply runs on the apply goroutine under the group's write lock, so a
-// reader holding a group's read lock (engine.ReadLocal) sees the feed
+// reader holding a group's read lock (Reader.ReadLocal) sees the feed
 // complete up to that group's state: lock order is group lock → Feed.mu →
 // a journal's lock.
 //

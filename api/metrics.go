@@ -11,9 +11,17 @@ import (
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/pprofhandler"
 
-	routing "shoal/engine/route"
+	routing "shoal/route"
 	"shoal/statemachine"
 )
+
+// RaftStats counts, per group, the entries and commands this replica
+// proposed and the leader changes it saw (with the current term). The
+// engine implements it.
+type RaftStats interface {
+	Proposed(group int) (entries, commands uint64)
+	LeaderChanges(group int) (changes, term uint64)
+}
 
 // metrics are the server's Prometheus metrics, in a set of their own.
 type metrics struct {
@@ -105,8 +113,8 @@ func (s *Server) writeStateMetrics(b *bytes.Buffer) error {
 	var tasks [16]int
 	services := 0
 	nodes := map[statemachine.NodeStatus]int{}
-	for g := 0; g <= s.e.Groups(); g++ {
-		err := s.e.ReadLocal(g, func(st *statemachine.State) {
+	for g := 0; g <= s.reads.Groups(); g++ {
+		err := s.reads.ReadLocal(g, func(st *statemachine.State) {
 			fmt.Fprintf(b, "shoal_group_applied_index{group=\"%d\"} %d\n", g, st.LastIndex())
 			if g == routing.ClusterGroup {
 				for _, id := range st.NodeIDs() {
@@ -120,12 +128,12 @@ func (s *Server) writeStateMetrics(b *bytes.Buffer) error {
 		if err != nil {
 			return err
 		}
-		leader, _ := s.e.Leader(g)
+		leader, _ := s.leaders.Leader(g)
 		fmt.Fprintf(b, "shoal_group_leader{group=\"%d\"} %d\n", g, leader)
-		entries, cmds := s.e.Proposed(g)
+		entries, cmds := s.stats.Proposed(g)
 		fmt.Fprintf(b, "shoal_group_proposals_total{group=\"%d\"} %d\n", g, entries)
 		fmt.Fprintf(b, "shoal_group_proposed_commands_total{group=\"%d\"} %d\n", g, cmds)
-		changes, term := s.e.LeaderChanges(g)
+		changes, term := s.stats.LeaderChanges(g)
 		fmt.Fprintf(b, "shoal_raft_leader_changes_total{group=\"%d\"} %d\n", g, changes)
 		fmt.Fprintf(b, "shoal_raft_term{group=\"%d\"} %d\n", g, term)
 	}
@@ -137,7 +145,7 @@ func (s *Server) writeStateMetrics(b *bytes.Buffer) error {
 	}
 	fmt.Fprintf(b, "shoal_services %d\n", services)
 	leading := 0
-	if s.e.Leading() {
+	if s.self.Leading() {
 		leading = 1
 	}
 	fmt.Fprintf(b, "shoal_leading %d\n", leading)

@@ -6,7 +6,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"shoal/api/client"
-	routing "shoal/engine/route"
+	routing "shoal/route"
 	"shoal/statemachine"
 )
 

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"shoal/api/client"
-	routing "shoal/engine/route"
+	routing "shoal/route"
 	"shoal/security"
 	"shoal/statemachine"
 )
@@ -22,9 +22,9 @@ import (
 // them).
 func (s *Server) pushTokens(secrets security.Secrets) []string {
 	var peers []string
-	_ = s.e.ReadLocal(routing.ClusterGroup, func(st *statemachine.State) {
+	_ = s.reads.ReadLocal(routing.ClusterGroup, func(st *statemachine.State) {
 		for id, addr := range st.Managers() {
-			if id != s.e.ReplicaID() {
+			if id != s.self.ReplicaID() {
 				peers = append(peers, addr)
 			}
 		}

@@ -4,16 +4,27 @@ import (
 	"sync"
 	"time"
 
-	routing "shoal/engine/route"
+	"shoal/cluster"
+	routing "shoal/route"
 	"shoal/wire"
 )
+
+// Leaders says who leads a group as this replica knows it: Leader (ok is
+// false while none is known), LeaderNotice (the leader, 0 if none, and a
+// channel closed at the next change), Contact (this replica's link to the
+// group's quorum). The engine implements it.
+type Leaders interface {
+	Leader(group int) (replicaID uint64, ok bool)
+	LeaderNotice(group int) (leader uint64, next <-chan struct{})
+	Contact(group int) cluster.Contact
+}
 
 // quorumCheck is how often a replica looks at its contact with the
 // cluster group's quorum.
 const quorumCheck = 250 * time.Millisecond
 
 // quorumWatch follows this replica's contact with the cluster group's
-// quorum (engine.Contact): while it has none, parked assignment polls end
+// quorum (Leaders.Contact): while it has none, parked assignment polls end
 // and new ones are refused with no_quorum, so agents move to a manager
 // that can give them new work instead of waiting out their poll on one
 // cut off from the cluster.
@@ -54,7 +65,7 @@ func (s *Server) watchQuorum() {
 // checkQuorum looks at this replica's contact with the cluster group's
 // quorum and ends the parked polls when it was lost.
 func (s *Server) checkQuorum() {
-	c := s.e.Contact(routing.ClusterGroup)
+	c := s.leaders.Contact(routing.ClusterGroup)
 	q := &s.quorum
 	q.Lock()
 	defer q.Unlock()
@@ -72,7 +83,7 @@ func (s *Server) checkQuorum() {
 
 // noQuorum answers an agent's call this replica cannot serve usefully.
 func (s *Server) noQuorum() error {
-	leader, _ := s.e.LeaderNotice(routing.ClusterGroup)
+	leader, _ := s.leaders.LeaderNotice(routing.ClusterGroup)
 	return &wire.Error{Code: wire.CodeNoQuorum, Leader: s.managerAddr(leader),
 		Message: "this manager cannot reach a quorum of the cluster; ask another manager"}
 }

@@ -8,10 +8,24 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	routing "shoal/engine/route"
+	routing "shoal/route"
 	"shoal/statemachine"
 	"shoal/wire"
 )
+
+// Reader reads a group's state as this replica applied it (ReadLocal), or
+// after a read barrier (Read: everything the group committed before the
+// call is applied here first; it needs a quorum), and says how many
+// service groups there are and which one holds a service. fn runs under
+// the group's read lock, which the apply holds for writing while it feeds
+// the Feed: the feed's lock-order contract rests on it (feed.go). The
+// engine implements it.
+type Reader interface {
+	ReadLocal(group int, fn func(*statemachine.State)) error
+	Read(ctx context.Context, group int, fn func(*statemachine.State)) error
+	Groups() int
+	GroupOfService(name string) int
+}
 
 // maxWait caps a blocking read's ?wait=.
 const maxWait = 5 * time.Minute
@@ -34,8 +48,8 @@ func (s *Server) waitFor(ctx *fasthttp.RequestCtx) error {
 // readHeaders sets the staleness headers and, with ?consistent=true,
 // waits for the read barrier.
 func (s *Server) readHeaders(ctx *fasthttp.RequestCtx) error {
-	c := s.e.Contact(routing.ClusterGroup)
-	leader, _ := s.e.LeaderNotice(routing.ClusterGroup)
+	c := s.leaders.Contact(routing.ClusterGroup)
+	leader, _ := s.leaders.LeaderNotice(routing.ClusterGroup)
 	ctx.Response.Header.Set("X-Shoal-Known-Leader", strconv.FormatBool(leader != 0 && c.OK))
 	if c.LastContact >= 0 {
 		ctx.Response.Header.Set("X-Shoal-Last-Contact", strconv.FormatInt(c.LastContact.Milliseconds(), 10))
@@ -49,8 +63,8 @@ func (s *Server) readHeaders(ctx *fasthttp.RequestCtx) error {
 	}
 	bc, cancel := context.WithTimeout(context.Background(), writeTimeout)
 	defer cancel()
-	for g := 0; g <= s.e.Groups(); g++ {
-		if err := s.e.Read(bc, g, func(*statemachine.State) {}); err != nil {
+	for g := 0; g <= s.reads.Groups(); g++ {
+		if err := s.reads.Read(bc, g, func(*statemachine.State) {}); err != nil {
 			e := fromErr(err)
 			if e.status == fasthttp.StatusServiceUnavailable {
 				e.msg = "a consistent read needs a quorum of the cluster, and this manager cannot reach one now; retry, or read without ?consistent=true (possibly stale)"
@@ -106,7 +120,7 @@ func (s *Server) waitIndex(ctx *fasthttp.RequestCtx) error {
 func (s *Server) read(groups []int, fn func(g int, st *statemachine.State)) (wire.Cursor, error) {
 	cur := wire.Cursor(s.cfg.Feed.Applied())
 	for _, g := range groups {
-		err := s.e.ReadLocal(g, func(st *statemachine.State) {
+		err := s.reads.ReadLocal(g, func(st *statemachine.State) {
 			fn(g, st)
 			if g < len(cur) {
 				cur[g] = max(cur[g], st.LastIndex())
@@ -121,7 +135,7 @@ func (s *Server) read(groups []int, fn func(g int, st *statemachine.State)) (wir
 
 // serviceGroups lists every service group.
 func (s *Server) serviceGroups() []int {
-	gs := make([]int, s.e.Groups())
+	gs := make([]int, s.reads.Groups())
 	for i := range gs {
 		gs[i] = i + 1
 	}

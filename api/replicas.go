@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"errors"
 	"maps"
 	"slices"
 	"strconv"
@@ -11,10 +10,20 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"shoal/api/client"
-	"shoal/engine"
-	routing "shoal/engine/route"
+	"shoal/cluster"
+	routing "shoal/route"
 	"shoal/statemachine"
 )
+
+// Replicas lists every group's members as this replica applied them and
+// adds or removes a replica in every group. Errors wrap
+// cluster.ErrMembership, cluster.ErrNoReplica or cluster.ErrNoQuorum. The
+// engine implements it.
+type Replicas interface {
+	Membership() []cluster.GroupMembers
+	AddReplica(ctx context.Context, id uint64, raftAddr string) error
+	RemoveReplica(ctx context.Context, id uint64) error
+}
 
 // membershipTimeout bounds one membership change of every group.
 const membershipTimeout = 30 * time.Second
@@ -23,9 +32,9 @@ const membershipTimeout = 30 * time.Second
 // manager applied them, with the API addresses the managers recorded.
 func (s *Server) listReplicas(ctx *fasthttp.RequestCtx, _ []string) error {
 	var apis map[uint64]string
-	_ = s.e.ReadLocal(routing.ClusterGroup, func(st *statemachine.State) { apis = st.Managers() })
+	_ = s.reads.ReadLocal(routing.ClusterGroup, func(st *statemachine.State) { apis = st.Managers() })
 	doc := client.Replicas{}
-	for _, gm := range s.e.Membership() {
+	for _, gm := range s.replicas.Membership() {
 		g := client.GroupMembers{Group: gm.Group}
 		for _, id := range slices.Sorted(maps.Keys(gm.Members)) {
 			g.Members = append(g.Members, id)
@@ -58,8 +67,8 @@ func (s *Server) addMember(id uint64, raftAddr, from string) error {
 	}
 	c, cancel := context.WithTimeout(context.Background(), membershipTimeout)
 	defer cancel()
-	if err := s.e.AddReplica(c, id, raftAddr); err != nil {
-		return membershipErr(err)
+	if err := s.replicas.AddReplica(c, id, raftAddr); err != nil {
+		return err
 	}
 	s.cfg.Logf("api: replica %d (Raft %s) added to every group, from %s", id, raftAddr, from)
 	return nil
@@ -74,39 +83,12 @@ func (s *Server) removeReplica(ctx *fasthttp.RequestCtx, args []string) error {
 	}
 	c, cancel := context.WithTimeout(context.Background(), membershipTimeout)
 	defer cancel()
-	if err := s.e.RemoveReplica(c, id); err != nil {
-		return membershipErr(err)
+	if err := s.replicas.RemoveReplica(c, id); err != nil {
+		return err
 	}
 	if _, err := s.submit(ctx, statemachine.Command{Kind: statemachine.CmdSetManager, Seq: id}); err != nil {
 		return err
 	}
 	s.cfg.Logf("api: replica %d removed from every group", id)
 	return s.listReplicas(ctx, nil)
-}
-
-// membershipErr maps a refused membership change to an answer.
-func membershipErr(err error) error {
-	switch {
-	case errors.Is(err, engine.ErrMembership):
-		return errorf(fasthttp.StatusConflict, client.CodeConflict, "%s", userText(err))
-	case errors.Is(err, engine.ErrNoReplica):
-		return notFound("%s", userText(err))
-	case errors.Is(err, engine.ErrNoQuorum):
-		e := errorf(fasthttp.StatusServiceUnavailable, client.CodeUnavailable,
-			"%s; a membership change needs a quorum of the current members running", userText(err))
-		e.retryAfter = time.Second
-		return e
-	}
-	return err
-}
-
-// userText drops the "engine: ..." sentinel prefix the message starts with.
-func userText(err error) string {
-	msg := err.Error()
-	for _, s := range []error{engine.ErrMembership, engine.ErrNoReplica, engine.ErrNoQuorum} {
-		if p := s.Error() + ": "; len(msg) > len(p) && msg[:len(p)] == p {
-			return msg[len(p):]
-		}
-	}
-	return msg
 }

@@ -7,10 +7,17 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	routing "shoal/engine/route"
+	routing "shoal/route"
 	"shoal/statemachine"
 	"shoal/wire"
 )
+
+// GroupSubmitter commits a command to one group as it is: no removal
+// precheck, no fan-out to the service groups (a node's sync names its own
+// group). The engine implements it.
+type GroupSubmitter interface {
+	SubmitToGroup(ctx context.Context, group int, cmd statemachine.Command) (statemachine.Result, error)
+}
 
 // reportResult maps a status command's outcome to what the agent does
 // with the report.
@@ -46,7 +53,7 @@ func (s *Server) agentStatus(ctx *fasthttp.RequestCtx, _ []string) error {
 		if err := s.checkOwnTasks(b.NodeID, b.Reports); err != nil {
 			return err
 		}
-		if b.ReReport && (s.cfg.Monitor == nil || !s.e.Leading()) {
+		if b.ReReport && (s.cfg.Monitor == nil || !s.self.Leading()) {
 			// The re-report marker must reach the node monitor, which
 			// runs on the leader only.
 			return s.notLeader()
@@ -88,7 +95,7 @@ func (s *Server) agentSync(ctx *fasthttp.RequestCtx, _ []string) error {
 		if req.NodeID, err = s.callerNode(ctx, req.NodeID); err != nil {
 			return err
 		}
-		groups := s.e.Groups()
+		groups := s.reads.Groups()
 		held := make([][]statemachine.TaskID, groups+1)
 		answer := &wire.SyncAnswer{}
 		for _, id := range req.Held {
@@ -123,7 +130,7 @@ func (s *Server) agentSync(ctx *fasthttp.RequestCtx, _ []string) error {
 					// Nothing to confirm and this replica applied what the
 					// agent saw: answer from its state, commit nothing.
 					local := false
-					r.err = s.e.ReadLocal(g, func(st *statemachine.State) {
+					r.err = s.reads.ReadLocal(g, func(st *statemachine.State) {
 						if local = !st.SyncNeedsCommit(req.NodeID, seq); local {
 							r.destroy = st.SyncAnswer(req.NodeID, held[g])
 						}
@@ -137,7 +144,7 @@ func (s *Server) agentSync(ctx *fasthttp.RequestCtx, _ []string) error {
 				// Confirm releases first (fenced by the sequence), then
 				// answer what to destroy from the state that includes them.
 				if seq > 0 {
-					_, r.err = s.e.SubmitToGroup(c, g, statemachine.Command{Kind: statemachine.CmdNodeSync,
+					_, r.err = s.toGroup.SubmitToGroup(c, g, statemachine.Command{Kind: statemachine.CmdNodeSync,
 						Node: req.NodeID, Seq: seq, Tasks: held[g]})
 				}
 				answer := func(st *statemachine.State) { r.destroy = st.SyncAnswer(req.NodeID, held[g]) }
@@ -145,12 +152,12 @@ func (s *Server) agentSync(ctx *fasthttp.RequestCtx, _ []string) error {
 				case seq > 0 && r.err == nil:
 					// This replica applied the sync entry, so its state is
 					// at least as new as what the agent had seen.
-					r.err = s.e.ReadLocal(g, answer)
+					r.err = s.reads.ReadLocal(g, answer)
 				case r.err == nil || errors.Is(r.err, statemachine.ErrInvalid) || errors.Is(r.err, statemachine.ErrNotFound):
 					// Nothing was applied here: read past everything
 					// committed, or a lagging replica would have the agent
 					// destroy tasks it does not know yet.
-					r.err = s.e.Read(c, g, answer)
+					r.err = s.reads.Read(c, g, answer)
 				}
 				results <- r
 			}(g, seq)

@@ -13,7 +13,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"shoal/api/client"
-	"shoal/engine"
+	"shoal/cluster"
 	"shoal/statemachine"
 )
 
@@ -41,7 +41,7 @@ func (s *Server) write(ctx *fasthttp.RequestCtx) (*userWrite, error) {
 		return w, nil
 	}
 	w := &userWrite{deadline: time.Now().Add(writeTimeout)}
-	w.notAfter = w.deadline.Add(s.e.ClockBound())
+	w.notAfter = w.deadline.Add(s.cfg.ClockBound)
 	w.id = string(ctx.Request.Header.Peek(client.RequestIDHeader))
 	if w.id == "" {
 		var b [8]byte
@@ -110,7 +110,7 @@ func carriesRequestID(k statemachine.CmdKind) bool {
 // unknownOutcome: the write may have left this replica and may still
 // apply (until its deadline): the engine or the wait timed out.
 func unknownOutcome(err error) bool {
-	return errors.Is(err, engine.ErrTimeout) || errors.Is(err, context.DeadlineExceeded)
+	return errors.Is(err, cluster.ErrTimeout) || errors.Is(err, context.DeadlineExceeded)
 }
 
 func (w *userWrite) unknown() *apiError {
@@ -143,11 +143,11 @@ func (s *Server) getRequest(ctx *fasthttp.RequestCtx, args []string) error {
 	defer cancel()
 	out := client.RequestOutcome{RequestID: id}
 	oldest := int64(-1) // the earliest group time
-	for g := 0; g <= s.e.Groups(); g++ {
+	for g := 0; g <= s.reads.Groups(); g++ {
 		var rec statemachine.RequestRecord
 		var found bool
 		var now int64
-		if err := s.e.Read(c, g, func(st *statemachine.State) {
+		if err := s.reads.Read(c, g, func(st *statemachine.State) {
 			rec, found = st.Request(id)
 			now = st.LastTime()
 		}); err != nil {

@@ -15,11 +15,9 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"shoal/api/client"
-	"shoal/engine"
-	"shoal/engine/duty"
-	routing "shoal/engine/route"
 	"shoal/internal/clock"
 	"shoal/internal/jsoncodec"
+	routing "shoal/route"
 	"shoal/statemachine"
 	"shoal/wire"
 )
@@ -27,18 +25,38 @@ import (
 // Config configures a Server. Zero values take the defaults named on each
 // field.
 type Config struct {
-	// Engine is this replica's engine. Required.
-	Engine *engine.Engine
+	// Reads reads the groups' state (read.go). Required.
+	Reads Reader
+	// Leaders says who leads each group and whether this replica is in
+	// contact with the cluster group's quorum (quorum.go). Required.
+	Leaders Leaders
+	// Self says which replica this is and whether it leads (status.go).
+	// Required.
+	Self Self
+	// Replicas changes and lists the groups' members (replicas.go).
+	// Required.
+	Replicas Replicas
+	// Stats counts proposals and leader changes per group (metrics.go).
+	// Required.
+	Stats RaftStats
+	// ToGroup commits a command to one group, with no precheck or fan-out
+	// (report.go: a node's sync). Required.
+	ToGroup GroupSubmitter
+	// ClockBound bounds the difference between two replicas' clocks; a
+	// write's request ID says it cannot apply after its deadline plus
+	// this bound (requests.go).
+	ClockBound time.Duration
 	// Submitter submits users' and agents' commands. Required.
 	Submitter Submitter
 	// Feed follows what the engine applies; its OnApply must be wired into
 	// the engine's Config.OnApply. Required.
 	Feed *Feed
-	// Monitor answers heartbeats while this replica leads. Required for
-	// the agent endpoints.
-	Monitor *duty.MonitorDuty
-	// Driver, if set, explains why pending tasks stay pending (leader only).
-	Driver *duty.Driver
+	// Monitor answers heartbeats while this replica leads (agent.go).
+	// Required for the agent endpoints.
+	Monitor Monitor
+	// Placement, if set, explains why pending tasks stay pending (leader
+	// only; tasks.go).
+	Placement Placement
 	// Clock stamps heartbeats and times waits. Default: the wall clock.
 	Clock clock.Clock
 	// Pprof serves /debug/pprof/ when set. Default off.
@@ -93,11 +111,11 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Submitter submits commands as users and agents expect (duty.Submitter
-// over the engine): a removal is checked with every service group first,
-// and a node or network change reaches every service group before
-// SubmitMany and Submit return; SubmitBeforeFanout returns once the
-// cluster group applied it.
+// Submitter submits commands as users and agents expect (the leader
+// duties' submitter over the engine): a removal is checked with every
+// service group first, and a node or network change reaches every service
+// group before SubmitMany and Submit return; SubmitBeforeFanout returns
+// once the cluster group applied it.
 type Submitter interface {
 	Submit(ctx context.Context, cmd statemachine.Command) (statemachine.Result, error)
 	SubmitMany(ctx context.Context, cmds []statemachine.Command) []routing.Outcome
@@ -107,7 +125,12 @@ type Submitter interface {
 // Server serves the API of one manager replica.
 type Server struct {
 	cfg       Config
-	e         *engine.Engine
+	reads     Reader
+	leaders   Leaders
+	self      Self
+	replicas  Replicas
+	stats     RaftStats
+	toGroup   GroupSubmitter
 	srv       *fasthttp.Server
 	metrics   *metrics
 	setups    chan struct{} // session setup slots
@@ -127,11 +150,13 @@ type Server struct {
 
 // New returns a server; call Serve to answer requests.
 func New(cfg Config) (*Server, error) {
-	if cfg.Engine == nil || cfg.Submitter == nil || cfg.Feed == nil {
-		return nil, errors.New("api: an engine, a submitter and a feed are required")
+	if cfg.Reads == nil || cfg.Leaders == nil || cfg.Self == nil || cfg.Replicas == nil || cfg.Stats == nil ||
+		cfg.ToGroup == nil || cfg.Submitter == nil || cfg.Feed == nil {
+		return nil, errors.New("api: reads, leaders, self, replicas, stats, a group submitter, a submitter and a feed are required")
 	}
 	cfg = cfg.withDefaults()
-	s := &Server{cfg: cfg, e: cfg.Engine, closed: make(chan struct{}),
+	s := &Server{cfg: cfg, reads: cfg.Reads, leaders: cfg.Leaders, self: cfg.Self, replicas: cfg.Replicas,
+		stats: cfg.Stats, toGroup: cfg.ToGroup, closed: make(chan struct{}),
 		setups: make(chan struct{}, cfg.MaxSessionSetups), joinSlots: make(chan struct{}, cfg.MaxJoins)}
 	s.metrics = newMetrics(s)
 	s.quorum.lost = make(chan struct{})

@@ -49,7 +49,7 @@ func (s *Server) getService(ctx *fasthttp.RequestCtx, args []string) error {
 	}
 	name := args[0]
 	var doc *client.Service
-	g := s.e.GroupOfService(name)
+	g := s.reads.GroupOfService(name)
 	cur, err := s.read([]int{g}, func(g int, st *statemachine.State) {
 		if svc := st.ServiceByName(name); svc != nil {
 			d := renderService(g, st, svc)
@@ -92,7 +92,7 @@ func (s *Server) writtenService(ctx *fasthttp.RequestCtx, name string, status in
 	// A removed service without tasks is deleted at once: it answers as
 	// removing, with no tasks.
 	doc := client.Service{Spec: client.ServiceSpec{Name: name}, Removing: true, Tasks: map[string]int{}}
-	g := s.e.GroupOfService(name)
+	g := s.reads.GroupOfService(name)
 	cur, err := s.read([]int{g}, func(g int, st *statemachine.State) {
 		if svc := st.ServiceByName(name); svc != nil {
 			doc = renderService(g, st, svc)
@@ -183,7 +183,7 @@ const scaleAttempts = 16
 func (s *Server) scaleOnce(ctx *fasthttp.RequestCtx, name string, ci uint64, replicas uint32) (statemachine.Result, error) {
 	var sp *statemachine.ServiceSpec
 	var modify uint64
-	_, err := s.read([]int{s.e.GroupOfService(name)}, func(_ int, st *statemachine.State) {
+	_, err := s.read([]int{s.reads.GroupOfService(name)}, func(_ int, st *statemachine.State) {
 		if svc := st.ServiceByName(name); svc != nil {
 			c := svc.Spec
 			c.Command, c.Env = slices.Clone(c.Command), slices.Clone(c.Env)

@@ -8,17 +8,26 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"shoal/api/client"
-	routing "shoal/engine/route"
+	routing "shoal/route"
 	"shoal/statemachine"
 	"shoal/wire"
 )
+
+// Self says which replica this is, whether it leads the cluster group
+// (and so runs the leader duties), and since when it knows the cluster
+// group's leader. The engine implements it.
+type Self interface {
+	ReplicaID() uint64
+	Leading() bool
+	ClusterLeader() (leader uint64, since time.Time)
+}
 
 func (s *Server) getStatus(ctx *fasthttp.RequestCtx, _ []string) error {
 	if err := s.waitFor(ctx); err != nil {
 		return err
 	}
-	doc := client.Status{Replica: s.e.ReplicaID(), Leading: s.e.Leading()}
-	if leader, since := s.e.ClusterLeader(); leader != 0 {
+	doc := client.Status{Replica: s.self.ReplicaID(), Leading: s.self.Leading()}
+	if leader, since := s.self.ClusterLeader(); leader != 0 {
 		doc.Leader, doc.LeaderSince = leader, since.UTC().Format(time.RFC3339Nano)
 	}
 	hash := ctx.QueryArgs().GetBool("hash")
@@ -28,7 +37,7 @@ func (s *Server) getStatus(ctx *fasthttp.RequestCtx, _ []string) error {
 		if hash {
 			gs.Hash = fmt.Sprintf("%016x", st.Hash())
 		}
-		gs.Leader, _ = s.e.Leader(g)
+		gs.Leader, _ = s.leaders.Leader(g)
 		if g == routing.ClusterGroup {
 			doc.Nodes = len(st.NodeIDs())
 			doc.Settings = renderSettings(st.Settings())
@@ -46,8 +55,8 @@ func (s *Server) getStatus(ctx *fasthttp.RequestCtx, _ []string) error {
 		return err
 	}
 	if s.cfg.Monitor != nil {
-		mc := s.cfg.Monitor.Config()
-		doc.Monitor = client.MonitorTimers{FailoverGrace: client.Duration(mc.FailoverGrace), OrphanTimeout: client.Duration(mc.OrphanTimeout)}
+		grace, orphan := s.cfg.Monitor.Timers()
+		doc.Monitor = client.MonitorTimers{FailoverGrace: client.Duration(grace), OrphanTimeout: client.Duration(orphan)}
 	}
 	slices.SortFunc(doc.Managers, func(a, b client.Manager) int { return int(a.Replica) - int(b.Replica) })
 	doc.Index = wire.Cursor(cur).Token()

@@ -11,6 +11,13 @@ import (
 	"shoal/statemachine"
 )
 
+// Placement explains why pending tasks stay pending: Unplaced returns, by
+// service name, why the scheduler driver's last run left some of its
+// tasks pending (known on the leader only).
+type Placement interface {
+	Unplaced() map[string]error
+}
+
 // taskFilter is a tasks list's query.
 type taskFilter struct {
 	service string
@@ -73,7 +80,7 @@ func (s *Server) listTasks(ctx *fasthttp.RequestCtx, _ []string) error {
 	}
 	groups := s.serviceGroups()
 	if f.service != "" {
-		groups = []int{s.e.GroupOfService(f.service)}
+		groups = []int{s.reads.GroupOfService(f.service)}
 	}
 	var items []client.Task
 	var ids []uint64
@@ -144,7 +151,7 @@ func (s *Server) listTasks(ctx *fasthttp.RequestCtx, _ []string) error {
 func (s *Server) getTask(ctx *fasthttp.RequestCtx, args []string) error {
 	id, err := strconv.ParseUint(args[0], 10, 64)
 	g := int(id >> 48)
-	if err != nil || g < 1 || g > s.e.Groups() {
+	if err != nil || g < 1 || g > s.reads.Groups() {
 		return notFound("task %q does not exist (task IDs are the numbers `service ps` shows)", args[0])
 	}
 	if err := s.waitFor(ctx); err != nil {
@@ -171,12 +178,12 @@ func (s *Server) getTask(ctx *fasthttp.RequestCtx, args []string) error {
 // scheduler driver's last run (known on the leader only), where the state
 // has no message of its own.
 func (s *Server) explainPending(tasks []client.Task) {
-	if s.cfg.Driver == nil || !s.e.Leading() {
+	if s.cfg.Placement == nil || !s.self.Leading() {
 		return
 	}
 	why := map[string]string{}
-	for _, u := range s.cfg.Driver.Unschedulable() {
-		why[u.Name] = "not placed: " + userMessage(u.Err)
+	for name, err := range s.cfg.Placement.Unplaced() {
+		why[name] = "not placed: " + userMessage(err)
 	}
 	for i := range tasks {
 		if t := &tasks[i]; t.State == "pending" && t.Message == "" {

@@ -1,6 +1,10 @@
 package engine
 
-import "time"
+import (
+	"time"
+
+	"shoal/cluster"
+)
 
 // contactTimeouts is, in election timeouts, how long a follower may go
 // without hearing its group's leader before it counts as out of contact.
@@ -9,18 +13,7 @@ import "time"
 const contactTimeouts = 3
 
 // Contact is what this replica knows of its link to a group's quorum.
-type Contact struct {
-	// Leading: this replica leads the group. Raft's check-quorum makes a
-	// leader that stops hearing a majority step down within an election
-	// timeout, so a leader is in contact.
-	Leading bool
-	// LastContact is how long ago the group's leader last spoke to this
-	// replica (0 while Leading; -1 if no leader ever did).
-	LastContact time.Duration
-	// OK: Leading, or the leader spoke within contactTimeouts election
-	// timeouts.
-	OK bool
-}
+type Contact = cluster.Contact
 
 // Contact reports this replica's contact with group's quorum, from what
 // the transport delivered (no Raft round trip).

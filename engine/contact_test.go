@@ -7,8 +7,8 @@ import (
 	"github.com/lni/dragonboat/v4/raftio"
 	pb "github.com/lni/dragonboat/v4/raftpb"
 
-	"shoal/engine/route"
 	"shoal/internal/clock"
+	"shoal/route"
 )
 
 // A replica is in contact with a group's quorum while it leads the group,

@@ -14,7 +14,7 @@
 //     services by 1+xxhash(name)%N; tasks by the group in the top 16 bits of
 //     their TaskID; nodes and networks to the cluster group, whose outbox
 //     carries them to every service group (each holds a mirror). The rule
-//     is shoal/engine/route's, with the one Outcome of a submitted command
+//     is shoal/route's, with the one Outcome of a submitted command
 //     and ErrNoGroup. N is fixed when a data directory is created and a
 //     later, different N is refused.
 //   - The engine is Raft only: route, propose, read, leadership,

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"shoal/engine/duty"
-	"shoal/engine/route"
 	"shoal/internal/clock"
+	"shoal/route"
 	"shoal/statemachine"
 )
 

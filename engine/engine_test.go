@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"shoal/engine/route"
+	"shoal/route"
 	"shoal/statemachine"
 )
 

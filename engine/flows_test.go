@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"shoal/engine/duty"
-	"shoal/engine/route"
 	"shoal/internal/clock"
 	"shoal/ipam"
+	"shoal/route"
 	"shoal/statemachine"
 )
 

@@ -8,7 +8,7 @@ import (
 
 	"github.com/lni/dragonboat/v4/raftio"
 
-	"shoal/engine/route"
+	"shoal/route"
 )
 
 // Duty is leader-only work (node monitor, scheduler driver, timers). Run

@@ -10,7 +10,7 @@ import (
 
 	"github.com/lni/dragonboat/v4/raftio"
 
-	"shoal/engine/route"
+	"shoal/route"
 	"shoal/statemachine"
 )
 

@@ -10,18 +10,13 @@ import (
 
 	"github.com/lni/dragonboat/v4"
 
-	"shoal/engine/route"
+	"shoal/cluster"
+	"shoal/route"
 )
 
-// GroupMembers is one group's voting replicas (ID to Raft address) as this
-// replica has applied them.
-type GroupMembers struct {
-	Group   int               `json:"group"`
-	Members map[uint64]string `json:"members"`
-	// ConfigChangeIndex is the Raft index of the last membership change
-	// applied here (0 while the group is not loaded yet).
-	ConfigChangeIndex uint64 `json:"config_change_index"`
-}
+// GroupMembers is one group's voting replicas (ID to Raft address) as
+// this replica has applied them.
+type GroupMembers = cluster.GroupMembers
 
 // Membership returns every group's members as this replica has applied
 // them (no quorum needed; a lagging replica may show an older view).

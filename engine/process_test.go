@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"shoal/engine/route"
 	"shoal/internal/freeport"
+	"shoal/route"
 )
 
 // Three `shoal serve` processes on loopback form one cluster from their

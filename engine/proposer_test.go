@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"shoal/engine/route"
+	"shoal/route"
 )
 
 // The proposer's batches respect the record and byte limits, and it stops

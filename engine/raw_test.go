@@ -3,7 +3,7 @@ package engine
 import (
 	"context"
 
-	"shoal/engine/route"
+	"shoal/route"
 )
 
 // proposeRaw proposes raw bytes as one entry of a group, bypassing the

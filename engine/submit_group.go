@@ -3,7 +3,7 @@ package engine
 import (
 	"context"
 
-	"shoal/engine/route"
+	"shoal/route"
 	"shoal/statemachine"
 )
 

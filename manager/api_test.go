@@ -22,7 +22,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"shoal/api/client"
-	"shoal/engine/route"
+	"shoal/route"
 	"shoal/wire"
 )
 

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"shoal/api/client"
-	"shoal/engine/route"
+	"shoal/route"
 	"shoal/wire"
 )
 

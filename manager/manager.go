@@ -186,8 +186,9 @@ func Start(o Options) (*Manager, error) {
 	e.AddDuty(mon)
 	e.AddDuty(duty.NewTimerDuty(sub, duty.TimerConfig{Clock: clk, Logf: o.Logf}))
 	e.AddDuty(duty.NewOutboxDuty(sub, duty.OutboxConfig{Clock: clk, Signal: obSig, Logf: o.Logf}))
-	srv, err = api.New(api.Config{Engine: e, Submitter: sub, Feed: f, Monitor: mon, Driver: driver, Pprof: o.Pprof,
-		SyncInterval: o.SyncInterval, Security: sec, Logf: o.Logf})
+	srv, err = api.New(api.Config{Reads: e, Leaders: e, Self: e, Replicas: e, Stats: e, ToGroup: e,
+		ClockBound: e.ClockBound(), Submitter: sub, Feed: f, Monitor: monitorFront{mon},
+		Placement: placementFront{driver}, Pprof: o.Pprof, SyncInterval: o.SyncInterval, Security: sec, Logf: o.Logf})
 	if err != nil {
 		e.Close()
 		ln.Close()

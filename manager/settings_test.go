@@ -8,7 +8,7 @@ import (
 
 	"shoal/api/client"
 	"shoal/engine"
-	"shoal/engine/route"
+	"shoal/route"
 	"shoal/statemachine"
 )
 

@@ -3,8 +3,8 @@ package duty
 import (
 	"context"
 
-	"shoal/engine/route"
 	"shoal/internal/clock"
+	"shoal/route"
 	"shoal/statemachine"
 )
 
@@ -22,7 +22,7 @@ type Cluster interface {
 	Read(ctx context.Context, group int, fn func(*statemachine.State)) error
 	// ReadLocal runs fn over the group's state as applied so far (stale).
 	ReadLocal(group int, fn func(*statemachine.State)) error
-	// SubmitMany routes every command to its group(s) (shoal/engine/route)
+	// SubmitMany routes every command to its group(s) (shoal/route)
 	// and waits for all; one route.Outcome per command.
 	SubmitMany(ctx context.Context, cmds []statemachine.Command) []route.Outcome
 	// SubmitToGroup submits a per-group command (CmdTick, CmdNop,

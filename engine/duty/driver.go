@@ -7,8 +7,8 @@ import (
 	"sync"
 	"time"
 
-	"shoal/engine/route"
 	"shoal/internal/clock"
+	"shoal/route"
 	"shoal/sched"
 	"shoal/statemachine"
 )

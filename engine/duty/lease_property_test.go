@@ -7,7 +7,7 @@ import (
 
 	"pgregory.net/rapid"
 
-	"shoal/engine/route"
+	"shoal/route"
 	"shoal/statemachine"
 )
 

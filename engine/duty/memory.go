@@ -8,8 +8,8 @@ import (
 	"slices"
 	"sync"
 
-	"shoal/engine/route"
 	"shoal/internal/clock"
+	"shoal/route"
 	"shoal/statemachine"
 )
 

@@ -7,9 +7,10 @@ import (
 	"sync"
 	"time"
 
+	"shoal/cluster"
 	"shoal/engine/monitor"
-	"shoal/engine/route"
 	"shoal/internal/clock"
+	"shoal/route"
 	"shoal/statemachine"
 )
 
@@ -60,7 +61,7 @@ func (c MonitorConfig) withDefaults() MonitorConfig {
 // ErrNotMonitoring: this replica's node monitor is not running (it is not
 // the cluster group's leader, or has not loaded the node list yet); send the
 // heartbeat to the leader, or retry shortly.
-var ErrNotMonitoring = errors.New("engine: node monitor not running on this replica")
+var ErrNotMonitoring = cluster.ErrNotMonitoring
 
 // MonitorDuty is the node monitor duty; its methods are safe for concurrent
 // use.

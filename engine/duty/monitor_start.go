@@ -2,10 +2,10 @@ package duty
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"time"
 
+	"shoal/cluster"
 	"shoal/statemachine"
 )
 
@@ -61,7 +61,7 @@ const slowStart = 100 * time.Millisecond
 
 // ErrMonitorStarting: this replica was just elected and its node monitor
 // is still loading the node list; retry shortly, here.
-var ErrMonitorStarting = errors.New("engine: node monitor is starting on this replica")
+var ErrMonitorStarting = cluster.ErrMonitorStarting
 
 // beginStart marks the monitor as starting; the returned func (safe to
 // call more than once) marks the start over, whatever its outcome.

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"shoal/engine/monitor"
-	"shoal/engine/route"
 	"shoal/internal/clock"
+	"shoal/route"
 	"shoal/statemachine"
 )
 

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"shoal/engine/route"
+	"shoal/route"
 	"shoal/statemachine"
 )
 

@@ -3,7 +3,7 @@ package duty
 import (
 	"context"
 
-	"shoal/engine/route"
+	"shoal/route"
 	"shoal/statemachine"
 )
 

@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"shoal/engine/route"
+	"shoal/route"
 	"shoal/statemachine"
 )
 

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"shoal/engine/route"
+	"shoal/route"
 	"shoal/statemachine"
 )
 

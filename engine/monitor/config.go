@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"shoal/cluster"
 	"shoal/statemachine"
 )
 
@@ -90,7 +91,7 @@ var (
 	ErrConfig = errors.New("monitor: bad configuration")
 	// ErrUnknownNode: the node is not tracked; Track it (from the cluster
 	// group's state) before it heartbeats.
-	ErrUnknownNode = errors.New("monitor: unknown node")
+	ErrUnknownNode = cluster.ErrUnknownNode
 )
 
 func (c Config) withDefaults() Config {

@@ -57,7 +57,7 @@ import (
 
 	"github.com/cockroachdb/datadriven"
 
-	"shoal/engine/route"
+	"shoal/route"
 	sm "shoal/statemachine"
 )
 

@@ -26,8 +26,8 @@ import (
 
 	"shoal/engine/duty"
 	"shoal/engine/monitor"
-	"shoal/engine/route"
 	"shoal/internal/clock"
+	"shoal/route"
 	sm "shoal/statemachine"
 )
 

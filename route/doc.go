@@ -7,6 +7,7 @@
 // service networks without crossing groups.
 //
 // The one idea: routing is a pure function of the command and the group
-// count, shared by the engine (which proposes to dragonboat shards) and the
-// leader duties' in-memory harness, so both route alike.
+// count, shared by the engine (which proposes to dragonboat shards), the
+// leader duties' in-memory harness and the API, so all route alike. It sits
+// outside engine/ so the API routes without depending on the engine.
 package route
