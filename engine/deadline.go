@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"shoal/engine/route"
+	"shoal/route"
 	"shoal/statemachine"
 )
 
