@@ -358,9 +358,9 @@ func (c *AgentClient) Assignments(ctx context.Context, req *wire.AssignmentsRequ
 			return nil, fmt.Errorf("%w: the assignments poll was given up: %w", ErrUnreachable, ctx.Err())
 		case <-gone:
 			// Another call to the poll's manager failed: poll again
-			// where the client points now (at most once per manager),
-			// and take whichever answer comes first; the poll left
-			// behind ends by its deadline.
+			// where the client points now (at most once per manager)
+			// and take that poll's answer; the poll left behind ends by
+			// its deadline and its answer is dropped.
 			next, ch := c.pollTarget()
 			gone = ch
 			if next == base || moved >= c.managers() {
