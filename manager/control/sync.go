@@ -175,10 +175,11 @@ func syncGroup(ctx context.Context, c Groups, node statemachine.NodeID, v GroupS
 		current := false
 		switch step {
 		case TryLocal:
+			// The answer comes from the same read as the check; Next
+			// decides whether it stands.
 			err = c.ReadLocal(v.Group, func(st *statemachine.State) {
-				if current = !st.SyncNeedsCommit(node, v.Seq); current {
-					answer(st)
-				}
+				current = !st.SyncNeedsCommit(node, v.Seq)
+				answer(st)
 			})
 		case Commit:
 			_, err = c.SubmitToGroup(ctx, v.Group, statemachine.Command{Kind: statemachine.CmdNodeSync,
