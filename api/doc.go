@@ -9,6 +9,9 @@
 // status code in one table (errors.go). What it renders only reads the
 // state: a service's convergence (render.go) summarizes its task counts,
 // restart condition and update state, so every client gets one answer.
+// The agent protocol's decisions move to shoal/manager/control as they
+// are taken out of the handlers: the sync endpoint (report.go) decodes,
+// checks the caller and encodes around control.Sync.
 //
 // It sees the engine and the leader duties only through narrow interfaces
 // declared beside the handlers that use them (Reader in read.go, Leaders

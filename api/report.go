@@ -2,11 +2,11 @@ package api
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/valyala/fasthttp"
 
+	"shoal/manager/control"
 	routing "shoal/route"
 	"shoal/statemachine"
 	"shoal/wire"
@@ -95,85 +95,20 @@ func (s *Server) agentSync(ctx *fasthttp.RequestCtx, _ []string) error {
 		if req.NodeID, err = s.callerNode(ctx, req.NodeID); err != nil {
 			return err
 		}
-		groups := s.reads.Groups()
-		held := make([][]statemachine.TaskID, groups+1)
-		answer := &wire.SyncAnswer{}
-		for _, id := range req.Held {
-			g := routing.TaskGroup(id)
-			if g < 1 || g > groups {
-				answer.Destroy = append(answer.Destroy, id) // no group of this cluster made it
-				continue
-			}
-			held[g] = append(held[g], id)
-		}
 		c, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer cancel()
-		type result struct {
-			g       int
-			destroy []statemachine.TaskID
-			err     error
-		}
-		results := make(chan result, groups)
-		n := 0
-		for g := 1; g <= groups; g++ {
-			seq := uint64(0)
-			if g < len(req.Seqs) {
-				seq = req.Seqs[g]
-			}
-			if seq == 0 && len(held[g]) == 0 {
-				continue
-			}
-			n++
-			go func(g int, seq uint64) {
-				r := result{g: g}
-				if seq > 0 {
-					// Nothing to confirm and this replica applied what the
-					// agent saw: answer from its state, commit nothing.
-					local := false
-					r.err = s.reads.ReadLocal(g, func(st *statemachine.State) {
-						if local = !st.SyncNeedsCommit(req.NodeID, seq); local {
-							r.destroy = st.SyncAnswer(req.NodeID, held[g])
-						}
-					})
-					if r.err == nil && local {
-						results <- r
-						return
-					}
-					r.err = nil
-				}
-				// Confirm releases first (fenced by the sequence), then
-				// answer what to destroy from the state that includes them.
-				if seq > 0 {
-					_, r.err = s.toGroup.SubmitToGroup(c, g, statemachine.Command{Kind: statemachine.CmdNodeSync,
-						Node: req.NodeID, Seq: seq, Tasks: held[g]})
-				}
-				answer := func(st *statemachine.State) { r.destroy = st.SyncAnswer(req.NodeID, held[g]) }
-				switch {
-				case seq > 0 && r.err == nil:
-					// This replica applied the sync entry, so its state is
-					// at least as new as what the agent had seen.
-					r.err = s.reads.ReadLocal(g, answer)
-				case r.err == nil || errors.Is(r.err, statemachine.ErrInvalid) || errors.Is(r.err, statemachine.ErrNotFound):
-					// Nothing was applied here: read past everything
-					// committed, or a lagging replica would have the agent
-					// destroy tasks it does not know yet.
-					r.err = s.reads.Read(c, g, answer)
-				}
-				results <- r
-			}(g, seq)
-		}
-		var firstErr error
-		for range n {
-			r := <-results
-			if r.err != nil && firstErr == nil {
-				firstErr = r.err
-			}
-			answer.Destroy = append(answer.Destroy, r.destroy...)
-		}
-		if firstErr != nil {
-			return firstErr
+		destroy, err := control.Sync(c, syncGroups{s.reads, s.toGroup}, &req)
+		if err != nil {
+			return err
 		}
 		s.metrics.syncs.Inc()
-		return s.wireReply(ctx, answer)
+		return s.wireReply(ctx, &wire.SyncAnswer{Destroy: destroy})
 	})(ctx, nil)
+}
+
+// syncGroups gives the sync fan-out the server's reads and its group
+// submitter.
+type syncGroups struct {
+	Reader
+	GroupSubmitter
 }

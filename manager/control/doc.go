@@ -1,0 +1,32 @@
+// Package control holds the manager's side of the agent protocol: the
+// decisions a manager makes when an agent talks to it, over the replicated
+// groups and nothing else.
+//
+// The one idea: a protocol is a value function (a request and the groups'
+// states in, decisions as data out) plus a short loop that carries the
+// decisions out over a narrow interface of the cluster — the few methods of
+// the duty.Cluster seam it needs (count the groups, read a group's state
+// locally or linearizably, commit a per-group command). It knows no Raft
+// engine and no HTTP server: the API decodes a request, checks who sends
+// it, calls this package and encodes the answer; the engine, or the
+// in-memory duty.Memory in tests, provides the groups.
+//
+// Contract:
+//
+//   - The decisions are pure and table-tested without a cluster: PlanSync
+//     (which groups a sync visits with which handles, and which handles no
+//     group of the cluster made) and Next (per group, from what the last
+//     step saw, what to do next).
+//   - Sync, the sync fan-out (DESIGN.md, "Agent sync"), visits the groups
+//     concurrently, one goroutine per group, and answers which held
+//     handles the agent must destroy. A group whose local replica has
+//     applied the agent's sequence and has nothing to confirm answers from
+//     that replica and commits nothing; otherwise the sync is committed
+//     (CmdNodeSync, fenced by the sequence) and the answer read from the
+//     replica that applied it; where nothing was committed (no sequence, or
+//     the group refused the sync as invalid or not knowing the node), the
+//     answer comes from a linearizable read, so a lagging replica never has
+//     an agent destroy tasks it does not know yet.
+//   - Any other error of any group is returned (the first in group order)
+//     and no answer is given: the agent sends the sync again.
+package control
