@@ -84,7 +84,7 @@ var edges = map[string]rule{
 		third: []string{"github.com/lni/dragonboat/v4"}},
 	// The manager's protocols with its agents: value functions plus short
 	// loops over the groups' narrow interface, no Raft engine, no HTTP.
-	"manager/control": {shoal: []string{"route", "statemachine", "wire"}},
+	"manager/control": {shoal: []string{"cluster", "route", "statemachine", "wire"}},
 	"api": {
 		shoal: []string{"cluster", "route", "statemachine", "wire", "api/client", "manager/control", "security", "internal/*"},
 		third: []string{"github.com/valyala/fasthttp", "github.com/VictoriaMetrics/metrics"}},

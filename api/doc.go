@@ -10,8 +10,9 @@
 // state: a service's convergence (render.go) summarizes its task counts,
 // restart condition and update state, so every client gets one answer.
 // The agent protocol's decisions move to shoal/manager/control as they
-// are taken out of the handlers: the sync endpoint (report.go) decodes,
-// checks the caller and encodes around control.Sync.
+// are taken out of the handlers: the sync and status endpoints
+// (report.go) decode, check the caller (and that the reports name its own
+// tasks) and encode around control.Sync and control.SubmitStatus.
 //
 // It sees the engine and the leader duties only through narrow interfaces
 // declared beside the handlers that use them (Reader in read.go, Leaders

@@ -2,12 +2,13 @@ package api
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/valyala/fasthttp"
 
+	"shoal/cluster"
 	"shoal/manager/control"
-	routing "shoal/route"
 	"shoal/statemachine"
 	"shoal/wire"
 )
@@ -17,27 +18,6 @@ import (
 // group). The engine implements it.
 type GroupSubmitter interface {
 	SubmitToGroup(ctx context.Context, group int, cmd statemachine.Command) (statemachine.Result, error)
-}
-
-// reportResult maps a status command's outcome to what the agent does
-// with the report.
-func reportResult(o routing.Outcome) (wire.ReportResult, string) {
-	if o.Failed != nil {
-		return wire.ReportRetry, "not applied yet; send it again"
-	}
-	switch o.Result.Code {
-	case statemachine.CodeOK:
-		return wire.ReportAccepted, ""
-	case statemachine.CodeLowerRank:
-		// The manager already has this state or a later one: a resend
-		// of something it applied.
-		return wire.ReportAccepted, ""
-	case statemachine.CodeNodeNotReady, statemachine.CodeExpired:
-		// Not applied: the node is reconnecting, or the report's entry
-		// reached the log after its deadline.
-		return wire.ReportRetry, o.Result.Msg
-	}
-	return wire.ReportRejected, o.Result.Msg
 }
 
 func (s *Server) agentStatus(ctx *fasthttp.RequestCtx, _ []string) error {
@@ -53,36 +33,30 @@ func (s *Server) agentStatus(ctx *fasthttp.RequestCtx, _ []string) error {
 		if err := s.checkOwnTasks(b.NodeID, b.Reports); err != nil {
 			return err
 		}
-		if b.ReReport && (s.cfg.Monitor == nil || !s.self.Leading()) {
+		c, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		ack, err := control.SubmitStatus(c, s.cfg.Submitter, reReports{s}, &b)
+		if errors.Is(err, cluster.ErrNotMonitoring) {
 			// The re-report marker must reach the node monitor, which
 			// runs on the leader only.
 			return s.notLeader()
 		}
-		cmds := make([]statemachine.Command, len(b.Reports))
-		for i, r := range b.Reports {
-			cmds[i] = statemachine.Command{Kind: statemachine.CmdTaskStatus, Task: r.Task, Node: b.NodeID,
-				State: r.State, ExitCode: r.ExitCode, Message: r.Message}
+		if err != nil {
+			return err
 		}
-		c, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		defer cancel()
-		// Concurrent submissions from many agents share Raft entries: the
-		// engine's proposer puts everything queued for a group into its
-		// next entry (group commit).
-		outs := s.cfg.Submitter.SubmitMany(c, cmds)
-		ack := &wire.StatusAck{Results: make([]wire.ReportResult, len(outs)), Messages: make([]string, len(outs))}
-		retry := false
-		for i, o := range outs {
-			ack.Results[i], ack.Messages[i] = reportResult(o)
-			retry = retry || ack.Results[i] == wire.ReportRetry
-			s.metrics.reports.Inc()
-		}
-		if b.ReReport && !retry {
-			// A node that is not reconnecting (a fresh session of a ready
-			// node) has nothing to finish: the monitor ignores the marker.
-			s.cfg.Monitor.MarkReReported(b.NodeID)
-		}
+		s.metrics.reports.Add(len(ack.Results))
 		return s.wireReply(ctx, ack)
 	})(ctx, nil)
+}
+
+// reReports gives status submission the node monitor while this replica
+// leads.
+type reReports struct{ s *Server }
+
+func (r reReports) Monitoring() bool { return r.s.cfg.Monitor != nil && r.s.self.Leading() }
+
+func (r reReports) MarkReReported(node statemachine.NodeID) bool {
+	return r.s.cfg.Monitor.MarkReReported(node)
 }
 
 func (s *Server) agentSync(ctx *fasthttp.RequestCtx, _ []string) error {

@@ -15,8 +15,9 @@
 //
 //   - The decisions are pure and table-tested without a cluster: PlanSync
 //     (which groups a sync visits with which handles, and which handles no
-//     group of the cluster made) and Next (per group, from what the last
-//     step saw, what to do next).
+//     group of the cluster made), Next (per group, from what the last
+//     step saw, what to do next), StatusCommands, ReportResult and Answer
+//     (a status batch's commands, verdicts and re-report mark).
 //   - Sync, the sync fan-out (DESIGN.md, "Agent sync"), visits the groups
 //     concurrently, one goroutine per group, and answers which held
 //     handles the agent must destroy. A group whose local replica has
@@ -29,4 +30,14 @@
 //     an agent destroy tasks it does not know yet.
 //   - Any other error of any group is returned (the first in group order)
 //     and no answer is given: the agent sends the sync again.
+//   - SubmitStatus, status submission: a batch's reports become one
+//     CmdTaskStatus each (StatusCommands), submitted together; each
+//     outcome maps to the agent's verdict (ReportResult): applied or a
+//     lower-rank resend is accepted, a node not ready or an entry past its
+//     deadline (CodeExpired) or a command not applied is retried, any
+//     other refusal is rejected with the state machine's message. A
+//     re-report (the batch's marker) is refused with
+//     cluster.ErrNotMonitoring, before anything is submitted, where the
+//     node monitor does not run; it marks the node re-reported only when
+//     no report of the batch is to be retried (Answer).
 package control
