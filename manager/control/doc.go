@@ -29,4 +29,16 @@
 //     an agent destroy tasks it does not know yet.
 //   - Any other error of any group is returned (the first in group order)
 //     and no answer is given: the agent sends the sync again.
+//   - OpenSession registers a session request's node when its agent
+//     opens a session: PlanSession decides from one local read of the cluster
+//     group — no hostname: bad request; a node ID this replica neither
+//     knows nor saw removed: unavailable, retry (its creation may not be
+//     applied here yet); a removed node: node removed; a known node:
+//     nothing committed; a new node: a node ID reserved (request ID
+//     "node:"+key when the agent sent a key, so a first session asked
+//     again finds the node the first attempt made) and the node created
+//     once the cluster group applied it, before the service groups learn
+//     of it. The refusals are *wire.Error values the API sends as they
+//     are. The session's ID, its record and the setup slots stay with the
+//     API.
 package control
