@@ -11,6 +11,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"shoal/cluster"
+	"shoal/manager/control"
 	routing "shoal/route"
 	"shoal/statemachine"
 	"shoal/wire"
@@ -185,58 +186,13 @@ func (s *Server) openSession(ctx *fasthttp.RequestCtx) error {
 		return &wire.Error{Code: wire.CodeBusy, Message: "too many agents are connecting at once; retry later",
 			RetryAfter: int64(time.Second + time.Duration(rand.Int64N(int64(2*time.Second))))}
 	}
-	if req.Node.Hostname == "" {
-		return &wire.Error{Code: wire.CodeBadRequest, Message: "the session request needs the node's hostname"}
-	}
 	c, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	id := req.NodeID
-	var known, removed bool
-	var managers []string
-	nodes := 0
-	if err := s.reads.ReadLocal(routing.ClusterGroup, func(st *statemachine.State) {
-		nodes = st.NumNodes()
-		if id != 0 {
-			known, removed = st.Node(id) != nil, st.NodeRemoved(id)
-		}
-		for _, addr := range st.Managers() {
-			managers = append(managers, addr)
-		}
-	}); err != nil {
+	opened, err := control.OpenSession(c, sessionRegistrar{s.reads, s.cfg.Submitter}, &req)
+	if err != nil {
 		return err
 	}
-	slices.Sort(managers)
-	if id != 0 && !known && !removed {
-		// This replica may not have applied the node's creation yet.
-		return &wire.Error{Code: wire.CodeUnavailable, Message: "this manager does not know the node yet; retry",
-			RetryAfter: int64(500 * time.Millisecond)}
-	}
-	if removed {
-		return &wire.Error{Code: wire.CodeNodeRemoved, Message: "this node was removed from the cluster; clear the agent's data directory to join as a new node"}
-	}
-	if id == 0 {
-		// An agent's key makes its first session, asked again of any
-		// manager after its answer was lost, find the node the first
-		// attempt reserved: the reservation carries it as a request ID,
-		// which the cluster applies at most once.
-		reserve := statemachine.Command{Kind: statemachine.CmdReserveNodeID}
-		if req.Key != "" {
-			if len(req.Key) > 48 {
-				return &wire.Error{Code: wire.CodeBadRequest, Message: "the session request's key is longer than 48 bytes"}
-			}
-			reserve.RequestID = "node:" + req.Key
-		}
-		res, err := s.cfg.Submitter.Submit(c, reserve)
-		if err != nil {
-			return err
-		}
-		id = statemachine.NodeID(res.ID)
-		spec := &statemachine.Node{ID: id, Name: req.Node.Hostname, Role: statemachine.RoleWorker, Labels: req.Node.Labels,
-			CPU: req.Node.CPU, Memory: req.Node.Memory, Status: statemachine.NodeReady}
-		if _, err := s.cfg.Submitter.SubmitBeforeFanout(c, statemachine.Command{Kind: statemachine.CmdUpsertNode, NodeSpec: spec}); err != nil {
-			return err
-		}
-	}
+	id := opened.Node
 	sid := rand.Uint64() | 1
 	s.sessions.open(sid, id)
 	s.metrics.sessions.Inc()
@@ -247,10 +203,17 @@ func (s *Server) openSession(ctx *fasthttp.RequestCtx) error {
 	// connection, and the next one cost the leader a TLS handshake).
 	period := time.Second
 	if s.cfg.Monitor != nil {
-		period = s.cfg.Monitor.Period(nodes)
+		period = s.cfg.Monitor.Period(opened.Nodes)
 	}
 	return s.wireReply(ctx, &wire.Session{NodeID: id, SessionID: sid, HeartbeatPeriod: int64(period),
-		SyncInterval: int64(s.cfg.SyncInterval), Managers: managers, Groups: uint16(s.reads.Groups())})
+		SyncInterval: int64(s.cfg.SyncInterval), Managers: opened.Managers, Groups: uint16(s.reads.Groups())})
+}
+
+// sessionRegistrar gives the session's registration (control.OpenSession)
+// the server's local reads and its submitter.
+type sessionRegistrar struct {
+	Reader
+	Submitter
 }
 
 // sessionFor returns the session's record on this manager, creating it

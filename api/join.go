@@ -17,6 +17,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"shoal/api/client"
+	"shoal/manager/control"
 	"shoal/security"
 	"shoal/statemachine"
 )
@@ -115,8 +116,8 @@ func (s *Server) joinWorker(ctx *fasthttp.RequestCtx, req *client.JoinRequest, p
 		return fromErr(err)
 	}
 	id := statemachine.NodeID(res.ID)
-	spec := &statemachine.Node{ID: id, Name: req.Node.Hostname, Role: statemachine.RoleWorker, Labels: req.Node.Labels,
-		CPU: req.Node.CPU, Memory: req.Node.Memory, Status: statemachine.NodeReady}
+	spec := control.NodeSpec{Hostname: req.Node.Hostname, Labels: req.Node.Labels, CPU: req.Node.CPU,
+		Memory: req.Node.Memory}.Node(id)
 	// The service groups learn of the node from the outbox duty; the join
 	// need not wait for them.
 	if _, err := submitted(s.cfg.Submitter.SubmitBeforeFanout(c, statemachine.Command{Kind: statemachine.CmdUpsertNode, NodeSpec: spec})); err != nil {

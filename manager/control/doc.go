@@ -17,7 +17,8 @@
 //     (which groups a sync visits with which handles, and which handles no
 //     group of the cluster made), Next (per group, from what the last
 //     step saw, what to do next), StatusCommands, ReportResult and Answer
-//     (a status batch's commands, verdicts and re-report mark).
+//     (a status batch's commands, verdicts and re-report mark), and
+//     PlanSession (what a session request does to the cluster).
 //   - Sync, the sync fan-out (DESIGN.md, "Agent sync"), visits the groups
 //     concurrently, one goroutine per group, and answers which held
 //     handles the agent must destroy. A group whose local replica has
@@ -40,4 +41,16 @@
 //     cluster.ErrNotMonitoring, before anything is submitted, where the
 //     node monitor does not run; it marks the node re-reported only when
 //     no report of the batch is to be retried (Answer).
+//   - OpenSession registers a session request's node when its agent
+//     opens a session: PlanSession decides from one local read of the cluster
+//     group — no hostname: bad request; a node ID this replica neither
+//     knows nor saw removed: unavailable, retry (its creation may not be
+//     applied here yet); a removed node: node removed; a known node:
+//     nothing committed; a new node: a node ID reserved (request ID
+//     "node:"+key when the agent sent a key, so a first session asked
+//     again finds the node the first attempt made) and the node created
+//     once the cluster group applied it, before the service groups learn
+//     of it. The refusals are *wire.Error values the API sends as they
+//     are. The session's ID, its record and the setup slots stay with the
+//     API.
 package control
