@@ -1,0 +1,611 @@
+package control
+
+// Protocol scripts (testdata/*.txt, datadriven; regenerate the expected
+// output with `go test ./manager/control/ -run TestScripts -rewrite` and
+// review the diff). The world is one manager replica over an in-memory
+// cluster of two service groups (duty.Memory): writes are committed to the
+// cluster; this replica's reads of a group see the committed state unless
+// the group lags.
+//
+//	session host=n1 [key=k1] [node=3]   OpenSession: the node's ID and the
+//	                                    commits it made, or the wire error
+//	node-status n1 down                 the node monitor's verdict
+//	remove-node n1                      the user removes a node
+//	deliver                             one run of the outbox duty (a new
+//	                                    node reaches the service groups)
+//	create-service web [replicas=N] [networks=net]
+//	network net subnet=10.0.0.0/29
+//	assign web.1 n1                     the scheduler's pending → assigned
+//	lag group=G                         this replica stops applying group G
+//	                                    (its reads see G as it is now)
+//	catch-up group=G                    this replica applies G again
+//	sync n1 [seq=G:N|G:current[+-k],…] [held=web.1,g1:99,…]
+//	                                    Sync: the handles to destroy and,
+//	                                    per group, the steps it took
+//	status n1 web.1=running[,web.2=failed] [exit=N] [rereport]
+//	                                    SubmitStatus: a verdict per report
+//	                                    and whether the node was marked
+//	monitor on|off                      the node monitor runs here or not
+//	fail-submissions on|off             task status commands are not
+//	                                    applied (a timeout)
+//	dump                                nodes, and each group's tasks
+//
+// Tasks are named service.slot (the slot's newest task) or
+// service.slot#k (its k-th oldest); gG:N is the raw handle of the N-th
+// task of group G, known or not.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/datadriven"
+
+	"shoal/cluster"
+	"shoal/engine/duty"
+	"shoal/internal/clock"
+	"shoal/route"
+	sm "shoal/statemachine"
+	"shoal/wire"
+)
+
+func TestScripts(t *testing.T) {
+	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
+		w := newScriptWorld()
+		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+			out, err := w.run(d)
+			if err != nil {
+				t.Fatalf("%s: %s: %v", d.Pos, d.Cmd, err)
+			}
+			return out
+		})
+	})
+}
+
+// scriptWorld is the cluster (lead: what is committed) and this
+// replica's view of it: a lagging group reads from a copy frozen at `lag`,
+// until this replica commits to that group (it then applied everything) or
+// the script catches it up.
+type scriptWorld struct {
+	lead   *duty.Memory
+	sub    *duty.Submitter
+	mu     sync.Mutex
+	frozen map[int]*sm.State
+	calls  map[int][]string // per group, the steps a sync took
+
+	commits    []string
+	monitoring bool
+	marked     []sm.NodeID
+	hosts      map[string]sm.NodeID
+}
+
+func newScriptWorld() *scriptWorld {
+	m := duty.NewMemory(2, clock.NewFake(time.Unix(1_700_000_000, 0)))
+	return &scriptWorld{lead: m, sub: duty.NewSubmitter(m, nil), frozen: map[int]*sm.State{},
+		calls: map[int][]string{}, monitoring: true, hosts: map[string]sm.NodeID{}}
+}
+
+// Groups, ReadLocal, Read and SubmitToGroup: the sync fan-out's view.
+
+func (w *scriptWorld) Groups() int { return w.lead.Groups() }
+
+func (w *scriptWorld) record(g int, step string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.calls[g] = append(w.calls[g], step)
+}
+
+func (w *scriptWorld) ReadLocal(g int, fn func(*sm.State)) error {
+	w.record(g, "local read")
+	w.mu.Lock()
+	st := w.frozen[g]
+	w.mu.Unlock()
+	if st != nil {
+		fn(st)
+		return nil
+	}
+	return w.lead.ReadLocal(g, fn)
+}
+
+func (w *scriptWorld) Read(ctx context.Context, g int, fn func(*sm.State)) error {
+	w.record(g, "quorum read")
+	return w.lead.Read(ctx, g, fn)
+}
+
+func (w *scriptWorld) SubmitToGroup(ctx context.Context, g int, cmd sm.Command) (sm.Result, error) {
+	res, err := w.lead.SubmitToGroup(ctx, g, cmd)
+	if err != nil {
+		w.record(g, "commit refused ("+res.Msg+")")
+	} else {
+		w.record(g, "commit")
+	}
+	w.mu.Lock()
+	delete(w.frozen, g) // the engine returns once this replica applied it
+	w.mu.Unlock()
+	return res, err
+}
+
+// registrar is the session's view: local reads as above, commits through
+// the leader duties' submitter, each recorded.
+type scriptRegistrar struct{ w *scriptWorld }
+
+func (r scriptRegistrar) ReadLocal(g int, fn func(*sm.State)) error {
+	r.w.mu.Lock()
+	st := r.w.frozen[g]
+	r.w.mu.Unlock()
+	if st != nil {
+		fn(st)
+		return nil
+	}
+	return r.w.lead.ReadLocal(g, fn)
+}
+
+func (r scriptRegistrar) Submit(ctx context.Context, cmd sm.Command) (sm.Result, error) {
+	r.w.commits = append(r.w.commits, cmd.Kind.String())
+	return r.w.sub.Submit(ctx, cmd)
+}
+
+func (r scriptRegistrar) SubmitBeforeFanout(ctx context.Context, cmd sm.Command) (sm.Result, error) {
+	r.w.commits = append(r.w.commits, cmd.Kind.String())
+	return r.w.sub.SubmitBeforeFanout(ctx, cmd)
+}
+
+var _ Registrar = scriptRegistrar{}
+
+// Monitoring and MarkReReported: the node monitor as status submission
+// sees it.
+func (w *scriptWorld) Monitoring() bool { return w.monitoring }
+
+func (w *scriptWorld) MarkReReported(n sm.NodeID) bool {
+	w.marked = append(w.marked, n)
+	return true
+}
+
+var (
+	_ Groups    = (*scriptWorld)(nil)
+	_ ReReports = (*scriptWorld)(nil)
+)
+
+func (w *scriptWorld) run(d *datadriven.TestData) (string, error) {
+	pos, kv, err := scriptArgs(d)
+	if err != nil {
+		return "", err
+	}
+	need := func(n int) error {
+		if len(pos) != n {
+			return fmt.Errorf("want %d positional arguments, got %q", n, pos)
+		}
+		return nil
+	}
+	ctx := context.Background()
+	switch d.Cmd {
+	case "session":
+		return w.cmdSession(kv)
+	case "remove-node":
+		if err := need(1); err != nil {
+			return "", err
+		}
+		id, err := w.node(pos[0])
+		if err != nil {
+			return "", err
+		}
+		return w.apply(sm.Command{Kind: sm.CmdRemoveNode, Node: id}), nil
+	case "node-status":
+		if err := need(2); err != nil {
+			return "", err
+		}
+		id, err := w.node(pos[0])
+		if err != nil {
+			return "", err
+		}
+		st, err := wire.ParseNodeStatus(pos[1])
+		if err != nil {
+			return "", err
+		}
+		return w.apply(sm.Command{Kind: sm.CmdSetNodeStatus, Node: id, NodeStatus: st}), nil
+	case "deliver":
+		if err := duty.NewOutboxDuty(w.lead, duty.OutboxConfig{}).RunOnce(ctx); err != nil {
+			return "", err
+		}
+		return "ok", nil
+	case "network":
+		if err := need(1); err != nil {
+			return "", err
+		}
+		return w.apply(sm.Command{Kind: sm.CmdCreateNetwork, NetworkSpec: &sm.Network{Name: pos[0], Subnet: kv["subnet"]}}), nil
+	case "create-service":
+		if err := need(1); err != nil {
+			return "", err
+		}
+		spec := &sm.ServiceSpec{Name: pos[0], Replicas: 1}
+		if v, ok := kv["replicas"]; ok {
+			n, err := strconv.ParseUint(v, 10, 32)
+			if err != nil {
+				return "", err
+			}
+			spec.Replicas = uint32(n)
+		}
+		if v, ok := kv["networks"]; ok {
+			spec.Networks = strings.Split(v, ",")
+		}
+		out := w.apply(sm.Command{Kind: sm.CmdCreateService, Spec: spec})
+		// The service's group leases its networks' address blocks.
+		if err := duty.NewOutboxDuty(w.lead, duty.OutboxConfig{}).RunOnce(ctx); err != nil {
+			return "", err
+		}
+		return out, nil
+	case "assign":
+		if err := need(2); err != nil {
+			return "", err
+		}
+		t, _, err := w.task(pos[0])
+		if err != nil {
+			return "", err
+		}
+		n, err := w.node(pos[1])
+		if err != nil {
+			return "", err
+		}
+		return w.apply(sm.Command{Kind: sm.CmdAssign, Task: t.ID, Node: n}), nil
+	case "lag", "catch-up":
+		g, err := strconv.Atoi(kv["group"])
+		if err != nil || g < 0 || g > w.Groups() {
+			return "", fmt.Errorf("want group=0..%d", w.Groups())
+		}
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if d.Cmd == "lag" {
+			w.frozen[g] = w.lead.State(g).Clone()
+		} else {
+			delete(w.frozen, g)
+		}
+		return "ok", nil
+	case "sync":
+		if err := need(1); err != nil {
+			return "", err
+		}
+		return w.cmdSync(pos[0], kv)
+	case "status":
+		return w.cmdStatus(pos, kv)
+	case "monitor", "fail-submissions":
+		if err := need(1); err != nil {
+			return "", err
+		}
+		on := pos[0] == "on"
+		if !on && pos[0] != "off" {
+			return "", fmt.Errorf("want on or off, got %q", pos[0])
+		}
+		if d.Cmd == "monitor" {
+			w.monitoring = on
+		} else if on {
+			w.lead.FailSubmissions(func(c sm.Command) error {
+				if c.Kind == sm.CmdTaskStatus {
+					return cluster.ErrTimeout
+				}
+				return nil
+			})
+		} else {
+			w.lead.FailSubmissions(nil)
+		}
+		return "ok", nil
+	case "dump":
+		return w.dump(), nil
+	}
+	return "", fmt.Errorf("unknown command %q", d.Cmd)
+}
+
+func scriptArgs(d *datadriven.TestData) (pos []string, kv map[string]string, err error) {
+	kv = map[string]string{}
+	for _, c := range d.CmdArgs {
+		if len(c.Vals) == 0 {
+			pos = append(pos, c.Key)
+		} else {
+			kv[c.Key] = strings.Join(c.Vals, ",")
+		}
+	}
+	return pos, kv, nil
+}
+
+// apply submits one user command to the cluster and prints its outcome.
+func (w *scriptWorld) apply(cmd sm.Command) string {
+	o := w.lead.SubmitMany(context.Background(), []sm.Command{cmd})[0]
+	if err := o.Err(); err != nil {
+		return "error: " + err.Error()
+	}
+	return "ok"
+}
+
+func (w *scriptWorld) node(name string) (sm.NodeID, error) {
+	if id, ok := w.hosts[name]; ok {
+		return id, nil
+	}
+	if n, err := strconv.ParseUint(name, 10, 64); err == nil {
+		return sm.NodeID(n), nil
+	}
+	return 0, fmt.Errorf("no node %q (open a session for it first)", name)
+}
+
+func (w *scriptWorld) hostOf(id sm.NodeID) string {
+	for h, n := range w.hosts {
+		if n == id {
+			return h
+		}
+	}
+	return fmt.Sprintf("node %d", id)
+}
+
+func (w *scriptWorld) cmdSession(kv map[string]string) (string, error) {
+	req := &wire.SessionRequest{Key: kv["key"], Node: wire.NodeDescription{Hostname: kv["host"]}}
+	if v, ok := kv["node"]; ok {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return "", err
+		}
+		req.NodeID = sm.NodeID(n)
+	}
+	w.commits = nil
+	got, err := OpenSession(context.Background(), scriptRegistrar{w}, req)
+	var b strings.Builder
+	var we *wire.Error
+	switch {
+	case errors.As(err, &we):
+		fmt.Fprintf(&b, "error %s: %s", we.Code, we.Message)
+		if we.RetryAfter != 0 {
+			fmt.Fprintf(&b, " (retry after %v)", time.Duration(we.RetryAfter))
+		}
+	case err != nil:
+		fmt.Fprintf(&b, "error: %v", err)
+	default:
+		fmt.Fprintf(&b, "node %d (the cluster held %d nodes)", got.Node, got.Nodes)
+		if req.Node.Hostname != "" {
+			w.hosts[req.Node.Hostname] = got.Node
+		}
+	}
+	if len(w.commits) > 0 {
+		fmt.Fprintf(&b, "\ncommitted: %s", strings.Join(w.commits, ", "))
+	} else {
+		b.WriteString("\ncommitted: nothing")
+	}
+	return b.String(), nil
+}
+
+// task finds a task by name in any group.
+func (w *scriptWorld) task(name string) (*sm.Task, string, error) {
+	if g, n, ok := strings.Cut(name, ":"); ok && strings.HasPrefix(g, "g") {
+		gi, err1 := strconv.ParseUint(g[1:], 10, 16)
+		ni, err2 := strconv.ParseUint(n, 10, 48)
+		if err1 != nil || err2 != nil {
+			return nil, "", fmt.Errorf("handle %q: want gG:N", name)
+		}
+		return &sm.Task{ID: sm.TaskID(gi<<48 | ni)}, name, nil
+	}
+	svcName, slotName, ok := strings.Cut(name, ".")
+	if !ok {
+		return nil, "", fmt.Errorf("task %q: want service.slot, service.slot#k or gG:N", name)
+	}
+	slotName, kth, hasK := strings.Cut(slotName, "#")
+	slot, err := strconv.ParseUint(slotName, 10, 32)
+	if err != nil {
+		return nil, "", fmt.Errorf("task %q: slot %q is not a number", name, slotName)
+	}
+	for g := 1; g <= w.Groups(); g++ {
+		st := w.lead.State(g)
+		svc := st.ServiceByName(svcName)
+		if svc == nil {
+			continue
+		}
+		slots, tasks := st.SlotTasks(svc.ID)
+		i := slices.Index(slots, uint32(slot))
+		if i < 0 {
+			return nil, "", fmt.Errorf("task %q: service %q has no slot %d", name, svcName, slot)
+		}
+		ts := tasks[i]
+		if !hasK {
+			return ts[len(ts)-1], name, nil
+		}
+		k, err := strconv.Atoi(kth)
+		if err != nil || k < 1 || k > len(ts) {
+			return nil, "", fmt.Errorf("task %q: slot %d has %d tasks", name, slot, len(ts))
+		}
+		return ts[k-1], name, nil
+	}
+	return nil, "", fmt.Errorf("task %q: no service %q", name, svcName)
+}
+
+// taskName names a handle as the scripts do: service.slot#k for a task
+// the cluster knows, gG:N otherwise.
+func (w *scriptWorld) taskName(id sm.TaskID) string {
+	g := route.TaskGroup(id)
+	raw := fmt.Sprintf("g%d:%d", g, uint64(id)&(1<<48-1))
+	if g < 1 || g > w.Groups() {
+		return raw
+	}
+	st := w.lead.State(g)
+	t := st.Task(id)
+	if t == nil {
+		return raw
+	}
+	svc := st.Service(t.Service)
+	if svc == nil {
+		return raw
+	}
+	slots, tasks := st.SlotTasks(svc.ID)
+	if i := slices.Index(slots, t.Slot); i >= 0 {
+		if k := slices.IndexFunc(tasks[i], func(x *sm.Task) bool { return x.ID == id }); k >= 0 {
+			return fmt.Sprintf("%s.%d#%d", svc.Spec.Name, t.Slot, k+1)
+		}
+	}
+	return raw
+}
+
+func (w *scriptWorld) cmdSync(nodeName string, kv map[string]string) (string, error) {
+	node, err := w.node(nodeName)
+	if err != nil {
+		return "", err
+	}
+	req := &wire.SyncRequest{NodeID: node, Seqs: make([]uint64, w.Groups()+1)}
+	if v := kv["seq"]; v != "" {
+		for _, s := range strings.Split(v, ",") {
+			gs, ns, ok := strings.Cut(s, ":")
+			g, err := strconv.Atoi(gs)
+			if !ok || err != nil || g < 1 || g > w.Groups() {
+				return "", fmt.Errorf("seq %q: want G:N or G:current[+-k]", s)
+			}
+			seq, err := w.seqOf(node, g, ns)
+			if err != nil {
+				return "", err
+			}
+			req.Seqs[g] = seq
+		}
+	}
+	if v := kv["held"]; v != "" {
+		for _, name := range strings.Split(v, ",") {
+			t, _, err := w.task(name)
+			if err != nil {
+				return "", err
+			}
+			req.Held = append(req.Held, t.ID)
+		}
+	}
+	w.calls = map[int][]string{}
+	destroy, err := Sync(context.Background(), w, req)
+	var b strings.Builder
+	if err != nil {
+		fmt.Fprintf(&b, "error: %v\n", err)
+	} else {
+		names := make([]string, len(destroy))
+		for i, id := range destroy {
+			names[i] = w.taskName(id)
+		}
+		fmt.Fprintf(&b, "destroy: [%s]\n", strings.Join(names, " "))
+	}
+	for g := 1; g <= w.Groups(); g++ {
+		if c := w.calls[g]; len(c) > 0 {
+			fmt.Fprintf(&b, "group %d: %s\n", g, strings.Join(c, ", "))
+		}
+	}
+	return strings.TrimSuffix(b.String(), "\n"), nil
+}
+
+// seqOf reads a sequence: a number, or current[+-k] (the node's newest
+// assignment sequence in group g, as committed).
+func (w *scriptWorld) seqOf(node sm.NodeID, g int, s string) (uint64, error) {
+	if rest, ok := strings.CutPrefix(s, "current"); ok {
+		var cur uint64
+		if n := w.lead.State(g).Node(node); n != nil {
+			cur = n.AssignSeq
+		}
+		if rest == "" {
+			return cur, nil
+		}
+		k, err := strconv.ParseInt(rest, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("seq %q: want current, current+k or current-k", s)
+		}
+		return uint64(int64(cur) + k), nil
+	}
+	return strconv.ParseUint(s, 10, 64)
+}
+
+func (w *scriptWorld) cmdStatus(pos []string, kv map[string]string) (string, error) {
+	if len(pos) < 2 {
+		return "", fmt.Errorf("want: status n1 web.1=running[,…] [exit=N] [rereport]")
+	}
+	node, err := w.node(pos[0])
+	if err != nil {
+		return "", err
+	}
+	b := &wire.StatusBatch{NodeID: node}
+	var names []string
+	for _, p := range pos[1:] {
+		if p == "rereport" {
+			b.ReReport = true
+			continue
+		}
+		for _, r := range strings.Split(p, ",") {
+			name, state, ok := strings.Cut(r, "=")
+			if !ok {
+				return "", fmt.Errorf("report %q: want task=state", r)
+			}
+			t, _, err := w.task(name)
+			if err != nil {
+				return "", err
+			}
+			s, err := wire.ParseTaskState(state)
+			if err != nil {
+				return "", err
+			}
+			rep := wire.StatusReport{Task: t.ID, State: s}
+			if v, ok := kv["exit"]; ok {
+				e, err := strconv.Atoi(v)
+				if err != nil {
+					return "", err
+				}
+				rep.ExitCode = int32(e)
+			}
+			b.Reports = append(b.Reports, rep)
+			names = append(names, name+" "+state)
+		}
+	}
+	for _, r := range []string{"exit"} {
+		delete(kv, r)
+	}
+	if len(kv) > 0 {
+		return "", fmt.Errorf("unknown options %v", kv)
+	}
+	w.marked = nil
+	ack, err := SubmitStatus(context.Background(), w.sub, w, b)
+	if err != nil {
+		return "error: " + err.Error(), nil
+	}
+	var out strings.Builder
+	for i, n := range names {
+		fmt.Fprintf(&out, "%s: %s", n, ack.Results[i])
+		if m := ack.Messages[i]; m != "" {
+			fmt.Fprintf(&out, " (%s)", m)
+		}
+		out.WriteString("\n")
+	}
+	if b.ReReport {
+		if len(w.marked) > 0 {
+			fmt.Fprintf(&out, "re-report: %s marked re-reported", w.hostOf(w.marked[0]))
+		} else {
+			out.WriteString("re-report: not marked")
+		}
+	}
+	return strings.TrimSuffix(out.String(), "\n"), nil
+}
+
+func (w *scriptWorld) dump() string {
+	var b strings.Builder
+	cs := w.lead.State(route.ClusterGroup)
+	for _, id := range cs.NodeIDs() {
+		n := cs.Node(id)
+		fmt.Fprintf(&b, "node %d %s: %s\n", id, n.Name, n.Status)
+	}
+	for g := 1; g <= w.Groups(); g++ {
+		st := w.lead.State(g)
+		for _, id := range st.TaskIDs() {
+			t := st.Task(id)
+			fmt.Fprintf(&b, "group %d %s: node=%d %s desired=%s", g, w.taskName(id), t.Node, t.Status.State, t.Desired)
+			if n := st.Node(t.Node); n != nil && t.Node != 0 {
+				fmt.Fprintf(&b, " (node seq %d)", n.AssignSeq)
+			}
+			for _, a := range t.Attachments {
+				rel := "held"
+				if a.Released {
+					rel = "released"
+				}
+				fmt.Fprintf(&b, " addr#%d %s", a.Addr, rel)
+			}
+			b.WriteString("\n")
+		}
+	}
+	return strings.TrimSuffix(b.String(), "\n")
+}
