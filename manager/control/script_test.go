@@ -22,7 +22,7 @@ package control
 //	sync n1 [seq=G:N|G:current[+-k],…] [held=web.1,g1:99,…]
 //	                                    Sync: the handles to destroy and,
 //	                                    per group, the steps it took
-//	status n1 web.1=running[,web.2=failed] [exit=N] [rereport]
+//	status n1 web.1=running [web.2=failed …] [exit=N] [rereport]
 //	                                    SubmitStatus: a verdict per report
 //	                                    and whether the node was marked
 //	monitor on|off                      the node monitor runs here or not
@@ -218,7 +218,7 @@ func (w *scriptWorld) run(d *datadriven.TestData) (string, error) {
 		if err := need(1); err != nil {
 			return "", err
 		}
-		return w.apply(sm.Command{Kind: sm.CmdCreateNetwork, NetworkSpec: &sm.Network{Name: pos[0], Subnet: kv["subnet"]}}), nil
+		return w.apply(sm.Command{Kind: sm.CmdCreateNetwork, NetworkSpec: &sm.Network{ID: sm.NetworkID(len(w.lead.State(route.ClusterGroup).NetworkIDs()) + 1), Name: pos[0], Subnet: kv["subnet"]}}), nil
 	case "create-service":
 		if err := need(1); err != nil {
 			return "", err
@@ -272,7 +272,7 @@ func (w *scriptWorld) run(d *datadriven.TestData) (string, error) {
 		}
 		return w.cmdSync(pos[0], kv)
 	case "status":
-		return w.cmdStatus(pos, kv)
+		return w.cmdStatus(d)
 	case "monitor", "fail-submissions":
 		if err := need(1); err != nil {
 			return "", err
@@ -513,51 +513,45 @@ func (w *scriptWorld) seqOf(node sm.NodeID, g int, s string) (uint64, error) {
 	return strconv.ParseUint(s, 10, 64)
 }
 
-func (w *scriptWorld) cmdStatus(pos []string, kv map[string]string) (string, error) {
-	if len(pos) < 2 {
-		return "", fmt.Errorf("want: status n1 web.1=running[,…] [exit=N] [rereport]")
+func (w *scriptWorld) cmdStatus(d *datadriven.TestData) (string, error) {
+	if len(d.CmdArgs) < 2 {
+		return "", fmt.Errorf("want: status n1 web.1=running … [exit=N] [rereport]")
 	}
-	node, err := w.node(pos[0])
+	node, err := w.node(d.CmdArgs[0].Key)
 	if err != nil {
 		return "", err
 	}
 	b := &wire.StatusBatch{NodeID: node}
 	var names []string
-	for _, p := range pos[1:] {
-		if p == "rereport" {
+	var exit int32
+	for _, a := range d.CmdArgs[1:] {
+		switch {
+		case a.Key == "rereport" && len(a.Vals) == 0:
 			b.ReReport = true
 			continue
-		}
-		for _, r := range strings.Split(p, ",") {
-			name, state, ok := strings.Cut(r, "=")
-			if !ok {
-				return "", fmt.Errorf("report %q: want task=state", r)
-			}
-			t, _, err := w.task(name)
+		case a.Key == "exit" && len(a.Vals) == 1:
+			e, err := strconv.Atoi(a.Vals[0])
 			if err != nil {
 				return "", err
 			}
-			s, err := wire.ParseTaskState(state)
-			if err != nil {
-				return "", err
-			}
-			rep := wire.StatusReport{Task: t.ID, State: s}
-			if v, ok := kv["exit"]; ok {
-				e, err := strconv.Atoi(v)
-				if err != nil {
-					return "", err
-				}
-				rep.ExitCode = int32(e)
-			}
-			b.Reports = append(b.Reports, rep)
-			names = append(names, name+" "+state)
+			exit = int32(e)
+			continue
+		case len(a.Vals) != 1:
+			return "", fmt.Errorf("report %q: want task=state", a.String())
 		}
+		t, _, err := w.task(a.Key)
+		if err != nil {
+			return "", err
+		}
+		s, err := wire.ParseTaskState(a.Vals[0])
+		if err != nil {
+			return "", err
+		}
+		b.Reports = append(b.Reports, wire.StatusReport{Task: t.ID, State: s})
+		names = append(names, a.Key+" "+a.Vals[0])
 	}
-	for _, r := range []string{"exit"} {
-		delete(kv, r)
-	}
-	if len(kv) > 0 {
-		return "", fmt.Errorf("unknown options %v", kv)
+	for i := range b.Reports {
+		b.Reports[i].ExitCode = exit
 	}
 	w.marked = nil
 	ack, err := SubmitStatus(context.Background(), w.sub, w, b)
@@ -602,7 +596,7 @@ func (w *scriptWorld) dump() string {
 				if a.Released {
 					rel = "released"
 				}
-				fmt.Fprintf(&b, " addr#%d %s", a.Addr, rel)
+				fmt.Fprintf(&b, " %d.%d.%d.%d %s", a.Addr>>24, a.Addr>>16&0xff, a.Addr>>8&0xff, a.Addr&0xff, rel)
 			}
 			b.WriteString("\n")
 		}
