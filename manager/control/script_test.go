@@ -173,9 +173,13 @@ var (
 )
 
 func (w *scriptWorld) run(d *datadriven.TestData) (string, error) {
-	pos, kv, err := scriptArgs(d)
-	if err != nil {
-		return "", err
+	pos, kv := scriptArgs(d)
+	if allowed, ok := scriptOptions[d.Cmd]; ok {
+		for k := range kv {
+			if !slices.Contains(allowed, k) {
+				return "", fmt.Errorf("unknown option %q (allowed: %s)", k, strings.Join(allowed, ", "))
+			}
+		}
 	}
 	need := func(n int) error {
 		if len(pos) != n {
@@ -300,7 +304,16 @@ func (w *scriptWorld) run(d *datadriven.TestData) (string, error) {
 	return "", fmt.Errorf("unknown command %q", d.Cmd)
 }
 
-func scriptArgs(d *datadriven.TestData) (pos []string, kv map[string]string, err error) {
+// scriptOptions are the key=value options each command takes (status reads
+// its own arguments).
+var scriptOptions = map[string][]string{
+	"session": {"host", "key", "node"}, "remove-node": nil, "node-status": nil, "deliver": nil,
+	"network": {"subnet"}, "create-service": {"replicas", "networks"}, "assign": nil,
+	"lag": {"group"}, "catch-up": {"group"}, "sync": {"seq", "held"},
+	"monitor": nil, "fail-submissions": nil, "dump": nil,
+}
+
+func scriptArgs(d *datadriven.TestData) (pos []string, kv map[string]string) {
 	kv = map[string]string{}
 	for _, c := range d.CmdArgs {
 		if len(c.Vals) == 0 {
@@ -309,7 +322,7 @@ func scriptArgs(d *datadriven.TestData) (pos []string, kv map[string]string, err
 			kv[c.Key] = strings.Join(c.Vals, ",")
 		}
 	}
-	return pos, kv, nil
+	return pos, kv
 }
 
 // apply submits one user command to the cluster and prints its outcome.
