@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/valyala/fasthttp"
-
 	"shoal/statemachine"
 	"shoal/wire"
 )
@@ -57,23 +55,10 @@ func TestStatusEndpointWiring(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer s.Close()
-			var ctx fasthttp.RequestCtx
-			ctx.Request.Header.SetMethod("POST")
-			ctx.Request.SetRequestURI("/v1/agent/status")
-			ctx.Request.Header.SetContentType(wireContentType)
-			body, err := wire.Append(nil, &wire.StatusBatch{NodeID: 5, ReReport: c.reReport, Reports: []wire.StatusReport{
+			status, got := postAgent(t, s, "/v1/agent/status", &wire.StatusBatch{NodeID: 5, ReReport: c.reReport, Reports: []wire.StatusReport{
 				{Task: 1<<48 | 1, State: statemachine.StateRunning}, {Task: 1<<48 | 2, State: statemachine.StateFailed}}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx.Request.SetBody(body)
-			s.handle(&ctx)
-			got, err := wire.Decode(ctx.Response.Body())
-			if err != nil {
-				t.Fatalf("answer %d %q: %v", ctx.Response.StatusCode(), ctx.Response.Body(), err)
-			}
 			if fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", c.want) {
-				t.Errorf("answer %d %+v; want %+v", ctx.Response.StatusCode(), got, c.want)
+				t.Errorf("answer %d %+v; want %+v", status, got, c.want)
 			}
 			if len(mon.marked) != c.wantMarked {
 				t.Errorf("marked %v, want %d marks", mon.marked, c.wantMarked)

@@ -115,23 +115,31 @@ func TestHeartbeatAnswers(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer s.Close()
-			var ctx fasthttp.RequestCtx
-			ctx.Request.Header.SetMethod("POST")
-			ctx.Request.SetRequestURI("/v1/agent/heartbeat")
-			ctx.Request.Header.SetContentType(wireContentType)
-			body, err := wire.Append(nil, &wire.Heartbeat{NodeID: c.node})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx.Request.SetBody(body)
-			s.handle(&ctx)
-			got, err := wire.Decode(ctx.Response.Body())
-			if err != nil {
-				t.Fatalf("answer %d %q: %v", ctx.Response.StatusCode(), ctx.Response.Body(), err)
-			}
+			status, got := postAgent(t, s, "/v1/agent/heartbeat", &wire.Heartbeat{NodeID: c.node})
 			if fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", c.want) {
-				t.Errorf("answer %d %+v; want %+v", ctx.Response.StatusCode(), got, c.want)
+				t.Errorf("answer %d %+v; want %+v", status, got, c.want)
 			}
 		})
 	}
+}
+
+// postAgent sends msg as a wire frame to an agent endpoint of s and
+// decodes the answer.
+func postAgent(t *testing.T, s *Server, path string, msg wire.Message) (int, wire.Message) {
+	t.Helper()
+	body, err := wire.Append(nil, msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ctx fasthttp.RequestCtx
+	ctx.Request.Header.SetMethod("POST")
+	ctx.Request.SetRequestURI(path)
+	ctx.Request.Header.SetContentType(wireContentType)
+	ctx.Request.SetBody(body)
+	s.handle(&ctx)
+	got, err := wire.Decode(ctx.Response.Body())
+	if err != nil {
+		t.Fatalf("answer %d %q: %v", ctx.Response.StatusCode(), ctx.Response.Body(), err)
+	}
+	return ctx.Response.StatusCode(), got
 }

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/valyala/fasthttp"
-
 	"shoal/cluster"
 	"shoal/statemachine"
 	"shoal/wire"
@@ -47,22 +45,9 @@ func TestSyncEndpointWiring(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer s.Close()
-			var ctx fasthttp.RequestCtx
-			ctx.Request.Header.SetMethod("POST")
-			ctx.Request.SetRequestURI("/v1/agent/sync")
-			ctx.Request.Header.SetContentType(wireContentType)
-			body, err := wire.Append(nil, &wire.SyncRequest{NodeID: 5, Seqs: c.seqs, Held: []statemachine.TaskID{unknownTask, unknownGroup}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx.Request.SetBody(body)
-			s.handle(&ctx)
-			got, err := wire.Decode(ctx.Response.Body())
-			if err != nil {
-				t.Fatalf("answer %d %q: %v", ctx.Response.StatusCode(), ctx.Response.Body(), err)
-			}
+			status, got := postAgent(t, s, "/v1/agent/sync", &wire.SyncRequest{NodeID: 5, Seqs: c.seqs, Held: []statemachine.TaskID{unknownTask, unknownGroup}})
 			if fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", c.want) {
-				t.Errorf("answer %d %+v; want %+v", ctx.Response.StatusCode(), got, c.want)
+				t.Errorf("answer %d %+v; want %+v", status, got, c.want)
 			}
 		})
 	}
