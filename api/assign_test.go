@@ -12,20 +12,7 @@ import (
 // (Service.SpecAt), also for a task two versions behind, whose own spec
 // the state no longer keeps: the current one, not the one before it.
 func TestAgentIsSentTheSpecTheSchedulerReserves(t *testing.T) {
-	st := statemachine.New(statemachine.Config{})
-	var out statemachine.Output
-	index, now := uint64(0), int64(1_700_000_000e9)
-	apply := func(cmds ...statemachine.Command) {
-		t.Helper()
-		index++
-		now += 1e6
-		st.Apply(cmds, index, now, &out)
-		for i, r := range out.Results {
-			if err := r.Err(); err != nil {
-				t.Fatalf("%s: %v", cmds[i].Kind, err)
-			}
-		}
-	}
+	st, apply := stateApplier(t)
 	apply(statemachine.Command{Kind: statemachine.CmdUpsertNode, NodeSpec: &statemachine.Node{ID: 1, Name: "n1", CPU: 4000, Memory: 1 << 33}})
 	spec := statemachine.ServiceSpec{Name: "web", Replicas: 1, Command: []string{"v1"}, CPU: 100}
 	apply(statemachine.Command{Kind: statemachine.CmdCreateService, Spec: &spec})

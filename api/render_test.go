@@ -12,20 +12,7 @@ import (
 // RunningAny at any version, so a rolling update's old tasks still serving
 // show.
 func TestRenderServiceCountsRunningOfAnyVersion(t *testing.T) {
-	st := statemachine.New(statemachine.Config{})
-	var out statemachine.Output
-	index, now := uint64(0), int64(1_700_000_000e9)
-	apply := func(cmds ...statemachine.Command) {
-		t.Helper()
-		index++
-		now += 1e6
-		st.Apply(cmds, index, now, &out)
-		for i, r := range out.Results {
-			if err := r.Err(); err != nil {
-				t.Fatalf("%s: %v", cmds[i].Kind, err)
-			}
-		}
-	}
+	st, apply := stateApplier(t)
 	apply(statemachine.Command{Kind: statemachine.CmdUpsertNode, NodeSpec: &statemachine.Node{ID: 1, Name: "n1", CPU: 4000, Memory: 1 << 33}})
 	spec := statemachine.ServiceSpec{Name: "web", Replicas: 3, Image: "v1", Update: statemachine.UpdateConfig{Parallelism: 1}}
 	apply(statemachine.Command{Kind: statemachine.CmdCreateService, Spec: &spec})
@@ -120,6 +107,26 @@ func TestRenderServiceConvergence(t *testing.T) {
 		n.ByState[statemachine.StateRejected] = c.counts.rejected
 		if got := convergence(svc, n, c.desired); got != c.want {
 			t.Errorf("%s: got %+v, want %+v", c.name, got, c.want)
+		}
+	}
+}
+
+// stateApplier returns an empty state and a function that applies
+// commands to it as the next entry (a millisecond after the last),
+// failing the test on any refusal.
+func stateApplier(t *testing.T) (*statemachine.State, func(...statemachine.Command)) {
+	st := statemachine.New(statemachine.Config{})
+	var out statemachine.Output
+	index, now := uint64(0), int64(1_700_000_000e9)
+	return st, func(cmds ...statemachine.Command) {
+		t.Helper()
+		index++
+		now += 1e6
+		st.Apply(cmds, index, now, &out)
+		for i, r := range out.Results {
+			if err := r.Err(); err != nil {
+				t.Fatalf("%s: %v", cmds[i].Kind, err)
+			}
 		}
 	}
 }
