@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
-	"slices"
-	"sync"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -37,30 +35,6 @@ type Monitor interface {
 
 // wireContentType marks bodies that are wire/ frames.
 const wireContentType = "application/x-shoal-wire"
-
-// session is what this manager remembers of an agent's session: which
-// specs it already sent (each once per service and version).
-type session struct {
-	mu   sync.Mutex // guards sent and given
-	node statemachine.NodeID
-	sent map[specKey]bool
-	// given is the cursor the last answer brought the agent to. A request
-	// from another cursor means that answer was lost (or the agent
-	// resyncs): the specs it carried are sent again.
-	given wire.Cursor
-}
-
-// beginLocked prepares an answer to a request from cursor.
-func (ss *session) beginLocked(cursor wire.Cursor) {
-	if len(cursor) == 0 || !slices.Equal(cursor, ss.given) {
-		clear(ss.sent)
-	}
-}
-
-type specKey struct {
-	service string
-	version uint32
-}
 
 // wireFail writes a wire.Error answer.
 func (s *Server) wireFail(ctx *fasthttp.RequestCtx, e *wire.Error) {
@@ -194,7 +168,7 @@ func (s *Server) openSession(ctx *fasthttp.RequestCtx) error {
 	}
 	id := opened.Node
 	sid := rand.Uint64() | 1
-	s.sessions.open(sid, id)
+	s.stream.Open(sid, id)
 	s.metrics.sessions.Inc()
 	// The period the monitor hands this many nodes: the session's first
 	// heartbeats wait that long for their answer, so a fleet joining a
@@ -216,30 +190,13 @@ type sessionRegistrar struct {
 	Submitter
 }
 
-// sessionFor returns the session's record on this manager, creating it
-// when the agent opened its session elsewhere.
-func (s *Server) sessionFor(id uint64, node statemachine.NodeID) *session {
-	return s.sessions.get(id, node)
-}
-
 // leaderAddr returns the API address of the cluster group's leader, if known.
 func (s *Server) leaderAddr() string {
 	id, ok := s.leaders.Leader(routing.ClusterGroup)
 	if !ok {
 		return ""
 	}
-	return s.managerAddr(id)
-}
-
-// managerAddr returns the API address of replica id ("" for 0 or one
-// that registered none).
-func (s *Server) managerAddr(id uint64) string {
-	if id == 0 {
-		return ""
-	}
-	var addr string
-	_ = s.reads.ReadLocal(routing.ClusterGroup, func(st *statemachine.State) { addr = st.Managers()[id] })
-	return addr
+	return s.stream.ManagerAddr(id)
 }
 
 // notLeader answers a call only the cluster's leader takes, naming the

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"shoal/manager/control"
 	"shoal/statemachine"
 	"shoal/wire"
 )
@@ -46,7 +47,7 @@ func TestStatusEndpointWiring(t *testing.T) {
 			r := &replica{st: st, leader: c.leader}
 			mon := &marks{}
 			cfg := Config{Reads: r, Leaders: r, Self: r, Replicas: r, Stats: r, ToGroup: r, Submitter: r,
-				Feed: NewFeed(1, nil, 16, 16)}
+				Feed: control.NewFeed(1, nil, 16, 16)}
 			if c.monitor {
 				cfg.Monitor = mon
 			}

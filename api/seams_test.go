@@ -9,6 +9,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"shoal/cluster"
+	"shoal/manager/control"
 	routing "shoal/route"
 	"shoal/statemachine"
 	"shoal/wire"
@@ -110,7 +111,7 @@ func TestHeartbeatAnswers(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			r := &replica{st: st, leader: c.leader}
 			s, err := New(Config{Reads: r, Leaders: r, Self: r, Replicas: r, Stats: r, ToGroup: r, Submitter: r,
-				Feed: NewFeed(1, nil, 16, 16), Monitor: c.mon})
+				Feed: control.NewFeed(1, nil, 16, 16), Monitor: c.mon})
 			if err != nil {
 				t.Fatal(err)
 			}
