@@ -41,7 +41,7 @@ func TestStatusEndpointWiring(t *testing.T) {
 		{name: "re-report on a follower", leader: 2, monitor: true, reReport: true,
 			want: &wire.Error{Code: wire.CodeNotLeader, RetryAfter: int64(200 * time.Millisecond),
 				Message: "this manager does not lead the cluster; send heartbeats to the leader"}},
-		{name: "re-report on a leader without a monitor", leader: 1, reReport: true, want: starting()},
+		{name: "re-report on a leader without a monitor", leader: 1, reReport: true, want: control.Starting()},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := &replica{st: st, leader: c.leader}

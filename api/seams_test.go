@@ -100,7 +100,7 @@ func TestHeartbeatAnswers(t *testing.T) {
 		{name: "not the leader", leader: 2, node: 5, mon: beats{err: fmt.Errorf("node 5: %w", cluster.ErrNotMonitoring)},
 			want: &wire.Error{Code: wire.CodeNotLeader, RetryAfter: int64(200 * time.Millisecond),
 				Message: "this manager does not lead the cluster; send heartbeats to the leader"}},
-		{name: "just elected", leader: 1, node: 5, mon: beats{err: cluster.ErrMonitorStarting}, want: starting()},
+		{name: "just elected", leader: 1, node: 5, mon: beats{err: cluster.ErrMonitorStarting}, want: control.Starting()},
 		{name: "removed node", leader: 1, node: 7, mon: beats{err: cluster.ErrUnknownNode},
 			want: &wire.Error{Code: wire.CodeNodeRemoved, Message: "this node was removed from the cluster; clear the agent's data directory to join as a new node"}},
 		{name: "node not applied yet", leader: 1, node: 5, mon: beats{err: cluster.ErrUnknownNode},

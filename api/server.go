@@ -142,8 +142,10 @@ type Server struct {
 	routeTable []route
 	joins      joinState
 
-	// stream answers the agents' assignment polls; ctx ends (and its
-	// parked polls end) when the server closes.
+	// agents is the agent protocol; stream, its assignment stream,
+	// answers the agents' polls. ctx ends (and the parked polls end) when
+	// the server closes.
+	agents *control.Agents
 	stream *control.Stream
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -159,8 +161,14 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, reads: cfg.Reads, leaders: cfg.Leaders, self: cfg.Self, replicas: cfg.Replicas,
 		stats: cfg.Stats, toGroup: cfg.ToGroup, closed: make(chan struct{}),
 		setups: make(chan struct{}, cfg.MaxSessionSetups), joinSlots: make(chan struct{}, cfg.MaxJoins)}
-	s.stream = control.NewStream(control.StreamConfig{Reads: cfg.Reads, Leaders: cfg.Leaders, Feed: cfg.Feed,
-		Clock: cfg.Clock, Logf: cfg.Logf})
+	var mon control.Monitor // nil unless the server has one
+	if cfg.Monitor != nil {
+		mon = cfg.Monitor
+	}
+	s.agents = control.NewAgents(control.AgentsConfig{Cluster: agentCluster{cfg.Reads, cfg.ToGroup, cfg.Submitter},
+		Leaders: cfg.Leaders, Self: cfg.Self, Feed: cfg.Feed, Monitor: mon, Clock: cfg.Clock,
+		SyncInterval: cfg.SyncInterval, Logf: cfg.Logf})
+	s.stream = s.agents.Stream()
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.metrics = newMetrics(s)
 	go s.watchQuorum()

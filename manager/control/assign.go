@@ -29,12 +29,13 @@ type Reader interface {
 	Read(ctx context.Context, group int, fn func(*statemachine.State)) error
 }
 
-// Leaders is what the assignment stream needs to know of the groups'
-// leaders (the engine implements it): LeaderNotice returns a group's
-// leader as this replica knows it (0: none) and a channel closed at the
-// next change; Contact says whether this replica is in contact with the
-// group's quorum.
+// Leaders is what the agent protocol needs to know of the groups' leaders
+// (the engine implements it): Leader returns a group's leader (ok is false
+// while none is known); LeaderNotice returns the leader as this replica
+// was notified of it (0: none) and a channel closed at the next change;
+// Contact says whether this replica is in contact with the group's quorum.
 type Leaders interface {
+	Leader(group int) (replicaID uint64, ok bool)
 	LeaderNotice(group int) (leader uint64, next <-chan struct{})
 	Contact(group int) cluster.Contact
 }

@@ -64,6 +64,15 @@
 //     feed's lock → a journal's lock; polls take only their own node's
 //     journal lock, never the feed's. This contract is the package's
 //     own: callers only wire OnApply (and Raise after a snapshot).
+//   - Agents is the whole protocol of one replica in process: its
+//     methods are agent.Manager's (OpenSession, Heartbeat, Assignments,
+//     ReportStatus, Sync), so a real agent runs against it without HTTP
+//     (the in-process test; the deterministic simulation), and the API's
+//     agent endpoints are its translation to HTTP. Its refusals are
+//     *wire.Error values; a heartbeat or re-report where the node monitor
+//     does not run is answered not_leader naming the leader (unavailable,
+//     retry here, on a leader whose monitor is starting); any other error
+//     is the cluster's, which the API maps through its error table.
 //   - OpenSession registers a session request's node when its agent
 //     opens a session: PlanSession decides from one local read of the cluster
 //     group — no hostname: bad request; a node ID this replica neither
