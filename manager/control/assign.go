@@ -146,6 +146,7 @@ func (s *Stream) Assignments(ctx context.Context, req *wire.AssignmentsRequest) 
 	if !ok {
 		return nil, s.noQuorum()
 	}
+	started, _ := s.leaders.LeaderNotice(route.ClusterGroup)
 	wait := min(time.Duration(max(req.Wait, 0)), MaxAssignWait)
 	var timeout <-chan time.Time
 	if wait > 0 {
@@ -153,7 +154,6 @@ func (s *Stream) Assignments(ctx context.Context, req *wire.AssignmentsRequest) 
 		defer timer.Stop()
 		timeout = timer.C()
 	}
-	started, _ := s.leaders.LeaderNotice(route.ClusterGroup)
 	s.parked.Add(1)
 	defer s.parked.Add(-1)
 	for {
