@@ -64,6 +64,8 @@ var edges = map[string]rule{
 	"internal/netns": {third: []string{"golang.org/x/sys/unix"}},
 	// The API's JSON codec for responses and event lines.
 	"internal/jsoncodec": {third: []string{"github.com/goccy/go-json"}},
+	// How a task ID is printed for people and matched back from a prefix.
+	"internal/taskref": {pure: true, shoal: []string{"internal/mix"}},
 
 	// Which group owns a command: pure, shared by the engine and the
 	// duties' in-memory harness.
