@@ -118,7 +118,7 @@ var edges = map[string]rule{
 	// loadgen.
 	"cmd/shoal": {
 		shoal: []string{"manager", "api", "api/client", "agent", "engine", "engine/monitor", "loadgen", "loadgen/fleet",
-			"loadgen/report", "security", "security/tlsdir", "statemachine", "wire", "internal/clock"},
+			"loadgen/report", "security", "security/tlsdir", "statemachine", "wire", "internal/clock", "internal/taskref"},
 		third: []string{"github.com/spf13/cobra", "github.com/spf13/pflag"}},
 	"perf/summary": {third: []string{"golang.org/x/perf"}},
 	"perf/compare": {shoal: []string{"loadgen/report"}},
