@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"shoal/internal/taskref"
 	"shoal/sched"
 )
 
@@ -254,7 +255,7 @@ func (s *State) removeNode(id NodeID) Result {
 	}
 	for _, t := range s.NodeTasks(id) { // in ID order: the message is the same on every replica
 		if !t.Status.State.Terminal() {
-			return reject(CodeNotAllowed, "node %d still has task %d (%s); it must be orphaned first", id, t.ID, t.Status.State)
+			return reject(CodeNotAllowed, "node %d still has task %s (%s); it must be orphaned first", id, taskref.Short(uint64(t.ID)), t.Status.State)
 		}
 	}
 	for _, t := range slices.Clone(n.tasks) {
