@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"github.com/valyala/fasthttp"
 
 	"shoal/statemachine"
@@ -98,6 +100,12 @@ func parseExposition(t *testing.T, text string) exposition {
 // its samples, which come together; api/README.md names every family.
 func TestMetricsHaveHelpTypeAndDocs(t *testing.T) {
 	text, _ := scrapeMetrics(t)
+	// Prometheus's own parser reads it (HELP and TYPE are checked
+	// against the samples).
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	if _, err := parser.TextToMetricFamilies(strings.NewReader(text)); err != nil {
+		t.Errorf("Prometheus does not parse /metrics: %v", err)
+	}
 	e := parseExposition(t, text)
 	if len(e.families) < 40 {
 		t.Fatalf("only %d families:\n%s", len(e.families), text)
