@@ -194,7 +194,7 @@ func (s *Server) explainPending(tasks []client.Task) {
 	}
 	why := map[string]string{}
 	for name, err := range s.cfg.Placement.Unplaced() {
-		why[name] = "not placed: " + userMessage(err)
+		why[name] = "not placed: " + err.Error()
 	}
 	for i := range tasks {
 		if t := &tasks[i]; t.State == "pending" && t.Message == "" {

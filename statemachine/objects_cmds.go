@@ -29,13 +29,10 @@ func validName(name string) bool {
 	return true
 }
 
-// ValidateSpec says what is wrong with a service spec, or returns nil.
-func ValidateSpec(spec *ServiceSpec) error {
-	if r := validateSpec(spec); r.Code != CodeOK {
-		return r.Err()
-	}
-	return nil
-}
+// ValidateSpec says what is wrong with a service spec, as the command
+// creating it would be rejected (Msg is written for users; Err wraps the
+// code's sentinel), or returns a Result with CodeOK.
+func ValidateSpec(spec *ServiceSpec) Result { return validateSpec(spec) }
 
 func validateSpec(spec *ServiceSpec) Result {
 	if spec == nil {
