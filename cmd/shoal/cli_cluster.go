@@ -58,8 +58,9 @@ func newNodeCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				if n, err = c.Node(ctx, nodeID(n)); err != nil {
-					return err
+				id := nodeID(n)
+				if n, err = c.Node(ctx, id); err != nil {
+					return nodeErr(args[0], id, err)
 				}
 				return printJSON(cmd.OutOrStdout(), n)
 			})
@@ -101,8 +102,9 @@ func newNodeCmd() *cobra.Command {
 					}
 					u.Labels = &ls
 				}
-				if n, err = c.UpdateNode(ctx, nodeID(n), u); err != nil {
-					return err
+				id := nodeID(n)
+				if n, err = c.UpdateNode(ctx, id, u); err != nil {
+					return nodeErr(args[0], id, err)
 				}
 				fmt.Fprintln(cmd.OutOrStdout(), n.ID)
 				return nil
@@ -121,7 +123,7 @@ func newNodeCmd() *cobra.Command {
 					return err
 				}
 				if err := c.RemoveNode(ctx, nodeID(n)); err != nil {
-					return err
+					return nodeErr(args[0], nodeID(n), err)
 				}
 				fmt.Fprintln(cmd.OutOrStdout(), args[0])
 				return nil

@@ -111,3 +111,13 @@ func resolveNode(ctx context.Context, c *client.Client, ref string) (client.Node
 
 // nodeID is the node's ID as the API's paths take it.
 func nodeID(n client.Node) string { return strconv.FormatUint(uint64(n.ID), 10) }
+
+// nodeErr names the node in a manager's refusal the way the user typed it
+// (the manager names it by ID): `node "web-3": node 5 is ready; ...`.
+func nodeErr(typed, id string, err error) error {
+	err = userError(err)
+	if err == nil || typed == id {
+		return err
+	}
+	return fmt.Errorf("node %q: %w", typed, err)
+}

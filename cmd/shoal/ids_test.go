@@ -105,6 +105,12 @@ func TestNodeResolvesByIDHostnameOrPrefix(t *testing.T) {
 		}
 		asked = append(asked, r.URL.Path)
 		id := strings.TrimPrefix(r.URL.Path, "/v1/nodes/")
+		if r.Method == "DELETE" {
+			w.WriteHeader(http.StatusConflict)
+			_ = json.NewEncoder(w).Encode(client.ErrorBody{Code: client.CodeConflict,
+				Error: "node " + id + " is ready; only a down node can be removed"})
+			return
+		}
 		for _, n := range nodes {
 			if nodeID(n) == id {
 				_ = json.NewEncoder(w).Encode(n)
@@ -139,6 +145,16 @@ func TestNodeResolvesByIDHostnameOrPrefix(t *testing.T) {
 	} {
 		if out, err := run("node", "inspect", typed); err == nil || !strings.Contains(out, want) {
 			t.Errorf("node inspect %s: %v\n%s", typed, err, out)
+		}
+	}
+	// The manager's refusal names the node by ID; the CLI adds the name
+	// the user typed, when that was not the ID.
+	for typed, want := range map[string]string{
+		"db": `node "db": node 12 is ready; only a down node can be removed`,
+		"12": `node 12 is ready; only a down node can be removed`,
+	} {
+		if out, err := run("node", "rm", typed); err == nil || strings.TrimSpace(out) != want {
+			t.Errorf("node rm %s: %v\n%s", typed, err, out)
 		}
 	}
 }
