@@ -451,6 +451,9 @@ func newServicePsCmd(o *cliOptions) *cobra.Command {
 // serviceOrTask reads the tasks `service ps ARG` lists: those of the
 // service named arg, or else the one task whose ID begins with arg.
 func serviceOrTask(cmd *cobra.Command, c *client.Client, arg string) ([]client.Task, error) {
+	if arg == "" {
+		return nil, errors.New("an empty name: give a service name or a task ID as `service ps` prints it")
+	}
 	tasks, err := allTasks(cmd, c, url.Values{"service": {arg}})
 	var ae *client.APIError
 	if err == nil || !errors.As(err, &ae) || ae.Code != client.CodeNotFound {
