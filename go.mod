@@ -19,6 +19,8 @@ require github.com/goccy/go-json v0.12.0
 
 require github.com/anishathalye/porcupine v1.3.1
 
+require go.yaml.in/yaml/v3 v3.0.6 // indirect
+
 require (
 	github.com/DataDog/zstd v1.4.5 // indirect
 	github.com/VictoriaMetrics/metrics v1.35.1
