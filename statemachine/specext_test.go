@@ -3,6 +3,7 @@ package statemachine
 import (
 	"bytes"
 	"maps"
+	"slices"
 	"testing"
 )
 
@@ -106,4 +107,32 @@ func TestSpecFromOlderFormatsDecodes(t *testing.T) {
 	if err := loaded.CheckInvariants(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// withoutSpecExts returns canon (s's canonical encoding) with each service
+// spec's labels and rollback configuration cut out, as formats before 7
+// wrote it.
+func withoutSpecExts(t *testing.T, s *State, canon []byte) []byte {
+	t.Helper()
+	out := slices.Clone(canon)
+	from := 0
+	for _, id := range s.ServiceIDs() {
+		svc := s.services[id]
+		for _, sp := range []*ServiceSpec{&svc.Spec, svc.PrevSpec} {
+			if sp == nil {
+				continue
+			}
+			var full, ext encoder
+			encodeSpec(&full, sp)
+			encodeSpecExt(&ext, sp)
+			at := bytes.Index(out[from:], full.b)
+			if at < 0 {
+				t.Fatalf("the spec of %q is not in the snapshot", sp.Name)
+			}
+			end := from + at + len(full.b)
+			out = slices.Delete(out, end-len(ext.b), end)
+			from = end - len(ext.b)
+		}
+	}
+	return out
 }
