@@ -17,11 +17,10 @@ require (
 
 require github.com/goccy/go-json v0.12.0
 
-require github.com/anishathalye/porcupine v1.3.1
-
 require (
-	github.com/docker/go-units v0.5.0 // indirect
-	go.yaml.in/yaml/v3 v3.0.6 // indirect
+	github.com/anishathalye/porcupine v1.3.1
+	github.com/docker/go-units v0.5.0
+	go.yaml.in/yaml/v3 v3.0.6
 )
 
 require (
