@@ -93,7 +93,7 @@ func convertNetwork(stack, n string, nw *network) (client.NetworkSpec, error) {
 	if len(nw.IPAM.Config) > 1 {
 		return client.NetworkSpec{}, lineErr(nw.line, path+".ipam.config", "one subnet per network")
 	}
-	return client.NetworkSpec{Name: full, Subnet: nw.IPAM.Config[0].Subnet}, nil
+	return client.NetworkSpec{Name: full, Subnet: string(nw.IPAM.Config[0].Subnet)}, nil
 }
 
 func convertService(stack, n string, s *service, nets map[string]*network) (client.ServiceSpec, error) {
@@ -144,7 +144,9 @@ func convertService(stack, n string, s *service, nets map[string]*network) (clie
 		}
 	}
 	if p := d.Placement; p != nil {
-		sp.Constraints = p.Constraints
+		for _, c := range p.Constraints {
+			sp.Constraints = append(sp.Constraints, string(c))
+		}
 		pl := &client.Placement{MaxReplicasPerNode: p.MaxReplicasPerNode}
 		for _, pref := range p.Preferences {
 			pl.Preferences = append(pl.Preferences, string(pref.Spread))

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/netip"
 	"reflect"
 	"slices"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"shoal/api/client"
+	"shoal/sched"
 )
 
 // StackLabel is the service label that names a service's stack.
@@ -74,7 +76,7 @@ type restartPolicy struct {
 }
 
 type placement struct {
-	Constraints        []string     `yaml:"constraints"`
+	Constraints        []constraint `yaml:"constraints"`
 	Preferences        []preference `yaml:"preferences"`
 	MaxReplicasPerNode uint32       `yaml:"max_replicas_per_node"`
 }
@@ -138,7 +140,35 @@ type ipam struct {
 }
 
 type ipamConfig struct {
-	Subnet string `yaml:"subnet"`
+	Subnet subnet `yaml:"subnet"`
+}
+
+// subnet is a network's CIDR.
+type subnet string
+
+func (s *subnet) read(n *yaml.Node) error {
+	if _, err := netip.ParsePrefix(n.Value); n.Kind != yaml.ScalarNode || err != nil {
+		return fmt.Errorf("%q is not a subnet in CIDR form, such as 10.10.1.0/24", n.Value)
+	}
+	*s = subnet(n.Value)
+	return nil
+}
+
+// constraint is a placement constraint the scheduler can read.
+type constraint string
+
+func (c *constraint) read(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return fmt.Errorf("give a constraint such as node.labels.zone==a, not a %s", kindName(n))
+	}
+	if _, err := sched.ParseConstraints([]string{n.Value}); err != nil {
+		if errors.Is(err, sched.ErrInvalidConstraint) {
+			return errors.New("invalid constraint" + strings.TrimPrefix(err.Error(), sched.ErrInvalidConstraint.Error()))
+		}
+		return err
+	}
+	*c = constraint(n.Value)
+	return nil
 }
 
 // scalar is a value with its own reading of a node (a union of forms, or

@@ -85,7 +85,7 @@ func deployStack(cmd *cobra.Command, c *client.Client, st stackfile.Stack) error
 	for i, sp := range st.Services {
 		n, err := api.NormalizeSpec(sp)
 		if err != nil {
-			return fmt.Errorf("service %s: %w", sp.Name, userError(err))
+			return userError(err) // the message names the service
 		}
 		desired[i] = n
 	}
@@ -112,7 +112,7 @@ func deployStack(cmd *cobra.Command, c *client.Client, st stackfile.Stack) error
 		case err == nil:
 		case errors.As(err, &ae) && ae.Status == 404:
 			if _, err := c.CreateNetwork(ctx, nw); err != nil {
-				return fmt.Errorf("network %s: %w", nw.Name, userError(err))
+				return userError(err) // the message names the network
 			}
 			fmt.Fprintf(w, "Creating network %s\n", nw.Name)
 		default:
