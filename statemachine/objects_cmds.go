@@ -2,7 +2,6 @@ package statemachine
 
 import (
 	"maps"
-	"math"
 	"slices"
 	"strings"
 
@@ -14,6 +13,8 @@ import (
 const (
 	maxNameLen  = 63
 	maxReplicas = 1 << 20
+	maxLabels   = 64
+	maxLabelLen = 1024
 )
 
 func validName(name string) bool {
@@ -64,9 +65,19 @@ func validateSpec(spec *ServiceSpec) Result {
 			return reject(CodeInvalid, "service %q: environment entry %q is not KEY=VALUE", spec.Name, kv)
 		}
 	}
-	if u := spec.Update; u.Delay < 0 || u.Monitor < 0 || u.FailureAction >= numFailureActions || u.Order > StartFirst ||
-		math.IsNaN(u.MaxFailureRatio) || u.MaxFailureRatio < 0 || u.MaxFailureRatio > 1 {
+	if u := spec.Update; !u.valid() || u.FailureAction >= numFailureActions {
 		return reject(CodeInvalid, "service %q: update delay and monitor must not be negative, max failure ratio must be in [0,1], failure action pause, continue or rollback", spec.Name)
+	}
+	if u := spec.Rollback; !u.valid() || u.FailureAction == ActionRollback || u.FailureAction >= numFailureActions {
+		return reject(CodeInvalid, "service %q: rollback delay and monitor must not be negative, max failure ratio must be in [0,1], failure action pause or continue", spec.Name)
+	}
+	for k, v := range spec.Labels {
+		if k == "" || strings.ContainsAny(k, "=\x00") || len(k)+len(v) > maxLabelLen {
+			return reject(CodeInvalid, "service %q: label %q: a key is 1 or more characters without '=', key and value at most %d bytes together", spec.Name, k, maxLabelLen)
+		}
+	}
+	if len(spec.Labels) > maxLabels {
+		return reject(CodeInvalid, "service %q: %d labels is more than the limit of %d", spec.Name, len(spec.Labels), maxLabels)
 	}
 	if spec.Disconnect.LostAfter < 0 || spec.Disconnect.Reconcile >= numReconcileModes {
 		return reject(CodeInvalid, "service %q: disconnect lost_after must not be negative and reconcile must be one of %v", spec.Name, reconcileNames)
@@ -90,6 +101,7 @@ func cloneSpec(spec *ServiceSpec) ServiceSpec {
 	c.Command = slices.Clone(spec.Command)
 	c.Env = slices.Clone(spec.Env)
 	c.Placement.Preferences = slices.Clone(spec.Placement.Preferences)
+	c.Labels = maps.Clone(spec.Labels)
 	return c
 }
 

@@ -23,112 +23,6 @@ func newServiceCmd() *cobra.Command {
 	return cmd
 }
 
-// specFlags are the flags that make or change a spec.
-type specFlags struct {
-	replicas      uint32
-	mode          string
-	networks      []string
-	constraints   []string
-	env           []string
-	dir           string
-	restartCond   string
-	restartDelay  time.Duration
-	restartMax    uint32
-	updPar        uint32
-	updDelay      time.Duration
-	updOrder      string
-	updFailAction string
-	reserveCPU    float64
-	reserveMem    int64
-	stopGrace     time.Duration
-	detach        bool
-	timeout       time.Duration
-}
-
-func (f *specFlags) add(cmd *cobra.Command, create bool) {
-	fl := cmd.Flags()
-	fl.Uint32Var(&f.replicas, "replicas", 1, "number of tasks (replicated mode)")
-	if create {
-		fl.StringVar(&f.mode, "mode", "replicated", "replicated or global (one task per node)")
-	}
-	fl.StringSliceVar(&f.networks, "network", nil, "attach to a network (repeatable)")
-	fl.StringSliceVar(&f.constraints, "constraint", nil, "placement constraint, e.g. node.labels.zone==a (repeatable)")
-	fl.StringArrayVarP(&f.env, "env", "e", nil, "environment variable KEY=VALUE (repeatable)")
-	fl.StringVar(&f.dir, "workdir", "", "working directory of the task's process")
-	fl.StringVar(&f.restartCond, "restart-condition", "any", "restart when a task exits: any, on-failure or none")
-	fl.DurationVar(&f.restartDelay, "restart-delay", 5*time.Second, "delay between restarts")
-	fl.Uint32Var(&f.restartMax, "restart-max-attempts", 0, "restarts per slot before giving up (0: unlimited)")
-	fl.Uint32Var(&f.updPar, "update-parallelism", 1, "tasks updated at once (0: all)")
-	fl.DurationVar(&f.updDelay, "update-delay", 0, "delay between updating tasks")
-	fl.StringVar(&f.updOrder, "update-order", "stop-first", "stop-first or start-first")
-	fl.StringVar(&f.updFailAction, "update-failure-action", "pause", "pause, continue or rollback")
-	fl.Float64Var(&f.reserveCPU, "reserve-cpu", 0, "CPUs reserved per task (e.g. 0.5)")
-	fl.Int64Var(&f.reserveMem, "reserve-memory", 0, "bytes of memory reserved per task")
-	fl.DurationVar(&f.stopGrace, "stop-grace-period", 10*time.Second, "time between SIGTERM and SIGKILL when stopping a task")
-	fl.BoolVarP(&f.detach, "detach", "d", false, "return once the change is stored, without waiting for tasks to converge")
-	fl.DurationVar(&f.timeout, "timeout", 2*time.Minute, "how long to wait for convergence")
-}
-
-// apply writes the flags the user set (all of them on create) into spec.
-func (f *specFlags) apply(cmd *cobra.Command, spec *client.ServiceSpec, create bool) {
-	set := func(name string) bool { return create || cmd.Flags().Changed(name) }
-	if (create && f.mode != "global") || (!create && cmd.Flags().Changed("replicas")) {
-		r := f.replicas
-		spec.Replicas = &r
-	}
-	if set("network") {
-		spec.Networks = f.networks
-	}
-	if set("constraint") {
-		spec.Constraints = f.constraints
-	}
-	if set("env") {
-		spec.Env = f.env
-	}
-	if set("workdir") {
-		spec.Dir = f.dir
-	}
-	if spec.Restart == nil {
-		spec.Restart = &client.RestartPolicy{}
-	}
-	if set("restart-condition") {
-		spec.Restart.Condition = f.restartCond
-	}
-	if set("restart-delay") {
-		d := client.Duration(f.restartDelay)
-		spec.Restart.Delay = &d
-	}
-	if set("restart-max-attempts") {
-		spec.Restart.MaxAttempts = f.restartMax
-	}
-	if spec.Update == nil {
-		spec.Update = &client.UpdateConfig{}
-	}
-	if set("update-parallelism") {
-		p := f.updPar
-		spec.Update.Parallelism = &p
-	}
-	if set("update-delay") {
-		spec.Update.Delay = client.Duration(f.updDelay)
-	}
-	if set("update-order") {
-		spec.Update.Order = f.updOrder
-	}
-	if set("update-failure-action") {
-		spec.Update.FailureAction = f.updFailAction
-	}
-	if set("reserve-cpu") {
-		spec.Reserve.CPU = int64(f.reserveCPU * 1000)
-	}
-	if set("reserve-memory") {
-		spec.Reserve.Memory = f.reserveMem
-	}
-	if set("stop-grace-period") {
-		g := client.Duration(f.stopGrace)
-		spec.StopGrace = &g
-	}
-}
-
 func newServiceCreateCmd(o *cliOptions) *cobra.Command {
 	var f specFlags
 	cmd := &cobra.Command{
@@ -151,7 +45,9 @@ func newServiceCreateCmd(o *cliOptions) *cobra.Command {
 			if spec.Mode == "global" && cmd.Flags().Changed("replicas") {
 				return fmt.Errorf("--replicas does not apply to a global service (it runs one task per node)")
 			}
-			f.apply(cmd, &spec, true)
+			if err := f.apply(cmd, &spec, true); err != nil {
+				return err
+			}
 			ctx, cancel := requestCtx(cmd)
 			defer cancel()
 			svc, idx, err := c.CreateService(ctx, spec)
@@ -188,7 +84,9 @@ func newServiceUpdateCmd(o *cliOptions) *cobra.Command {
 				return userError(err)
 			}
 			spec := cur.Spec
-			f.apply(cmd, &spec, false)
+			if err := f.apply(cmd, &spec, false); err != nil {
+				return err
+			}
 			if len(args) > 1 {
 				spec.Command = args[1:]
 			}
