@@ -40,7 +40,7 @@ func TestSpecLabelsAndRollbackSurviveCodecs(t *testing.T) {
 		{Name: "c", Labels: map[string]string{"": "x"}},
 		{Name: "d", Labels: map[string]string{"k=v": "x"}},
 	} {
-		if ValidateSpec(&bad) == nil {
+		if ValidateSpec(&bad).Err() == nil {
 			t.Errorf("spec %+v accepted", bad)
 		}
 	}
