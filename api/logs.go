@@ -38,7 +38,7 @@ const (
 	logRenew = 3 * time.Second
 	// logGiveUp is how long a stream that does not follow waits for a node
 	// that sends nothing before it says so and ends without it.
-	logGiveUp = 10 * time.Second
+	logGiveUp = 5 * time.Second
 	// logKeepAlive is how often an idle followed stream gets a blank line
 	// (so a reader that left is noticed).
 	logKeepAlive = 10 * time.Second
