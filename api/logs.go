@@ -106,7 +106,7 @@ func (s *Server) openLogs(ctx *fasthttp.RequestCtx, target string, isTask bool) 
 	now := s.cfg.Clock.Now()
 	for _, t := range tasks {
 		if t.gone != "" {
-			sub.NodeGone(t.node, t.gone, now) // a note per task whose node is gone
+			sub.Note(t.node, t.id, t.gone, now)
 		}
 	}
 	if len(n.Nodes) > 0 {

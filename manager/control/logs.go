@@ -203,6 +203,16 @@ func (s *LogSub) NodeGone(node statemachine.NodeID, why string, now time.Time) {
 	s.signal()
 }
 
+// Note adds a note from this manager about a task (or, with task 0, a
+// whole node): one whose node cannot send its output, say.
+func (s *LogSub) Note(node statemachine.NodeID, task statemachine.TaskID, msg string, now time.Time) {
+	b := s.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s.addLocked(LogEntry{Task: task, Node: node, Stream: wire.LogNote, At: now.UnixNano(), Data: msg}, true)
+	s.signal()
+}
+
 // Close stops holding the subscription: its buffer is freed and later
 // batches for it are answered stop.
 func (s *LogSub) Close() {
