@@ -51,11 +51,12 @@ const (
 	logGiveUp = 30 * time.Second
 )
 
-// logSubs remembers the subscriptions this agent started (a manager may
-// hand one over again), the newest logSeen of them.
+// logSubs remembers the subscriptions this agent started, with the tasks
+// it serves for each (a manager may hand one over again, with more tasks
+// when a followed service got new ones), the newest logSeen of them.
 type logSubs struct {
 	mu      sync.Mutex
-	seen    map[uint64]bool
+	seen    map[uint64]map[sm.TaskID]bool
 	order   []uint64
 	running int
 }
@@ -72,18 +73,30 @@ func (a *Agent) subscribeLogs(ctx context.Context, node sm.NodeID, subs []wire.L
 	for _, sub := range subs {
 		l.mu.Lock()
 		if l.seen == nil {
-			l.seen = map[uint64]bool{}
+			l.seen = map[uint64]map[sm.TaskID]bool{}
 		}
-		if l.seen[sub.ID] {
+		served := l.seen[sub.ID]
+		if served == nil {
+			served = map[sm.TaskID]bool{}
+			l.seen[sub.ID] = served
+			l.order = append(l.order, sub.ID)
+			if len(l.order) > logSeen {
+				delete(l.seen, l.order[0])
+				l.order = l.order[1:]
+			}
+		}
+		var fresh []sm.TaskID // tasks not served yet for this subscription
+		for _, t := range sub.Tasks {
+			if !served[t] {
+				served[t] = true
+				fresh = append(fresh, t)
+			}
+		}
+		if len(fresh) == 0 {
 			l.mu.Unlock()
 			continue
 		}
-		l.seen[sub.ID] = true
-		l.order = append(l.order, sub.ID)
-		if len(l.order) > logSeen {
-			delete(l.seen, l.order[0])
-			l.order = l.order[1:]
-		}
+		sub.Tasks = fresh
 		busy := l.running >= logMaxRunning
 		if !busy {
 			l.running++

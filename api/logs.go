@@ -124,7 +124,8 @@ func (s *Server) openLogs(ctx *fasthttp.RequestCtx, target string, isTask bool) 
 	}
 	ctx.SetContentType("application/x-ndjson")
 	ctx.Response.ImmediateHeaderFlush = true
-	ctx.Response.SetBodyStream(&logStream{s: s, sub: sub, notice: n, tasks: names, nodes: nodeNames}, -1)
+	ctx.Response.SetBodyStream(&logStream{s: s, sub: sub, notice: n, tasks: names, nodes: nodeNames,
+		target: target, isTask: isTask}, -1)
 	return nil
 }
 
@@ -209,6 +210,36 @@ type logStream struct {
 	notice control.Notice
 	tasks  map[statemachine.TaskID]logTask
 	nodes  map[statemachine.NodeID]string
+	target string // what the user asked for: a service name or a task ID
+	isTask bool
+}
+
+// addNewTasks takes in a followed service's tasks placed since the
+// stream began (a scale-up, an update's new tasks). It reports whether
+// the notice changed.
+func (ls *logStream) addNewTasks(now time.Time) bool {
+	tasks, err := ls.s.logTasks(ls.target, ls.isTask)
+	if err != nil {
+		return false
+	}
+	changed := false
+	for _, t := range tasks {
+		if _, ok := ls.tasks[t.id]; ok {
+			continue
+		}
+		ls.tasks[t.id] = t
+		if ls.nodes[t.node] == "" {
+			ls.nodes[t.node] = t.nodeName
+		}
+		if t.gone != "" {
+			ls.sub.Note(t.node, t.id, t.gone, now)
+			continue
+		}
+		ls.sub.AddTask(t.id, t.node)
+		ls.notice.Nodes[t.node] = append(ls.notice.Nodes[t.node], t.id)
+		changed = true
+	}
+	return changed
 }
 
 func (*logStream) Read([]byte) (int, error) {
@@ -270,10 +301,10 @@ func (ls *logStream) WriteTo(w io.Writer) (int64, error) {
 			renew.Reset(logRenew)
 			now := s.cfg.Clock.Now()
 			waiting, silent := sub.Nodes()
-			if len(silent) > 0 {
-				ls.notice.Round++ // hand it again to the nodes that have not answered
+			if len(silent) > 0 || ls.notice.Follow && ls.addNewTasks(now) {
+				ls.notice.Round++ // hand it again: to the nodes that have not answered, or with new tasks
 			}
-			if len(waiting) > 0 || ls.notice.Follow {
+			if len(ls.notice.Nodes) > 0 && (len(waiting) > 0 || ls.notice.Follow) {
 				_ = s.logs.PutNotice(ls.notice, now)
 				go s.forwardNotice(&ls.notice, false)
 			}

@@ -156,6 +156,20 @@ func (b *LogBroker) Open(id uint64, tasks map[statemachine.TaskID]statemachine.N
 	return s, nil
 }
 
+// AddTask makes the subscription take task's output from node as well (a
+// followed service's new task).
+func (s *LogSub) AddTask(task statemachine.TaskID, node statemachine.NodeID) {
+	s.b.mu.Lock()
+	defer s.b.mu.Unlock()
+	if _, ok := s.tasks[task]; ok {
+		return
+	}
+	s.tasks[task] = node
+	if !s.follow {
+		s.waiting[node] = true
+	}
+}
+
 // Nodes returns the nodes the subscription still waits for, and of them
 // those that have published nothing yet.
 func (s *LogSub) Nodes() (waiting, silent []statemachine.NodeID) {
