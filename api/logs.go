@@ -110,11 +110,11 @@ func (s *Server) openLogs(ctx *fasthttp.RequestCtx, target string, isTask bool) 
 		}
 	}
 	if len(n.Nodes) > 0 {
-		if err := s.logs.PutNotice(n, now); err != nil {
+		if err := s.logs.PutNotice(cloneNotice(n), now); err != nil {
 			sub.Close()
 			return errorf(fasthttp.StatusServiceUnavailable, client.CodeUnavailable, "%s", userMessage(err))
 		}
-		go s.forwardNotice(&n, false)
+		go s.forwardNotice(cloneNotice(n), false)
 	}
 	names := map[statemachine.TaskID]logTask{}
 	nodeNames := map[statemachine.NodeID]string{}
@@ -254,7 +254,7 @@ func (ls *logStream) WriteTo(w io.Writer) (int64, error) {
 		sub.Close()
 		s.logs.EndNotice(ls.notice.ID)
 		if len(ls.notice.Nodes) > 0 {
-			go s.forwardNotice(&ls.notice, true)
+			go s.forwardNotice(cloneNotice(ls.notice), true)
 		}
 	}()
 	var buf bytes.Buffer
@@ -305,8 +305,8 @@ func (ls *logStream) WriteTo(w io.Writer) (int64, error) {
 				ls.notice.Round++ // hand it again: to the nodes that have not answered, or with new tasks
 			}
 			if len(ls.notice.Nodes) > 0 && (len(waiting) > 0 || ls.notice.Follow) {
-				_ = s.logs.PutNotice(ls.notice, now)
-				go s.forwardNotice(&ls.notice, false)
+				_ = s.logs.PutNotice(cloneNotice(ls.notice), now)
+				go s.forwardNotice(cloneNotice(ls.notice), false)
 			}
 			if now.Sub(start) < logGiveUp {
 				continue
@@ -413,10 +413,21 @@ func (s *Server) peerLogs(ctx *fasthttp.RequestCtx, _ []string) error {
 	return nil
 }
 
+// cloneNotice copies n, so that the stream may add tasks to its own copy
+// while the broker and the forwarding read theirs.
+func cloneNotice(n control.Notice) control.Notice {
+	nodes := make(map[statemachine.NodeID][]statemachine.TaskID, len(n.Nodes))
+	for node, tasks := range n.Nodes {
+		nodes[node] = slices.Clone(tasks)
+	}
+	n.Nodes = nodes
+	return n
+}
+
 // forwardNotice puts n on (or, with end, ends it at) every other manager.
 // A manager it cannot reach misses it until the next renewal; its agents
 // may then learn of the subscription late.
-func (s *Server) forwardNotice(n *control.Notice, end bool) {
+func (s *Server) forwardNotice(n control.Notice, end bool) {
 	var body peerNotices
 	if end {
 		body.End = []uint64{n.ID}
