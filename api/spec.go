@@ -2,7 +2,6 @@ package api
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	"shoal/api/client"
@@ -107,8 +106,8 @@ func toSpec(d *client.ServiceSpec) (statemachine.ServiceSpec, error) {
 			return sp, err
 		}
 	}
-	if err := statemachine.ValidateSpec(&sp); err != nil {
-		return sp, invalidSpec("", "%s", userMessage(err))
+	if r := statemachine.ValidateSpec(&sp); r.Code != statemachine.CodeOK {
+		return sp, invalidSpec("", "%s", r.Msg)
 	}
 	return sp, nil
 }
@@ -142,22 +141,4 @@ func fromSpec(sp *statemachine.ServiceSpec) client.ServiceSpec {
 			Strategy: pl.Strategy.String()}
 	}
 	return d
-}
-
-// userMessage strips the package prefixes of an error ("statemachine:
-// invalid command: ..."), leaving the part written for users.
-func userMessage(err error) string {
-	msg := err.Error()
-	for {
-		trimmed := false
-		for _, p := range []string{"statemachine: invalid command: ", "statemachine: not found: ",
-			"statemachine: ", "sched: ", "ipam: ", "engine: "} {
-			if strings.HasPrefix(msg, p) && len(msg) > len(p) {
-				msg, trimmed = msg[len(p):], true
-			}
-		}
-		if !trimmed {
-			return msg
-		}
-	}
 }

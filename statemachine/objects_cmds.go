@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"shoal/internal/taskref"
 	"shoal/sched"
 )
 
@@ -28,13 +29,10 @@ func validName(name string) bool {
 	return true
 }
 
-// ValidateSpec says what is wrong with a service spec, or returns nil.
-func ValidateSpec(spec *ServiceSpec) error {
-	if r := validateSpec(spec); r.Code != CodeOK {
-		return r.Err()
-	}
-	return nil
-}
+// ValidateSpec says what is wrong with a service spec, as the command
+// creating it would be rejected (Msg is written for users; Err wraps the
+// code's sentinel), or returns a Result with CodeOK.
+func ValidateSpec(spec *ServiceSpec) Result { return validateSpec(spec) }
 
 func validateSpec(spec *ServiceSpec) Result {
 	if spec == nil {
@@ -254,7 +252,7 @@ func (s *State) removeNode(id NodeID) Result {
 	}
 	for _, t := range s.NodeTasks(id) { // in ID order: the message is the same on every replica
 		if !t.Status.State.Terminal() {
-			return reject(CodeNotAllowed, "node %d still has task %d (%s); it must be orphaned first", id, t.ID, t.Status.State)
+			return reject(CodeNotAllowed, "node %d still has task %s (%s); it must be orphaned first", id, taskref.Short(uint64(t.ID)), t.Status.State)
 		}
 	}
 	for _, t := range slices.Clone(n.tasks) {

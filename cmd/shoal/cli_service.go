@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"strconv"
@@ -397,10 +398,13 @@ func newServiceInspectCmd(o *cliOptions) *cobra.Command {
 }
 
 func newServicePsCmd(o *cliOptions) *cobra.Command {
+	var noTrunc bool
 	cmd := &cobra.Command{
-		Use:   "ps NAME",
-		Short: "List a service's tasks",
-		Args:  cobra.ExactArgs(1),
+		Use:   "ps NAME|TASK-ID",
+		Short: "List a service's tasks, or the one task whose ID begins with TASK-ID",
+		Example: `  shoal service ps web
+  shoal service ps 7q2k            # the task whose printed ID begins 7q2k`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkFormat(o.format); err != nil {
 				return err
@@ -409,7 +413,7 @@ func newServicePsCmd(o *cliOptions) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			tasks, err := allTasks(cmd, c, url.Values{"service": {args[0]}})
+			tasks, err := serviceOrTask(cmd, c, args[0])
 			if err != nil {
 				return err
 			}
@@ -419,7 +423,7 @@ func newServicePsCmd(o *cliOptions) *cobra.Command {
 				return printJSON(w, tasks)
 			case o.quiet:
 				for _, t := range tasks {
-					fmt.Fprintln(w, t.ID)
+					fmt.Fprintln(w, printedTaskID(t.ID, noTrunc))
 				}
 				return nil
 			}
@@ -433,7 +437,7 @@ func newServicePsCmd(o *cliOptions) *cobra.Command {
 				if t.State == "failed" && msg == "" {
 					msg = fmt.Sprintf("exit code %d", t.ExitCode)
 				}
-				rows = append(rows, []string{t.ID, fmt.Sprintf("%s.%d", t.Service, t.Slot), node,
+				rows = append(rows, []string{printedTaskID(t.ID, noTrunc), fmt.Sprintf("%s.%d", t.Service, t.Slot), node,
 					titleCase(t.Desired), titleCase(t.State) + " " + ago(t.Since), msg})
 			}
 			return table(w, []string{"ID", "NAME", "NODE", "DESIRED STATE", "CURRENT STATE", "ERROR"}, rows)
@@ -441,10 +445,35 @@ func newServicePsCmd(o *cliOptions) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&o.format, "format", "table", "table or json")
 	cmd.Flags().BoolVarP(&o.quiet, "quiet", "q", false, "only task IDs")
+	cmd.Flags().BoolVar(&noTrunc, "no-trunc", false, "print whole task IDs (13 characters)")
 	return cmd
 }
 
-// allTasks reads every page of a task list.
+// serviceOrTask reads the tasks `service ps ARG` lists: those of the
+// service named arg, or else the one task whose ID begins with arg.
+func serviceOrTask(cmd *cobra.Command, c *client.Client, arg string) ([]client.Task, error) {
+	if arg == "" {
+		return nil, errors.New("an empty name: give a service name or a task ID as `service ps` prints it")
+	}
+	tasks, err := allTasks(cmd, c, url.Values{"service": {arg}})
+	var ae *client.APIError
+	if err == nil || !errors.As(err, &ae) || ae.Code != client.CodeNotFound {
+		return tasks, userError(err)
+	}
+	ctx, cancel := requestCtx(cmd)
+	defer cancel()
+	t, terr := resolveTask(ctx, c, arg)
+	if errors.Is(terr, errNoSuchTask) {
+		return nil, fmt.Errorf("no service is named %q and no task ID begins with it (see `shoal service ls`)", arg)
+	}
+	if terr != nil {
+		return nil, terr
+	}
+	return []client.Task{t}, nil
+}
+
+// allTasks reads every page of a task list (errors as the client gives
+// them: the caller turns them into text for the user).
 func allTasks(cmd *cobra.Command, c *client.Client, params url.Values) ([]client.Task, error) {
 	all := []client.Task{}
 	q := &client.Query{Params: params}
@@ -453,7 +482,7 @@ func allTasks(cmd *cobra.Command, c *client.Client, params url.Values) ([]client
 		l, _, err := c.Tasks(ctx, q)
 		cancel()
 		if err != nil {
-			return nil, userError(err)
+			return nil, err
 		}
 		all = append(all, l.Items...)
 		if l.NextToken == "" {
