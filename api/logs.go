@@ -19,6 +19,7 @@ import (
 
 	"shoal/api/client"
 	"shoal/internal/jsoncodec"
+	"shoal/internal/taskref"
 	"shoal/manager/control"
 	routing "shoal/route"
 	"shoal/statemachine"
@@ -101,7 +102,7 @@ func (s *Server) openLogs(ctx *fasthttp.RequestCtx, target string, isTask bool) 
 	}
 	sub, err := s.logs.Open(id, owners, follow)
 	if err != nil {
-		return errorf(fasthttp.StatusServiceUnavailable, client.CodeUnavailable, "%s", userMessage(err))
+		return errorf(fasthttp.StatusServiceUnavailable, client.CodeUnavailable, "%s", err.Error())
 	}
 	now := s.cfg.Clock.Now()
 	for _, t := range tasks {
@@ -112,7 +113,7 @@ func (s *Server) openLogs(ctx *fasthttp.RequestCtx, target string, isTask bool) 
 	if len(n.Nodes) > 0 {
 		if err := s.logs.PutNotice(cloneNotice(n), now); err != nil {
 			sub.Close()
-			return errorf(fasthttp.StatusServiceUnavailable, client.CodeUnavailable, "%s", userMessage(err))
+			return errorf(fasthttp.StatusServiceUnavailable, client.CodeUnavailable, "%s", err.Error())
 		}
 		go s.forwardNotice(cloneNotice(n), false)
 	}
@@ -149,10 +150,10 @@ func (s *Server) logTasks(target string, isTask bool) ([]logTask, error) {
 		}
 		switch n := st.Node(t.Node); {
 		case n == nil:
-			lt.gone = fmt.Sprintf("node %d is no longer in the cluster: the output of task %s (%d) cannot be read", t.Node, lt.name, t.ID)
+			lt.gone = fmt.Sprintf("node %d is no longer in the cluster: the output of task %s (%s) cannot be read", t.Node, lt.name, taskref.Short(uint64(t.ID)))
 		case n.Status == statemachine.NodeDown:
 			lt.nodeName = n.Name
-			lt.gone = fmt.Sprintf("node %s is down: the output of task %s (%d) cannot be read until it is back", n.Name, lt.name, t.ID)
+			lt.gone = fmt.Sprintf("node %s is down: the output of task %s (%s) cannot be read until it is back", n.Name, lt.name, taskref.Short(uint64(t.ID)))
 		default:
 			lt.nodeName = n.Name
 		}
@@ -403,7 +404,7 @@ func (s *Server) peerLogs(ctx *fasthttp.RequestCtx, _ []string) error {
 			n.Nodes[pn.Node] = pn.Tasks
 		}
 		if err := s.logs.PutNotice(n, now); err != nil {
-			return errorf(fasthttp.StatusServiceUnavailable, client.CodeUnavailable, "%s", userMessage(err))
+			return errorf(fasthttp.StatusServiceUnavailable, client.CodeUnavailable, "%s", err.Error())
 		}
 	}
 	for _, id := range body.End {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -39,7 +40,10 @@ did not keep up) go to standard error.`,
 			if err != nil {
 				return err
 			}
-			target, isTask := args[0], isTaskID(args[0])
+			target, isTask, err := logsTarget(cmd, c, args[0])
+			if err != nil {
+				return err
+			}
 			p := &logPrinter{out: cmd.OutOrStdout(), errs: cmd.ErrOrStderr(), timestamps: timestamps, noTaskIDs: noTaskIDs}
 			err = c.Logs(cmd.Context(), target, isTask, opts, p.print)
 			if cmd.Context().Err() != nil {
@@ -57,11 +61,27 @@ did not keep up) go to standard error.`,
 	return cmd
 }
 
-// isTaskID says whether arg names a task (its ID, a number whose top 16
-// bits are a group) rather than a service.
-func isTaskID(arg string) bool {
-	id, err := strconv.ParseUint(arg, 10, 64)
-	return err == nil && id>>48 != 0
+// logsTarget says what `service logs ARG` shows: the service named arg,
+// or else the one task whose ID begins with arg (its decimal ID returned).
+func logsTarget(cmd *cobra.Command, c *client.Client, arg string) (target string, isTask bool, err error) {
+	if arg == "" {
+		return "", false, errors.New("an empty name: give a service name or a task ID as `service ps` prints it")
+	}
+	ctx, cancel := requestCtx(cmd)
+	defer cancel()
+	_, _, err = c.Service(ctx, arg, nil)
+	var ae *client.APIError
+	if err == nil || !errors.As(err, &ae) || ae.Code != client.CodeNotFound {
+		return arg, false, userError(err)
+	}
+	t, terr := resolveTask(ctx, c, arg)
+	if errors.Is(terr, errNoSuchTask) {
+		return "", false, fmt.Errorf("no service is named %q and no task ID begins with it (see `shoal service ls`)", arg)
+	}
+	if terr != nil {
+		return "", false, terr
+	}
+	return t.ID, true, nil
 }
 
 // logPrinter prints a log stream as `docker service logs` does: NAME.ID@NODE
@@ -91,7 +111,7 @@ func (p *logPrinter) print(l client.LogLine) error {
 	}
 	prefix := l.Name
 	if !p.noTaskIDs {
-		prefix += "." + l.Task
+		prefix += "." + printedTaskID(l.Task, false)
 	}
 	prefix += "@" + node
 	p.width = max(p.width, len(prefix))

@@ -90,6 +90,13 @@ while :; do if mv ` + trigger + ` ` + trigger + `.$$ 2>/dev/null; then cat ` + t
 	if !strings.HasPrefix(out, "chatty.") {
 		t.Fatalf("lines are not prefixed with the task's name:\n%s", out)
 	}
+	// One task, by a prefix of its printed ID.
+	id := strings.Fields(cli(t, follower, "service", "ps", "chatty", "-q"))[0]
+	one := cli(t, follower, "service", "logs", id[:6], "--tail", "1")
+	if lines := strings.Split(strings.TrimSpace(one), "\n"); len(lines) != 2 || !strings.Contains(one, "."+id+"@") ||
+		!strings.Contains(lines[0], "| old 20") {
+		t.Fatalf("service logs %s (task %s) printed:\n%s", id[:6], id, one)
+	}
 
 	// -f: a line the task prints shows up within 3 s.
 	f := startFollow(t, follower, "service", "logs", "chatty", "-f", "--tail", "1", "--no-task-ids")
@@ -112,7 +119,7 @@ while :; do if mv ` + trigger + ` ` + trigger + `.$$ 2>/dev/null; then cat ` + t
 		figures = append(figures, d.Round(time.Millisecond).String())
 	}
 	t.Logf("service logs -f: a new line printed after %s (worst %s; the bound is 3s)", strings.Join(figures, ", "), worst.Round(time.Millisecond))
-	if regexp.MustCompile(`chatty\.\d+\.\d+@`).MatchString(f.text()) || !strings.Contains(f.text(), "chatty.") {
+	if regexp.MustCompile(`chatty\.\d+\.[0-9a-z]+@`).MatchString(f.text()) || !strings.Contains(f.text(), "chatty.") {
 		t.Fatalf("--no-task-ids printed task IDs:\n%s", f.text())
 	}
 

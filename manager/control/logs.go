@@ -71,7 +71,7 @@ const entryOverhead = 48
 
 // ErrTooManyLogSubscriptions: this manager holds as many subscriptions as
 // it may (LogConfig.MaxSubscriptions) or knows as many notices.
-var ErrTooManyLogSubscriptions = errors.New("control: too many log readers on this manager; retry later or ask another manager")
+var ErrTooManyLogSubscriptions = errors.New("too many log readers on this manager; retry later or ask another manager")
 
 // LogEntry is one line of a task's output, or a note (Stream
 // wire.LogNote) about a task's or a node's output.
@@ -145,7 +145,7 @@ func (b *LogBroker) Open(id uint64, tasks map[statemachine.TaskID]statemachine.N
 		return nil, ErrTooManyLogSubscriptions
 	}
 	if _, dup := b.mu.subs[id]; dup {
-		return nil, fmt.Errorf("control: log subscription %d exists", id)
+		return nil, fmt.Errorf("log subscription %d exists already; retry", id)
 	}
 	s := &LogSub{ID: id, b: b, follow: follow, tasks: tasks, ready: make(chan struct{}, 1),
 		waiting: map[statemachine.NodeID]bool{}, started: map[statemachine.NodeID]bool{}}
