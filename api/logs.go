@@ -268,6 +268,7 @@ func (ls *logStream) WriteTo(w io.Writer) (int64, error) {
 		return err
 	}
 	start := s.cfg.Clock.Now()
+	progress := start // when the last line came
 	warned := map[statemachine.NodeID]bool{}
 	renew := s.cfg.Clock.NewTimer(logRenew)
 	defer renew.Stop()
@@ -281,6 +282,9 @@ func (ls *logStream) WriteTo(w io.Writer) (int64, error) {
 		}
 		for _, e := range entries {
 			_ = enc.Encode(ls.render(e))
+		}
+		if len(entries) > 0 {
+			progress = s.cfg.Clock.Now()
 		}
 		if buf.Len() > 0 {
 			if err := send(); err != nil {
@@ -322,6 +326,11 @@ func (ls *logStream) WriteTo(w io.Writer) (int64, error) {
 					continue
 				}
 				sub.NodeGone(n, fmt.Sprintf("node %s did not answer in %v (its agent may be down or cut off): its tasks' output is missing here", ls.nodeName(n), logGiveUp), now)
+			}
+			if !ls.notice.Follow && now.Sub(progress) >= 2*logGiveUp {
+				for _, n := range waiting { // began to send, then stopped
+					sub.NodeGone(n, fmt.Sprintf("node %s stopped sending its tasks' output (its agent may have died or been cut off): the rest is missing here", ls.nodeName(n)), now)
+				}
 			}
 		case <-s.closed:
 			return total, nil
