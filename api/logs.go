@@ -33,13 +33,9 @@ import (
 // broker and, by POST /v1/logs/peer, to every other manager's, whose
 // assignment polls hand it to the nodes. Nothing is committed to Raft.
 
+// The holder's timings (renewals, giving up on a silent node) are the
+// broker's: control.LogConfig's Renew and GiveUp.
 const (
-	// logRenew is how often a holder renews its notices on the managers,
-	// and hands them again to the nodes that have not answered yet.
-	logRenew = 3 * time.Second
-	// logGiveUp is how long a stream that does not follow waits for a node
-	// that sends nothing before it says so and ends without it.
-	logGiveUp = 5 * time.Second
 	// logKeepAlive is how often an idle followed stream gets a blank line
 	// (so a reader that left is noticed).
 	logKeepAlive = 10 * time.Second
@@ -267,6 +263,7 @@ func (ls *logStream) WriteTo(w io.Writer) (int64, error) {
 		buf.Reset()
 		return err
 	}
+	logRenew, logGiveUp := s.logs.Config().Renew, s.logs.Config().GiveUp
 	start := s.cfg.Clock.Now()
 	progress := start // when the last line came
 	warned := map[statemachine.NodeID]bool{}

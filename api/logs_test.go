@@ -189,3 +189,33 @@ func TestLogsFollowersThatNeverRead(t *testing.T) {
 		seen = append(seen[max(0, len(seen)-256):], buf[:n]...)
 	}
 }
+
+// A notice handed to a node whose answer was lost (the node never
+// publishes) is handed to it again at the next renewal; a node that never
+// answers is named in a note and the stream ends without it.
+func TestLogsNoticeHandedAgainThenNodeGivenUp(t *testing.T) {
+	s, addr, _ := logsServer(t, control.LogConfig{Renew: 50 * time.Millisecond, GiveUp: 300 * time.Millisecond})
+	c, _ := client.New(addr)
+	got := make(chan []client.LogLine, 1)
+	go func() {
+		var lines []client.LogLine
+		_ = c.Logs(context.Background(), "web", false, client.LogOptions{Tail: -1}, func(l client.LogLine) error {
+			lines = append(lines, l)
+			return nil
+		})
+		got <- lines
+	}()
+	first := takeNotices(t, s, 1, 1)[0] // and the answer carrying it is lost
+	again := takeNotices(t, s, 1, 1)[0]
+	if again.ID != first.ID {
+		t.Fatalf("handed %d, then %d; want the same subscription again", first.ID, again.ID)
+	}
+	select {
+	case lines := <-got:
+		if len(lines) != 2 || !strings.Contains(lines[0].Line, "n2 is down") || !strings.Contains(lines[1].Line, "n1 did not answer") {
+			t.Fatalf("stream: %+v; want a note that n2 is down, then one that n1 did not answer", lines)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the stream did not end without the silent node")
+	}
+}

@@ -45,6 +45,13 @@ type LogConfig struct {
 	// NoticeTTL is how long a notice is kept after its last renewal.
 	// Default 15 s.
 	NoticeTTL time.Duration
+	// Renew is how often a holder renews its subscriptions' notices, and
+	// starts a new round for the nodes that have not answered. Default 3 s.
+	Renew time.Duration
+	// GiveUp is how long a holder waits for a node that sends nothing
+	// before it says so (twice that for a node that stopped sending).
+	// Default 5 s.
+	GiveUp time.Duration
 }
 
 func (c LogConfig) withDefaults() LogConfig {
@@ -62,6 +69,12 @@ func (c LogConfig) withDefaults() LogConfig {
 	}
 	if c.NoticeTTL <= 0 {
 		c.NoticeTTL = 15 * time.Second
+	}
+	if c.Renew <= 0 {
+		c.Renew = 3 * time.Second
+	}
+	if c.GiveUp <= 0 {
+		c.GiveUp = 5 * time.Second
 	}
 	return c
 }
