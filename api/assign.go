@@ -57,9 +57,14 @@ func (s *Server) agentAssignments(ctx *fasthttp.RequestCtx, _ []string) error {
 			// otherwise tried the dead one first (or the same address
 			// restarted, still catching up), each agent at its next beat.
 			leader, notice := s.leaders.LeaderNotice(routing.ClusterGroup)
-			if leader == 0 || leader == started {
+			// A log subscription for the node is handed over at once (logs.go).
+			logWake := s.logs.NoticeWake(req.NodeID)
+			logs := s.logs.HasNotices(req.NodeID, s.cfg.Clock.Now())
+			if !logs && (leader == 0 || leader == started) {
 				select {
 				case <-wake:
+					continue
+				case <-logWake:
 					continue
 				case <-notice:
 					continue
@@ -76,7 +81,8 @@ func (s *Server) agentAssignments(ctx *fasthttp.RequestCtx, _ []string) error {
 			ss.mu.Unlock()
 			now, _ := s.leaders.LeaderNotice(routing.ClusterGroup)
 			return s.wireReply(ctx, &wire.Assignments{Kind: wire.FrameIncremental, Last: true,
-				AppliesTo: req.Cursor, ResultsIn: req.Cursor, Leader: s.managerAddr(now)})
+				AppliesTo: req.Cursor, ResultsIn: req.Cursor, Leader: s.managerAddr(now),
+				Logs: s.logs.TakeNotices(req.NodeID, s.cfg.Clock.Now())})
 		}
 		return s.sendIncremental(ctx, ss, req.NodeID, req.Cursor)
 	})(ctx, nil)
@@ -236,6 +242,7 @@ func (s *Server) sendIncremental(ctx *fasthttp.RequestCtx, ss *session, node sta
 		ss.mu.Unlock()
 		return s.sendComplete(ctx, ss, node, true)
 	}
+	a.Logs = s.logs.TakeNotices(node, s.cfg.Clock.Now())
 	s.metrics.frames.incremental.Inc()
 	return s.wireReply(ctx, frames(a)...)
 }

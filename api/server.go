@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	"shoal/api/client"
 	"shoal/internal/clock"
 	"shoal/internal/jsoncodec"
+	"shoal/manager/control"
 	routing "shoal/route"
 	"shoal/statemachine"
 	"shoal/wire"
@@ -80,6 +82,9 @@ type Config struct {
 	// TLS listener. Nil: plain HTTP, no authentication (serve --dev and
 	// --insecure).
 	Security *Security
+	// Logs bounds the log broker (task output on its way to users,
+	// docs/logs.md). Zero values take control.LogConfig's defaults.
+	Logs control.LogConfig
 	// Logf receives one line per notable event. Default: discard.
 	Logf func(format string, args ...any)
 }
@@ -146,6 +151,11 @@ type Server struct {
 	quorum   quorumWatch
 	// parked counts the assignment polls waiting for a change now.
 	parked atomic.Int64
+
+	logs       *control.LogBroker // logs.go
+	peerOnce   sync.Once
+	peerHC     *http.Client
+	peerScheme string
 }
 
 // New returns a server; call Serve to answer requests.
@@ -159,6 +169,7 @@ func New(cfg Config) (*Server, error) {
 		stats: cfg.Stats, toGroup: cfg.ToGroup, closed: make(chan struct{}),
 		setups: make(chan struct{}, cfg.MaxSessionSetups), joinSlots: make(chan struct{}, cfg.MaxJoins)}
 	s.metrics = newMetrics(s)
+	s.logs = control.NewLogBroker(cfg.Logs)
 	s.quorum.lost = make(chan struct{})
 	go s.watchQuorum()
 	s.srv = &fasthttp.Server{
@@ -233,7 +244,7 @@ func (s *Server) routes() []route {
 			a = accessAgent
 		case path == "/v1/join":
 			a = accessOpen
-		case path == "/v1/tokens/peer":
+		case path == "/v1/tokens/peer", path == "/v1/logs/peer":
 			a = accessManager
 		case path == "/metrics":
 			a = accessObserve
@@ -249,8 +260,10 @@ func (s *Server) routes() []route {
 		r("POST", "/v1/services/*/scale", "services_scale", s.scaleService),
 		r("POST", "/v1/services/*/rollback", "services_rollback", s.rollbackService),
 		r("DELETE", "/v1/services/*", "services_remove", s.removeService),
+		r("GET", "/v1/services/*/logs", "services_logs", s.serviceLogs),
 		r("GET", "/v1/tasks", "tasks_list", s.listTasks),
 		r("GET", "/v1/tasks/*", "tasks_inspect", s.getTask),
+		r("GET", "/v1/tasks/*/logs", "tasks_logs", s.taskLogs),
 		r("GET", "/v1/nodes", "nodes_list", s.listNodes),
 		r("GET", "/v1/nodes/*", "nodes_inspect", s.getNode),
 		r("POST", "/v1/nodes/*", "nodes_update", s.updateNode),
@@ -271,6 +284,8 @@ func (s *Server) routes() []route {
 		r("POST", "/v1/agent/assignments", "agent_assignments", s.agentAssignments),
 		r("POST", "/v1/agent/status", "agent_status", s.agentStatus),
 		r("POST", "/v1/agent/sync", "agent_sync", s.agentSync),
+		r("POST", "/v1/agent/logs", "agent_logs", s.agentLogs),
+		r("POST", "/v1/logs/peer", "logs_peer", s.peerLogs),
 		r("POST", "/v1/renew", "renew", s.agentRenew),
 		r("POST", "/v1/join", "join", s.join),
 		r("GET", "/v1/tokens/*", "tokens_show", s.showToken),

@@ -19,7 +19,8 @@ func newServiceCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "service", Short: "Manage services"}
 	addClientFlags(cmd, o)
 	cmd.AddCommand(newServiceCreateCmd(o), newServiceLsCmd(o), newServicePsCmd(o), newServiceInspectCmd(o),
-		newServiceScaleCmd(o), newServiceUpdateCmd(o), newServiceRollbackCmd(o), newServiceRmCmd(o))
+		newServiceScaleCmd(o), newServiceUpdateCmd(o), newServiceRollbackCmd(o), newServiceRmCmd(o),
+		newServiceLogsCmd(o))
 	return cmd
 }
 

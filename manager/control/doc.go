@@ -53,4 +53,15 @@
 //     of it. The refusals are *wire.Error values the API sends as they
 //     are. The session's ID, its record and the setup slots stay with the
 //     API.
+//   - LogBroker (logs.go) carries task output to the users who asked for
+//     it, with nothing committed to Raft (docs/logs.md): a subscription is
+//     held, in memory, by the manager the user's request reached, with its
+//     buffer bounded per subscription and in all (LogConfig; Publish never
+//     waits: what does not fit is dropped and counted, and the reader is
+//     told); its notice is put on every manager (the API forwards it and
+//     renews it; one not renewed for NoticeTTL is forgotten), and each
+//     manager hands it to the nodes it names in the answers to their
+//     assignment polls, once per round (NoticeWake, TakeNotices). A node's
+//     lines for a task the subscription does not expect from that node are
+//     refused.
 package control
