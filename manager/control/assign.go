@@ -97,8 +97,8 @@ func newStream(cfg streamConfig) *Stream {
 	return s
 }
 
-// MaxAssignWait caps an assignments long poll.
-const MaxAssignWait = 5 * time.Minute
+// maxAssignWait caps an assignments long poll.
+const maxAssignWait = 5 * time.Minute
 
 // completeWait bounds how long a COMPLETE frame waits for this replica to
 // catch up with the cluster.
@@ -135,7 +135,7 @@ func (s *Stream) Open(session uint64, node statemachine.NodeID) { s.sessions.ope
 //   - a cursor the node's journal reaches back to: an INCREMENTAL of the
 //     node's changes since the cursor, once there are any; a cursor it
 //     does not reach: a COMPLETE marked Resync;
-//   - nothing new by the request's wait (capped at MaxAssignWait), a
+//   - nothing new by the request's wait (capped at maxAssignWait), a
 //     change of the cluster group's leader to one this replica can name,
 //     a log subscription's notice for the node, or ctx's end: an
 //     INCREMENTAL without changes, naming the leader, from the same
@@ -162,7 +162,7 @@ func (s *Stream) Assignments(ctx context.Context, req *wire.AssignmentsRequest) 
 		return nil, s.noQuorum()
 	}
 	started, _ := s.leaders.LeaderNotice(route.ClusterGroup)
-	wait := min(time.Duration(max(req.Wait, 0)), MaxAssignWait)
+	wait := min(time.Duration(max(req.Wait, 0)), maxAssignWait)
 	var timeout <-chan time.Time
 	if wait > 0 {
 		timer := s.clock.NewTimer(wait)
