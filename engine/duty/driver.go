@@ -170,6 +170,8 @@ type Driver struct {
 	reasonAt map[batchKey]time.Time
 	// inc is the kept scan (with Tracker).
 	inc incremental
+	// cons keeps the parsed constraints of the spec versions met.
+	cons *consCache
 
 	mu struct {
 		sync.Mutex
@@ -180,7 +182,8 @@ type Driver struct {
 
 // NewDriver returns a scheduler driver over c.
 func NewDriver(c Cluster, cfg DriverConfig) *Driver {
-	return &Driver{c: c, cfg: cfg.withDefaults(), problems: make(map[batchKey]string), reasonAt: make(map[batchKey]time.Time)}
+	return &Driver{c: c, cfg: cfg.withDefaults(), problems: make(map[batchKey]string), reasonAt: make(map[batchKey]time.Time),
+		cons: newConsCache()}
 }
 
 // Run places pending tasks until ctx ends: once at once, then whenever
@@ -239,6 +242,7 @@ func (d *Driver) RunOnce(ctx context.Context) (placed int, err error) {
 		return 0, err
 	}
 	d.table = table
+	d.cons.sweep()
 	stats.Scan = d.cfg.Clock.Now().Sub(start)
 
 	start = d.cfg.Clock.Now()
@@ -286,6 +290,7 @@ func (d *Driver) indexes() ([]uint64, bool, error) {
 // recording the index each group was read at.
 func (d *Driver) scan(indexes []uint64) (*sched.Table, []*batch, RunStats, error) {
 	sc := newScanner(d.cfg.Clock.Now().UnixNano())
+	sc.cons = d.cons
 	err := d.c.ReadLocal(route.ClusterGroup, func(s *statemachine.State) {
 		indexes[route.ClusterGroup] = s.LastIndex()
 		sc.scanNodes(s)
@@ -325,7 +330,7 @@ func (d *Driver) scanIncremental([]uint64) (*sched.Table, []*batch, RunStats, er
 		in.valid = false
 		return nil, nil, RunStats{}, err
 	}
-	batches, stats, err := in.batches(d.c, d.cfg.Clock.Now().UnixNano())
+	batches, stats, err := in.batches(d.c, d.cfg.Clock.Now().UnixNano(), d.cons)
 	if err != nil {
 		in.valid = false
 		return nil, nil, RunStats{}, err

@@ -112,3 +112,28 @@ func BenchmarkDriverRunAmong100kLive(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkBatchConstraints: what a run pays per pending batch for its
+// constraints (three of them): parsed at every run ("each run"), or once
+// per spec version ("cached", as the driver does).
+func BenchmarkBatchConstraints(b *testing.B) {
+	svc := &statemachine.Service{ID: 7, SpecVersion: 3, Spec: statemachine.ServiceSpec{Name: "web",
+		Constraints: []string{"node.labels.zone!=z3", "node.role==worker", "node.labels.disk==ssd"}}}
+	inf := &svcInfo{key: 1, svc: svc}
+	for _, mode := range []string{"each run", "cached"} {
+		b.Run(mode, func(b *testing.B) {
+			var c *consCache
+			if mode == "cached" {
+				c = newConsCache()
+			}
+			for b.Loop() {
+				if bt := newBatch(1, inf, 3, c); bt.perr != nil || len(bt.sg.Constraints) != 3 {
+					b.Fatal(bt.perr)
+				}
+				if c != nil {
+					c.sweep()
+				}
+			}
+		})
+	}
+}

@@ -208,7 +208,7 @@ func (in *incremental) update(g int, s *statemachine.State, id statemachine.Task
 			if liveTask(t) {
 				spec, _ := svc.SpecAt(t.SpecVersion)
 				now = record{live: true, node: uint32(t.Node), key: key, cpu: spec.CPU, mem: spec.Memory}
-				if _, ok := in.table.Node(now.node); !ok {
+				if _, _, _, ok := in.table.Reserved(now.node); !ok {
 					has = false // a task on a node the table lacks holds nothing (as in the full scan)
 				}
 			}
@@ -296,7 +296,7 @@ func (in *incremental) refresh(c Cluster, touchedBy []touched) (bool, error) {
 // batches collects the pending tasks into batches as the full scan does
 // (by group, service and spec version; each batch's tasks in ID order),
 // leaving out those whose restart delay has not passed at now.
-func (in *incremental) batches(c Cluster, now int64) ([]*batch, RunStats, error) {
+func (in *incremental) batches(c Cluster, now int64, cons *consCache) ([]*batch, RunStats, error) {
 	var out []*batch
 	var stats RunStats
 	stats.Nodes, stats.Live = in.table.Len(), in.live
@@ -329,7 +329,7 @@ func (in *incremental) batches(c Cluster, now int64) ([]*batch, RunStats, error)
 				}
 				b := inf.batches[t.SpecVersion]
 				if b == nil {
-					b = newBatch(g, inf, t.SpecVersion)
+					b = newBatch(g, inf, t.SpecVersion, cons)
 					if inf.batches == nil {
 						inf.batches = make(map[uint32]*batch)
 					}

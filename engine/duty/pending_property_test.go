@@ -21,8 +21,9 @@ import (
 // replacements), and their nodes' status, availability and presence
 // changing; groups restoring their snapshots; the driver losing and
 // regaining the lead; time passing. Same pending batches (tasks in ID order
-// with their messages and slots) and the same reservations per node and per
-// service on each node.
+// with their messages and slots, resources and constraints: the driver's
+// parsed once per spec version, the full scan's parsed afresh) and the same
+// reservations per node and per service on each node.
 func TestPropertyIncrementalScanIsAFullScan(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		ctx := context.Background()
@@ -68,6 +69,7 @@ func TestPropertyIncrementalScanIsAFullScan(t *testing.T) {
 					spec.Replicas = uint32(rapid.IntRange(0, 8).Draw(rt, "replicas"))
 				} else {
 					spec.CPU = int64(rapid.SampledFrom([]int{0, 50, 300}).Draw(rt, "new cpu"))
+					spec.Constraints = rapid.SampledFrom([][]string{nil, {"node.labels.zone==1"}, {"node.labels.zone!=1"}}).Draw(rt, "new constraints")
 				}
 				submit(statemachine.Command{Kind: statemachine.CmdUpdateService, Spec: &spec})
 				step = fmt.Sprintf("update %s (op %d)", name, op)
@@ -182,16 +184,17 @@ func compareScans(d *Driver, m *Memory) string {
 		msgs   []string
 		slots  []uint32
 		cpu    int64
+		cons   string
 	}
 	view := func(bs []*batch) []batchView {
 		var out []batchView
 		for _, b := range bs {
-			out = append(out, batchView{b.batchKey, b.global, b.tasks, b.msgs, b.slots, b.sg.CPU})
+			out = append(out, batchView{b.batchKey, b.global, b.tasks, b.msgs, b.slots, b.sg.CPU, fmt.Sprint(b.sg.Constraints, b.perr)})
 		}
 		return out
 	}
 	if a, b := view(ib), view(fb); !slices.EqualFunc(a, b, func(x, y batchView) bool {
-		return x.key == y.key && x.global == y.global && x.cpu == y.cpu && slices.Equal(x.tasks, y.tasks) &&
+		return x.key == y.key && x.global == y.global && x.cpu == y.cpu && x.cons == y.cons && slices.Equal(x.tasks, y.tasks) &&
 			slices.Equal(x.msgs, y.msgs) && slices.Equal(x.slots, y.slots)
 	}) {
 		return fmt.Sprintf("pending batches: incremental %+v, full %+v", a, b)
