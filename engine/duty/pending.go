@@ -114,22 +114,74 @@ func (t *Tracker) take() ([]touched, bool) {
 }
 
 // record is what one tracked task contributes to a run: a live task's
-// reservation in the table, or a pending task's place in a batch.
+// reservation in the table (res > 0: its CPU and memory are
+// incremental.res[res]), or a pending task's place in a batch (res 0).
+// key 0: no record. Twelve bytes, in chunks of consecutive task IDs: a
+// map entry per task cost the leader about 130 bytes per task.
 type record struct {
-	live     bool
-	node     uint32
-	key      uint32
-	cpu, mem int64
+	node, key, res uint32
 }
+
+func (r record) live() bool { return r.res != 0 }
+
+// recChunkBits: a chunk holds the records of 1,024 consecutive task IDs
+// (a group's IDs ascend as its tasks are created).
+const recChunkBits = 10
+
+type recChunk struct {
+	n int // records held
+	r [1 << recChunkBits]record
+}
+
+// resources are a live task's reservation.
+type resources struct{ cpu, mem int64 }
 
 // groupRecords are one service group's tracked tasks.
 type groupRecords struct {
-	recs    map[statemachine.TaskID]record
+	chunks  map[uint64]*recChunk // by task ID >> recChunkBits
 	pending map[statemachine.TaskID]struct{}
 	// version is each service's spec version when it was last looked at:
 	// a task two versions behind reserves the current spec (SpecAt), so
 	// a move of the version changes reservations no task effect names.
 	version map[statemachine.ServiceID]uint32
+}
+
+func (gr *groupRecords) get(id statemachine.TaskID) (record, bool) {
+	c := gr.chunks[uint64(id)>>recChunkBits]
+	if c == nil {
+		return record{}, false
+	}
+	r := c.r[uint64(id)&(1<<recChunkBits-1)]
+	return r, r.key != 0
+}
+
+func (gr *groupRecords) set(id statemachine.TaskID, r record) {
+	k := uint64(id) >> recChunkBits
+	c := gr.chunks[k]
+	if c == nil {
+		c = new(recChunk)
+		gr.chunks[k] = c
+	}
+	slot := &c.r[uint64(id)&(1<<recChunkBits-1)]
+	if slot.key == 0 {
+		c.n++
+	}
+	*slot = r
+}
+
+func (gr *groupRecords) del(id statemachine.TaskID) {
+	k := uint64(id) >> recChunkBits
+	c := gr.chunks[k]
+	if c == nil {
+		return
+	}
+	slot := &c.r[uint64(id)&(1<<recChunkBits-1)]
+	if slot.key != 0 {
+		*slot = record{}
+		if c.n--; c.n == 0 {
+			delete(gr.chunks, k)
+		}
+	}
 }
 
 // incremental is the driver's kept scan. The driver's run lock owns it.
@@ -140,6 +192,21 @@ type incremental struct {
 	keys   map[svcRef]uint32
 	groups []groupRecords // by group; index 0 unused
 	live   int            // live records: tasks reserved in the table
+	// res are the reservations live records name (index 0 unused), and
+	// resIdx their indexes: a handful of distinct specs.
+	res    []resources
+	resIdx map[resources]uint32
+}
+
+// resIndex returns r's index in in.res, adding it if new.
+func (in *incremental) resIndex(r resources) uint32 {
+	i, ok := in.resIdx[r]
+	if !ok {
+		i = uint32(len(in.res))
+		in.res = append(in.res, r)
+		in.resIdx[r] = i
+	}
+	return i
 }
 
 // candidate reports whether t is a pending task the scheduler places once
@@ -158,6 +225,7 @@ func liveTask(t *statemachine.Task) bool {
 func (in *incremental) rebuild(c Cluster) error {
 	in.valid = false
 	in.table, in.keys, in.nodes, in.live = sched.NewTable(), make(map[svcRef]uint32), nil, 0
+	in.res, in.resIdx = []resources{{}}, make(map[resources]uint32)
 	err := c.ReadLocal(route.ClusterGroup, func(s *statemachine.State) {
 		for _, id := range s.NodeIDs() {
 			in.table.UpsertNode(schedNode(s.Node(id)))
@@ -171,7 +239,7 @@ func (in *incremental) rebuild(c Cluster) error {
 	in.groups = make([]groupRecords, groups+1)
 	for g := 1; g <= groups; g++ {
 		gr := &in.groups[g]
-		*gr = groupRecords{recs: make(map[statemachine.TaskID]record), pending: make(map[statemachine.TaskID]struct{}),
+		*gr = groupRecords{chunks: make(map[uint64]*recChunk), pending: make(map[statemachine.TaskID]struct{}),
 			version: make(map[statemachine.ServiceID]uint32)}
 		err := c.ReadLocal(g, func(s *statemachine.State) {
 			for t := range s.TasksInOrder() {
@@ -190,7 +258,7 @@ func (in *incremental) rebuild(c Cluster) error {
 // task is gone), moving its reservation in the table. s is read-locked.
 func (in *incremental) update(g int, s *statemachine.State, id statemachine.TaskID, t *statemachine.Task) {
 	gr := &in.groups[g]
-	old, had := gr.recs[id]
+	old, had := gr.get(id)
 	var now record
 	var has bool
 	if t != nil && (liveTask(t) || candidate(t)) {
@@ -207,7 +275,7 @@ func (in *incremental) update(g int, s *statemachine.State, id statemachine.Task
 			now, has = record{key: key}, true
 			if liveTask(t) {
 				spec, _ := svc.SpecAt(t.SpecVersion)
-				now = record{live: true, node: uint32(t.Node), key: key, cpu: spec.CPU, mem: spec.Memory}
+				now = record{node: uint32(t.Node), key: key, res: in.resIndex(resources{spec.CPU, spec.Memory})}
 				if _, _, _, ok := in.table.Reserved(now.node); !ok {
 					has = false // a task on a node the table lacks holds nothing (as in the full scan)
 				}
@@ -218,21 +286,23 @@ func (in *incremental) update(g int, s *statemachine.State, id statemachine.Task
 		return
 	}
 	if had {
-		if old.live {
-			_ = in.table.RemoveTask(old.node, old.key, old.cpu, old.mem)
+		if old.live() {
+			r := in.res[old.res]
+			_ = in.table.RemoveTask(old.node, old.key, r.cpu, r.mem)
 			in.live--
 		}
-		delete(gr.recs, id)
+		gr.del(id)
 		delete(gr.pending, id)
 	}
 	if has {
-		if now.live {
-			_ = in.table.AddTask(now.node, now.key, now.cpu, now.mem)
+		if now.live() {
+			r := in.res[now.res]
+			_ = in.table.AddTask(now.node, now.key, r.cpu, r.mem)
 			in.live++
 		} else {
 			gr.pending[id] = struct{}{}
 		}
-		gr.recs[id] = now
+		gr.set(id, now)
 	}
 }
 
@@ -361,11 +431,11 @@ func (in *incremental) placed(task statemachine.TaskID, a assignment) {
 		return
 	}
 	gr := &in.groups[a.group]
-	if old, had := gr.recs[task]; had && old.live {
+	if old, had := gr.get(task); had && old.live() {
 		in.valid = false // not pending when scanned: cannot happen
 		return
 	}
 	delete(gr.pending, task)
-	gr.recs[task] = record{live: true, node: a.node, key: a.service, cpu: a.cpu, mem: a.mem}
+	gr.set(task, record{node: a.node, key: a.service, res: in.resIndex(resources{a.cpu, a.mem})})
 	in.live++
 }
