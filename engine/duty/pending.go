@@ -66,7 +66,11 @@ func (t *Tracker) OnApply(group int, _ uint64, effects []statemachine.Effect) {
 		case e.Kind == statemachine.EffServiceChanged:
 			g.services = append(g.services, e.Service)
 		case e.Task != 0:
-			g.tasks = append(g.tasks, e.Task)
+			// An entry's effects on one task come together (its state,
+			// then its assignment): one look at it is enough.
+			if n := len(g.tasks); n == 0 || g.tasks[n-1] != e.Task {
+				g.tasks = append(g.tasks, e.Task)
+			}
 		}
 	}
 	if len(g.tasks) > maxDirty {
