@@ -39,7 +39,7 @@ type Tracker struct {
 type touched struct {
 	tasks    []statemachine.TaskID
 	services []statemachine.ServiceID
-	nodes    bool // the cluster group changed a node
+	nodes    []statemachine.NodeID // nodes the cluster group changed
 }
 
 // NewTracker returns a tracker that collects nothing until a driver runs.
@@ -62,7 +62,7 @@ func (t *Tracker) OnApply(group int, _ uint64, effects []statemachine.Effect) {
 	for _, e := range effects {
 		switch {
 		case e.Kind == statemachine.EffNodeChanged:
-			g.nodes = true
+			g.nodes = append(g.nodes, e.Node)
 		case e.Kind == statemachine.EffServiceChanged:
 			g.services = append(g.services, e.Service)
 		case e.Task != 0:
@@ -192,7 +192,6 @@ func (gr *groupRecords) del(id statemachine.TaskID) {
 type incremental struct {
 	valid  bool
 	table  *sched.Table
-	nodes  []uint32 // the node IDs in the table, ascending
 	keys   map[svcRef]uint32
 	groups []groupRecords // by group; index 0 unused
 	live   int            // live records: tasks reserved in the table
@@ -228,12 +227,11 @@ func liveTask(t *statemachine.Task) bool {
 // rebuild scans every group into a fresh table and records.
 func (in *incremental) rebuild(c Cluster) error {
 	in.valid = false
-	in.table, in.keys, in.nodes, in.live = sched.NewTable(), make(map[svcRef]uint32), nil, 0
+	in.table, in.keys, in.live = sched.NewTable(), make(map[svcRef]uint32), 0
 	in.res, in.resIdx = []resources{{}}, make(map[resources]uint32)
 	err := c.ReadLocal(route.ClusterGroup, func(s *statemachine.State) {
 		for _, id := range s.NodeIDs() {
 			in.table.UpsertNode(schedNode(s.Node(id)))
-			in.nodes = append(in.nodes, uint32(id))
 		}
 	})
 	if err != nil {
@@ -316,22 +314,19 @@ func (in *incremental) refresh(c Cluster, touchedBy []touched) (bool, error) {
 	if len(in.groups) != c.Groups()+1 {
 		return false, nil
 	}
-	if len(touchedBy) > 0 && touchedBy[0].nodes {
+	if len(touchedBy) > 0 && len(touchedBy[0].nodes) > 0 {
 		same := true
 		err := c.ReadLocal(route.ClusterGroup, func(s *statemachine.State) {
-			ids := s.NodeIDs()
-			if len(ids) != len(in.nodes) {
-				same = false
-				return
-			}
-			for i, id := range ids {
-				if uint32(id) != in.nodes[i] {
-					same = false
+			for _, id := range touchedBy[0].nodes {
+				n := s.Node(id)
+				_, _, _, had := in.table.Reserved(uint32(id))
+				if (n != nil) != had {
+					same = false // added or removed: the full scan's rows and counts
 					return
 				}
-			}
-			for _, id := range ids {
-				in.table.UpsertNode(schedNode(s.Node(id)))
+				if n != nil {
+					in.table.UpsertNode(schedNode(n))
+				}
 			}
 		})
 		if err != nil || !same {
