@@ -12,9 +12,11 @@ import (
 // The scan is the driver's first pure stage: the groups' states in, the
 // scheduler's node table (nodes of the cluster group, resources held by
 // every assigned..running task) and the pending batches out. It reads every
-// task of every group: the tasks' resources have no change feed yet, so the
-// table cannot be kept incrementally without one (a run is skipped instead
-// when no group applied anything since the last scan).
+// task of every group (a run is skipped when no group applied anything since
+// the last scan). With a Tracker, fed by the apply fan-out, the driver keeps
+// what a scan finds from one run to the next and reads only the tasks that
+// changed (pending.go); this scan stays the reference its property test
+// compares it with.
 
 // batchKey names a batch: one spec version of one service of one group.
 type batchKey struct {
