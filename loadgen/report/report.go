@@ -85,6 +85,25 @@ type Phase struct {
 	// samples: with Seconds and Machine.CPUs it says how busy the
 	// machine was, and who kept it busy.
 	CPUSeconds map[string]float64 `json:"cpu_seconds,omitempty"`
+	// CPUMicrosPerTask is CPUSeconds per task of the run (Params.Tasks),
+	// in microseconds, per CPU group: unlike the phase's wall time it
+	// does not grow because other work shared the machine.
+	CPUMicrosPerTask map[string]float64 `json:"cpu_us_per_task,omitempty"`
+}
+
+// CPUGroups are the CPU groups a phase's CPU is told in, in order.
+var CPUGroups = []string{"replicas", "agents", "loadgen"}
+
+// CPUPerTask is the CPU group's microseconds per task of a run of tasks
+// tasks in the phase: from CPUMicrosPerTask, or worked out from
+// CPUSeconds for a report written before it was recorded; false when the
+// group used no CPU that was read.
+func (p Phase) CPUPerTask(group string, tasks int) (float64, bool) {
+	if v, ok := p.CPUMicrosPerTask[group]; ok {
+		return v, v > 0
+	}
+	v, ok := p.CPUSeconds[group]
+	return v / float64(max(tasks, 1)) * 1e6, ok && v > 0
 }
 
 // PhaseRan returns the phase called name if the run ran it: not turned
