@@ -12,6 +12,7 @@ import (
 	"runtime/pprof"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -91,6 +92,12 @@ makes the exit status non-zero, as do a failed convergence and a failed
 	f.StringVar(&c.PprofDir, "pprof-dir", "", "fetch each replica's CPU profiles (while the services are created, then while their tasks start: mN.cpu.prof, mN.ramp.cpu.prof; and for 15 s after each leader kill, the survivors: mN.killK.cpu.prof) and heap profile (at the end) into this directory; each simulated agents' process writes its CPU profile there too (agentsN.cpu.prof, its whole run)")
 	f.BoolVar(&c.CheckReplay, "check-replay", false, "start the managers with serve --check-replay (determinism check at every snapshot; doubles their apply cost)")
 	f.StringArrayVar(&c.Thresholds, "threshold", nil, "a pass/fail threshold, e.g. 'converge<20s' (repeatable)")
+	f.IntVar(&c.FleetWorkers, "fleet-workers", 0, "wait for this many fleet workers (shoal loadgen fleet, on other hosts) and run the agents on them (docs/loadgen-fleet.md)")
+	f.StringVar(&c.FleetListen, "fleet-listen", ":7790", "with --fleet-workers: where the workers connect (TLS, with a token of this run's own)")
+	f.IntVar(&c.FleetLocal, "fleet-local", 0, "with --fleet-workers: how many of the agents run in this host's own processes")
+	f.StringVar(&c.FleetTokenFile, "fleet-token-file", "", "with --fleet-workers: also write the workers' token to this file")
+	f.DurationVar(&c.FleetWait, "fleet-wait", 5*time.Minute, "with --fleet-workers: the longest wait for the workers to connect")
+	cmd.AddCommand(newLoadgenWorkerCmd())
 	return cmd
 }
 

@@ -130,9 +130,9 @@ type Hub struct {
 	logf  func(format string, args ...any)
 	mu    sync.Mutex
 	next  int
-	want  int            // workers the run takes (0: not known yet; every one is held)
-	full  bool           // the run has its workers: any further one is refused
-	held  []*Worker      // handshaken, waiting for their share
+	want  int       // workers the run takes (0: not known yet; every one is held)
+	full  bool      // the run has its workers: any further one is refused
+	held  []*Worker // handshaken, waiting for their share
 	obs   map[int]chan net.Conn
 	ready chan struct{} // a worker was added to held
 }
