@@ -131,11 +131,39 @@ func (c *child) readObs(rd io.ReadCloser) {
 
 // rpcCall runs one method in the child; a child that is gone answers with
 // the zero value (the run then sees no agents and says so).
+//
+// A worker on another host may vanish without its connection closing (its
+// host died, the network between was cut): a call it does not answer
+// within workerCallTimeout (Stop: workerStopTimeout) closes its
+// connections, and it is lost like a worker that died.
 func rpcCall[R any](c *child, method string, args any) R {
 	var out R
-	_ = c.rpc.Call("Fleet."+method, args, &out)
+	if c.w == nil {
+		_ = c.rpc.Call("Fleet."+method, args, &out)
+		return out
+	}
+	limit := workerCallTimeout
+	if method == "Stop" {
+		limit = workerStopTimeout
+	}
+	call := c.rpc.Go("Fleet."+method, args, &out, make(chan *rpc.Call, 1))
+	t := time.NewTimer(limit)
+	defer t.Stop()
+	select {
+	case <-call.Done:
+	case <-t.C:
+		c.w.close()
+		<-call.Done // the closed connection ends every call under way
+		var zero R
+		return zero
+	}
 	return out
 }
+
+var (
+	workerCallTimeout = 15 * time.Second
+	workerStopTimeout = time.Minute
+)
 
 // stop stops the child's agents, waits until their observations are in,
 // and ends the child.
