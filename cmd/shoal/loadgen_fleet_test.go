@@ -173,3 +173,59 @@ func TestLoadgenFleetAcrossHosts(t *testing.T) {
 	}
 	t.Logf("%s", out[strings.LastIndex(out, "fleet workers"):])
 }
+
+// The fleet workers run as a Shoal service: `serve --dev` runs two
+// replicas of `shoal loadgen fleet`, which connect to a loadgen (with its
+// own three managers) waiting for two workers; the run ends with zero
+// violations, the workers in the report, and the workers' tasks complete.
+func TestLoadgenFleetAsService(t *testing.T) {
+	bin := shoalBin(t)
+	dev := freeAddr(t)
+	srv := startProc(t, "serve-dev", "serve", "--dev", "--api-addr", dev, "--data-dir", t.TempDir(), "--raft-log-level", "critical")
+	waitFor(t, 30*time.Second, "dev mode ready", func() (bool, string) {
+		return strings.Contains(srv.out.String(), "shoal: dev mode"), srv.out.String()
+	})
+	dir := t.TempDir()
+	coord := freeAddr(t)
+	tokFile, repFile := filepath.Join(dir, "token"), filepath.Join(dir, "run.json")
+	lg := startProc(t, "loadgen", "loadgen", "--insecure", "--agents", "10", "--tasks", "60", "--services", "3",
+		"--churn", "3s", "--faults", "4s", "--quiesce-timeout", "20s", "--fleet-workers", "2", "--fleet-listen", coord,
+		"--fleet-token-file", tokFile, "--json", repFile)
+	var tok string
+	waitFor(t, 30*time.Second, "the coordinator's token", func() (bool, string) {
+		b, err := os.ReadFile(tokFile)
+		tok = strings.TrimSpace(string(b))
+		return err == nil && tok != "", lg.out.String()
+	})
+	killLeftovers(t, tok)
+	cli(t, dev, "service", "create", "lg-fleet", "--replicas", "2", "--restart-condition", "on-failure", "--detach",
+		"--", bin, "loadgen", "fleet", "--coordinator", coord, "--token", tok)
+	select {
+	case <-lg.exited:
+	case <-time.After(90 * time.Second):
+		t.Fatalf("the loadgen did not end within 90s:\n%s", lg.out.String())
+	}
+	if code := lg.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("the loadgen failed (exit %d):\n%s", code, lg.out.String())
+	}
+	b, err := os.ReadFile(repFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep report.Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Violations != 0 || !rep.Converged || rep.Fleet == nil || len(rep.Fleet.Workers) != 2 || rep.Fleet.WorkersLost != 0 {
+		t.Fatalf("report: violations %d, converged %t, fleet %+v\n%s", rep.Violations, rep.Converged, rep.Fleet, lg.out.String())
+	}
+	for _, w := range rep.Fleet.Workers {
+		if w.Agents != 5 || w.CPUSeconds <= 0 {
+			t.Errorf("worker %+v", w)
+		}
+	}
+	waitFor(t, 30*time.Second, "the workers' tasks complete", func() (bool, string) {
+		ps, _ := cliErr(t, dev, "service", "ps", "lg-fleet")
+		return strings.Count(ps, "Complete") == 2, ps
+	})
+}
