@@ -33,6 +33,13 @@ type Config struct {
 
 	SyncInterval time.Duration // children's --sync-interval; default 5s
 	MinHeartbeat time.Duration // children's --min-heartbeat; 0: the server's default (1s)
+	// OrphanTimeout is the managers' --orphan-timeout (given to the
+	// started ones; with Join, say what the managers were given): a node
+	// down that long has its tasks orphaned and their addresses freed,
+	// while the processes of an agent that is only cut off or vanished
+	// would still run. The faults then cut off or vanish an agent for at
+	// most half as long. 0: the server's default (24h; no bound needed).
+	OrphanTimeout time.Duration
 	RaftLogLevel string        // children's --raft-log-level (into DataDir/mN.log); default critical
 	// ElectionTimeout is the children's --election-timeout; 0: the
 	// server's default.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -27,15 +28,22 @@ func (p *proc) alive() bool {
 // The loadgen beyond one machine: three managers and two fleet workers on
 // five hosts (network namespaces on one bridge, private addresses that
 // exist only inside them), the coordinator in the test's own namespace on
-// the bridge. The managers orphan a silent node's tasks after 3 s, so the
+// the bridge. The managers orphan a silent node's tasks after 8 s, so the
 // run converges after a worker dies. Worker 2's clock is 3 s ahead (the
 // namespaces share the host's clock): the coordinator must measure it and
-// correct its observations' order by it. During the faults phase the test
-// kills the cluster leader twice (restarting it 2 s later) and worker 2
-// once, for good. The run must end with zero violations, converged, the
+// correct its observations' order by it. Half of the agents run in the
+// coordinator's own processes, so worker 2 holds 5 of the 20 nodes: fewer
+// than the managers' mass-expiry brake takes for an overloaded leader (at
+// least 10), which would hold its nodes up for a minute. During the faults phase the test
+// kills worker 2 for good and the cluster leader twice (restarting
+// it 2 s later); the loadgen, told the orphan timeout, cuts agents off for
+// at most half of it. The run must end with zero violations, converged, the
 // lost worker counted, and each worker's agents, CPU and clock offset in
 // the report.
 func TestLoadgenFleetAcrossHosts(t *testing.T) {
+	if os.Getenv("SHOAL_FLEET_NS") == "" {
+		t.Skip("the loadgen across network namespaces runs with make loadgen-fleet (SHOAL_FLEET_NS=1): 40-60 s")
+	}
 	if err := netns.Check(); err != nil {
 		t.Skip(err.Error())
 	}
@@ -54,7 +62,7 @@ func TestLoadgenFleetAcrossHosts(t *testing.T) {
 		servers[i] = startProcOn(t, h, fmt.Sprintf("serve-%d", i+1), "serve", "--id", fmt.Sprint(i+1),
 			"--raft-addr", h.Addr.String()+":"+raftPort, "--api-addr", apis[i], "--peers", strings.Join(peers, ","),
 			"--data-dir", filepath.Join(root, fmt.Sprintf("m%d", i+1)), "--groups", "2",
-			"--raft-log-level", "critical", "--insecure", "--orphan-timeout", "3s")
+			"--raft-log-level", "warning", "--insecure", "--orphan-timeout", "8s")
 	}
 	for _, s := range servers {
 		waitFor(t, 60*time.Second, s.name+" ready", func() (bool, string) {
@@ -64,10 +72,10 @@ func TestLoadgenFleetAcrossHosts(t *testing.T) {
 
 	coordAddr := n.Bridge.String() + ":7790"
 	tokFile, repFile := filepath.Join(root, "token"), filepath.Join(root, "run.json")
-	const churn = 4 * time.Second
+	const churn = 3 * time.Second
 	lg := startProc(t, "loadgen", "loadgen", "--join", strings.Join(apis, ","), "--insecure",
-		"--agents", "20", "--tasks", "200", "--services", "5", "--churn", churn.String(), "--faults", "12s",
-		"--quiesce-timeout", "25s", "--crash-rate", "2", "--fleet-workers", "2", "--fleet-listen", coordAddr,
+		"--orphan-timeout", "8s", "--agents", "20", "--tasks", "200", "--services", "5", "--churn", churn.String(), "--faults", "10s",
+		"--quiesce-timeout", "25s", "--crash-rate", "2", "--fleet-workers", "2", "--fleet-local", "10", "--fleet-listen", coordAddr,
 		"--fleet-token-file", tokFile, "--json", repFile)
 	var tok string
 	waitFor(t, 30*time.Second, "the coordinator's token", func() (bool, string) {
@@ -84,6 +92,13 @@ func TestLoadgenFleetAcrossHosts(t *testing.T) {
 			t.Logf("loadgen:\n%s", lg.out.String())
 			for _, w := range workers {
 				t.Logf("%s:\n%s", w.name, w.out.String())
+			}
+			for _, s := range servers {
+				o := s.out.String()
+				t.Logf("%s (its last 4 kB):\n%s", s.name, o[max(0, len(o)-4096):])
+			}
+			if ps, err := cliErr(t, apis[0], "node", "ls"); err == nil {
+				t.Logf("node ls:\n%s", ps)
 			}
 		}
 	}()
@@ -118,20 +133,25 @@ func TestLoadgenFleetAcrossHosts(t *testing.T) {
 		return s
 	}
 	at(time.Second)
-	s := killLeader()
-	at(3 * time.Second)
-	s.start(t)
-	at(5 * time.Second)
 	workers[1].kill()
 	t.Logf("killed worker 2")
-	at(7 * time.Second)
+	at(2 * time.Second)
+	s := killLeader()
+	at(4 * time.Second)
+	s.start(t)
+	at(6 * time.Second)
 	s = killLeader()
-	at(9 * time.Second)
+	at(8 * time.Second)
 	s.start(t)
 
 	select {
 	case <-lg.exited:
 	case <-time.After(90 * time.Second):
+		_ = lg.cmd.Process.Signal(syscall.SIGQUIT) // its goroutines, into its output
+		select {
+		case <-lg.exited:
+		case <-time.After(5 * time.Second):
+		}
 		t.Fatalf("the loadgen did not end within 90s")
 	}
 	out := lg.out.String()
@@ -150,12 +170,12 @@ func TestLoadgenFleetAcrossHosts(t *testing.T) {
 		t.Fatalf("violations %d, converged %t", rep.Violations, rep.Converged)
 	}
 	f := rep.Fleet
-	if f == nil || len(f.Workers) != 2 || f.WorkersLost != 1 {
+	if f == nil || len(f.Workers) != 2 || f.WorkersLost != 1 || f.LocalAgents != 10 {
 		t.Fatalf("the report's fleet: %+v", f)
 	}
 	for i, w := range f.Workers {
 		want := 0.0
-		if w.Host == "" || w.Agents != 10 || w.CPUSeconds <= 0 {
+		if w.Host == "" || w.Agents != 5 || w.CPUSeconds <= 0 {
 			t.Errorf("worker %d: %+v", i+1, w)
 		}
 		if strings.Contains(w.Address, n.Hosts[4].Addr.String()+":") {
