@@ -40,7 +40,7 @@ type Config struct {
 	// would still run. The faults then cut off or vanish an agent for at
 	// most half as long. 0: the server's default (24h; no bound needed).
 	OrphanTimeout time.Duration
-	RaftLogLevel string        // children's --raft-log-level (into DataDir/mN.log); default critical
+	RaftLogLevel  string // children's --raft-log-level (into DataDir/mN.log); default critical
 	// ElectionTimeout is the children's --election-timeout; 0: the
 	// server's default.
 	ElectionTimeout time.Duration

@@ -28,7 +28,7 @@ type Config struct {
 	MinHeartbeat time.Duration // --min-heartbeat; 0: the server's default
 	// OrphanTimeout is --orphan-timeout; 0: the server's default.
 	OrphanTimeout time.Duration
-	RaftLogLevel string        // --raft-log-level; default critical
+	RaftLogLevel  string // --raft-log-level; default critical
 	// ElectionTimeout is --election-timeout; 0: the server's default.
 	ElectionTimeout time.Duration
 	Pprof           bool          // start replicas with --pprof
