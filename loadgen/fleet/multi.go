@@ -37,7 +37,11 @@ type Remote struct {
 	upto []int64    // per child, its latest promise (obsBatch.Upto), corrected
 	last []int64    // per child, its latest stamp, corrected
 	off  []int64    // per child, its clock offset (ns; 0 for a local child)
-	seen []map[uint32]bool
+	// seen is, per child, the nodes its observations named. It has a lock
+	// of its own: Probe reads it, and the checker probes while the merge
+	// (under mu) hands it an observation.
+	seenMu sync.Mutex
+	seen   []map[uint32]bool
 	stop sync.Once
 	quit chan struct{}
 }
@@ -164,6 +168,7 @@ func (r *Remote) merge(k int, b obsBatch) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	off := r.off[k]
+	r.seenMu.Lock()
 	for i := range b.Obs {
 		o := &b.Obs[i]
 		o.Stamp -= off
@@ -173,6 +178,7 @@ func (r *Remote) merge(k int, b obsBatch) {
 		}
 		r.last[k] = max(r.last[k], o.Stamp)
 	}
+	r.seenMu.Unlock()
 	r.q[k] = append(r.q[k], b.Obs...)
 	if b.Upto == math.MaxInt64 {
 		// The stream ended: a child that was not stopped is lost. Its
@@ -219,9 +225,11 @@ func (r *Remote) deliver(k int, o obs) {
 			name = c.name
 		}
 		var nodes []uint32
+		r.seenMu.Lock()
 		for n := range r.seen[k] {
 			nodes = append(nodes, n)
 		}
+		r.seenMu.Unlock()
 		if g, ok := r.obs.(GoneObserver); ok {
 			g.NodesGone(nodes, at)
 		}
@@ -341,9 +349,9 @@ func (r *Remote) Probe(node uint32, task uint64) string {
 		if a.Found {
 			return a.Text
 		}
-		r.mu.Lock()
+		r.seenMu.Lock() // not mu: the checker probes from within the merge
 		was := r.seen[k][node]
-		r.mu.Unlock()
+		r.seenMu.Unlock()
 		if was && r.kids[k].dead.Load() {
 			return fmt.Sprintf("node %d ran in %s, which is lost", node, r.kids[k].name)
 		}

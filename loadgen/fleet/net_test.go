@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/rpc"
 	"slices"
 	"strings"
 	"testing"
@@ -144,4 +146,47 @@ func (g *goneRecorder) NodesGone(nodes []uint32, now time.Time) {
 func (g *goneRecorder) add(now time.Time, format string, args ...any) {
 	g.got = append(g.got, fmt.Sprintf(format, args...))
 	g.at = append(g.at, now.UnixNano())
+}
+
+// probingObserver probes the fleet from within Hold, as the checker does
+// on an address conflict.
+type probingObserver struct {
+	r   *Remote
+	got []string
+}
+
+func (p *probingObserver) Handed(uint32, uint64, time.Time) {}
+func (p *probingObserver) Release(uint64, time.Time)        {}
+func (p *probingObserver) Hold(node uint32, task uint64, _, _ []string, _ time.Time) {
+	p.got = append(p.got, p.r.Probe(node, task))
+}
+
+// The checker probes the agents while the merge hands it an observation:
+// Probe must not wait for the merge (a run once hung there for good after
+// its first address conflict).
+func TestProbeFromWithinTheMerge(t *testing.T) {
+	srvConn, cliConn := net.Pipe()
+	srv := rpc.NewServer()
+	if err := srv.RegisterName("Fleet", &Service{f: &Fleet{}}); err != nil {
+		t.Fatal(err)
+	}
+	go srv.ServeConn(srvConn)
+	po := &probingObserver{}
+	r := newRemote(1, po, nil)
+	po.r = r
+	r.kids[0] = &child{name: "A", rpc: rpc.NewClient(cliConn), done: make(chan struct{})}
+	defer r.kids[0].rpc.Close()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.merge(0, obsBatch{Obs: []obs{{Kind: obsHold, Node: 4, Task: 9, Stamp: 5}}, Upto: 6})
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the merge and the probe wait for each other")
+	}
+	if len(po.got) != 1 || po.got[0] != "no agent runs as node 4" {
+		t.Fatalf("probe answered %q", po.got)
+	}
 }
