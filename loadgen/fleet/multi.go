@@ -42,8 +42,8 @@ type Remote struct {
 	// (under mu) hands it an observation.
 	seenMu sync.Mutex
 	seen   []map[uint32]bool
-	stop sync.Once
-	quit chan struct{}
+	stop   sync.Once
+	quit   chan struct{}
 }
 
 // GoneObserver is an Observer that is told when the processes of nodes
