@@ -37,6 +37,9 @@ type Remote struct {
 	upto []int64    // per child, its latest promise (obsBatch.Upto), corrected
 	last []int64    // per child, its latest stamp, corrected
 	off  []int64    // per child, its clock offset (ns; 0 for a local child)
+	// track is, per child, whether it is a worker on another host: its
+	// stamps are corrected by off and its nodes noted in seen.
+	track []bool
 	// seen is, per child, the nodes its observations named. It has a lock
 	// of its own: Probe reads it, and the checker probes while the merge
 	// (under mu) hands it an observation.
@@ -115,7 +118,7 @@ func StartFleet(binary string, cfg ChildConfig, per, local int, workers []*Worke
 			cc.Agents++
 		}
 		cc.First = cfg.First + lo
-		r.off[k] = int64(w.Offset)
+		r.off[k], r.track[k] = int64(w.Offset), true
 		c, err := startWorker(w, cc, func(b obsBatch) { r.merge(k, b) })
 		if err != nil {
 			return fail(err)
@@ -134,7 +137,7 @@ func newRemote(n int, o Observer, lost func(name string)) *Remote {
 		lost = func(string) {}
 	}
 	r := &Remote{obs: o, lost: lost, kids: make([]*child, n), q: make([][]obs, n), upto: make([]int64, n),
-		last: make([]int64, n), off: make([]int64, n), seen: make([]map[uint32]bool, n), quit: make(chan struct{})}
+		last: make([]int64, n), off: make([]int64, n), track: make([]bool, n), seen: make([]map[uint32]bool, n), quit: make(chan struct{})}
 	for k := range n {
 		r.seen[k] = map[uint32]bool{}
 	}
@@ -167,18 +170,24 @@ func (r *Remote) pollCPU(c *child) {
 func (r *Remote) merge(k int, b obsBatch) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	off := r.off[k]
-	r.seenMu.Lock()
-	for i := range b.Obs {
-		o := &b.Obs[i]
-		o.Stamp -= off
-		o.At -= off
-		if o.Node != 0 {
-			r.seen[k][o.Node] = true
+	// A worker's stamps are corrected and its nodes noted (for when it is
+	// lost); a local child's need neither, which keeps the single-machine
+	// merge as cheap as it was.
+	if off := r.off[k]; r.track[k] {
+		r.seenMu.Lock()
+		for i := range b.Obs {
+			o := &b.Obs[i]
+			o.Stamp -= off
+			o.At -= off
+			if o.Node != 0 {
+				r.seen[k][o.Node] = true
+			}
 		}
-		r.last[k] = max(r.last[k], o.Stamp)
+		r.seenMu.Unlock()
 	}
-	r.seenMu.Unlock()
+	if n := len(b.Obs); n > 0 {
+		r.last[k] = max(r.last[k], b.Obs[n-1].Stamp)
+	}
 	r.q[k] = append(r.q[k], b.Obs...)
 	if b.Upto == math.MaxInt64 {
 		// The stream ended: a child that was not stopped is lost. Its
@@ -190,7 +199,7 @@ func (r *Remote) merge(k int, b obsBatch) {
 		}
 		r.upto[k] = math.MaxInt64
 	} else {
-		r.upto[k] = b.Upto - off
+		r.upto[k] = b.Upto - r.off[k]
 		r.last[k] = max(r.last[k], r.upto[k])
 	}
 	low := r.upto[0]

@@ -103,7 +103,7 @@ func TestHubAdmitsOnlyThisRunsWorkers(t *testing.T) {
 func TestMergeCorrectsWorkerClocks(t *testing.T) {
 	rec := &goneRecorder{}
 	r := newRemote(2, rec, nil)
-	r.off[1] = int64(3 * time.Second)
+	r.off[1], r.track[0], r.track[1] = int64(3*time.Second), true, true
 	r.kids[0], r.kids[1] = &child{name: "A"}, &child{name: "B"}
 	r.kids[0].stopping.Store(true) // A is stopped at the end; B is lost
 	base := int64(1_700_000_000) * 1e9
