@@ -71,6 +71,7 @@ func TestLoadgenFleetAcrossHosts(t *testing.T) {
 	}
 
 	coordAddr := n.Bridge.String() + ":7790"
+	began := time.Now()
 	tokFile, repFile := filepath.Join(root, "token"), filepath.Join(root, "run.json")
 	const churn = 3 * time.Second
 	lg := startProc(t, "loadgen", "loadgen", "--join", strings.Join(apis, ","), "--insecure",
@@ -155,6 +156,7 @@ func TestLoadgenFleetAcrossHosts(t *testing.T) {
 		t.Fatalf("the loadgen did not end within 90s")
 	}
 	out := lg.out.String()
+	t.Logf("the loadgen ran %.1fs", time.Since(began).Seconds())
 	if lg.cmd.ProcessState.ExitCode() != 0 {
 		t.Fatalf("the loadgen failed (exit %d)", lg.cmd.ProcessState.ExitCode())
 	}
