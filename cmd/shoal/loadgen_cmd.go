@@ -55,7 +55,11 @@ makes the exit status non-zero, as do a failed convergence and a failed
 --threshold ('converge<20s', 'running_p99<5s', 'heap_per_task<1024',
 'violations<1', 'ramp<30s').
 
-  shoal loadgen --agents 1000 --tasks 100000 --json run.json --report run.html --pprof-dir prof`,
+  shoal loadgen --agents 1000 --tasks 100000 --json run.json --report run.html --pprof-dir prof
+
+Beyond one machine, --fleet-workers N waits for N fleet workers on other hosts
+(shoal loadgen fleet --coordinator ADDR --token TOKEN, with the token this run
+prints) and runs the agents on them; see docs/loadgen-fleet.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runLoadgen(cmd, o) },
 	}
