@@ -271,6 +271,7 @@ func (r *run) buildReport(ctx context.Context, converged bool, convergeSecs floa
 	rep.Violations = r.checker.Count()
 	rep.TotalSeconds = time.Since(r.start).Seconds()
 	rep.Thresholds = evalThresholds(cfg.Thresholds, rep)
+	r.fleetReport(rep)
 	return rep
 }
 

@@ -50,6 +50,40 @@ type Report struct {
 	Thresholds    []Threshold `json:"thresholds,omitempty"`
 	// Profiles lists the profile files written (loadgen and replicas).
 	Profiles []string `json:"profiles,omitempty"`
+	// Fleet describes the fleet workers on other hosts, when the run had
+	// any (--fleet-workers).
+	Fleet *Fleet `json:"fleet,omitempty"`
+}
+
+// Fleet is how a run with fleet workers spread its agents, and what the
+// workers' clocks did to its figures.
+type Fleet struct {
+	// LocalAgents ran in the loadgen's own child processes.
+	LocalAgents int           `json:"local_agents"`
+	Workers     []FleetWorker `json:"workers"`
+	// WorkersLost counts workers that ended (died, or lost their
+	// connection) before the run let them go: a fault; their agents'
+	// nodes went down.
+	WorkersLost int `json:"workers_lost"`
+	// LatencyClock says which clock the latencies were measured on.
+	LatencyClock string `json:"latency_clock"`
+	// MergeOrder says how the workers' observations were ordered.
+	MergeOrder string `json:"merge_order"`
+}
+
+// FleetWorker is one fleet worker.
+type FleetWorker struct {
+	ID         int     `json:"id"`
+	Host       string  `json:"host"`    // the hostname it gave
+	Address    string  `json:"address"` // as the coordinator saw it
+	FirstAgent int     `json:"first_agent"`
+	Agents     int     `json:"agents"`
+	CPUSeconds float64 `json:"cpu_seconds"` // the worker process's, at its last reading
+	// ClockOffsetMs is the worker's clock minus the loadgen's, measured
+	// over the connection, within ± ClockErrorMs.
+	ClockOffsetMs float64 `json:"clock_offset_ms"`
+	ClockErrorMs  float64 `json:"clock_error_ms"`
+	Lost          bool    `json:"lost,omitempty"`
 }
 
 // Params are the run's parameters as given (after defaults).

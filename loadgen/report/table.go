@@ -83,6 +83,7 @@ func WriteTable(w io.Writer, r *Report) error {
 				i+1, k.LedAgainSeconds, k.HalfSeconds, k.P90Seconds, k.AllSeconds)
 		}
 	}
+	writeFleet(tw, r.Fleet)
 	fmt.Fprintf(tw, "invariant\tchecked\tviolations\n")
 	for _, inv := range r.Invariants {
 		mark := "✓"
@@ -100,6 +101,23 @@ func WriteTable(w io.Writer, r *Report) error {
 	}
 	fmt.Fprintf(tw, "violations\t%d\n", r.Violations)
 	return tw.Flush()
+}
+
+// writeFleet writes the fleet workers' lines (none without workers).
+func writeFleet(w io.Writer, f *Fleet) {
+	if f == nil {
+		return
+	}
+	fmt.Fprintf(w, "fleet workers\t%d workers (%d lost), %d agents in local processes; latencies on %s; observations merged %s\n",
+		len(f.Workers), f.WorkersLost, f.LocalAgents, f.LatencyClock, f.MergeOrder)
+	for _, wk := range f.Workers {
+		lost := ""
+		if wk.Lost {
+			lost = "; LOST during the run"
+		}
+		fmt.Fprintf(w, "  worker %d\t%s (%s): %d agents from %d, CPU %.1f s, clock offset %+.3f ms ± %.3f ms%s\n",
+			wk.ID, wk.Host, wk.Address, wk.Agents, wk.FirstAgent, wk.CPUSeconds, wk.ClockOffsetMs, wk.ClockErrorMs, lost)
+	}
 }
 
 // coresText is a phase's average cores busy per CPU group, e.g. "1.21 +
