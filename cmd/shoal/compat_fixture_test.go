@@ -117,12 +117,21 @@ func TestMakeCompatFixture(t *testing.T) {
 		return strings.Contains(out, "Ready"), out
 	})
 
+	hc := &http.Client{Timeout: 20 * time.Second}
+	var nodes client.List[client.Node]
+	getJSON(t, hc, api, "/v1/nodes", &nodes)
+	if len(nodes.Items) != 1 {
+		t.Fatalf("want one node, got %+v", nodes.Items)
+	}
+	nodeID := fmt.Sprint(nodes.Items[0].ID)
+	nodePath := "/v1/nodes/" + nodeID
+
 	// Before the snapshots: a network, settings, node labels, a
 	// replicated service on the network with constraints and a previous
 	// spec, a global service, a removed service.
 	run("network", "create", "appnet", "--subnet", "10.77.0.0/26", "--reserve", "10.77.0.1-10.77.0.3")
 	run("cluster", "update", "--task-history-limit", "3")
-	run("node", "update", "compat-node", "--label-add", "rack=r7")
+	run("node", "update", nodeID, "--label-add", "rack=r7")
 	run("service", "create", "web", "--replicas", "3", "--network", "appnet", "--constraint", "node.labels.zone==a",
 		"-e", "MODE=one", "--update-parallelism", "2", "--update-failure-action", "rollback", "--update-order", "start-first",
 		"--update-delay", "1s", "--reserve-cpu", "0.05", "--reserve-memory", "1048576", "--restart-delay", "2s",
@@ -137,13 +146,6 @@ func TestMakeCompatFixture(t *testing.T) {
 	// entries; the old binary has no flag for fewer): a node's label
 	// written again and again goes to the cluster group and, through its
 	// outbox, to every service group.
-	hc := &http.Client{Timeout: 20 * time.Second}
-	var nodes client.List[client.Node]
-	getJSON(t, hc, api, "/v1/nodes", &nodes)
-	if len(nodes.Items) != 1 {
-		t.Fatalf("want one node, got %+v", nodes.Items)
-	}
-	nodePath := fmt.Sprintf("/v1/nodes/%d", nodes.Items[0].ID)
 	for i := 0; ; i++ {
 		if i%200 == 0 {
 			var st client.Status
@@ -180,16 +182,16 @@ func TestMakeCompatFixture(t *testing.T) {
 	if a := rawWrite(api, "POST", "/v1/services", db, rid, 20*time.Second); a.status/100 != 2 {
 		t.Fatalf("create db with a request ID: %d %s %v", a.status, a.body, a.err)
 	}
-	run("node", "update", "compat-node", "--label-add", "tier=front")
+	run("node", "update", nodeID, "--label-add", "tier=front")
 	run("cluster", "update", "--task-history-limit", "4")
 	waitFor(t, 60*time.Second, "the old cluster settles", func() (bool, string) {
 		var l client.List[client.Service]
 		getJSON(t, hc, api, "/v1/services", &l)
 		var why []string
 		for _, s := range l.Items {
-			want := "Converged"
+			want := "converged"
 			if s.Spec.Name == "slow" {
-				want = "UpdatePaused"
+				want = "paused"
 			}
 			if s.Convergence.State != want {
 				why = append(why, fmt.Sprintf("%s: %s %s", s.Spec.Name, s.Convergence.State, s.Convergence.Why))
