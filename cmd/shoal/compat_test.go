@@ -27,6 +27,8 @@ const compatFixture = "testdata/compat-8309538.tar.gz"
 // starts again from it.
 func TestOldDataDirStarts(t *testing.T) {
 	shoalBin(t)
+	start := time.Now()
+	phase := func(what string) { t.Logf("%5.1fs %s", time.Since(start).Seconds(), what) }
 	dir := t.TempDir()
 	unpackFixture(t, compatFixture, dir)
 	var exp compatExpect
@@ -64,6 +66,7 @@ func TestOldDataDirStarts(t *testing.T) {
 	// A snapshot every 16 entries from now on, so the writes below take
 	// a new one in every group.
 	srv := serve("--snapshot-entries", "16")
+	phase("ready on the old data directory")
 
 	// The write sent with a request ID is remembered (its record is in the
 	// old log, applied at the old state time).
@@ -73,6 +76,7 @@ func TestOldDataDirStarts(t *testing.T) {
 		t.Errorf("request %s: %+v, want applied (it created service %s)", exp.RequestID, ro, exp.RequestService)
 	}
 	checkAsWritten(t, hc, api, &exp)
+	phase("checked as written")
 
 	// The old agent's node opens a session again: the same node, no new one.
 	var oldNodes client.List[client.Node]
@@ -89,6 +93,8 @@ func TestOldDataDirStarts(t *testing.T) {
 		ok := len(l.Items) == 1 && l.Items[0].ID == oldNodes.Items[0].ID && l.Items[0].Status == "ready"
 		return ok, fmt.Sprintf("%+v\n%s", l.Items, agent.out)
 	})
+
+	phase("the old agent's node is back")
 
 	// New writes: a create, updates (one a rollback from the paused
 	// update, moved by the rollback configuration the old spec lacked),
@@ -112,6 +118,7 @@ func TestOldDataDirStarts(t *testing.T) {
 		rows := psJSON(t, api, "fresh")
 		return len(rows) == 1 && rows[0].State == "running" && rows[0].Node == nodeID, fmt.Sprint(rows)
 	})
+	phase("new snapshots; fresh runs")
 	after := func() map[string]client.Service {
 		var l client.List[client.Service]
 		getJSON(t, hc, api, "/v1/services", &l)
@@ -145,7 +152,9 @@ func TestOldDataDirStarts(t *testing.T) {
 	// Stop both and start again, from the new snapshots.
 	stopProc(t, agent)
 	stopProc(t, srv)
+	phase("stopped")
 	serve()
+	phase("ready again")
 	checkNew("after a restart")
 	var l client.List[client.Node]
 	getJSON(t, hc, api, "/v1/nodes", &l)
