@@ -64,16 +64,43 @@ func TestOldDataDirStarts(t *testing.T) {
 	hc := &http.Client{Timeout: 20 * time.Second}
 
 	// A snapshot every 16 entries from now on, so the writes below take
-	// a new one in every group.
-	srv := serve("--snapshot-entries", "16")
+	// a new one in every group. The replica's clock is set back to just
+	// after the fixture's last task change: its ticks apply at once, and
+	// at today's time they would forget the request IDs at the first
+	// (they are kept ten minutes of the state's time).
+	var last time.Time
+	for _, raw := range exp.Tasks {
+		var l client.List[client.Task]
+		mustDecode(t, raw, &l)
+		for _, tk := range l.Items {
+			if tk.Since.After(last) {
+				last = tk.Since
+			}
+		}
+	}
+	back := time.Until(last.Add(time.Minute)).Round(time.Second)
+	srv := serve("--snapshot-entries", "16", "--clock-offset", back.String())
 	phase("ready on the old data directory")
 
 	// The write sent with a request ID is remembered (its record is in the
 	// old log, applied at the old state time).
 	var ro client.RequestOutcome
 	getJSON(t, hc, api, "/v1/requests/"+exp.RequestID, &ro)
-	if ro.Outcome != client.OutcomeApplied || ro.ObjectID == 0 {
-		t.Errorf("request %s: %+v, want applied (it created service %s)", exp.RequestID, ro, exp.RequestService)
+	var oldSvcs client.List[client.Service]
+	mustDecode(t, exp.Services, &oldSvcs)
+	for _, s := range oldSvcs.Items {
+		if s.Spec.Name != exp.RequestService {
+			continue
+		}
+		if ro.Outcome != client.OutcomeApplied || ro.ObjectID != uint64(s.ID) || ro.Group != s.Group {
+			t.Errorf("request %s: %+v, want applied in group %d (it created service %s, ID %d)",
+				exp.RequestID, ro, s.Group, s.Spec.Name, s.ID)
+		}
+		// Sent again, it is answered as the first time, not refused as a
+		// second create of the same name.
+		if a := rawWrite(api, "POST", "/v1/services", s.Spec, exp.RequestID, 10*time.Second); a.status/100 != 2 {
+			t.Errorf("the create of %s sent again with its request ID: %d %s %v", s.Spec.Name, a.status, a.body, a.err)
+		}
 	}
 	checkAsWritten(t, hc, api, &exp)
 	phase("checked as written")
@@ -118,7 +145,6 @@ func TestOldDataDirStarts(t *testing.T) {
 		rows := psJSON(t, api, "fresh")
 		return len(rows) == 1 && rows[0].State == "running" && rows[0].Node == nodeID, fmt.Sprint(rows)
 	})
-	phase("new snapshots; fresh runs")
 	after := func() map[string]client.Service {
 		var l client.List[client.Service]
 		getJSON(t, hc, api, "/v1/services", &l)
@@ -128,6 +154,13 @@ func TestOldDataDirStarts(t *testing.T) {
 		}
 		return m
 	}
+	// A removed service is listed (removing) until the agent has stopped
+	// its tasks.
+	waitFor(t, 10*time.Second, "mon removed", func() (bool, string) {
+		s, ok := after()["mon"]
+		return !ok, fmt.Sprintf("%+v", s)
+	})
+	phase("new snapshots; fresh runs; mon removed")
 	checkNew := func(when string) {
 		t.Helper()
 		m := after()
