@@ -40,16 +40,17 @@ func renderService(g int, st *statemachine.State, svc *statemachine.Service) cli
 		// orchestrator creates exactly those slots.
 		out.Desired = c.Active
 	}
-	out.Convergence = convergence(svc, c, out.Desired)
+	out.Convergence = convergence(st, svc, c, out.Desired)
 	return out
 }
 
-// convergence says whether svc settled: every wanted task of the current
-// spec runs, or ended for good (completed one-shot tasks, unless the
-// service restarts completed tasks; failed ones when it never restarts),
-// and no update is in flight. A paused update is settled but not
-// converged: the old version's tasks serve on until the user acts.
-func convergence(svc *statemachine.Service, c statemachine.ServiceCounts, desired int) client.Convergence {
+// convergence says whether svc settled: every wanted slot holds a task of
+// the current spec running, or one that ended there for good (the state's
+// Settled: completed one-shot tasks, unless the service restarts completed
+// tasks; failed ones it will not restart), and no update is in flight. A
+// paused update is settled but not converged: the old version's tasks serve
+// on until the user acts.
+func convergence(st *statemachine.State, svc *statemachine.Service, c statemachine.ServiceCounts, desired int) client.Convergence {
 	switch svc.Update.State {
 	case statemachine.Updating, statemachine.RollbackStarted:
 		what := "update"
@@ -62,21 +63,20 @@ func convergence(svc *statemachine.Service, c statemachine.ServiceCounts, desire
 		return client.Convergence{State: client.UpdatePaused, Why: fmt.Sprintf("the update of %s paused with %d/%d running, %d at v%d: %s",
 			svc.Spec.Name, c.RunningAny, desired, c.Running, svc.SpecVersion, svc.Update.Message)}
 	}
-	settled, failed := c.Running, 0
-	cond := svc.Spec.Restart.Condition
-	if cond != statemachine.RestartAny {
-		settled += c.ByState[statemachine.StateComplete]
+	if c.Running >= desired {
+		return client.Convergence{State: client.Converged}
 	}
-	if cond == statemachine.RestartNone {
-		failed = c.ByState[statemachine.StateFailed] + c.ByState[statemachine.StateRejected]
-		settled += failed
-	}
+	settled, failed := st.Settled(svc.ID)
 	if settled < desired {
 		return client.Convergence{State: client.Converging, Why: fmt.Sprintf("%d/%d running at v%d", c.Running, desired, svc.SpecVersion)}
 	}
 	out := client.Convergence{State: client.Converged, Failed: failed}
 	if failed > 0 {
-		out.Why = fmt.Sprintf("%d task(s) of %s failed and will not be restarted (restart condition none)", failed, svc.Spec.Name)
+		why := "restart condition none"
+		if svc.Spec.Restart.Condition != statemachine.RestartNone {
+			why = "restart attempts used up"
+		}
+		out.Why = fmt.Sprintf("%d task(s) of %s failed and will not be restarted (%s)", failed, svc.Spec.Name, why)
 	}
 	return out
 }
