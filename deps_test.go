@@ -118,6 +118,11 @@ var edges = map[string]rule{
 		shoal: []string{"manager", "api", "api/client", "agent", "engine", "engine/monitor", "loadgen", "loadgen/fleet",
 			"loadgen/report", "security", "security/tlsdir", "statemachine", "wire", "internal/clock"},
 		third: []string{"github.com/spf13/cobra", "github.com/spf13/pflag"}},
+	// The deterministic simulation of the whole system: the groups in
+	// memory (duty.Memory and replicas), the duties, control, real agent
+	// machines, the loadgen's checker fed what the API renders.
+	"sim": {shoal: []string{"agent", "api", "api/client", "cluster", "engine/duty", "engine/monitor", "internal/clock",
+		"loadgen/check", "manager/control", "route", "statemachine", "wire"}},
 	"perf/summary": {third: []string{"golang.org/x/perf"}},
 	"perf/compare": {shoal: []string{"loadgen/report"}},
 }
