@@ -129,7 +129,7 @@ func ConfigOf(op Op) (Config, error) {
 //
 //	agent-up n1                 start agent n1 (a new node; again: nothing)
 //	restart-agent n1 [wipe]     restart n1 from its store (wipe: its machine lost disk and processes; it joins as a new node)
-//	partition n1 / heal [n1]    cut n1 off the managers both ways / reconnect n1 (no argument: everyone)
+//	partition n1 / heal [n1]    cut n1 off the managers both ways (healed by itself after MaxPartition) / reconnect n1 (no argument: everyone)
 //	deliver drop=P delay=D dup=P  the network from now on: drop and duplicate with these odds, delay up to D
 //	crash-manager               every manager replica restarts from a snapshot; a leader is elected
 //	restart-manager m2          replica m2 restarts from a snapshot of its state
@@ -192,7 +192,7 @@ func (w *World) Do(op Op) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		w.net.cut[a.name] = true
+		w.partition(a.name)
 	case "heal":
 		if err := op.only(1); err != nil {
 			return "", err
