@@ -37,6 +37,7 @@ type simAgent struct {
 	reported uint64 // the epoch whose re-report the manager took
 	attempt  int
 	period   time.Duration
+	heard    time.Time // when the agent last got a heartbeat's answer (or started)
 
 	opening, beating, polling, sending, syncing bool
 	hbT, pollT, flushT, syncT                   clock.Timer
@@ -61,6 +62,9 @@ func (a *simAgent) start(wipe bool) {
 	a.gen++
 	a.sess, a.live, a.opening, a.beating, a.polling, a.sending, a.syncing = nil, false, false, false, false, false, false
 	a.attempt, a.period = 0, 5*time.Second
+	if a.heard.IsZero() || wipe {
+		a.heard = a.w.clk.Now() // a restart hears nothing from the managers
+	}
 	if a.store == nil || wipe {
 		a.releaseAll()
 		a.store = agent.NewMemStore()
@@ -232,6 +236,7 @@ func (a *simAgent) beat(d time.Duration) {
 				return
 			}
 			ack := resp.(*wire.HeartbeatAck)
+			a.heard = a.w.clk.Now()
 			if ack.Period > 0 {
 				a.period = time.Duration(ack.Period)
 			}

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"bytes"
 	"context"
 	"sync"
 
@@ -129,19 +128,15 @@ func (gs *groups) takeChanges(g int) []change {
 	return out
 }
 
-// restore restarts replica r from a snapshot of its own state (saved and
-// loaded), then it catches up from the log as before. A restored state
-// keeps no test seam (statemachine.State.Load).
+// restore restarts replica r from a snapshot of its own state (its
+// canonical encoding, what a snapshot compresses, decoded again), then it
+// catches up from the log as before. A restored state keeps no test seam.
 func (gs *groups) restore(r int) error {
 	for _, gr := range gs.g {
 		gr.mu.Lock()
-		var buf bytes.Buffer
-		err := gr.reps[r].Save(&buf)
+		s, err := statemachine.FromCanonical(gr.reps[r].Canonical())
 		if err == nil {
-			s := statemachine.New(statemachine.Config{})
-			if err = s.Load(&buf); err == nil {
-				gr.reps[r] = s
-			}
+			gr.reps[r] = s
 		}
 		gr.mu.Unlock()
 		if err != nil {

@@ -23,8 +23,6 @@ type network struct {
 	Delay time.Duration
 	Dup   float64
 	cut   map[string]bool // partitioned agents
-	cutAt map[string]int  // the partition that cut each (cuts when it began)
-	cuts  int
 	// Pin makes every call go to this manager replica (-1: the seed
 	// chooses per call).
 	Pin int

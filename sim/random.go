@@ -62,6 +62,9 @@ func (g *gen) create() Op {
 	g.made++
 	name := fmt.Sprintf("s%d", g.made)
 	g.services = append(g.services, name)
+	if g.r.IntN(2) == 0 {
+		return mustParse(fmt.Sprintf("create %s replicas=%d lost-after=%ds", name, 1+g.r.IntN(4), 20+g.r.IntN(100)))
+	}
 	return mustParse(fmt.Sprintf("create %s replicas=%d", name, 1+g.r.IntN(4)))
 }
 
@@ -246,6 +249,25 @@ func Shrink(ops []Op, budget int) []Op {
 		}
 		if !removed {
 			n /= 2
+		}
+	}
+	// Then consecutive runs of the clock become one, where the run still
+	// fails so.
+	for i := 1; i+1 < len(cur) && budget > 0; i++ {
+		a, b := cur[i], cur[i+1]
+		if a.Cmd != "run" || b.Cmd != "run" || len(a.Pos) != 1 || len(b.Pos) != 1 {
+			continue
+		}
+		da, err1 := time.ParseDuration(a.Pos[0])
+		db, err2 := time.ParseDuration(b.Pos[0])
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		merged := Op{Cmd: "run", Pos: []string{(da + db).String()}}
+		cand := append(append(append([]Op(nil), cur[:i]...), merged), cur[i+2:]...)
+		if fails(cand) {
+			cur = cand
+			i--
 		}
 	}
 	return cur

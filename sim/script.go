@@ -129,14 +129,14 @@ func ConfigOf(op Op) (Config, error) {
 //
 //	agent-up n1                 start agent n1 (a new node; again: nothing)
 //	restart-agent n1 [wipe]     restart n1 from its store (wipe: its machine lost disk and processes; it joins as a new node)
-//	partition n1 / heal [n1]    cut n1 off the managers both ways (healed by itself after MaxPartition) / reconnect n1 (no argument: everyone)
+//	partition n1 / heal [n1]    cut n1 off the managers both ways (healed by itself once n1 was silent for MaxSilence) / reconnect n1 (no argument: everyone)
 //	deliver drop=P delay=D dup=P  the network from now on: drop and duplicate with these odds, delay up to D
 //	crash-manager               every manager replica restarts from a snapshot; a leader is elected
 //	restart-manager m2          replica m2 restarts from a snapshot of its state
 //	leader m2                   replica m2 becomes the cluster group's leader (the duties restart there)
 //	lag m2 N                    replica m2 stays up to N entries behind in every group (0: caught up)
 //	route m2 / route any        every call goes to m2 / to a replica the seed chooses
-//	create web replicas=N       create a replicated service on the network
+//	create web replicas=N [lost-after=1m]  create a replicated service on the network (lost-after: its disconnect window)
 //	scale web N / update web / remove web
 //	run 5s                      advance the clock, running everything due
 //	stabilize [max=10m]         heal everything, then run until the cluster settles; then the quiescence checks
@@ -328,15 +328,20 @@ func (w *World) user(op Op) (string, error) {
 	var cmd statemachine.Command
 	switch op.Cmd {
 	case "create":
-		if err := op.only(1, "replicas"); err != nil {
+		if err := op.only(1, "replicas", "lost-after"); err != nil {
 			return "", err
 		}
 		n, err := op.int("replicas", 1)
 		if err != nil {
 			return "", err
 		}
+		lost, err := op.dur("lost-after", 0)
+		if err != nil {
+			return "", err
+		}
 		cmd = statemachine.Command{Kind: statemachine.CmdCreateService, Spec: &statemachine.ServiceSpec{Name: name,
-			Replicas: uint32(n), Networks: []string{"net"}, Image: "v1", Command: []string{"serve"}}}
+			Replicas: uint32(n), Networks: []string{"net"}, Image: "v1", Command: []string{"serve"},
+			Disconnect: statemachine.DisconnectPolicy{LostAfter: int64(lost)}}}
 	case "scale", "update":
 		if err := op.only(2); err != nil {
 			return "", err

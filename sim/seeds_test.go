@@ -86,7 +86,7 @@ func (r seedsResult) String() string {
 // report shrinks a failing seed's run and prints its script.
 func report(t *testing.T, seed uint64, steps int, plant string, o Outcome) string {
 	ops := Generate(seed, steps, plant)
-	shrunk := Shrink(ops, 300)
+	shrunk := Shrink(ops, 400)
 	script, err := Script(shrunk, o.Invariant)
 	if err != nil {
 		t.Fatal(err)

@@ -99,20 +99,22 @@ func New(cfg Config) (*World, error) {
 	}
 	w := &World{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 0x5eed)), clk: NewClock(epoch), want: map[string]int{}}
 	w.chk = check.New(epoch)
+	w.chk.SetProbe(w.probe)
 	w.mem = duty.NewMemoryWith(cfg.Groups, w.clk, configure)
 	w.gs = newGroups(w.mem, cfg.Replicas, configure)
 	w.manager = newManager(w)
 	w.mem.OnApply(w.manager.onApply)
-	w.net = &network{w: w, cut: map[string]bool{}, cutAt: map[string]int{}, Pin: -1}
+	w.net = &network{w: w, cut: map[string]bool{}, Pin: -1}
 	w.drawLags()
 	if err := w.elect(w.rng.IntN(cfg.Replicas)); err != nil {
 		return nil, err
 	}
 	w.stream = w.rng.IntN(cfg.Replicas)
-	w.every(500*time.Millisecond, func(ctx context.Context) { _, _ = w.driver.RunOnce(ctx) })
+	w.every(time.Second, func(ctx context.Context) { _, _ = w.driver.RunOnce(ctx) })
 	w.every(time.Second, func(ctx context.Context) { _ = w.mon.Tick(ctx) })
 	w.every(time.Second, func(ctx context.Context) { _ = w.timers.RunOnce(ctx) })
 	w.every(2*time.Second, func(ctx context.Context) { _ = w.outbox.RunOnce(ctx) })
+	w.every(time.Second, func(context.Context) { w.healSilent() })
 	// The network every service runs on: a small subnet, so addresses
 	// are given again soon after they are freed.
 	w.submit(statemachine.Command{Kind: statemachine.CmdCreateNetwork,
@@ -354,6 +356,24 @@ func (w *World) reconnectStream() {
 	w.chk.Reset(tasks, w.conn, w.clk.Now())
 }
 
+// probe says what the agent of node keeps for a task (the checker's
+// second opinion on an address-agents conflict) and how long the agent
+// has been silent.
+func (w *World) probe(node uint32, task uint64) string {
+	for _, a := range w.agents {
+		if uint32(a.node) != node {
+			continue
+		}
+		r, ok := a.store.Task(statemachine.TaskID(task))
+		if !ok {
+			return fmt.Sprintf("agent %s keeps nothing for it (last heard from %s ago)", a.name, w.clk.Now().Sub(a.heard))
+		}
+		return fmt.Sprintf("agent %s keeps it %s/%s removed=%v destroy=%v released=%v (last heard from %s ago)", a.name,
+			r.Status.State, r.Assignment.Desired, r.Removed, r.Destroy, r.Released, w.clk.Now().Sub(a.heard))
+	}
+	return fmt.Sprintf("no agent runs node %d now", node)
+}
+
 // Violations returns the checker's violations so far.
 func (w *World) Violations() int { return w.chk.Count() }
 
@@ -455,27 +475,27 @@ func (w *World) compareReplicas() {
 	}
 }
 
-// MaxPartition is the longest an agent stays cut off: it heals by itself
-// then. The node monitor frees a silent node's addresses once it has been
-// down past the orphan timeout (5m here), whatever its agent still runs
-// (DESIGN.md, "Addresses"); a partition longer than that breaks
-// address-agents by design, not by a bug.
-const MaxPartition = 3 * time.Minute
+// MaxSilence is the longest an agent stays cut off the managers without
+// having been heard from: a partition heals by itself then. The node
+// monitor frees a silent node's addresses once it has been down past the
+// orphan timeout (5m here), whatever its agent still runs (DESIGN.md,
+// "Addresses"); an agent silent longer than that breaks address-agents
+// by design, not by a bug. Partitions with short gaps between them count
+// as one silence: a gap may be too short for the agent to reconnect.
+const MaxSilence = 3 * time.Minute
 
-// partition cuts agent name off until healed, or for MaxPartition.
-func (w *World) partition(name string) {
-	if w.net.cut[name] {
-		return
-	}
-	w.net.cut[name] = true
-	w.net.cuts++
-	n := w.net.cuts
-	w.clk.AfterFunc(MaxPartition, func() {
-		if w.net.cutAt[name] == n {
-			delete(w.net.cut, name)
+// partition cuts agent name off until healed (or it has been silent for
+// MaxSilence).
+func (w *World) partition(name string) { w.net.cut[name] = true }
+
+// healSilent heals the partitions of agents silent for MaxSilence.
+func (w *World) healSilent() {
+	now := w.clk.Now()
+	for _, a := range w.agents {
+		if w.net.cut[a.name] && now.Sub(a.heard) >= MaxSilence {
+			delete(w.net.cut, a.name)
 		}
-	})
-	w.net.cutAt[name] = n
+	}
 }
 
 // services returns the user's services, sorted.
