@@ -141,3 +141,31 @@ func TestGenerateReplays(t *testing.T) {
 		t.Fatalf("the run does not start with its seed: %s", a[0])
 	}
 }
+
+// plantedBugs are the state machine's seeded bugs the randomized runs
+// must find within their default seeds (make sim-planted; make test runs
+// the first).
+var plantedBugs = []string{"free-at-release", "decide-early"}
+
+// TestPlanted runs the default seeds with each seeded bug planted (needs
+// -tags shoal_seams): each must break an invariant, and the failing seed's
+// shrunk script is printed (-v). -sim.plant narrows it to one bug.
+func TestPlanted(t *testing.T) {
+	if !SeamsCompiled {
+		t.Skip("the seeded bugs are compiled only with -tags shoal_seams (make sim-planted)")
+	}
+	bugs := plantedBugs
+	if *flagPlant != "" {
+		bugs = strings.Split(*flagPlant, ",")
+	}
+	for _, bug := range bugs {
+		t.Run(bug, func(t *testing.T) {
+			res := runSeeds(t, *flagFirst, *flagSeeds, *flagSteps, bug)
+			t.Logf("sim: %s", res)
+			if res.failSeed == 0 {
+				t.Fatalf("%d seeds of %d directives ran with %s planted and no invariant broke", res.seeds, *flagSteps, bug)
+			}
+			t.Logf("found, as expected: %s", report(t, res.failSeed, *flagSteps, bug, res.fail))
+		})
+	}
+}

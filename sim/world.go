@@ -366,10 +366,10 @@ func (w *World) probe(node uint32, task uint64) string {
 		}
 		r, ok := a.store.Task(statemachine.TaskID(task))
 		if !ok {
-			return fmt.Sprintf("agent %s keeps nothing for it (last heard from %s ago)", a.name, w.clk.Now().Sub(a.heard))
+			return fmt.Sprintf("agent %s keeps nothing for it (last heard from %s ago)", a.name, w.clk.Now().Sub(a.heard).Round(time.Millisecond))
 		}
 		return fmt.Sprintf("agent %s keeps it %s/%s removed=%v destroy=%v released=%v (last heard from %s ago)", a.name,
-			r.Status.State, r.Assignment.Desired, r.Removed, r.Destroy, r.Released, w.clk.Now().Sub(a.heard))
+			r.Status.State, r.Assignment.Desired, r.Removed, r.Destroy, r.Released, w.clk.Now().Sub(a.heard).Round(time.Millisecond))
 	}
 	return fmt.Sprintf("no agent runs node %d now", node)
 }
