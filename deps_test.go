@@ -84,7 +84,7 @@ var edges = map[string]rule{
 		third: []string{"github.com/lni/dragonboat/v4"}},
 	// The manager's protocols with its agents: value functions plus short
 	// loops over the groups' narrow interface, no Raft engine, no HTTP.
-	"manager/control": {shoal: []string{"cluster", "route", "statemachine", "wire"}},
+	"manager/control": {shoal: []string{"cluster", "route", "statemachine", "wire", "internal/*"}},
 	"api": {
 		shoal: []string{"cluster", "route", "statemachine", "wire", "api/client", "manager/control", "security", "internal/*"},
 		third: []string{"github.com/valyala/fasthttp", "github.com/VictoriaMetrics/metrics"}},
@@ -111,7 +111,7 @@ var edges = map[string]rule{
 	// start several in one process), and its whole life as `shoal serve`
 	// runs it (TLS directory, join, quorum wait, hand-over at stop).
 	"manager": {
-		shoal: []string{"engine", "engine/duty", "engine/monitor", "api", "api/client", "statemachine", "security", "security/tlsdir", "internal/*"}},
+		shoal: []string{"engine", "engine/duty", "engine/monitor", "api", "api/client", "manager/control", "statemachine", "security", "security/tlsdir", "internal/*"}},
 	// The binary: flags and output over the manager, the agent and the
 	// loadgen.
 	"cmd/shoal": {

@@ -4,15 +4,10 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
-	"slices"
-	"sync"
 	"time"
 
 	"github.com/valyala/fasthttp"
 
-	"shoal/cluster"
-	"shoal/manager/control"
-	routing "shoal/route"
 	"shoal/statemachine"
 	"shoal/wire"
 )
@@ -37,30 +32,6 @@ type Monitor interface {
 
 // wireContentType marks bodies that are wire/ frames.
 const wireContentType = "application/x-shoal-wire"
-
-// session is what this manager remembers of an agent's session: which
-// specs it already sent (each once per service and version).
-type session struct {
-	mu   sync.Mutex // guards sent and given
-	node statemachine.NodeID
-	sent map[specKey]bool
-	// given is the cursor the last answer brought the agent to. A request
-	// from another cursor means that answer was lost (or the agent
-	// resyncs): the specs it carried are sent again.
-	given wire.Cursor
-}
-
-// beginLocked prepares an answer to a request from cursor.
-func (ss *session) beginLocked(cursor wire.Cursor) {
-	if len(cursor) == 0 || !slices.Equal(cursor, ss.given) {
-		clear(ss.sent)
-	}
-}
-
-type specKey struct {
-	service string
-	version uint32
-}
 
 // wireFail writes a wire.Error answer.
 func (s *Server) wireFail(ctx *fasthttp.RequestCtx, e *wire.Error) {
@@ -188,79 +159,12 @@ func (s *Server) openSession(ctx *fasthttp.RequestCtx) error {
 	}
 	c, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	opened, err := control.OpenSession(c, sessionRegistrar{s.reads, s.cfg.Submitter}, &req)
+	sess, err := s.agents.OpenSession(c, &req)
 	if err != nil {
 		return err
 	}
-	id := opened.Node
-	sid := rand.Uint64() | 1
-	s.sessions.open(sid, id)
 	s.metrics.sessions.Inc()
-	// The period the monitor hands this many nodes: the session's first
-	// heartbeats wait that long for their answer, so a fleet joining a
-	// big cluster at once does not give up on a busy leader after a
-	// second and dial it again (each heartbeat that timed out closed its
-	// connection, and the next one cost the leader a TLS handshake).
-	period := time.Second
-	if s.cfg.Monitor != nil {
-		period = s.cfg.Monitor.Period(opened.Nodes)
-	}
-	return s.wireReply(ctx, &wire.Session{NodeID: id, SessionID: sid, HeartbeatPeriod: int64(period),
-		SyncInterval: int64(s.cfg.SyncInterval), Managers: opened.Managers, Groups: uint16(s.reads.Groups())})
-}
-
-// sessionRegistrar gives the session's registration (control.OpenSession)
-// the server's local reads and its submitter.
-type sessionRegistrar struct {
-	Reader
-	Submitter
-}
-
-// sessionFor returns the session's record on this manager, creating it
-// when the agent opened its session elsewhere.
-func (s *Server) sessionFor(id uint64, node statemachine.NodeID) *session {
-	return s.sessions.get(id, node)
-}
-
-// leaderAddr returns the API address of the cluster group's leader, if known.
-func (s *Server) leaderAddr() string {
-	id, ok := s.leaders.Leader(routing.ClusterGroup)
-	if !ok {
-		return ""
-	}
-	return s.managerAddr(id)
-}
-
-// managerAddr returns the API address of replica id ("" for 0 or one
-// that registered none).
-func (s *Server) managerAddr(id uint64) string {
-	if id == 0 {
-		return ""
-	}
-	var addr string
-	_ = s.reads.ReadLocal(routing.ClusterGroup, func(st *statemachine.State) { addr = st.Managers()[id] })
-	return addr
-}
-
-// notLeader answers a call only the cluster's leader takes, naming the
-// leader. A replica that leads but has not started its leader duties yet
-// (they start on the election's notification; the node monitor then
-// reads the node list) asks for a retry here instead of naming itself:
-// the agent's client would follow that back here twice at once and count
-// the call failed.
-func (s *Server) notLeader() *wire.Error {
-	if id, ok := s.leaders.Leader(routing.ClusterGroup); ok && id == s.self.ReplicaID() {
-		return starting()
-	}
-	return &wire.Error{Code: wire.CodeNotLeader, Leader: s.leaderAddr(), RetryAfter: int64(200 * time.Millisecond),
-		Message: "this manager does not lead the cluster; send heartbeats to the leader"}
-}
-
-// starting answers a call that reached the cluster's new leader before
-// its leader duties started: retry here shortly.
-func starting() *wire.Error {
-	return &wire.Error{Code: wire.CodeUnavailable, RetryAfter: int64(100 * time.Millisecond),
-		Message: "this manager was just elected leader and is starting to monitor nodes; retry shortly"}
+	return s.wireReply(ctx, sess)
 }
 
 func (s *Server) agentHeartbeat(ctx *fasthttp.RequestCtx, _ []string) error {
@@ -273,32 +177,14 @@ func (s *Server) agentHeartbeat(ctx *fasthttp.RequestCtx, _ []string) error {
 		if hb.NodeID, err = s.callerNode(ctx, hb.NodeID); err != nil {
 			return err
 		}
-		if s.cfg.Monitor == nil {
-			return s.notLeader()
-		}
 		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		ttl, err := s.cfg.Monitor.Heartbeat(c, hb.NodeID, s.cfg.Clock.Now())
-		switch {
-		case errors.Is(err, cluster.ErrMonitorStarting):
-			return starting()
-		case errors.Is(err, cluster.ErrNotMonitoring):
-			return s.notLeader()
-		case errors.Is(err, cluster.ErrUnknownNode):
-			removed := false
-			_ = s.reads.ReadLocal(routing.ClusterGroup, func(st *statemachine.State) { removed = st.NodeRemoved(hb.NodeID) })
-			if removed {
-				return &wire.Error{Code: wire.CodeNodeRemoved, Message: "this node was removed from the cluster; clear the agent's data directory to join as a new node"}
-			}
-			// A new leader may not have applied the node's creation yet.
-			return &wire.Error{Code: wire.CodeUnavailable, Message: "the leader does not know this node yet; retry",
-				RetryAfter: int64(500 * time.Millisecond)}
-		case err != nil:
+		ack, err := s.agents.Heartbeat(c, &hb)
+		if err != nil {
 			return err
 		}
-		st, _ := s.cfg.Monitor.NodeStatus(hb.NodeID)
 		s.metrics.heartbeats.Inc()
-		return s.wireReply(ctx, &wire.HeartbeatAck{Period: int64(ttl), Status: st})
+		return s.wireReply(ctx, ack)
 	})(ctx, nil)
 }
 

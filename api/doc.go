@@ -9,10 +9,14 @@
 // status code in one table (errors.go). What it renders only reads the
 // state: a service's convergence (render.go) summarizes its task counts,
 // restart condition and update state, so every client gets one answer.
-// The agent protocol's decisions move to shoal/manager/control as they
-// are taken out of the handlers: the sync and status endpoints
-// (report.go) decode, check the caller (and that the reports name its own
-// tasks) and encode around control.Sync and control.SubmitStatus.
+// The agent protocol's decisions are shoal/manager/control's: the agent
+// endpoints (agent.go, assign.go, report.go) decode, check the caller
+// (and that a status batch names only its own tasks), hold the session
+// setup slots, and encode around control.Agents — node registration and
+// sessions, heartbeats, the assignment stream (journal, feed, cursors,
+// resync, spec dedup, COMPLETE after the read barrier), status
+// submission and the sync fan-out. The event stream (events.go) pages the
+// same control.Feed.
 //
 // It sees the engine and the leader duties only through narrow interfaces
 // declared beside the handlers that use them (Reader in read.go, Leaders

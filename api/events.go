@@ -13,6 +13,7 @@ import (
 
 	"shoal/api/client"
 	"shoal/internal/jsoncodec"
+	"shoal/manager/control"
 	"shoal/statemachine"
 	"shoal/wire"
 )
@@ -72,7 +73,7 @@ func (s *Server) events(ctx *fasthttp.RequestCtx, _ []string) error {
 		}
 		cursor = c
 	}
-	if _, _, ok := s.cfg.Feed.since(cursor, 0); !ok {
+	if _, _, ok := s.cfg.Feed.Since(cursor, 0); !ok {
 		return errorf(fasthttp.StatusGone, client.CodeIndexTooOld,
 			"events up to that index are no longer kept on this manager; read the current state (it carries X-Shoal-Index) and follow events from there")
 	}
@@ -121,7 +122,7 @@ func (es *eventStream) WriteTo(w io.Writer) (int64, error) {
 	defer beat.Stop()
 	for {
 		_, changed := s.cfg.Feed.Changed()
-		changes, next, end, ok := s.cfg.Feed.page(cursor, eventPage, from)
+		changes, next, end, ok := s.cfg.Feed.Page(cursor, eventPage, from)
 		from = end
 		if !ok {
 			_ = enc.Encode(client.Event{Topic: "error", Error: &client.ErrorBody{Code: client.CodeIndexTooOld,
@@ -160,18 +161,18 @@ func (es *eventStream) WriteTo(w io.Writer) (int64, error) {
 // last change may resume after the entry: the others resume at the entry's
 // start, and a reader cut off in the middle of an entry gets all of it
 // again (an event may come twice; none is lost).
-func resumeTokens(changes []change, start wire.Cursor) []string {
+func resumeTokens(changes []control.Change, start wire.Cursor) []string {
 	out := make([]string, len(changes))
 	run := append(wire.Cursor(nil), start...)
 	for i, c := range changes {
-		for len(run) <= int(c.group) {
+		for len(run) <= int(c.Group) {
 			run = append(run, 0)
 		}
-		if i+1 < len(changes) && changes[i+1].group == c.group && changes[i+1].index == c.index {
+		if i+1 < len(changes) && changes[i+1].Group == c.Group && changes[i+1].Index == c.Index {
 			out[i] = run.Token() // the entry goes on
 			continue
 		}
-		run[c.group] = max(run[c.group], c.index)
+		run[c.Group] = max(run[c.Group], c.Index)
 		out[i] = run.Token()
 	}
 	return out
@@ -180,26 +181,26 @@ func resumeTokens(changes []change, start wire.Cursor) []string {
 // renderEvents renders changes with their objects as this replica has them
 // now, one read per group; each event carries its resume token
 // (resumeTokens).
-func (s *Server) renderEvents(changes []change, topics map[string]bool, start wire.Cursor) []client.Event {
+func (s *Server) renderEvents(changes []control.Change, topics map[string]bool, start wire.Cursor) []client.Event {
 	evs := make([]client.Event, 0, len(changes))
-	src := make([]change, 0, len(changes))
+	src := make([]control.Change, 0, len(changes))
 	byGroup := map[int][]int{}
 	tokens := resumeTokens(changes, start)
 	for i, c := range changes {
-		topic, typ := topicOf(c.kind)
+		topic, typ := topicOf(c.Kind)
 		if topic == "" || (len(topics) > 0 && !topics[topic]) {
 			continue
 		}
-		ev := client.Event{Group: int(c.group), Raft: c.index, Topic: topic, Type: typ, Index: tokens[i]}
+		ev := client.Event{Group: int(c.Group), Raft: c.Index, Topic: topic, Type: typ, Index: tokens[i]}
 		switch topic {
 		case "task":
-			ev.Key = strconv.FormatUint(uint64(c.task), 10)
+			ev.Key = strconv.FormatUint(uint64(c.Task), 10)
 		case "service":
-			ev.Key = fmt.Sprintf("%d:%d", c.group, c.service)
+			ev.Key = fmt.Sprintf("%d:%d", c.Group, c.Service)
 		case "node":
-			ev.Key = strconv.FormatUint(uint64(c.node), 10)
+			ev.Key = strconv.FormatUint(uint64(c.Node), 10)
 		}
-		byGroup[int(c.group)] = append(byGroup[int(c.group)], len(evs))
+		byGroup[int(c.Group)] = append(byGroup[int(c.Group)], len(evs))
 		evs = append(evs, ev)
 		src = append(src, c)
 	}
@@ -209,18 +210,18 @@ func (s *Server) renderEvents(changes []change, topics map[string]bool, start wi
 				ev, c := &evs[i], src[i]
 				switch ev.Topic {
 				case "task":
-					if t := st.Task(c.task); t != nil {
+					if t := st.Task(c.Task); t != nil {
 						d := renderTask(st, t, false)
 						ev.Task = &d
 					}
 				case "service":
-					if svc := st.Service(c.service); svc != nil {
+					if svc := st.Service(c.Service); svc != nil {
 						d := renderService(g, st, svc)
 						ev.Service = &d
 						ev.Key = svc.Spec.Name
 					}
 				case "node":
-					if n := st.Node(c.node); n != nil {
+					if n := st.Node(c.Node); n != nil {
 						d := renderNode(n)
 						ev.Node = &d
 					} else {

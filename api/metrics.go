@@ -69,8 +69,8 @@ func newMetrics(s *Server) *metrics {
 	m.handshakes.failed = m.set.NewCounter(`shoal_tls_handshakes_failed_total`)
 	m.handshakes.wait = m.set.NewHistogram(`shoal_tls_handshake_wait_seconds`)
 	m.handshakes.took = m.set.NewHistogram(`shoal_tls_handshake_seconds`)
-	m.set.NewGauge("shoal_agent_session_records", func() float64 { return float64(s.sessions.size()) })
-	m.set.NewGauge("shoal_agent_polls_parked", func() float64 { return float64(s.parked.Load()) })
+	m.set.NewGauge("shoal_agent_session_records", func() float64 { return float64(s.stream.Stats().Sessions) })
+	m.set.NewGauge("shoal_agent_polls_parked", func() float64 { return float64(s.stream.Stats().Parked) })
 	m.set.NewGauge("go_gc_heap_live_bytes", heapLive)
 	return m
 }
@@ -97,6 +97,9 @@ func (m *metrics) denied(reason string) {
 
 func (s *Server) serveMetrics(ctx *fasthttp.RequestCtx, _ []string) error {
 	var b bytes.Buffer
+	st := s.stream.Stats() // the stream counts its frames itself
+	s.metrics.frames.complete.Set(st.Complete)
+	s.metrics.frames.incremental.Set(st.Incremental)
 	s.metrics.set.WritePrometheus(&b)
 	vm.WriteProcessMetrics(&b)
 	if err := s.writeStateMetrics(&b); err != nil {

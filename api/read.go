@@ -18,8 +18,8 @@ import (
 // call is applied here first; it needs a quorum), and says how many
 // service groups there are and which one holds a service. fn runs under
 // the group's read lock, which the apply holds for writing while it feeds
-// the Feed: the feed's lock-order contract rests on it (feed.go). The
-// engine implements it.
+// the Feed: the feed's lock-order contract (control.Feed) rests on it.
+// The engine implements it.
 type Reader interface {
 	ReadLocal(group int, fn func(*statemachine.State)) error
 	Read(ctx context.Context, group int, fn func(*statemachine.State)) error

@@ -2,11 +2,11 @@ package api
 
 import (
 	"fmt"
-	"net/netip"
 	"strconv"
 	"time"
 
 	"shoal/api/client"
+	"shoal/manager/control"
 	"shoal/statemachine"
 )
 
@@ -93,7 +93,7 @@ func renderTask(st *statemachine.State, t *statemachine.Task, withHistory bool) 
 		out.NodeName = n.Name
 	}
 	for _, a := range t.Attachments {
-		ta := client.TaskAddress{Addr: addrString(st, a), Released: a.Released}
+		ta := client.TaskAddress{Addr: control.AttachmentAddr(st, a), Released: a.Released}
 		if nw := st.Network(a.Network); nw != nil {
 			ta.Network = nw.Name
 		}
@@ -107,16 +107,6 @@ func renderTask(st *statemachine.State, t *statemachine.Task, withHistory bool) 
 		}
 	}
 	return out
-}
-
-// addrString renders an attachment's address with its network's prefix
-// length, e.g. 10.0.0.5/24.
-func addrString(st *statemachine.State, a statemachine.Attachment) string {
-	ip := netip.AddrFrom4([4]byte{byte(a.Addr >> 24), byte(a.Addr >> 16), byte(a.Addr >> 8), byte(a.Addr)})
-	if p := st.Pool(a.Network); p != nil {
-		return netip.PrefixFrom(ip, p.Prefix().Bits()).String()
-	}
-	return ip.String()
 }
 
 // renderNode renders n; tasks counts its live tasks (summed by the caller

@@ -2,13 +2,10 @@ package api
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/valyala/fasthttp"
 
-	"shoal/cluster"
-	"shoal/manager/control"
 	"shoal/statemachine"
 	"shoal/wire"
 )
@@ -35,28 +32,13 @@ func (s *Server) agentStatus(ctx *fasthttp.RequestCtx, _ []string) error {
 		}
 		c, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer cancel()
-		ack, err := control.SubmitStatus(c, s.cfg.Submitter, reReports{s}, &b)
-		if errors.Is(err, cluster.ErrNotMonitoring) {
-			// The re-report marker must reach the node monitor, which
-			// runs on the leader only.
-			return s.notLeader()
-		}
+		ack, err := s.agents.ReportStatus(c, &b)
 		if err != nil {
 			return err
 		}
 		s.metrics.reports.Add(len(ack.Results))
 		return s.wireReply(ctx, ack)
 	})(ctx, nil)
-}
-
-// reReports gives status submission the node monitor while this replica
-// leads.
-type reReports struct{ s *Server }
-
-func (r reReports) Monitoring() bool { return r.s.cfg.Monitor != nil && r.s.self.Leading() }
-
-func (r reReports) MarkReReported(node statemachine.NodeID) bool {
-	return r.s.cfg.Monitor.MarkReReported(node)
 }
 
 func (s *Server) agentSync(ctx *fasthttp.RequestCtx, _ []string) error {
@@ -71,18 +53,19 @@ func (s *Server) agentSync(ctx *fasthttp.RequestCtx, _ []string) error {
 		}
 		c, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer cancel()
-		destroy, err := control.Sync(c, syncGroups{s.reads, s.toGroup}, &req)
+		ans, err := s.agents.Sync(c, &req)
 		if err != nil {
 			return err
 		}
 		s.metrics.syncs.Inc()
-		return s.wireReply(ctx, &wire.SyncAnswer{Destroy: destroy})
+		return s.wireReply(ctx, ans)
 	})(ctx, nil)
 }
 
-// syncGroups gives the sync fan-out the server's reads and its group
-// submitter.
-type syncGroups struct {
+// agentCluster gives the agent protocol (control.Agents) the server's
+// reads, its group submitter and its submitter.
+type agentCluster struct {
 	Reader
 	GroupSubmitter
+	Submitter
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"shoal/manager/control"
 	"shoal/statemachine"
 	"shoal/wire"
 )
@@ -40,13 +41,13 @@ func TestStatusEndpointWiring(t *testing.T) {
 		{name: "re-report on a follower", leader: 2, monitor: true, reReport: true,
 			want: &wire.Error{Code: wire.CodeNotLeader, RetryAfter: int64(200 * time.Millisecond),
 				Message: "this manager does not lead the cluster; send heartbeats to the leader"}},
-		{name: "re-report on a leader without a monitor", leader: 1, reReport: true, want: starting()},
+		{name: "re-report on a leader without a monitor", leader: 1, reReport: true, want: control.Starting()},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := &replica{st: st, leader: c.leader}
 			mon := &marks{}
 			cfg := Config{Reads: r, Leaders: r, Self: r, Replicas: r, Stats: r, ToGroup: r, Submitter: r,
-				Feed: NewFeed(1, nil, 16, 16)}
+				Feed: control.NewFeed(1, nil, 16, 16)}
 			if c.monitor {
 				cfg.Monitor = mon
 			}

@@ -9,6 +9,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"shoal/cluster"
+	"shoal/manager/control"
 	routing "shoal/route"
 	"shoal/statemachine"
 	"shoal/wire"
@@ -73,20 +74,11 @@ func (b beats) MarkReReported(statemachine.NodeID) bool { return false }
 func (b beats) Timers() (time.Duration, time.Duration)  { return 0, 0 }
 
 // TestHeartbeatAnswers runs the heartbeat endpoint on the narrow
-// interfaces alone (no engine, no Raft): each of the monitor's answers
-// becomes its wire answer.
+// interfaces alone (no engine, no Raft): an ack, a refusal of the agent
+// protocol sent as it is, a cluster error through the error table. (The
+// protocol's answers are control's TestHeartbeatAnswers.)
 func TestHeartbeatAnswers(t *testing.T) {
 	st := statemachine.New(statemachine.Config{})
-	var out statemachine.Output
-	st.Apply([]statemachine.Command{
-		{Kind: statemachine.CmdUpsertNode, NodeSpec: &statemachine.Node{ID: 7, Name: "n7", Status: statemachine.NodeDown}},
-		{Kind: statemachine.CmdRemoveNode, Node: 7},
-	}, 1, 1_700_000_000e9, &out)
-	for i, r := range out.Results {
-		if err := r.Err(); err != nil {
-			t.Fatalf("command %d: %v", i, err)
-		}
-	}
 	for _, c := range []struct {
 		name   string
 		leader uint64
@@ -99,18 +91,13 @@ func TestHeartbeatAnswers(t *testing.T) {
 		{name: "not the leader", leader: 2, node: 5, mon: beats{err: fmt.Errorf("node 5: %w", cluster.ErrNotMonitoring)},
 			want: &wire.Error{Code: wire.CodeNotLeader, RetryAfter: int64(200 * time.Millisecond),
 				Message: "this manager does not lead the cluster; send heartbeats to the leader"}},
-		{name: "just elected", leader: 1, node: 5, mon: beats{err: cluster.ErrMonitorStarting}, want: starting()},
-		{name: "removed node", leader: 1, node: 7, mon: beats{err: cluster.ErrUnknownNode},
-			want: &wire.Error{Code: wire.CodeNodeRemoved, Message: "this node was removed from the cluster; clear the agent's data directory to join as a new node"}},
-		{name: "node not applied yet", leader: 1, node: 5, mon: beats{err: cluster.ErrUnknownNode},
-			want: &wire.Error{Code: wire.CodeUnavailable, Message: "the leader does not know this node yet; retry", RetryAfter: int64(500 * time.Millisecond)}},
 		{name: "no quorum", leader: 1, node: 5, mon: beats{err: fmt.Errorf("node 5 down: %w", cluster.ErrNotProposed)},
 			want: &wire.Error{Code: wire.CodeUnavailable, Message: "the cluster cannot take this right now; retry", RetryAfter: int64(time.Second)}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := &replica{st: st, leader: c.leader}
 			s, err := New(Config{Reads: r, Leaders: r, Self: r, Replicas: r, Stats: r, ToGroup: r, Submitter: r,
-				Feed: NewFeed(1, nil, 16, 16), Monitor: c.mon})
+				Feed: control.NewFeed(1, nil, 16, 16), Monitor: c.mon})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -9,7 +9,6 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -17,6 +16,7 @@ import (
 	"shoal/api/client"
 	"shoal/internal/clock"
 	"shoal/internal/jsoncodec"
+	"shoal/manager/control"
 	routing "shoal/route"
 	"shoal/statemachine"
 	"shoal/wire"
@@ -50,7 +50,7 @@ type Config struct {
 	Submitter Submitter
 	// Feed follows what the engine applies; its OnApply must be wired into
 	// the engine's Config.OnApply. Required.
-	Feed *Feed
+	Feed *control.Feed
 	// Monitor answers heartbeats while this replica leads (agent.go).
 	// Required for the agent endpoints.
 	Monitor Monitor
@@ -142,10 +142,13 @@ type Server struct {
 	routeTable []route
 	joins      joinState
 
-	sessions sessionTable
-	quorum   quorumWatch
-	// parked counts the assignment polls waiting for a change now.
-	parked atomic.Int64
+	// agents is the agent protocol; stream, its assignment stream,
+	// answers the agents' polls. ctx ends (and the parked polls end) when
+	// the server closes.
+	agents *control.Agents
+	stream *control.Stream
+	ctx    context.Context
+	cancel context.CancelFunc
 }
 
 // New returns a server; call Serve to answer requests.
@@ -158,8 +161,16 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, reads: cfg.Reads, leaders: cfg.Leaders, self: cfg.Self, replicas: cfg.Replicas,
 		stats: cfg.Stats, toGroup: cfg.ToGroup, closed: make(chan struct{}),
 		setups: make(chan struct{}, cfg.MaxSessionSetups), joinSlots: make(chan struct{}, cfg.MaxJoins)}
+	var mon control.Monitor // nil unless the server has one
+	if cfg.Monitor != nil {
+		mon = cfg.Monitor
+	}
+	s.agents = control.NewAgents(control.AgentsConfig{Cluster: agentCluster{cfg.Reads, cfg.ToGroup, cfg.Submitter},
+		Leaders: cfg.Leaders, Self: cfg.Self, Feed: cfg.Feed, Monitor: mon, Clock: cfg.Clock,
+		SyncInterval: cfg.SyncInterval, Logf: cfg.Logf})
+	s.stream = s.agents.Stream()
+	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.metrics = newMetrics(s)
-	s.quorum.lost = make(chan struct{})
 	go s.watchQuorum()
 	s.srv = &fasthttp.Server{
 		Handler:            s.handle,
@@ -203,7 +214,10 @@ func (s *Server) Serve(ln net.Listener) error {
 // connection could otherwise hold it until that client gave up on it (90s
 // for shoal's own).
 func (s *Server) Close() error {
-	s.once.Do(func() { close(s.closed) })
+	s.once.Do(func() {
+		close(s.closed)
+		s.cancel()
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), closeWait)
 	defer cancel()
 	if err := s.srv.ShutdownWithContext(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {

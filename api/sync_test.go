@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"shoal/cluster"
+	"shoal/manager/control"
 	"shoal/statemachine"
 	"shoal/wire"
 )
@@ -40,7 +41,7 @@ func TestSyncEndpointWiring(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s, err := New(Config{Reads: r, Leaders: r, Self: r, Replicas: r, Stats: r, ToGroup: c.toGroup, Submitter: r,
-				Feed: NewFeed(1, nil, 16, 16)})
+				Feed: control.NewFeed(1, nil, 16, 16)})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -2,7 +2,6 @@ package manager
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"testing"
@@ -14,21 +13,6 @@ import (
 	"shoal/api/client"
 	"shoal/wire"
 )
-
-// A heartbeat that reaches the cluster's leader while its node monitor is
-// not running (just elected, the monitor not started yet) is told to retry
-// shortly there: never "not the leader" naming the leader itself, which
-// the agent counts as a failed heartbeat and backs off from.
-func TestLeaderWithoutItsMonitorAsksForARetry(t *testing.T) {
-	m, ac, s := oneReplicaSession(t, 0)
-	m.mon.StepDown() // the engine still says this replica leads
-	_, err := ac.Heartbeat(ctxT(t), &wire.Heartbeat{NodeID: s.NodeID, SessionID: s.SessionID})
-	var we *wire.Error
-	if !errors.As(err, &we) || we.Code != wire.CodeUnavailable || we.RetryAfter <= 0 || we.Leader != "" {
-		t.Fatalf("heartbeat at a leader whose monitor is not running: %v (%+v), want %s with a retry delay and no leader named",
-			err, we, wire.CodeUnavailable)
-	}
-}
 
 // A poll held by a follower is answered as soon as the cluster's leader
 // changes, naming the new leader, long before the poll's wait ends: the
@@ -116,40 +100,6 @@ func oneReplicaSession(t *testing.T, minBeat time.Duration) (*Manager, *client.A
 		return err == nil, fmt.Sprintf("open a session and heartbeat: %v", err)
 	})
 	return m, ac, s
-}
-
-// Without TLS, an agent's first session whose answer was lost and is asked
-// again (of any manager) under the agent's key gives one node, not two; a
-// first session without a key (an older agent) still gets a node of its
-// own each time.
-func TestFirstSessionAskedAgainGivesOneNode(t *testing.T) {
-	m, ac, first := oneReplicaSession(t, 0)
-	ctx := ctxT(t)
-	desc := wire.NodeDescription{Hostname: "n2", CPU: 1000, Memory: 1 << 30}
-	a, err := ac.OpenSession(ctx, &wire.SessionRequest{Node: desc, Key: "k-7f3a"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The answer is lost; the agent asks again with its key.
-	b, err := ac.OpenSession(ctx, &wire.SessionRequest{Node: desc, Key: "k-7f3a"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if a.NodeID != b.NodeID || a.NodeID == first.NodeID {
-		t.Fatalf("the same first session twice gave nodes %d and %d (the other agent has %d)", a.NodeID, b.NodeID, first.NodeID)
-	}
-	uc, err := client.New(m.APIAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	nodes, _, err := uc.Nodes(ctx, nil)
-	if err != nil || len(nodes.Items) != 2 {
-		t.Fatalf("nodes after a first session asked twice: %+v, %v; want 2", nodes.Items, err)
-	}
-	c, err := ac.OpenSession(ctx, &wire.SessionRequest{Node: desc})
-	if err != nil || c.NodeID == a.NodeID {
-		t.Fatalf("a keyless first session: node %d (%v), want a new node", c.NodeID, err)
-	}
 }
 
 // parkedPolls reads shoal_agent_polls_parked from a manager's metrics.

@@ -13,6 +13,7 @@ import (
 	"shoal/engine/duty"
 	"shoal/engine/monitor"
 	"shoal/internal/clock"
+	"shoal/manager/control"
 	"shoal/security"
 	"shoal/statemachine"
 )
@@ -85,7 +86,7 @@ type TLS struct {
 // Manager is one running replica.
 type Manager struct {
 	E       *engine.Engine
-	Feed    *api.Feed
+	Feed    *control.Feed
 	API     *api.Server
 	APIAddr string // the address the API listens on
 
@@ -104,7 +105,7 @@ func Start(o Options) (*Manager, error) {
 	if o.MinHeartbeat <= 0 {
 		o.MinHeartbeat = time.Second
 	}
-	var feed atomic.Pointer[api.Feed]
+	var feed atomic.Pointer[control.Feed]
 	sig := duty.NewSignal()
 	obSig := duty.NewOutboxSignal()
 	cfg := o.Engine
@@ -156,7 +157,7 @@ func Start(o Options) (*Manager, error) {
 	if serverTLS != nil {
 		ln = api.LimitHandshakes(ln, serverTLS, o.MaxHandshakes, 0, func(h api.Handshake) { srv.ObserveHandshake(h) })
 	}
-	f := api.NewFeed(e.Groups(), nil, o.EventHistory, 512)
+	f := control.NewFeed(e.Groups(), nil, o.EventHistory, 512)
 	feed.Store(f)
 	// What was applied before the feed existed is unknown to it.
 	for g := 0; g <= e.Groups(); g++ {

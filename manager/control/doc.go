@@ -6,7 +6,8 @@
 // states in, decisions as data out) plus a short loop that carries the
 // decisions out over a narrow interface of the cluster — the few methods of
 // the duty.Cluster seam it needs (count the groups, read a group's state
-// locally or linearizably, commit a per-group command). It knows no Raft
+// locally or linearizably, commit a per-group command, name the cluster
+// group's leader). It knows no Raft
 // engine and no HTTP server: the API decodes a request, checks who sends
 // it, calls this package and encodes the answer; the engine, or the
 // in-memory duty.Memory in tests, provides the groups.
@@ -41,6 +42,37 @@
 //     cluster.ErrNotMonitoring, before anything is submitted, where the
 //     node monitor does not run; it marks the node re-reported only when
 //     no report of the batch is to be retried (Answer).
+//   - Stream, the assignment stream (DESIGN.md, "The task model"),
+//     answers each agent's long poll from this replica's state and the
+//     Feed: no cursor, a COMPLETE rendered only after a read barrier in
+//     every service group (a COMPLETE replaces the agent's whole set and
+//     must never be older than what it saw); a cursor the node's journal
+//     reaches back to, an INCREMENTAL of the node's changes once there
+//     are any; a cursor it does not reach, a COMPLETE marked Resync. A
+//     spec goes to a session once per service and version; the session's
+//     specs are sent again when the agent asks from another cursor than
+//     the last answer gave it (that answer was lost) or resyncs. A poll
+//     with nothing new ends at its wait, at a change of the cluster
+//     group's leader to one this replica can name, or at its context's
+//     end, with an INCREMENTAL without changes naming the leader; without
+//     contact with the cluster group's quorum (CheckQuorum) polls are
+//     refused and parked ones end, with no_quorum.
+//   - The Feed is fed by the cluster's apply hook (OnApply) under the
+//     group's write lock; the stream reads a node's journal under the
+//     group's read lock (Reader.ReadLocal), so it sees the journal
+//     complete up to the state it reads. Lock order: group lock → the
+//     feed's lock → a journal's lock; polls take only their own node's
+//     journal lock, never the feed's. This contract is the package's
+//     own: callers only wire OnApply (and Raise after a snapshot).
+//   - Agents is the whole protocol of one replica in process: its
+//     methods are agent.Manager's (OpenSession, Heartbeat, Assignments,
+//     ReportStatus, Sync), so a real agent runs against it without HTTP
+//     (the in-process test; the deterministic simulation), and the API's
+//     agent endpoints are its translation to HTTP. Its refusals are
+//     *wire.Error values; a heartbeat or re-report where the node monitor
+//     does not run is answered not_leader naming the leader (unavailable,
+//     retry here, on a leader whose monitor is starting); any other error
+//     is the cluster's, which the API maps through its error table.
 //   - OpenSession registers a session request's node when its agent
 //     opens a session: PlanSession decides from one local read of the cluster
 //     group — no hostname: bad request; a node ID this replica neither

@@ -17,8 +17,11 @@ package control
 //	network net subnet=10.0.0.0/29
 //	assign web.1 n1                     the scheduler's pending → assigned
 //	lag group=G                         this replica stops applying group G
-//	                                    (its reads see G as it is now)
-//	catch-up group=G                    this replica applies G again
+//	                                    (its reads see G as it is now, its
+//	                                    feed sees none of G's entries)
+//	catch-up group=G                    this replica applies G again (a
+//	                                    commit to G, or a read barrier on
+//	                                    it, catches it up too)
 //	sync n1 [seq=G:N|G:current[+-k],…] [held=web.1,g1:99,…]
 //	                                    Sync: the handles to destroy and,
 //	                                    per group, the steps it took
@@ -29,6 +32,9 @@ package control
 //	fail-submissions on|off             task status commands are not
 //	                                    applied (a timeout)
 //	dump                                nodes, and each group's tasks
+//
+// The assignment stream's commands (open, poll, await, leader, quorum,
+// snapshot-restore, …) are listed in script_stream_test.go.
 //
 // Tasks are named service.slot (the slot's newest task) or
 // service.slot#k (its k-th oldest); gG:N is the raw handle of the N-th
@@ -75,9 +81,20 @@ func TestScripts(t *testing.T) {
 type scriptWorld struct {
 	lead   *duty.Memory
 	sub    *duty.Submitter
+	clk    *clock.Fake
 	mu     sync.Mutex
 	frozen map[int]*sm.State
-	calls  map[int][]string // per group, the steps a sync took
+	behind map[int][]appliedEntry // per lagging group: what this replica has not applied
+	calls  map[int][]string       // per group, the reads and commits a call made
+
+	// The assignment stream over this replica, its feed, and the cluster
+	// group's leader as this replica knows it.
+	feed     *Feed
+	stream   *Stream
+	leader   uint64
+	notice   chan struct{}
+	noQuorum bool
+	agents   map[string]*scriptAgent
 
 	commits    []string
 	monitoring bool
@@ -86,9 +103,42 @@ type scriptWorld struct {
 }
 
 func newScriptWorld() *scriptWorld {
-	m := duty.NewMemory(2, clock.NewFake(time.Unix(1_700_000_000, 0)))
-	return &scriptWorld{lead: m, sub: duty.NewSubmitter(m, nil), frozen: map[int]*sm.State{},
-		calls: map[int][]string{}, monitoring: true, hosts: map[string]sm.NodeID{}}
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+	m := duty.NewMemory(2, clk)
+	w := &scriptWorld{lead: m, sub: duty.NewSubmitter(m, nil), clk: clk, frozen: map[int]*sm.State{},
+		behind: map[int][]appliedEntry{}, calls: map[int][]string{}, monitoring: true, hosts: map[string]sm.NodeID{},
+		feed: NewFeed(2, nil, 1024, 16), leader: 1, notice: make(chan struct{}), agents: map[string]*scriptAgent{}}
+	m.OnApply(w.onApply)
+	w.stream = NewStream(StreamConfig{Reads: w, Leaders: w, Feed: w.feed, Clock: clk})
+	return w
+}
+
+// appliedEntry is one entry's effects, as the cluster's apply hook gets
+// them.
+type appliedEntry struct {
+	index   uint64
+	effects []sm.Effect
+}
+
+// onApply is the cluster's apply hook: this replica's feed sees an entry
+// when this replica applies it, so not while the group lags.
+func (w *scriptWorld) onApply(g int, index uint64, effects []sm.Effect) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.frozen[g] != nil {
+		w.behind[g] = append(w.behind[g], appliedEntry{index, slices.Clone(effects)})
+		return
+	}
+	w.feed.OnApply(g, index, effects)
+}
+
+// catchUpLocked has this replica apply everything committed to group g.
+func (w *scriptWorld) catchUpLocked(g int) {
+	delete(w.frozen, g)
+	for _, e := range w.behind[g] {
+		w.feed.OnApply(g, e.index, e.effects)
+	}
+	delete(w.behind, g)
 }
 
 // Groups, ReadLocal, Read and SubmitToGroup: the sync fan-out's view.
@@ -113,8 +163,18 @@ func (w *scriptWorld) ReadLocal(g int, fn func(*sm.State)) error {
 	return w.lead.ReadLocal(g, fn)
 }
 
+// Read is a read barrier: it fails without a quorum; otherwise this
+// replica first applies everything committed (as the engine's read
+// index), then reads.
 func (w *scriptWorld) Read(ctx context.Context, g int, fn func(*sm.State)) error {
 	w.record(g, "quorum read")
+	w.mu.Lock()
+	if w.noQuorum {
+		w.mu.Unlock()
+		return cluster.ErrTimeout
+	}
+	w.catchUpLocked(g)
+	w.mu.Unlock()
 	return w.lead.Read(ctx, g, fn)
 }
 
@@ -126,7 +186,7 @@ func (w *scriptWorld) SubmitToGroup(ctx context.Context, g int, cmd sm.Command) 
 		w.record(g, "commit")
 	}
 	w.mu.Lock()
-	delete(w.frozen, g) // the engine returns once this replica applied it
+	w.catchUpLocked(g) // the engine returns once this replica applied it
 	w.mu.Unlock()
 	return res, err
 }
@@ -265,9 +325,11 @@ func (w *scriptWorld) run(d *datadriven.TestData) (string, error) {
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		if d.Cmd == "lag" {
-			w.frozen[g] = w.lead.State(g).Clone()
+			if w.frozen[g] == nil {
+				w.frozen[g] = w.lead.State(g).Clone()
+			}
 		} else {
-			delete(w.frozen, g)
+			w.catchUpLocked(g)
 		}
 		return "ok", nil
 	case "sync":
@@ -300,6 +362,9 @@ func (w *scriptWorld) run(d *datadriven.TestData) (string, error) {
 		return "ok", nil
 	case "dump":
 		return w.dump(), nil
+	}
+	if out, ok, err := w.runStream(d, pos, kv); ok {
+		return out, err
 	}
 	return "", fmt.Errorf("unknown command %q", d.Cmd)
 }

@@ -1,4 +1,4 @@
-package api
+package control
 
 import (
 	"slices"
@@ -28,7 +28,7 @@ type Feed struct {
 		sync.RWMutex
 		applied []uint64      // per group
 		changed chan struct{} // closed on every change, then replaced
-		ring    []change      // events, a circular buffer
+		ring    []Change      // events, a circular buffer
 		next    uint64        // sequence number of the next event
 		floor   []uint64      // per group: events at or below are gone
 	}
@@ -39,16 +39,16 @@ type Feed struct {
 	journalSize int
 }
 
-// change is one event of the ring, in 32 bytes (a million of them are
+// Change is one event of the ring, in 32 bytes (a million of them are
 // 32 MB): its sequence number is its place in the ring, and the fields are
 // ordered largest first so that none is padded.
-type change struct {
-	index   uint64
-	task    statemachine.TaskID
-	node    statemachine.NodeID
-	service statemachine.ServiceID
-	group   int32
-	kind    statemachine.EffectKind
+type Change struct {
+	Index   uint64
+	Task    statemachine.TaskID
+	Node    statemachine.NodeID
+	Service statemachine.ServiceID
+	Group   int32
+	Kind    statemachine.EffectKind
 }
 
 // journal is one node's recent assignment changes, under its own lock.
@@ -92,17 +92,17 @@ func (f *Feed) OnApply(group int, index uint64, effects []statemachine.Effect) {
 		switch e.Kind {
 		case statemachine.EffAssignments, statemachine.EffSeqAdvanced:
 			f.journalLocked(e.Node).add(f, jentry{group: group, index: index, task: e.Task, echo: e.Kind == statemachine.EffSeqAdvanced})
-			f.pushLocked(change{group: int32(group), index: index, kind: e.Kind, node: e.Node, task: e.Task, service: e.Service})
+			f.pushLocked(Change{Group: int32(group), Index: index, Kind: e.Kind, Node: e.Node, Task: e.Task, Service: e.Service})
 		case statemachine.EffPending:
 		default:
-			f.pushLocked(change{group: int32(group), index: index, kind: e.Kind, node: e.Node, task: e.Task, service: e.Service})
+			f.pushLocked(Change{Group: int32(group), Index: index, Kind: e.Kind, Node: e.Node, Task: e.Task, Service: e.Service})
 		}
 	}
 	close(f.mu.changed)
 	f.mu.changed = make(chan struct{})
 }
 
-func (f *Feed) pushLocked(c change) {
+func (f *Feed) pushLocked(c Change) {
 	seq := f.mu.next
 	f.mu.next++
 	if len(f.mu.ring) < f.ringSize {
@@ -111,7 +111,7 @@ func (f *Feed) pushLocked(c change) {
 	}
 	i := int(seq % uint64(f.ringSize))
 	old := f.mu.ring[i]
-	f.mu.floor[old.group] = max(f.mu.floor[old.group], old.index)
+	f.mu.floor[old.Group] = max(f.mu.floor[old.Group], old.Index)
 	f.mu.ring[i] = c
 }
 
@@ -256,15 +256,15 @@ func (f *Feed) nodePending(node statemachine.NodeID, cursor []uint64) (bool, <-c
 	return false, j.wake
 }
 
-// since returns up to max events after cursor (per group) in the order they
-// were applied, the cursor advanced past them, and whether the ring still
-// reaches back to cursor.
-func (f *Feed) since(cursor []uint64, limit int) ([]change, []uint64, bool) {
-	out, next, _, ok := f.page(cursor, limit, 0)
+// Since returns up to limit events after cursor (per group) in the order
+// they were applied, the cursor advanced past them, and whether the ring
+// still reaches back to cursor.
+func (f *Feed) Since(cursor []uint64, limit int) ([]Change, []uint64, bool) {
+	out, next, _, ok := f.Page(cursor, limit, 0)
 	return out, next, ok
 }
 
-// page is since for a reader that goes on from where its last page ended:
+// Page is Since for a reader that goes on from where its last page ended:
 // from is the sequence number the last page returned as its end (0: look
 // through the whole ring). Every event before it was either in a page or
 // at or below the cursor then, so it is at or below the cursor now: the
@@ -273,7 +273,7 @@ func (f *Feed) since(cursor []uint64, limit int) ([]change, []uint64, bool) {
 // every page, holding the lock the apply path takes). A stream's first
 // page still scans from the oldest event: a few milliseconds for a full
 // ring of 1,048,576, once per stream opened.
-func (f *Feed) page(cursor []uint64, limit int, from uint64) ([]change, []uint64, uint64, bool) {
+func (f *Feed) Page(cursor []uint64, limit int, from uint64) ([]Change, []uint64, uint64, bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	next := make([]uint64, len(f.mu.applied))
@@ -283,7 +283,7 @@ func (f *Feed) page(cursor []uint64, limit int, from uint64) ([]change, []uint64
 			return nil, next, from, false
 		}
 	}
-	var out []change
+	var out []Change
 	first := uint64(0)
 	if f.mu.next > uint64(len(f.mu.ring)) {
 		first = f.mu.next - uint64(len(f.mu.ring))
@@ -291,12 +291,12 @@ func (f *Feed) page(cursor []uint64, limit int, from uint64) ([]change, []uint64
 	seq := max(first, from)
 	for ; seq < f.mu.next && limit > 0; seq++ {
 		c := f.mu.ring[seq%uint64(f.ringSize)]
-		if len(out) > 0 && len(out) >= limit && (c.group != out[len(out)-1].group || c.index != out[len(out)-1].index) {
+		if len(out) > 0 && len(out) >= limit && (c.Group != out[len(out)-1].Group || c.Index != out[len(out)-1].Index) {
 			break // never split one entry's events across pages
 		}
-		if g := int(c.group); c.index > at(cursor, g) {
+		if g := int(c.Group); c.Index > at(cursor, g) {
 			out = append(out, c)
-			next[g] = max(next[g], c.index)
+			next[g] = max(next[g], c.Index)
 		}
 	}
 	return out, next, seq, true

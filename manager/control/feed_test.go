@@ -1,4 +1,4 @@
-package api
+package control
 
 import (
 	"fmt"
@@ -8,7 +8,6 @@ import (
 	"pgregory.net/rapid"
 
 	"shoal/statemachine"
-	"shoal/wire"
 )
 
 // Property: reading the event ring page by page from any cursor the feed
@@ -20,7 +19,7 @@ func TestFeedPagesLoseAndRepeatNothing(t *testing.T) {
 		groups := rapid.IntRange(1, 3).Draw(t, "groups")
 		f := NewFeed(groups, nil, 1024, 16)
 		next := make([]uint64, groups+1)
-		var all []change
+		var all []Change
 		for range rapid.IntRange(0, 60).Draw(t, "entries") {
 			g := rapid.IntRange(0, groups).Draw(t, "group")
 			next[g]++
@@ -28,20 +27,20 @@ func TestFeedPagesLoseAndRepeatNothing(t *testing.T) {
 			effs := make([]statemachine.Effect, n)
 			for i := range effs {
 				effs[i] = statemachine.Effect{Kind: statemachine.EffTaskState, Task: statemachine.TaskID(len(all) + i)}
-				all = append(all, change{group: int32(g), index: next[g], task: effs[i].Task})
+				all = append(all, Change{Group: int32(g), Index: next[g], Task: effs[i].Task})
 			}
 			f.OnApply(g, next[g], effs)
 		}
 		limit := rapid.IntRange(1, 7).Draw(t, "page")
-		var got []change
+		var got []Change
 		cursor := []uint64(nil)
 		var from uint64
 		for range 1000 {
-			page, nc, ok := f.since(cursor, limit)
+			page, nc, ok := f.Since(cursor, limit)
 			if !ok {
 				t.Fatalf("the ring holds everything, yet cursor %v is too old", cursor)
 			}
-			hinted, hnc, end, _ := f.page(cursor, limit, from)
+			hinted, hnc, end, _ := f.Page(cursor, limit, from)
 			if !slices.Equal(hinted, page) || !slices.Equal(hnc, nc) {
 				t.Fatalf("from %d: page %v (cursor %v), without the hint %v (cursor %v)", from, hinted, hnc, page, nc)
 			}
@@ -50,8 +49,8 @@ func TestFeedPagesLoseAndRepeatNothing(t *testing.T) {
 				break
 			}
 			last := page[len(page)-1]
-			if more, _, _ := f.since(nc, 1); len(more) > 0 && more[0].group == last.group && more[0].index == last.index {
-				t.Fatalf("page split entry %d/%d", last.group, last.index)
+			if more, _, _ := f.Since(nc, 1); len(more) > 0 && more[0].Group == last.Group && more[0].Index == last.Index {
+				t.Fatalf("page split entry %d/%d", last.Group, last.Index)
 			}
 			got = append(got, page...)
 			cursor = nc
@@ -60,8 +59,8 @@ func TestFeedPagesLoseAndRepeatNothing(t *testing.T) {
 			t.Fatalf("read %d events, applied %d", len(got), len(all))
 		}
 		for i := range all {
-			if got[i].task != all[i].task {
-				t.Fatalf("event %d: task %d, want %d", i, got[i].task, all[i].task)
+			if got[i].Task != all[i].Task {
+				t.Fatalf("event %d: task %d, want %d", i, got[i].Task, all[i].Task)
 			}
 		}
 	})
@@ -89,51 +88,6 @@ func TestJournalOverflowForcesResync(t *testing.T) {
 	}
 }
 
-// Property: a reader that resumes from the token of any event it got loses
-// no later event, and is sent again at most the events of that event's own
-// entry (a cursor counts whole entries).
-func TestResumeTokensLoseNothing(t *testing.T) {
-	rapid.Check(t, func(t *rapid.T) {
-		groups := rapid.IntRange(1, 3).Draw(t, "groups")
-		f := NewFeed(groups, nil, 1024, 16)
-		next := make([]uint64, groups+1)
-		for range rapid.IntRange(1, 40).Draw(t, "entries") {
-			g := rapid.IntRange(0, groups).Draw(t, "group")
-			next[g]++
-			effs := make([]statemachine.Effect, rapid.IntRange(1, 5).Draw(t, "effects"))
-			for i := range effs {
-				effs[i] = statemachine.Effect{Kind: statemachine.EffTaskState, Task: statemachine.TaskID(next[g]*10 + uint64(i))}
-			}
-			f.OnApply(g, next[g], effs)
-		}
-		all, _, _ := f.since(nil, 1<<20)
-		tokens := resumeTokens(all, nil)
-		k := rapid.IntRange(0, len(all)-1).Draw(t, "cut after event")
-		cur, err := wire.ParseCursor(tokens[k])
-		if err != nil {
-			t.Fatalf("token %q: %v", tokens[k], err)
-		}
-		again, _, ok := f.since(cur, 1<<20)
-		if !ok {
-			t.Fatal("the ring holds everything, yet the token is too old")
-		}
-		rest := all[k+1:]
-		if len(again) < len(rest) {
-			t.Fatalf("resumed after event %d of %d: got %d events, %d came after it", k, len(all), len(again), len(rest))
-		}
-		for i, c := range rest {
-			if got := again[len(again)-len(rest)+i]; got.task != c.task {
-				t.Fatalf("resumed after event %d: event %d is task %d, want %d", k, i, got.task, c.task)
-			}
-		}
-		for _, c := range again[:len(again)-len(rest)] {
-			if c.group != all[k].group || c.index != all[k].index {
-				t.Fatalf("resumed after event %d (entry %d/%d): got event of entry %d/%d again", k, all[k].group, all[k].index, c.group, c.index)
-			}
-		}
-	})
-}
-
 // BenchmarkFeedPaging: a stream pages through a full ring of 262,144
 // events (8 groups, 4 events an entry), 1,000 at a time, scanning from
 // where its last page ended or, as before, from the ring's oldest event.
@@ -157,7 +111,7 @@ func BenchmarkFeedPaging(b *testing.B) {
 				cursor := []uint64(nil)
 				var from uint64
 				for {
-					out, next, end, _ := f.page(cursor, 1000, from)
+					out, next, end, _ := f.Page(cursor, 1000, from)
 					if len(out) == 0 {
 						break
 					}

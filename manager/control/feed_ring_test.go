@@ -1,4 +1,4 @@
-package api
+package control
 
 import (
 	"slices"
@@ -21,7 +21,7 @@ func TestFeedRingWrapsAndRefusesWhatItLost(t *testing.T) {
 		f := NewFeed(groups, nil, 1024, 16)
 		f.ringSize = rapid.IntRange(4, 40).Draw(t, "ring") // small, so that it wraps
 		next := make([]uint64, groups+1)
-		var all []change
+		var all []Change
 		var cursor []uint64
 		pos, refused := 0, 0 // pos: the next event of all the reader expects
 		for range rapid.IntRange(1, 200).Draw(t, "steps") {
@@ -31,12 +31,12 @@ func TestFeedRingWrapsAndRefusesWhatItLost(t *testing.T) {
 				effs := make([]statemachine.Effect, rapid.IntRange(1, 4).Draw(t, "effects"))
 				for i := range effs {
 					effs[i] = statemachine.Effect{Kind: statemachine.EffTaskState, Task: statemachine.TaskID(len(all) + 1)}
-					all = append(all, change{group: int32(g), index: next[g], task: effs[i].Task, kind: effs[i].Kind})
+					all = append(all, Change{Group: int32(g), Index: next[g], Task: effs[i].Task, Kind: effs[i].Kind})
 				}
 				f.OnApply(g, next[g], effs)
 				continue
 			}
-			page, nc, ok := f.since(cursor, rapid.IntRange(1, 9).Draw(t, "page"))
+			page, nc, ok := f.Since(cursor, rapid.IntRange(1, 9).Draw(t, "page"))
 			if !ok {
 				if len(all)-pos <= f.ringSize {
 					t.Fatalf("cursor %v refused with %d unread events, within a ring of %d", cursor, len(all)-pos, f.ringSize)
@@ -58,7 +58,7 @@ func TestFeedRingWrapsAndRefusesWhatItLost(t *testing.T) {
 // The ring's entries stay 32 bytes: the default ring of 1,048,576 of them
 // is 32 MB per replica once full.
 func TestChangeIsThirtyTwoBytes(t *testing.T) {
-	if n := unsafe.Sizeof(change{}); n > 32 {
+	if n := unsafe.Sizeof(Change{}); n > 32 {
 		t.Fatalf("a ring entry takes %d bytes, want at most 32", n)
 	}
 }

@@ -1,4 +1,4 @@
-package api
+package control
 
 import (
 	"slices"
@@ -36,5 +36,25 @@ func TestAgentIsSentTheSpecTheSchedulerReserves(t *testing.T) {
 	addSpec(ss, st, task, &a)
 	if len(a.Specs) != 1 || a.Specs[0].Version != 1 || !slices.Equal(a.Specs[0].Command, reserved.Command) {
 		t.Fatalf("agent is sent %+v; want version 1 with command %q, the spec the scheduler reserves", a.Specs, reserved.Command)
+	}
+}
+
+// stateApplier returns an empty state and a function that applies
+// commands to it as the next entry (a millisecond after the last),
+// failing the test on any refusal.
+func stateApplier(t *testing.T) (*statemachine.State, func(...statemachine.Command)) {
+	st := statemachine.New(statemachine.Config{})
+	var out statemachine.Output
+	index, now := uint64(0), int64(1_700_000_000e9)
+	return st, func(cmds ...statemachine.Command) {
+		t.Helper()
+		index++
+		now += 1e6
+		st.Apply(cmds, index, now, &out)
+		for i, r := range out.Results {
+			if err := r.Err(); err != nil {
+				t.Fatalf("%s: %v", cmds[i].Kind, err)
+			}
+		}
 	}
 }

@@ -1,0 +1,395 @@
+package control
+
+import (
+	"context"
+	"net/netip"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"shoal/cluster"
+	"shoal/internal/clock"
+	"shoal/route"
+	"shoal/statemachine"
+	"shoal/wire"
+)
+
+// Reader is what the assignment stream reads of the replicated groups
+// (the duty.Cluster seam has these methods; so does the engine).
+type Reader interface {
+	// Groups returns the number of service groups (1..Groups()).
+	Groups() int
+	// ReadLocal runs fn over the group's state as this replica applied it
+	// so far (possibly stale). fn runs under the group's read lock, which
+	// the apply holds for writing while it feeds the Feed (feed.go).
+	ReadLocal(group int, fn func(*statemachine.State)) error
+	// Read runs fn over the group's state once everything committed before
+	// the call is applied here (linearizable; it needs a quorum).
+	Read(ctx context.Context, group int, fn func(*statemachine.State)) error
+}
+
+// Leaders is what the agent protocol needs to know of the groups' leaders
+// (the engine implements it): Leader returns a group's leader (ok is false
+// while none is known); LeaderNotice returns the leader as this replica
+// was notified of it (0: none) and a channel closed at the next change;
+// Contact says whether this replica is in contact with the group's quorum.
+type Leaders interface {
+	Leader(group int) (replicaID uint64, ok bool)
+	LeaderNotice(group int) (leader uint64, next <-chan struct{})
+	Contact(group int) cluster.Contact
+}
+
+// StreamConfig configures a Stream.
+type StreamConfig struct {
+	// Reads reads the groups' states. Required.
+	Reads Reader
+	// Leaders names the cluster group's leader and says whether this
+	// replica is in contact with its quorum. Required.
+	Leaders Leaders
+	// Feed follows what this replica applies; its OnApply must be wired
+	// into the cluster's apply hook. Required.
+	Feed *Feed
+	// Clock times the long polls. Default: the wall clock.
+	Clock clock.Clock
+	// Logf gets a line when this replica loses or regains contact with
+	// the cluster group's quorum. Default: discard.
+	Logf func(format string, args ...any)
+}
+
+// Stream is the assignment stream of one manager replica (DESIGN.md, "The
+// task model"): each agent's long poll answered with its node's
+// assignments, from this replica's state and the Feed's per-node journal.
+// Safe for concurrent use.
+type Stream struct {
+	reads    Reader
+	leaders  Leaders
+	feed     *Feed
+	clock    clock.Clock
+	logf     func(string, ...any)
+	sessions sessionTable
+	quorum   quorumWatch
+	parked   atomic.Int64
+	frames   struct{ complete, incremental atomic.Uint64 }
+}
+
+// NewStream returns the assignment stream over cfg's groups and feed.
+func NewStream(cfg StreamConfig) *Stream {
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
+	}
+	if cfg.Logf == nil {
+		cfg.Logf = func(string, ...any) {}
+	}
+	s := &Stream{reads: cfg.Reads, leaders: cfg.Leaders, feed: cfg.Feed, clock: cfg.Clock, logf: cfg.Logf}
+	s.quorum.lost = make(chan struct{})
+	return s
+}
+
+// MaxAssignWait caps an assignments long poll.
+const MaxAssignWait = 5 * time.Minute
+
+// completeWait bounds how long a COMPLETE frame waits for this replica to
+// catch up with the cluster.
+const completeWait = 10 * time.Second
+
+// StreamStats counts what a Stream did: the frames it answered with
+// (COMPLETE, and INCREMENTAL with changes), the long polls waiting now,
+// and the session records it holds.
+type StreamStats struct {
+	Complete, Incremental uint64
+	Parked                int64
+	Sessions              int
+}
+
+// Stats returns the stream's counts (none for a nil Stream).
+func (s *Stream) Stats() StreamStats {
+	if s == nil {
+		return StreamStats{}
+	}
+	return StreamStats{Complete: s.frames.complete.Load(), Incremental: s.frames.incremental.Load(),
+		Parked: s.parked.Load(), Sessions: s.sessions.size()}
+}
+
+// Open records that session opened here for node: the node's older
+// session record here goes.
+func (s *Stream) Open(session uint64, node statemachine.NodeID) { s.sessions.open(session, node) }
+
+// Assignments answers an agent's poll (req.NodeID is the caller, checked
+// by the caller) with one whole frame (the caller splits it under the
+// frame size cap):
+//
+//   - no cursor: a COMPLETE, every task on the node, rendered only once
+//     this replica applied everything committed before the request;
+//   - a cursor the node's journal reaches back to: an INCREMENTAL of the
+//     node's changes since the cursor, once there are any; a cursor it
+//     does not reach: a COMPLETE marked Resync;
+//   - nothing new by the request's wait (capped at MaxAssignWait), a
+//     change of the cluster group's leader to one this replica can name,
+//     or ctx's end: an INCREMENTAL without changes, naming the leader,
+//     from the same cursor.
+//
+// Each spec goes to a session once per service and version, unless the
+// agent asks from another cursor than the last answer gave it (that
+// answer was lost) or resyncs: the session's specs are then sent again.
+// Without contact with the cluster group's quorum a poll with a cursor is
+// refused (no_quorum, naming the leader), and a waiting one ends so.
+func (s *Stream) Assignments(ctx context.Context, req *wire.AssignmentsRequest) (*wire.Assignments, error) {
+	ss := s.sessions.get(req.SessionID, req.NodeID)
+	ss.mu.Lock()
+	ss.beginLocked(req.Cursor)
+	ss.mu.Unlock()
+	if len(req.Cursor) == 0 {
+		return s.complete(ss, req.NodeID, false)
+	}
+	lost, ok := s.quorumState()
+	if !ok {
+		return nil, s.noQuorum()
+	}
+	started, _ := s.leaders.LeaderNotice(route.ClusterGroup)
+	wait := min(time.Duration(max(req.Wait, 0)), MaxAssignWait)
+	var timeout <-chan time.Time
+	if wait > 0 {
+		timer := s.clock.NewTimer(wait)
+		defer timer.Stop()
+		timeout = timer.C()
+	}
+	s.parked.Add(1)
+	defer s.parked.Add(-1)
+	for {
+		pending, wake := s.feed.nodePending(req.NodeID, req.Cursor)
+		if pending {
+			break
+		}
+		// The poll is also answered when the cluster's leader changes to
+		// one this manager can name, so that the agent's next heartbeat
+		// goes straight to it: a fleet whose leader died otherwise tried
+		// the dead one first (or the same address restarted, still
+		// catching up), each agent at its next beat.
+		leader, notice := s.leaders.LeaderNotice(route.ClusterGroup)
+		if (leader == 0 || leader == started) && wait > 0 {
+			select {
+			case <-wake:
+				continue
+			case <-notice:
+				continue
+			case <-lost:
+				return nil, s.noQuorum()
+			case <-timeout:
+			case <-ctx.Done():
+			}
+		}
+		// Nothing changed (or only the leader): the agent asks again from
+		// the same place, told the leader as known now.
+		ss.mu.Lock()
+		ss.given = req.Cursor
+		ss.mu.Unlock()
+		now, _ := s.leaders.LeaderNotice(route.ClusterGroup)
+		return &wire.Assignments{Kind: wire.FrameIncremental, Last: true,
+			AppliesTo: req.Cursor, ResultsIn: req.Cursor, Leader: s.ManagerAddr(now)}, nil
+	}
+	return s.incremental(ss, req.NodeID, req.Cursor)
+}
+
+// session is what this manager remembers of an agent's session: which
+// specs it already sent (each once per service and version).
+type session struct {
+	mu   sync.Mutex // guards sent and given
+	node statemachine.NodeID
+	sent map[specKey]bool
+	// given is the cursor the last answer brought the agent to. A request
+	// from another cursor means that answer was lost (or the agent
+	// resyncs): the specs it carried are sent again.
+	given wire.Cursor
+}
+
+// beginLocked prepares an answer to a request from cursor.
+func (ss *session) beginLocked(cursor wire.Cursor) {
+	if len(cursor) == 0 || !slices.Equal(cursor, ss.given) {
+		clear(ss.sent)
+	}
+}
+
+type specKey struct {
+	service string
+	version uint32
+}
+
+// assignment renders t for its node.
+func assignment(st *statemachine.State, t *statemachine.Task) wire.Assignment {
+	a := wire.Assignment{Task: t.ID, Slot: t.Slot, SpecVersion: t.SpecVersion, Desired: t.Desired, State: t.Status.State}
+	if svc := st.Service(t.Service); svc != nil {
+		a.Service = svc.Spec.Name
+	}
+	for _, at := range t.Attachments {
+		addr := wire.Address{Addr: AttachmentAddr(st, at)}
+		if nw := st.Network(at.Network); nw != nil {
+			addr.Network = nw.Name
+		}
+		a.Addresses = append(a.Addresses, addr)
+	}
+	return a
+}
+
+// addSpec adds the spec of t to a frame unless this session has it.
+func addSpec(ss *session, st *statemachine.State, t *statemachine.Task, a *wire.Assignments) {
+	svc := st.Service(t.Service)
+	if svc == nil {
+		return
+	}
+	k := specKey{svc.Spec.Name, t.SpecVersion}
+	if ss.sent[k] {
+		return
+	}
+	ss.sent[k] = true
+	sp, _ := svc.SpecAt(t.SpecVersion) // the scheduler reserved this spec's resources
+	a.Specs = append(a.Specs, wire.Spec{Service: k.service, Version: k.version, Command: slices.Clone(sp.Command),
+		Env: slices.Clone(sp.Env), Dir: sp.Dir, StopGrace: sp.StopGrace})
+}
+
+// complete answers with every task at or past assigned on node.
+//
+// A COMPLETE replaces the agent's whole set, so it must never be older than
+// anything the agent saw: each group is rendered only once this replica has
+// applied everything committed before the request (a read-index barrier),
+// not from its state as applied so far. A replica that lags in a group (it
+// restarted, or follows that group's leader under load) would otherwise
+// hand back tasks the agent already stopped and forgot, and the agent would
+// start them again with addresses since given to other tasks.
+func (s *Stream) complete(ss *session, node statemachine.NodeID, resync bool) (*wire.Assignments, error) {
+	groups := s.reads.Groups()
+	if err := s.caughtUp(groups); err != nil {
+		return nil, err
+	}
+	a := &wire.Assignments{Kind: wire.FrameComplete, Resync: resync, Last: true}
+	a.ResultsIn = make(wire.Cursor, groups+1)
+	a.Seqs = make([]uint64, groups+1)
+	ss.mu.Lock()
+	defer ss.mu.Unlock() // the session's sent specs
+	for g := 1; g <= groups; g++ {
+		err := s.reads.ReadLocal(g, func(st *statemachine.State) {
+			a.ResultsIn[g] = st.LastIndex()
+			if n := st.Node(node); n != nil {
+				a.Seqs[g] = n.AssignSeq
+			}
+			for _, t := range st.NodeTasks(node) {
+				addSpec(ss, st, t, a)
+				a.Tasks = append(a.Tasks, assignment(st, t))
+			}
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	ss.given = a.ResultsIn
+	s.frames.complete.Add(1)
+	return a, nil
+}
+
+// caughtUp waits until this replica applied, in every service group,
+// everything committed before the call (the groups' barriers in parallel).
+func (s *Stream) caughtUp(groups int) error {
+	c, cancel := context.WithTimeout(context.Background(), completeWait)
+	defer cancel()
+	errs := make(chan error, groups)
+	for g := 1; g <= groups; g++ {
+		go func(g int) { errs <- s.reads.Read(c, g, func(*statemachine.State) {}) }(g)
+	}
+	var first error
+	for range groups {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	if first != nil {
+		return &wire.Error{Code: wire.CodeUnavailable, RetryAfter: int64(time.Second),
+			Message: "this manager cannot confirm it is up to date with the cluster (no quorum reached); retry"}
+	}
+	return nil
+}
+
+// incremental answers with node's changes since cursor, or a COMPLETE
+// (resync) if this manager's journal does not reach back that far.
+func (s *Stream) incremental(ss *session, node statemachine.NodeID, cursor wire.Cursor) (*wire.Assignments, error) {
+	groups := s.reads.Groups()
+	a := &wire.Assignments{Kind: wire.FrameIncremental, Last: true, AppliesTo: cursor}
+	a.ResultsIn = make(wire.Cursor, groups+1)
+	copy(a.ResultsIn, cursor)
+	a.Seqs = make([]uint64, groups+1)
+	resync := false
+	quiet := s.feed.quietGroups(node, cursor, groups)
+	ss.mu.Lock()
+	for g := 1; g <= groups && !resync; g++ {
+		if quiet[g] != 0 {
+			// Nothing for this node there: its cursor moves on without a
+			// read under the group's lock (thousands of polls woken at
+			// once, each reading every group, queued on those locks
+			// behind the applies).
+			a.ResultsIn[g] = max(a.ResultsIn[g], quiet[g])
+			continue
+		}
+		err := s.reads.ReadLocal(g, func(st *statemachine.State) {
+			es, ok := s.feed.nodeChanges(node, g, cursor.Get(g))
+			if !ok {
+				resync = true
+				return
+			}
+			a.ResultsIn[g] = max(a.ResultsIn[g], st.LastIndex())
+			if n := st.Node(node); n != nil {
+				a.Seqs[g] = n.AssignSeq
+			}
+			seen := map[statemachine.TaskID]bool{}
+			for _, e := range es {
+				if e.echo || seen[e.task] {
+					continue
+				}
+				seen[e.task] = true
+				t := st.Task(e.task)
+				if t == nil || t.Node != node {
+					a.Removed = append(a.Removed, e.task)
+					continue
+				}
+				addSpec(ss, st, t, a)
+				a.Tasks = append(a.Tasks, assignment(st, t))
+			}
+		})
+		if err != nil {
+			ss.mu.Unlock()
+			return nil, err
+		}
+	}
+	if !resync {
+		ss.given = a.ResultsIn
+	}
+	ss.mu.Unlock()
+	if resync {
+		ss.mu.Lock()
+		clear(ss.sent) // a resync is a fresh start
+		ss.mu.Unlock()
+		return s.complete(ss, node, true)
+	}
+	s.frames.incremental.Add(1)
+	return a, nil
+}
+
+// ManagerAddr returns the API address replica id registered in the
+// cluster group ("" for 0 or one that registered none).
+func (s *Stream) ManagerAddr(id uint64) string {
+	if id == 0 {
+		return ""
+	}
+	var addr string
+	_ = s.reads.ReadLocal(route.ClusterGroup, func(st *statemachine.State) { addr = st.Managers()[id] })
+	return addr
+}
+
+// AttachmentAddr renders a task's address on a network as the agent and
+// the API show it: the address with its network's prefix length
+// ("10.0.0.2/24"), or the bare address if the network has no pool here.
+func AttachmentAddr(st *statemachine.State, a statemachine.Attachment) string {
+	ip := netip.AddrFrom4([4]byte{byte(a.Addr >> 24), byte(a.Addr >> 16), byte(a.Addr >> 8), byte(a.Addr)})
+	if p := st.Pool(a.Network); p != nil {
+		return netip.PrefixFrom(ip, p.Prefix().Bits()).String()
+	}
+	return ip.String()
+}
