@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"sync"
+	"time"
 
 	"shoal/engine/duty"
 	"shoal/route"
@@ -12,13 +13,17 @@ import (
 // groups is the replicated groups: duty.Memory is the log and the leader's
 // applied state (the duties run over it); each manager replica holds its
 // own statemachine.State per group and applies the log's entries at its
-// own pace. A replica lags a group by a number of entries the seed chooses
-// (the leader replica never lags); a call a manager serves reads its
+// own pace. A replica applies each entry of a group a while after it was
+// committed, that while (its lag there) chosen by the seed (the leader
+// replica never lags); a call a manager serves reads its
 // replica's state, catching it up first only where the call waits for it
 // (a linearizable read, or its own commit).
 type groups struct {
 	mem *duty.Memory
 	g   []*group // per group (0 = the cluster group)
+	// onApply is called after replica r applied an entry, under the
+	// group's lock (the replica's change feed).
+	onApply func(r, g int, index uint64, effects []statemachine.Effect)
 }
 
 // group is one group's log and its replicas' states.
@@ -26,7 +31,7 @@ type group struct {
 	mu   sync.Mutex
 	log  []duty.Entry // entry i has index i+1
 	reps []*statemachine.State
-	lag  []int // entries each replica stays behind the log, at most
+	lag  []time.Duration // how long after its commit each replica applies an entry
 	out  statemachine.Output
 	// changes are the stream replica's applied effects not yet rendered.
 	changes []change
@@ -41,7 +46,7 @@ type change struct {
 func newGroups(mem *duty.Memory, replicas int, configure func(*statemachine.Config)) *groups {
 	gs := &groups{mem: mem}
 	for g := 0; g <= mem.Groups(); g++ {
-		gr := &group{lag: make([]int, replicas)}
+		gr := &group{lag: make([]time.Duration, replicas)}
 		for range replicas {
 			cfg := statemachine.Config{Group: uint16(g), Groups: mem.Groups()}
 			if configure != nil {
@@ -66,15 +71,18 @@ func (gs *groups) catchUp(r, g int, upTo uint64, stream bool) {
 	gr := gs.g[g]
 	gr.mu.Lock()
 	defer gr.mu.Unlock()
-	gr.catchUpLocked(r, upTo, stream)
+	gs.catchUpLocked(gr, r, g, upTo, stream)
 }
 
-func (gr *group) catchUpLocked(r int, upTo uint64, stream bool) {
+func (gs *groups) catchUpLocked(gr *group, r, g int, upTo uint64, stream bool) {
 	st := gr.reps[r]
 	upTo = min(upTo, uint64(len(gr.log)))
 	for i := st.LastIndex(); i < upTo; i++ {
 		e := &gr.log[i]
 		st.Apply(e.Cmds, e.Index, e.At, &gr.out)
+		if gs.onApply != nil {
+			gs.onApply(r, g, e.Index, gr.out.Effects)
+		}
 		if stream {
 			for _, eff := range gr.out.Effects {
 				gr.changes = append(gr.changes, change{e.Index, eff})
@@ -91,20 +99,20 @@ func (gs *groups) end(g int) uint64 {
 	return uint64(len(gr.log))
 }
 
-// settle moves every replica to within its lag of the log's end (the
-// leader to the end).
-func (gs *groups) settle(leader, stream int) {
-	for _, gr := range gs.g {
+// settle has every replica apply the entries its lag lets it have
+// applied by now (the leader all of them).
+func (gs *groups) settle(leader, stream int, now time.Time) {
+	for g, gr := range gs.g {
 		gr.mu.Lock()
-		n := len(gr.log)
-		for r := range gr.reps {
-			lag := gr.lag[r]
-			if r == leader {
-				lag = 0
+		for r, st := range gr.reps {
+			upTo := uint64(len(gr.log))
+			if r != leader {
+				by := now.Add(-gr.lag[r]).UnixNano()
+				for upTo > st.LastIndex() && gr.log[upTo-1].At > by {
+					upTo--
+				}
 			}
-			if n-lag > 0 {
-				gr.catchUpLocked(r, uint64(n-lag), r == stream)
-			}
+			gs.catchUpLocked(gr, r, g, upTo, r == stream)
 		}
 		gr.mu.Unlock()
 	}
@@ -149,14 +157,13 @@ func (gs *groups) restore(r int) error {
 // view is the groups as one manager replica serves a call: its local
 // reads are replica r's state; a linearizable read, and a commit it
 // waits for, first catch r up. It is what the control package needs of
-// the cluster (control.Groups, control.Registrar, control.Submitter).
+// the cluster (control.Cluster).
 type view struct {
-	gs     *groups
-	r      int
-	stream int // the event stream's replica
+	w *World
+	r int
 }
 
-func (v view) Groups() int { return v.gs.mem.Groups() }
+func (v view) Groups() int { return v.w.mem.Groups() }
 
 func (v view) checkGroup(g int) error {
 	if g < 0 || g > v.Groups() {
@@ -165,11 +172,14 @@ func (v view) checkGroup(g int) error {
 	return nil
 }
 
+// catchUp applies everything committed in group g on r.
+func (v view) catchUp(g int) { v.w.gs.catchUp(v.r, g, v.w.gs.end(g), v.r == v.w.stream) }
+
 func (v view) ReadLocal(g int, fn func(*statemachine.State)) error {
 	if err := v.checkGroup(g); err != nil {
 		return err
 	}
-	v.gs.read(v.r, g, fn)
+	v.w.gs.read(v.r, g, fn)
 	return nil
 }
 
@@ -177,23 +187,23 @@ func (v view) Read(ctx context.Context, g int, fn func(*statemachine.State)) err
 	if err := v.checkGroup(g); err != nil {
 		return err
 	}
-	v.gs.catchUp(v.r, g, v.gs.end(g), v.r == v.stream)
-	v.gs.read(v.r, g, fn)
+	v.catchUp(g)
+	v.w.gs.read(v.r, g, fn)
 	return nil
 }
 
 func (v view) SubmitToGroup(ctx context.Context, g int, cmd statemachine.Command) (statemachine.Result, error) {
-	res, err := v.gs.mem.SubmitToGroup(ctx, g, cmd)
+	res, err := v.w.mem.SubmitToGroup(ctx, g, cmd)
 	if v.checkGroup(g) == nil {
-		v.gs.catchUp(v.r, g, v.gs.end(g), v.r == v.stream)
+		v.catchUp(g)
 	}
 	return res, err
 }
 
 func (v view) SubmitMany(ctx context.Context, cmds []statemachine.Command) []route.Outcome {
-	out := v.gs.mem.SubmitMany(ctx, cmds)
-	for g := range v.gs.g {
-		v.gs.catchUp(v.r, g, v.gs.end(g), v.r == v.stream)
+	out := v.w.mem.SubmitMany(ctx, cmds)
+	for g := range v.w.gs.g {
+		v.catchUp(g)
 	}
 	return out
 }

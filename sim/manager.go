@@ -4,34 +4,38 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/netip"
-	"slices"
 	"time"
 
 	"shoal/cluster"
+	"shoal/engine/duty"
 	"shoal/manager/control"
-	"shoal/route"
 	"shoal/statemachine"
 	"shoal/wire"
 )
 
-// manager is the managers' side of the agent protocol, in process: each
-// call is served by one manager replica (the world chooses which), through
-// the control package over that replica's view of the groups. Heartbeats
-// and re-reports go to the cluster group's leader (the agent's client
-// follows the leader), as does the node monitor duty.
+// JournalSize is each replica's per-node assignment journal (the least
+// control.NewFeed keeps): small, so an agent away for a while, or a
+// replica restored from a snapshot, meets a resync.
+const JournalSize = 16
+
+// manager is the managers' side of the agent protocol: on each replica a
+// control.Agents over that replica's view of the groups, with its own
+// change feed fed by what the replica applies. Each call is served by
+// the replica the network chose; the node monitor (the leader's duty)
+// answers heartbeats on the leader only.
 //
-// The assignment stream is not in the control package yet: until it is,
-// assignments answers every poll with news for the node with a COMPLETE
-// frame rendered after a read barrier on the serving replica, and parks
-// the others until news or the poll's wait.
+// An assignments long poll is never blocked on: the stream is asked with
+// no wait, and a poll with nothing new is parked here and asked again
+// after every event until it gets news or its wait ends.
 type manager struct {
-	w *World
-	// lastChange: per group, per node, the last index that changed the
-	// node's assignments (the leader's applied effects).
-	lastChange []map[statemachine.NodeID]uint64
-	sessions   uint64
-	parked     []*parkedPoll
+	w      *World
+	agents []*control.Agents // per replica
+	feeds  []*control.Feed   // per replica
+	sids   uint64
+	parked []*parkedPoll
+	// leaderCh is closed when the leader changes (control.Leaders'
+	// LeaderNotice).
+	leaderCh chan struct{}
 }
 
 type parkedPoll struct {
@@ -42,24 +46,47 @@ type parkedPoll struct {
 }
 
 func newManager(w *World) *manager {
-	m := &manager{w: w}
-	for range w.gs.g {
-		m.lastChange = append(m.lastChange, map[statemachine.NodeID]uint64{})
+	m := &manager{w: w, leaderCh: make(chan struct{})}
+	m.agents = make([]*control.Agents, w.cfg.Replicas)
+	m.feeds = make([]*control.Feed, w.cfg.Replicas)
+	for r := range w.cfg.Replicas {
+		m.restart(r)
 	}
 	return m
 }
 
-// onApply records which nodes' assignments an applied entry changed.
-func (m *manager) onApply(g int, index uint64, effs []statemachine.Effect) {
-	for _, e := range effs {
-		if (e.Kind == statemachine.EffAssignments || e.Kind == statemachine.EffSeqAdvanced) && e.Node != 0 {
-			m.lastChange[g][e.Node] = index
-		}
+// restart gives replica r a fresh protocol: a new feed from what the
+// replica applied, no session record, no parked poll (a manager process
+// restarting).
+func (m *manager) restart(r int) {
+	start := make([]uint64, len(m.w.gs.g))
+	for g := range m.w.gs.g {
+		m.w.gs.read(r, g, func(st *statemachine.State) { start[g] = st.LastIndex() })
 	}
+	m.feeds[r] = control.NewFeed(m.w.cfg.Groups, start, 4096, JournalSize)
+	m.agents[r] = control.NewAgents(control.AgentsConfig{Cluster: m.w.view(r), Leaders: leaders{m.w, r}, Self: leaders{m.w, r},
+		Feed: m.feeds[r], Monitor: monitorOn{m.w, r}, Clock: m.w.clk, SyncInterval: m.w.cfg.SyncInterval,
+		SessionIDs: func() uint64 { m.sids++; return uint64(r+1)<<32 | m.sids<<1 | 1 }})
+	kept := m.parked[:0]
+	for _, p := range m.parked {
+		if p.r == r {
+			p.reply(nil, errConnection)
+			continue
+		}
+		kept = append(kept, p)
+	}
+	m.parked = kept
+}
+
+// elected tells the protocol the leader changed.
+func (m *manager) elected() {
+	close(m.leaderCh)
+	m.leaderCh = make(chan struct{})
 }
 
 // wireErr is the answer to a call that failed: a *wire.Error as it is,
-// a cluster error as unavailable (retry).
+// any other (the cluster's) as unavailable, which the agent retries, as
+// an agent in process takes it.
 func wireErr(err error) error {
 	var we *wire.Error
 	if errors.As(err, &we) {
@@ -73,143 +100,64 @@ func wireErr(err error) error {
 // or (a parked poll) later.
 func (m *manager) serve(r int, req wire.Message, reply func(wire.Message, error)) {
 	ctx := context.Background()
-	v := m.w.view(r)
+	a := m.agents[r]
+	var resp wire.Message
+	var err error
 	switch q := req.(type) {
 	case *wire.SessionRequest:
-		opened, err := control.OpenSession(ctx, v, q)
-		if err != nil {
-			reply(nil, wireErr(err))
-			return
-		}
-		m.sessions++
-		period := time.Second
-		if mon := m.w.mon; mon != nil {
-			period = mon.Period(opened.Nodes)
-		}
-		reply(&wire.Session{NodeID: opened.Node, SessionID: m.sessions, HeartbeatPeriod: int64(period),
-			SyncInterval: int64(m.w.cfg.SyncInterval), Managers: opened.Managers, Groups: uint16(v.Groups())}, nil)
+		resp, err = a.OpenSession(ctx, q)
 	case *wire.Heartbeat:
-		reply(m.heartbeat(ctx, q))
+		resp, err = a.Heartbeat(ctx, q)
 	case *wire.StatusBatch:
-		ack, err := control.SubmitStatus(ctx, v, reReports{m.w, r}, q)
-		if err != nil {
-			reply(nil, wireErr(err))
-			return
-		}
-		reply(ack, nil)
+		resp, err = a.ReportStatus(ctx, q)
 	case *wire.SyncRequest:
-		destroy, err := control.Sync(ctx, v, q)
+		resp, err = a.Sync(ctx, q)
+	case *wire.AssignmentsRequest:
+		f, err := m.poll(r, q)
+		if err == nil && f == nil {
+			m.parked = append(m.parked, &parkedPoll{r: r, req: q, until: m.w.clk.Now().Add(time.Duration(q.Wait)), reply: reply})
+			m.w.clk.AfterFunc(time.Duration(q.Wait), func() {}) // the loop looks again when the wait ends
+			return
+		}
 		if err != nil {
 			reply(nil, wireErr(err))
 			return
 		}
-		reply(&wire.SyncAnswer{Destroy: destroy}, nil)
-	case *wire.AssignmentsRequest:
-		if len(q.Cursor) == 0 || m.news(q.NodeID, q.Cursor) {
-			reply(m.complete(r, q.NodeID), nil)
-			return
-		}
-		m.parked = append(m.parked, &parkedPoll{r: r, req: q, until: m.w.clk.Now().Add(time.Duration(q.Wait)), reply: reply})
+		reply(f, nil)
+		return
 	default:
-		reply(nil, &wire.Error{Code: wire.CodeBadRequest, Message: fmt.Sprintf("no such call: %T", req)})
+		err = &wire.Error{Code: wire.CodeBadRequest, Message: fmt.Sprintf("no such call: %T", req)}
 	}
+	if err != nil {
+		reply(nil, wireErr(err))
+		return
+	}
+	reply(resp, nil)
 }
 
-func (m *manager) heartbeat(ctx context.Context, hb *wire.Heartbeat) (wire.Message, error) {
-	mon := m.w.mon
-	if mon == nil {
-		return nil, &wire.Error{Code: wire.CodeUnavailable, Message: "no leader", RetryAfter: int64(time.Second)}
+// poll asks replica r's stream without waiting: nil, nil when it has
+// nothing new for a poll that may wait.
+func (m *manager) poll(r int, q *wire.AssignmentsRequest) (*wire.Assignments, error) {
+	now := *q
+	now.Wait = 0
+	f, err := m.agents[r].Assignments(context.Background(), &now)
+	if err != nil {
+		return nil, err
 	}
-	b, err := mon.Heartbeat(ctx, hb.NodeID, m.w.clk.Now())
-	switch {
-	case errors.Is(err, cluster.ErrNotMonitoring), errors.Is(err, cluster.ErrMonitorStarting):
-		return nil, &wire.Error{Code: wire.CodeUnavailable, Message: "the leader is starting; retry", RetryAfter: int64(100 * time.Millisecond)}
-	case errors.Is(err, cluster.ErrUnknownNode):
-		removed := false
-		m.w.gs.read(m.w.leader, route.ClusterGroup, func(st *statemachine.State) { removed = st.NodeRemoved(hb.NodeID) })
-		if removed {
-			return nil, &wire.Error{Code: wire.CodeNodeRemoved, Message: "this node was removed from the cluster"}
-		}
-		return nil, &wire.Error{Code: wire.CodeUnavailable, Message: "the leader does not know this node yet; retry", RetryAfter: int64(500 * time.Millisecond)}
-	case err != nil:
-		return nil, wireErr(err)
+	if q.Wait > 0 && f.Kind == wire.FrameIncremental && !f.Resync && len(f.Tasks) == 0 && len(f.Removed) == 0 &&
+		len(f.Specs) == 0 && sameCursor(f.ResultsIn, q.Cursor) {
+		return nil, nil
 	}
-	st, _ := mon.NodeStatus(hb.NodeID)
-	return &wire.HeartbeatAck{Period: int64(b.TTL), Status: st}, nil
+	return f, nil
 }
 
-// reReports is the node monitor as a status batch served on replica r
-// sees it: running only on the leader.
-type reReports struct {
-	w *World
-	r int
-}
-
-func (x reReports) Monitoring() bool { return x.w.mon != nil && x.r == x.w.leader }
-
-func (x reReports) MarkReReported(node statemachine.NodeID) bool { return x.w.mon.MarkReReported(node) }
-
-// news reports whether node's assignments changed past cursor.
-func (m *manager) news(node statemachine.NodeID, cursor wire.Cursor) bool {
-	for g := 1; g < len(m.lastChange); g++ {
-		if m.lastChange[g][node] > cursor.Get(g) {
-			return true
+func sameCursor(a, b wire.Cursor) bool {
+	for g := range max(len(a), len(b)) {
+		if a.Get(g) != b.Get(g) {
+			return false
 		}
 	}
-	return false
-}
-
-// complete renders node's whole assignment set on replica r after a read
-// barrier in every service group.
-func (m *manager) complete(r int, node statemachine.NodeID) *wire.Assignments {
-	v := m.w.view(r)
-	groups := v.Groups()
-	a := &wire.Assignments{Kind: wire.FrameComplete, Last: true, ResultsIn: make(wire.Cursor, groups+1), Seqs: make([]uint64, groups+1)}
-	specs := map[string]bool{}
-	for g := 1; g <= groups; g++ {
-		_ = v.Read(context.Background(), g, func(st *statemachine.State) {
-			a.ResultsIn[g] = st.LastIndex()
-			if n := st.Node(node); n != nil {
-				a.Seqs[g] = n.AssignSeq
-			}
-			for _, t := range st.NodeTasks(node) {
-				a.Tasks = append(a.Tasks, assignment(st, t))
-				svc := st.Service(t.Service)
-				if svc == nil {
-					continue
-				}
-				k := fmt.Sprintf("%s/%d", svc.Spec.Name, t.SpecVersion)
-				if specs[k] {
-					continue
-				}
-				specs[k] = true
-				sp, _ := svc.SpecAt(t.SpecVersion)
-				a.Specs = append(a.Specs, wire.Spec{Service: svc.Spec.Name, Version: t.SpecVersion,
-					Command: slices.Clone(sp.Command), Env: slices.Clone(sp.Env), Dir: sp.Dir, StopGrace: sp.StopGrace})
-			}
-		})
-	}
-	return a
-}
-
-// assignment renders t for its node.
-func assignment(st *statemachine.State, t *statemachine.Task) wire.Assignment {
-	a := wire.Assignment{Task: t.ID, Slot: t.Slot, SpecVersion: t.SpecVersion, Desired: t.Desired, State: t.Status.State}
-	if svc := st.Service(t.Service); svc != nil {
-		a.Service = svc.Spec.Name
-	}
-	for _, at := range t.Attachments {
-		ip := netip.AddrFrom4([4]byte{byte(at.Addr >> 24), byte(at.Addr >> 16), byte(at.Addr >> 8), byte(at.Addr)})
-		addr := wire.Address{Addr: ip.String()}
-		if p := st.Pool(at.Network); p != nil {
-			addr.Addr = netip.PrefixFrom(ip, p.Prefix().Bits()).String()
-		}
-		if nw := st.Network(at.Network); nw != nil {
-			addr.Network = nw.Name
-		}
-		a.Addresses = append(a.Addresses, addr)
-	}
-	return a
+	return true
 }
 
 // wake answers the parked polls that have news or whose wait ended.
@@ -218,31 +166,91 @@ func (m *manager) wake() {
 		return
 	}
 	now := m.w.clk.Now()
-	kept := m.parked[:0]
-	var ready []*parkedPoll
-	for _, p := range m.parked {
-		if m.news(p.req.NodeID, p.req.Cursor) || !now.Before(p.until) {
-			ready = append(ready, p)
-			continue
+	parked := m.parked
+	m.parked = nil
+	for _, p := range parked {
+		f, err := m.poll(p.r, p.req)
+		switch {
+		case err != nil:
+			p.reply(nil, wireErr(err))
+		case f != nil:
+			p.reply(f, nil)
+		case !now.Before(p.until):
+			p.reply(&wire.Assignments{Kind: wire.FrameIncremental, Last: true, AppliesTo: p.req.Cursor, ResultsIn: p.req.Cursor}, nil)
+		default:
+			m.parked = append(m.parked, p)
 		}
-		kept = append(kept, p)
-	}
-	clear(m.parked[len(kept):])
-	m.parked = kept
-	for _, p := range ready {
-		if m.news(p.req.NodeID, p.req.Cursor) {
-			p.reply(m.complete(p.r, p.req.NodeID), nil)
-			continue
-		}
-		p.reply(&wire.Assignments{Kind: wire.FrameIncremental, Last: true, AppliesTo: p.req.Cursor, ResultsIn: p.req.Cursor}, nil)
 	}
 }
 
-// crash forgets everything the managers kept in memory: the parked polls
-// end without an answer (their connections broke).
+// crash forgets everything the managers kept in memory.
 func (m *manager) crash() {
-	for _, p := range m.parked {
-		p.reply(nil, errConnection)
+	for r := range m.agents {
+		m.restart(r)
 	}
-	m.parked = nil
+}
+
+// leaders is control's view of the groups' leaders from replica r: the
+// cluster group's leader runs every group's leadership here; every
+// replica is in contact with the quorum (the managers are never cut off
+// from each other).
+type leaders struct {
+	w *World
+	r int
+}
+
+func (l leaders) Leader(int) (uint64, bool) { return uint64(l.w.leader + 1), true }
+func (l leaders) LeaderNotice(int) (uint64, <-chan struct{}) {
+	return uint64(l.w.leader + 1), l.w.manager.leaderCh
+}
+func (l leaders) Contact(int) cluster.Contact {
+	return cluster.Contact{Leading: l.w.leader == l.r, OK: true}
+}
+func (l leaders) ReplicaID() uint64 { return uint64(l.r + 1) }
+func (l leaders) Leading() bool     { return l.w.leader == l.r }
+
+// monitorOn is the node monitor duty as replica r's protocol sees it: it
+// runs only while r leads.
+type monitorOn struct {
+	w *World
+	r int
+}
+
+func (x monitorOn) duty() (*duty.MonitorDuty, error) {
+	if x.w.leader != x.r || x.w.mon == nil {
+		return nil, cluster.ErrNotMonitoring
+	}
+	return x.w.mon, nil
+}
+
+func (x monitorOn) Heartbeat(ctx context.Context, node statemachine.NodeID, now time.Time) (time.Duration, error) {
+	d, err := x.duty()
+	if err != nil {
+		return 0, err
+	}
+	b, err := d.Heartbeat(ctx, node, now)
+	return b.TTL, err
+}
+
+func (x monitorOn) Period(nodes int) time.Duration {
+	if x.w.mon == nil {
+		return time.Second
+	}
+	return x.w.mon.Period(nodes)
+}
+
+func (x monitorOn) NodeStatus(node statemachine.NodeID) (statemachine.NodeStatus, bool) {
+	d, err := x.duty()
+	if err != nil {
+		return 0, false
+	}
+	return d.NodeStatus(node)
+}
+
+func (x monitorOn) MarkReReported(node statemachine.NodeID) bool {
+	d, err := x.duty()
+	if err != nil {
+		return false
+	}
+	return d.MarkReReported(node)
 }

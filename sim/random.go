@@ -21,7 +21,7 @@ import (
 func Generate(seed uint64, steps int, plant string) []Op {
 	r := rand.New(rand.NewPCG(seed, 0x6e4e))
 	g := &gen{r: r}
-	head := fmt.Sprintf("sim seed=%d replicas=%d groups=%d lag=%d", seed, 3, 1+r.IntN(2), r.IntN(6))
+	head := fmt.Sprintf("sim seed=%d replicas=%d groups=%d lag=%dms", seed, 3, 1+r.IntN(2), 100*r.IntN(8))
 	if plant != "" {
 		head += " plant=" + plant
 	}
@@ -145,7 +145,7 @@ func (g *gen) step(planted bool) Op {
 			return "restart-manager " + g.replica()
 		}},
 		{2, func() string { return "leader " + g.replica() }},
-		{2, func() string { return fmt.Sprintf("lag %s %d", g.replica(), g.r.IntN(8)) }},
+		{2, func() string { return fmt.Sprintf("lag %s %dms", g.replica(), 100*g.r.IntN(20)) }},
 		{1, func() string {
 			if g.agents >= 6 {
 				return ""

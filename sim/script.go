@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"shoal/manager/control"
 	"shoal/statemachine"
 )
 
@@ -112,7 +113,7 @@ func ConfigOf(op Op) (Config, error) {
 	if cfg.Groups, err = op.int("groups", 2); err != nil {
 		return cfg, err
 	}
-	if cfg.MaxLag, err = op.int("lag", 4); err != nil {
+	if cfg.MaxLag, err = op.dur("lag", 500*time.Millisecond); err != nil {
 		return cfg, err
 	}
 	if cfg.MaxLag == 0 {
@@ -134,7 +135,7 @@ func ConfigOf(op Op) (Config, error) {
 //	crash-manager               every manager replica restarts from a snapshot; a leader is elected
 //	restart-manager m2          replica m2 restarts from a snapshot of its state
 //	leader m2                   replica m2 becomes the cluster group's leader (the duties restart there)
-//	lag m2 N                    replica m2 stays up to N entries behind in every group (0: caught up)
+//	lag m2 2s                   replica m2 applies every entry 2s after its commit (0s: at once)
 //	route m2 / route any        every call goes to m2 / to a replica the seed chooses
 //	create web replicas=N [lost-after=1m]  create a replicated service on the network (lost-after: its disconnect window)
 //	scale web N / update web / remove web
@@ -238,6 +239,7 @@ func (w *World) Do(op Op) (string, error) {
 		if err := w.gs.restore(r); err != nil {
 			return "", err
 		}
+		w.manager.restart(r)
 		if r == w.stream {
 			w.reconnectStream()
 		}
@@ -255,11 +257,11 @@ func (w *World) Do(op Op) (string, error) {
 			return "", err
 		}
 		if len(op.Pos) != 2 {
-			return "", fmt.Errorf("lag wants a replica and a number of entries: lag m2 5")
+			return "", fmt.Errorf("lag wants a replica and a duration: lag m2 2s")
 		}
-		n, err := strconv.Atoi(op.Pos[1])
+		n, err := time.ParseDuration(op.Pos[1])
 		if err != nil || n < 0 {
-			return "", fmt.Errorf("lag wants a number of entries, got %q", op.Pos[1])
+			return "", fmt.Errorf("lag wants a duration, got %q", op.Pos[1])
 		}
 		for _, gr := range w.gs.g {
 			gr.lag[r] = n
@@ -469,7 +471,7 @@ func renderLine(st *statemachine.State, t *statemachine.Task) string {
 		s += fmt.Sprintf(" node=%d", t.Node)
 	}
 	for _, a := range t.Attachments {
-		s += " " + assignmentAddr(st, a)
+		s += " " + control.AttachmentAddr(st, a)
 		if a.Released {
 			s += "(released)"
 		}
@@ -477,10 +479,6 @@ func renderLine(st *statemachine.State, t *statemachine.Task) string {
 	return s
 }
 
-func assignmentAddr(st *statemachine.State, at statemachine.Attachment) string {
-	t := statemachine.Task{Attachments: []statemachine.Attachment{at}}
-	return assignment(st, &t).Addresses[0].Addr
-}
 
 func idList(ids []statemachine.TaskID) string {
 	if len(ids) == 0 {

@@ -27,9 +27,10 @@ type Config struct {
 	Seed     uint64
 	Replicas int // manager replicas (default 3)
 	Groups   int // service groups (default 2)
-	// MaxLag is the most entries a follower replica stays behind a group's
-	// log (default 4; each replica's lag per group is drawn up to it).
-	MaxLag       int
+	// MaxLag is the longest a follower replica takes to apply an entry
+	// after its commit (default 500ms; each replica's lag per group is
+	// drawn up to it; negative: none).
+	MaxLag       time.Duration
 	SyncInterval time.Duration // the agents' sync interval (default 10s)
 	// Plant names seeded bugs of the state machine (comma-separated;
 	// needs -tags shoal_seams).
@@ -44,7 +45,7 @@ func (c *Config) defaults() {
 		c.Groups = 2
 	}
 	if c.MaxLag == 0 {
-		c.MaxLag = 4
+		c.MaxLag = 500 * time.Millisecond
 	}
 	if c.SyncInterval <= 0 {
 		c.SyncInterval = 10 * time.Second
@@ -102,14 +103,14 @@ func New(cfg Config) (*World, error) {
 	w.chk.SetProbe(w.probe)
 	w.mem = duty.NewMemoryWith(cfg.Groups, w.clk, configure)
 	w.gs = newGroups(w.mem, cfg.Replicas, configure)
-	w.manager = newManager(w)
-	w.mem.OnApply(w.manager.onApply)
 	w.net = &network{w: w, cut: map[string]bool{}, Pin: -1}
 	w.drawLags()
+	w.stream = w.rng.IntN(cfg.Replicas)
+	w.manager = newManager(w)
+	w.gs.onApply = func(r, g int, index uint64, effs []statemachine.Effect) { w.manager.feeds[r].OnApply(g, index, effs) }
 	if err := w.elect(w.rng.IntN(cfg.Replicas)); err != nil {
 		return nil, err
 	}
-	w.stream = w.rng.IntN(cfg.Replicas)
 	w.every(time.Second, func(ctx context.Context) { _, _ = w.driver.RunOnce(ctx) })
 	w.every(time.Second, func(ctx context.Context) { _ = w.mon.Tick(ctx) })
 	w.every(time.Second, func(ctx context.Context) { _ = w.timers.RunOnce(ctx) })
@@ -164,7 +165,7 @@ func (w *World) drawLags() {
 		for r := range gr.lag {
 			gr.lag[r] = 0
 			if w.cfg.MaxLag > 0 {
-				gr.lag[r] = w.rng.IntN(w.cfg.MaxLag + 1)
+				gr.lag[r] = time.Duration(w.rng.Int64N(int64(w.cfg.MaxLag) + 1))
 			}
 		}
 	}
@@ -178,6 +179,7 @@ func (w *World) elect(r int) error {
 	for g := range w.gs.g {
 		w.gs.catchUp(r, g, w.gs.end(g), r == w.stream)
 	}
+	w.manager.elected()
 	if w.mon != nil {
 		w.mon.StepDown()
 	}
@@ -196,7 +198,7 @@ func (w *World) elect(r int) error {
 }
 
 // view is the groups as replica r serves a call.
-func (w *World) view(r int) view { return view{gs: w.gs, r: r, stream: w.stream} }
+func (w *World) view(r int) view { return view{w: w, r: r} }
 
 // submit commits user commands through the leader replica.
 func (w *World) submit(cmds ...statemachine.Command) []string {
@@ -218,7 +220,7 @@ func (w *World) submit(cmds ...statemachine.Command) []string {
 // the checker is fed what the event stream's replica applied.
 func (w *World) settle() {
 	for range 8 {
-		w.gs.settle(w.leader, w.stream)
+		w.gs.settle(w.leader, w.stream, w.clk.Now())
 		for _, a := range w.agents {
 			a.observe()
 		}
@@ -314,12 +316,12 @@ func (w *World) agent(name string) *simAgent {
 // (parked polls, sessions' records) are lost, a leader is elected, and
 // the event stream reconnects (a new connection, its view read again).
 func (w *World) crashManagers() error {
-	w.manager.crash()
 	for r := range w.cfg.Replicas {
 		if err := w.gs.restore(r); err != nil {
 			return err
 		}
 	}
+	w.manager.crash()
 	for g := 0; g <= w.cfg.Groups; g++ {
 		if err := w.mem.Restore(g); err != nil {
 			return err
