@@ -479,7 +479,6 @@ func renderLine(st *statemachine.State, t *statemachine.Task) string {
 	return s
 }
 
-
 func idList(ids []statemachine.TaskID) string {
 	if len(ids) == 0 {
 		return "nothing"
