@@ -296,11 +296,15 @@ func (a *simAgent) kickStatus() {
 	if !ok {
 		return
 	}
-	d := due.Sub(a.w.clk.Now())
-	if d <= 0 {
-		a.sendBatch(false)
+	if d := due.Sub(a.w.clk.Now()); d > 0 {
+		a.armFlush(d)
 		return
 	}
+	a.sendBatch(false)
+}
+
+// armFlush looks at what is owed again after d.
+func (a *simAgent) armFlush(d time.Duration) {
 	if a.flushT != nil {
 		a.flushT.Stop()
 	}
@@ -309,7 +313,8 @@ func (a *simAgent) kickStatus() {
 
 // sendBatch sends one batch of owed statuses; with marker, every owed one
 // and the re-report marker listing every held task (agent.Agent.reReport
-// with an unbounded batch).
+// with an unbounded batch). After a failed send, or a marker some report
+// of which is to be retried, it looks again a routine interval later.
 func (a *simAgent) sendBatch(marker bool) {
 	a.sending = true
 	s, epoch := a.sess, a.epoch
@@ -319,34 +324,51 @@ func (a *simAgent) sendBatch(marker bool) {
 		b.ReReport, b.Held = true, a.m.Held()
 	}
 	a.call(b, callTimeout, func(resp wire.Message, err error) {
-		a.sending = false
 		var ack *wire.StatusAck
 		if err == nil {
 			ack = resp.(*wire.StatusAck)
 		}
 		a.with(func(m *agent.Machine, now time.Time) { m.EndBatch(reports, ack, now) })
-		if err != nil || !marker {
-			if err != nil && a.flushT == nil {
-				a.flushT = a.after(time.Second, a.kickStatus)
-			}
+		a.sending = false
+		if err != nil {
+			a.armFlush(time.Second)
 			return
 		}
-		retried := false
-		for i := range reports {
-			if i >= len(ack.Results) || ack.Results[i] == wire.ReportRetry {
-				retried = true
+		if marker {
+			for i := range reports {
+				if i >= len(ack.Results) || ack.Results[i] == wire.ReportRetry {
+					a.armFlush(time.Second) // the manager ignored the marker
+					return
+				}
+			}
+			if a.epoch == epoch {
+				a.reported = epoch
 			}
 		}
-		if !retried && a.epoch == epoch {
-			a.reported = epoch
-			a.kickStatus()
-			return
-		}
-		if a.flushT != nil {
-			a.flushT.Stop()
-		}
-		a.flushT = a.after(time.Second, a.kickStatus)
+		a.kickStatus()
 	})
+}
+
+// syncNow sends a sync at once (agent.Agent.SyncNow); seqs, when not
+// nil, replaces the sequences the machine applied (a report collected
+// earlier, arriving late).
+func (a *simAgent) syncNow(seqs []uint64) error {
+	if !a.up || !a.live {
+		return fmt.Errorf("agent %s has no live session", a.name)
+	}
+	s := a.sess
+	req := &wire.SyncRequest{NodeID: s.NodeID, SessionID: s.SessionID, Seqs: a.m.Seqs(), Held: a.m.Held()}
+	if seqs != nil {
+		req.Seqs = seqs
+	}
+	a.call(req, callTimeout, func(resp wire.Message, err error) {
+		if err == nil {
+			if ans := resp.(*wire.SyncAnswer); len(ans.Destroy) > 0 {
+				a.with(func(m *agent.Machine, now time.Time) { m.Destroy(ans.Destroy, now) })
+			}
+		}
+	})
+	return nil
 }
 
 func (a *simAgent) syncLater() {

@@ -130,6 +130,7 @@ func ConfigOf(op Op) (Config, error) {
 //
 //	agent-up n1                 start agent n1 (a new node; again: nothing)
 //	restart-agent n1 [wipe]     restart n1 from its store (wipe: its machine lost disk and processes; it joins as a new node)
+//	sync n1 [seqs=0,3,2]        n1 syncs now (seqs: with these sequences, a report collected earlier)
 //	partition n1 / heal [n1]    cut n1 off the managers both ways (healed by itself once n1 was silent for MaxSilence) / reconnect n1 (no argument: everyone)
 //	deliver drop=P delay=D dup=P  the network from now on: drop and duplicate with these odds, delay up to D
 //	crash-manager               every manager replica restarts from a snapshot; a leader is elected
@@ -141,7 +142,7 @@ func ConfigOf(op Op) (Config, error) {
 //	scale web N / update web / remove web
 //	run 5s                      advance the clock, running everything due
 //	stabilize [max=10m]         heal everything, then run until the cluster settles; then the quiescence checks
-//	trace on|off                print the calls the managers serve
+//	trace on [only=sync,status] | trace off   print the calls the managers serve (only: these calls)
 //	dump                        services, tasks, agents, replicas
 //	violations                  the checker's violations so far
 //	_breakpoint                 nothing (a place for a debugger's breakpoint)
@@ -185,6 +186,28 @@ func (w *World) Do(op Op) (string, error) {
 			return "", err
 		}
 		a.start(len(op.Pos) > 1 && op.Pos[1] == "wipe")
+	case "sync":
+		if err := op.only(1, "seqs"); err != nil {
+			return "", err
+		}
+		a, err := needAgent()
+		if err != nil {
+			return "", err
+		}
+		var seqs []uint64
+		if v, ok := op.get("seqs"); ok {
+			seqs = []uint64{}
+			for _, x := range strings.Split(v, ",") {
+				n, err := strconv.ParseUint(x, 10, 64)
+				if err != nil {
+					return "", fmt.Errorf("seqs wants numbers (one per group, the cluster group first), got %q", v)
+				}
+				seqs = append(seqs, n)
+			}
+		}
+		if err := a.syncNow(seqs); err != nil {
+			return "", err
+		}
 	case "partition":
 		if err := op.only(1); err != nil {
 			return "", err
@@ -302,10 +325,18 @@ func (w *World) Do(op Op) (string, error) {
 			fmt.Fprintf(&out, "not settled after %s\n", max)
 		}
 	case "trace":
+		if err := op.only(1, "only"); err != nil {
+			return "", err
+		}
+		w.trace, w.traceOnly = nil, nil
 		if len(op.Pos) == 1 && op.Pos[0] == "on" {
 			w.trace = &strings.Builder{}
-		} else {
-			w.trace = nil
+			if v, ok := op.get("only"); ok {
+				w.traceOnly = map[string]bool{}
+				for _, c := range strings.Split(v, ",") {
+					w.traceOnly[c] = true
+				}
+			}
 		}
 	case "dump":
 		w.dump(&out)
@@ -434,6 +465,13 @@ func (w *World) dump(out *strings.Builder) {
 						fmt.Fprintf(out, "  %s.%d %s\n", svc.Spec.Name, slot, d)
 					}
 				}
+			}
+		})
+	}
+	for g := 1; g <= w.cfg.Groups; g++ {
+		w.gs.read(w.leader, g, func(st *statemachine.State) {
+			if p := st.Pool(1); p != nil {
+				fmt.Fprintf(out, "addresses of group %d: %d held, %d quarantined, %d free\n", g, p.Held(), p.Quarantined(), p.Free())
 			}
 		})
 	}

@@ -13,7 +13,7 @@ import (
 // the replica with what it had applied of each group when the call came,
 // the request and the answer.
 func (w *World) traceCall(a *simAgent, r int, applied string, req, resp wire.Message, err error, dup bool) {
-	if w.trace == nil {
+	if w.trace == nil || (len(w.traceOnly) > 0 && !w.traceOnly[callName(req)]) {
 		return
 	}
 	d := ""
@@ -24,7 +24,14 @@ func (w *World) traceCall(a *simAgent, r int, applied string, req, resp wire.Mes
 	if err != nil {
 		ans = "error: " + err.Error()
 	}
-	fmt.Fprintf(w.trace, "%s -> m%d [%s]%s: %s\n  <- %s\n", a.name, r+1, applied, d, describe(req), ans)
+	after := ""
+	if applied == "" {
+		applied = "?" // the call came before tracing began
+	}
+	if now := w.applied(r); now != applied {
+		after = " -> " + now
+	}
+	fmt.Fprintf(w.trace, "%s -> m%d [applied %s%s]%s: %s\n  <- %s\n", a.name, r+1, applied, after, d, describe(req), ans)
 }
 
 // applied prints what replica r applied of each group.
@@ -47,6 +54,23 @@ func tids(ids []statemachine.TaskID) string {
 		s[i] = tid(id)
 	}
 	return "[" + strings.Join(s, " ") + "]"
+}
+
+// callName names a request's call as trace's only= option does.
+func callName(m wire.Message) string {
+	switch m.(type) {
+	case *wire.SessionRequest:
+		return "session"
+	case *wire.Heartbeat:
+		return "heartbeat"
+	case *wire.AssignmentsRequest:
+		return "assignments"
+	case *wire.StatusBatch:
+		return "status"
+	case *wire.SyncRequest:
+		return "sync"
+	}
+	return "?"
 }
 
 func describe(m wire.Message) string {

@@ -87,7 +87,8 @@ type World struct {
 	chk     *check.Checker
 	// want is the user's desired running count per service.
 	want  map[string]int
-	trace *strings.Builder // calls served, when tracing
+	trace     *strings.Builder // calls served, when tracing
+	traceOnly map[string]bool  // the calls traced (none: all)
 	nets  bool             // the network was created
 }
 
