@@ -86,10 +86,10 @@ type World struct {
 	agents  []*simAgent
 	chk     *check.Checker
 	// want is the user's desired running count per service.
-	want  map[string]int
+	want      map[string]int
 	trace     *strings.Builder // calls served, when tracing
 	traceOnly map[string]bool  // the calls traced (none: all)
-	nets  bool             // the network was created
+	nets      bool             // the network was created
 }
 
 // New returns a world with its managers running and no agent.
