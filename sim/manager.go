@@ -43,6 +43,22 @@ type parkedPoll struct {
 	req   *wire.AssignmentsRequest
 	until time.Time
 	reply func(wire.Message, error)
+	// changed and leader are closed when the replica's feed saw a change
+	// or the leader changed since the poll last asked.
+	changed, leader <-chan struct{}
+}
+
+// stirred reports whether p is worth asking again: its replica applied a
+// change, or the leader changed, since it last asked.
+func (p *parkedPoll) stirred() bool {
+	select {
+	case <-p.changed:
+		return true
+	case <-p.leader:
+		return true
+	default:
+		return false
+	}
 }
 
 func newManager(w *World) *manager {
@@ -113,9 +129,11 @@ func (m *manager) serve(r int, req wire.Message, reply func(wire.Message, error)
 	case *wire.SyncRequest:
 		resp, err = a.Sync(ctx, q)
 	case *wire.AssignmentsRequest:
+		_, changed := m.feeds[r].Changed()
 		f, err := m.poll(r, q)
 		if err == nil && f == nil {
-			m.parked = append(m.parked, &parkedPoll{r: r, req: q, until: m.w.clk.Now().Add(time.Duration(q.Wait)), reply: reply})
+			m.parked = append(m.parked, &parkedPoll{r: r, req: q, until: m.w.clk.Now().Add(time.Duration(q.Wait)), reply: reply,
+				changed: changed, leader: m.leaderCh})
 			m.w.clk.AfterFunc(time.Duration(q.Wait), func() {}) // the loop looks again when the wait ends
 			return
 		}
@@ -169,13 +187,20 @@ func (m *manager) wake() {
 	parked := m.parked
 	m.parked = nil
 	for _, p := range parked {
+		expired := !now.Before(p.until)
+		if !expired && !p.stirred() {
+			m.parked = append(m.parked, p)
+			continue
+		}
+		_, p.changed = m.feeds[p.r].Changed()
+		p.leader = m.leaderCh
 		f, err := m.poll(p.r, p.req)
 		switch {
 		case err != nil:
 			p.reply(nil, wireErr(err))
 		case f != nil:
 			p.reply(f, nil)
-		case !now.Before(p.until):
+		case expired:
 			p.reply(&wire.Assignments{Kind: wire.FrameIncremental, Last: true, AppliesTo: p.req.Cursor, ResultsIn: p.req.Cursor}, nil)
 		default:
 			m.parked = append(m.parked, p)
