@@ -87,12 +87,16 @@ func (r seedsResult) String() string {
 func report(t *testing.T, seed uint64, steps int, plant string, o Outcome) string {
 	ops := Generate(seed, steps, plant)
 	shrunk := Shrink(ops, 400)
-	script, err := Script(shrunk, o.Invariant)
+	expect := "" // saved, the script fails on the violation
+	if plant != "" {
+		expect = o.Invariant // a planted bug's script expects it
+	}
+	script, err := Script(shrunk, expect)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return fmt.Sprintf("seed %d broke %s after directive %d of %d (replay: go test ./sim/ -run TestSeeds -sim.seed=%d -sim.steps=%d%s)\n%s\n"+
-		"shrunk to %d directives; saved under sim/testdata/scripts/ this script fails the same way:\n\n%s",
+		"shrunk to %d directives; saved under sim/testdata/scripts/ this script breaks it the same way:\n\n%s",
 		seed, o.Invariant, o.Failed, len(ops)-1, seed, steps, plantFlag(plant), o.Report, len(shrunk)-1, script)
 }
 
