@@ -67,6 +67,11 @@ type AgentsConfig struct {
 	// Logf gets the stream's lines (contact with the quorum lost and
 	// regained). Default: discard.
 	Logf func(format string, args ...any)
+	// Sequential visits the groups one after another, in group order,
+	// where a call reads or commits in several (a sync, a COMPLETE's read
+	// barriers), instead of concurrently: a deterministic simulation
+	// sees the same calls in the same order every run. Default false.
+	Sequential bool
 }
 
 // Agents is the manager's side of the agent protocol on one replica, in
@@ -93,8 +98,8 @@ func NewAgents(cfg AgentsConfig) *Agents {
 	if cfg.SessionIDs == nil {
 		cfg.SessionIDs = rand.Uint64
 	}
-	return &Agents{cfg: cfg, stream: NewStream(StreamConfig{Reads: cfg.Cluster, Leaders: cfg.Leaders, Feed: cfg.Feed,
-		Clock: cfg.Clock, Logf: cfg.Logf})}
+	return &Agents{cfg: cfg, stream: newStream(streamConfig{Reads: cfg.Cluster, Leaders: cfg.Leaders, Feed: cfg.Feed,
+		Clock: cfg.Clock, Logf: cfg.Logf, Sequential: cfg.Sequential})}
 }
 
 // Stream returns the assignment stream (its counts, its quorum check).
@@ -134,14 +139,14 @@ func (a *Agents) OpenSession(ctx context.Context, req *wire.SessionRequest) (*wi
 func (a *Agents) Heartbeat(ctx context.Context, hb *wire.Heartbeat) (*wire.HeartbeatAck, error) {
 	mon := a.cfg.Monitor
 	if mon == nil {
-		return nil, a.NotLeader()
+		return nil, a.notLeader()
 	}
 	ttl, err := mon.Heartbeat(ctx, hb.NodeID, a.cfg.Clock.Now())
 	switch {
 	case errors.Is(err, cluster.ErrMonitorStarting):
 		return nil, Starting()
 	case errors.Is(err, cluster.ErrNotMonitoring):
-		return nil, a.NotLeader()
+		return nil, a.notLeader()
 	case errors.Is(err, cluster.ErrUnknownNode):
 		removed := false
 		_ = a.cfg.Cluster.ReadLocal(route.ClusterGroup, func(st *statemachine.State) { removed = st.NodeRemoved(hb.NodeID) })
@@ -165,13 +170,13 @@ func (a *Agents) Assignments(ctx context.Context, req *wire.AssignmentsRequest) 
 
 // ReportStatus submits a status batch (SubmitStatus); a re-report that
 // reaches a replica not running the node monitor is answered as a
-// heartbeat there is (NotLeader).
+// heartbeat there is (not_leader, or a retry on the leader).
 func (a *Agents) ReportStatus(ctx context.Context, b *wire.StatusBatch) (*wire.StatusAck, error) {
 	ack, err := SubmitStatus(ctx, a.cfg.Cluster, reReports{a}, b)
 	if errors.Is(err, cluster.ErrNotMonitoring) {
 		// The re-report marker must reach the node monitor, which runs on
 		// the leader only.
-		return nil, a.NotLeader()
+		return nil, a.notLeader()
 	}
 	return ack, err
 }
@@ -188,7 +193,7 @@ func (r reReports) MarkReReported(node statemachine.NodeID) bool {
 
 // Sync runs the sync fan-out (Sync, the package function).
 func (a *Agents) Sync(ctx context.Context, req *wire.SyncRequest) (*wire.SyncAnswer, error) {
-	destroy, err := Sync(ctx, a.cfg.Cluster, req)
+	destroy, err := syncFanOut(ctx, a.cfg.Cluster, req, a.cfg.Sequential)
 	if err != nil {
 		return nil, err
 	}
@@ -198,27 +203,27 @@ func (a *Agents) Sync(ctx context.Context, req *wire.SyncRequest) (*wire.SyncAns
 // SetManagers does nothing: in process there is one manager to call.
 func (a *Agents) SetManagers([]string) {}
 
-// LeaderAddr returns the API address of the cluster group's leader, if
+// leaderAddr returns the API address of the cluster group's leader, if
 // known.
-func (a *Agents) LeaderAddr() string {
+func (a *Agents) leaderAddr() string {
 	id, ok := a.cfg.Leaders.Leader(route.ClusterGroup)
 	if !ok {
 		return ""
 	}
-	return a.stream.ManagerAddr(id)
+	return a.stream.managerAddr(id)
 }
 
-// NotLeader answers a call only the cluster's leader takes, naming the
+// notLeader answers a call only the cluster's leader takes, naming the
 // leader. A replica that leads but has not started its leader duties yet
 // (they start on the election's notification; the node monitor then
 // reads the node list) asks for a retry here instead of naming itself:
 // the agent's client would follow that back here twice at once and count
 // the call failed.
-func (a *Agents) NotLeader() *wire.Error {
+func (a *Agents) notLeader() *wire.Error {
 	if id, ok := a.cfg.Leaders.Leader(route.ClusterGroup); ok && id == a.cfg.Self.ReplicaID() {
 		return Starting()
 	}
-	return &wire.Error{Code: wire.CodeNotLeader, Leader: a.LeaderAddr(), RetryAfter: int64(200 * time.Millisecond),
+	return &wire.Error{Code: wire.CodeNotLeader, Leader: a.leaderAddr(), RetryAfter: int64(200 * time.Millisecond),
 		Message: "this manager does not lead the cluster; send heartbeats to the leader"}
 }
 

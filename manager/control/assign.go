@@ -2,6 +2,7 @@ package control
 
 import (
 	"context"
+	"errors"
 	"net/netip"
 	"slices"
 	"sync"
@@ -40,8 +41,8 @@ type Leaders interface {
 	Contact(group int) cluster.Contact
 }
 
-// StreamConfig configures a Stream.
-type StreamConfig struct {
+// streamConfig configures a Stream.
+type streamConfig struct {
 	// Reads reads the groups' states. Required.
 	Reads Reader
 	// Leaders names the cluster group's leader and says whether this
@@ -55,6 +56,8 @@ type StreamConfig struct {
 	// Logf gets a line when this replica loses or regains contact with
 	// the cluster group's quorum. Default: discard.
 	Logf func(format string, args ...any)
+	// Sequential: see AgentsConfig.Sequential.
+	Sequential bool
 }
 
 // Stream is the assignment stream of one manager replica (DESIGN.md, "The
@@ -67,21 +70,22 @@ type Stream struct {
 	feed     *Feed
 	clock    clock.Clock
 	logf     func(string, ...any)
+	seq      bool
 	sessions sessionTable
 	quorum   quorumWatch
 	parked   atomic.Int64
 	frames   struct{ complete, incremental atomic.Uint64 }
 }
 
-// NewStream returns the assignment stream over cfg's groups and feed.
-func NewStream(cfg StreamConfig) *Stream {
+// newStream returns the assignment stream over cfg's groups and feed.
+func newStream(cfg streamConfig) *Stream {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real{}
 	}
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
 	}
-	s := &Stream{reads: cfg.Reads, leaders: cfg.Leaders, feed: cfg.Feed, clock: cfg.Clock, logf: cfg.Logf}
+	s := &Stream{reads: cfg.Reads, leaders: cfg.Leaders, feed: cfg.Feed, clock: cfg.Clock, logf: cfg.Logf, seq: cfg.Sequential}
 	s.quorum.lost = make(chan struct{})
 	return s
 }
@@ -186,7 +190,7 @@ func (s *Stream) Assignments(ctx context.Context, req *wire.AssignmentsRequest) 
 		ss.mu.Unlock()
 		now, _ := s.leaders.LeaderNotice(route.ClusterGroup)
 		return &wire.Assignments{Kind: wire.FrameIncremental, Last: true,
-			AppliesTo: req.Cursor, ResultsIn: req.Cursor, Leader: s.ManagerAddr(now)}, nil
+			AppliesTo: req.Cursor, ResultsIn: req.Cursor, Leader: s.managerAddr(now)}, nil
 	}
 	return s.incremental(ss, req.NodeID, req.Cursor)
 }
@@ -291,17 +295,9 @@ func (s *Stream) complete(ss *session, node statemachine.NodeID, resync bool) (*
 func (s *Stream) caughtUp(groups int) error {
 	c, cancel := context.WithTimeout(context.Background(), completeWait)
 	defer cancel()
-	errs := make(chan error, groups)
-	for g := 1; g <= groups; g++ {
-		go func(g int) { errs <- s.reads.Read(c, g, func(*statemachine.State) {}) }(g)
-	}
-	var first error
-	for range groups {
-		if err := <-errs; err != nil && first == nil {
-			first = err
-		}
-	}
-	if first != nil {
+	errs := make([]error, groups)
+	eachGroup(groups, s.seq, func(i int) { errs[i] = s.reads.Read(c, i+1, func(*statemachine.State) {}) })
+	if errors.Join(errs...) != nil {
 		return &wire.Error{Code: wire.CodeUnavailable, RetryAfter: int64(time.Second),
 			Message: "this manager cannot confirm it is up to date with the cluster (no quorum reached); retry"}
 	}
@@ -372,9 +368,9 @@ func (s *Stream) incremental(ss *session, node statemachine.NodeID, cursor wire.
 	return a, nil
 }
 
-// ManagerAddr returns the API address replica id registered in the
+// managerAddr returns the API address replica id registered in the
 // cluster group ("" for 0 or one that registered none).
-func (s *Stream) ManagerAddr(id uint64) string {
+func (s *Stream) managerAddr(id uint64) string {
 	if id == 0 {
 		return ""
 	}

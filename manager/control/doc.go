@@ -21,7 +21,8 @@
 //     (a status batch's commands, verdicts and re-report mark), and
 //     PlanSession (what a session request does to the cluster).
 //   - Sync, the sync fan-out (DESIGN.md, "Agent sync"), visits the groups
-//     concurrently, one goroutine per group, and answers which held
+//     concurrently, one goroutine per group (one after another in group
+//     order with AgentsConfig.Sequential), and answers which held
 //     handles the agent must destroy. A group whose local replica has
 //     applied the agent's sequence and has nothing to confirm answers from
 //     that replica and commits nothing; otherwise the sync is committed
@@ -83,6 +84,22 @@
 //     again finds the node the first attempt made) and the node created
 //     once the cluster group applied it, before the service groups learn
 //     of it. The refusals are *wire.Error values the API sends as they
-//     are. The session's ID, its record and the setup slots stay with the
-//     API.
+//     are. Agents.OpenSession draws the session's ID and records it with
+//     the stream; the setup slots stay with the API.
+//
+// Wired in process, as the tests do (a simulation likewise; api.New builds
+// it the same way from the engine and the duties manager.Start hands it):
+//
+//	feed := control.NewFeed(groups, nil, 1<<20, 512)
+//	mem.OnApply(feed.OnApply) // duty.Memory's apply hook, or engine.Config.OnApply
+//	agents := control.NewAgents(control.AgentsConfig{
+//		Cluster: duty.NewSubmitter(mem, nil), // reads, per-group commits, submissions
+//		Leaders: leaders, Self: self, // who leads the cluster group; this replica
+//		Feed: feed, Monitor: monitor, // the node monitor where it runs (else nil)
+//		Clock: clk, SessionIDs: ids, Sequential: true,
+//	})
+//
+// An assignments request with Wait 0 is answered at once (nothing new: an
+// INCREMENTAL without changes), so a single-threaded caller never blocks
+// on a poll.
 package control

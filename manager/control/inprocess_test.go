@@ -2,6 +2,7 @@ package control_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync/atomic"
@@ -68,14 +69,21 @@ func (c *counted) Sync(ctx context.Context, req *wire.SyncRequest) (*wire.SyncAn
 // it opens a session (its node is created), is assigned a task by the
 // stream, runs it and reports it running (the group applies it), and
 // syncs what it holds (nothing to destroy).
+// Sequential or not, the same.
 func TestAgentRunsAgainstTheProtocolInProcess(t *testing.T) {
+	for _, sequential := range []bool{false, true} {
+		t.Run(fmt.Sprintf("sequential=%v", sequential), func(t *testing.T) { runAgentInProcess(t, sequential) })
+	}
+}
+
+func runAgentInProcess(t *testing.T, sequential bool) {
 	m := duty.NewMemory(2, clock.Real{})
 	sub := duty.NewSubmitter(m, nil)
 	feed := control.NewFeed(2, nil, 1024, 64)
 	m.OnApply(feed.OnApply)
 	var sids atomic.Uint64
 	mgr := &counted{Agents: control.NewAgents(control.AgentsConfig{Cluster: sub, Leaders: leader{}, Self: leader{},
-		Feed: feed, Monitor: beats{m}, SyncInterval: time.Hour,
+		Feed: feed, Monitor: beats{m}, SyncInterval: time.Hour, Sequential: sequential,
 		SessionIDs: func() uint64 { return sids.Add(2) }}), synced: make(chan *wire.SyncAnswer, 1)}
 	a, err := agent.New(agent.Config{Manager: mgr, Executor: agent.NewSimExecutor(clock.Real{}, agent.SimConfig{}),
 		Store: agent.NewMemStore(), Node: wire.NodeDescription{Hostname: "n1", CPU: 4000, Memory: 8 << 30},

@@ -63,6 +63,6 @@ func (s *Stream) CheckQuorum() {
 // noQuorum answers an agent's call this replica cannot serve usefully.
 func (s *Stream) noQuorum() error {
 	leader, _ := s.leaders.LeaderNotice(route.ClusterGroup)
-	return &wire.Error{Code: wire.CodeNoQuorum, Leader: s.ManagerAddr(leader),
+	return &wire.Error{Code: wire.CodeNoQuorum, Leader: s.managerAddr(leader),
 		Message: "this manager cannot reach a quorum of the cluster; ask another manager"}
 }

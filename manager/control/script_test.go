@@ -109,7 +109,7 @@ func newScriptWorld() *scriptWorld {
 		behind: map[int][]appliedEntry{}, calls: map[int][]string{}, monitoring: true, hosts: map[string]sm.NodeID{},
 		feed: NewFeed(2, nil, 1024, 16), leader: 1, notice: make(chan struct{}), agents: map[string]*scriptAgent{}}
 	m.OnApply(w.onApply)
-	w.stream = NewStream(StreamConfig{Reads: w, Leaders: w, Feed: w.feed, Clock: clk})
+	w.stream = newStream(streamConfig{Reads: w, Leaders: w, Feed: w.feed, Clock: clk})
 	return w
 }
 

@@ -140,22 +140,21 @@ func Next(step Step, current bool, err error) Step {
 // order, each group's ascending. On an error it returns the first group's
 // error, in group order, and no answer.
 func Sync(ctx context.Context, c Groups, req *wire.SyncRequest) ([]statemachine.TaskID, error) {
+	return syncFanOut(ctx, c, req, false)
+}
+
+// syncFanOut is Sync, visiting the groups one after another in group
+// order when sequential.
+func syncFanOut(ctx context.Context, c Groups, req *wire.SyncRequest, sequential bool) ([]statemachine.TaskID, error) {
 	plan := PlanSync(req, c.Groups())
 	type result struct {
 		destroy []statemachine.TaskID
 		err     error
 	}
 	results := make([]result, len(plan.Visits))
-	done := make(chan struct{}, len(plan.Visits))
-	for i, v := range plan.Visits {
-		go func() {
-			results[i].destroy, results[i].err = syncGroup(ctx, c, req.NodeID, v)
-			done <- struct{}{}
-		}()
-	}
-	for range plan.Visits {
-		<-done
-	}
+	eachGroup(len(plan.Visits), sequential, func(i int) {
+		results[i].destroy, results[i].err = syncGroup(ctx, c, req.NodeID, plan.Visits[i])
+	})
 	destroy := plan.Destroy
 	for _, r := range results {
 		if r.err != nil {
@@ -192,4 +191,25 @@ func syncGroup(ctx context.Context, c Groups, node statemachine.NodeID, v GroupS
 		step = Next(step, current, err)
 	}
 	return destroy, err
+}
+
+// eachGroup runs fn(0..n-1), concurrently (one goroutine each) unless
+// sequential, and returns once every call returned.
+func eachGroup(n int, sequential bool, fn func(i int)) {
+	if sequential {
+		for i := range n {
+			fn(i)
+		}
+		return
+	}
+	done := make(chan struct{}, n)
+	for i := range n {
+		go func() {
+			fn(i)
+			done <- struct{}{}
+		}()
+	}
+	for range n {
+		<-done
+	}
 }
