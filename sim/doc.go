@@ -36,10 +36,9 @@
 // Contract:
 //
 //   - Determinism: a World's behaviour is a function of its Config and
-//     the directives run. Inside one call control's sync fan-out runs the
-//     groups concurrently; each group's part touches only that group's
-//     log, states and feed, so the outcome does not depend on the
-//     interleaving.
+//     the directives run. Nothing runs on another goroutine: control's
+//     Agents visit the groups in order (AgentsConfig.Sequential), the
+//     executor is stepped, every timer fires on the loop.
 //   - The checker is fed what a user and the agents see: every task
 //     change the event stream's replica applies, rendered as the API
 //     renders it (api.RenderTask); what each agent is handed; which

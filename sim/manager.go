@@ -82,7 +82,7 @@ func (m *manager) restart(r int) {
 	m.feeds[r] = control.NewFeed(m.w.cfg.Groups, start, 4096, JournalSize)
 	m.agents[r] = control.NewAgents(control.AgentsConfig{Cluster: m.w.view(r), Leaders: leaders{m.w, r}, Self: leaders{m.w, r},
 		Feed: m.feeds[r], Monitor: monitorOn{m.w, r}, Clock: m.w.clk, SyncInterval: m.w.cfg.SyncInterval,
-		SessionIDs: func() uint64 { m.sids++; return uint64(r+1)<<32 | m.sids<<1 | 1 }})
+		SessionIDs: func() uint64 { m.sids++; return uint64(r+1)<<32 | m.sids<<1 | 1 }, Sequential: true})
 	kept := m.parked[:0]
 	for _, p := range m.parked {
 		if p.r == r {

@@ -65,9 +65,7 @@ var monitorConfig = monitor.Config{
 // epoch is where the simulated clock starts.
 var epoch = time.Unix(1_700_000_000, 0)
 
-// World is the whole simulated system in one goroutine-free loop (the
-// control package's sync fan-out runs its groups concurrently inside one
-// call; each group's part touches only that group).
+// World is the whole simulated system in one goroutine-free loop.
 type World struct {
 	cfg     Config
 	rng     *rand.Rand
