@@ -145,7 +145,12 @@ func (g *gen) step(planted bool) Op {
 			return "restart-manager " + g.replica()
 		}},
 		{2, func() string { return "leader " + g.replica() }},
-		{2, func() string { return fmt.Sprintf("lag %s %dms", g.replica(), 100*g.r.IntN(20)) }},
+		{2, func() string {
+			if g.r.IntN(4) == 0 { // a replica far behind (restarted, or slow)
+				return fmt.Sprintf("lag %s %ds", g.replica(), 5+g.r.IntN(40))
+			}
+			return fmt.Sprintf("lag %s %dms", g.replica(), 100*g.r.IntN(20))
+		}},
 		{1, func() string {
 			if g.agents >= 6 {
 				return ""
