@@ -172,7 +172,11 @@ func TestPlanted(t *testing.T) {
 			if res.failSeed == 0 {
 				t.Fatalf("%d seeds of %d directives ran with %s planted and no invariant broke", res.seeds, *flagSteps, bug)
 			}
-			t.Logf("found, as expected: %s", report(t, res.failSeed, *flagSteps, bug, res.fail))
+			rep := report(t, res.failSeed, *flagSteps, bug, res.fail)
+			if !strings.Contains(rep, "expect-violation "+res.fail.Invariant) || !strings.Contains(rep, "VIOLATIONS (") {
+				t.Fatalf("the shrunk script does not break %s again:\n%s", res.fail.Invariant, rep)
+			}
+			t.Logf("found, as expected: %s", rep)
 		})
 	}
 }
