@@ -20,7 +20,6 @@ import (
 type simAgent struct {
 	w     *World
 	name  string
-	idx   int
 	up    bool
 	gen   int // incarnation: answers to calls of an earlier one are dropped
 	key   string

@@ -26,8 +26,6 @@ type network struct {
 	// Pin makes every call go to this manager replica (-1: the seed
 	// chooses per call).
 	Pin int
-	// inflight counts calls not answered yet (parked polls included).
-	inflight int
 }
 
 func (n *network) delay() time.Duration {
@@ -62,14 +60,12 @@ func (n *network) replicaFor(req wire.Message) int {
 // call sends req from agent a; done gets the first answer, or
 // errConnection after timeout.
 func (n *network) call(a *simAgent, req wire.Message, timeout time.Duration, done func(wire.Message, error)) {
-	n.inflight++
 	answered := false
 	finish := func(resp wire.Message, err error) {
 		if answered {
 			return
 		}
 		answered = true
-		n.inflight--
 		done(resp, err)
 	}
 	timer := n.w.clk.AfterFunc(timeout, func() { finish(nil, errConnection) })

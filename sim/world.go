@@ -305,7 +305,7 @@ func (w *World) agent(name string) *simAgent {
 			return a
 		}
 	}
-	a := &simAgent{w: w, name: name, idx: len(w.agents), holding: map[statemachine.TaskID]bool{}}
+	a := &simAgent{w: w, name: name, holding: map[statemachine.TaskID]bool{}}
 	w.agents = append(w.agents, a)
 	return a
 }
