@@ -134,7 +134,7 @@ func ConfigOf(op Op) (Config, error) {
 //	partition n1 / heal [n1]    cut n1 off the managers both ways (healed by itself once n1 was silent for MaxSilence) / reconnect n1 (no argument: everyone)
 //	deliver drop=P delay=D dup=P  the network from now on: drop and duplicate with these odds, delay up to D
 //	crash-manager               every manager replica restarts from a snapshot; a leader is elected
-//	restart-manager m2          replica m2 restarts from a snapshot of its state
+//	restart-manager m2          replica m2 restarts from a snapshot of its state and catches up slowly (5-30s behind for 30s)
 //	leader m2                   replica m2 becomes the cluster group's leader (the duties restart there)
 //	lag m2 2s                   replica m2 applies every entry 2s after its commit (0s: at once)
 //	route m2 / route any        every call goes to m2 / to a replica the seed chooses
@@ -263,6 +263,7 @@ func (w *World) Do(op Op) (string, error) {
 			return "", err
 		}
 		w.manager.restart(r)
+		w.catchUpSlowly(r)
 		if r == w.stream {
 			w.reconnectStream()
 		}

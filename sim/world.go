@@ -170,6 +170,22 @@ func (w *World) drawLags() {
 	}
 }
 
+// catchUpSlowly has replica r, just restarted, apply every entry 5-30s
+// after its commit for 30s (it replays what it missed), then lag as
+// before.
+func (w *World) catchUpSlowly(r int) {
+	before := make([]time.Duration, len(w.gs.g))
+	for g, gr := range w.gs.g {
+		before[g] = gr.lag[r]
+		gr.lag[r] = 5*time.Second + time.Duration(w.rng.Int64N(int64(25*time.Second)))
+	}
+	w.clk.AfterFunc(30*time.Second, func() {
+		for g, gr := range w.gs.g {
+			gr.lag[r] = before[g]
+		}
+	})
+}
+
 // elect makes replica r the cluster group's leader: it catches up, and
 // the duties start there afresh (the node monitor with its failover
 // grace, knowing no heartbeat).
