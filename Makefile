@@ -158,7 +158,9 @@ modelcheck:
 SIM_SEEDS ?= 1000
 SIM_STEPS ?= 2000
 sim:
-	@$(GO) test -count=1 -timeout 60m -run '^TestSeeds$$' ./sim/ -sim.seeds=$(SIM_SEEDS) -sim.steps=$(SIM_STEPS) -v | grep -vE '^(=== RUN|--- PASS)'
+	@mkdir -p $(PERF_OUT)
+	@$(GO) test -count=1 -timeout 60m -run '^TestSeeds$$' ./sim/ -sim.seeds=$(SIM_SEEDS) -sim.steps=$(SIM_STEPS) -v > $(PERF_OUT)/sim.txt 2>&1; \
+	  status=$$?; grep -vE '^(=== RUN|--- PASS)' $(PERF_OUT)/sim.txt; exit $$status
 
 # The simulation with the state machine's seeded bugs planted (-tags
 # shoal_seams): each must break an invariant within the default seeds;

@@ -404,12 +404,22 @@ func (w *World) Checks() int64 {
 }
 
 // settled reports whether the cluster reached what the user wants: every
-// agent up, live, re-reported and owing nothing; every wanted service
-// running its count at its current spec; no service the user removed
-// left; the event stream caught up.
+// agent up, live, re-reported and owing nothing, its node ready; every
+// wanted service running its count at its current spec, every task it
+// wants running running on a ready node; no service the user removed
+// left; the event stream caught up. (Counts alone are not enough: a
+// disconnected node's original still shows running beside its
+// replacement while another slot's task is still starting.)
 func (w *World) settled() bool {
+	nodes := map[statemachine.NodeID]statemachine.NodeStatus{}
+	w.gs.read(w.leader, 0, func(st *statemachine.State) {
+		for _, id := range st.NodeIDs() {
+			nodes[id] = st.Node(id).Status
+		}
+	})
 	for _, a := range w.agents {
-		if a.up && (!a.live || a.reported != a.epoch || a.m.Unacked() > 0 || !a.m.Current()) {
+		if a.up && (!a.live || a.reported != a.epoch || a.m.Unacked() > 0 || !a.m.Current() ||
+			nodes[a.node] != statemachine.NodeReady) {
 			return false
 		}
 	}
@@ -424,6 +434,16 @@ func (w *World) settled() bool {
 					svc.Update.State == statemachine.Updating || svc.Update.State == statemachine.RollbackStarted {
 					ok = false
 					return
+				}
+				_, slots := st.SlotTasks(id)
+				for _, ts := range slots {
+					for _, t := range ts {
+						if t.Desired == statemachine.DesiredRunning &&
+							(t.Status.State != statemachine.StateRunning || nodes[t.Node] != statemachine.NodeReady) {
+							ok = false
+							return
+						}
+					}
 				}
 			}
 		})
