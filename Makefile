@@ -63,7 +63,7 @@ perf:
 # The default is the largest run that converges on the 2-core machine
 # today (1,000 agents, 20,000 tasks, plain HTTP); the targets are
 #   make perf-e2e E2E_TASKS=100000 E2E_SERVICES=100 E2E_SEED=1 E2E_FLAGS=
-# (100k, TLS) and 1,000,000 tasks on 10,000 agents; see the README.
+# (100k, TLS) and 1,000,000 tasks on 10,000 agents; see docs/performance.md.
 E2E_AGENTS   ?= 1000
 E2E_TASKS    ?= 20000
 E2E_SERVICES ?= 40

@@ -64,6 +64,8 @@ var edges = map[string]rule{
 	"internal/netns": {third: []string{"golang.org/x/sys/unix"}},
 	// The API's JSON codec for responses and event lines.
 	"internal/jsoncodec": {third: []string{"github.com/goccy/go-json"}},
+	// How a task ID is printed for people and matched back from a prefix.
+	"internal/taskref": {pure: true, shoal: []string{"internal/mix"}},
 
 	// Which group owns a command: pure, shared by the engine and the
 	// duties' in-memory harness.
@@ -116,8 +118,12 @@ var edges = map[string]rule{
 	// loadgen.
 	"cmd/shoal": {
 		shoal: []string{"manager", "api", "api/client", "agent", "engine", "engine/monitor", "loadgen", "loadgen/fleet",
-			"loadgen/report", "security", "security/tlsdir", "statemachine", "wire", "internal/clock"},
-		third: []string{"github.com/spf13/cobra", "github.com/spf13/pflag"}},
+			"loadgen/report", "security", "security/tlsdir", "statemachine", "stackfile", "wire", "internal/clock", "internal/taskref"},
+		third: []string{"github.com/spf13/cobra", "github.com/spf13/pflag", "github.com/docker/go-units"}},
+	// A stack file (a compose file's subset) read into API documents.
+	"stackfile": {pure: true,
+		shoal: []string{"api/client", "sched"},
+		third: []string{"go.yaml.in/yaml/v3", "github.com/docker/go-units"}},
 	// The deterministic simulation of the whole system: the groups in
 	// memory (duty.Memory and replicas), the duties, control, real agent
 	// machines, the loadgen's checker fed what the API renders.

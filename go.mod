@@ -17,7 +17,11 @@ require (
 
 require github.com/goccy/go-json v0.12.0
 
-require github.com/anishathalye/porcupine v1.3.1
+require (
+	github.com/anishathalye/porcupine v1.3.1
+	github.com/docker/go-units v0.5.0
+	go.yaml.in/yaml/v3 v3.0.6
+)
 
 require (
 	github.com/DataDog/zstd v1.4.5 // indirect

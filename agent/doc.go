@@ -43,6 +43,15 @@
 // task claims are killed. SimExecutor follows seeded stage tables (delay,
 // jitter, weighted outcomes) on the clock, for the loadgen.
 //
+// Task output on request (logsend.go, docs/logs.md): a log subscription
+// handed over in an assignments answer is served once per ID (new tasks of
+// a known subscription are served too): the agent reads the files its
+// executor keeps (an OutputKeeper) and posts the lines to the manager the
+// subscription names (through a LogPublisher), at most 64 subscriptions at
+// once, until every line is sent or, when it follows, until that manager
+// answers stop or stays unreachable for 30 s. It sends only its own
+// tasks' output.
+//
 // Stores and durability: MemStore (tests, simulated agents) and PebbleStore
 // (the pebble that dragonboat pins). The node ID is written with Sync. Other
 // writes are synced only when they carry something only the agent knows — a

@@ -20,6 +20,9 @@ func logDir(dataDir string, id sm.TaskID) string {
 	return filepath.Join(dataDir, "logs", strconv.FormatUint(uint64(id), 10))
 }
 
+// OutputDir says where the task's output is kept (OutputKeeper).
+func (e *ProcessExecutor) OutputDir(task sm.TaskID) string { return logDir(e.dir, task) }
+
 // openLogs opens (creating) the task's stdout and stderr files for appending.
 func openLogs(dir string) (stdout, stderr *os.File, err error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {

@@ -44,6 +44,7 @@ type Agent struct {
 		live    bool          // sess has heartbeated
 		changed chan struct{} // closed and replaced when sess or live changes
 	}
+	logs logSubs // task output asked for by the managers (logsend.go)
 }
 
 // liveSession is one session with the managers. Its ctx ends when the

@@ -43,6 +43,9 @@ func (a *Agent) assignmentsLoop(ctx context.Context) {
 		if aerr != nil {
 			a.cfg.Logger.Warn("agent: assignments frame refused; asking for the whole set", "err", aerr)
 		}
+		if len(f.Logs) > 0 {
+			a.subscribeLogs(ctx, s.node, f.Logs)
+		}
 	}
 }
 

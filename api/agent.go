@@ -8,6 +8,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	routing "shoal/route"
 	"shoal/statemachine"
 	"shoal/wire"
 )
@@ -165,6 +166,17 @@ func (s *Server) openSession(ctx *fasthttp.RequestCtx) error {
 	}
 	s.metrics.sessions.Inc()
 	return s.wireReply(ctx, sess)
+}
+
+// managerAddr returns the API address replica id registered in the
+// cluster group ("" for 0 or one that registered none).
+func (s *Server) managerAddr(id uint64) string {
+	if id == 0 {
+		return ""
+	}
+	var addr string
+	_ = s.reads.ReadLocal(routing.ClusterGroup, func(st *statemachine.State) { addr = st.Managers()[id] })
+	return addr
 }
 
 func (s *Server) agentHeartbeat(ctx *fasthttp.RequestCtx, _ []string) error {

@@ -1,8 +1,10 @@
 package api
 
 import (
+	"strings"
 	"testing"
 
+	"github.com/valyala/fasthttp"
 	"pgregory.net/rapid"
 
 	"shoal/manager/control"
@@ -53,4 +55,37 @@ func TestResumeTokensLoseNothing(t *testing.T) {
 			}
 		}
 	})
+}
+
+// An event stream asked to resume from before the oldest change the feed
+// keeps is refused with 410 index_too_old, not resumed with a gap; one
+// from a change it keeps opens.
+func TestEventsRefuseAnIndexTooOld(t *testing.T) {
+	r := &replica{st: statemachine.New(statemachine.Config{}), leader: 1}
+	f := control.NewFeed(1, nil, 1024, 16) // the ring keeps the last 1,024 changes
+	s, err := New(Config{Reads: r, Leaders: r, Self: r, Replicas: r, Stats: r, ToGroup: r, Submitter: r, Feed: f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	start := wire.Cursor(f.Applied()).Token()
+	for i := uint64(1); i <= 1500; i++ {
+		f.OnApply(1, i, []statemachine.Effect{{Kind: statemachine.EffTaskState, Task: statemachine.TaskID(i)}})
+	}
+	get := func(index string) (int, string) {
+		var ctx fasthttp.RequestCtx
+		ctx.Request.Header.SetMethod("GET")
+		ctx.Request.SetRequestURI("/v1/events?index=" + index)
+		s.handle(&ctx)
+		if ctx.Response.IsBodyStream() {
+			return ctx.Response.StatusCode(), "(a stream)" // it runs until the server closes
+		}
+		return ctx.Response.StatusCode(), string(ctx.Response.Body())
+	}
+	if status, body := get(start); status != fasthttp.StatusGone || !strings.Contains(body, `"code":"index_too_old"`) {
+		t.Fatalf("events from before the kept changes: %d %s; want 410 index_too_old", status, body)
+	}
+	if status, body := get(wire.Cursor{0, 1000}.Token()); status != fasthttp.StatusOK {
+		t.Fatalf("events from a kept change: %d %s; want 200", status, body)
+	}
 }

@@ -30,7 +30,7 @@ func FuzzServiceSpecJSON(f *testing.F) {
 			}
 			return
 		}
-		if err := statemachine.ValidateSpec(&sp); err != nil {
+		if err := statemachine.ValidateSpec(&sp).Err(); err != nil {
 			t.Fatalf("accepted spec the state machine refuses: %v", err)
 		}
 		back := fromSpec(&sp)

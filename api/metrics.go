@@ -54,6 +54,9 @@ type endpointStatus struct {
 }
 
 func newMetrics(s *Server) *metrics {
+	// The library writes a family's # HELP and # TYPE lines only with
+	// this switch on (its HELP has no text: fillHelp adds ours).
+	vm.ExposeMetadata(true)
 	m := &metrics{s: s, set: vm.NewSet()}
 	m.sessions = m.set.NewCounter("shoal_agent_sessions_total")
 	m.heartbeats = m.set.NewCounter("shoal_agent_heartbeats_total")
@@ -106,19 +109,22 @@ func (s *Server) serveMetrics(ctx *fasthttp.RequestCtx, _ []string) error {
 		return err
 	}
 	ctx.SetContentType("text/plain; version=0.0.4")
-	ctx.SetBody(b.Bytes())
+	ctx.SetBody(fillHelp(b.Bytes()))
 	return nil
 }
 
 // writeStateMetrics writes gauges read from this replica's state: tasks per
-// state, nodes per status, services, applied index and leader per group.
+// state, nodes per status, services, applied index and leader per group,
+// each family's samples together under its HELP and TYPE.
 func (s *Server) writeStateMetrics(b *bytes.Buffer) error {
 	var tasks [16]int
 	services := 0
 	nodes := map[statemachine.NodeStatus]int{}
-	for g := 0; g <= s.reads.Groups(); g++ {
+	type groupRow struct{ applied, leader, proposals, commands, changes, term uint64 }
+	rows := make([]groupRow, s.reads.Groups()+1)
+	for g := range rows {
 		err := s.reads.ReadLocal(g, func(st *statemachine.State) {
-			fmt.Fprintf(b, "shoal_group_applied_index{group=\"%d\"} %d\n", g, st.LastIndex())
+			rows[g].applied = st.LastIndex()
 			if g == routing.ClusterGroup {
 				for _, id := range st.NodeIDs() {
 					nodes[st.Node(id).Status]++
@@ -131,26 +137,38 @@ func (s *Server) writeStateMetrics(b *bytes.Buffer) error {
 		if err != nil {
 			return err
 		}
-		leader, _ := s.leaders.Leader(g)
-		fmt.Fprintf(b, "shoal_group_leader{group=\"%d\"} %d\n", g, leader)
-		entries, cmds := s.stats.Proposed(g)
-		fmt.Fprintf(b, "shoal_group_proposals_total{group=\"%d\"} %d\n", g, entries)
-		fmt.Fprintf(b, "shoal_group_proposed_commands_total{group=\"%d\"} %d\n", g, cmds)
-		changes, term := s.stats.LeaderChanges(g)
-		fmt.Fprintf(b, "shoal_raft_leader_changes_total{group=\"%d\"} %d\n", g, changes)
-		fmt.Fprintf(b, "shoal_raft_term{group=\"%d\"} %d\n", g, term)
+		r := &rows[g]
+		r.leader, _ = s.leaders.Leader(g)
+		r.proposals, r.commands = s.stats.Proposed(g)
+		r.changes, r.term = s.stats.LeaderChanges(g)
 	}
+	perGroup := func(name, typ string, v func(groupRow) uint64) {
+		writeHead(b, name, typ)
+		for g, r := range rows {
+			fmt.Fprintf(b, "%s{group=\"%d\"} %d\n", name, g, v(r))
+		}
+	}
+	perGroup("shoal_group_applied_index", "gauge", func(r groupRow) uint64 { return r.applied })
+	perGroup("shoal_group_leader", "gauge", func(r groupRow) uint64 { return r.leader })
+	perGroup("shoal_group_proposals_total", "counter", func(r groupRow) uint64 { return r.proposals })
+	perGroup("shoal_group_proposed_commands_total", "counter", func(r groupRow) uint64 { return r.commands })
+	perGroup("shoal_raft_leader_changes_total", "counter", func(r groupRow) uint64 { return r.changes })
+	perGroup("shoal_raft_term", "gauge", func(r groupRow) uint64 { return r.term })
+	writeHead(b, "shoal_tasks", "gauge")
 	for st := statemachine.StateNew; st <= statemachine.StateOrphaned; st++ {
 		fmt.Fprintf(b, "shoal_tasks{state=%q} %d\n", st.String(), tasks[st])
 	}
+	writeHead(b, "shoal_nodes", "gauge")
 	for st := statemachine.NodeReady; st <= statemachine.NodeDown; st++ {
 		fmt.Fprintf(b, "shoal_nodes{status=%q} %d\n", st.String(), nodes[st])
 	}
+	writeHead(b, "shoal_services", "gauge")
 	fmt.Fprintf(b, "shoal_services %d\n", services)
 	leading := 0
 	if s.self.Leading() {
 		leading = 1
 	}
+	writeHead(b, "shoal_leading", "gauge")
 	fmt.Fprintf(b, "shoal_leading %d\n", leading)
 	return nil
 }

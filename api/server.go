@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -80,6 +81,9 @@ type Config struct {
 	// TLS listener. Nil: plain HTTP, no authentication (serve --dev and
 	// --insecure).
 	Security *Security
+	// Logs bounds the log broker (task output on its way to users,
+	// docs/logs.md). Zero values take control.LogConfig's defaults.
+	Logs control.LogConfig
 	// Logf receives one line per notable event. Default: discard.
 	Logf func(format string, args ...any)
 }
@@ -149,6 +153,11 @@ type Server struct {
 	stream *control.Stream
 	ctx    context.Context
 	cancel context.CancelFunc
+
+	logs       *control.LogBroker // logs.go
+	peerOnce   sync.Once
+	peerHC     *http.Client
+	peerScheme string
 }
 
 // New returns a server; call Serve to answer requests.
@@ -161,12 +170,13 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, reads: cfg.Reads, leaders: cfg.Leaders, self: cfg.Self, replicas: cfg.Replicas,
 		stats: cfg.Stats, toGroup: cfg.ToGroup, closed: make(chan struct{}),
 		setups: make(chan struct{}, cfg.MaxSessionSetups), joinSlots: make(chan struct{}, cfg.MaxJoins)}
+	s.logs = control.NewLogBroker(cfg.Logs)
 	var mon control.Monitor // nil unless the server has one
 	if cfg.Monitor != nil {
 		mon = cfg.Monitor
 	}
 	s.agents = control.NewAgents(control.AgentsConfig{Cluster: agentCluster{cfg.Reads, cfg.ToGroup, cfg.Submitter},
-		Leaders: cfg.Leaders, Self: cfg.Self, Feed: cfg.Feed, Monitor: mon, Clock: cfg.Clock,
+		Leaders: cfg.Leaders, Self: cfg.Self, Feed: cfg.Feed, Monitor: mon, Logs: s.logs, Clock: cfg.Clock,
 		SyncInterval: cfg.SyncInterval, Logf: cfg.Logf})
 	s.stream = s.agents.Stream()
 	s.ctx, s.cancel = context.WithCancel(context.Background())
@@ -247,7 +257,7 @@ func (s *Server) routes() []route {
 			a = accessAgent
 		case path == "/v1/join":
 			a = accessOpen
-		case path == "/v1/tokens/peer":
+		case path == "/v1/tokens/peer", path == "/v1/logs/peer":
 			a = accessManager
 		case path == "/metrics":
 			a = accessObserve
@@ -263,8 +273,10 @@ func (s *Server) routes() []route {
 		r("POST", "/v1/services/*/scale", "services_scale", s.scaleService),
 		r("POST", "/v1/services/*/rollback", "services_rollback", s.rollbackService),
 		r("DELETE", "/v1/services/*", "services_remove", s.removeService),
+		r("GET", "/v1/services/*/logs", "services_logs", s.serviceLogs),
 		r("GET", "/v1/tasks", "tasks_list", s.listTasks),
 		r("GET", "/v1/tasks/*", "tasks_inspect", s.getTask),
+		r("GET", "/v1/tasks/*/logs", "tasks_logs", s.taskLogs),
 		r("GET", "/v1/nodes", "nodes_list", s.listNodes),
 		r("GET", "/v1/nodes/*", "nodes_inspect", s.getNode),
 		r("POST", "/v1/nodes/*", "nodes_update", s.updateNode),
@@ -285,6 +297,8 @@ func (s *Server) routes() []route {
 		r("POST", "/v1/agent/assignments", "agent_assignments", s.agentAssignments),
 		r("POST", "/v1/agent/status", "agent_status", s.agentStatus),
 		r("POST", "/v1/agent/sync", "agent_sync", s.agentSync),
+		r("POST", "/v1/agent/logs", "agent_logs", s.agentLogs),
+		r("POST", "/v1/logs/peer", "logs_peer", s.peerLogs),
 		r("POST", "/v1/renew", "renew", s.agentRenew),
 		r("POST", "/v1/join", "join", s.join),
 		r("GET", "/v1/tokens/*", "tokens_show", s.showToken),

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -189,6 +190,7 @@ func (s *Server) scaleOnce(ctx *fasthttp.RequestCtx, name string, ci uint64, rep
 			c.Command, c.Env = slices.Clone(c.Command), slices.Clone(c.Env)
 			c.Networks, c.Constraints = slices.Clone(c.Networks), slices.Clone(c.Constraints)
 			c.Placement.Preferences = slices.Clone(c.Placement.Preferences)
+			c.Labels = maps.Clone(c.Labels)
 			sp, modify = &c, svc.ModifyIndex
 		}
 	})

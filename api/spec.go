@@ -2,7 +2,6 @@ package api
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	"shoal/api/client"
@@ -74,23 +73,16 @@ func toSpec(d *client.ServiceSpec) (statemachine.ServiceSpec, error) {
 		}
 		sp.Restart.MaxAttempts, sp.Restart.Window = r.MaxAttempts, int64(r.Window)
 	}
-	sp.Update.Parallelism, sp.Update.Monitor = defaultParallelism, int64(defaultMonitor)
-	if u := d.Update; u != nil {
-		if u.Parallelism != nil {
-			sp.Update.Parallelism = *u.Parallelism
-		}
-		if u.Monitor != nil {
-			sp.Update.Monitor = int64(*u.Monitor)
-		}
-		sp.Update.Delay, sp.Update.MaxFailureRatio = int64(u.Delay), u.MaxFailureRatio
-		if sp.Update.FailureAction, err = parseEnum("update.failure_action", u.FailureAction, statemachine.ActionPause,
-			statemachine.ActionPause, statemachine.ActionContinue, statemachine.ActionRollback); err != nil {
-			return sp, err
-		}
-		if sp.Update.Order, err = parseEnum("update.order", u.Order, statemachine.StopFirst,
-			statemachine.StopFirst, statemachine.StartFirst); err != nil {
-			return sp, err
-		}
+	if sp.Update, err = toUpdateConfig("update", d.Update, statemachine.ActionPause,
+		statemachine.ActionContinue, statemachine.ActionRollback); err != nil {
+		return sp, err
+	}
+	if sp.Rollback, err = toUpdateConfig("rollback", d.Rollback, statemachine.ActionPause,
+		statemachine.ActionContinue); err != nil {
+		return sp, err
+	}
+	if len(d.Labels) > 0 {
+		sp.Labels = d.Labels
 	}
 	if dc := d.Disconnect; dc != nil {
 		sp.Disconnect.LostAfter, sp.Disconnect.NoReplace = int64(dc.LostAfter), dc.NoReplace
@@ -107,10 +99,43 @@ func toSpec(d *client.ServiceSpec) (statemachine.ServiceSpec, error) {
 			return sp, err
 		}
 	}
-	if err := statemachine.ValidateSpec(&sp); err != nil {
-		return sp, invalidSpec("", "%s", userMessage(err))
+	if r := statemachine.ValidateSpec(&sp); r.Code != statemachine.CodeOK {
+		return sp, invalidSpec("", "%s", r.Msg)
 	}
 	return sp, nil
+}
+
+// toUpdateConfig reads an update or rollback configuration (field names
+// it), filling SwarmKit's defaults: one task at a time, monitor 5s, no
+// delay, the first of actions on failure, stop-first.
+func toUpdateConfig(field string, u *client.UpdateConfig, actions ...statemachine.FailureAction) (statemachine.UpdateConfig, error) {
+	c := statemachine.UpdateConfig{Parallelism: defaultParallelism, Monitor: int64(defaultMonitor)}
+	if u == nil {
+		return c, nil
+	}
+	var err error
+	if u.Parallelism != nil {
+		c.Parallelism = *u.Parallelism
+	}
+	if u.Monitor != nil {
+		c.Monitor = int64(*u.Monitor)
+	}
+	c.Delay, c.MaxFailureRatio = int64(u.Delay), u.MaxFailureRatio
+	if c.FailureAction, err = parseEnum(field+".failure_action", u.FailureAction, actions[0], actions...); err != nil {
+		return c, err
+	}
+	if c.Order, err = parseEnum(field+".order", u.Order, statemachine.StopFirst,
+		statemachine.StopFirst, statemachine.StartFirst); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+func fromUpdateConfig(u statemachine.UpdateConfig) *client.UpdateConfig {
+	par, mon := u.Parallelism, client.Duration(u.Monitor)
+	return &client.UpdateConfig{Parallelism: &par, Delay: client.Duration(u.Delay),
+		FailureAction: u.FailureAction.String(), Monitor: &mon,
+		MaxFailureRatio: u.MaxFailureRatio, Order: u.Order.String()}
 }
 
 // fromSpec renders a stored spec as the user's document (defaults shown).
@@ -129,10 +154,8 @@ func fromSpec(sp *statemachine.ServiceSpec) client.ServiceSpec {
 	delay := client.Duration(sp.Restart.Delay)
 	d.Restart = &client.RestartPolicy{Condition: sp.Restart.Condition.String(), Delay: &delay,
 		MaxAttempts: sp.Restart.MaxAttempts, Window: client.Duration(sp.Restart.Window)}
-	par, mon := sp.Update.Parallelism, client.Duration(sp.Update.Monitor)
-	d.Update = &client.UpdateConfig{Parallelism: &par, Delay: client.Duration(sp.Update.Delay),
-		FailureAction: sp.Update.FailureAction.String(), Monitor: &mon,
-		MaxFailureRatio: sp.Update.MaxFailureRatio, Order: sp.Update.Order.String()}
+	d.Update, d.Rollback = fromUpdateConfig(sp.Update), fromUpdateConfig(sp.Rollback)
+	d.Labels = sp.Labels
 	if sp.Disconnect != (statemachine.DisconnectPolicy{}) {
 		d.Disconnect = &client.Disconnect{LostAfter: client.Duration(sp.Disconnect.LostAfter),
 			NoReplace: sp.Disconnect.NoReplace, Reconcile: sp.Disconnect.Reconcile.String()}
@@ -144,20 +167,14 @@ func fromSpec(sp *statemachine.ServiceSpec) client.ServiceSpec {
 	return d
 }
 
-// userMessage strips the package prefixes of an error ("statemachine:
-// invalid command: ..."), leaving the part written for users.
-func userMessage(err error) string {
-	msg := err.Error()
-	for {
-		trimmed := false
-		for _, p := range []string{"statemachine: invalid command: ", "statemachine: not found: ",
-			"statemachine: ", "sched: ", "ipam: ", "engine: "} {
-			if strings.HasPrefix(msg, p) && len(msg) > len(p) {
-				msg, trimmed = msg[len(p):], true
-			}
-		}
-		if !trimmed {
-			return msg
-		}
+// NormalizeSpec returns d as the manager would store and show it: every
+// default filled in, in the form `service inspect` prints. Two documents
+// with the same normal form declare the same service (a stack deploy
+// compares them to leave unchanged services alone).
+func NormalizeSpec(d client.ServiceSpec) (client.ServiceSpec, error) {
+	sp, err := toSpec(&d)
+	if err != nil {
+		return client.ServiceSpec{}, err
 	}
+	return fromSpec(&sp), nil
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"shoal/api/client"
+	"shoal/internal/taskref"
 	"shoal/statemachine"
 )
 
@@ -24,12 +25,22 @@ type taskFilter struct {
 	node    statemachine.NodeID
 	desired *statemachine.DesiredState
 	state   *statemachine.TaskState
+	// id: the tasks whose printed ID begins with what the user typed
+	// (?id_prefix=, internal/taskref), nil for all.
+	id *taskref.Prefix
 }
 
 func parseTaskFilter(ctx *fasthttp.RequestCtx) (taskFilter, error) {
 	var f taskFilter
 	q := ctx.QueryArgs()
 	f.service = string(q.Peek("service"))
+	if q.Has("id_prefix") {
+		p, err := taskref.ParsePrefix(string(q.Peek("id_prefix")))
+		if err != nil {
+			return f, badRequest("?id_prefix: %v", err)
+		}
+		f.id = &p
+	}
 	if v := string(q.Peek("node")); v != "" {
 		n, err := strconv.ParseUint(v, 10, 32)
 		if err != nil || n == 0 {
@@ -56,7 +67,7 @@ func parseTaskFilter(ctx *fasthttp.RequestCtx) (taskFilter, error) {
 }
 
 func (f taskFilter) keep(t *statemachine.Task) bool {
-	return (f.node == 0 || t.Node == f.node) && (f.desired == nil || t.Desired == *f.desired) &&
+	return (f.node == 0 || t.Node == f.node) && (f.id == nil || f.id.Match(uint64(t.ID))) && (f.desired == nil || t.Desired == *f.desired) &&
 		(f.state == nil || t.Status.State == *f.state)
 }
 
@@ -152,7 +163,7 @@ func (s *Server) getTask(ctx *fasthttp.RequestCtx, args []string) error {
 	id, err := strconv.ParseUint(args[0], 10, 64)
 	g := int(id >> 48)
 	if err != nil || g < 1 || g > s.reads.Groups() {
-		return notFound("task %q does not exist (task IDs are the numbers `service ps` shows)", args[0])
+		return notFound("task %q does not exist (this endpoint takes a task's decimal \"id\"; find a task by the ID `service ps` prints with /v1/tasks?id_prefix=)", args[0])
 	}
 	if err := s.waitFor(ctx); err != nil {
 		return err
@@ -183,7 +194,7 @@ func (s *Server) explainPending(tasks []client.Task) {
 	}
 	why := map[string]string{}
 	for name, err := range s.cfg.Placement.Unplaced() {
-		why[name] = "not placed: " + userMessage(err)
+		why[name] = "not placed: " + err.Error()
 	}
 	for i := range tasks {
 		if t := &tasks[i]; t.State == "pending" && t.Message == "" {

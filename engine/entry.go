@@ -80,6 +80,10 @@ func approxSize(c *statemachine.Command) int {
 		for _, x := range s.Placement.Preferences {
 			n += 2 + len(x)
 		}
+		n += 16 // the rollback configuration
+		for k, v := range s.Labels {
+			n += 4 + len(k) + len(v)
+		}
 		for _, x := range s.Constraints {
 			n += 2 + len(x)
 		}

@@ -112,7 +112,7 @@ func TestExhaustedMessage(t *testing.T) {
 	if !errors.Is(err, ErrExhausted) {
 		t.Fatalf("Allocate on a full pool = %v, want ErrExhausted", err)
 	}
-	for _, want := range []string{"ipam: pool exhausted", `"front" (10.0.0.0/29)`, "3 held", "2 quarantined"} {
+	for _, want := range []string{"pool exhausted", `"front" (10.0.0.0/29)`, "3 held", "2 quarantined"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("message %q lacks %q", err, want)
 		}

@@ -457,35 +457,6 @@ func TestAPIOverThreeReplicas(t *testing.T) {
 	})
 }
 
-// An event stream cannot resume from before the oldest change a manager
-// keeps: it answers 410 index_too_old instead of silently skipping.
-func TestEventsIndexTooOld(t *testing.T) {
-	m, err := Start(Options{DataDir: t.TempDir(), Groups: 1, RaftLogLevel: "critical", APIAddr: "127.0.0.1:0", EventHistory: 1024})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	ctx := ctxT(t)
-	if err := m.Register(ctx); err != nil {
-		t.Fatal(err)
-	}
-	cl, err := client.New(m.APIAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := cl.Status(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := cl.CreateService(ctx, client.ServiceSpec{Name: "many", Replicas: u32(1500), Command: []string{"true"}}); err != nil {
-		t.Fatal(err)
-	}
-	err = cl.Events(ctx, st.Index, nil, func(client.Event) error { return nil })
-	if !isCode(err, client.CodeIndexTooOld, 410) {
-		t.Fatalf("events from an index older than the kept history: %v", err)
-	}
-}
-
 // tokenBefore returns a cursor token one entry before tok in every group,
 // so a blocking read on it returns once the replica has what tok reflects.
 func tokenBefore(t *testing.T, tok string) string {

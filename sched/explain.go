@@ -7,15 +7,17 @@ import (
 	"strings"
 )
 
-// Errors. Match them with errors.Is; the returned errors add context.
+// Errors. Match them with errors.Is; the returned errors add context. Their
+// text reaches users as it is (the API passes rejections through), so it
+// names no package.
 var (
-	ErrInvalidConstraint = errors.New("sched: invalid constraint")
-	ErrInvalidPreference = errors.New("sched: invalid preference")
-	ErrInvalidRequest    = errors.New("sched: invalid placement request")
-	ErrUnknownNode       = errors.New("sched: unknown node")
-	ErrNoSuchTask        = errors.New("sched: no such task")
-	ErrNoSuitableNode    = errors.New("sched: no suitable node")
-	ErrNodeUnsuitable    = errors.New("sched: node cannot run the task")
+	ErrInvalidConstraint = errors.New("invalid constraint")
+	ErrInvalidPreference = errors.New("invalid preference")
+	ErrInvalidRequest    = errors.New("invalid placement request")
+	ErrUnknownNode       = errors.New("unknown node")
+	ErrNoSuchTask        = errors.New("no such task")
+	ErrNoSuitableNode    = errors.New("no suitable node")
+	ErrNodeUnsuitable    = errors.New("node cannot run the task")
 )
 
 // Explanation counts, per reason, the nodes that cannot take one more task
@@ -121,7 +123,7 @@ type NodeError struct {
 }
 
 func (e *NodeError) Error() string {
-	return fmt.Sprintf("sched: node %d cannot run a task of service %d: %s (%s)",
+	return fmt.Sprintf("node %d cannot run a task of service %d: %s (%s)",
 		e.Node, e.Service, e.Reason, e.Detail)
 }
 

@@ -146,7 +146,7 @@ func TestDrainPauseDown(t *testing.T) {
 	if got := asMap(p); !maps.Equal(got, map[uint32]int{1: 2}) {
 		t.Errorf("placement %v, want only node 1 (max 2)", got)
 	}
-	want := "sched: no suitable node for 3 of 5 tasks of service 1 (1 node not ready, 1 node paused, " +
+	want := "no suitable node for 3 of 5 tasks of service 1 (1 node not ready, 1 node paused, " +
 		"1 node drained, max 2 replicas per node reached on 1 node)"
 	if err == nil || err.Error() != want || !errors.Is(err, ErrNoSuitableNode) {
 		t.Errorf("err = %v\nwant %s", err, want)
@@ -215,7 +215,7 @@ func TestExplanation(t *testing.T) {
 	tb, _ := NewTableFrom(nodes, []Task{{Node: 1, Service: 5, Mem: 1 << 29}})
 	g := Request{Service: 3, Count: 5, Mem: 2 << 30, Constraints: MustParseConstraints("node.labels.zone==b")}
 	p, err := tb.Place(g, 9)
-	want := "sched: no suitable node for 5 of 5 tasks of service 3 " +
+	want := "no suitable node for 5 of 5 tasks of service 3 " +
 		"(constraint node.labels.zone==b excluded 7 nodes, insufficient memory on 3 nodes (a task reserves 2 GiB))"
 	if p.Placed != 0 || err == nil || err.Error() != want {
 		t.Fatalf("placed %d, err %v\nwant %s", p.Placed, err, want)
@@ -258,13 +258,13 @@ func TestCheckNode(t *testing.T) {
 		want string // "" = fits
 	}{
 		{g(500), 1, ""},
-		{g(2000), 1, "sched: node 1 cannot run a task of service 1: insufficient CPU (task needs 2000 milli-cores, node has 1000 free of 1000)"},
-		{g(0, "node.labels.zone==b"), 1, `sched: node 1 cannot run a task of service 1: constraint not satisfied (constraint node.labels.zone==b not satisfied: node.labels.zone is "a")`},
-		{g(0, "node.labels.disk==ssd"), 1, `sched: node 1 cannot run a task of service 1: constraint not satisfied (constraint node.labels.disk==ssd not satisfied: node has no label "disk")`},
-		{g(0), 2, "sched: node 2 cannot run a task of service 1: not ready (node is down)"},
-		{g(0), 3, "sched: node 3 cannot run a task of service 1: drained (node availability is drain)"},
-		{g(0), 4, "sched: node 4 cannot run a task of service 1: max replicas per node reached (node runs 1 tasks of the service, max 1)"},
-		{g(0), 5, "sched: unknown node 5"},
+		{g(2000), 1, "node 1 cannot run a task of service 1: insufficient CPU (task needs 2000 milli-cores, node has 1000 free of 1000)"},
+		{g(0, "node.labels.zone==b"), 1, `node 1 cannot run a task of service 1: constraint not satisfied (constraint node.labels.zone==b not satisfied: node.labels.zone is "a")`},
+		{g(0, "node.labels.disk==ssd"), 1, `node 1 cannot run a task of service 1: constraint not satisfied (constraint node.labels.disk==ssd not satisfied: node has no label "disk")`},
+		{g(0), 2, "node 2 cannot run a task of service 1: not ready (node is down)"},
+		{g(0), 3, "node 3 cannot run a task of service 1: drained (node availability is drain)"},
+		{g(0), 4, "node 4 cannot run a task of service 1: max replicas per node reached (node runs 1 tasks of the service, max 1)"},
+		{g(0), 5, "unknown node 5"},
 	}
 	for _, tc := range tests {
 		err := tb.CheckNode(tc.g, tc.node)
@@ -305,16 +305,16 @@ func TestParseConstraint(t *testing.T) {
 		}
 	}
 	bad := []struct{ in, want string }{
-		{"node.labels.zone", `sched: invalid constraint "node.labels.zone": no operator; want <field>==<value> or <field>!=<value>`},
-		{"node.labels.zone=a", `sched: invalid constraint "node.labels.zone=a": use == or != to compare, not a single =`},
-		{"==a", `sched: invalid constraint "==a": missing field before ==`},
-		{"node.role!=", `sched: invalid constraint "node.role!=": missing value after !=`},
-		{"node.role==boss", `sched: invalid constraint "node.role==boss": node.role must be manager or worker, got "boss"`},
-		{"node.id==abc", `sched: invalid constraint "node.id==abc": node.id must be a node number, got "abc"`},
-		{"node.labels.==x", `sched: invalid constraint "node.labels.==x": missing label key after node.labels.`},
-		{"node.ip==1.2.3.4", `sched: invalid constraint "node.ip==1.2.3.4": unknown field "node.ip"; want node.id, node.hostname, node.role or node.labels.<key>`},
-		{"node.labels.a==b==c", `sched: invalid constraint "node.labels.a==b==c": value "b==c" contains an operator; use one == or != per constraint`},
-		{"node. labels.a==b", `sched: invalid constraint "node. labels.a==b": field "node. labels.a" contains a space`},
+		{"node.labels.zone", `invalid constraint "node.labels.zone": no operator; want <field>==<value> or <field>!=<value>`},
+		{"node.labels.zone=a", `invalid constraint "node.labels.zone=a": use == or != to compare, not a single =`},
+		{"==a", `invalid constraint "==a": missing field before ==`},
+		{"node.role!=", `invalid constraint "node.role!=": missing value after !=`},
+		{"node.role==boss", `invalid constraint "node.role==boss": node.role must be manager or worker, got "boss"`},
+		{"node.id==abc", `invalid constraint "node.id==abc": node.id must be a node number, got "abc"`},
+		{"node.labels.==x", `invalid constraint "node.labels.==x": missing label key after node.labels.`},
+		{"node.ip==1.2.3.4", `invalid constraint "node.ip==1.2.3.4": unknown field "node.ip"; want node.id, node.hostname, node.role or node.labels.<key>`},
+		{"node.labels.a==b==c", `invalid constraint "node.labels.a==b==c": value "b==c" contains an operator; use one == or != per constraint`},
+		{"node. labels.a==b", `invalid constraint "node. labels.a==b": field "node. labels.a" contains a space`},
 	}
 	for _, tc := range bad {
 		_, err := ParseConstraint(tc.in)
@@ -332,7 +332,7 @@ func TestInvalidGroup(t *testing.T) {
 		}
 	}
 	_, err := tb.Place(Request{Count: 1, Preferences: []string{"node.hostname"}}, 0)
-	if want := `sched: invalid preference "node.hostname": want node.labels.<key>`; errString(err) != want {
+	if want := `invalid preference "node.hostname": want node.labels.<key>`; errString(err) != want {
 		t.Errorf("bad preference: %v", err)
 	}
 }

@@ -9,7 +9,12 @@ import (
 
 // batchVersion is the first byte of every encoded batch; a replica that
 // meets a version it does not know rejects the entry instead of guessing.
-const batchVersion = 1
+// Version 2 added the service spec's labels and rollback configuration;
+// version 1 entries still decode (decodeSpec).
+const (
+	batchVersion   = 2
+	batchVersionV1 = 1
+)
 
 // AppendBatch appends the encoding of a batch of commands to dst.
 func AppendBatch(dst []byte, batch []Command) []byte {
@@ -26,9 +31,11 @@ func AppendBatch(dst []byte, batch []Command) []byte {
 // error wrapping ErrCorrupt, never a panic.
 func DecodeBatch(b []byte) ([]Command, error) {
 	d := newDecoder(b)
-	if v := d.byte1(); d.Err() == nil && v != batchVersion {
+	v := d.byte1()
+	if d.Err() == nil && v != batchVersion && v != batchVersionV1 {
 		return nil, fmt.Errorf("%w: batch version %d, this build knows %d", ErrCorrupt, v, batchVersion)
 	}
+	d.specExt = v == batchVersion
 	n := d.count(1)
 	batch := make([]Command, n)
 	for i := range batch {
@@ -233,12 +240,7 @@ func encodeSpec(e *encoder, s *ServiceSpec) {
 	e.i(s.Disconnect.LostAfter)
 	e.bool(s.Disconnect.NoReplace)
 	e.byte1(uint8(s.Disconnect.Reconcile))
-	e.u(uint64(s.Update.Parallelism))
-	e.i(s.Update.Delay)
-	e.byte1(uint8(s.Update.FailureAction))
-	e.i(s.Update.Monitor)
-	e.u(math.Float64bits(s.Update.MaxFailureRatio))
-	e.byte1(uint8(s.Update.Order))
+	encodeUpdateConfig(e, &s.Update)
 	encodeStrings(e, s.Command)
 	encodeStrings(e, s.Env)
 	e.str(s.Dir)
@@ -246,6 +248,37 @@ func encodeSpec(e *encoder, s *ServiceSpec) {
 	encodeStrings(e, s.Placement.Preferences)
 	e.u(uint64(s.Placement.MaxPerNode))
 	e.byte1(uint8(s.Placement.Strategy))
+	encodeSpecExt(e, s)
+}
+
+// encodeSpecExt writes the fields added in batch version 2 and snapshot
+// format 7: the labels and the rollback configuration.
+func encodeSpecExt(e *encoder, s *ServiceSpec) {
+	keys := slices.Sorted(maps.Keys(s.Labels))
+	e.u(uint64(len(keys)))
+	for _, k := range keys {
+		e.str(k)
+		e.str(s.Labels[k])
+	}
+	encodeUpdateConfig(e, &s.Rollback)
+}
+
+func encodeUpdateConfig(e *encoder, u *UpdateConfig) {
+	e.u(uint64(u.Parallelism))
+	e.i(u.Delay)
+	e.byte1(uint8(u.FailureAction))
+	e.i(u.Monitor)
+	e.u(math.Float64bits(u.MaxFailureRatio))
+	e.byte1(uint8(u.Order))
+}
+
+func decodeUpdateConfig(d *decoder, u *UpdateConfig) {
+	u.Parallelism = uint32(d.un(1<<32-1, "parallelism"))
+	u.Delay = d.i()
+	u.FailureAction = FailureAction(d.un(uint64(numFailureActions)-1, "failure action"))
+	u.Monitor = d.i()
+	u.MaxFailureRatio = math.Float64frombits(d.u())
+	u.Order = UpdateOrder(d.un(uint64(StartFirst), "update order"))
 }
 
 func decodeSpec(d *decoder, s *ServiceSpec) {
@@ -264,12 +297,7 @@ func decodeSpec(d *decoder, s *ServiceSpec) {
 	s.Disconnect.LostAfter = d.i()
 	s.Disconnect.NoReplace = d.bool()
 	s.Disconnect.Reconcile = ReconcileMode(d.un(uint64(numReconcileModes)-1, "reconcile mode"))
-	s.Update.Parallelism = uint32(d.un(1<<32-1, "parallelism"))
-	s.Update.Delay = d.i()
-	s.Update.FailureAction = FailureAction(d.un(uint64(numFailureActions)-1, "failure action"))
-	s.Update.Monitor = d.i()
-	s.Update.MaxFailureRatio = math.Float64frombits(d.u())
-	s.Update.Order = UpdateOrder(d.un(uint64(StartFirst), "update order"))
+	decodeUpdateConfig(d, &s.Update)
 	s.Command = decodeStrings(d)
 	s.Env = decodeStrings(d)
 	s.Dir = d.str()
@@ -277,6 +305,23 @@ func decodeSpec(d *decoder, s *ServiceSpec) {
 	s.Placement.Preferences = decodeStrings(d)
 	s.Placement.MaxPerNode = uint32(d.un(1<<32-1, "max replicas per node"))
 	s.Placement.Strategy = PlacementStrategy(d.un(uint64(numStrategies)-1, "placement strategy"))
+	if !d.specExt {
+		// Written before labels and rollback configurations: a rollback
+		// moved by the update configuration and paused on failure.
+		s.Rollback = s.Update
+		if s.Rollback.FailureAction == ActionRollback {
+			s.Rollback.FailureAction = ActionPause
+		}
+		return
+	}
+	if k := d.count(2); k > 0 {
+		s.Labels = make(map[string]string, k)
+		for range k {
+			key := d.str()
+			s.Labels[key] = d.str()
+		}
+	}
+	decodeUpdateConfig(d, &s.Rollback)
 }
 
 // encodeNodeSpec writes a node's declared fields and status (not its task

@@ -28,9 +28,15 @@ func (e *encoder) bool(v bool) {
 // decoder reads what encoder wrote: shoal/internal/varint's bounded
 // reader (it never panics; the first problem sticks in Err and wraps
 // ErrCorrupt) with the short names this package's codecs use.
-type decoder struct{ varint.Reader }
+type decoder struct {
+	varint.Reader
+	// specExt says the encoding's service specs end with their labels and
+	// rollback configuration (batch version 2, snapshot format 7); older
+	// ones decode without (decodeSpec).
+	specExt bool
+}
 
-func newDecoder(b []byte) decoder { return decoder{varint.NewReader(b, ErrCorrupt)} }
+func newDecoder(b []byte) decoder { return decoder{Reader: varint.NewReader(b, ErrCorrupt)} }
 
 func (d *decoder) fail(what string) { d.Fail("%s", what) }
 func (d *decoder) u() uint64        { return d.Uvarint("unsigned varint") }

@@ -253,12 +253,16 @@ func TestVersion3ClusterSnapshotKeepsGroupFences(t *testing.T) {
 }
 
 // loadOlderFormat writes s as an older format would have (the current
-// encoding under magic, without the tail that format lacks) and loads it.
+// encoding under magic, without the tail that format lacks and without
+// its specs' labels and rollback configurations, which every format
+// before 7 lacks) and loads it; s's specs must be such a format's (see
+// oldSpecWorld).
 func loadOlderFormat(t *testing.T, s *State, magic string, tail func(*encoder)) *State {
 	t.Helper()
 	canon := s.Canonical()
 	var e encoder
 	tail(&e)
+	canon = withoutSpecExts(t, s, canon)
 	old := append([]byte(magic), canon[len(snapshotMagic):len(canon)-len(e.b)]...)
 	got, err := FromCanonical(old)
 	if err != nil {

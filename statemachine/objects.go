@@ -50,6 +50,16 @@ type ServiceSpec struct {
 	Memory      int64    // bytes reserved per task
 	Disconnect  DisconnectPolicy
 	Update      UpdateConfig
+	// Rollback is how a rollback from this spec moves the tasks back to
+	// the previous one, in place of Update (SwarmKit's rollback_config; the
+	// API's defaults are SwarmKit's: parallelism 1, monitor 5s, pause).
+	// Its failure action is pause or continue: a rollback is never rolled
+	// back.
+	Rollback UpdateConfig
+	// Labels are the user's metadata (key → value; a stack's services carry
+	// the stack's name). The control plane stores them and nothing more:
+	// changing them replaces no task.
+	Labels map[string]string
 	// Placement shapes where the scheduler puts a replicated service's
 	// tasks among the nodes that pass its constraints. Changing it affects
 	// later placements only; running tasks are not replaced.

@@ -2,10 +2,10 @@ package statemachine
 
 import (
 	"maps"
-	"math"
 	"slices"
 	"strings"
 
+	"shoal/internal/taskref"
 	"shoal/sched"
 )
 
@@ -13,6 +13,8 @@ import (
 const (
 	maxNameLen  = 63
 	maxReplicas = 1 << 20
+	maxLabels   = 64
+	maxLabelLen = 1024
 )
 
 func validName(name string) bool {
@@ -28,13 +30,10 @@ func validName(name string) bool {
 	return true
 }
 
-// ValidateSpec says what is wrong with a service spec, or returns nil.
-func ValidateSpec(spec *ServiceSpec) error {
-	if r := validateSpec(spec); r.Code != CodeOK {
-		return r.Err()
-	}
-	return nil
-}
+// ValidateSpec says what is wrong with a service spec, as the command
+// creating it would be rejected (Msg is written for users; Err wraps the
+// code's sentinel), or returns a Result with CodeOK.
+func ValidateSpec(spec *ServiceSpec) Result { return validateSpec(spec) }
 
 func validateSpec(spec *ServiceSpec) Result {
 	if spec == nil {
@@ -66,9 +65,19 @@ func validateSpec(spec *ServiceSpec) Result {
 			return reject(CodeInvalid, "service %q: environment entry %q is not KEY=VALUE", spec.Name, kv)
 		}
 	}
-	if u := spec.Update; u.Delay < 0 || u.Monitor < 0 || u.FailureAction >= numFailureActions || u.Order > StartFirst ||
-		math.IsNaN(u.MaxFailureRatio) || u.MaxFailureRatio < 0 || u.MaxFailureRatio > 1 {
+	if u := spec.Update; !u.valid() || u.FailureAction >= numFailureActions {
 		return reject(CodeInvalid, "service %q: update delay and monitor must not be negative, max failure ratio must be in [0,1], failure action pause, continue or rollback", spec.Name)
+	}
+	if u := spec.Rollback; !u.valid() || u.FailureAction == ActionRollback || u.FailureAction >= numFailureActions {
+		return reject(CodeInvalid, "service %q: rollback delay and monitor must not be negative, max failure ratio must be in [0,1], failure action pause or continue", spec.Name)
+	}
+	for k, v := range spec.Labels {
+		if k == "" || strings.ContainsAny(k, "=\x00") || len(k)+len(v) > maxLabelLen {
+			return reject(CodeInvalid, "service %q: label %q: a key is 1 or more characters without '=', key and value at most %d bytes together", spec.Name, k, maxLabelLen)
+		}
+	}
+	if len(spec.Labels) > maxLabels {
+		return reject(CodeInvalid, "service %q: %d labels is more than the limit of %d", spec.Name, len(spec.Labels), maxLabels)
 	}
 	if spec.Disconnect.LostAfter < 0 || spec.Disconnect.Reconcile >= numReconcileModes {
 		return reject(CodeInvalid, "service %q: disconnect lost_after must not be negative and reconcile must be one of %v", spec.Name, reconcileNames)
@@ -92,6 +101,7 @@ func cloneSpec(spec *ServiceSpec) ServiceSpec {
 	c.Command = slices.Clone(spec.Command)
 	c.Env = slices.Clone(spec.Env)
 	c.Placement.Preferences = slices.Clone(spec.Placement.Preferences)
+	c.Labels = maps.Clone(spec.Labels)
 	return c
 }
 
@@ -254,7 +264,7 @@ func (s *State) removeNode(id NodeID) Result {
 	}
 	for _, t := range s.NodeTasks(id) { // in ID order: the message is the same on every replica
 		if !t.Status.State.Terminal() {
-			return reject(CodeNotAllowed, "node %d still has task %d (%s); it must be orphaned first", id, t.ID, t.Status.State)
+			return reject(CodeNotAllowed, "node %d still has task %s (%s); it must be orphaned first", id, taskref.Short(uint64(t.ID)), t.Status.State)
 		}
 	}
 	for _, t := range slices.Clone(n.tasks) {

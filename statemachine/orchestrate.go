@@ -192,7 +192,7 @@ func (s *State) reconcileSlot(svc *Service, sl *slot, mode slotMode) {
 	for _, t := range runnable {
 		switch {
 		case t == survivor:
-		case t.SpecVersion < survivor.SpecVersion && svc.Spec.Update.Order == StartFirst && survivor.Status.State != StateRunning:
+		case t.SpecVersion < survivor.SpecVersion && svc.updateConfig().Order == StartFirst && survivor.Status.State != StateRunning:
 			// start-first: the old task serves until the new one runs
 		case t.SpecVersion < survivor.SpecVersion:
 			s.stopTask(t, StopUpdated)
@@ -211,7 +211,7 @@ func (s *State) reconcileSlot(svc *Service, sl *slot, mode slotMode) {
 		if svc.budget > 0 {
 			svc.budget--
 		}
-		if svc.Spec.Update.Order == StartFirst {
+		if svc.updateConfig().Order == StartFirst {
 			s.newTask(svc, slotNumber(sl)) // the old task stops once this one runs
 			return
 		}

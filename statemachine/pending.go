@@ -2,7 +2,6 @@ package statemachine
 
 import (
 	"fmt"
-	"strings"
 	"time"
 )
 
@@ -68,7 +67,7 @@ func rejectedMessage(svc *Service, rejected *Task) string {
 // allocationMessage says why a task waits for an address; equal messages
 // share the last one's string.
 func (s *State) allocationMessage(err error) string {
-	e := strings.TrimPrefix(err.Error(), "ipam: ")
+	e := err.Error()
 	if m := s.lastWaitMsg; len(m) == len(waitingPrefix)+len(e) && m[len(waitingPrefix):] == e {
 		return m
 	}

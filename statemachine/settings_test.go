@@ -149,7 +149,8 @@ func TestOldFormatsDecodeWithSettings(t *testing.T) {
 			t.Fatalf("old %s command decoded with settings", c.Kind)
 		}
 	}
-	if again := AppendBatch(nil, batch); !bytes.Equal(again, raw) {
+	// It holds no service spec, so only the version byte moves on.
+	if again := AppendBatch(nil, batch); again[0] != batchVersion || !bytes.Equal(again[1:], raw[1:]) {
 		t.Fatal("an old batch re-encodes differently")
 	}
 

@@ -14,7 +14,9 @@ import (
 )
 
 // snapshotMagic opens every canonical encoding; the last byte is the format
-// version: 6 ends with the request records (requests.go); 5 (still read,
+// version: 7 adds each service spec's labels and rollback configuration
+// (decodeSpec); 6 (still read, a spec's rollback as its update
+// configuration) ends with the request records (requests.go); 5 (still read,
 // with none) ends with the join keys (joinkeys.go); 4 (still read, with
 // none) fences block requests per group and network; 3 (still read,
 // its per-group fences kept as floors) ends with the outbox and lease
@@ -22,7 +24,8 @@ import (
 // read, with an empty outbox) records the last applied time after the last
 // index; 1 (still read, as time 0) did not.
 const (
-	snapshotMagic   = "SHOALSM\x06"
+	snapshotMagic   = "SHOALSM\x07"
+	snapshotMagicV6 = "SHOALSM\x06"
 	snapshotMagicV5 = "SHOALSM\x05"
 	snapshotMagicV4 = "SHOALSM\x04"
 	snapshotMagicV3 = "SHOALSM\x03"
@@ -323,10 +326,13 @@ func decodeCanonicalWith(b []byte, pc poolCodec) (*State, error) {
 	v3 := bytes.HasPrefix(b, []byte(snapshotMagicV3))
 	v4 := bytes.HasPrefix(b, []byte(snapshotMagicV4))
 	v5 := bytes.HasPrefix(b, []byte(snapshotMagicV5))
-	if !v1 && !v2 && !v3 && !v4 && !v5 && !bytes.HasPrefix(b, []byte(snapshotMagic)) {
+	v6 := bytes.HasPrefix(b, []byte(snapshotMagicV6))
+	cur := bytes.HasPrefix(b, []byte(snapshotMagic))
+	if !v1 && !v2 && !v3 && !v4 && !v5 && !v6 && !cur {
 		return nil, fmt.Errorf("%w: not a Shoal state snapshot (bad magic)", ErrCorrupt)
 	}
 	d := newDecoder(b)
+	d.specExt = cur
 	d.Take(uint64(len(snapshotMagic)), "magic")
 	var cfg Config
 	cfg.Group = uint16(d.un(1<<16-1, "group"))

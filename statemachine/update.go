@@ -15,8 +15,11 @@ import (
 // before running or within `Monitor` of starting counts as a failure; when
 // failures exceed MaxFailureRatio of the slots updated so far, the
 // FailureAction decides: pause, continue, or roll back to the previous spec.
-// A rollback is an update too, with one difference: a failing rollback
-// pauses; it is never rolled back again. Order start-first starts the new
+// A rollback is an update too, moved by the Rollback configuration of the
+// spec it rolls back from (the one the user declared last, whose failure
+// action may have asked for the rollback) instead of Update; a failing
+// rollback pauses or, with failure action continue, goes on; it is never
+// rolled back again. Order start-first starts the new
 // task before stopping the old one. Apply's zero values mean: all at once,
 // no delay, no monitor, pause on any failure, stop-first; the API fills in
 // SwarmKit's defaults where the user left a field out.
@@ -65,6 +68,24 @@ type UpdateConfig struct {
 	Monitor         int64         // ns after a task starts during which its failure counts
 	MaxFailureRatio float64       // failures tolerated, as a fraction of updated slots
 	Order           UpdateOrder   // default stop-first
+}
+
+// valid reports whether the durations are not negative and the ratio is a
+// fraction (the failure action is checked by the caller: a rollback's may
+// not be rollback).
+func (u UpdateConfig) valid() bool {
+	return u.Delay >= 0 && u.Monitor >= 0 && u.Order <= StartFirst &&
+		!math.IsNaN(u.MaxFailureRatio) && u.MaxFailureRatio >= 0 && u.MaxFailureRatio <= 1
+}
+
+// updateConfig is the configuration svc's update moves by: its spec's
+// Update, or during a rollback the Rollback of the spec rolled back from
+// (PrevSpec, since a rollback swaps the two).
+func (svc *Service) updateConfig() UpdateConfig {
+	if (svc.Update.State == RollbackStarted || svc.Update.State == RollbackPaused) && svc.PrevSpec != nil {
+		return svc.PrevSpec.Rollback
+	}
+	return svc.Spec.Update
 }
 
 // UpdateState is where a service's update stands.
@@ -148,7 +169,8 @@ func (s *State) countFailure(svc *Service, t *Task) {
 	if !svc.Update.active() || t.SpecVersion != svc.SpecVersion {
 		return
 	}
-	if started := runningSince(t); started != math.MaxInt64 && s.now-started >= svc.Spec.Update.Monitor {
+	u := svc.updateConfig()
+	if started := runningSince(t); started != math.MaxInt64 && s.now-started >= u.Monitor {
 		return // it ran past the monitor window: not the update's fault
 	}
 	svc.Update.Failures++
@@ -158,17 +180,19 @@ func (s *State) countFailure(svc *Service, t *Task) {
 			updated++
 		}
 	}
-	if float64(svc.Update.Failures) <= svc.Spec.Update.MaxFailureRatio*float64(max(updated, 1)) {
+	if float64(svc.Update.Failures) <= u.MaxFailureRatio*float64(max(updated, 1)) {
 		return
 	}
 	why := fmt.Sprintf("update paused due to failure of task %d (%s)", t.ID, t.Status.State)
 	switch {
 	case svc.Update.State == RollbackStarted:
-		svc.Update.State, svc.Update.Message = RollbackPaused, "rollback paused due to failure of task "+fmt.Sprint(t.ID)
-		delete(s.updating, svc.ID)
-	case svc.Spec.Update.FailureAction == ActionRollback:
+		if u.FailureAction != ActionContinue {
+			svc.Update.State, svc.Update.Message = RollbackPaused, "rollback paused due to failure of task "+fmt.Sprint(t.ID)
+			delete(s.updating, svc.ID)
+		}
+	case u.FailureAction == ActionRollback:
 		s.rollback(svc, fmt.Sprintf("rollback started due to failure of task %d", t.ID))
-	case svc.Spec.Update.FailureAction == ActionPause:
+	case u.FailureAction == ActionPause:
 		svc.Update.State, svc.Update.Message = UpdatePaused, why
 		delete(s.updating, svc.ID)
 	}
@@ -190,7 +214,7 @@ func (s *State) countFailure(svc *Service, t *Task) {
 // supervisor), unless the slot's old task still runs (start-first): then the
 // update moves the slot again and its new task is in flight.
 func (s *State) stepUpdate(svc *Service) int {
-	u := svc.Spec.Update
+	u := svc.updateConfig()
 	switch svc.Update.State {
 	case UpdatePaused, RollbackPaused:
 		return 0

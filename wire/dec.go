@@ -306,6 +306,10 @@ func decodePayload(p []byte, m Message) error {
 		m.Held = r.taskIDs(m.Held, "held")
 	case *SyncAnswer:
 		m.Destroy = r.taskIDs(m.Destroy, "destroy")
+	case *LogBatch:
+		r.logBatch(m)
+	case *LogAck:
+		m.Stop = r.bool("stop")
 	default:
 		return errorf(ErrType, "%T is not a wire message", m)
 	}
@@ -378,6 +382,7 @@ func (r *reader) assignments(m *Assignments) {
 	}
 	m.Removed = r.taskIDs(m.Removed, "removed")
 	m.Leader = r.string("leader") // "" from an older sender, which ends before it
+	m.Logs = r.logSubscriptions(m.Logs)
 }
 
 func (r *reader) reports(dst []StatusReport) []StatusReport {

@@ -95,6 +95,10 @@ func appendPayload(b []byte, m Message) ([]byte, error) {
 		b = appendTaskIDs(b, m.Held)
 	case *SyncAnswer:
 		b = appendTaskIDs(b, m.Destroy)
+	case *LogBatch:
+		return appendLogBatch(b, m)
+	case *LogAck:
+		b = appendBool(b, m.Stop)
 	default:
 		return b, errorf(ErrType, "%T is not a wire message", m)
 	}
@@ -126,6 +130,7 @@ func appendAssignments(b []byte, m *Assignments) ([]byte, error) {
 	}
 	b = appendTaskIDs(b, m.Removed)
 	b = appendString(b, m.Leader) // added last: older readers skip it
+	b = appendLogSubscriptions(b, m.Logs)
 	return b, nil
 }
 

@@ -30,7 +30,8 @@ var examples = []Message{
 			Env: []string{"MODE=prod"}, Dir: "/srv", StopGrace: 10e9}},
 		Tasks: []Assignment{{Task: 4411, Service: "web", Slot: 2, SpecVersion: 3, Desired: 1, State: 2,
 			Addresses: []Address{{Network: "front", Addr: "10.1.0.12/16"}}}},
-		Removed: []statemachine.TaskID{4102}},
+		Removed: []statemachine.TaskID{4102},
+		Logs:    []LogSubscription{{ID: 77, Publish: "10.0.0.3:7946", Tasks: []statemachine.TaskID{4411}, Follow: true, Tail: 10}}},
 	&StatusBatch{NodeID: 17, SessionID: 9061852, Reports: []StatusReport{
 		{Task: 4411, State: 7, At: 1767225600000000000},
 		{Task: 4102, State: 10, ExitCode: 137, Message: "killed", At: 1767225601500000000}}},
@@ -38,6 +39,8 @@ var examples = []Message{
 		Messages: []string{"", "task 4102 is not assigned to node 17"}},
 	&SyncRequest{NodeID: 17, SessionID: 9061852, Seqs: []uint64{0, 12}, Held: []statemachine.TaskID{4411, 3990}},
 	&SyncAnswer{Destroy: []statemachine.TaskID{3990}},
+	&LogBatch{NodeID: 17, Sub: 77, Lines: []LogLine{{Task: 4411, Stream: LogStdout, At: 1767225600000000000, Data: "listening on :8080"}}},
+	&LogAck{Stop: false},
 }
 
 // TestREADMEShowsEveryMessage checks that README.md has a JSON example under

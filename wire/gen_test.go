@@ -61,6 +61,11 @@ func drawReport(t *rapid.T) StatusReport {
 		Message: drawText(t), At: drawI64(t)}
 }
 
+func drawLogSubscription(t *rapid.T) LogSubscription {
+	return LogSubscription{ID: drawU64(t), Publish: drawText(t), Tasks: drawSlice(t, "tasks", 3, drawTask),
+		Follow: rapid.Bool().Draw(t, "follow"), Tail: drawI64(t), Since: drawI64(t)}
+}
+
 // drawMessage draws a random message of type typ.
 func drawMessage(t *rapid.T, typ MsgType) Message {
 	switch typ {
@@ -87,7 +92,12 @@ func drawMessage(t *rapid.T, typ MsgType) Message {
 	case TypeAssignmentsRequest:
 		return &AssignmentsRequest{NodeID: drawNode(t), SessionID: drawU64(t), Cursor: drawCursor(t), Wait: drawI64(t)}
 	case TypeAssignments:
-		return &Assignments{Kind: rapid.SampledFrom([]FrameKind{FrameComplete, FrameIncremental}).Draw(t, "kind"),
+		kind := rapid.SampledFrom([]FrameKind{FrameComplete, FrameIncremental}).Draw(t, "kind")
+		var logs []LogSubscription
+		if kind == FrameIncremental {
+			logs = drawSlice(t, "logs", 2, drawLogSubscription)
+		}
+		return &Assignments{Logs: logs, Kind: kind,
 			Resync: rapid.Bool().Draw(t, "resync"), Last: rapid.Bool().Draw(t, "last"),
 			AppliesTo: drawCursor(t), ResultsIn: drawCursor(t), Seqs: drawSlice(t, "seqs", 4, drawU64),
 			Specs: drawSlice(t, "specs", 3, drawSpec), Tasks: drawSlice(t, "tasks", 6, drawAssignment),
@@ -113,6 +123,13 @@ func drawMessage(t *rapid.T, typ MsgType) Message {
 			Held: drawSlice(t, "held", 5, drawTask)}
 	case TypeSyncAnswer:
 		return &SyncAnswer{Destroy: drawSlice(t, "destroy", 5, drawTask)}
+	case TypeLogBatch:
+		return &LogBatch{NodeID: drawNode(t), Sub: drawU64(t), Lines: drawSlice(t, "lines", 4, func(t *rapid.T) LogLine {
+			return LogLine{Task: drawTask(t), Stream: rapid.SampledFrom([]LogStream{LogStdout, LogStderr, LogNote}).Draw(t, "stream"),
+				At: drawI64(t), Data: drawText(t)}
+		}), Done: rapid.Bool().Draw(t, "done")}
+	case TypeLogAck:
+		return &LogAck{Stop: rapid.Bool().Draw(t, "stop")}
 	}
 	panic("unknown type " + typ.String())
 }

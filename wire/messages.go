@@ -18,11 +18,14 @@ const (
 	TypeStatusAck
 	TypeSyncRequest
 	TypeSyncAnswer
+	TypeLogBatch
+	TypeLogAck
 	numMsgTypes
 )
 
 var msgTypeNames = [...]string{"", "error", "session_request", "session", "heartbeat", "heartbeat_ack",
-	"assignments_request", "assignments", "status_batch", "status_ack", "sync_request", "sync_answer"}
+	"assignments_request", "assignments", "status_batch", "status_ack", "sync_request", "sync_answer",
+	"log_batch", "log_ack"}
 
 // Valid reports whether t is a known message type.
 func (t MsgType) Valid() bool { return t >= TypeError && t < numMsgTypes }
@@ -181,6 +184,10 @@ type Assignments struct {
 	// answered as soon as the leader changes, so an agent sends its next
 	// heartbeat to the new leader without first trying the old one.
 	Leader string `json:"leader,omitempty"`
+	// Logs are log subscriptions that want output of this node's tasks
+	// (logs.go), carried by INCREMENTAL frames only (SplitComplete drops
+	// them). A manager may send one again; the agent runs each ID once.
+	Logs []LogSubscription `json:"logs,omitempty"`
 }
 
 // StatusReport is one observed task state.
@@ -280,6 +287,10 @@ func New(t MsgType) Message {
 		return new(SyncRequest)
 	case TypeSyncAnswer:
 		return new(SyncAnswer)
+	case TypeLogBatch:
+		return new(LogBatch)
+	case TypeLogAck:
+		return new(LogAck)
 	}
 	return nil
 }

@@ -52,8 +52,13 @@ type ServiceSpec struct {
 	Reserve     Resources      `json:"reserve,omitempty"`
 	Restart     *RestartPolicy `json:"restart,omitempty"`
 	Update      *UpdateConfig  `json:"update,omitempty"`
-	Disconnect  *Disconnect    `json:"disconnect,omitempty"`
-	Placement   *Placement     `json:"placement,omitempty"`
+	// Rollback is how a rollback from this spec moves the tasks back
+	// (default: one at a time, monitor 5s, pause on failure, stop-first);
+	// its failure_action is pause or continue.
+	Rollback   *UpdateConfig     `json:"rollback,omitempty"`
+	Disconnect *Disconnect       `json:"disconnect,omitempty"`
+	Placement  *Placement        `json:"placement,omitempty"`
+	Labels     map[string]string `json:"labels,omitempty"` // the user's metadata; changing it replaces no task
 }
 
 // Placement shapes where a replicated service's tasks go among the nodes

@@ -51,12 +51,16 @@ func newNodeCmd() *cobra.Command {
 	ls.Flags().StringVar(&o.format, "format", "table", "table or json")
 	ls.Flags().BoolVarP(&o.quiet, "quiet", "q", false, "only IDs")
 	inspect := &cobra.Command{
-		Use: "inspect ID", Short: "Show a node as JSON", Args: cobra.ExactArgs(1),
+		Use: "inspect NODE", Short: "Show a node (ID, hostname or a unique prefix of either) as JSON", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withClient(cmd, o, func(ctx context.Context, c *client.Client) error {
-				n, err := c.Node(ctx, args[0])
+				n, err := resolveNode(ctx, c, args[0])
 				if err != nil {
 					return err
+				}
+				id := nodeID(n)
+				if n, err = c.Node(ctx, id); err != nil {
+					return nodeErr(args[0], id, err)
 				}
 				return printJSON(cmd.OutOrStdout(), n)
 			})
@@ -65,7 +69,7 @@ func newNodeCmd() *cobra.Command {
 	var avail string
 	var addLabels, rmLabels []string
 	update := &cobra.Command{
-		Use: "update ID", Short: "Change a node's availability or labels", Args: cobra.ExactArgs(1),
+		Use: "update NODE", Short: "Change a node's availability or labels (NODE: ID, hostname or a unique prefix)", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !cmd.Flags().Changed("availability") && len(addLabels) == 0 && len(rmLabels) == 0 {
 				return fmt.Errorf("nothing to change: pass --availability, --label-add or --label-rm")
@@ -76,15 +80,15 @@ func newNodeCmd() *cobra.Command {
 				}
 			}
 			return withClient(cmd, o, func(ctx context.Context, c *client.Client) error {
+				n, err := resolveNode(ctx, c, args[0])
+				if err != nil {
+					return err
+				}
 				var u client.NodeUpdate
 				if cmd.Flags().Changed("availability") {
 					u.Availability = &avail
 				}
 				if len(addLabels) > 0 || len(rmLabels) > 0 {
-					n, err := c.Node(ctx, args[0])
-					if err != nil {
-						return err
-					}
 					ls := map[string]string{}
 					for k, v := range n.Labels {
 						ls[k] = v
@@ -98,9 +102,9 @@ func newNodeCmd() *cobra.Command {
 					}
 					u.Labels = &ls
 				}
-				n, err := c.UpdateNode(ctx, args[0], u)
-				if err != nil {
-					return err
+				id := nodeID(n)
+				if n, err = c.UpdateNode(ctx, id, u); err != nil {
+					return nodeErr(args[0], id, err)
 				}
 				fmt.Fprintln(cmd.OutOrStdout(), n.ID)
 				return nil
@@ -111,11 +115,15 @@ func newNodeCmd() *cobra.Command {
 	update.Flags().StringArrayVar(&addLabels, "label-add", nil, "add or change a label KEY=VALUE (repeatable)")
 	update.Flags().StringArrayVar(&rmLabels, "label-rm", nil, "remove a label (repeatable)")
 	rm := &cobra.Command{
-		Use: "rm ID", Aliases: []string{"remove"}, Short: "Remove a down node", Args: cobra.ExactArgs(1),
+		Use: "rm NODE", Aliases: []string{"remove"}, Short: "Remove a down node (NODE: ID, hostname or a unique prefix)", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withClient(cmd, o, func(ctx context.Context, c *client.Client) error {
-				if err := c.RemoveNode(ctx, args[0]); err != nil {
+				n, err := resolveNode(ctx, c, args[0])
+				if err != nil {
 					return err
+				}
+				if err := c.RemoveNode(ctx, nodeID(n)); err != nil {
+					return nodeErr(args[0], nodeID(n), err)
 				}
 				fmt.Fprintln(cmd.OutOrStdout(), args[0])
 				return nil

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"strconv"
@@ -18,114 +19,9 @@ func newServiceCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "service", Short: "Manage services"}
 	addClientFlags(cmd, o)
 	cmd.AddCommand(newServiceCreateCmd(o), newServiceLsCmd(o), newServicePsCmd(o), newServiceInspectCmd(o),
-		newServiceScaleCmd(o), newServiceUpdateCmd(o), newServiceRollbackCmd(o), newServiceRmCmd(o))
+		newServiceScaleCmd(o), newServiceUpdateCmd(o), newServiceRollbackCmd(o), newServiceRmCmd(o),
+		newServiceLogsCmd(o))
 	return cmd
-}
-
-// specFlags are the flags that make or change a spec.
-type specFlags struct {
-	replicas      uint32
-	mode          string
-	networks      []string
-	constraints   []string
-	env           []string
-	dir           string
-	restartCond   string
-	restartDelay  time.Duration
-	restartMax    uint32
-	updPar        uint32
-	updDelay      time.Duration
-	updOrder      string
-	updFailAction string
-	reserveCPU    float64
-	reserveMem    int64
-	stopGrace     time.Duration
-	detach        bool
-	timeout       time.Duration
-}
-
-func (f *specFlags) add(cmd *cobra.Command, create bool) {
-	fl := cmd.Flags()
-	fl.Uint32Var(&f.replicas, "replicas", 1, "number of tasks (replicated mode)")
-	if create {
-		fl.StringVar(&f.mode, "mode", "replicated", "replicated or global (one task per node)")
-	}
-	fl.StringSliceVar(&f.networks, "network", nil, "attach to a network (repeatable)")
-	fl.StringSliceVar(&f.constraints, "constraint", nil, "placement constraint, e.g. node.labels.zone==a (repeatable)")
-	fl.StringArrayVarP(&f.env, "env", "e", nil, "environment variable KEY=VALUE (repeatable)")
-	fl.StringVar(&f.dir, "workdir", "", "working directory of the task's process")
-	fl.StringVar(&f.restartCond, "restart-condition", "any", "restart when a task exits: any, on-failure or none")
-	fl.DurationVar(&f.restartDelay, "restart-delay", 5*time.Second, "delay between restarts")
-	fl.Uint32Var(&f.restartMax, "restart-max-attempts", 0, "restarts per slot before giving up (0: unlimited)")
-	fl.Uint32Var(&f.updPar, "update-parallelism", 1, "tasks updated at once (0: all)")
-	fl.DurationVar(&f.updDelay, "update-delay", 0, "delay between updating tasks")
-	fl.StringVar(&f.updOrder, "update-order", "stop-first", "stop-first or start-first")
-	fl.StringVar(&f.updFailAction, "update-failure-action", "pause", "pause, continue or rollback")
-	fl.Float64Var(&f.reserveCPU, "reserve-cpu", 0, "CPUs reserved per task (e.g. 0.5)")
-	fl.Int64Var(&f.reserveMem, "reserve-memory", 0, "bytes of memory reserved per task")
-	fl.DurationVar(&f.stopGrace, "stop-grace-period", 10*time.Second, "time between SIGTERM and SIGKILL when stopping a task")
-	fl.BoolVarP(&f.detach, "detach", "d", false, "return once the change is stored, without waiting for tasks to converge")
-	fl.DurationVar(&f.timeout, "timeout", 2*time.Minute, "how long to wait for convergence")
-}
-
-// apply writes the flags the user set (all of them on create) into spec.
-func (f *specFlags) apply(cmd *cobra.Command, spec *client.ServiceSpec, create bool) {
-	set := func(name string) bool { return create || cmd.Flags().Changed(name) }
-	if (create && f.mode != "global") || (!create && cmd.Flags().Changed("replicas")) {
-		r := f.replicas
-		spec.Replicas = &r
-	}
-	if set("network") {
-		spec.Networks = f.networks
-	}
-	if set("constraint") {
-		spec.Constraints = f.constraints
-	}
-	if set("env") {
-		spec.Env = f.env
-	}
-	if set("workdir") {
-		spec.Dir = f.dir
-	}
-	if spec.Restart == nil {
-		spec.Restart = &client.RestartPolicy{}
-	}
-	if set("restart-condition") {
-		spec.Restart.Condition = f.restartCond
-	}
-	if set("restart-delay") {
-		d := client.Duration(f.restartDelay)
-		spec.Restart.Delay = &d
-	}
-	if set("restart-max-attempts") {
-		spec.Restart.MaxAttempts = f.restartMax
-	}
-	if spec.Update == nil {
-		spec.Update = &client.UpdateConfig{}
-	}
-	if set("update-parallelism") {
-		p := f.updPar
-		spec.Update.Parallelism = &p
-	}
-	if set("update-delay") {
-		spec.Update.Delay = client.Duration(f.updDelay)
-	}
-	if set("update-order") {
-		spec.Update.Order = f.updOrder
-	}
-	if set("update-failure-action") {
-		spec.Update.FailureAction = f.updFailAction
-	}
-	if set("reserve-cpu") {
-		spec.Reserve.CPU = int64(f.reserveCPU * 1000)
-	}
-	if set("reserve-memory") {
-		spec.Reserve.Memory = f.reserveMem
-	}
-	if set("stop-grace-period") {
-		g := client.Duration(f.stopGrace)
-		spec.StopGrace = &g
-	}
 }
 
 func newServiceCreateCmd(o *cliOptions) *cobra.Command {
@@ -150,7 +46,9 @@ func newServiceCreateCmd(o *cliOptions) *cobra.Command {
 			if spec.Mode == "global" && cmd.Flags().Changed("replicas") {
 				return fmt.Errorf("--replicas does not apply to a global service (it runs one task per node)")
 			}
-			f.apply(cmd, &spec, true)
+			if err := f.apply(cmd, &spec, true); err != nil {
+				return err
+			}
 			ctx, cancel := requestCtx(cmd)
 			defer cancel()
 			svc, idx, err := c.CreateService(ctx, spec)
@@ -187,7 +85,9 @@ func newServiceUpdateCmd(o *cliOptions) *cobra.Command {
 				return userError(err)
 			}
 			spec := cur.Spec
-			f.apply(cmd, &spec, false)
+			if err := f.apply(cmd, &spec, false); err != nil {
+				return err
+			}
 			if len(args) > 1 {
 				spec.Command = args[1:]
 			}
@@ -396,10 +296,13 @@ func newServiceInspectCmd(o *cliOptions) *cobra.Command {
 }
 
 func newServicePsCmd(o *cliOptions) *cobra.Command {
+	var noTrunc bool
 	cmd := &cobra.Command{
-		Use:   "ps NAME",
-		Short: "List a service's tasks",
-		Args:  cobra.ExactArgs(1),
+		Use:   "ps NAME|TASK-ID",
+		Short: "List a service's tasks, or the one task whose ID begins with TASK-ID",
+		Example: `  shoal service ps web
+  shoal service ps 7q2k            # the task whose printed ID begins 7q2k`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkFormat(o.format); err != nil {
 				return err
@@ -408,7 +311,7 @@ func newServicePsCmd(o *cliOptions) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			tasks, err := allTasks(cmd, c, url.Values{"service": {args[0]}})
+			tasks, err := serviceOrTask(cmd, c, args[0])
 			if err != nil {
 				return err
 			}
@@ -418,7 +321,7 @@ func newServicePsCmd(o *cliOptions) *cobra.Command {
 				return printJSON(w, tasks)
 			case o.quiet:
 				for _, t := range tasks {
-					fmt.Fprintln(w, t.ID)
+					fmt.Fprintln(w, printedTaskID(t.ID, noTrunc))
 				}
 				return nil
 			}
@@ -432,7 +335,7 @@ func newServicePsCmd(o *cliOptions) *cobra.Command {
 				if t.State == "failed" && msg == "" {
 					msg = fmt.Sprintf("exit code %d", t.ExitCode)
 				}
-				rows = append(rows, []string{t.ID, fmt.Sprintf("%s.%d", t.Service, t.Slot), node,
+				rows = append(rows, []string{printedTaskID(t.ID, noTrunc), fmt.Sprintf("%s.%d", t.Service, t.Slot), node,
 					titleCase(t.Desired), titleCase(t.State) + " " + ago(t.Since), msg})
 			}
 			return table(w, []string{"ID", "NAME", "NODE", "DESIRED STATE", "CURRENT STATE", "ERROR"}, rows)
@@ -440,10 +343,35 @@ func newServicePsCmd(o *cliOptions) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&o.format, "format", "table", "table or json")
 	cmd.Flags().BoolVarP(&o.quiet, "quiet", "q", false, "only task IDs")
+	cmd.Flags().BoolVar(&noTrunc, "no-trunc", false, "print whole task IDs (13 characters)")
 	return cmd
 }
 
-// allTasks reads every page of a task list.
+// serviceOrTask reads the tasks `service ps ARG` lists: those of the
+// service named arg, or else the one task whose ID begins with arg.
+func serviceOrTask(cmd *cobra.Command, c *client.Client, arg string) ([]client.Task, error) {
+	if arg == "" {
+		return nil, errors.New("an empty name: give a service name or a task ID as `service ps` prints it")
+	}
+	tasks, err := allTasks(cmd, c, url.Values{"service": {arg}})
+	var ae *client.APIError
+	if err == nil || !errors.As(err, &ae) || ae.Code != client.CodeNotFound {
+		return tasks, userError(err)
+	}
+	ctx, cancel := requestCtx(cmd)
+	defer cancel()
+	t, terr := resolveTask(ctx, c, arg)
+	if errors.Is(terr, errNoSuchTask) {
+		return nil, fmt.Errorf("no service is named %q and no task ID begins with it (see `shoal service ls`)", arg)
+	}
+	if terr != nil {
+		return nil, terr
+	}
+	return []client.Task{t}, nil
+}
+
+// allTasks reads every page of a task list (errors as the client gives
+// them: the caller turns them into text for the user).
 func allTasks(cmd *cobra.Command, c *client.Client, params url.Values) ([]client.Task, error) {
 	all := []client.Task{}
 	q := &client.Query{Params: params}
@@ -452,7 +380,7 @@ func allTasks(cmd *cobra.Command, c *client.Client, params url.Values) ([]client
 		l, _, err := c.Tasks(ctx, q)
 		cancel()
 		if err != nil {
-			return nil, userError(err)
+			return nil, err
 		}
 		all = append(all, l.Items...)
 		if l.NextToken == "" {

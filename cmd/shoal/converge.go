@@ -83,7 +83,7 @@ func printProgress(w io.Writer, t *client.Task, last map[string]string) {
 		return
 	}
 	last[t.ID] = t.State
-	line := fmt.Sprintf("  %s.%d  task %s  %s", t.Service, t.Slot, t.ID, t.State)
+	line := fmt.Sprintf("  %s.%d  task %s  %s", t.Service, t.Slot, printedTaskID(t.ID, false), t.State)
 	if t.NodeName != "" {
 		line += " on " + t.NodeName
 	}

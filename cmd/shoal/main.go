@@ -63,7 +63,7 @@ func newRoot() *cobra.Command {
 		},
 	})
 	root.SetFlagErrorFunc(flagError)
-	root.AddCommand(newServeCmd(), newAgentCmd(), newServiceCmd(), newNodeCmd(), newNetworkCmd(), newClusterCmd(), newStatusCmd(), newReplicaCmd(), newTokenCmd(), newLoadgenCmd(), newLoadgenFleetCmd())
+	root.AddCommand(newServeCmd(), newAgentCmd(), newServiceCmd(), newStackCmd(), newNodeCmd(), newNetworkCmd(), newClusterCmd(), newStatusCmd(), newReplicaCmd(), newTokenCmd(), newLoadgenCmd(), newLoadgenFleetCmd())
 	return root
 }
 

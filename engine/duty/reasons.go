@@ -3,7 +3,6 @@ package duty
 import (
 	"errors"
 	"slices"
-	"strings"
 
 	"shoal/sched"
 	"shoal/statemachine"
@@ -116,9 +115,8 @@ func pendingMessage(err error) string {
 	if errors.As(err, &ne) {
 		return "its node cannot run it: " + ne.Detail
 	}
-	msg := err.Error()
 	if errors.Is(err, sched.ErrInvalidConstraint) {
-		return "its constraints cannot be used (update the service): " + strings.TrimPrefix(msg, "sched: ")
+		return "its constraints cannot be used (update the service): " + err.Error()
 	}
-	return strings.TrimPrefix(msg, "sched: ")
+	return err.Error()
 }

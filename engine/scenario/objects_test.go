@@ -141,7 +141,7 @@ func splitList(v string) []string {
 func (r *runner) cmdService(d *datadriven.TestData) (string, error) {
 	a, err := parseArgs(d, 1, append([]string{"replicas", "mode", "restart", "networks", "image", "constraints",
 		"delay", "max-attempts", "window", "lost-after", "replace", "reconcile",
-		"preferences", "max-per-node", "strategy", "cpu", "mem"}, updateKeys...)...)
+		"preferences", "max-per-node", "strategy", "cpu", "mem"}, append(updateKeys, rollbackKeys...)...)...)
 	if err != nil {
 		return "", err
 	}
@@ -200,7 +200,10 @@ func (r *runner) cmdService(d *datadriven.TestData) (string, error) {
 			return "", err
 		}
 	}
-	if err := parseUpdateArgs(a, &spec.Update); err != nil {
+	if err := parseUpdateArgs(a, updateKeys, &spec.Update); err != nil {
+		return "", err
+	}
+	if err := parseRollbackArgs(a, kind == sm.CmdCreateService, &spec); err != nil {
 		return "", err
 	}
 	if v, ok := a.kv["replace"]; ok {

@@ -12,6 +12,8 @@ package scenario
 //		[lost-after=5m] [replace=true|false] [reconcile=best_score|keep_original|keep_replacement|longest_running]
 //	    [networks=a,b] [image=v1] [constraints=node.labels.zone==a,…]
 //	    [cpu=milli-cores] [mem=64M] [preferences=node.labels.zone,…] [max-per-node=N] [strategy=spread|binpack]
+//	    [parallelism=N] [update-delay=…] [monitor=…] [failure-action=…] [max-failure-ratio=…] [order=…]
+//	    [rollback-parallelism=N] [rollback-delay=…] [rollback-monitor=…] [rollback-failure-action=…] … (update_test.go)
 //	update-service web [replicas=N] [image=…] [restart=…] [networks=…] [constraints=…] [preferences=…] …
 //	remove-service web
 //	rollback-service web

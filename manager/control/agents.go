@@ -67,6 +67,10 @@ type AgentsConfig struct {
 	// Logf gets the stream's lines (contact with the quorum lost and
 	// regained). Default: discard.
 	Logf func(format string, args ...any)
+	// Logs is the log broker whose notices the assignment stream hands
+	// the nodes (logs.go). Default: a broker of its own, which no
+	// subscription reaches.
+	Logs *LogBroker
 	// Sequential visits the groups one after another, in group order,
 	// where a call reads or commits in several (a sync, a COMPLETE's read
 	// barriers), instead of concurrently: a deterministic simulation
@@ -99,7 +103,7 @@ func NewAgents(cfg AgentsConfig) *Agents {
 		cfg.SessionIDs = rand.Uint64
 	}
 	return &Agents{cfg: cfg, stream: newStream(streamConfig{Reads: cfg.Cluster, Leaders: cfg.Leaders, Feed: cfg.Feed,
-		Clock: cfg.Clock, Logf: cfg.Logf, Sequential: cfg.Sequential})}
+		Clock: cfg.Clock, Logf: cfg.Logf, Sequential: cfg.Sequential, Logs: cfg.Logs})}
 }
 
 // Stream returns the assignment stream (its counts, its quorum check).

@@ -58,6 +58,8 @@ type streamConfig struct {
 	Logf func(format string, args ...any)
 	// Sequential: see AgentsConfig.Sequential.
 	Sequential bool
+	// Logs: see AgentsConfig.Logs.
+	Logs *LogBroker
 }
 
 // Stream is the assignment stream of one manager replica (DESIGN.md, "The
@@ -71,6 +73,7 @@ type Stream struct {
 	clock    clock.Clock
 	logf     func(string, ...any)
 	seq      bool
+	logs     *LogBroker
 	sessions sessionTable
 	quorum   quorumWatch
 	parked   atomic.Int64
@@ -85,13 +88,17 @@ func newStream(cfg streamConfig) *Stream {
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
 	}
-	s := &Stream{reads: cfg.Reads, leaders: cfg.Leaders, feed: cfg.Feed, clock: cfg.Clock, logf: cfg.Logf, seq: cfg.Sequential}
+	if cfg.Logs == nil {
+		cfg.Logs = NewLogBroker(LogConfig{})
+	}
+	s := &Stream{reads: cfg.Reads, leaders: cfg.Leaders, feed: cfg.Feed, clock: cfg.Clock, logf: cfg.Logf, seq: cfg.Sequential,
+		logs: cfg.Logs}
 	s.quorum.lost = make(chan struct{})
 	return s
 }
 
-// MaxAssignWait caps an assignments long poll.
-const MaxAssignWait = 5 * time.Minute
+// maxAssignWait caps an assignments long poll.
+const maxAssignWait = 5 * time.Minute
 
 // completeWait bounds how long a COMPLETE frame waits for this replica to
 // catch up with the cluster.
@@ -128,10 +135,14 @@ func (s *Stream) Open(session uint64, node statemachine.NodeID) { s.sessions.ope
 //   - a cursor the node's journal reaches back to: an INCREMENTAL of the
 //     node's changes since the cursor, once there are any; a cursor it
 //     does not reach: a COMPLETE marked Resync;
-//   - nothing new by the request's wait (capped at MaxAssignWait), a
+//   - nothing new by the request's wait (capped at maxAssignWait), a
 //     change of the cluster group's leader to one this replica can name,
-//     or ctx's end: an INCREMENTAL without changes, naming the leader,
-//     from the same cursor.
+//     a log subscription's notice for the node, or ctx's end: an
+//     INCREMENTAL without changes, naming the leader, from the same
+//     cursor.
+//
+// An INCREMENTAL hands the node the log subscriptions' notices it was not
+// handed yet (LogBroker).
 //
 // Each spec goes to a session once per service and version, unless the
 // agent asks from another cursor than the last answer gave it (that
@@ -151,7 +162,7 @@ func (s *Stream) Assignments(ctx context.Context, req *wire.AssignmentsRequest) 
 		return nil, s.noQuorum()
 	}
 	started, _ := s.leaders.LeaderNotice(route.ClusterGroup)
-	wait := min(time.Duration(max(req.Wait, 0)), MaxAssignWait)
+	wait := min(time.Duration(max(req.Wait, 0)), maxAssignWait)
 	var timeout <-chan time.Time
 	if wait > 0 {
 		timer := s.clock.NewTimer(wait)
@@ -171,9 +182,14 @@ func (s *Stream) Assignments(ctx context.Context, req *wire.AssignmentsRequest) 
 		// the dead one first (or the same address restarted, still
 		// catching up), each agent at its next beat.
 		leader, notice := s.leaders.LeaderNotice(route.ClusterGroup)
-		if (leader == 0 || leader == started) && wait > 0 {
+		// A log subscription for the node is handed over at once (logs.go).
+		logWake := s.logs.NoticeWake(req.NodeID)
+		logs := s.logs.HasNotices(req.NodeID, s.clock.Now())
+		if !logs && (leader == 0 || leader == started) && wait > 0 {
 			select {
 			case <-wake:
+				continue
+			case <-logWake:
 				continue
 			case <-notice:
 				continue
@@ -190,7 +206,8 @@ func (s *Stream) Assignments(ctx context.Context, req *wire.AssignmentsRequest) 
 		ss.mu.Unlock()
 		now, _ := s.leaders.LeaderNotice(route.ClusterGroup)
 		return &wire.Assignments{Kind: wire.FrameIncremental, Last: true,
-			AppliesTo: req.Cursor, ResultsIn: req.Cursor, Leader: s.managerAddr(now)}, nil
+			AppliesTo: req.Cursor, ResultsIn: req.Cursor, Leader: s.managerAddr(now),
+			Logs: s.logs.TakeNotices(req.NodeID, s.clock.Now())}, nil
 	}
 	return s.incremental(ss, req.NodeID, req.Cursor)
 }
@@ -364,6 +381,7 @@ func (s *Stream) incremental(ss *session, node statemachine.NodeID, cursor wire.
 		ss.mu.Unlock()
 		return s.complete(ss, node, true)
 	}
+	a.Logs = s.logs.TakeNotices(node, s.clock.Now())
 	s.frames.incremental.Add(1)
 	return a, nil
 }

@@ -86,6 +86,18 @@
 //     of it. The refusals are *wire.Error values the API sends as they
 //     are. Agents.OpenSession draws the session's ID and records it with
 //     the stream; the setup slots stay with the API.
+//   - LogBroker (logs.go) carries task output to the users who asked for
+//     it, with nothing committed to Raft (docs/logs.md): a subscription is
+//     held, in memory, by the manager the user's request reached, with its
+//     buffer bounded per subscription and in all (LogConfig; Publish never
+//     waits: what does not fit is dropped and counted, and the reader is
+//     told); its notice is put on every manager (the API forwards it and
+//     renews it; one not renewed for NoticeTTL is forgotten), and each
+//     manager's Stream hands it to the nodes it names in the answers to
+//     their assignment polls, once per round (a notice also ends a parked
+//     poll). A node's
+//     lines for a task the subscription does not expect from that node are
+//     refused.
 //
 // Wired in process, as the tests do (a simulation likewise; api.New builds
 // it the same way from the engine and the duties manager.Start hands it):

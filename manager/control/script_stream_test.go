@@ -23,6 +23,8 @@ package control
 //	snapshot-restore group=G      this replica restarted from a snapshot of
 //	                              group G at its last index: its feed knows
 //	                              nothing before it
+//	log-notice n1 id=N            a log subscription's notice names n1
+//	                              (LogBroker.PutNotice)
 //	assign-all web n1             every pending task of web to n1
 //	update web cmd=C              a new spec version of web
 //
@@ -65,6 +67,7 @@ type pollResult struct {
 var streamOptions = map[string][]string{
 	"open": nil, "poll": {"from", "wait"}, "await": nil, "advance": nil, "manager": {"addr"},
 	"leader": nil, "quorum": nil, "snapshot-restore": {"group"}, "assign-all": nil, "update": {"cmd"},
+	"log-notice": {"id"},
 }
 
 // Leader, LeaderNotice and Contact: the cluster group's leader as this
@@ -251,6 +254,23 @@ func (w *scriptWorld) runStream(d *datadriven.TestData, pos []string, kv map[str
 		}
 		w.feed.Raise(g, w.lead.Index(g))
 		return "ok", true, nil
+	case "log-notice":
+		if err := need(1); err != nil {
+			return "", true, err
+		}
+		n, err := w.node(pos[0])
+		if err != nil {
+			return "", true, err
+		}
+		id, err := strconv.ParseUint(kv["id"], 10, 64)
+		if err != nil {
+			return "", true, fmt.Errorf("want id=N: %v", err)
+		}
+		notice := Notice{ID: id, Publish: "m1:7700", Nodes: map[sm.NodeID][]sm.TaskID{n: nil}}
+		if err := w.stream.logs.PutNotice(notice, w.clk.Now()); err != nil {
+			return "", true, err
+		}
+		return "ok", true, nil
 	case "assign-all":
 		if err := need(2); err != nil {
 			return "", true, err
@@ -358,6 +378,9 @@ func (w *scriptWorld) answer(a *scriptAgent, f *wire.Assignments, err error) str
 		fmt.Fprintf(&b, "cursor: %s seqs: %s\n", groupsOf(f.ResultsIn), groupsOf(f.Seqs))
 		if f.Leader != "" {
 			fmt.Fprintf(&b, "leader: %s\n", f.Leader)
+		}
+		for _, l := range f.Logs {
+			fmt.Fprintf(&b, "log subscription %d (lines to %s)\n", l.ID, l.Publish)
 		}
 		a.previous, a.last = a.last, f.ResultsIn
 	}

@@ -9,17 +9,11 @@ import (
 	"shoal/wire"
 )
 
-// Groups is what the sync fan-out needs of the replicated groups (the
-// duty.Cluster seam has these methods; so does the engine).
+// Groups is what the sync fan-out needs of the replicated groups: their
+// reads (Reader) and a per-group commit (the duty.Cluster seam has these
+// methods; so does the engine).
 type Groups interface {
-	// Groups returns the number of service groups (1..Groups()).
-	Groups() int
-	// ReadLocal runs fn over the group's state as this replica applied it
-	// so far (possibly stale).
-	ReadLocal(group int, fn func(*statemachine.State)) error
-	// Read runs fn over the group's state once everything committed before
-	// the call is applied (linearizable).
-	Read(ctx context.Context, group int, fn func(*statemachine.State)) error
+	Reader
 	// SubmitToGroup commits a per-group command (CmdNodeSync) to one group
 	// and waits until this replica applied it.
 	SubmitToGroup(ctx context.Context, group int, cmd statemachine.Command) (statemachine.Result, error)
