@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"container/heap"
 	"sync"
 	"time"
 
@@ -15,7 +16,31 @@ type Clock struct {
 	mu     sync.Mutex
 	now    time.Time
 	seq    uint64
-	timers []*timer // unordered; small
+	timers timerHeap // armed timers, earliest first
+}
+
+// timerHeap orders timers by deadline, then by the order they were armed.
+type timerHeap []*timer
+
+func (h timerHeap) Len() int { return len(h) }
+func (h timerHeap) Less(i, j int) bool {
+	return h[i].when.Before(h[j].when) || (h[i].when.Equal(h[j].when) && h[i].seq < h[j].seq)
+}
+func (h timerHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].idx, h[j].idx = i, j
+}
+func (h *timerHeap) Push(x any) {
+	t := x.(*timer)
+	t.idx = len(*h)
+	*h = append(*h, t)
+}
+func (h *timerHeap) Pop() any {
+	old := *h
+	t := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	return t
 }
 
 var _ clock.Clock = (*Clock)(nil)
@@ -27,6 +52,7 @@ type timer struct {
 	fn     func()
 	ch     chan time.Time
 	active bool
+	idx    int // in the heap, while active
 }
 
 // NewClock returns a clock at start.
@@ -70,7 +96,7 @@ func (c *Clock) armLocked(t *timer, d time.Duration) {
 	c.seq++
 	t.seq = c.seq
 	t.active = true
-	c.timers = append(c.timers, t)
+	heap.Push(&c.timers, t)
 }
 
 func (c *Clock) removeLocked(t *timer) bool {
@@ -78,15 +104,7 @@ func (c *Clock) removeLocked(t *timer) bool {
 		return false
 	}
 	t.active = false
-	for i, x := range c.timers {
-		if x == t {
-			last := len(c.timers) - 1
-			c.timers[i] = c.timers[last]
-			c.timers[last] = nil
-			c.timers = c.timers[:last]
-			break
-		}
-	}
+	heap.Remove(&c.timers, t.idx)
 	return true
 }
 
@@ -95,15 +113,10 @@ func (c *Clock) removeLocked(t *timer) bool {
 func (c *Clock) next(end time.Time) *timer {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var first *timer
-	for _, t := range c.timers {
-		if first == nil || t.when.Before(first.when) || (t.when.Equal(first.when) && t.seq < first.seq) {
-			first = t
-		}
-	}
-	if first == nil || first.when.After(end) {
+	if len(c.timers) == 0 || c.timers[0].when.After(end) {
 		return nil
 	}
+	first := c.timers[0]
 	c.removeLocked(first)
 	if first.when.After(c.now) {
 		c.now = first.when
