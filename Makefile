@@ -6,7 +6,7 @@ BENCHTIME ?= 1x
 FUZZTIME  ?= 10s
 PERF_OUT  := perf/out
 
-.PHONY: build run test vet perf perf-e2e perf-failover fuzz fuzz-long fmt modelcheck report-check partition sim sim-planted
+.PHONY: build run test vet perf perf-e2e perf-failover fuzz fuzz-long fmt modelcheck report-check partition loadgen-fleet sim sim-planted
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null)
@@ -96,6 +96,14 @@ perf-failover:
 partition:
 	SHOAL_PARTITION=full $(GO) test -count=1 -timeout 10m -run '^TestPartitions$$' -v ./cmd/shoal/
 	$(GO) test -count=1 -run . ./internal/netns/
+
+# The loadgen beyond one machine (docs/loadgen-fleet.md): three managers and
+# two fleet workers in five network namespaces, leader kills and a worker
+# killed mid-run; then the workers run as a service of `serve --dev`. Needs
+# root and iproute2 (skips with one line elsewhere); 40-60 s on two cores,
+# over what `make test` can take, so it is kept out of it.
+loadgen-fleet:
+	SHOAL_FLEET_NS=1 $(GO) test -count=1 -timeout 10m -run '^TestLoadgenFleet' -v ./cmd/shoal/
 
 # The loadgen's HTML report (shoal loadgen --report) of the checked-in sample
 # run, opened in headless Chromium with networking off (Chromium installed

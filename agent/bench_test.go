@@ -2,10 +2,12 @@ package agent
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"runtime"
 	"testing"
 	"time"
 
+	"shoal/internal/clock"
 	sm "shoal/statemachine"
 	"shoal/wire"
 )
@@ -133,6 +135,64 @@ func BenchmarkReadyAfterABigFrame(b *testing.B) {
 		m.markTask(m.tasks[sm.TaskID(i%4096+1)])
 		if rd := m.Ready(); len(rd.Writes.Tasks) != 1 {
 			b.Fatalf("%d tasks written, want 1", len(rd.Writes.Tasks))
+		}
+	}
+}
+
+// BenchmarkSimTaskLife: one task's life through the simulated executor
+// (prepare, start, stop, each with a delay and a jitter as the loadgen's
+// agents have), with its events read as the runner reads them: the
+// executor's own cost per task, without the agent's calls.
+func BenchmarkSimTaskLife(b *testing.B) {
+	stage := SimStage{Delay: time.Millisecond, Jitter: time.Millisecond}
+	clk := clock.NewFake(time.Unix(0, 0))
+	e := NewSimExecutor(clk, SimConfig{Seed: 1, Prepare: stage, Start: stage, Stop: stage})
+	defer e.Close()
+	id := sm.TaskID(0)
+	want := func(k ObsKind) {
+		if ev := <-e.Events(); ev.Task != id || ev.Obs.Kind != k {
+			b.Fatalf("task %d: event %+v, want %v", id, ev, k)
+		}
+	}
+	for b.Loop() {
+		id++
+		e.Do(Action{Op: OpPrepare, Task: id})
+		clk.Advance(2 * time.Millisecond)
+		want(ObsPrepared)
+		e.Do(Action{Op: OpStart, Task: id})
+		clk.Advance(2 * time.Millisecond)
+		want(ObsStarted)
+		e.Do(Action{Op: OpStop, Task: id})
+		clk.Advance(2 * time.Millisecond)
+		want(ObsExited)
+		e.Do(Action{Op: OpForget, Task: id})
+	}
+}
+
+// The simulation's draws are a function of (Seed, task, stage) only: the
+// kept generator, seeded afresh for each draw, draws what a fresh one
+// does, whatever was drawn before.
+func TestSimRollIsAFunctionOfSeedTaskAndStage(t *testing.T) {
+	st := SimStage{Delay: time.Second, Jitter: time.Second, Outcomes: []SimOutcome{{Weight: 3}, {Weight: 1, Reject: "no"}, {Weight: 2, ExitCode: 7}}}
+	e := NewSimExecutor(clock.Real{}, SimConfig{Seed: 42})
+	defer e.Close()
+	for _, id := range []sm.TaskID{9, 1, 9, 1 << 40, 3, 9} {
+		for stage := stagePrepare; stage <= stageStop; stage++ {
+			e.world.mu.Lock()
+			d, o := e.roll(id, stage, &st)
+			e.world.mu.Unlock()
+			r := rand.New(rand.NewPCG(42, uint64(id)<<3|uint64(stage)))
+			wantD := st.Delay + time.Duration(r.Int64N(int64(st.Jitter)))
+			n, want := r.IntN(6), st.Outcomes[0]
+			for _, oc := range st.Outcomes {
+				if n -= oc.Weight; n < 0 {
+					want = oc
+					break
+				}
+			}
+			if d != wantD || o.Reject != want.Reject || o.ExitCode != want.ExitCode {
+				t.Fatalf("task %d stage %d: drew %v %+v, a fresh generator %v %+v", id, stage, d, o, wantD, want)
+			}
 		}
 	}
 }

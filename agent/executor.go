@@ -113,10 +113,11 @@ func (e *eventQueue) push(ev Event) {
 }
 
 func (e *eventQueue) pump() {
+	var spare []Event // the batch delivered last, emptied: the next q
 	for {
 		e.mu.Lock()
 		batch := e.q
-		e.q = nil
+		e.q = spare
 		e.mu.Unlock()
 		for _, ev := range batch {
 			select {
@@ -124,6 +125,11 @@ func (e *eventQueue) pump() {
 			case <-e.done:
 				return
 			}
+		}
+		clear(batch) // keep no references for the collector
+		spare = batch[:0]
+		if cap(spare) > 1<<12 {
+			spare = nil // a burst's room is not kept for good
 		}
 		select {
 		case <-e.wake:

@@ -58,6 +58,10 @@ type simWorld struct {
 	procs   map[sm.TaskID]*simProc
 	pending map[sm.TaskID]clock.Timer // an operation in progress
 	nextPid int32
+	// pcg and rng draw each stage's delay and outcome, seeded afresh for
+	// each (roll); kept to spare two allocations per draw.
+	pcg rand.PCG
+	rng *rand.Rand
 }
 
 type simProc struct {
@@ -148,9 +152,15 @@ const (
 	stageStop
 )
 
-// roll returns the delay and outcome of one stage for one task.
+// roll returns the delay and outcome of one stage for one task: a function
+// of (Seed, task, stage) only. w.mu is held.
 func (e *SimExecutor) roll(id sm.TaskID, stage int, s *SimStage) (time.Duration, SimOutcome) {
-	r := rand.New(rand.NewPCG(e.cfg.Seed, uint64(id)<<3|uint64(stage)))
+	w := e.world
+	if w.rng == nil {
+		w.rng = rand.New(&w.pcg)
+	}
+	w.pcg.Seed(e.cfg.Seed, uint64(id)<<3|uint64(stage))
+	r := w.rng
 	d := s.Delay
 	if s.Jitter > 0 {
 		d += time.Duration(r.Int64N(int64(s.Jitter)))

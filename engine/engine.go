@@ -277,8 +277,9 @@ func (e *Engine) SubmitMany(ctx context.Context, cmds []statemachine.Command) []
 	slots := 0
 	for i := range cmds {
 		gs, rej := route.Groups(&cmds[i], e.cfg.Groups, targets[:0])
+		var enc []byte
 		if rej.Code == statemachine.CodeOK {
-			rej = statemachine.CheckEncodable(&cmds[i])
+			enc, rej = statemachine.EncodeChecked(&cmds[i])
 		}
 		if rej.Code != statemachine.CodeOK {
 			out[i].Result = rej
@@ -287,7 +288,7 @@ func (e *Engine) SubmitMany(ctx context.Context, cmds []statemachine.Command) []
 		size := approxSize(&cmds[i])
 		spans[i] = span{slots, len(gs)}
 		for _, g := range gs {
-			perGroup[g] = append(perGroup[g], call{cmd: cmds[i], size: size, w: w, slot: slots, notAfter: notAfter})
+			perGroup[g] = append(perGroup[g], call{cmd: cmds[i], enc: enc, size: size, w: w, slot: slots, notAfter: notAfter})
 			slots++
 		}
 	}

@@ -41,6 +41,13 @@ func encodeEntry(st entryStamp, batch []statemachine.Command, sizeHint int) []by
 	return statemachine.AppendBatch(b, batch)
 }
 
+// encodeEntryEncoded is encodeEntry for commands of which some were
+// encoded when they were checked (statemachine.EncodeChecked).
+func encodeEntryEncoded(st entryStamp, batch []statemachine.Command, encoded [][]byte, sizeHint int) []byte {
+	b := appendEntryHeader(make([]byte, 0, entryHeaderLen+sizeHint), st)
+	return statemachine.AppendBatchEncoded(b, batch, encoded)
+}
+
 // decodeEntry splits an entry into its stamp and its batch. Corrupt input
 // yields an error wrapping statemachine.ErrCorrupt, never a panic.
 func decodeEntry(b []byte) (st entryStamp, batch []statemachine.Command, err error) {

@@ -33,7 +33,10 @@ func (w *waiter) deliver(slot int, o route.Outcome) {
 
 // call is one command queued for one group.
 type call struct {
-	cmd  statemachine.Command
+	cmd statemachine.Command
+	// enc is cmd's encoding from its check (statemachine.EncodeChecked),
+	// nil for the kinds encoded with their entry.
+	enc  []byte
 	size int
 	w    *waiter
 	slot int
@@ -64,6 +67,7 @@ type proposer struct {
 	stop       chan struct{}
 	done       chan struct{}
 	scratch    []statemachine.Command // the loop goroutine's encoding buffer
+	scratchEnc [][]byte               // and the commands' encodings
 	// proposed counts the entries this replica proposed and the commands
 	// they carried (the mean batch size is their ratio); last is when it
 	// last proposed one (unix nanoseconds on the engine's clock).
@@ -203,15 +207,17 @@ func (p *proposer) run() {
 // propose encodes one entry's calls and proposes it, and leaves a goroutine waiting
 // for its result.
 func (p *proposer) propose(calls []call, size int) {
-	cmds := p.scratch[:0]
+	cmds, encs := p.scratch[:0], p.scratchEnc[:0]
 	for i := range calls {
 		cmds = append(cmds, calls[i].cmd)
+		encs = append(encs, calls[i].enc)
 	}
 	now := p.cfg.Clock.Now()
 	deadline := now.Add(p.cfg.ProposeTimeout)
-	ent := encodeEntry(entryStamp{now: now.UnixNano(), notAfter: p.notAfter(deadline, calls)}, cmds, size)
+	ent := encodeEntryEncoded(entryStamp{now: now.UnixNano(), notAfter: p.notAfter(deadline, calls)}, cmds, encs, size)
 	clear(cmds) // drop references to specs
-	p.scratch = cmds[:0]
+	clear(encs)
+	p.scratch, p.scratchEnc = cmds[:0], encs[:0]
 	p.proposed.entries.Add(1)
 	p.proposed.commands.Add(uint64(len(calls)))
 	p.proposed.last.Store(now.UnixNano())

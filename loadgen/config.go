@@ -33,7 +33,14 @@ type Config struct {
 
 	SyncInterval time.Duration // children's --sync-interval; default 5s
 	MinHeartbeat time.Duration // children's --min-heartbeat; 0: the server's default (1s)
-	RaftLogLevel string        // children's --raft-log-level (into DataDir/mN.log); default critical
+	// OrphanTimeout is the managers' --orphan-timeout (given to the
+	// started ones; with Join, say what the managers were given): a node
+	// down that long has its tasks orphaned and their addresses freed,
+	// while the processes of an agent that is only cut off or vanished
+	// would still run. The faults then cut off or vanish an agent for at
+	// most half as long. 0: the server's default (24h; no bound needed).
+	OrphanTimeout time.Duration
+	RaftLogLevel  string // children's --raft-log-level (into DataDir/mN.log); default critical
 	// ElectionTimeout is the children's --election-timeout; 0: the
 	// server's default.
 	ElectionTimeout time.Duration
@@ -52,6 +59,21 @@ type Config struct {
 	FaultShare      float64       // most agents faulted at once (share of Agents); default 0.1
 	FaultEvery      time.Duration // how often an agent is disconnected or vanishes; default 250ms
 	LeaderKillEvery time.Duration // SIGKILL the leader replica this often in the fault phase (owned clusters); default 10s; <0: never
+
+	// FleetWorkers is how many fleet workers (`shoal loadgen fleet`, on
+	// other hosts) the run waits for and spreads its agents over; 0: the
+	// agents run in local child processes only.
+	FleetWorkers int
+	// FleetListen is where the workers connect (host:port); default
+	// ":7790".
+	FleetListen string
+	// FleetLocal is how many of the agents run in local child processes
+	// in a run with workers; default 0.
+	FleetLocal int
+	// FleetTokenFile, if set, is where the run's worker token is written.
+	FleetTokenFile string
+	// FleetWait is the longest wait for the workers; default 5 minutes.
+	FleetWait time.Duration
 
 	// Sim is the simulated tasks' stage table; zero: DefaultSim().
 	Sim *agent.SimConfig
@@ -115,6 +137,16 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.AgentsPerProcess <= 0 {
 		c.AgentsPerProcess = fleet.AgentsPerProcess
+	}
+	defd(&c.FleetWait, 5*time.Minute)
+	if c.FleetListen == "" {
+		c.FleetListen = ":7790"
+	}
+	if c.FleetWorkers < 0 || c.FleetLocal < 0 {
+		return c, errors.New("loadgen: --fleet-workers and --fleet-local must be 0 or more")
+	}
+	if c.FleetWorkers > 0 && c.FleetLocal >= c.Agents {
+		return c, errors.New("loadgen: --fleet-local leaves no agents for the --fleet-workers")
 	}
 	defd(&c.RampTimeout, 45*time.Second)
 	defd(&c.Churn, 15*time.Second)

@@ -15,6 +15,11 @@
 // resumable event stream), check (the invariant checker, a pure value),
 // workload (the seeded plan and the API calls), report (the JSON schema).
 //
+// With --fleet-workers the loadgen is the coordinator of fleet workers on
+// other hosts (`shoal loadgen fleet`; docs/loadgen-fleet.md): it keeps the
+// workload, the stream, the checks and the report, and the workers run
+// the agents; the single-machine run is unchanged without it.
+//
 // A run is bounded: every phase has a duration or a timeout, and Run
 // returns when the last one ends (or its context does). The exit status of
 // `shoal loadgen` is non-zero when an invariant was violated, the cluster

@@ -252,6 +252,7 @@ func (r *run) buildReport(ctx context.Context, converged bool, convergeSecs floa
 	for i := range rep.Phases {
 		if !rep.Phases[i].Skipped {
 			rep.Phases[i].CPUSeconds = report.PhaseCPU(rep.Series, rep.Phases[i])
+			rep.Phases[i].CPUMicrosPerTask = report.PerTask(rep.Phases[i].CPUSeconds, cfg.Tasks)
 		}
 	}
 	rep.Groups = r.sampler.proposals(time.Since(r.start).Seconds())
@@ -270,6 +271,7 @@ func (r *run) buildReport(ctx context.Context, converged bool, convergeSecs floa
 	rep.Violations = r.checker.Count()
 	rep.TotalSeconds = time.Since(r.start).Seconds()
 	rep.Thresholds = evalThresholds(cfg.Thresholds, rep)
+	r.fleetReport(rep)
 	return rep
 }
 

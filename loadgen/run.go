@@ -58,6 +58,7 @@ type run struct {
 	counts   struct {
 		crashes, disconnects, vanishes, leaderKills atomic.Int64
 	}
+	workers    *fleetHub // with fleet workers (FleetWorkers): their listener
 	reconnects struct {
 		sync.Mutex
 		detail []report.KillRecovery // per leader kill timed to the end
@@ -123,6 +124,12 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 		// (Remove takes only an empty one: replica logs stay).
 		defer os.Remove(d)
 	}
+	if err := r.listenFleet(); err != nil {
+		return nil, err
+	}
+	if r.workers != nil {
+		defer r.workers.hub.Close()
+	}
 	if len(cfg.Join) > 0 {
 		access := &cluster.Access{}
 		if !cfg.Insecure {
@@ -134,7 +141,7 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 	} else {
 		r.logf("starting %d managers (data and logs in %s)", cfg.Managers, cfg.DataDir)
 		r.cl, err = cluster.Start(ctx, cluster.Config{Binary: cfg.Binary, Managers: cfg.Managers, DataDir: cfg.DataDir,
-			Groups: cfg.Groups, SyncInterval: cfg.SyncInterval, MinHeartbeat: cfg.MinHeartbeat, RaftLogLevel: cfg.RaftLogLevel, ElectionTimeout: cfg.ElectionTimeout, Pprof: cfg.PprofDir != "", CheckReplay: cfg.CheckReplay, Insecure: cfg.Insecure})
+			Groups: cfg.Groups, SyncInterval: cfg.SyncInterval, MinHeartbeat: cfg.MinHeartbeat, OrphanTimeout: cfg.OrphanTimeout, RaftLogLevel: cfg.RaftLogLevel, ElectionTimeout: cfg.ElectionTimeout, Pprof: cfg.PprofDir != "", CheckReplay: cfg.CheckReplay, Insecure: cfg.Insecure})
 	}
 	if err != nil {
 		return nil, err
@@ -190,7 +197,9 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 	}
 	per := cfg.AgentsPerProcess
 	procs := (cfg.Agents + per - 1) / per
-	if procs > 1 {
+	if r.workers != nil {
+		// said once the workers are in (startAgents)
+	} else if procs > 1 {
 		r.logf("starting %d simulated agents (in %d processes of their own, %d at most each)", cfg.Agents, procs, per)
 	} else {
 		r.logf("starting %d simulated agents (in a process of their own)", cfg.Agents)
@@ -203,7 +212,7 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 		}
 		cc.CPUProfile = filepath.Join(cfg.PprofDir, "agents%d.cpu.prof")
 	}
-	r.fleet, err = fleet.StartRemote(bin, cc, per, r.checker, cfg.Out)
+	r.fleet, err = r.startAgents(runCtx, bin, cc, per)
 	if err != nil {
 		return nil, err
 	}

@@ -108,6 +108,7 @@ func Start(o Options) (*Manager, error) {
 	var feed atomic.Pointer[control.Feed]
 	sig := duty.NewSignal()
 	obSig := duty.NewOutboxSignal()
+	tracker := duty.NewTracker()
 	cfg := o.Engine
 	cfg.DataDir, cfg.ReplicaID, cfg.RaftAddr, cfg.Peers, cfg.Groups = o.DataDir, o.ReplicaID, o.RaftAddr, o.Peers, o.Groups
 	cfg.RaftLogLevel, cfg.Join = o.RaftLogLevel, o.Join
@@ -130,11 +131,13 @@ func Start(o Options) (*Manager, error) {
 	cfg.OnApply = func(g int, index uint64, effects []statemachine.Effect) {
 		sig.OnApply(g, index, effects)
 		obSig.OnApply(g, index, effects)
+		tracker.OnApply(g, index, effects)
 		if f := feed.Load(); f != nil {
 			f.OnApply(g, index, effects)
 		}
 	}
 	cfg.OnRecover = func(g int, index uint64) {
+		tracker.OnRecover(g, index)
 		if f := feed.Load(); f != nil {
 			f.Raise(g, index)
 		}
@@ -174,7 +177,7 @@ func Start(o Options) (*Manager, error) {
 	if clk == nil {
 		clk = clock.Real{}
 	}
-	driver := duty.NewDriver(sub, duty.DriverConfig{Signal: sig, Clock: clk, Logf: o.Logf})
+	driver := duty.NewDriver(sub, duty.DriverConfig{Signal: sig, Tracker: tracker, Clock: clk, Logf: o.Logf})
 	mon, err := duty.NewMonitorDuty(sub, duty.MonitorConfig{Clock: clk, Logf: o.Logf,
 		Monitor: monitor.Config{MinTTL: o.MinHeartbeat, MaxTTL: 30 * time.Second, FailoverGrace: o.FailoverGrace,
 			OrphanTimeout: o.OrphanTimeout, MassExpiryShare: o.MassExpiryShare, MassExpiryHold: o.MassExpiryHold}})

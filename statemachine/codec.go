@@ -27,6 +27,23 @@ func AppendBatch(dst []byte, batch []Command) []byte {
 	return e.b
 }
 
+// AppendBatchEncoded is AppendBatch for commands of which some were
+// encoded already: encoded[i], when not nil, is batch[i] as EncodeChecked
+// returned it, and is copied instead of encoded again.
+func AppendBatchEncoded(dst []byte, batch []Command, encoded [][]byte) []byte {
+	e := encoder{b: dst}
+	e.byte1(batchVersion)
+	e.u(uint64(len(batch)))
+	for i := range batch {
+		if encoded[i] != nil {
+			e.b = append(e.b, encoded[i]...)
+			continue
+		}
+		encodeCommand(&e, &batch[i])
+	}
+	return e.b
+}
+
 // DecodeBatch decodes a batch written by AppendBatch. Corrupt input yields an
 // error wrapping ErrCorrupt, never a panic.
 func DecodeBatch(b []byte) ([]Command, error) {
@@ -412,19 +429,36 @@ func DecodeResults(b []byte) ([]Result, error) {
 // CheckEncodable rejects (CodeInvalid) a command that would not survive
 // the batch codec, before it joins a batch: one such command would make
 // the whole entry, everyone else's commands included, undecodable on the
-// replicas. The hot kinds (task status, assign) take a field check; the
-// rest a round trip through the codec.
+// replicas. See EncodeChecked.
 func CheckEncodable(c *Command) Result {
+	_, r := EncodeChecked(c)
+	return r
+}
+
+// EncodeChecked is CheckEncodable that keeps the encoding it checked, for
+// AppendBatchEncoded: the hot kinds (task status, assign) take a field
+// check and return no bytes (they are encoded with their batch); the rest
+// are encoded once and decoded back.
+func EncodeChecked(c *Command) ([]byte, Result) {
 	if c.Entry != nil && c.Entry.Cmd.Entry != nil {
-		return Result{Code: CodeInvalid, Msg: "an outbox entry cannot carry another"}
+		return nil, Result{Code: CodeInvalid, Msg: "an outbox entry cannot carry another"}
 	}
 	if (c.Kind == CmdTaskStatus || c.Kind == CmdAssign) &&
 		c.Spec == nil && c.NodeSpec == nil && c.NetworkSpec == nil && c.State.Valid() &&
 		c.NodeStatus < numNodeStatuses && c.Availability < numAvailabilities {
-		return Result{}
+		return nil, Result{}
 	}
-	if _, err := DecodeBatch(AppendBatch(nil, []Command{*c})); err != nil {
-		return Result{Code: CodeInvalid, Msg: "command cannot be encoded: " + err.Error()}
+	e := encoder{}
+	encodeCommand(&e, c)
+	d := newDecoder(e.b)
+	d.specExt = true // encodeCommand writes the current batch version's form
+	var back Command
+	decodeCommand(&d, &back)
+	if d.Err() == nil && d.Len() != 0 {
+		d.fail("trailing bytes")
 	}
-	return Result{}
+	if err := d.Err(); err != nil {
+		return nil, Result{Code: CodeInvalid, Msg: "command cannot be encoded: " + err.Error()}
+	}
+	return e.b, Result{}
 }

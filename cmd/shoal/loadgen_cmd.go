@@ -12,6 +12,7 @@ import (
 	"runtime/pprof"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -54,7 +55,11 @@ makes the exit status non-zero, as do a failed convergence and a failed
 --threshold ('converge<20s', 'running_p99<5s', 'heap_per_task<1024',
 'violations<1', 'ramp<30s').
 
-  shoal loadgen --agents 1000 --tasks 100000 --json run.json --report run.html --pprof-dir prof`,
+  shoal loadgen --agents 1000 --tasks 100000 --json run.json --report run.html --pprof-dir prof
+
+Beyond one machine, --fleet-workers N waits for N fleet workers on other hosts
+(shoal loadgen fleet --coordinator ADDR --token TOKEN, with the token this run
+prints) and runs the agents on them; see docs/loadgen-fleet.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runLoadgen(cmd, o) },
 	}
@@ -71,6 +76,7 @@ makes the exit status non-zero, as do a failed convergence and a failed
 	f.StringVar(&c.DataDir, "data-dir", "", "the started managers' data and logs (default: a temporary directory, removed after a clean run)")
 	f.Uint64Var(&o.seed, "seed", 1, "seed of the workload, the stage tables and the faults (the same seed replays the same workload)")
 	f.DurationVar(&c.SyncInterval, "sync-interval", 0, "the started managers' --sync-interval (default 5s, or 5ms per agent above 1,000 agents)")
+	f.DurationVar(&c.OrphanTimeout, "orphan-timeout", 0, "the started managers' --orphan-timeout (with --join: the one the managers were given); agents are cut off or vanish for at most half of it (default: the server's, 24h)")
 	f.DurationVar(&c.MinHeartbeat, "min-heartbeat", 0, "the started managers' --min-heartbeat (default: the server's)")
 	f.DurationVar(&c.ElectionTimeout, "election-timeout", 0, "the started managers' --election-timeout (default: the server's; 2s from 5,000 agents on, since the simulated agents share the managers' CPUs)")
 	f.StringVar(&c.RaftLogLevel, "raft-log-level", "critical", "the started managers' --raft-log-level (their logs go to --data-dir; warning shows every election)")
@@ -91,6 +97,12 @@ makes the exit status non-zero, as do a failed convergence and a failed
 	f.StringVar(&c.PprofDir, "pprof-dir", "", "fetch each replica's CPU profiles (while the services are created, then while their tasks start: mN.cpu.prof, mN.ramp.cpu.prof; and for 15 s after each leader kill, the survivors: mN.killK.cpu.prof) and heap profile (at the end) into this directory; each simulated agents' process writes its CPU profile there too (agentsN.cpu.prof, its whole run)")
 	f.BoolVar(&c.CheckReplay, "check-replay", false, "start the managers with serve --check-replay (determinism check at every snapshot; doubles their apply cost)")
 	f.StringArrayVar(&c.Thresholds, "threshold", nil, "a pass/fail threshold, e.g. 'converge<20s' (repeatable)")
+	f.IntVar(&c.FleetWorkers, "fleet-workers", 0, "wait for this many fleet workers (shoal loadgen fleet, on other hosts) and run the agents on them (docs/loadgen-fleet.md)")
+	f.StringVar(&c.FleetListen, "fleet-listen", ":7790", "with --fleet-workers: where the workers connect (TLS, with a token of this run's own)")
+	f.IntVar(&c.FleetLocal, "fleet-local", 0, "with --fleet-workers: how many of the agents run in this host's own processes")
+	f.StringVar(&c.FleetTokenFile, "fleet-token-file", "", "with --fleet-workers: also write the workers' token to this file")
+	f.DurationVar(&c.FleetWait, "fleet-wait", 5*time.Minute, "with --fleet-workers: the longest wait for the workers to connect")
+	cmd.AddCommand(newLoadgenWorkerCmd())
 	return cmd
 }
 

@@ -35,11 +35,24 @@ func checkLoadgenFlags(cmd *cobra.Command, o loadgenOptions) error {
 	if cmd.Flags().Changed("fault-share") && (c.FaultShare <= 0 || c.FaultShare > 1) {
 		return fmt.Errorf("--fault-share must be above 0 and at most 1, a share of --agents (got %g)", c.FaultShare)
 	}
+	if c.FleetWorkers < 0 {
+		return fmt.Errorf("--fleet-workers must be 0 or more (got %d)", c.FleetWorkers)
+	}
+	if c.FleetWorkers == 0 {
+		for _, flag := range []string{"fleet-local", "fleet-listen", "fleet-token-file", "fleet-wait"} {
+			if cmd.Flags().Changed(flag) {
+				return fmt.Errorf("--%s is for a run with --fleet-workers", flag)
+			}
+		}
+	} else if c.FleetLocal < 0 || c.FleetLocal >= c.Agents {
+		return fmt.Errorf("--fleet-local %d must be at least 0 and leave some of the %d agents for the --fleet-workers", c.FleetLocal, c.Agents)
+	}
 	if err := loadgen.CheckThresholds(c.Thresholds); err != nil {
 		return fmt.Errorf("--threshold: %w", err)
 	}
 	for _, f := range []struct{ flag, path string }{
 		{"json", o.jsonFile}, {"report", o.reportFile}, {"cpuprofile", o.cpuProfile}, {"memprofile", o.memProfile},
+		{"fleet-token-file", c.FleetTokenFile},
 	} {
 		if err := writable(f.path); err != nil {
 			return fmt.Errorf("--%s %s: %w (nothing was started)", f.flag, f.path, err)

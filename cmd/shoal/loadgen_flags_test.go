@@ -31,6 +31,10 @@ func TestLoadgenRefusesBadFlagsBeforeStarting(t *testing.T) {
 		// --json passes (a probe file is made in dir and removed), then --cpuprofile fails.
 		{[]string{"--json", filepath.Join(dir, "ok.json"), "--cpuprofile", missing}, []string{"--cpuprofile " + missing}},
 		{[]string{"--managers", "0"}, []string{"--managers must be 1 or more"}},
+		{[]string{"--fleet-workers", "-1"}, []string{"--fleet-workers must be 0 or more"}},
+		{[]string{"--fleet-local", "5"}, []string{"--fleet-local is for a run with --fleet-workers"}},
+		{[]string{"--fleet-workers", "2", "--agents", "10", "--fleet-local", "10"}, []string{"leave some of the 10 agents"}},
+		{[]string{"--fleet-workers", "2", "--fleet-token-file", missing}, []string{"--fleet-token-file " + missing, "cannot write"}},
 	} {
 		var out bytes.Buffer
 		root := newRoot()
@@ -92,5 +96,27 @@ func TestLoadgenAcceptsGoodFlags(t *testing.T) {
 	o.join, o.cfg.Managers = "127.0.0.1:7700", 0
 	if err := checkLoadgenFlags(newLoadgenCmd(), o); err != nil {
 		t.Errorf("default --services above --tasks, --join without --managers: %v", err)
+	}
+}
+
+// A fleet worker says what is missing or wrong before it connects.
+func TestLoadgenFleetWorkerRefusesBadFlags(t *testing.T) {
+	for _, c := range []struct{ args, want []string }{
+		{[]string{"--token", "x"}, []string{"--coordinator is required"}},
+		{[]string{"--coordinator", "127.0.0.1:1", "--token", "nope"}, []string{"--token", "not a loadgen fleet token"}},
+	} {
+		root := newRoot()
+		root.SetArgs(append([]string{"loadgen", "fleet"}, c.args...))
+		root.SetOut(&bytes.Buffer{})
+		root.SetErr(&bytes.Buffer{})
+		err := root.Execute()
+		if err == nil {
+			t.Fatalf("%v: no error", c.args)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%v: %q does not say %q", c.args, err, w)
+			}
+		}
 	}
 }

@@ -96,6 +96,7 @@ func (s *syncBuf) String() string {
 // proc is a running shoal process.
 type proc struct {
 	name   string
+	bin    string // the binary to run; empty: shoalBin
 	args   []string
 	host   *netns.Host // nil: the test's own network namespace
 	cmd    *exec.Cmd
@@ -124,10 +125,14 @@ func (p *proc) start(t *testing.T) {
 	t.Helper()
 	p.out = &syncBuf{}
 	p.exited = make(chan struct{})
+	bin := p.bin
+	if bin == "" {
+		bin = shoalBin(t)
+	}
 	if p.host != nil {
-		p.cmd = p.host.Command(shoalBin(t), p.args...)
+		p.cmd = p.host.Command(bin, p.args...)
 	} else {
-		p.cmd = exec.Command(shoalBin(t), p.args...)
+		p.cmd = exec.Command(bin, p.args...)
 	}
 	p.cmd.Dir = t.TempDir() // never pick up a dragonboat-soft-settings.json
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out

@@ -45,6 +45,7 @@ type serveOptions struct {
 	maxHandshakes   int
 	dev             bool
 	checkReplay     bool
+	snapshotEntries uint64
 	clockOffset     time.Duration
 	insecure        bool
 	join            string // API addresses of running managers (TLS join)
@@ -133,6 +134,8 @@ On exit it prints one line: "shoal: stopped replica=ID g0=INDEX/HASH g1=...".`,
 	f.BoolVar(&o.dev, "dev", false, "development mode: also run an agent in this process (plain HTTP on loopback)")
 	f.BoolVar(&o.checkReplay, "check-replay", false, "debugging: keep a copy of each group restored from its last snapshot, apply every entry to it too and compare at the next snapshot, and check the task model's invariants there (doubles apply cost); a difference or a broken invariant is logged and both states written to the data directory")
 	_ = f.MarkHidden("check-replay")
+	f.Uint64Var(&o.snapshotEntries, "snapshot-entries", 0, "testing: how many applied entries of a group trigger a snapshot (0: the engine's default, 4096)")
+	_ = f.MarkHidden("snapshot-entries")
 	f.DurationVar(&o.clockOffset, "clock-offset", 0, "testing: move this replica's clock (the time it stamps entries and its timers read) by this much, to check the cluster's bound on clock error between replicas")
 	_ = f.MarkHidden("clock-offset")
 	f.BoolVar(&o.insecure, "insecure", false, "no TLS: plain HTTP API and Raft, no authentication (every replica and agent of the cluster needs it)")
@@ -206,6 +209,7 @@ func runServe(ctx context.Context, o serveOptions, out io.Writer) error {
 		WorkerLifetime: o.nodeCertTTL, StatusFile: o.statusFile,
 		Say: func(line string) { fmt.Fprintln(out, "shoal: "+line) }}
 	so.Engine.ElectionRTT = rtt
+	so.Engine.SnapshotEntries = o.snapshotEntries
 	if o.clockOffset != 0 {
 		so.Engine.Clock = clock.Offset{D: o.clockOffset}
 	}

@@ -17,7 +17,10 @@
 // Contract:
 //
 //   - The decisions are value functions, table-tested without any loop:
-//     the driver's scan (states → node table + pending batches), plan
+//     the driver's scan (states → node table + pending batches; with a
+//     Tracker kept between runs and corrected by the tasks the applied
+//     entries touched, checked against the full scan by a property test),
+//     plan
 //     (table + batches + seed → assignments + reasons) and pending reasons
 //     (plan + the message each pending task carries → CmdPendingReason
 //     only where it changed), the monitor's

@@ -59,6 +59,12 @@ type DriverConfig struct {
 	// task of the batch in the Raft log at every run. Default 10s;
 	// negative: no limit.
 	ReasonRefresh time.Duration
+	// Tracker, if set, keeps the scan from one run to the next: wire its
+	// OnApply and OnRecover into the engine's Config, and a run reads only
+	// the tasks the groups' entries touched since the last run (plus the
+	// pending ones), not every task. Default: none (every run scans every
+	// task).
+	Tracker *Tracker
 	// Logf receives one line whenever a batch's reason for staying pending
 	// first appears or changes (a bad constraint, no suitable node), and
 	// run failures. Default: discard.
@@ -131,6 +137,7 @@ type Unschedulable struct {
 // RunStats describes one run of the driver.
 type RunStats struct {
 	Skipped  bool // nothing changed since the last scan
+	Rebuilt  bool // with a Tracker: this run scanned every task
 	Nodes    int  // nodes in the table
 	Live     int  // assigned..running tasks accounted in the table
 	Pending  int  // pending tasks found
@@ -161,6 +168,10 @@ type Driver struct {
 	assignBuf []statemachine.Command
 	// reasonAt is when each batch's reason last changed (ReasonRefresh).
 	reasonAt map[batchKey]time.Time
+	// inc is the kept scan (with Tracker).
+	inc incremental
+	// cons keeps the parsed constraints of the spec versions met.
+	cons *consCache
 
 	mu struct {
 		sync.Mutex
@@ -171,7 +182,8 @@ type Driver struct {
 
 // NewDriver returns a scheduler driver over c.
 func NewDriver(c Cluster, cfg DriverConfig) *Driver {
-	return &Driver{c: c, cfg: cfg.withDefaults(), problems: make(map[batchKey]string), reasonAt: make(map[batchKey]time.Time)}
+	return &Driver{c: c, cfg: cfg.withDefaults(), problems: make(map[batchKey]string), reasonAt: make(map[batchKey]time.Time),
+		cons: newConsCache()}
 }
 
 // Run places pending tasks until ctx ends: once at once, then whenever
@@ -180,6 +192,10 @@ func NewDriver(c Cluster, cfg DriverConfig) *Driver {
 func (d *Driver) Run(ctx context.Context) {
 	d.run.Lock()
 	d.scanned = nil // a new term: scan whatever happened meanwhile
+	if tr := d.cfg.Tracker; tr != nil {
+		tr.start() // what happened before this term is unknown: the first run scans everything
+		defer tr.stop()
+	}
 	d.run.Unlock()
 	wakeLoop(ctx, d.cfg.Clock, d.cfg.Interval, d.gap, d.cfg.Signal, func() {
 		if _, err := d.RunOnce(ctx); err != nil && ctx.Err() == nil {
@@ -217,11 +233,16 @@ func (d *Driver) RunOnce(ctx context.Context) (placed int, err error) {
 		}
 		return 0, err
 	}
-	table, batches, stats, err := d.scan(indexes)
+	scan := d.scan
+	if d.cfg.Tracker != nil {
+		scan = d.scanIncremental
+	}
+	table, batches, stats, err := scan(indexes)
 	if err != nil {
 		return 0, err
 	}
 	d.table = table
+	d.cons.sweep()
 	stats.Scan = d.cfg.Clock.Now().Sub(start)
 
 	start = d.cfg.Clock.Now()
@@ -269,6 +290,7 @@ func (d *Driver) indexes() ([]uint64, bool, error) {
 // recording the index each group was read at.
 func (d *Driver) scan(indexes []uint64) (*sched.Table, []*batch, RunStats, error) {
 	sc := newScanner(d.cfg.Clock.Now().UnixNano())
+	sc.cons = d.cons
 	err := d.c.ReadLocal(route.ClusterGroup, func(s *statemachine.State) {
 		indexes[route.ClusterGroup] = s.LastIndex()
 		sc.scanNodes(s)
@@ -287,6 +309,34 @@ func (d *Driver) scan(indexes []uint64) (*sched.Table, []*batch, RunStats, error
 	}
 	t, b, st := sc.result()
 	return t, b, st, nil
+}
+
+// scanIncremental brings the kept scan up to date with what the tracker
+// collected (or scans everything when it cannot) and returns its table and
+// pending batches, as scan would.
+func (d *Driver) scanIncremental([]uint64) (*sched.Table, []*batch, RunStats, error) {
+	in := &d.inc
+	touched, stale := d.cfg.Tracker.take()
+	ok := false
+	var err error
+	if !stale && in.valid {
+		ok, err = in.refresh(d.c, touched)
+	}
+	rebuilt := false
+	if err == nil && !ok {
+		err, rebuilt = in.rebuild(d.c), true
+	}
+	if err != nil {
+		in.valid = false
+		return nil, nil, RunStats{}, err
+	}
+	batches, stats, err := in.batches(d.c, d.cfg.Clock.Now().UnixNano(), d.cons)
+	if err != nil {
+		in.valid = false
+		return nil, nil, RunStats{}, err
+	}
+	stats.Rebuilt = rebuilt
+	return in.table, batches, stats, nil
 }
 
 // logReasons logs the reasons for staying pending that are new or changed
@@ -320,6 +370,7 @@ func (d *Driver) submit(ctx context.Context, p *plan, stats *RunStats) error {
 		switch {
 		case o.Failed != nil:
 			stats.Failed++
+			d.inc.valid = false // the task's record cannot say
 			if first == nil {
 				first = fmt.Errorf("engine: scheduler: assign task %d to node %d: %w", p.cmds[i].Task, p.cmds[i].Node, o.Failed)
 			}
@@ -329,6 +380,9 @@ func (d *Driver) submit(ctx context.Context, p *plan, stats *RunStats) error {
 			_ = d.table.RemoveTask(a.node, a.service, a.cpu, a.mem)
 		default:
 			stats.Placed++
+			if d.cfg.Tracker != nil {
+				d.inc.placed(p.cmds[i].Task, p.assigns[i])
+			}
 		}
 	}
 	clear(p.cmds) // the buffer is reused; keep no references

@@ -22,13 +22,14 @@ type Memory struct {
 
 	mu struct {
 		sync.Mutex
-		states  []*statemachine.State
-		index   []uint64 // per group: the last entry's index
-		out     statemachine.Output
-		reject  func(statemachine.Command) error
-		drop    func(group int, cmd statemachine.Command) bool
-		onApply func(group int, index uint64, effects []statemachine.Effect)
-		onEntry func(e Entry)
+		states    []*statemachine.State
+		index     []uint64 // per group: the last entry's index
+		out       statemachine.Output
+		reject    func(statemachine.Command) error
+		drop      func(group int, cmd statemachine.Command) bool
+		onApply   func(group int, index uint64, effects []statemachine.Effect)
+		onRecover func(group int, index uint64)
+		onEntry   func(e Entry)
 	}
 	configure func(*statemachine.Config) // NewMemoryWith's; nil: none
 }
@@ -83,6 +84,14 @@ func (m *Memory) OnEntry(fn func(e Entry)) {
 	m.mu.onEntry = fn
 }
 
+// OnRecover calls fn after Restore replaced a group's state (as
+// engine.Config.OnRecover), under m's lock: fn must not call back into m.
+func (m *Memory) OnRecover(fn func(group int, index uint64)) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.mu.onRecover = fn
+}
+
 // FailSubmissions makes every later submitted command for which fn returns
 // an error fail with it instead of being applied (nil fn: none fail).
 func (m *Memory) FailSubmissions(fn func(statemachine.Command) error) {
@@ -118,6 +127,9 @@ func (m *Memory) Restore(group int) error {
 		return err
 	}
 	m.mu.states[group] = s
+	if m.mu.onRecover != nil {
+		m.mu.onRecover(group, m.mu.index[group])
+	}
 	return nil
 }
 

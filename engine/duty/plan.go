@@ -16,6 +16,7 @@ import (
 
 // assignment is one planned CmdAssign and what it reserved in the table.
 type assignment struct {
+	group         int
 	node, service uint32
 	cpu, mem      int64
 }
@@ -37,7 +38,7 @@ func makePlan(t *sched.Table, batches []*batch, seed uint64, buf []statemachine.
 		taskWhy: make(map[statemachine.TaskID]error)}
 	add := func(b *batch, task statemachine.TaskID, node uint32) {
 		p.cmds = append(p.cmds, statemachine.Command{Kind: statemachine.CmdAssign, Task: task, Node: statemachine.NodeID(node)})
-		p.assigns = append(p.assigns, assignment{node: node, service: b.sg.Service, cpu: b.sg.CPU, mem: b.sg.Mem})
+		p.assigns = append(p.assigns, assignment{group: b.group, node: node, service: b.sg.Service, cpu: b.sg.CPU, mem: b.sg.Mem})
 		p.placed[b.batchKey]++
 	}
 	for _, global := range []bool{true, false} {

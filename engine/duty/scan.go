@@ -12,9 +12,11 @@ import (
 // The scan is the driver's first pure stage: the groups' states in, the
 // scheduler's node table (nodes of the cluster group, resources held by
 // every assigned..running task) and the pending batches out. It reads every
-// task of every group: the tasks' resources have no change feed yet, so the
-// table cannot be kept incrementally without one (a run is skipped instead
-// when no group applied anything since the last scan).
+// task of every group (a run is skipped when no group applied anything since
+// the last scan). With a Tracker, fed by the apply fan-out, the driver keeps
+// what a scan finds from one run to the next and reads only the tasks that
+// changed (pending.go); this scan stays the reference its property test
+// compares it with.
 
 // batchKey names a batch: one spec version of one service of one group.
 type batchKey struct {
@@ -74,10 +76,64 @@ type scanner struct {
 	// now (unix nanoseconds) defers replacements of rejected tasks until
 	// their restart delay passed (statemachine.Task.AfterReject).
 	now int64
+	// cons parses each spec version's constraints once (nil: at every
+	// batch).
+	cons *consCache
 }
 
 func newScanner(now int64) *scanner {
 	return &scanner{table: sched.NewTable(), keys: make(map[svcRef]*svcInfo), now: now}
+}
+
+// consCache keeps the parsed constraints of the spec versions the driver's
+// runs met: a spec version never changes (a scale keeps the version and
+// its constraints), so each is parsed once, not at every run while its
+// tasks stay pending. Entries no run used since the last sweep are dropped.
+type consCache struct {
+	m   map[consKey]*parsedCons
+	gen uint64
+}
+
+// consKey names one spec version of one service of one group: the version
+// of the spec SpecAt returned, not the task's.
+type consKey struct {
+	group   int
+	service statemachine.ServiceID
+	version uint32
+}
+
+type parsedCons struct {
+	cons []sched.Constraint
+	err  error
+	gen  uint64
+}
+
+func newConsCache() *consCache { return &consCache{m: make(map[consKey]*parsedCons)} }
+
+// parse returns spec's constraints parsed; spec is version v of the
+// service.
+func (c *consCache) parse(k consKey, spec *statemachine.ServiceSpec) ([]sched.Constraint, error) {
+	if c == nil {
+		return sched.ParseConstraints(spec.Constraints)
+	}
+	p := c.m[k]
+	if p == nil {
+		p = &parsedCons{}
+		p.cons, p.err = sched.ParseConstraints(spec.Constraints)
+		c.m[k] = p
+	}
+	p.gen = c.gen
+	return p.cons, p.err
+}
+
+// sweep drops the entries not used since the last sweep.
+func (c *consCache) sweep() {
+	for k, p := range c.m {
+		if p.gen != c.gen {
+			delete(c.m, k)
+		}
+	}
+	c.gen++
 }
 
 // scanNodes puts the cluster group's nodes in the table.
@@ -112,7 +168,7 @@ func (sc *scanner) scanGroup(g int, s *statemachine.State) {
 		}
 		b := inf.batches[t.SpecVersion]
 		if b == nil {
-			b = newBatch(g, inf, t.SpecVersion)
+			b = newBatch(g, inf, t.SpecVersion, sc.cons)
 			if inf.batches == nil {
 				inf.batches = make(map[uint32]*batch)
 			}
@@ -158,15 +214,19 @@ func (sc *scanner) service(g int, s *statemachine.State, id statemachine.Service
 	return inf
 }
 
-func newBatch(g int, inf *svcInfo, version uint32) *batch {
-	spec, _ := inf.svc.SpecAt(version)
+func newBatch(g int, inf *svcInfo, version uint32, cons *consCache) *batch {
+	spec, exact := inf.svc.SpecAt(version)
+	specVersion := version
+	if !exact {
+		specVersion = inf.svc.SpecVersion // SpecAt returned the current spec
+	}
 	b := &batch{
 		batchKey: batchKey{group: g, service: inf.svc.ID, version: version},
 		name:     inf.svc.Spec.Name,
 		global:   inf.svc.Spec.Mode == statemachine.ModeGlobal,
 		sg:       sched.Request{Service: inf.key, SpecVersion: uint64(version), CPU: spec.CPU, Mem: spec.Memory},
 	}
-	b.sg.Constraints, b.perr = sched.ParseConstraints(spec.Constraints)
+	b.sg.Constraints, b.perr = cons.parse(consKey{g, inf.svc.ID, specVersion}, spec)
 	b.sg.Preferences = slices.Clone(spec.Placement.Preferences)
 	b.sg.MaxPerNode = int(spec.Placement.MaxPerNode)
 	b.sg.Strategy = lookup(schedStrategy[:], spec.Placement.Strategy, sched.Spread)

@@ -319,6 +319,28 @@ func (c *Checker) Release(id uint64, now time.Time) {
 	delete(c.mu.held, id)
 }
 
+// NodesGone records that the agents of nodes died with their fleet process
+// (a fleet worker on another host that was lost): their simulated
+// processes are gone, so what those agents held is held no longer. The
+// addresses stay quarantined on the managers until the nodes are
+// orphaned; the agents' view no longer counts them as held by live
+// processes.
+func (c *Checker) NodesGone(nodes []uint32, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	gone := make(map[uint32]bool, len(nodes))
+	for _, n := range nodes {
+		gone[n] = true
+	}
+	for k, h := range c.mu.agentAdr {
+		if gone[h.node] {
+			delete(c.mu.agentAdr, k)
+			delete(c.mu.held, h.task)
+			c.mu.released[k] = holder{h.node, h.task, now}
+		}
+	}
+}
+
 // Reset replaces the stream's view with a full task list (after the
 // stream could not resume and the state was read again). What agents hold
 // and were handed stays.

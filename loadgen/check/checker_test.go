@@ -252,3 +252,21 @@ func BenchmarkReset(b *testing.B) {
 		c.Reset(list, 1, t0)
 	}
 }
+
+// A fleet worker that died took its agents' processes with it: what the
+// nodes of that worker held is not counted as held once NodesGone says
+// so, while what live nodes hold still is.
+func TestGoneNodesHoldNothing(t *testing.T) {
+	c := New(t0)
+	c.Hold(5, 1, []string{"net0"}, []string{"10.0.0.2/24"}, t0)
+	c.Hold(6, 2, []string{"net0"}, []string{"10.0.0.3/24"}, t0)
+	c.NodesGone([]uint32{5, 9}, t0.Add(time.Second))
+	c.Hold(7, 3, []string{"net0"}, []string{"10.0.0.2/24"}, t0.Add(2*time.Second)) // freed by the orphan timeout
+	if n := violations(c, AddressAgents); n != 0 {
+		t.Fatalf("an address of a dead node's process counted as held: %+v", c.Violations())
+	}
+	c.Hold(7, 4, []string{"net0"}, []string{"10.0.0.3/24"}, t0.Add(2*time.Second)) // node 6 lives and holds it
+	if n := violations(c, AddressAgents); n != 1 {
+		t.Fatalf("a live node's address taken by another task: %d violations, want 1", n)
+	}
+}

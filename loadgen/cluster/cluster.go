@@ -26,7 +26,9 @@ type Config struct {
 	Groups       int           // service groups; 0: the server's default
 	SyncInterval time.Duration // --sync-interval; default 5s
 	MinHeartbeat time.Duration // --min-heartbeat; 0: the server's default
-	RaftLogLevel string        // --raft-log-level; default critical
+	// OrphanTimeout is --orphan-timeout; 0: the server's default.
+	OrphanTimeout time.Duration
+	RaftLogLevel  string // --raft-log-level; default critical
 	// ElectionTimeout is --election-timeout; 0: the server's default.
 	ElectionTimeout time.Duration
 	Pprof           bool          // start replicas with --pprof
@@ -196,6 +198,9 @@ func startOnce(ctx context.Context, cfg Config) (*Cluster, error) {
 		}
 		if cfg.ElectionTimeout > 0 {
 			r.args = append(r.args, "--election-timeout", cfg.ElectionTimeout.String())
+		}
+		if cfg.OrphanTimeout > 0 {
+			r.args = append(r.args, "--orphan-timeout", cfg.OrphanTimeout.String())
 		}
 		if cfg.MinHeartbeat > 0 {
 			r.args = append(r.args, "--min-heartbeat", cfg.MinHeartbeat.String())

@@ -23,4 +23,16 @@
 // operating system's scheduler, not Go's, which is fair among goroutines
 // and left that one reader a sliver next to a thousand agents. The child
 // is driven over net/rpc and streams its observations back in order.
+//
+// Fleet workers on other hosts (net.go; `shoal loadgen fleet`) speak the
+// same protocol over two TLS connections to the loadgen, which listens
+// with a certificate of its own that the run's token pins (Listen, Dial):
+// a worker of another run, or with a wrong token, is refused with a line
+// saying which. The loadgen measures each worker's clock offset over the
+// connection and subtracts it from the worker's stamps before the merge
+// (multi.go), so the order across hosts holds within the measured error
+// bound. A worker that dies, drops its connection or leaves a call
+// unanswered is lost: its agents are gone, and the observer learns that
+// their nodes' processes died (GoneObserver) after the last thing they
+// observed.
 package fleet

@@ -39,6 +39,10 @@ type Config struct {
 	Slack int
 	// CPU and Memory each simulated node offers; default 64 cores, 256 GiB.
 	CPU, Memory int64
+	// Clock is the agents' clock, which stamps what they observe and
+	// their heartbeats' times; default the real clock (a worker's is
+	// offset by its hidden --clock-offset in tests).
+	Clock clock.Clock
 	// StartSpread spreads the agents' first sessions over this long;
 	// default 0 (all at once; the managers' storm control answers 503 +
 	// Retry-After).
@@ -109,6 +113,9 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 	if cfg.Hostname == nil {
 		cfg.Hostname = func(i int) string { return fmt.Sprintf("sim-%05d", i) }
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
+	}
 	if cfg.Slack <= 0 {
 		cfg.Slack = 64
 	}
@@ -126,7 +133,7 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 	for i := range cfg.Agents {
 		g := cfg.First + i
 		a := &simAgent{idx: i, store: agent.NewMemStore(), managers: rotate(cfg.Managers, g)}
-		a.mgr = &manager{obs: cfg.Observer, node: &a.node, live: &a.live}
+		a.mgr = &manager{obs: cfg.Observer, node: &a.node, live: &a.live, clk: cfg.Clock}
 		if cfg.Token == "" {
 			ac, err := client.NewAgentClient(a.managers, f.hc)
 			if err != nil {
@@ -136,8 +143,8 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 		}
 		sim := cfg.Sim
 		sim.Seed = cfg.Seed*1_000_003 + uint64(g) + 1
-		a.mu.sim = agent.NewSimExecutor(clock.Real{}, sim)
-		a.cfg = agent.Config{Store: a.store, Logger: cfg.Logger.With("host", cfg.Hostname(g)), Seed: sim.Seed ^ 0x5eed,
+		a.mu.sim = agent.NewSimExecutor(cfg.Clock, sim)
+		a.cfg = agent.Config{Store: a.store, Clock: cfg.Clock, Logger: cfg.Logger.With("host", cfg.Hostname(g)), Seed: sim.Seed ^ 0x5eed,
 			Node: wire.NodeDescription{Hostname: cfg.Hostname(g), CPU: cfg.CPU, Memory: cfg.Memory, AgentVersion: "loadgen-sim",
 				Labels: simLabels(g)}}
 		f.agents = append(f.agents, a)
@@ -156,7 +163,7 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 func (f *Fleet) run(a *simAgent, sim *agent.SimExecutor, delay time.Duration) {
 	ctx, cancel := context.WithCancel(f.ctx)
 	done := make(chan struct{})
-	ex := newExecutor(sim, f.cfg.Observer, &a.node)
+	ex := newExecutor(sim, f.cfg.Observer, &a.node, f.cfg.Clock)
 	a.mu.Lock()
 	a.mu.sim, a.mu.exec, a.mu.cancel, a.mu.done, a.mu.gone, a.mu.agent = sim, ex, cancel, done, false, nil
 	a.mu.Unlock()
@@ -219,6 +226,14 @@ func (f *Fleet) SyncNow(within time.Duration) {
 	}
 }
 
+// now reads the agents' clock.
+func (f *Fleet) now() time.Time {
+	if f.cfg.Clock == nil {
+		return time.Now()
+	}
+	return f.cfg.Clock.Now()
+}
+
 // Len returns the number of agents.
 func (f *Fleet) Len() int { return len(f.agents) }
 
@@ -241,7 +256,7 @@ func (f *Fleet) Connected() int {
 // leader expires such an agent although nothing failed, so a large age
 // says the simulated fleet (or the machine under it) cannot keep up.
 func (f *Fleet) BeatAge() time.Duration {
-	now, oldest := time.Now().UnixNano(), int64(0)
+	now, oldest := f.now().UnixNano(), int64(0)
 	for _, a := range f.agents {
 		if ok := a.mgr.ok.Load(); ok > 0 && a.live.Load() {
 			oldest = max(oldest, now-ok)

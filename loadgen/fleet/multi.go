@@ -3,6 +3,7 @@ package fleet
 import (
 	"fmt"
 	"io"
+	"math"
 	"sync"
 	"time"
 )
@@ -17,18 +18,41 @@ import (
 const AgentsPerProcess = 2500
 
 // Remote is a fleet run by child processes of AgentsPerProcess agents at
-// most; its methods are Fleet's, with fleet-wide agent indexes. What the
-// agents observe reaches the observer once, in the order it happened
-// across the processes (merged by stamp): an address one agent released
-// and another then took is seen released first.
+// most, and by fleet workers on other hosts; its methods are Fleet's, with
+// fleet-wide agent indexes. What the agents observe reaches the observer
+// once, in the order it happened across the processes (merged by stamp,
+// a worker's stamps corrected by its measured clock offset): an address
+// one agent released and another then took is seen released first.
+//
+// A process that ends before Stop (a worker that died, or lost its
+// connection) is lost: its agents answer as gone and not connected, the
+// observer is told that its nodes' processes are gone (NodesGone), after
+// every observation it sent, and lost is called.
 type Remote struct {
 	kids []*child
-	per  int
 	obs  Observer
+	lost func(name string)
 	mu   sync.Mutex // over the merge
 	q    [][]obs    // per child, observations not yet handed on
-	upto []int64    // per child, its latest promise (obsBatch.Upto)
-	stop sync.Once
+	upto []int64    // per child, its latest promise (obsBatch.Upto), corrected
+	last []int64    // per child, its latest stamp, corrected
+	off  []int64    // per child, its clock offset (ns; 0 for a local child)
+	// track is, per child, whether it is a worker on another host: its
+	// stamps are corrected by off and its nodes noted in seen.
+	track []bool
+	// seen is, per child, the nodes its observations named. It has a lock
+	// of its own: Probe reads it, and the checker probes while the merge
+	// (under mu) hands it an observation.
+	seenMu sync.Mutex
+	seen   []map[uint32]bool
+	stop   sync.Once
+	quit   chan struct{}
+}
+
+// GoneObserver is an Observer that is told when the processes of nodes
+// died with their fleet process (the checker forgets what they held).
+type GoneObserver interface {
+	NodesGone(nodes []uint32, now time.Time)
 }
 
 // StartRemote starts cfg.Agents agents in child processes of binary, per
@@ -36,38 +60,148 @@ type Remote struct {
 // split among them. What they observe goes to obs (nil: nothing). The
 // children's own messages go to stderr.
 func StartRemote(binary string, cfg ChildConfig, per int, o Observer, stderr io.Writer) (*Remote, error) {
+	return StartFleet(binary, cfg, per, cfg.Agents, nil, o, stderr, nil)
+}
+
+// StartFleet runs the first local of cfg.Agents agents in child processes
+// of binary (per agents at most each) and spreads the rest evenly over
+// workers (fleet workers that passed the handshake). lost is called with a
+// process's name when one ends before Stop.
+func StartFleet(binary string, cfg ChildConfig, per, local int, workers []*Worker, o Observer, stderr io.Writer, lost func(name string)) (*Remote, error) {
 	if per <= 0 {
 		per = AgentsPerProcess
 	}
-	n := max(1, (cfg.Agents+per-1)/per)
-	r := &Remote{per: per, obs: o, q: make([][]obs, n), upto: make([]int64, n)}
-	for k := range n {
+	if len(workers) == 0 {
+		local = cfg.Agents
+	}
+	local = min(max(local, 0), cfg.Agents)
+	nLocal := 0
+	if local > 0 {
+		nLocal = (local + per - 1) / per
+	}
+	n := nLocal + len(workers)
+	r := newRemote(n, o, lost)
+	fail := func(err error) (*Remote, error) {
+		for _, c := range r.kids {
+			if c != nil {
+				c.kill()
+			}
+		}
+		for _, w := range workers {
+			w.close()
+		}
+		return nil, err
+	}
+	lo := 0
+	for k := range nLocal {
 		cc := cfg
-		cc.First = cfg.First + k*per
-		cc.Agents = min(per, cfg.Agents-k*per)
+		cc.First = cfg.First + lo
+		cc.Agents = min(per, local-lo)
 		if cfg.CPUProfile != "" {
 			cc.CPUProfile = fmt.Sprintf(cfg.CPUProfile, k+1)
 		}
 		c, err := startChild(binary, cc, func(b obsBatch) { r.merge(k, b) }, stderr)
 		if err != nil {
-			for _, c := range r.kids {
-				c.kill()
-			}
-			return nil, err
+			return fail(err)
 		}
-		r.kids = append(r.kids, c)
+		c.lo, c.agents, c.name = lo, cc.Agents, fmt.Sprintf("local fleet process %d", k+1)
+		r.kids[k] = c
+		lo += cc.Agents
+	}
+	rest := cfg.Agents - local
+	for j, w := range workers {
+		k := nLocal + j
+		cc := cfg
+		cc.CPUProfile, cc.AgentLog = "", ""
+		cc.Agents = rest / len(workers)
+		if j < rest%len(workers) {
+			cc.Agents++
+		}
+		cc.First = cfg.First + lo
+		r.off[k], r.track[k] = int64(w.Offset), true
+		c, err := startWorker(w, cc, func(b obsBatch) { r.merge(k, b) })
+		if err != nil {
+			return fail(err)
+		}
+		c.lo, c.agents = lo, cc.Agents
+		r.kids[k] = c
+		lo += cc.Agents
+		go r.pollCPU(c)
 	}
 	return r, nil
 }
 
+// newRemote is a Remote for n processes, none started yet.
+func newRemote(n int, o Observer, lost func(name string)) *Remote {
+	if lost == nil {
+		lost = func(string) {}
+	}
+	r := &Remote{obs: o, lost: lost, kids: make([]*child, n), q: make([][]obs, n), upto: make([]int64, n),
+		last: make([]int64, n), off: make([]int64, n), track: make([]bool, n), seen: make([]map[uint32]bool, n), quit: make(chan struct{})}
+	for k := range n {
+		r.seen[k] = map[uint32]bool{}
+	}
+	return r
+}
+
+// pollCPU reads a worker's CPU seconds every two seconds until it is lost
+// or the fleet stops: what a lost worker used is its last reading.
+func (r *Remote) pollCPU(c *child) {
+	for {
+		var s float64
+		if err := c.rpc.Call("Fleet.CPU", 0, &s); err == nil {
+			c.mu.Lock()
+			c.mu.cpu = s
+			c.mu.Unlock()
+		}
+		select {
+		case <-r.quit:
+			return
+		case <-c.done:
+			return
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
 // merge takes child k's batch and hands on, in stamp order, every queued
 // observation no child can still precede: those stamped at or before the
-// lowest promise.
+// lowest promise. Stamps are corrected by the child's clock offset first.
 func (r *Remote) merge(k int, b obsBatch) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	// A worker's stamps are corrected and its nodes noted (for when it is
+	// lost); a local child's need neither, which keeps the single-machine
+	// merge as cheap as it was.
+	if off := r.off[k]; r.track[k] {
+		r.seenMu.Lock()
+		for i := range b.Obs {
+			o := &b.Obs[i]
+			o.Stamp -= off
+			o.At -= off
+			if o.Node != 0 {
+				r.seen[k][o.Node] = true
+			}
+		}
+		r.seenMu.Unlock()
+	}
+	if n := len(b.Obs); n > 0 {
+		r.last[k] = max(r.last[k], b.Obs[n-1].Stamp)
+	}
 	r.q[k] = append(r.q[k], b.Obs...)
-	r.upto[k] = b.Upto
+	if b.Upto == math.MaxInt64 {
+		// The stream ended: a child that was not stopped is lost. Its
+		// processes died with it, which the observer learns after the
+		// last thing it observed.
+		if c := r.kids[k]; c == nil || !c.stopping.Load() {
+			at := max(r.last[k], r.upto[k]) + 1
+			r.q[k] = append(r.q[k], obs{Kind: obsGone, Stamp: at, At: time.Now().UnixNano()})
+		}
+		r.upto[k] = math.MaxInt64
+	} else {
+		r.upto[k] = b.Upto - r.off[k]
+		r.last[k] = max(r.last[k], r.upto[k])
+	}
 	low := r.upto[0]
 	for _, u := range r.upto {
 		low = min(low, u)
@@ -86,15 +220,34 @@ func (r *Remote) merge(k int, b obsBatch) {
 		if r.q[next] = r.q[next][1:]; len(r.q[next]) == 0 {
 			r.q[next] = nil
 		}
-		r.deliver(o)
+		r.deliver(next, o)
 	}
 }
 
-func (r *Remote) deliver(o obs) {
+func (r *Remote) deliver(k int, o obs) {
+	at := time.Unix(0, o.At)
+	if o.Kind == obsGone {
+		c := r.kids[k]
+		name := fmt.Sprintf("fleet process %d", k+1)
+		if c != nil {
+			c.dead.Store(true)
+			name = c.name
+		}
+		var nodes []uint32
+		r.seenMu.Lock()
+		for n := range r.seen[k] {
+			nodes = append(nodes, n)
+		}
+		r.seenMu.Unlock()
+		if g, ok := r.obs.(GoneObserver); ok {
+			g.NodesGone(nodes, at)
+		}
+		r.lost(name)
+		return
+	}
 	if r.obs == nil {
 		return
 	}
-	at := time.Unix(0, o.At)
 	switch o.Kind {
 	case obsHanded:
 		r.obs.Handed(o.Node, o.Task, at)
@@ -106,15 +259,28 @@ func (r *Remote) deliver(o obs) {
 }
 
 // at returns the child running agent i and its index there.
-func (r *Remote) at(i int) (*child, int) { return r.kids[i/r.per], i % r.per }
+func (r *Remote) at(i int) (*child, int) {
+	for _, c := range r.kids {
+		if i >= c.lo && i < c.lo+c.agents {
+			return c, i - c.lo
+		}
+	}
+	return r.kids[len(r.kids)-1], 0
+}
 
 func (r *Remote) Partition(i int, d time.Duration) {
 	c, j := r.at(i)
 	rpcCall[bool](c, "Partition", PartitionArgs{I: j, D: d})
 }
+
+// Vanish, Return, Gone and Crash of an agent of a lost process: it is
+// gone for good (Vanish reports false: not made to vanish now).
 func (r *Remote) Vanish(i int) bool { c, j := r.at(i); return rpcCall[bool](c, "Vanish", j) }
 func (r *Remote) Return(i int)      { c, j := r.at(i); rpcCall[bool](c, "Return", j) }
-func (r *Remote) Gone(i int) bool   { c, j := r.at(i); return rpcCall[bool](c, "Gone", j) }
+func (r *Remote) Gone(i int) bool {
+	c, j := r.at(i)
+	return c.dead.Load() || rpcCall[bool](c, "Gone", j)
+}
 func (r *Remote) Crash(i, n int) int {
 	c, j := r.at(i)
 	return rpcCall[int](c, "Crash", CrashArgs{I: j, N: n})
@@ -151,23 +317,62 @@ func (r *Remote) BeatAge() time.Duration {
 // SyncNow has every agent of every child sync within the next `within`.
 func (r *Remote) SyncNow(within time.Duration) { each[bool](r, "SyncNow", within) }
 
-func (r *Remote) Live() []bool        { return concat(each[[]bool](r, "Live", 0)) }
-func (r *Remote) Heartbeats() []int64 { return concat(each[[]int64](r, "Heartbeats", 0)) }
-func (r *Remote) Nodes() []uint32     { return concat(each[[]uint32](r, "Nodes", 0)) }
+// Live is per agent; the agents of a lost process are not.
+func (r *Remote) Live() []bool { return perAgent(r, each[[]bool](r, "Live", 0), nil) }
+
+// Heartbeats is per agent, by the loadgen's clock (a worker's corrected
+// by its offset); 0 for the agents of a lost process.
+func (r *Remote) Heartbeats() []int64 {
+	return perAgent(r, each[[]int64](r, "Heartbeats", 0), func(k int, v int64) int64 {
+		if v == 0 {
+			return 0
+		}
+		return v - r.off[k]
+	})
+}
+
+// perAgent joins the children's per-agent answers, each padded (or cut)
+// to its agents, with fix applied to each value (nil: none).
+func perAgent[T any](r *Remote, parts [][]T, fix func(k int, v T) T) []T {
+	var out []T
+	for k, c := range r.kids {
+		p := parts[k]
+		for j := range c.agents {
+			var v T
+			if j < len(p) {
+				v = p[j]
+				if fix != nil {
+					v = fix(k, v)
+				}
+			}
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func (r *Remote) Nodes() []uint32 { return concat(each[[]uint32](r, "Nodes", 0)) }
 
 func (r *Remote) Probe(node uint32, task uint64) string {
-	for _, a := range each[ProbeAnswer](r, "Probe", ProbeArgs{Node: node, Task: task}) {
+	for k, a := range each[ProbeAnswer](r, "Probe", ProbeArgs{Node: node, Task: task}) {
 		if a.Found {
 			return a.Text
+		}
+		r.seenMu.Lock() // not mu: the checker probes from within the merge
+		was := r.seen[k][node]
+		r.seenMu.Unlock()
+		if was && r.kids[k].dead.Load() {
+			return fmt.Sprintf("node %d ran in %s, which is lost", node, r.kids[k].name)
 		}
 	}
 	return fmt.Sprintf("no agent runs as node %d", node)
 }
 
 // Stop stops every agent, waits until their observations are in, and
-// ends the children; later calls do nothing.
+// ends the children and workers; later calls do nothing.
 func (r *Remote) Stop() {
 	r.stop.Do(func() {
+		close(r.quit)
 		var wg sync.WaitGroup
 		for _, c := range r.kids {
 			wg.Add(1)
@@ -185,11 +390,54 @@ func concat[T any](parts [][]T) []T {
 	return out
 }
 
-// Pids returns the fleet processes' IDs, in agent order.
+// Pids returns the local fleet processes' IDs, in agent order.
 func (r *Remote) Pids() []int {
 	out := make([]int, 0, len(r.kids))
 	for _, c := range r.kids {
-		out = append(out, c.cmd.Process.Pid)
+		if c.cmd != nil {
+			out = append(out, c.cmd.Process.Pid)
+		}
 	}
 	return out
+}
+
+// WorkerInfo is one fleet worker as the report shows it.
+type WorkerInfo struct {
+	ID     int
+	Host   string
+	Remote string
+	First  int // its first agent (fleet-wide index)
+	Agents int
+	// CPUSeconds is the worker process's CPU time at its last reading.
+	CPUSeconds float64
+	// Offset is the worker's clock minus the loadgen's, within ±Bound.
+	Offset, Bound time.Duration
+	Lost          bool
+}
+
+// Workers describes the fleet workers, in agent order (none: nil).
+func (r *Remote) Workers() []WorkerInfo {
+	var out []WorkerInfo
+	for _, c := range r.kids {
+		if c.w == nil {
+			continue
+		}
+		c.mu.Lock()
+		cpu := c.mu.cpu
+		c.mu.Unlock()
+		out = append(out, WorkerInfo{ID: c.w.ID, Host: c.w.Host, Remote: c.w.Remote, First: c.lo, Agents: c.agents,
+			CPUSeconds: cpu, Offset: c.w.Offset, Bound: c.w.Bound, Lost: c.dead.Load()})
+	}
+	return out
+}
+
+// LocalAgents is how many agents run in local child processes.
+func (r *Remote) LocalAgents() int {
+	n := 0
+	for _, c := range r.kids {
+		if c.cmd != nil {
+			n += c.agents
+		}
+	}
+	return n
 }

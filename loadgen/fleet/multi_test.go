@@ -15,7 +15,7 @@ func TestMergeHandsOnInStampOrder(t *testing.T) {
 		rng := rand.New(rand.NewPCG(seed, 7))
 		kids := 1 + rng.IntN(4)
 		rec := &recorder{}
-		r := &Remote{obs: obsSink(rec.add), q: make([][]obs, kids), upto: make([]int64, kids)}
+		r := newRemote(kids, obsSink(rec.add), nil)
 		// Each child's stream: observations with rising stamps, cut into
 		// batches whose promise lies between the batch's last stamp and
 		// the next one's, then a final batch promising that nothing follows.

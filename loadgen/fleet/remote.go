@@ -10,16 +10,54 @@ import (
 	"net/rpc"
 	"os"
 	"os/exec"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
 
-// child is one fleet process (serve.go) as the loadgen drives it.
+// child is one fleet process (serve.go) as the loadgen drives it: a local
+// child process, or a fleet worker on another host.
 type child struct {
-	cmd  *exec.Cmd
-	rpc  *rpc.Client
-	sink func(obsBatch) // each batch of observations, in order
-	done chan struct{}  // the observations stream ended
+	cmd    *exec.Cmd // a local child; nil for a worker
+	w      *Worker   // a worker; nil for a local child
+	name   string
+	rpc    *rpc.Client
+	sink   func(obsBatch) // each batch of observations, in order
+	done   chan struct{}  // the observations stream ended
+	lo     int            // its first agent's index in the Remote
+	agents int
+	// stopping: Stop was asked for, so the end of the stream is no loss;
+	// dead: it ended without (its agents are gone).
+	stopping, dead atomic.Bool
+	mu             struct {
+		sync.Mutex
+		cpu float64 // a worker's CPU seconds at the last reading
+	}
+}
+
+// startWorker hands worker w its share cfg and drives it as a child: net/rpc
+// over its control connection, observations over the other.
+func startWorker(w *Worker, cfg ChildConfig, sink func(obsBatch)) (*child, error) {
+	if err := writeLine(w.ctl, controlMsg{Config: &cfg}); err != nil {
+		w.close()
+		return nil, fmt.Errorf("fleet worker %d (%s): %w", w.ID, w.Host, err)
+	}
+	c := &child{w: w, sink: sink, done: make(chan struct{}), rpc: rpc.NewClient(w.ctl),
+		name: fmt.Sprintf("fleet worker %d (%s, %s)", w.ID, w.Host, w.Remote)}
+	go c.readObs(w.obsConn)
+	call := c.rpc.Go("Fleet.Connected", 0, new(int), nil)
+	select {
+	case <-call.Done:
+		if call.Error == nil {
+			return c, nil
+		}
+		c.kill()
+		return nil, fmt.Errorf("%s did not start its agents: %v", c.name, call.Error)
+	case <-time.After(time.Minute):
+		c.kill()
+		return nil, fmt.Errorf("%s did not start its agents within a minute", c.name)
+	}
 }
 
 // startChild starts `binary loadgen-fleet` running cfg's agents; each batch
@@ -93,26 +131,66 @@ func (c *child) readObs(rd io.ReadCloser) {
 
 // rpcCall runs one method in the child; a child that is gone answers with
 // the zero value (the run then sees no agents and says so).
+//
+// A worker on another host may vanish without its connection closing (its
+// host died, the network between was cut): a call it does not answer
+// within workerCallTimeout (Stop: workerStopTimeout) closes its
+// connections, and it is lost like a worker that died.
 func rpcCall[R any](c *child, method string, args any) R {
 	var out R
-	_ = c.rpc.Call("Fleet."+method, args, &out)
+	if c.w == nil {
+		_ = c.rpc.Call("Fleet."+method, args, &out)
+		return out
+	}
+	limit := workerCallTimeout
+	if method == "Stop" {
+		limit = workerStopTimeout
+	}
+	call := c.rpc.Go("Fleet."+method, args, &out, make(chan *rpc.Call, 1))
+	t := time.NewTimer(limit)
+	defer t.Stop()
+	select {
+	case <-call.Done:
+	case <-t.C:
+		c.w.close()
+		<-call.Done // the closed connection ends every call under way
+		var zero R
+		return zero
+	}
 	return out
 }
+
+var (
+	workerCallTimeout = 15 * time.Second
+	workerStopTimeout = time.Minute
+)
 
 // stop stops the child's agents, waits until their observations are in,
 // and ends the child.
 func (c *child) stop() {
+	c.stopping.Store(true)
 	rpcCall[bool](c, "Stop", 0)
 	_ = c.rpc.Close() // closes the child's stdin: it exits
 	select {
 	case <-c.done:
 	case <-time.After(30 * time.Second):
 	}
-	_ = c.cmd.Wait()
+	if c.cmd != nil {
+		_ = c.cmd.Wait()
+	} else {
+		c.w.close()
+	}
 }
 
 func (c *child) kill() {
-	_ = c.cmd.Process.Kill()
+	c.stopping.Store(true)
+	if c.cmd != nil {
+		_ = c.cmd.Process.Kill()
+	}
 	_ = c.rpc.Close()
-	_ = c.cmd.Wait()
+	if c.cmd != nil {
+		_ = c.cmd.Wait()
+	} else {
+		c.w.close()
+	}
 }

@@ -32,7 +32,7 @@ func TestObservationsArriveInOrder(t *testing.T) {
 	agent := obsSink(w.add)
 	// The loadgen reads nothing until the child's queue is full.
 	rec := &recorder{gate: make(chan struct{})}
-	r := &Remote{obs: obsSink(rec.add), q: make([][]obs, 1), upto: make([]int64, 1)}
+	r := newRemote(1, obsSink(rec.add), nil)
 	c := &child{sink: func(b obsBatch) { r.merge(0, b) }, done: make(chan struct{})}
 	go c.readObs(pr)
 	full := make(chan struct{})

@@ -11,6 +11,7 @@ import (
 	"math"
 	"net/rpc"
 	"sync"
+	"syscall"
 	"time"
 
 	"shoal/agent"
@@ -87,6 +88,7 @@ const (
 	obsHanded uint8 = iota
 	obsHold
 	obsRelease
+	obsGone // made by the loadgen: the process's agents died with it (multi.go)
 )
 
 // obsWriter is behind the child's Observer: it queues observations in call
@@ -104,6 +106,7 @@ type obsWriter struct {
 	last    int64 // the latest stamp given or promised
 	closed  bool
 	flushed chan struct{}
+	now     func() time.Time // the process's clock (a worker's may be offset for tests)
 }
 
 // obsQueueMax is a child's queue limit: some 4 million observations
@@ -111,7 +114,7 @@ type obsWriter struct {
 const obsQueueMax = 1 << 22
 
 func newObsWriter(w io.Writer, limit int) *obsWriter {
-	o := &obsWriter{flushed: make(chan struct{}), limit: limit}
+	o := &obsWriter{flushed: make(chan struct{}), limit: limit, now: time.Now}
 	o.cond = sync.NewCond(&o.mu)
 	go o.flush(w)
 	return o
@@ -145,7 +148,7 @@ func (o *obsWriter) waitFull() {
 
 // stampLocked returns the wall clock, never below a stamp already given.
 func (o *obsWriter) stampLocked() int64 {
-	o.last = max(o.last+1, time.Now().UnixNano())
+	o.last = max(o.last+1, o.now().UnixNano())
 	return o.last
 }
 
@@ -243,11 +246,25 @@ func (s *Service) SyncNow(within time.Duration, _ *bool) error {
 }
 func (s *Service) Heartbeats(_ int, out *[]int64) error { *out = s.f.Heartbeats(); return nil }
 
+// CPU answers the CPU seconds the process has used (user and system).
+func (s *Service) CPU(_ int, out *float64) error {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return err
+	}
+	tv := func(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
+	*out = tv(ru.Utime) + tv(ru.Stime)
+	return nil
+}
+
 // Serve runs a fleet child: the fleet cfg describes, driven by calls read
 // from in (answers to out), its observations written to obsOut, until in
 // closes (the loadgen ended or died).
 func Serve(ctx context.Context, cfg ChildConfig, in io.Reader, out io.WriteCloser, obsOut io.Writer, fc Config) error {
 	ow := newObsWriter(obsOut, obsQueueMax)
+	if fc.Clock != nil {
+		ow.now = fc.Clock.Now
+	}
 	fc.Managers, fc.Token, fc.First, fc.Agents, fc.Seed, fc.Sim, fc.Observer = cfg.Managers, cfg.Token, cfg.First, cfg.Agents, cfg.Seed, cfg.Sim, obsSink(ow.add)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -11,6 +11,7 @@ import (
 
 	"shoal/agent"
 	"shoal/api/client"
+	"shoal/internal/clock"
 	sm "shoal/statemachine"
 	"shoal/wire"
 )
@@ -29,7 +30,8 @@ type manager struct {
 	obs   Observer
 	node  *atomic.Uint32
 	live  *atomic.Bool // the last heartbeat succeeded
-	ok    atomic.Int64 // when a heartbeat last succeeded (unix ns)
+	ok    atomic.Int64 // when a heartbeat last succeeded (unix ns, by clk)
+	clk   clock.Clock
 	mu    struct {
 		sync.Mutex
 		cutUntil time.Time
@@ -99,7 +101,7 @@ func (m *manager) Heartbeat(ctx context.Context, hb *wire.Heartbeat) (*wire.Hear
 	a, err := call(m, ctx, func(c context.Context) (*wire.HeartbeatAck, error) { return m.inner.Heartbeat(c, hb) })
 	m.live.Store(err == nil)
 	if err == nil {
-		m.ok.Store(time.Now().UnixNano())
+		m.ok.Store(m.clk.Now().UnixNano())
 	}
 	return a, err
 }
@@ -107,7 +109,7 @@ func (m *manager) Heartbeat(ctx context.Context, hb *wire.Heartbeat) (*wire.Hear
 func (m *manager) Assignments(ctx context.Context, req *wire.AssignmentsRequest) (*wire.Assignments, error) {
 	a, err := call(m, ctx, func(c context.Context) (*wire.Assignments, error) { return m.inner.Assignments(c, req) })
 	if err == nil && m.obs != nil {
-		now := time.Now()
+		now := m.clk.Now()
 		for i := range a.Tasks {
 			m.obs.Handed(uint32(req.NodeID), uint64(a.Tasks[i].Task), now)
 		}
@@ -130,6 +132,7 @@ func (m *manager) SetManagers(addrs []string) { m.inner.SetManagers(addrs) }
 type executor struct {
 	inner *agent.SimExecutor
 	obs   Observer
+	clk   clock.Clock
 	node  *atomic.Uint32
 	out   chan agent.Event
 	done  chan struct{}
@@ -142,8 +145,8 @@ type executor struct {
 	}
 }
 
-func newExecutor(inner *agent.SimExecutor, obs Observer, node *atomic.Uint32) *executor {
-	e := &executor{inner: inner, obs: obs, node: node, out: make(chan agent.Event), done: make(chan struct{})}
+func newExecutor(inner *agent.SimExecutor, obs Observer, node *atomic.Uint32, clk clock.Clock) *executor {
+	e := &executor{inner: inner, obs: obs, node: node, clk: clk, out: make(chan agent.Event), done: make(chan struct{})}
 	e.mu.running = map[sm.TaskID]bool{}
 	e.mu.wake = make(chan struct{}, 1)
 	go e.pump()
@@ -159,11 +162,11 @@ func (e *executor) Do(a agent.Action) {
 			for i, ad := range a.Run.Addresses {
 				nets[i], addrs[i] = ad.Network, ad.Addr
 			}
-			e.obs.Hold(e.node.Load(), uint64(a.Task), nets, addrs, time.Now())
+			e.obs.Hold(e.node.Load(), uint64(a.Task), nets, addrs, e.clk.Now())
 		}
 	case agent.OpForget:
 		if e.obs != nil {
-			e.obs.Release(uint64(a.Task), time.Now())
+			e.obs.Release(uint64(a.Task), e.clk.Now())
 		}
 	}
 	e.mu.Lock()

@@ -104,3 +104,16 @@ func cpuChart(r *Report) chart {
 	}
 	return chart{ID: id, Title: title, Points: points, ChartSnippet: line.RenderSnippet()}
 }
+
+// PerTask is cpu (CPU seconds per group) in microseconds per task of a
+// run of tasks tasks, rounded to a tenth.
+func PerTask(cpu map[string]float64, tasks int) map[string]float64 {
+	if len(cpu) == 0 {
+		return nil
+	}
+	out := make(map[string]float64, len(cpu))
+	for g, v := range cpu {
+		out[g] = math.Round(v/float64(max(tasks, 1))*1e7) / 10
+	}
+	return out
+}

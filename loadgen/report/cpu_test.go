@@ -32,7 +32,11 @@ func TestPhaseCPUIsCountedPerPhaseAndShown(t *testing.T) {
 		}
 	}
 	phases[0].CPUSeconds, phases[1].CPUSeconds = ramp, quiesce
-	r := &Report{Machine: Machine{CPUs: 2}, Series: s, Phases: phases}
+	phases[0].CPUMicrosPerTask = PerTask(ramp, 1000)
+	if got := phases[0].CPUMicrosPerTask; got["replicas"] != 3000 || got["agents"] != 500 || got["loadgen"] != 200 {
+		t.Errorf("ramp CPU per task of 1,000 tasks: %v µs", got)
+	}
+	r := &Report{Machine: Machine{CPUs: 2}, Series: s, Phases: phases, Params: Params{Tasks: 1000}}
 	var table, page bytes.Buffer
 	if err := WriteTable(&table, r); err != nil {
 		t.Fatal(err)
@@ -40,7 +44,9 @@ func TestPhaseCPUIsCountedPerPhaseAndShown(t *testing.T) {
 	if err := WriteHTML(&page, r); err != nil {
 		t.Fatal(err)
 	}
-	for _, line := range []string{"1.00 + 0.17 + 0.07 = 1.23 of 2", "0.75 + 0.50 + 0.00 = 1.25 of 2"} {
+	// The quiesce's per-task figures are worked out from its CPU seconds.
+	for _, line := range []string{"1.00 + 0.17 + 0.07 = 1.23 of 2", "0.75 + 0.50 + 0.00 = 1.25 of 2",
+		"3000.0 + 500.0 + 200.0 = 3700.0", "2250.0 + 1500.0 + 0.0 = 3750.0"} {
 		if !strings.Contains(table.String(), line) || !strings.Contains(html.UnescapeString(page.String()), line) {
 			t.Errorf("table and page should both say %q:\n%s", line, table.String())
 		}

@@ -25,11 +25,12 @@ const EchartsVersion = "5.6.0"
 var pageTmpl string
 
 var page = template.Must(template.New("page").Funcs(template.FuncMap{
-	"f1":    func(v float64) string { return fmt.Sprintf("%.1f", v) },
-	"f2":    func(v float64) string { return fmt.Sprintf("%.2f", v) },
-	"f0":    func(v float64) string { return fmt.Sprintf("%.0f", v) },
-	"mib":   func(v uint64) string { return fmt.Sprintf("%.1f MiB", float64(v)/(1<<20)) },
-	"cores": coresText,
+	"f1":      func(v float64) string { return fmt.Sprintf("%.1f", v) },
+	"f2":      func(v float64) string { return fmt.Sprintf("%.2f", v) },
+	"f0":      func(v float64) string { return fmt.Sprintf("%.0f", v) },
+	"mib":     func(v uint64) string { return fmt.Sprintf("%.1f MiB", float64(v)/(1<<20)) },
+	"cores":   coresText,
+	"pertask": perTaskText,
 	"join": func(s []string) string {
 		if len(s) == 0 {
 			return "—"

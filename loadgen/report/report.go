@@ -50,6 +50,40 @@ type Report struct {
 	Thresholds    []Threshold `json:"thresholds,omitempty"`
 	// Profiles lists the profile files written (loadgen and replicas).
 	Profiles []string `json:"profiles,omitempty"`
+	// Fleet describes the fleet workers on other hosts, when the run had
+	// any (--fleet-workers).
+	Fleet *Fleet `json:"fleet,omitempty"`
+}
+
+// Fleet is how a run with fleet workers spread its agents, and what the
+// workers' clocks did to its figures.
+type Fleet struct {
+	// LocalAgents ran in the loadgen's own child processes.
+	LocalAgents int           `json:"local_agents"`
+	Workers     []FleetWorker `json:"workers"`
+	// WorkersLost counts workers that ended (died, or lost their
+	// connection) before the run let them go: a fault; their agents'
+	// nodes went down.
+	WorkersLost int `json:"workers_lost"`
+	// LatencyClock says which clock the latencies were measured on.
+	LatencyClock string `json:"latency_clock"`
+	// MergeOrder says how the workers' observations were ordered.
+	MergeOrder string `json:"merge_order"`
+}
+
+// FleetWorker is one fleet worker.
+type FleetWorker struct {
+	ID         int     `json:"id"`
+	Host       string  `json:"host"`    // the hostname it gave
+	Address    string  `json:"address"` // as the coordinator saw it
+	FirstAgent int     `json:"first_agent"`
+	Agents     int     `json:"agents"`
+	CPUSeconds float64 `json:"cpu_seconds"` // the worker process's, at its last reading
+	// ClockOffsetMs is the worker's clock minus the loadgen's, measured
+	// over the connection, within ± ClockErrorMs.
+	ClockOffsetMs float64 `json:"clock_offset_ms"`
+	ClockErrorMs  float64 `json:"clock_error_ms"`
+	Lost          bool    `json:"lost,omitempty"`
 }
 
 // Params are the run's parameters as given (after defaults).
@@ -85,6 +119,25 @@ type Phase struct {
 	// samples: with Seconds and Machine.CPUs it says how busy the
 	// machine was, and who kept it busy.
 	CPUSeconds map[string]float64 `json:"cpu_seconds,omitempty"`
+	// CPUMicrosPerTask is CPUSeconds per task of the run (Params.Tasks),
+	// in microseconds, per CPU group: unlike the phase's wall time it
+	// does not grow because other work shared the machine.
+	CPUMicrosPerTask map[string]float64 `json:"cpu_us_per_task,omitempty"`
+}
+
+// CPUGroups are the CPU groups a phase's CPU is told in, in order.
+var CPUGroups = []string{"replicas", "agents", "loadgen"}
+
+// CPUPerTask is the CPU group's microseconds per task of a run of tasks
+// tasks in the phase: from CPUMicrosPerTask, or worked out from
+// CPUSeconds for a report written before it was recorded; false when the
+// group used no CPU that was read.
+func (p Phase) CPUPerTask(group string, tasks int) (float64, bool) {
+	if v, ok := p.CPUMicrosPerTask[group]; ok {
+		return v, v > 0
+	}
+	v, ok := p.CPUSeconds[group]
+	return v / float64(max(tasks, 1)) * 1e6, ok && v > 0
 }
 
 // PhaseRan returns the phase called name if the run ran it: not turned

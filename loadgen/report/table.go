@@ -17,13 +17,13 @@ func WriteTable(w io.Writer, r *Report) error {
 		fmt.Fprintf(tw, "machine	%d CPUs, %.0f GiB, %s, %s; load average %s at the start, %s at the end\n",
 			m.CPUs, float64(m.MemoryBytes)/(1<<30), m.OSArch, m.GoVersion, m.LoadAvgStart, m.LoadAvgEnd)
 	}
-	fmt.Fprintf(tw, "phase\tstart\tduration\tcores busy: replicas + agents + loadgen\tnote\n")
+	fmt.Fprintf(tw, "phase\tstart\tduration\tcores busy: replicas + agents + loadgen\tCPU µs per task: replicas + agents + loadgen\tnote\n")
 	for _, ph := range r.Phases {
 		if ph.Skipped {
-			fmt.Fprintf(tw, "  %s\t-\t-\t-\toff\n", ph.Name)
+			fmt.Fprintf(tw, "  %s\t-\t-\t-\t-\toff\n", ph.Name)
 			continue
 		}
-		fmt.Fprintf(tw, "  %s\t%.1fs\t%.1fs\t%s\t%s\n", ph.Name, ph.StartSeconds, ph.Seconds, coresText(ph, r.Machine.CPUs), ph.Note)
+		fmt.Fprintf(tw, "  %s\t%.1fs\t%.1fs\t%s\t%s\t%s\n", ph.Name, ph.StartSeconds, ph.Seconds, coresText(ph, r.Machine.CPUs), perTaskText(ph, p.Tasks), ph.Note)
 	}
 	conv := "did not converge"
 	switch {
@@ -83,6 +83,7 @@ func WriteTable(w io.Writer, r *Report) error {
 				i+1, k.LedAgainSeconds, k.HalfSeconds, k.P90Seconds, k.AllSeconds)
 		}
 	}
+	writeFleet(tw, r.Fleet)
 	fmt.Fprintf(tw, "invariant\tchecked\tviolations\n")
 	for _, inv := range r.Invariants {
 		mark := "✓"
@@ -102,6 +103,23 @@ func WriteTable(w io.Writer, r *Report) error {
 	return tw.Flush()
 }
 
+// writeFleet writes the fleet workers' lines (none without workers).
+func writeFleet(w io.Writer, f *Fleet) {
+	if f == nil {
+		return
+	}
+	fmt.Fprintf(w, "fleet workers\t%d workers (%d lost), %d agents in local processes; latencies on %s; observations merged %s\n",
+		len(f.Workers), f.WorkersLost, f.LocalAgents, f.LatencyClock, f.MergeOrder)
+	for _, wk := range f.Workers {
+		lost := ""
+		if wk.Lost {
+			lost = "; LOST during the run"
+		}
+		fmt.Fprintf(w, "  worker %d\t%s (%s): %d agents from %d, CPU %.1f s, clock offset %+.3f ms ± %.3f ms%s\n",
+			wk.ID, wk.Host, wk.Address, wk.Agents, wk.FirstAgent, wk.CPUSeconds, wk.ClockOffsetMs, wk.ClockErrorMs, lost)
+	}
+}
+
 // coresText is a phase's average cores busy per CPU group, e.g. "1.21 +
 // 0.55 + 0.20 = 1.96 of 2"; "-" when no CPU was read.
 func coresText(ph Phase, cpus int) string {
@@ -110,7 +128,7 @@ func coresText(ph Phase, cpus int) string {
 		return "-"
 	}
 	var parts []string
-	for _, g := range []string{"replicas", "agents", "loadgen"} {
+	for _, g := range CPUGroups {
 		parts = append(parts, fmt.Sprintf("%.2f", ph.CPUSeconds[g]/ph.Seconds))
 	}
 	of := ""
@@ -118,4 +136,20 @@ func coresText(ph Phase, cpus int) string {
 		of = fmt.Sprintf(" of %d", cpus)
 	}
 	return fmt.Sprintf("%s = %.2f%s", strings.Join(parts, " + "), sum, of)
+}
+
+// perTaskText is a phase's CPU microseconds per task of the run per CPU
+// group, e.g. "142 + 139 + 22 = 303"; "-" when no CPU was read.
+func perTaskText(ph Phase, tasks int) string {
+	if len(ph.CPUSeconds) == 0 {
+		return "-"
+	}
+	var parts []string
+	sum := 0.0
+	for _, g := range CPUGroups {
+		v, _ := ph.CPUPerTask(g, tasks)
+		sum += v
+		parts = append(parts, fmt.Sprintf("%.1f", v))
+	}
+	return fmt.Sprintf("%s = %.1f", strings.Join(parts, " + "), sum)
 }

@@ -65,14 +65,18 @@ func proposals(batch bool) func(*report.Report) (float64, bool) {
 	}
 }
 
-// rampCPU is the CPU group's (replicas, agents) CPU time in the ramp per
-// task, in microseconds: unlike the ramp's wall time it does not grow
-// because other work shared the machine (only somewhat, through caches).
-func rampCPU(group string) func(*report.Report) (float64, bool) {
+// phaseCPU is the CPU group's (replicas, agents, loadgen) CPU time in
+// the phase per task, in microseconds: unlike the phase's wall time it
+// does not grow because other work shared the machine (only somewhat,
+// through caches). A baseline written before the report recorded it per
+// task has it worked out from the phase's CPU seconds.
+func phaseCPU(name, group string) func(*report.Report) (float64, bool) {
 	return func(r *report.Report) (float64, bool) {
-		p, _ := r.PhaseRan("ramp")
-		v, ok := p.CPUSeconds[group]
-		return v / float64(max(r.Params.Tasks, 1)) * 1e6, ok && v > 0
+		p, ran := r.PhaseRan(name)
+		if !ran {
+			return 0, false
+		}
+		return p.CPUPerTask(group, r.Params.Tasks)
 	}
 }
 
@@ -93,8 +97,19 @@ var metrics = []metric{
 	{"proposals/s, all groups (fewer: bigger batches)", "/s", true, proposals(false)},
 	{"commands per proposal", "", false, proposals(true)},
 	{"heap per task (max replica)", "B", true, func(r *report.Report) (float64, bool) { return r.HeapBytesPerTask, r.HeapBytesPerTask > 0 }},
-	{"replicas' CPU in the ramp, per task", "µs", true, rampCPU("replicas")},
-	{"agents' CPU in the ramp, per task", "µs", true, rampCPU("agents")},
+}
+
+var whose = map[string]string{"replicas": "replicas'", "agents": "agents'", "loadgen": "loadgen's"}
+
+// cpuMetrics are each phase's CPU per task, per group: the ramp's first.
+func cpuMetrics() []metric {
+	var out []metric
+	for _, ph := range []string{"ramp", "churn", "faults", "quiesce"} {
+		for _, g := range report.CPUGroups {
+			out = append(out, metric{fmt.Sprintf("%s CPU in the %s, per task", whose[g], ph), "µs", true, phaseCPU(ph, g)})
+		}
+	}
+	return out
 }
 
 // Noise is the band within which a ratio counts as unchanged.
@@ -152,7 +167,7 @@ func compare(w io.Writer, base, run *report.Report) int {
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "metric\tbaseline\tthis run\tratio\t\n")
-	for _, m := range metrics {
+	for _, m := range append(metrics, cpuMetrics()...) {
 		b, okB := m.get(base)
 		v, okV := m.get(run)
 		switch {

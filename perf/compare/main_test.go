@@ -65,3 +65,45 @@ func TestCompareRampCPU(t *testing.T) {
 		}
 	}
 }
+
+// Every phase's CPU per task is compared for the replicas, the agents and
+// the loadgen, from the per-task figures a new report records or, in a
+// baseline written before them, from its CPU seconds; the baseline
+// checked in still reads.
+func TestComparePhasesCPU(t *testing.T) {
+	old := run(10, 1000, 100, 0)
+	old.Phases = append(old.Phases, report.Phase{Name: "churn", Seconds: 5})
+	old.Phases[0].CPUSeconds = map[string]float64{"replicas": 0.01, "agents": 0.005, "loadgen": 0.001}
+	old.Phases[1].CPUSeconds = map[string]float64{"replicas": 0.02, "agents": 0.01, "loadgen": 0.004}
+	now := run(10, 1000, 100, 0)
+	now.Phases = append(now.Phases, report.Phase{Name: "churn", Seconds: 5})
+	now.Phases[0].CPUSeconds = map[string]float64{"replicas": 1, "agents": 1, "loadgen": 1} // per-task figures win
+	now.Phases[0].CPUMicrosPerTask = map[string]float64{"replicas": 50, "agents": 50, "loadgen": 5}
+	now.Phases[1].CPUMicrosPerTask = map[string]float64{"replicas": 200, "agents": 100, "loadgen": 40}
+	var b strings.Builder
+	compare(&b, old, now)
+	out := strings.Join(strings.Fields(b.String()), " ")
+	for _, want := range []string{
+		"replicas' CPU in the ramp, per task 100µs 50µs ×0.50 better",
+		"loadgen's CPU in the ramp, per task 10µs 5µs ×0.50 better",
+		"replicas' CPU in the churn, per task 200µs 200µs ×1.00 ~",
+		"agents' CPU in the churn, per task 100µs 100µs ×1.00 ~",
+		"loadgen's CPU in the churn, per task 40µs 40µs ×1.00 ~",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, b.String())
+		}
+	}
+	base, err := load("../baseline/e2e.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Reset()
+	compare(&b, base, base)
+	out = strings.Join(strings.Fields(b.String()), " ")
+	for _, ph := range []string{"ramp", "churn", "faults", "quiesce"} {
+		if !strings.Contains(out, "loadgen's CPU in the "+ph+", per task") {
+			t.Errorf("the checked-in baseline compared with itself lacks the loadgen's %s CPU:\n%s", ph, b.String())
+		}
+	}
+}
