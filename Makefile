@@ -6,7 +6,7 @@ BENCHTIME ?= 1x
 FUZZTIME  ?= 10s
 PERF_OUT  := perf/out
 
-.PHONY: build run test vet perf perf-e2e perf-failover fuzz fuzz-long fmt modelcheck report-check partition loadgen-fleet
+.PHONY: build run test vet perf perf-e2e perf-failover fuzz fuzz-long fmt modelcheck report-check partition loadgen-fleet sim sim-planted
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null)
@@ -27,6 +27,7 @@ vet:
 test: vet
 	$(GO) test -count=1 -timeout 9m $(PKGS)
 	$(GO) test -count=1 -tags shoal_seams -run 'TestModelCheckFindsSeeded' ./statemachine/
+	$(GO) test -count=1 -tags shoal_seams -run 'TestScripts|TestPlanted/free-at-release' ./sim/
 	$(GO) test -count=1 -tags shoal_invariants ./statemachine/ ./engine/scenario/
 
 # Each package's benchmarks with CPU and heap profiles under perf/out/, then
@@ -157,6 +158,23 @@ modelcheck:
 	$(GO) test -count=1 -timeout 120m -run 'TestModelCheck' -v ./statemachine/ \
 	  -mc.events=$(MC_EVENTS) -mc.net-events=$(MC_NET_EVENTS) -mc.manual-events=$(MC_MANUAL_EVENTS)
 	@uptime
+
+# The deterministic simulation (sim/, docs/sim.md): SIM_SEEDS randomized
+# runs of SIM_STEPS directives each, seeds side by side on every core;
+# prints seeds, steps and checks per second, and on a violation the seed
+# to replay and its shrunk script. `make test` runs 12 seeds of 400.
+SIM_SEEDS ?= 1000
+SIM_STEPS ?= 2000
+sim:
+	@mkdir -p $(PERF_OUT)
+	@$(GO) test -count=1 -timeout 60m -run '^TestSeeds$$' ./sim/ -sim.seeds=$(SIM_SEEDS) -sim.steps=$(SIM_STEPS) -v > $(PERF_OUT)/sim.txt 2>&1; \
+	  status=$$?; grep -vE '^(=== RUN|--- PASS)' $(PERF_OUT)/sim.txt; exit $$status
+
+# The simulation with the state machine's seeded bugs planted (-tags
+# shoal_seams): each must break an invariant within the default seeds;
+# prints the failing seed (replayable) and its shrunk script.
+sim-planted:
+	$(GO) test -count=1 -tags shoal_seams -run '^TestPlanted$$' ./sim/ -v
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

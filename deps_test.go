@@ -124,6 +124,11 @@ var edges = map[string]rule{
 	"stackfile": {pure: true,
 		shoal: []string{"api/client", "sched"},
 		third: []string{"go.yaml.in/yaml/v3", "github.com/docker/go-units"}},
+	// The deterministic simulation of the whole system: the groups in
+	// memory (duty.Memory and replicas), the duties, control, real agent
+	// machines, the loadgen's checker fed what the API renders.
+	"sim": {shoal: []string{"agent", "api", "api/client", "cluster", "engine/duty", "engine/monitor", "internal/clock",
+		"loadgen/check", "manager/control", "route", "statemachine", "wire"}},
 	"perf/summary": {third: []string{"golang.org/x/perf"}},
 	"perf/compare": {shoal: []string{"loadgen/report"}},
 }

@@ -87,6 +87,21 @@ func newEventQueue() *eventQueue {
 	return e
 }
 
+// newSteppedQueue returns a queue without a pump and without an Events
+// channel: its owner takes the events (take).
+func newSteppedQueue() *eventQueue {
+	return &eventQueue{wake: make(chan struct{}, 1), done: make(chan struct{})}
+}
+
+// take returns and clears the queued events (a stepped queue's).
+func (e *eventQueue) take() []Event {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := e.q
+	e.q = nil
+	return out
+}
+
 func (e *eventQueue) push(ev Event) {
 	e.mu.Lock()
 	e.q = append(e.q, ev)

@@ -47,6 +47,10 @@ type SimExecutor struct {
 	cfg   SimConfig
 	world *simWorld
 	q     *eventQueue
+	// stepped: no goroutine (NewSteppedSimExecutor); deferred holds the
+	// operations that end at once, run by TakeEvents (under world.mu).
+	stepped  bool
+	deferred []func()
 }
 
 type simWorld struct {
@@ -73,6 +77,36 @@ func NewSimExecutor(clk clock.Clock, cfg SimConfig) *SimExecutor {
 		world: &simWorld{procs: map[sm.TaskID]*simProc{}, pending: map[sm.TaskID]clock.Timer{}, nextPid: 1000}}
 }
 
+// NewSteppedSimExecutor returns a simulated executor that starts no
+// goroutine, for a deterministic simulation that runs everything in one
+// loop: Events is nil, and the loop takes the events with TakeEvents after
+// each Do and each time clk fired timers. clk must run AfterFunc's
+// functions on the loop's goroutine (a simulation's clock), not in their
+// own.
+func NewSteppedSimExecutor(clk clock.Clock, cfg SimConfig) *SimExecutor {
+	e := NewSimExecutor(clk, cfg)
+	e.q.close() // its pump
+	e.q, e.stepped = newSteppedQueue(), true
+	return e
+}
+
+// TakeEvents returns, in order, the events a stepped executor observed
+// since the last call, first finishing the operations that end at once.
+func (e *SimExecutor) TakeEvents() []Event {
+	for {
+		e.world.mu.Lock()
+		fns := e.deferred
+		e.deferred = nil
+		e.world.mu.Unlock()
+		if len(fns) == 0 {
+			return e.q.take()
+		}
+		for _, f := range fns {
+			f()
+		}
+	}
+}
+
 // Reopen closes e and returns the executor of a restarted agent over the
 // same simulated processes: they keep running, operations in progress are
 // lost, as with a real agent killed and started again.
@@ -87,6 +121,9 @@ func (e *SimExecutor) Reopen() *SimExecutor {
 	}
 	for _, p := range w.procs {
 		p.owner, p.claimed = nil, false
+	}
+	if e.stepped {
+		return &SimExecutor{clk: e.clk, cfg: e.cfg, world: w, q: newSteppedQueue(), stepped: true}
 	}
 	return &SimExecutor{clk: e.clk, cfg: e.cfg, world: w, q: newEventQueue()}
 }
@@ -149,6 +186,10 @@ func (e *SimExecutor) roll(id sm.TaskID, stage int, s *SimStage) (time.Duration,
 func (e *SimExecutor) afterLocked(id sm.TaskID, d time.Duration, f func()) {
 	w := e.world
 	if d <= 0 {
+		if e.stepped {
+			e.deferred = append(e.deferred, f)
+			return
+		}
 		go f()
 		return
 	}

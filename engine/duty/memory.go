@@ -29,17 +29,38 @@ type Memory struct {
 		drop      func(group int, cmd statemachine.Command) bool
 		onApply   func(group int, index uint64, effects []statemachine.Effect)
 		onRecover func(group int, index uint64)
+		onEntry   func(e Entry)
 	}
+	configure func(*statemachine.Config) // NewMemoryWith's; nil: none
+}
+
+// Entry is one entry a group applied: what a follower replica applies to
+// reach the same state (the simulation's replicated log).
+type Entry struct {
+	Group int
+	Index uint64
+	At    int64 // the entry's time stamp (UnixNano)
+	Cmds  []statemachine.Command
 }
 
 var _ Cluster = (*Memory)(nil)
 
 // NewMemory returns a cluster of groups service groups (and the cluster
 // group) whose entries are stamped by clock.
-func NewMemory(groups int, clk clock.Clock) *Memory {
-	m := &Memory{clock: clk}
+func NewMemory(groups int, clk clock.Clock) *Memory { return NewMemoryWith(groups, clk, nil) }
+
+// NewMemoryWith is NewMemory with each group's state configuration passed
+// through configure first (nil: none), as the simulation plants a test
+// seam in every state. A state Restore loads keeps only what its snapshot
+// holds.
+func NewMemoryWith(groups int, clk clock.Clock, configure func(*statemachine.Config)) *Memory {
+	m := &Memory{clock: clk, configure: configure}
 	for g := 0; g <= groups; g++ {
-		m.mu.states = append(m.mu.states, statemachine.New(statemachine.Config{Group: uint16(g), Groups: groups}))
+		cfg := statemachine.Config{Group: uint16(g), Groups: groups}
+		if configure != nil {
+			configure(&cfg)
+		}
+		m.mu.states = append(m.mu.states, statemachine.New(cfg))
 	}
 	m.mu.index = make([]uint64, groups+1)
 	return m
@@ -51,6 +72,16 @@ func (m *Memory) OnApply(fn func(group int, index uint64, effects []statemachine
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.mu.onApply = fn
+}
+
+// OnEntry calls fn with every entry as it is applied (its commands are
+// the submitted ones: fn must not change them), under m's lock: fn must
+// not call back into m. A follower replica applying the entries in order,
+// each at its index and time stamp, holds the same state.
+func (m *Memory) OnEntry(fn func(e Entry)) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.mu.onEntry = fn
 }
 
 // OnRecover calls fn after Restore replaced a group's state (as
@@ -144,7 +175,11 @@ func (m *Memory) Apply(group int, cmds ...statemachine.Command) statemachine.Out
 func (m *Memory) applyLocked(group int, cmds []statemachine.Command) *statemachine.Output {
 	m.mu.index[group]++
 	idx := m.mu.index[group]
-	m.mu.states[group].Apply(cmds, idx, m.clock.Now().UnixNano(), &m.mu.out)
+	at := m.clock.Now().UnixNano()
+	if m.mu.onEntry != nil {
+		m.mu.onEntry(Entry{Group: group, Index: idx, At: at, Cmds: slices.Clone(cmds)})
+	}
+	m.mu.states[group].Apply(cmds, idx, at, &m.mu.out)
 	if m.mu.onApply != nil {
 		m.mu.onApply(group, idx, m.mu.out.Effects)
 	}

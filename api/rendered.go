@@ -1,0 +1,14 @@
+package api
+
+import (
+	"shoal/api/client"
+	"shoal/statemachine"
+)
+
+// RenderTask renders t, as stored in st, the way the task endpoints and
+// the event stream send it (without its history): for a caller that must
+// see what a user sees without a server, such as the deterministic
+// simulation feeding the loadgen's checker.
+func RenderTask(st *statemachine.State, t *statemachine.Task) client.Task {
+	return renderTask(st, t, false)
+}

@@ -1,0 +1,317 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+)
+
+// Generate returns the directives of seed's randomized run: a world of
+// two to five agents and one or two services, then steps directives drawn
+// from a workload (creates, scales, updates, removals, new agents) and
+// faults (partitions, lossy, slow and duplicating deliveries, agent
+// restarts with and without their store, manager crashes and replica
+// restarts, leader changes, lagging replicas) between runs of the clock,
+// and a final stabilize. The seed alone decides them all, and the world
+// they build (its "sim" directive carries the seed), so a seed replays
+// its run exactly. With plant set the run plants those seeded bugs and
+// leaves out what restores a replica from a snapshot (a restored state
+// keeps no seeded bug).
+func Generate(seed uint64, steps int, plant string) []Op {
+	r := rand.New(rand.NewPCG(seed, 0x6e4e))
+	g := &gen{r: r}
+	head := fmt.Sprintf("sim seed=%d replicas=%d groups=%d lag=%dms", seed, 3, 1+r.IntN(2), 100*r.IntN(8))
+	if plant != "" {
+		head += " plant=" + plant
+	}
+	ops := []Op{mustParse(head)}
+	for range 2 + r.IntN(4) {
+		ops = append(ops, g.newAgent())
+	}
+	for range 1 + r.IntN(2) {
+		ops = append(ops, g.create())
+	}
+	for range steps {
+		ops = append(ops, g.step(plant != ""))
+	}
+	return append(ops, mustParse("stabilize"))
+}
+
+type gen struct {
+	r        *rand.Rand
+	agents   int
+	services []string
+	made     int
+}
+
+func mustParse(s string) Op {
+	op, err := ParseOp(s)
+	if err != nil {
+		panic(err)
+	}
+	return op
+}
+
+func (g *gen) newAgent() Op {
+	g.agents++
+	return mustParse(fmt.Sprintf("agent-up n%d", g.agents))
+}
+
+func (g *gen) create() Op {
+	g.made++
+	name := fmt.Sprintf("s%d", g.made)
+	g.services = append(g.services, name)
+	if g.r.IntN(2) == 0 {
+		return mustParse(fmt.Sprintf("create %s replicas=%d lost-after=%ds", name, 1+g.r.IntN(4), 20+g.r.IntN(100)))
+	}
+	return mustParse(fmt.Sprintf("create %s replicas=%d", name, 1+g.r.IntN(4)))
+}
+
+func (g *gen) agent() string { return fmt.Sprintf("n%d", 1+g.r.IntN(g.agents)) }
+
+func (g *gen) replica() string { return fmt.Sprintf("m%d", 1+g.r.IntN(3)) }
+
+// step draws one directive.
+func (g *gen) step(planted bool) Op {
+	type choice struct {
+		weight int
+		op     func() string
+	}
+	svc := func() string { return g.services[g.r.IntN(len(g.services))] }
+	choices := []choice{
+		{60, func() string {
+			if g.r.IntN(10) == 0 {
+				return fmt.Sprintf("run %ds", 5+g.r.IntN(40))
+			}
+			return fmt.Sprintf("run %dms", 50+g.r.IntN(3000))
+		}},
+		{3, func() string {
+			if len(g.services) >= 4 {
+				return ""
+			}
+			return g.create().String()
+		}},
+		{4, func() string {
+			if len(g.services) == 0 {
+				return ""
+			}
+			return fmt.Sprintf("scale %s %d", svc(), g.r.IntN(6))
+		}},
+		{3, func() string {
+			if len(g.services) == 0 {
+				return ""
+			}
+			return "update " + svc()
+		}},
+		{1, func() string {
+			if len(g.services) == 0 {
+				return ""
+			}
+			i := g.r.IntN(len(g.services))
+			name := g.services[i]
+			g.services = append(g.services[:i], g.services[i+1:]...)
+			return "remove " + name
+		}},
+		{3, func() string { return "partition " + g.agent() }},
+		{3, func() string {
+			if g.r.IntN(3) == 0 {
+				return "heal"
+			}
+			return "heal " + g.agent()
+		}},
+		{3, func() string {
+			if g.r.IntN(3) == 0 {
+				return "deliver"
+			}
+			return fmt.Sprintf("deliver drop=%.2f delay=%dms dup=%.2f", g.r.Float64()*0.2, g.r.IntN(800), g.r.Float64()*0.1)
+		}},
+		{2, func() string {
+			if g.r.IntN(4) == 0 {
+				return "restart-agent " + g.agent() + " wipe"
+			}
+			return "restart-agent " + g.agent()
+		}},
+		{1, func() string {
+			if planted {
+				return ""
+			}
+			return "crash-manager"
+		}},
+		{1, func() string {
+			if planted {
+				return ""
+			}
+			return "restart-manager " + g.replica()
+		}},
+		{2, func() string { return "leader " + g.replica() }},
+		{2, func() string {
+			if g.r.IntN(4) == 0 { // a replica far behind (restarted, or slow)
+				return fmt.Sprintf("lag %s %ds", g.replica(), 5+g.r.IntN(40))
+			}
+			return fmt.Sprintf("lag %s %dms", g.replica(), 100*g.r.IntN(20))
+		}},
+		{1, func() string {
+			if g.agents >= 6 {
+				return ""
+			}
+			return g.newAgent().String()
+		}},
+	}
+	total := 0
+	for _, c := range choices {
+		total += c.weight
+	}
+	for {
+		n := g.r.IntN(total)
+		for _, c := range choices {
+			if n -= c.weight; n < 0 {
+				if s := c.op(); s != "" {
+					return mustParse(s)
+				}
+				break
+			}
+		}
+	}
+}
+
+// Outcome is how a run of directives went.
+type Outcome struct {
+	Steps  int   // directives run
+	Failed int   // index of the directive after which the first violation was seen; -1: none
+	Checks int64 // checks the checker made
+	// Invariant is the first violation's invariant, Report the checker's
+	// violations.
+	Invariant string
+	Report    string
+	SimTime   time.Duration
+}
+
+// RunOps runs ops (the first a "sim" directive), stopping at the first
+// directive after which the checker saw a violation. A directive that
+// fails (a service a shrunk run never created) changes nothing and is
+// not an error.
+func RunOps(ops []Op) (Outcome, error) {
+	out := Outcome{Failed: -1}
+	if len(ops) == 0 {
+		return out, fmt.Errorf("no directive")
+	}
+	cfg, err := ConfigOf(ops[0])
+	if err != nil {
+		return out, err
+	}
+	w, err := New(cfg)
+	if err != nil {
+		return out, err
+	}
+	for i, op := range ops[1:] {
+		_, _ = w.Do(op)
+		out.Steps = i + 1
+		if w.Violations() > 0 {
+			out.Failed = i + 1
+			break
+		}
+	}
+	out.Checks = w.Checks()
+	out.SimTime = w.clk.Now().Sub(epoch)
+	if out.Failed >= 0 {
+		vs := w.chk.Violations()
+		if len(vs) > 0 {
+			out.Invariant = vs[0].Invariant
+		}
+		var b strings.Builder
+		w.violations(&b)
+		out.Report = b.String()
+	}
+	return out, nil
+}
+
+// Shrink removes directives from a failing run while it still fails with
+// the same invariant: first everything after the failing directive, then
+// chunks of halving size (never the "sim" directive), within budget runs.
+// It returns the shortest failing run found.
+func Shrink(ops []Op, budget int) []Op {
+	first, err := RunOps(ops)
+	if err != nil || first.Failed < 0 {
+		return ops
+	}
+	want := first.Invariant
+	cur := append([]Op(nil), ops[:first.Failed+1]...)
+	fails := func(c []Op) bool {
+		budget--
+		o, err := RunOps(c)
+		return err == nil && o.Failed >= 0 && o.Invariant == want
+	}
+	for n := (len(cur) - 1) / 2; n >= 1 && budget > 0; {
+		removed := false
+		for i := 1; i+n <= len(cur) && budget > 0; {
+			cand := append(append([]Op(nil), cur[:i]...), cur[i+n:]...)
+			if fails(cand) {
+				cur, removed = cand, true
+				continue
+			}
+			i += n
+		}
+		if !removed {
+			n /= 2
+		}
+	}
+	// Then consecutive runs of the clock become one, where the run still
+	// fails so.
+	for i := 1; i+1 < len(cur) && budget > 0; i++ {
+		a, b := cur[i], cur[i+1]
+		if a.Cmd != "run" || b.Cmd != "run" || len(a.Pos) != 1 || len(b.Pos) != 1 {
+			continue
+		}
+		da, err1 := time.ParseDuration(a.Pos[0])
+		db, err2 := time.ParseDuration(b.Pos[0])
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		merged := Op{Cmd: "run", Pos: []string{(da + db).String()}}
+		cand := append(append(append([]Op(nil), cur[:i]...), merged), cur[i+2:]...)
+		if fails(cand) {
+			cur = cand
+			i--
+		}
+	}
+	return cur
+}
+
+// Script prints ops as a datadriven script with each directive's output
+// (as TestScripts prints it), so that, saved under testdata/scripts, it
+// runs again as it ran here; expect names the invariant the run broke (""
+// none), which the script then declares it expects.
+func Script(ops []Op, expect string) (string, error) {
+	var b strings.Builder
+	if len(ops) == 0 {
+		return "", fmt.Errorf("no directive")
+	}
+	cfg, err := ConfigOf(ops[0])
+	if err != nil {
+		return "", err
+	}
+	w, err := New(cfg)
+	if err != nil {
+		return "", err
+	}
+	fmt.Fprintf(&b, "%s\n----\n\n", ops[0])
+	if expect != "" {
+		fmt.Fprintf(&b, "expect-violation %s\n----\n\n", expect)
+	}
+	seen := 0
+	for _, op := range ops[1:] {
+		out, err := w.Do(op)
+		if err != nil {
+			out += "error: " + err.Error() + "\n"
+		}
+		if n := w.Violations(); n > seen {
+			var v strings.Builder
+			w.violations(&v)
+			out += fmt.Sprintf("VIOLATIONS (%d):\n%s", n, v.String())
+			seen = n
+		}
+		fmt.Fprintf(&b, "%s\n----\n%s\n", op, out)
+	}
+	return b.String(), nil
+}

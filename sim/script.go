@@ -1,0 +1,546 @@
+package sim
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"shoal/manager/control"
+	"shoal/statemachine"
+)
+
+// Op is one directive of the simulation's dialect: a command, its
+// positional arguments and its key=value options, in order.
+type Op struct {
+	Cmd string
+	Pos []string
+	KV  [][2]string
+}
+
+// String prints op as a script line.
+func (op Op) String() string {
+	parts := append([]string{op.Cmd}, op.Pos...)
+	for _, kv := range op.KV {
+		parts = append(parts, kv[0]+"="+kv[1])
+	}
+	return strings.Join(parts, " ")
+}
+
+// ParseOp parses a script line.
+func ParseOp(line string) (Op, error) {
+	f := strings.Fields(line)
+	if len(f) == 0 {
+		return Op{}, fmt.Errorf("empty directive")
+	}
+	op := Op{Cmd: f[0]}
+	for _, a := range f[1:] {
+		if k, v, ok := strings.Cut(a, "="); ok {
+			op.KV = append(op.KV, [2]string{k, v})
+			continue
+		}
+		op.Pos = append(op.Pos, a)
+	}
+	return op, nil
+}
+
+func (op Op) get(k string) (string, bool) {
+	for _, kv := range op.KV {
+		if kv[0] == k {
+			return kv[1], true
+		}
+	}
+	return "", false
+}
+
+// only refuses options other than keys and more positional arguments than
+// pos.
+func (op Op) only(pos int, keys ...string) error {
+	if len(op.Pos) > pos {
+		return fmt.Errorf("%s takes at most %d argument(s), got %q", op.Cmd, pos, op.Pos)
+	}
+	for _, kv := range op.KV {
+		if !slices.Contains(keys, kv[0]) {
+			return fmt.Errorf("%s takes no option %q (it takes: %s)", op.Cmd, kv[0], strings.Join(keys, ", "))
+		}
+	}
+	return nil
+}
+
+func (op Op) dur(k string, def time.Duration) (time.Duration, error) {
+	v, ok := op.get(k)
+	if !ok {
+		return def, nil
+	}
+	return time.ParseDuration(v)
+}
+
+func (op Op) float(k string, def float64) (float64, error) {
+	v, ok := op.get(k)
+	if !ok {
+		return def, nil
+	}
+	return strconv.ParseFloat(v, 64)
+}
+
+func (op Op) int(k string, def int) (int, error) {
+	v, ok := op.get(k)
+	if !ok {
+		return def, nil
+	}
+	return strconv.Atoi(v)
+}
+
+// ConfigOf reads a "sim" directive.
+func ConfigOf(op Op) (Config, error) {
+	if op.Cmd != "sim" {
+		return Config{}, fmt.Errorf("a script starts with sim seed=N (replicas=, groups=, lag=, sync=, plant=), not %q", op.Cmd)
+	}
+	if err := op.only(0, "seed", "replicas", "groups", "lag", "sync", "plant"); err != nil {
+		return Config{}, err
+	}
+	var cfg Config
+	seed, err := op.int("seed", 1)
+	if err != nil {
+		return cfg, err
+	}
+	cfg.Seed = uint64(seed)
+	if cfg.Replicas, err = op.int("replicas", 3); err != nil {
+		return cfg, err
+	}
+	if cfg.Groups, err = op.int("groups", 2); err != nil {
+		return cfg, err
+	}
+	if cfg.MaxLag, err = op.dur("lag", 500*time.Millisecond); err != nil {
+		return cfg, err
+	}
+	if cfg.MaxLag == 0 {
+		cfg.MaxLag = -1 // no lag
+	}
+	if cfg.SyncInterval, err = op.dur("sync", 10*time.Second); err != nil {
+		return cfg, err
+	}
+	cfg.Plant, _ = op.get("plant")
+	return cfg, nil
+}
+
+// Do runs one directive and returns what it prints. The directives:
+//
+//	agent-up n1                 start agent n1 (a new node; again: nothing)
+//	restart-agent n1 [wipe]     restart n1 from its store (wipe: its machine lost disk and processes; it joins as a new node)
+//	sync n1 [seqs=0,3,2]        n1 syncs now (seqs: with these sequences, a report collected earlier)
+//	partition n1 / heal [n1]    cut n1 off the managers both ways (healed by itself once n1 was silent for MaxSilence) / reconnect n1 (no argument: everyone)
+//	deliver drop=P delay=D dup=P  the network from now on: drop and duplicate with these odds, delay up to D
+//	crash-manager               every manager replica restarts from a snapshot; a leader is elected
+//	restart-manager m2          replica m2 restarts from a snapshot of its state and catches up slowly (5-30s behind for 30s)
+//	leader m2                   replica m2 becomes the cluster group's leader (the duties restart there)
+//	lag m2 2s                   replica m2 applies every entry 2s after its commit (0s: at once)
+//	route m2 / route any        every call goes to m2 / to a replica the seed chooses
+//	create web replicas=N [lost-after=1m]  create a replicated service on the network (lost-after: its disconnect window)
+//	scale web N / update web / remove web
+//	run 5s                      advance the clock, running everything due
+//	stabilize [max=10m]         heal everything, then run until the cluster settles; then the quiescence checks
+//	trace on [only=sync,status] | trace off   print the calls the managers serve (only: these calls)
+//	dump                        services, tasks, agents, replicas
+//	violations                  the checker's violations so far
+//	_breakpoint                 nothing (a place for a debugger's breakpoint)
+func (w *World) Do(op Op) (string, error) {
+	var out strings.Builder
+	m := func(name string) (int, error) {
+		if len(op.Pos) < 1 {
+			return 0, fmt.Errorf("%s needs a manager replica (m1..m%d)", op.Cmd, w.cfg.Replicas)
+		}
+		n, err := strconv.Atoi(strings.TrimPrefix(op.Pos[0], "m"))
+		if err != nil || n < 1 || n > w.cfg.Replicas {
+			return 0, fmt.Errorf("no manager replica %q (there are m1..m%d)", op.Pos[0], w.cfg.Replicas)
+		}
+		return n - 1, nil
+	}
+	needAgent := func() (*simAgent, error) {
+		if len(op.Pos) < 1 {
+			return nil, fmt.Errorf("%s needs an agent name", op.Cmd)
+		}
+		return w.agent(op.Pos[0]), nil
+	}
+	switch op.Cmd {
+	case "_breakpoint":
+	case "agent-up":
+		if err := op.only(1); err != nil {
+			return "", err
+		}
+		a, err := needAgent()
+		if err != nil {
+			return "", err
+		}
+		if !a.up {
+			a.start(false)
+		}
+	case "restart-agent":
+		if err := op.only(2); err != nil {
+			return "", err
+		}
+		a, err := needAgent()
+		if err != nil {
+			return "", err
+		}
+		a.start(len(op.Pos) > 1 && op.Pos[1] == "wipe")
+	case "sync":
+		if err := op.only(1, "seqs"); err != nil {
+			return "", err
+		}
+		a, err := needAgent()
+		if err != nil {
+			return "", err
+		}
+		var seqs []uint64
+		if v, ok := op.get("seqs"); ok {
+			seqs = []uint64{}
+			for _, x := range strings.Split(v, ",") {
+				n, err := strconv.ParseUint(x, 10, 64)
+				if err != nil {
+					return "", fmt.Errorf("seqs wants numbers (one per group, the cluster group first), got %q", v)
+				}
+				seqs = append(seqs, n)
+			}
+		}
+		if err := a.syncNow(seqs); err != nil {
+			return "", err
+		}
+	case "partition":
+		if err := op.only(1); err != nil {
+			return "", err
+		}
+		a, err := needAgent()
+		if err != nil {
+			return "", err
+		}
+		w.partition(a.name)
+	case "heal":
+		if err := op.only(1); err != nil {
+			return "", err
+		}
+		if len(op.Pos) == 0 {
+			clear(w.net.cut)
+		} else {
+			delete(w.net.cut, op.Pos[0])
+		}
+	case "deliver":
+		if err := op.only(0, "drop", "delay", "dup"); err != nil {
+			return "", err
+		}
+		var err error
+		if w.net.Drop, err = op.float("drop", 0); err != nil {
+			return "", err
+		}
+		if w.net.Dup, err = op.float("dup", 0); err != nil {
+			return "", err
+		}
+		if w.net.Delay, err = op.dur("delay", 0); err != nil {
+			return "", err
+		}
+	case "crash-manager":
+		if err := op.only(0); err != nil {
+			return "", err
+		}
+		if w.cfg.Plant != "" {
+			return "", fmt.Errorf("crash-manager restores replicas from snapshots, which keep no seeded bug")
+		}
+		if err := w.crashManagers(); err != nil {
+			return "", err
+		}
+		fmt.Fprintf(&out, "leader m%d, event stream on m%d (connection %d)\n", w.leader+1, w.stream+1, w.conn)
+	case "restart-manager":
+		r, err := m("")
+		if err != nil {
+			return "", err
+		}
+		if w.cfg.Plant != "" {
+			return "", fmt.Errorf("restart-manager restores a replica from a snapshot, which keeps no seeded bug")
+		}
+		if err := w.gs.restore(r); err != nil {
+			return "", err
+		}
+		w.manager.restart(r)
+		w.catchUpSlowly(r)
+		if r == w.stream {
+			w.reconnectStream()
+		}
+	case "leader":
+		r, err := m("")
+		if err != nil {
+			return "", err
+		}
+		if err := w.elect(r); err != nil {
+			return "", err
+		}
+	case "lag":
+		r, err := m("")
+		if err != nil {
+			return "", err
+		}
+		if len(op.Pos) != 2 {
+			return "", fmt.Errorf("lag wants a replica and a duration: lag m2 2s")
+		}
+		n, err := time.ParseDuration(op.Pos[1])
+		if err != nil || n < 0 {
+			return "", fmt.Errorf("lag wants a duration, got %q", op.Pos[1])
+		}
+		for _, gr := range w.gs.g {
+			gr.lag[r] = n
+		}
+	case "route":
+		if len(op.Pos) == 1 && op.Pos[0] == "any" {
+			w.net.Pin = -1
+			break
+		}
+		r, err := m("")
+		if err != nil {
+			return "", err
+		}
+		w.net.Pin = r
+	case "create", "scale", "update", "remove":
+		return w.user(op)
+	case "run":
+		if len(op.Pos) != 1 {
+			return "", fmt.Errorf("run wants a duration: run 5s")
+		}
+		d, err := time.ParseDuration(op.Pos[0])
+		if err != nil {
+			return "", err
+		}
+		w.run(d)
+	case "stabilize":
+		if err := op.only(0, "max"); err != nil {
+			return "", err
+		}
+		max, err := op.dur("max", 10*time.Minute)
+		if err != nil {
+			return "", err
+		}
+		start := w.clk.Now()
+		if w.stabilize(max) {
+			fmt.Fprintf(&out, "settled after %s\n", w.clk.Now().Sub(start))
+		} else {
+			fmt.Fprintf(&out, "not settled after %s\n", max)
+		}
+	case "trace":
+		if err := op.only(1, "only"); err != nil {
+			return "", err
+		}
+		w.trace, w.traceOnly = nil, nil
+		if len(op.Pos) == 1 && op.Pos[0] == "on" {
+			w.trace = &strings.Builder{}
+			if v, ok := op.get("only"); ok {
+				w.traceOnly = map[string]bool{}
+				for _, c := range strings.Split(v, ",") {
+					w.traceOnly[c] = true
+				}
+			}
+		}
+	case "dump":
+		w.dump(&out)
+	case "violations":
+		w.violations(&out)
+	default:
+		return "", fmt.Errorf("unknown directive %q", op.Cmd)
+	}
+	if w.trace != nil {
+		out.WriteString(w.trace.String())
+		w.trace.Reset()
+	}
+	return out.String(), nil
+}
+
+// user runs a user's directive: create, scale, update, remove.
+func (w *World) user(op Op) (string, error) {
+	if len(op.Pos) < 1 {
+		return "", fmt.Errorf("%s needs a service name", op.Cmd)
+	}
+	name := op.Pos[0]
+	var cmd statemachine.Command
+	switch op.Cmd {
+	case "create":
+		if err := op.only(1, "replicas", "lost-after"); err != nil {
+			return "", err
+		}
+		n, err := op.int("replicas", 1)
+		if err != nil {
+			return "", err
+		}
+		lost, err := op.dur("lost-after", 0)
+		if err != nil {
+			return "", err
+		}
+		cmd = statemachine.Command{Kind: statemachine.CmdCreateService, Spec: &statemachine.ServiceSpec{Name: name,
+			Replicas: uint32(n), Networks: []string{"net"}, Image: "v1", Command: []string{"serve"},
+			Disconnect: statemachine.DisconnectPolicy{LostAfter: int64(lost)}}}
+	case "scale", "update":
+		if err := op.only(2); err != nil {
+			return "", err
+		}
+		spec := w.spec(name)
+		if spec == nil {
+			return "", fmt.Errorf("no service %q", name)
+		}
+		if op.Cmd == "scale" {
+			if len(op.Pos) != 2 {
+				return "", fmt.Errorf("scale wants a service and a count: scale web 3")
+			}
+			n, err := strconv.Atoi(op.Pos[1])
+			if err != nil || n < 0 {
+				return "", fmt.Errorf("scale wants a count, got %q", op.Pos[1])
+			}
+			spec.Replicas = uint32(n)
+		} else {
+			spec.Image = fmt.Sprintf("v%d", w.version(name)+1)
+		}
+		cmd = statemachine.Command{Kind: statemachine.CmdUpdateService, Spec: spec}
+	case "remove":
+		if err := op.only(1); err != nil {
+			return "", err
+		}
+		cmd = statemachine.Command{Kind: statemachine.CmdRemoveService, Name: name}
+	}
+	msgs := w.submit(cmd)
+	if len(msgs) > 0 {
+		return strings.Join(msgs, "\n") + "\n", nil
+	}
+	switch op.Cmd {
+	case "remove":
+		delete(w.want, name)
+	default:
+		w.want[name] = int(cmd.Spec.Replicas)
+	}
+	w.settle()
+	return "", nil
+}
+
+// spec returns a copy of a service's current spec (nil: no such service).
+func (w *World) spec(name string) *statemachine.ServiceSpec {
+	var out *statemachine.ServiceSpec
+	for g := 1; g <= w.cfg.Groups && out == nil; g++ {
+		w.gs.read(w.leader, g, func(st *statemachine.State) {
+			if svc := st.ServiceByName(name); svc != nil && !svc.Remove {
+				sp := svc.Spec
+				sp.Networks = slices.Clone(sp.Networks)
+				sp.Command = slices.Clone(sp.Command)
+				sp.Constraints = slices.Clone(sp.Constraints)
+				out = &sp
+			}
+		})
+	}
+	return out
+}
+
+func (w *World) version(name string) uint32 {
+	var v uint32
+	for g := 1; g <= w.cfg.Groups; g++ {
+		w.gs.read(w.leader, g, func(st *statemachine.State) {
+			if svc := st.ServiceByName(name); svc != nil {
+				v = svc.SpecVersion
+			}
+		})
+	}
+	return v
+}
+
+// dump prints the leader's services and tasks, the agents and the
+// replicas' applied indexes.
+func (w *World) dump(out *strings.Builder) {
+	fmt.Fprintf(out, "time %s, leader m%d, event stream on m%d\n", w.clk.Now().Sub(epoch), w.leader+1, w.stream+1)
+	for g := 1; g <= w.cfg.Groups; g++ {
+		w.gs.read(w.leader, g, func(st *statemachine.State) {
+			for _, sid := range st.ServiceIDs() {
+				svc := st.Service(sid)
+				extra := ""
+				if svc.Remove {
+					extra = " removing"
+				}
+				fmt.Fprintf(out, "service %s (group %d) v%d replicas=%d%s\n", svc.Spec.Name, g, svc.SpecVersion, svc.Spec.Replicas, extra)
+				slots, tasks := st.SlotTasks(sid)
+				for i, slot := range slots {
+					for _, t := range tasks[i] {
+						d := renderLine(st, t)
+						fmt.Fprintf(out, "  %s.%d %s\n", svc.Spec.Name, slot, d)
+					}
+				}
+			}
+		})
+	}
+	for g := 1; g <= w.cfg.Groups; g++ {
+		w.gs.read(w.leader, g, func(st *statemachine.State) {
+			if p := st.Pool(1); p != nil {
+				fmt.Fprintf(out, "addresses of group %d: %d held, %d quarantined, %d free\n", g, p.Held(), p.Quarantined(), p.Free())
+			}
+		})
+	}
+	w.gs.read(w.leader, 0, func(st *statemachine.State) {
+		for _, id := range st.NodeIDs() {
+			n := st.Node(id)
+			fmt.Fprintf(out, "node %d %s %s\n", id, n.Name, n.Status)
+		}
+	})
+	for _, a := range w.agents {
+		state := "down"
+		switch {
+		case a.up && a.live:
+			state = "live"
+		case a.up:
+			state = "connecting"
+		}
+		if w.net.cut[a.name] {
+			state += ", partitioned"
+		}
+		fmt.Fprintf(out, "agent %s node %d %s: holds %s\n", a.name, a.node, state, idList(a.m.Held()))
+	}
+	for r := range w.cfg.Replicas {
+		var idx []string
+		for g := range w.gs.g {
+			w.gs.read(r, g, func(st *statemachine.State) { idx = append(idx, strconv.FormatUint(st.LastIndex(), 10)) })
+		}
+		fmt.Fprintf(out, "m%d applied %s\n", r+1, strings.Join(idx, " "))
+	}
+}
+
+func renderLine(st *statemachine.State, t *statemachine.Task) string {
+	s := fmt.Sprintf("%s v%d %s desired=%s", tid(t.ID), t.SpecVersion, t.Status.State, t.Desired)
+	if t.Node != 0 {
+		s += fmt.Sprintf(" node=%d", t.Node)
+	}
+	for _, a := range t.Attachments {
+		s += " " + control.AttachmentAddr(st, a)
+		if a.Released {
+			s += "(released)"
+		}
+	}
+	return s
+}
+
+func idList(ids []statemachine.TaskID) string {
+	if len(ids) == 0 {
+		return "nothing"
+	}
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = tid(id)
+	}
+	return strings.Join(s, ",")
+}
+
+// violations prints the checker's violations.
+func (w *World) violations(out *strings.Builder) {
+	vs := w.chk.Violations()
+	if len(vs) == 0 {
+		out.WriteString("no violation\n")
+		return
+	}
+	sort.SliceStable(vs, func(i, j int) bool { return vs[i].AtSeconds < vs[j].AtSeconds })
+	for _, v := range vs {
+		fmt.Fprintf(out, "%s at %.3fs: %s\n", v.Invariant, v.AtSeconds, v.Message)
+		for _, o := range v.Objects {
+			fmt.Fprintf(out, "  %s\n", o)
+		}
+	}
+}
