@@ -3,8 +3,12 @@ package engine
 import (
 	"context"
 	"encoding/binary"
+	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	sm "github.com/lni/dragonboat/v4/statemachine"
 
 	"shoal/internal/clock"
 	"shoal/statemachine"
@@ -73,5 +77,34 @@ func TestEntryFormatsDecode(t *testing.T) {
 	st, got, err = decodeEntry(encodeEntry(entryStamp{now: 5, notAfter: 9}, batch, 0))
 	if err != nil || st != (entryStamp{now: 5, notAfter: 9}) || len(got) != 1 {
 		t.Fatalf("format 2: stamp %+v, %d commands, err %v", st, len(got), err)
+	}
+}
+
+// An entry in a format newer than this build knows (a newer entry format,
+// or a newer batch version) stops the replica with a message saying so,
+// instead of being skipped: a skip would part it from replicas that read
+// the entry. Corrupt bytes of a known format are still a no-op everywhere.
+func TestNewerEntryStopsTheReplica(t *testing.T) {
+	batch := createServices("new", 1, 2)
+	ok := encodeEntry(entryStamp{now: 5, notAfter: 9}, batch, 0)
+	newerEntry := append([]byte{entryVersion + 1}, ok[1:]...)
+	newerBatch := slices.Clone(ok)
+	newerBatch[entryHeaderLen]++ // the batch version byte
+	for name, cmd := range map[string][]byte{"entry format": newerEntry, "batch version": newerBatch} {
+		r := newReplica(1, 2, nil)
+		func() {
+			defer func() {
+				msg, _ := recover().(string)
+				if !strings.Contains(msg, "written by a newer version of Shoal") {
+					t.Errorf("%s: recovered %q, want the replica to stop saying so", name, msg)
+				}
+			}()
+			r.Update([]sm.Entry{{Index: 1, Cmd: cmd}})
+		}()
+	}
+	r := newReplica(1, 2, nil)
+	ents, err := r.Update([]sm.Entry{{Index: 1, Cmd: []byte{entryVersion, 1, 2}}})
+	if err != nil || ents[0].Result.Value != resultCorrupt {
+		t.Fatalf("corrupt entry: result %+v, err %v; want a no-op answered corrupt", ents[0].Result, err)
 	}
 }

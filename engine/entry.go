@@ -59,6 +59,9 @@ func decodeEntry(b []byte) (st entryStamp, batch []statemachine.Command, err err
 		return st, nil, fmt.Errorf("%w: entry of %d bytes is shorter than its %d-byte header",
 			statemachine.ErrCorrupt, len(b), hdr)
 	}
+	if b[0] > entryVersion {
+		return st, nil, fmt.Errorf("%w: entry format %d, this build knows %d", statemachine.ErrNewerFormat, b[0], entryVersion)
+	}
 	if b[0] != entryVersion && b[0] != entryVersionV1 {
 		return st, nil, fmt.Errorf("%w: entry format %d, this build knows %d", statemachine.ErrCorrupt, b[0], entryVersion)
 	}

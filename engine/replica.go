@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -90,6 +91,12 @@ func (r *replica) applyLocked(e *sm.Entry) {
 		return
 	}
 	st, batch, err := decodeEntry(e.Cmd)
+	if errors.Is(err, statemachine.ErrNewerFormat) {
+		// Skipping it would part this replica from those that read it:
+		// stop, and say what to do.
+		panic(fmt.Sprintf("shoal: group %d's log entry %d was written by a newer version of Shoal (%v); "+
+			"this replica stops rather than skip it: run the version the other replicas run", r.group, e.Index, err))
+	}
 	if err != nil {
 		// Every replica decodes the same bytes the same way: the entry is a
 		// no-op everywhere (its index still counts, so a replay is still

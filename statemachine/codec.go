@@ -49,6 +49,9 @@ func AppendBatchEncoded(dst []byte, batch []Command, encoded [][]byte) []byte {
 func DecodeBatch(b []byte) ([]Command, error) {
 	d := newDecoder(b)
 	v := d.byte1()
+	if d.Err() == nil && v > batchVersion {
+		return nil, fmt.Errorf("%w: batch version %d, this build knows %d", ErrNewerFormat, v, batchVersion)
+	}
 	if d.Err() == nil && v != batchVersion && v != batchVersionV1 {
 		return nil, fmt.Errorf("%w: batch version %d, this build knows %d", ErrCorrupt, v, batchVersion)
 	}

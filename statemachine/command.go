@@ -148,6 +148,11 @@ var (
 	ErrNodeNotReady   = errors.New("statemachine: node does not accept task updates")
 	ErrNotAllowed     = errors.New("statemachine: not allowed in the current state")
 	ErrCorrupt        = errors.New("statemachine: corrupt data")
+	// ErrNewerFormat marks data written in a format newer than this build
+	// knows (it also matches ErrCorrupt): a replica meeting it in its log
+	// must stop rather than skip the entry, or it would part from
+	// replicas that can read it.
+	ErrNewerFormat = fmt.Errorf("%w: written by a newer version", ErrCorrupt)
 	ErrStale          = errors.New("statemachine: changed since the given index")
 	ErrExpired        = errors.New("statemachine: deadline passed before the change reached the log")
 )
