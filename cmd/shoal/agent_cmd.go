@@ -54,7 +54,14 @@ of its lifetime. A refused token is an error, not retried.
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			return runAgent(ctx, o, cmd.ErrOrStderr())
+			err := runAgent(ctx, o, cmd.ErrOrStderr())
+			if err != nil && ctx.Err() != nil && err == context.Cause(ctx) {
+				// Stopped by SIGINT or SIGTERM, as asked: a clean exit.
+				// (The signal is the context's cause, which the agent
+				// hands back as the reason it stopped.)
+				return nil
+			}
+			return err
 		},
 	}
 	f := cmd.Flags()
