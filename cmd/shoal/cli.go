@@ -92,7 +92,7 @@ func userError(err error) error {
 	var ae *client.APIError
 	switch {
 	case errors.As(err, &ae):
-		if ae.Field != "" {
+		if ae.Field != "" && !strings.Contains(ae.ErrorBody.Error, ae.Field) {
 			return fmt.Errorf("%s (field %s)", ae.ErrorBody.Error, ae.Field)
 		}
 		return errors.New(ae.ErrorBody.Error)

@@ -74,6 +74,11 @@ func newNodeCmd() *cobra.Command {
 			if !cmd.Flags().Changed("availability") && len(addLabels) == 0 && len(rmLabels) == 0 {
 				return fmt.Errorf("nothing to change: pass --availability, --label-add or --label-rm")
 			}
+			if cmd.Flags().Changed("availability") {
+				if err := oneOf("--availability", avail, "active", "pause", "drain"); err != nil {
+					return err
+				}
+			}
 			for _, kv := range addLabels {
 				if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
 					return fmt.Errorf("--label-add %q is not KEY=VALUE", kv)
