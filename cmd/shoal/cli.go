@@ -29,11 +29,15 @@ type cliOptions struct {
 	consistent bool
 }
 
+// defaultAddr is the API address a manager listens on and the CLI talks
+// to when neither is told otherwise.
+const defaultAddr = "127.0.0.1:7700"
+
 // addClientFlags adds --addr to a command group.
 func addClientFlags(cmd *cobra.Command, o *cliOptions) {
 	def := os.Getenv("SHOAL_ADDR")
 	if def == "" {
-		def = "127.0.0.1:7700"
+		def = defaultAddr
 	}
 	cmd.PersistentFlags().StringVar(&o.addr, "addr", def, "manager API address, host:port or http(s)://host:port (env SHOAL_ADDR)")
 	cmd.PersistentFlags().BoolVar(&o.consistent, "consistent", false,

@@ -16,8 +16,13 @@ func TestServeDev(t *testing.T) {
 	api := freeAddr(t)
 	srv := startProc(t, "serve-dev", "serve", "--dev", "--api-addr", api, "--data-dir", t.TempDir(), "--raft-log-level", "critical")
 	waitFor(t, 30*time.Second, "dev mode ready", func() (bool, string) {
-		return strings.Contains(srv.out.String(), "shoal: dev mode"), srv.out.String()
+		return strings.Contains(srv.out.String(), "    bin/shoal node ls\n"), srv.out.String() // the end of the dev mode banner
 	})
+	// On any address but the default, the commands it suggests must reach
+	// it: the first tells the CLI where.
+	if !strings.Contains(srv.out.String(), "    export SHOAL_ADDR="+api+"\n    bin/shoal service create") {
+		t.Errorf("serve --dev on %s does not say which address the suggested commands need:\n%s", api, srv.out.String())
+	}
 	out := cli(t, api, "service", "create", "web", "--replicas", "2", "--", "sleep", "7773")
 	if !strings.Contains(out, "converged: 2/2 running") {
 		t.Fatalf("create did not report convergence:\n%s", out)

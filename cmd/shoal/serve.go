@@ -120,7 +120,7 @@ On exit it prints one line: "shoal: stopped replica=ID g0=INDEX/HASH g1=...".`,
 	f.StringVar(&o.raftLogLevel, "raft-log-level", "error", "dragonboat log level: critical, error, warning, info or debug")
 	f.DurationVar(&o.electionTimeout, "election-timeout", engine.DefaultElectionTimeout, "how long a follower waits without hearing its leader before it campaigns (Raft; at least 400ms, in steps of 20ms; every replica of a cluster should use the same). A killed replica's groups are taken over at once whatever it is; it bounds a host that vanishes. Raise it where managers share busy CPUs, or leaders change under load")
 	f.StringVar(&o.statusFile, "status-file", "", "write this replica's group status (JSON) here every 250ms and on exit")
-	f.StringVar(&o.apiAddr, "api-addr", "127.0.0.1:7700", "host:port the HTTP API (users and agents) listens on")
+	f.StringVar(&o.apiAddr, "api-addr", defaultAddr, "host:port the HTTP API (users and agents) listens on")
 	f.BoolVar(&o.pprof, "pprof", false, "serve /debug/pprof/ on the API address")
 	f.DurationVar(&o.syncInterval, "sync-interval", time.Minute, "how often agents sync what they hold (pushed to agents; ±50% jitter)")
 	f.DurationVar(&o.minHeartbeat, "min-heartbeat", time.Second, "shortest heartbeat period handed to agents (it grows with the node count, up to 30s)")
