@@ -242,10 +242,13 @@ func newServiceLsCmd(o *cliOptions) *cobra.Command {
 				if s.Removing {
 					mode += " (removing)"
 				}
-				rows = append(rows, []string{strconv.Itoa(int(s.ID)), s.Spec.Name, mode,
+				// No ID column: a service's ID counts within its group, so
+				// services of different groups share it; the name is what
+				// names one service, and what every command takes.
+				rows = append(rows, []string{s.Spec.Name, mode,
 					replicasCell(s), strings.Join(s.Spec.Command, " ")})
 			}
-			return table(w, []string{"ID", "NAME", "MODE", "REPLICAS", "COMMAND"}, rows)
+			return table(w, []string{"NAME", "MODE", "REPLICAS", "COMMAND"}, rows)
 		},
 	}
 	cmd.Flags().StringVar(&o.format, "format", "table", "table or json")

@@ -58,7 +58,7 @@ func TestServiceLsShowsOldVersionTasksAndUpdateState(t *testing.T) {
 	rows := map[string]string{}
 	for _, l := range strings.Split(out.String(), "\n") {
 		if f := strings.Fields(l); len(f) > 1 {
-			rows[f[1]] = l + " "
+			rows[f[0]] = l + " "
 		}
 	}
 	for name, cell := range want {
@@ -97,5 +97,40 @@ func TestPausedUpdateIsNotReportedConverged(t *testing.T) {
 	}
 	if strings.Contains(out.String(), "converged") {
 		t.Fatalf("a paused update printed %q", out.String())
+	}
+}
+
+// A service's "id" counts within its group, so services of different
+// groups share it (a new cluster's first services are all 1): a column of
+// those IDs would name no service. Every row of `service ls` begins with
+// something that names one service, as every command takes it.
+func TestServiceLsRowsNameOneServiceEach(t *testing.T) {
+	var services []client.Service
+	for g, name := range []string{"web", "api", "db"} {
+		s := client.Service{ID: 1, Group: g + 3, SpecVersion: 1, Running: 1, RunningAny: 1, Desired: 1}
+		s.Spec.Name, s.Spec.Mode, s.Spec.Command = name, "replicated", []string{"sleep", "1000"}
+		services = append(services, s)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(client.List[client.Service]{Items: services})
+	}))
+	defer srv.Close()
+	var out bytes.Buffer
+	root := newRoot()
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs([]string{"service", "ls", "--addr", srv.URL, "--tls-dir", ""})
+	if err := root.Execute(); err != nil {
+		t.Fatalf("service ls: %v\n%s", err, out.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 4 {
+		t.Fatalf("want a header and 3 rows:\n%s", out.String())
+	}
+	for i, l := range lines[1:] {
+		if first := strings.Fields(l)[0]; first != services[i].Spec.Name {
+			t.Errorf("row %q begins with %q, not the service's name", l, first)
+		}
 	}
 }
