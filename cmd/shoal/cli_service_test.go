@@ -134,3 +134,38 @@ func TestServiceLsRowsNameOneServiceEach(t *testing.T) {
 		}
 	}
 }
+
+// A wait that times out during a rolling update says what the manager
+// says (the old version's tasks still serve), not a bare "0/3 running"
+// that `service ls` contradicts with 2/3.
+func TestConvergeTimeoutSaysWhatRuns(t *testing.T) {
+	const why = "the update to v2 is under way: 0/3 running at v2, 2 of any version"
+	s := client.Service{SpecVersion: 2, Running: 0, RunningAny: 2, Desired: 3,
+		Update:      client.UpdateStatus{State: "updating"},
+		Convergence: client.Convergence{State: client.Converging, Why: why}}
+	s.Spec.Name = "web"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/events" { // nothing happens until the wait ends
+			w.Header().Set("Content-Type", "application/x-ndjson")
+			w.WriteHeader(http.StatusOK)
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(s)
+	}))
+	defer srv.Close()
+	c, err := client.New(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := newRoot()
+	cmd.SetOut(&bytes.Buffer{})
+	cmd.SetContext(context.Background())
+	err = converge(cmd, c, "web", "", 300*time.Millisecond)
+	want := "web did not converge within 300ms: " + why + "; see `shoal service ps web`"
+	if err == nil || err.Error() != want {
+		t.Fatalf("converge: %v\nwant: %s", err, want)
+	}
+}
