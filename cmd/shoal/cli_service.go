@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"shoal/api/client"
 )
@@ -73,6 +74,13 @@ func newServiceUpdateCmd(o *cliOptions) *cobra.Command {
 		Short: "Change a service; its tasks are replaced by a rolling update",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			changes := len(args) > 1
+			cmd.LocalFlags().VisitAll(func(fl *pflag.Flag) {
+				changes = changes || (fl.Changed && fl.Name != "detach" && fl.Name != "timeout")
+			})
+			if !changes {
+				return fmt.Errorf("nothing to change: give the flags to change (shoal service update --help) or -- COMMAND [ARGS...]")
+			}
 			c, err := o.client()
 			if err != nil {
 				return err

@@ -169,3 +169,47 @@ func TestConvergeTimeoutSaysWhatRuns(t *testing.T) {
 		t.Fatalf("converge: %v\nwant: %s", err, want)
 	}
 }
+
+// `service update NAME` with nothing to change is refused without a
+// write: it used to store the same spec again and then wait, up to the
+// timeout, for whatever the service was doing.
+func TestServiceUpdateWithNothingToChange(t *testing.T) {
+	s := client.Service{SpecVersion: 1, Running: 1, RunningAny: 1, Desired: 1,
+		Convergence: client.Convergence{State: client.Converging, Why: "0/1 running at v1"}}
+	s.Spec.Name, s.Spec.Mode, s.Spec.Command = "web", "replicated", []string{"sleep", "1000"}
+	writes := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet {
+			writes++
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(s)
+	}))
+	defer srv.Close()
+	for _, args := range [][]string{{"web"}, {"web", "--detach"}, {"web", "--timeout", "1s"}} {
+		var out bytes.Buffer
+		root := newRoot()
+		root.SetOut(&out)
+		root.SetErr(&out)
+		root.SetArgs(append([]string{"service", "update", "--addr", srv.URL, "--tls-dir", ""}, args...))
+		err := root.Execute()
+		if err == nil || !strings.Contains(err.Error(), "nothing to change") {
+			t.Errorf("service update %v: %v\n%s", args, err, out.String())
+		}
+	}
+	if writes != 0 {
+		t.Errorf("%d writes sent", writes)
+	}
+	// A flag, or a command, is something to change.
+	for _, args := range [][]string{{"web", "--detach", "--replicas", "2"}, {"web", "--detach", "--", "sleep", "5"}} {
+		root := newRoot()
+		root.SetOut(&bytes.Buffer{})
+		root.SetArgs(append([]string{"service", "update", "--addr", srv.URL, "--tls-dir", ""}, args...))
+		if err := root.Execute(); err != nil {
+			t.Errorf("service update %v: %v", args, err)
+		}
+	}
+	if writes != 2 {
+		t.Errorf("%d writes sent for two changes", writes)
+	}
+}
