@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -69,6 +70,11 @@ func (o *cliOptions) client() (*client.Client, error) {
 func adminTLS(dir string) (*tls.Config, error) {
 	root, cert, err := tlsdir.Dir(dir).AdminCredential()
 	if err != nil {
+		// A manager's data directory given for its tls/ subdirectory.
+		sub := filepath.Join(dir, "tls")
+		if _, serr := os.Stat(filepath.Join(sub, "ca.crt")); serr == nil {
+			return nil, fmt.Errorf("--tls-dir: %w; did you mean --tls-dir %s?", err, sub)
+		}
 		return nil, fmt.Errorf("--tls-dir: %w", err)
 	}
 	return client.NewCredentials(root, &cert).TLS(), nil
@@ -108,7 +114,8 @@ func userError(err error) error {
 		case strings.Contains(msg, "malformed HTTP response"), strings.Contains(msg, "EOF") && !strings.Contains(msg, "https://"):
 			return fmt.Errorf("%s: the manager may require TLS: pass --tls-dir DATA-DIR/tls of a manager (or set SHOAL_TLS_DIR)", strings.SplitN(msg, ": ", 2)[0])
 		case strings.Contains(msg, "certificate"):
-			return fmt.Errorf("%s: TLS failed: %s; is --tls-dir from this cluster?", strings.SplitN(msg, ": ", 2)[0], msg)
+			where, why, _ := strings.Cut(msg, ": ")
+			return fmt.Errorf("%s: TLS failed: %s; pass --tls-dir with the DATA-DIR/tls of a manager of this cluster", where, why)
 		}
 		if i := strings.Index(msg, ": dial"); i >= 0 {
 			msg = msg[:i] + ": is a manager running there? (start one with `shoal serve`, or set --addr / SHOAL_ADDR)"
