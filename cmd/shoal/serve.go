@@ -83,8 +83,9 @@ Alternatively every initial replica starts with the same --peers list
 --join ADDR adds the replica to the membership without a token.
 
 With --dev it also runs an agent in the same process, so services run
-processes on this machine at once (data in a fresh temporary directory
-unless --data-dir is given); --dev is plain HTTP on loopback.
+processes on this machine at once (data in a fresh temporary directory,
+removed when it stops, unless --data-dir is given); --dev is plain HTTP on
+loopback.
 
 On exit it prints one line: "shoal: stopped replica=ID g0=INDEX/HASH g1=...".`,
 		Args: cobra.NoArgs,
@@ -107,6 +108,15 @@ On exit it prints one line: "shoal: stopped replica=ID g0=INDEX/HASH g1=...".`,
 					return err
 				}
 				o.dataDir = dir
+				// A throwaway cluster: its directory goes with it (the
+				// manager and the agent have stopped when runServe returns).
+				defer func() {
+					if err := os.RemoveAll(dir); err != nil {
+						fmt.Fprintf(cmd.ErrOrStderr(), "shoal: removing the dev data directory: %v\n", err)
+						return
+					}
+					fmt.Fprintf(cmd.OutOrStdout(), "shoal: removed the dev data directory %s (pass --data-dir to keep one)\n", dir)
+				}()
 			}
 			return runServe(cmd.Context(), o, cmd.OutOrStdout())
 		},
