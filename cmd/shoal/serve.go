@@ -184,6 +184,12 @@ func runServe(ctx context.Context, o serveOptions, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	for _, a := range []struct{ flag, addr, example string }{
+		{"--raft-addr", o.raftAddr, "127.0.0.1:7101"}, {"--api-addr", o.apiAddr, defaultAddr}} {
+		if _, _, err := net.SplitHostPort(a.addr); a.addr != "" && err != nil {
+			return fmt.Errorf("%s %q is not host:port (e.g. %s)", a.flag, a.addr, a.example)
+		}
+	}
 	rtt, err := electionRTT(o.electionTimeout)
 	if err != nil {
 		return err
@@ -229,7 +235,20 @@ func runServe(ctx context.Context, o serveOptions, out io.Writer) error {
 			return startDevAgent(ctx, o, m.APIAddr, out)
 		}
 	}
-	return manager.Serve(ctx, so)
+	return serveError(manager.Serve(ctx, so))
+}
+
+// serveError drops the engine's own name from a configuration or data
+// directory refusal: the rest of the line says what is wrong in the
+// flags' terms.
+func serveError(err error) error {
+	switch {
+	case errors.Is(err, engine.ErrConfig): // "engine: bad configuration: " adds nothing
+		return errors.New(strings.Replace(err.Error(), engine.ErrConfig.Error()+": ", "", 1))
+	case errors.Is(err, engine.ErrDataDir): // "data directory does not match ..." stays
+		return errors.New(strings.Replace(err.Error(), engine.ErrDataDir.Error(), strings.TrimPrefix(engine.ErrDataDir.Error(), "engine: "), 1))
+	}
+	return err
 }
 
 // electionRTT turns --election-timeout into Raft ticks of the default RTT.
