@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -83,6 +84,14 @@ func runAgent(ctx context.Context, o agentOptions, logOut io.Writer) error {
 	if len(addrs) == 0 {
 		return errors.New("--join needs at least one manager address (host:port)")
 	}
+	for _, a := range addrs {
+		// host:port, or a URL's http(s)://host:port; a missing port would
+		// dial port 80 for ever.
+		hostPort := strings.TrimPrefix(strings.TrimPrefix(a, "https://"), "http://")
+		if _, port, err := net.SplitHostPort(hostPort); err != nil || port == "" {
+			return fmt.Errorf("--join %q: give a manager's API address as host:port", a)
+		}
+	}
 	labels := map[string]string{}
 	for _, l := range o.labels {
 		k, v, ok := strings.Cut(l, "=")
@@ -95,7 +104,7 @@ func runAgent(ctx context.Context, o agentOptions, logOut io.Writer) error {
 
 	release, err := agent.LockDataDir(o.dataDir)
 	if err != nil {
-		return err
+		return fmt.Errorf("--data-dir %s: %w", o.dataDir, err)
 	}
 	defer release()
 	store, err := agent.OpenPebbleStore(filepath.Join(o.dataDir, "state"))
