@@ -129,14 +129,24 @@ func newServiceScaleCmd(o *cliOptions) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// Every argument is checked before any service is scaled.
+			type scaling struct {
+				name string
+				n    uint32
+			}
+			var todo []scaling
 			for _, a := range args {
 				name, n, ok := strings.Cut(a, "=")
 				r, perr := strconv.ParseUint(n, 10, 32)
 				if !ok || perr != nil || name == "" {
-					return fmt.Errorf("%q is not NAME=REPLICAS", a)
+					return fmt.Errorf("%q: give NAME=REPLICAS, REPLICAS a whole number, 0 or more", a)
 				}
+				todo = append(todo, scaling{name, uint32(r)})
+			}
+			for _, sc := range todo {
+				name, r := sc.name, sc.n
 				ctx, cancel := requestCtx(cmd)
-				svc, idx, err := c.Scale(ctx, name, uint32(r))
+				svc, idx, err := c.Scale(ctx, name, r)
 				cancel()
 				if err != nil {
 					return userError(err)

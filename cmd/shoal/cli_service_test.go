@@ -213,3 +213,39 @@ func TestServiceUpdateWithNothingToChange(t *testing.T) {
 		t.Errorf("%d writes sent for two changes", writes)
 	}
 }
+
+// `service scale a=2 b=x` checks every argument before it scales any:
+// a mistake in the last one used to leave the first ones scaled.
+func TestServiceScaleChecksEveryArgumentFirst(t *testing.T) {
+	writes := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet {
+			writes++
+		}
+		s := client.Service{SpecVersion: 1, Desired: 2, Running: 2, RunningAny: 2, Convergence: client.Convergence{State: client.Converged}}
+		s.Spec.Name, s.Spec.Mode = "web", "replicated"
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(s)
+	}))
+	defer srv.Close()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"web=2", "api=x"}, `"api=x": give NAME=REPLICAS, REPLICAS a whole number, 0 or more`},
+		{[]string{"web=2", "api=-1"}, `"api=-1": give NAME=REPLICAS, REPLICAS a whole number, 0 or more`},
+		{[]string{"web=2", "api"}, `"api": give NAME=REPLICAS, REPLICAS a whole number, 0 or more`},
+		{[]string{"web=2", "=3"}, `"=3": give NAME=REPLICAS, REPLICAS a whole number, 0 or more`},
+	} {
+		root := newRoot()
+		root.SetOut(&bytes.Buffer{})
+		root.SetErr(&bytes.Buffer{})
+		root.SetArgs(append([]string{"service", "scale", "--detach", "--addr", srv.URL, "--tls-dir", ""}, c.args...))
+		if err := root.Execute(); err == nil || err.Error() != c.want {
+			t.Errorf("scale %v: %v, want %s", c.args, err, c.want)
+		}
+	}
+	if writes != 0 {
+		t.Errorf("%d services scaled before the bad argument was seen", writes)
+	}
+}
