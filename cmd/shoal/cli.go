@@ -97,6 +97,13 @@ func withClient(cmd *cobra.Command, o *cliOptions, fn func(ctx context.Context, 
 	return userError(fn(ctx, c))
 }
 
+// isAPIError says whether err is the manager's answer (a refusal), not a
+// failure to reach it.
+func isAPIError(err error) bool {
+	var ae *client.APIError
+	return errors.As(err, &ae)
+}
+
 // userError turns a client error into one line for the user.
 func userError(err error) error {
 	var ae *client.APIError

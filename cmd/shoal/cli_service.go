@@ -200,11 +200,21 @@ func newServiceRmCmd(o *cliOptions) *cobra.Command {
 		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withClient(cmd, o, func(ctx context.Context, c *client.Client) error {
+				// Each name is removed if it can be; the ones that could not
+				// are said together, on one line, at the end.
+				var failed []string
 				for _, name := range args {
 					if _, _, err := c.RemoveService(ctx, name); err != nil {
-						return err
+						if !isAPIError(err) {
+							return err // no manager to ask about the rest
+						}
+						failed = append(failed, userError(err).Error())
+						continue
 					}
 					fmt.Fprintln(cmd.OutOrStdout(), name)
+				}
+				if len(failed) > 0 {
+					return errors.New(strings.Join(failed, "; "))
 				}
 				return nil
 			})

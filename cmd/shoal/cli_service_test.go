@@ -249,3 +249,35 @@ func TestServiceScaleChecksEveryArgumentFirst(t *testing.T) {
 		t.Errorf("%d services scaled before the bad argument was seen", writes)
 	}
 }
+
+// `service rm a nosuch b` removes a and b and says which name it could not
+// remove, as `docker service rm` does; it used to stop at nosuch, leaving b.
+func TestServiceRmRemovesEveryServiceItCan(t *testing.T) {
+	var deleted []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name := strings.TrimPrefix(r.URL.Path, "/v1/services/")
+		w.Header().Set("Content-Type", "application/json")
+		if r.Method != http.MethodDelete || strings.HasPrefix(name, "nosuch") {
+			w.WriteHeader(http.StatusNotFound)
+			_ = json.NewEncoder(w).Encode(client.ErrorBody{Error: "service \"" + name + "\" does not exist", Code: client.CodeNotFound})
+			return
+		}
+		deleted = append(deleted, name)
+		var s client.Service
+		s.Spec.Name = name
+		_ = json.NewEncoder(w).Encode(s)
+	}))
+	defer srv.Close()
+	var out bytes.Buffer
+	root := newRoot()
+	root.SetOut(&out)
+	root.SetErr(&bytes.Buffer{})
+	root.SetArgs([]string{"service", "rm", "--addr", srv.URL, "--tls-dir", "", "a", "nosuch", "b", "nosuch2"})
+	err := root.Execute()
+	if want := `service "nosuch" does not exist; service "nosuch2" does not exist`; err == nil || err.Error() != want {
+		t.Errorf("rm: %v, want %s", err, want)
+	}
+	if strings.Join(deleted, ",") != "a,b" || out.String() != "a\nb\n" {
+		t.Errorf("removed %v, printed %q; want a and b", deleted, out.String())
+	}
+}
