@@ -53,6 +53,9 @@ of its lifetime. A refused token is an error, not retried.
   shoal agent --join 127.0.0.1:7701,127.0.0.1:7702 --data-dir /var/lib/shoal-agent --token SHOAL-1-... --label zone=a`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !cmd.Flags().Changed("token") {
+				o.token = os.Getenv("SHOAL_JOIN_TOKEN")
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			err := runAgent(ctx, o, cmd.ErrOrStderr())
@@ -70,7 +73,8 @@ of its lifetime. A refused token is an error, not retried.
 	f.StringVar(&o.dataDir, "data-dir", "", "the agent's data directory")
 	f.StringArrayVar(&o.labels, "label", nil, "a node label k=v (repeatable)")
 	f.StringVar(&o.hostname, "hostname", "", "the node's name (default: the machine's hostname)")
-	f.StringVar(&o.token, "token", os.Getenv("SHOAL_JOIN_TOKEN"), "the worker join token, SHOAL-1-... (env SHOAL_JOIN_TOKEN; needed on the first start only)")
+	// No default from the environment: --help would print the secret.
+	f.StringVar(&o.token, "token", "", "the worker join token, SHOAL-1-... (env SHOAL_JOIN_TOKEN; needed on the first start only)")
 	f.BoolVar(&o.insecure, "insecure", false, "plain HTTP, no certificate: for managers started with --insecure")
 	_ = cmd.MarkFlagRequired("join")
 	_ = cmd.MarkFlagRequired("data-dir")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 
@@ -30,5 +31,28 @@ func TestFlagUsageQuotesNoValueName(t *testing.T) {
 	walk(newRoot())
 	if n < 100 {
 		t.Fatalf("walked %d flags; is every command under the root?", n)
+	}
+}
+
+// A join token in the environment (the README exports SHOAL_JOIN_TOKEN) is
+// a secret: --help must not print it as the flag's default.
+func TestHelpDoesNotPrintTheJoinToken(t *testing.T) {
+	const secret = "SHOAL-1-0123456789abcdef-doNotPrintMe"
+	t.Setenv("SHOAL_JOIN_TOKEN", secret)
+	for _, cmd := range []string{"agent", "serve"} {
+		var out bytes.Buffer
+		root := newRoot()
+		root.SetOut(&out)
+		root.SetErr(&out)
+		root.SetArgs([]string{cmd, "--help"})
+		if err := root.Execute(); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(out.String(), "doNotPrintMe") {
+			t.Errorf("shoal %s --help prints the join token from SHOAL_JOIN_TOKEN:\n%s", cmd, out.String())
+		}
+		if !strings.Contains(out.String(), "--token") {
+			t.Errorf("shoal %s --help has no --token:\n%s", cmd, out.String())
+		}
 	}
 }

@@ -99,6 +99,9 @@ On exit it prints one line: "shoal: stopped replica=ID g0=INDEX/HASH g1=...".`,
 				return errors.New("--id must be 1 or more")
 			}
 			o.tokenFlag = cmd.Flags().Changed("token")
+			if !o.tokenFlag {
+				o.token = os.Getenv("SHOAL_JOIN_TOKEN")
+			}
 			if !cmd.Flags().Changed("failover-grace") {
 				o.failoverGrace = min(o.failoverGrace, o.orphanTimeout) // a short --orphan-timeout alone is enough
 			}
@@ -147,7 +150,8 @@ On exit it prints one line: "shoal: stopped replica=ID g0=INDEX/HASH g1=...".`,
 	_ = f.MarkHidden("clock-offset")
 	f.BoolVar(&o.insecure, "insecure", false, "no TLS: plain HTTP API and Raft, no authentication (every replica and agent of the cluster needs it)")
 	f.StringVar(&o.join, "join", "", "API address(es) of a running manager, comma-separated: join its cluster (without --peers: become a member of every group; with TLS: obtain this replica's certificate, needs --token)")
-	f.StringVar(&o.token, "token", os.Getenv("SHOAL_JOIN_TOKEN"), "the manager join token, SHOAL-1-... (env SHOAL_JOIN_TOKEN; print it with \"shoal token manager\")")
+	// No default from the environment: --help would print the secret.
+	f.StringVar(&o.token, "token", "", "the manager join token, SHOAL-1-... (env SHOAL_JOIN_TOKEN; print it with \"shoal token manager\")")
 	f.DurationVar(&o.nodeCertTTL, "node-cert-ttl", security.DefaultWorkerLifetime, "lifetime of the certificates this manager issues to agents (they renew at 50-80%)")
 	return cmd
 }
