@@ -31,7 +31,12 @@ func newServiceCreateCmd(o *cliOptions) *cobra.Command {
 		Short: "Create a service whose tasks run COMMAND",
 		Example: `  shoal service create web --replicas 3 -- sleep 1000
   shoal service create api --network backend --env PORT=8080 -- ./server`,
-		Args: cobra.MinimumNArgs(1),
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 || cmd.ArgsLenAtDash() == 0 {
+				return errors.New("give the service a name before --: shoal service create NAME [flags] -- COMMAND [ARGS...]")
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := o.client()
 			if err != nil {
