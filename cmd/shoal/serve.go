@@ -129,7 +129,7 @@ On exit it prints one line: "shoal: stopped replica=ID g0=INDEX/HASH g1=...".`,
 	f.Uint64Var(&o.id, "id", 1, "this replica's Raft ID (1 or more; fixed per data directory)")
 	f.StringVar(&o.raftAddr, "raft-addr", "", "host:port for Raft traffic (default: the one recorded in --data-dir, else a free loopback port)")
 	f.StringVar(&o.peers, "peers", "", "every initial replica as id=host:port,... including this one (default: those recorded in --data-dir, else this replica alone)")
-	f.IntVar(&o.groups, "groups", engine.DefaultGroups, "number of service groups, fixed when the cluster is created")
+	f.IntVar(&o.groups, "groups", engine.DefaultGroups, "number of service groups, fixed when the cluster is created (a replica joining with --join needs the cluster's count)")
 	f.StringVar(&o.raftLogLevel, "raft-log-level", "error", "dragonboat log level: critical, error, warning, info or debug")
 	f.DurationVar(&o.electionTimeout, "election-timeout", engine.DefaultElectionTimeout, "how long a follower waits without hearing its leader before it campaigns (Raft; at least 400ms, in steps of 20ms; every replica of a cluster should use the same). A killed replica's groups are taken over at once whatever it is; it bounds a host that vanishes. Raise it where managers share busy CPUs, or leaders change under load")
 	f.StringVar(&o.statusFile, "status-file", "", "write this replica's group status (JSON) here every 250ms and on exit")
