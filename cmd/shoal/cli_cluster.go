@@ -1,8 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -88,6 +91,12 @@ func newNodeCmd() *cobra.Command {
 				n, err := resolveNode(ctx, c, args[0])
 				if err != nil {
 					return err
+				}
+				for _, k := range rmLabels {
+					if _, ok := n.Labels[k]; !ok {
+						have := slices.Sorted(maps.Keys(n.Labels))
+						return fmt.Errorf("--label-rm %q: node %q has no label %s (its labels: %s)", k, args[0], k, cmp.Or(strings.Join(have, ", "), "none"))
+					}
 				}
 				var u client.NodeUpdate
 				if cmd.Flags().Changed("availability") {

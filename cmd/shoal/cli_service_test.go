@@ -281,3 +281,40 @@ func TestServiceRmRemovesEveryServiceItCan(t *testing.T) {
 		t.Errorf("removed %v, printed %q; want a and b", deleted, out.String())
 	}
 }
+
+// `node update vm --label-rm zone` with a key the node does not have is a
+// typo more often than not: refused, as docker node update does, without a
+// write (it used to print the node's ID and change nothing).
+func TestNodeLabelRmOfAMissingKeyIsRefused(t *testing.T) {
+	writes := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet {
+			writes++
+		}
+		w.Header().Set("Content-Type", "application/json")
+		n := client.Node{ID: 1, Name: "vm", Labels: map[string]string{"zone": "a"}}
+		if r.URL.Path == "/v1/nodes" {
+			_ = json.NewEncoder(w).Encode(client.List[client.Node]{Items: []client.Node{n}})
+			return
+		}
+		_ = json.NewEncoder(w).Encode(n)
+	}))
+	defer srv.Close()
+	run := func(args ...string) error {
+		root := newRoot()
+		root.SetOut(&bytes.Buffer{})
+		root.SetErr(&bytes.Buffer{})
+		root.SetArgs(append([]string{"node", "update", "--addr", srv.URL, "--tls-dir", ""}, args...))
+		return root.Execute()
+	}
+	err := run("vm", "--label-rm", "zoen")
+	if want := `--label-rm "zoen": node "vm" has no label zoen (its labels: zone)`; err == nil || err.Error() != want {
+		t.Errorf("label-rm of a missing key: %v, want %s", err, want)
+	}
+	if writes != 0 {
+		t.Errorf("%d writes for a refused update", writes)
+	}
+	if err := run("vm", "--label-rm", "zone"); err != nil || writes != 1 {
+		t.Errorf("label-rm of a key the node has: %v, %d writes", err, writes)
+	}
+}
