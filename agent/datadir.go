@@ -16,29 +16,30 @@ import (
 )
 
 // ErrDataDirInUse: another agent runs on the same data directory.
-var ErrDataDirInUse = errors.New("agent: the data directory is in use by another agent")
+var ErrDataDirInUse = errors.New("in use by another agent")
 
 // LockDataDir creates dir if needed and takes an exclusive lock on
 // dir/agent.lock for the life of the process (flock: released by the
 // kernel when the process dies, even by kill -9). A second agent on the
-// same directory gets ErrDataDirInUse naming the holder's pid.
+// same directory gets ErrDataDirInUse naming the holder's pid. Errors do
+// not repeat dir: the caller says which directory (or flag) it was.
 func LockDataDir(dir string) (release func() error, err error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("agent: make the data directory: %w", err)
+		return nil, fmt.Errorf("cannot make the directory: %w", err)
 	}
 	path := filepath.Join(dir, "agent.lock")
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("agent: open %s: %w", path, err)
+		return nil, fmt.Errorf("cannot open %s: %w", path, err)
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		holder, _ := os.ReadFile(path)
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("%w: %s is locked by process %s; stop that agent or choose another --data-dir",
-				ErrDataDirInUse, dir, strings.TrimSpace(string(holder)))
+			return nil, fmt.Errorf("%w (process %s): stop that agent or choose another --data-dir",
+				ErrDataDirInUse, strings.TrimSpace(string(holder)))
 		}
-		return nil, fmt.Errorf("agent: lock %s: %w", path, err)
+		return nil, fmt.Errorf("cannot lock %s: %w", path, err)
 	}
 	if err := f.Truncate(0); err == nil {
 		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)

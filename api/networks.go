@@ -2,6 +2,7 @@ package api
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/valyala/fasthttp"
 
@@ -87,6 +88,14 @@ func (s *Server) createNetwork(ctx *fasthttp.RequestCtx, _ []string) error {
 	}
 	if d.Subnet == "" {
 		return invalidSpec("subnet", "network %q needs a subnet in CIDR form, e.g. 10.0.0.0/24", d.Name)
+	}
+	for _, r := range d.Reserved {
+		// The state machine reads "A-" as A alone; a range needs both
+		// ends (checked here, so what the log already holds replays as
+		// it was applied).
+		if first, last, ok := strings.Cut(r, "-"); ok && (strings.TrimSpace(first) == "" || strings.TrimSpace(last) == "") {
+			return invalidSpec("reserved", "network %q: reserved range %q is not an address or first-last range", d.Name, r)
+		}
 	}
 	res, err := s.submit(ctx, statemachine.Command{Kind: statemachine.CmdReserveNetworkID})
 	if err != nil {

@@ -448,9 +448,22 @@ type logger func(format string, args ...any)
 // A connection this replica closed itself (one idle at the connection cap,
 // see Guard, or at shutdown) is not news: fasthttp's error for it is not
 // logged.
+//
+// A client speaking TLS to a plain-HTTP API (a CLI given --tls-dir against
+// `serve --dev` or --insecure) sends a ClientHello, which fasthttp reports
+// with the whole hello escaped, about 4 KB on one line: it is said in one
+// short line instead.
 func (l logger) Printf(format string, args ...any) {
 	for _, a := range args {
 		if err, ok := a.(error); ok && errors.Is(err, net.ErrClosed) {
+			return
+		}
+		if err, ok := a.(error); ok && strings.Contains(err.Error(), `unsupported http request method "\x16\x03`) {
+			from := "a client"
+			if len(args) >= 2 {
+				from = fmt.Sprintf("the client at %v", args[1])
+			}
+			l("api: %s spoke TLS to this plain-HTTP API (its --tls-dir or SHOAL_TLS_DIR is for a cluster with TLS); connection closed", from)
 			return
 		}
 	}

@@ -2,6 +2,7 @@ package api
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"shoal/api/client"
@@ -59,6 +60,12 @@ func toSpec(d *client.ServiceSpec) (statemachine.ServiceSpec, error) {
 	}
 	if d.StopGrace != nil {
 		sp.StopGrace = int64(*d.StopGrace)
+	}
+	for i, n := range d.Networks {
+		if slices.Contains(d.Networks[:i], n) {
+			// Each entry attaches the task once more: two addresses on one network.
+			return sp, invalidSpec("networks", "service %q: network %q is listed twice in its networks", d.Name, n)
+		}
 	}
 	sp.Networks, sp.Constraints = d.Networks, d.Constraints
 	sp.CPU, sp.Memory = d.Reserve.CPU, d.Reserve.Memory

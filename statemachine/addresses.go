@@ -40,8 +40,11 @@ func (s *State) groups() int {
 }
 
 func (s *State) createNetwork(spec *Network) Result {
-	if spec == nil || spec.ID == 0 || !validName(spec.Name) {
-		return reject(CodeInvalid, "network needs a non-zero ID and a name of 1-%d letters, digits, '-' or '_'", maxNameLen)
+	if spec == nil || spec.ID == 0 {
+		return reject(CodeInvalid, "a network needs a non-zero ID")
+	}
+	if !validName(spec.Name) {
+		return reject(CodeInvalid, "network name %q: use 1-%d letters, digits, '-' or '_'", spec.Name, maxNameLen)
 	}
 	if s.networks[spec.ID] != nil || s.networkByName(spec.Name) != nil {
 		return reject(CodeExists, "network %q (id %d) already exists", spec.Name, spec.ID)

@@ -254,6 +254,13 @@ func (s *State) upsertNode(spec *Node) Result {
 	return Result{ID: uint64(n.ID)}
 }
 
+// liveTaskOnNode refuses the removal of a down node that still has t
+// unfinished (the submitter's check and the command say the same).
+func liveTaskOnNode(id NodeID, t *Task) Result {
+	return reject(CodeNotAllowed, "node %d still has task %s (%s): a down node's tasks are orphaned once it has been down for the orphan timeout (`shoal status` shows it); remove the node then, or bring its agent back",
+		id, taskref.Short(uint64(t.ID)), t.Status.State)
+}
+
 func (s *State) removeNode(id NodeID) Result {
 	n := s.nodes[id]
 	if n == nil {
@@ -264,7 +271,7 @@ func (s *State) removeNode(id NodeID) Result {
 	}
 	for _, t := range s.NodeTasks(id) { // in ID order: the message is the same on every replica
 		if !t.Status.State.Terminal() {
-			return reject(CodeNotAllowed, "node %d still has task %s (%s); it must be orphaned first", id, taskref.Short(uint64(t.ID)), t.Status.State)
+			return liveTaskOnNode(id, t)
 		}
 	}
 	for _, t := range slices.Clone(n.tasks) {

@@ -2,6 +2,7 @@ package statemachine
 
 import (
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -69,5 +70,27 @@ func TestUnplacedDesiredChangeIsAnnounced(t *testing.T) {
 		if desired[tk.ID] == 0 {
 			t.Errorf("task %d: no EffTaskDesired in %+v", tk.ID, h.out.Effects)
 		}
+	}
+}
+
+// A down node that still has a live task is refused removal in words
+// that say what lets it go (the orphan timeout) — the same words from the
+// submitter's check and from the command itself.
+func TestRemoveNodeWithLiveTaskSaysWhatToDo(t *testing.T) {
+	h := newHarness(t, Config{Group: 1})
+	h.addNodes(1)
+	h.ok(Command{Kind: CmdCreateService, Spec: &ServiceSpec{Name: "web", Replicas: 1}})
+	h.placeAll(1)
+	h.ok(Command{Kind: CmdSetNodeStatus, Node: 1, NodeStatus: NodeDown})
+	cmd := Command{Kind: CmdRemoveNode, Node: 1}
+	check := h.s.CheckRemoval(&cmd)
+	applied := h.apply(cmd)[0]
+	for _, r := range []Result{check, applied} {
+		if !errors.Is(r.Err(), ErrNotAllowed) || !strings.Contains(r.Msg, "orphan timeout") || !strings.Contains(r.Msg, "shoal status") {
+			t.Errorf("removal refused with %q; want it to name the orphan timeout and where to see it", r.Msg)
+		}
+	}
+	if check.Msg != applied.Msg {
+		t.Errorf("the check says %q, the command %q", check.Msg, applied.Msg)
 	}
 }

@@ -3,8 +3,6 @@ package statemachine
 import (
 	"maps"
 	"slices"
-
-	"shoal/internal/taskref"
 )
 
 // The cross-group re-drive. The cluster group (0) is the source of truth
@@ -308,7 +306,7 @@ func (s *State) CheckRemoval(c *Command) Result {
 		}
 		for _, t := range s.NodeTasks(c.Node) {
 			if !t.Status.State.Terminal() {
-				return reject(CodeNotAllowed, "node %d still has task %s (%s); it must be orphaned first", c.Node, taskref.Short(uint64(t.ID)), t.Status.State)
+				return liveTaskOnNode(c.Node, t)
 			}
 		}
 	case CmdRemoveNetwork:

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -52,9 +53,19 @@ of its lifetime. A refused token is an error, not retried.
   shoal agent --join 127.0.0.1:7701,127.0.0.1:7702 --data-dir /var/lib/shoal-agent --token SHOAL-1-... --label zone=a`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !cmd.Flags().Changed("token") {
+				o.token = os.Getenv("SHOAL_JOIN_TOKEN")
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			return runAgent(ctx, o, cmd.ErrOrStderr())
+			err := runAgent(ctx, o, cmd.ErrOrStderr())
+			if err != nil && ctx.Err() != nil && err == context.Cause(ctx) {
+				// Stopped by SIGINT or SIGTERM, as asked: a clean exit.
+				// (The signal is the context's cause, which the agent
+				// hands back as the reason it stopped.)
+				return nil
+			}
+			return err
 		},
 	}
 	f := cmd.Flags()
@@ -62,7 +73,8 @@ of its lifetime. A refused token is an error, not retried.
 	f.StringVar(&o.dataDir, "data-dir", "", "the agent's data directory")
 	f.StringArrayVar(&o.labels, "label", nil, "a node label k=v (repeatable)")
 	f.StringVar(&o.hostname, "hostname", "", "the node's name (default: the machine's hostname)")
-	f.StringVar(&o.token, "token", os.Getenv("SHOAL_JOIN_TOKEN"), "the worker join token, SHOAL-1-... (env SHOAL_JOIN_TOKEN; needed on the first start only)")
+	// No default from the environment: --help would print the secret.
+	f.StringVar(&o.token, "token", "", "the worker join token, SHOAL-1-... (env SHOAL_JOIN_TOKEN; needed on the first start only)")
 	f.BoolVar(&o.insecure, "insecure", false, "plain HTTP, no certificate: for managers started with --insecure")
 	_ = cmd.MarkFlagRequired("join")
 	_ = cmd.MarkFlagRequired("data-dir")
@@ -76,6 +88,14 @@ func runAgent(ctx context.Context, o agentOptions, logOut io.Writer) error {
 	if len(addrs) == 0 {
 		return errors.New("--join needs at least one manager address (host:port)")
 	}
+	for _, a := range addrs {
+		// host:port, or a URL's http(s)://host:port; a missing port would
+		// dial port 80 for ever.
+		hostPort := strings.TrimPrefix(strings.TrimPrefix(a, "https://"), "http://")
+		if _, port, err := net.SplitHostPort(hostPort); err != nil || port == "" {
+			return fmt.Errorf("--join %q: give a manager's API address as host:port", a)
+		}
+	}
 	labels := map[string]string{}
 	for _, l := range o.labels {
 		k, v, ok := strings.Cut(l, "=")
@@ -88,7 +108,7 @@ func runAgent(ctx context.Context, o agentOptions, logOut io.Writer) error {
 
 	release, err := agent.LockDataDir(o.dataDir)
 	if err != nil {
-		return err
+		return fmt.Errorf("--data-dir %s: %w", o.dataDir, err)
 	}
 	defer release()
 	store, err := agent.OpenPebbleStore(filepath.Join(o.dataDir, "state"))

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -29,11 +30,15 @@ type cliOptions struct {
 	consistent bool
 }
 
+// defaultAddr is the API address a manager listens on and the CLI talks
+// to when neither is told otherwise.
+const defaultAddr = "127.0.0.1:7700"
+
 // addClientFlags adds --addr to a command group.
 func addClientFlags(cmd *cobra.Command, o *cliOptions) {
 	def := os.Getenv("SHOAL_ADDR")
 	if def == "" {
-		def = "127.0.0.1:7700"
+		def = defaultAddr
 	}
 	cmd.PersistentFlags().StringVar(&o.addr, "addr", def, "manager API address, host:port or http(s)://host:port (env SHOAL_ADDR)")
 	cmd.PersistentFlags().BoolVar(&o.consistent, "consistent", false,
@@ -65,6 +70,11 @@ func (o *cliOptions) client() (*client.Client, error) {
 func adminTLS(dir string) (*tls.Config, error) {
 	root, cert, err := tlsdir.Dir(dir).AdminCredential()
 	if err != nil {
+		// A manager's data directory given for its tls/ subdirectory.
+		sub := filepath.Join(dir, "tls")
+		if _, serr := os.Stat(filepath.Join(sub, "ca.crt")); serr == nil {
+			return nil, fmt.Errorf("--tls-dir: %w; did you mean --tls-dir %s?", err, sub)
+		}
 		return nil, fmt.Errorf("--tls-dir: %w", err)
 	}
 	return client.NewCredentials(root, &cert).TLS(), nil
@@ -87,12 +97,19 @@ func withClient(cmd *cobra.Command, o *cliOptions, fn func(ctx context.Context, 
 	return userError(fn(ctx, c))
 }
 
+// isAPIError says whether err is the manager's answer (a refusal), not a
+// failure to reach it.
+func isAPIError(err error) bool {
+	var ae *client.APIError
+	return errors.As(err, &ae)
+}
+
 // userError turns a client error into one line for the user.
 func userError(err error) error {
 	var ae *client.APIError
 	switch {
 	case errors.As(err, &ae):
-		if ae.Field != "" {
+		if ae.Field != "" && !strings.Contains(ae.ErrorBody.Error, ae.Field) {
 			return fmt.Errorf("%s (field %s)", ae.ErrorBody.Error, ae.Field)
 		}
 		return errors.New(ae.ErrorBody.Error)
@@ -104,7 +121,8 @@ func userError(err error) error {
 		case strings.Contains(msg, "malformed HTTP response"), strings.Contains(msg, "EOF") && !strings.Contains(msg, "https://"):
 			return fmt.Errorf("%s: the manager may require TLS: pass --tls-dir DATA-DIR/tls of a manager (or set SHOAL_TLS_DIR)", strings.SplitN(msg, ": ", 2)[0])
 		case strings.Contains(msg, "certificate"):
-			return fmt.Errorf("%s: TLS failed: %s; is --tls-dir from this cluster?", strings.SplitN(msg, ": ", 2)[0], msg)
+			where, why, _ := strings.Cut(msg, ": ")
+			return fmt.Errorf("%s: TLS failed: %s; pass --tls-dir with the DATA-DIR/tls of a manager of this cluster", where, why)
 		}
 		if i := strings.Index(msg, ": dial"); i >= 0 {
 			msg = msg[:i] + ": is a manager running there? (start one with `shoal serve`, or set --addr / SHOAL_ADDR)"

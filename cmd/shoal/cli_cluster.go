@@ -1,8 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -74,6 +77,11 @@ func newNodeCmd() *cobra.Command {
 			if !cmd.Flags().Changed("availability") && len(addLabels) == 0 && len(rmLabels) == 0 {
 				return fmt.Errorf("nothing to change: pass --availability, --label-add or --label-rm")
 			}
+			if cmd.Flags().Changed("availability") {
+				if err := oneOf("--availability", avail, "active", "pause", "drain"); err != nil {
+					return err
+				}
+			}
 			for _, kv := range addLabels {
 				if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
 					return fmt.Errorf("--label-add %q is not KEY=VALUE", kv)
@@ -83,6 +91,12 @@ func newNodeCmd() *cobra.Command {
 				n, err := resolveNode(ctx, c, args[0])
 				if err != nil {
 					return err
+				}
+				for _, k := range rmLabels {
+					if _, ok := n.Labels[k]; !ok {
+						have := slices.Sorted(maps.Keys(n.Labels))
+						return fmt.Errorf("--label-rm %q: node %q has no label %s (its labels: %s)", k, args[0], k, cmp.Or(strings.Join(have, ", "), "none"))
+					}
 				}
 				var u client.NodeUpdate
 				if cmd.Flags().Changed("availability") {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"shoal/api/client"
 )
@@ -31,7 +32,12 @@ func newServiceCreateCmd(o *cliOptions) *cobra.Command {
 		Short: "Create a service whose tasks run COMMAND",
 		Example: `  shoal service create web --replicas 3 -- sleep 1000
   shoal service create api --network backend --env PORT=8080 -- ./server`,
-		Args: cobra.MinimumNArgs(1),
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 || cmd.ArgsLenAtDash() == 0 {
+				return errors.New("give the service a name before --: shoal service create NAME [flags] -- COMMAND [ARGS...]")
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := o.client()
 			if err != nil {
@@ -74,6 +80,13 @@ func newServiceUpdateCmd(o *cliOptions) *cobra.Command {
 		Short: "Change a service; its tasks are replaced by a rolling update",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			changes := len(args) > 1
+			cmd.LocalFlags().VisitAll(func(fl *pflag.Flag) {
+				changes = changes || (fl.Changed && fl.Name != "detach" && fl.Name != "timeout")
+			})
+			if !changes {
+				return fmt.Errorf("nothing to change: give the flags to change (shoal service update --help) or -- COMMAND [ARGS...]")
+			}
 			c, err := o.client()
 			if err != nil {
 				return err
@@ -122,14 +135,24 @@ func newServiceScaleCmd(o *cliOptions) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// Every argument is checked before any service is scaled.
+			type scaling struct {
+				name string
+				n    uint32
+			}
+			var todo []scaling
 			for _, a := range args {
 				name, n, ok := strings.Cut(a, "=")
 				r, perr := strconv.ParseUint(n, 10, 32)
 				if !ok || perr != nil || name == "" {
-					return fmt.Errorf("%q is not NAME=REPLICAS", a)
+					return fmt.Errorf("%q: give NAME=REPLICAS, REPLICAS a whole number, 0 or more", a)
 				}
+				todo = append(todo, scaling{name, uint32(r)})
+			}
+			for _, sc := range todo {
+				name, r := sc.name, sc.n
 				ctx, cancel := requestCtx(cmd)
-				svc, idx, err := c.Scale(ctx, name, uint32(r))
+				svc, idx, err := c.Scale(ctx, name, r)
 				cancel()
 				if err != nil {
 					return userError(err)
@@ -183,11 +206,21 @@ func newServiceRmCmd(o *cliOptions) *cobra.Command {
 		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withClient(cmd, o, func(ctx context.Context, c *client.Client) error {
+				// Each name is removed if it can be; the ones that could not
+				// are said together, on one line, at the end.
+				var failed []string
 				for _, name := range args {
 					if _, _, err := c.RemoveService(ctx, name); err != nil {
-						return err
+						if !isAPIError(err) {
+							return err // no manager to ask about the rest
+						}
+						failed = append(failed, userError(err).Error())
+						continue
 					}
 					fmt.Fprintln(cmd.OutOrStdout(), name)
+				}
+				if len(failed) > 0 {
+					return errors.New(strings.Join(failed, "; "))
 				}
 				return nil
 			})
@@ -243,10 +276,13 @@ func newServiceLsCmd(o *cliOptions) *cobra.Command {
 				if s.Removing {
 					mode += " (removing)"
 				}
-				rows = append(rows, []string{strconv.Itoa(int(s.ID)), s.Spec.Name, mode,
+				// No ID column: a service's ID counts within its group, so
+				// services of different groups share it; the name is what
+				// names one service, and what every command takes.
+				rows = append(rows, []string{s.Spec.Name, mode,
 					replicasCell(s), strings.Join(s.Spec.Command, " ")})
 			}
-			return table(w, []string{"ID", "NAME", "MODE", "REPLICAS", "COMMAND"}, rows)
+			return table(w, []string{"NAME", "MODE", "REPLICAS", "COMMAND"}, rows)
 		},
 	}
 	cmd.Flags().StringVar(&o.format, "format", "table", "table or json")

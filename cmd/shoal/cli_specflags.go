@@ -99,12 +99,35 @@ func (u *updateFlags) apply(cmd *cobra.Command, prefix string, all bool, cfg **c
 		c.MaxFailureRatio = u.ratio
 	}
 	if set("failure-action") {
+		actions := []string{"pause", "continue", "rollback"}
+		if prefix == "rollback" {
+			actions = actions[:2] // a rollback is never rolled back
+		}
+		if err := oneOf("--"+prefix+"-failure-action", u.action, actions...); err != nil {
+			return err
+		}
 		c.FailureAction = u.action
 	}
 	if set("order") {
+		if err := oneOf("--"+prefix+"-order", u.order, "stop-first", "start-first"); err != nil {
+			return err
+		}
 		c.Order = u.order
 	}
 	return nil
+}
+
+// oneOf refuses a flag's value that is not among values, naming the flag
+// and the values it takes, before anything is sent to the manager.
+func oneOf(flag, value string, values ...string) error {
+	if slices.Contains(values, value) {
+		return nil
+	}
+	list := values[0]
+	if n := len(values); n > 1 {
+		list = strings.Join(values[:n-1], ", ") + " or " + values[n-1]
+	}
+	return fmt.Errorf("%s %q: use %s", flag, value, list)
 }
 
 func (f *specFlags) add(cmd *cobra.Command, create bool) {
@@ -177,6 +200,9 @@ func (f *specFlags) apply(cmd *cobra.Command, spec *client.ServiceSpec, create b
 		spec.Restart = &client.RestartPolicy{}
 	}
 	if set("restart-condition") {
+		if err := oneOf("--restart-condition", f.restartCond, "any", "on-failure", "none"); err != nil {
+			return err
+		}
 		spec.Restart.Condition = f.restartCond
 	}
 	if set("restart-delay") {
@@ -242,6 +268,9 @@ func (f *specFlags) apply(cmd *cobra.Command, spec *client.ServiceSpec, create b
 			spec.Disconnect.NoReplace = f.noReplace
 		}
 		if changed("disconnect-reconcile") {
+			if err := oneOf("--disconnect-reconcile", f.reconcile, "best_score", "keep_original", "keep_replacement", "longest_running"); err != nil {
+				return err
+			}
 			spec.Disconnect.Reconcile = f.reconcile
 		}
 	}
@@ -291,6 +320,9 @@ func (f *specFlags) applyPlacement(cmd *cobra.Command, spec *client.ServiceSpec,
 		p.MaxReplicasPerNode = f.maxPerNode
 	}
 	if create || changed("placement-strategy") {
+		if err := oneOf("--placement-strategy", f.strategy, "spread", "binpack"); err != nil {
+			return err
+		}
 		p.Strategy = f.strategy
 	}
 	return nil

@@ -72,7 +72,13 @@ func converge(cmd *cobra.Command, c *client.Client, name, index string, timeout 
 		if serr != nil {
 			return userError(serr)
 		}
-		return fmt.Errorf("%s did not converge within %s: %d/%d running; see `shoal service ps %s`", name, timeout, svc.Running, svc.Desired, name)
+		// The manager's account (during an update it counts the old
+		// version's tasks too), else the counts at the current version.
+		where := svc.Convergence.Why
+		if where == "" {
+			where = fmt.Sprintf("%d/%d running", svc.Running, svc.Desired)
+		}
+		return fmt.Errorf("%s did not converge within %s: %s; see `shoal service ps %s`", name, timeout, where, name)
 	}
 	return userError(err)
 }

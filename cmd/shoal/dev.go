@@ -31,14 +31,20 @@ func startDevAgent(ctx context.Context, o serveOptions, apiAddr string, out io.W
 			fmt.Fprintf(out, "shoal: dev agent stopped: %v (log: %s)\n", err, logf.Name())
 		}
 	}()
+	// The suggested commands talk to the default address unless told
+	// otherwise: on another, the first line tells them.
+	where := ""
+	if apiAddr != defaultAddr {
+		where = "\n    export SHOAL_ADDR=" + apiAddr
+	}
 	fmt.Fprintf(out, `shoal: dev mode: one manager and an agent in this process, plain HTTP on loopback (no TLS)
   data:      %s
   agent log: %s
-  try:
+  try:%s
     bin/shoal service create web --replicas 3 -- sleep 1000
     bin/shoal service ps web
     bin/shoal node ls
-`, o.dataDir, logf.Name())
+`, o.dataDir, logf.Name(), where)
 	return func() {
 		cancel()
 		<-done

@@ -84,8 +84,9 @@ Alternatively every initial replica starts with the same --peers list
 --join ADDR adds the replica to the membership without a token.
 
 With --dev it also runs an agent in the same process, so services run
-processes on this machine at once (data in a fresh temporary directory
-unless --data-dir is given); --dev is plain HTTP on loopback.
+processes on this machine at once (data in a fresh temporary directory,
+removed when it stops, unless --data-dir is given); --dev is plain HTTP on
+loopback.
 
 On exit it prints one line: "shoal: stopped replica=ID g0=INDEX/HASH g1=...".`,
 		Args: cobra.NoArgs,
@@ -99,6 +100,9 @@ On exit it prints one line: "shoal: stopped replica=ID g0=INDEX/HASH g1=...".`,
 				return errors.New("--id must be 1 or more")
 			}
 			o.tokenFlag = cmd.Flags().Changed("token")
+			if !o.tokenFlag {
+				o.token = os.Getenv("SHOAL_JOIN_TOKEN")
+			}
 			if !cmd.Flags().Changed("failover-grace") {
 				o.failoverGrace = min(o.failoverGrace, o.orphanTimeout) // a short --orphan-timeout alone is enough
 			}
@@ -108,6 +112,15 @@ On exit it prints one line: "shoal: stopped replica=ID g0=INDEX/HASH g1=...".`,
 					return err
 				}
 				o.dataDir = dir
+				// A throwaway cluster: its directory goes with it (the
+				// manager and the agent have stopped when runServe returns).
+				defer func() {
+					if err := os.RemoveAll(dir); err != nil {
+						fmt.Fprintf(cmd.ErrOrStderr(), "shoal: removing the dev data directory: %v\n", err)
+						return
+					}
+					fmt.Fprintf(cmd.OutOrStdout(), "shoal: removed the dev data directory %s (pass --data-dir to keep one)\n", dir)
+				}()
 			}
 			return runServe(cmd.Context(), o, cmd.OutOrStdout())
 		},
@@ -117,11 +130,11 @@ On exit it prints one line: "shoal: stopped replica=ID g0=INDEX/HASH g1=...".`,
 	f.Uint64Var(&o.id, "id", 1, "this replica's Raft ID (1 or more; fixed per data directory)")
 	f.StringVar(&o.raftAddr, "raft-addr", "", "host:port for Raft traffic (default: the one recorded in --data-dir, else a free loopback port)")
 	f.StringVar(&o.peers, "peers", "", "every initial replica as id=host:port,... including this one (default: those recorded in --data-dir, else this replica alone)")
-	f.IntVar(&o.groups, "groups", engine.DefaultGroups, "number of service groups, fixed when the cluster is created")
+	f.IntVar(&o.groups, "groups", engine.DefaultGroups, "number of service groups, fixed when the cluster is created (a replica joining with --join needs the cluster's count)")
 	f.StringVar(&o.raftLogLevel, "raft-log-level", "error", "dragonboat log level: critical, error, warning, info or debug")
 	f.DurationVar(&o.electionTimeout, "election-timeout", engine.DefaultElectionTimeout, "how long a follower waits without hearing its leader before it campaigns (Raft; at least 400ms, in steps of 20ms; every replica of a cluster should use the same). A killed replica's groups are taken over at once whatever it is; it bounds a host that vanishes. Raise it where managers share busy CPUs, or leaders change under load")
 	f.StringVar(&o.statusFile, "status-file", "", "write this replica's group status (JSON) here every 250ms and on exit")
-	f.StringVar(&o.apiAddr, "api-addr", "127.0.0.1:7700", "host:port the HTTP API (users and agents) listens on")
+	f.StringVar(&o.apiAddr, "api-addr", defaultAddr, "host:port the HTTP API (users and agents) listens on")
 	f.BoolVar(&o.pprof, "pprof", false, "serve /debug/pprof/ on the API address")
 	f.DurationVar(&o.syncInterval, "sync-interval", time.Minute, "how often agents sync what they hold (pushed to agents; ±50% jitter)")
 	f.DurationVar(&o.minHeartbeat, "min-heartbeat", time.Second, "shortest heartbeat period handed to agents (it grows with the node count, up to 30s)")
@@ -140,7 +153,8 @@ On exit it prints one line: "shoal: stopped replica=ID g0=INDEX/HASH g1=...".`,
 	_ = f.MarkHidden("clock-offset")
 	f.BoolVar(&o.insecure, "insecure", false, "no TLS: plain HTTP API and Raft, no authentication (every replica and agent of the cluster needs it)")
 	f.StringVar(&o.join, "join", "", "API address(es) of a running manager, comma-separated: join its cluster (without --peers: become a member of every group; with TLS: obtain this replica's certificate, needs --token)")
-	f.StringVar(&o.token, "token", os.Getenv("SHOAL_JOIN_TOKEN"), "the manager join token, SHOAL-1-... (env SHOAL_JOIN_TOKEN; print it with `shoal token manager`)")
+	// No default from the environment: --help would print the secret.
+	f.StringVar(&o.token, "token", "", "the manager join token, SHOAL-1-... (env SHOAL_JOIN_TOKEN; print it with \"shoal token manager\")")
 	f.DurationVar(&o.nodeCertTTL, "node-cert-ttl", security.DefaultWorkerLifetime, "lifetime of the certificates this manager issues to agents (they renew at 50-80%)")
 	return cmd
 }
@@ -176,6 +190,12 @@ func runServe(ctx context.Context, o serveOptions, out io.Writer) error {
 	peers, err := parsePeers(o.peers)
 	if err != nil {
 		return err
+	}
+	for _, a := range []struct{ flag, addr, example string }{
+		{"--raft-addr", o.raftAddr, "127.0.0.1:7101"}, {"--api-addr", o.apiAddr, defaultAddr}} {
+		if _, _, err := net.SplitHostPort(a.addr); a.addr != "" && err != nil {
+			return fmt.Errorf("%s %q is not host:port (e.g. %s)", a.flag, a.addr, a.example)
+		}
 	}
 	rtt, err := electionRTT(o.electionTimeout)
 	if err != nil {
@@ -223,7 +243,20 @@ func runServe(ctx context.Context, o serveOptions, out io.Writer) error {
 			return startDevAgent(ctx, o, m.APIAddr, out)
 		}
 	}
-	return manager.Serve(ctx, so)
+	return serveError(manager.Serve(ctx, so))
+}
+
+// serveError drops the engine's own name from a configuration or data
+// directory refusal: the rest of the line says what is wrong in the
+// flags' terms.
+func serveError(err error) error {
+	switch {
+	case errors.Is(err, engine.ErrConfig): // "engine: bad configuration: " adds nothing
+		return errors.New(strings.Replace(err.Error(), engine.ErrConfig.Error()+": ", "", 1))
+	case errors.Is(err, engine.ErrDataDir): // "data directory does not match ..." stays
+		return errors.New(strings.Replace(err.Error(), engine.ErrDataDir.Error(), strings.TrimPrefix(engine.ErrDataDir.Error(), "engine: "), 1))
+	}
+	return err
 }
 
 // electionRTT turns --election-timeout into Raft ticks of the default RTT.

@@ -60,6 +60,8 @@ func TestServeRefusesBadInputBeforeWriting(t *testing.T) {
 		{"own entry differs", []string{"--raft-addr", raft, "--peers", "1=127.0.0.1:7101,2=" + raft}, "peers give replica 1 address 127.0.0.1:7101"},
 		{"not in peers", []string{"--id", "3", "--raft-addr", raft, "--peers", "1=127.0.0.1:7101,2=" + raft}, "do not include this replica (3)"},
 		{"raft addr typo", []string{"--raft-addr", "127.0.0.1:71o1"}, "port number"},
+		{"raft addr without a port", []string{"--raft-addr", "127.0.0.1"}, `--raft-addr "127.0.0.1" is not host:port (e.g. 127.0.0.1:7101)`},
+		{"api addr without a port", []string{"--raft-addr", raft, "--api-addr", "127.0.0.1"}, `--api-addr "127.0.0.1" is not host:port (e.g. 127.0.0.1:7700)`},
 		{"mass expiry share", []string{"--mass-expiry-share", "1.5"}, "--mass-expiry-share 1.5 is not a share of the nodes"},
 		{"mass expiry hold", []string{"--mass-expiry-hold", "0s"}, "--mass-expiry-hold 0s must be positive"},
 		{"max api conns", []string{"--max-api-conns", "-5"}, "--max-api-conns -5 must be 1 or more"},
@@ -77,6 +79,9 @@ func TestServeRefusesBadInputBeforeWriting(t *testing.T) {
 			}
 			if !strings.Contains(out, c.want) || strings.Count(strings.TrimSpace(out), "\n") > 0 {
 				t.Fatalf("want one line saying %q, got:\n%s", c.want, out)
+			}
+			if m := packagePrefix.FindString(strings.TrimPrefix(strings.TrimSpace(out), "shoal: ")); m != "" {
+				t.Fatalf("names a package (%q): %s", m, out)
 			}
 			if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
 				t.Fatalf("data directory written (%v):\n%s", err, out)
