@@ -153,8 +153,8 @@ var (
 	// must stop rather than skip the entry, or it would part from
 	// replicas that can read it.
 	ErrNewerFormat = fmt.Errorf("%w: written by a newer version", ErrCorrupt)
-	ErrStale          = errors.New("statemachine: changed since the given index")
-	ErrExpired        = errors.New("statemachine: deadline passed before the change reached the log")
+	ErrStale       = errors.New("statemachine: changed since the given index")
+	ErrExpired     = errors.New("statemachine: deadline passed before the change reached the log")
 )
 
 // expiredMsg says why a command of an expired entry was refused.
