@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -34,10 +35,14 @@ var errClosedWaiting = fmt.Errorf("TLS handshake not started: %w", net.ErrClosed
 
 // Handshake is what became of one handshake: how long it waited for its
 // turn, how long it ran, whether it resumed a session, and its error.
+// Unused reports instead a connection closed after its handshake without
+// a byte of request read: set-up work its client threw away (a client
+// that gave up on a call while the handshake ran, in a reconnect storm).
 type Handshake struct {
 	Wait, Took time.Duration
 	Resumed    bool
 	Err        error
+	Unused     bool
 }
 
 // LimitHandshakes returns a listener serving TLS with cfg over ln that runs
@@ -88,6 +93,8 @@ type admittedConn struct {
 	err    error
 	closed chan struct{} // closed by Close: a wait for a turn ends
 	shut   sync.Once
+	shook  atomic.Bool // the handshake succeeded
+	read   atomic.Bool // a byte after the handshake was read
 
 	mu              sync.Mutex
 	readDL, writeDL time.Time // what the server asked for
@@ -105,7 +112,12 @@ func (c *admittedConn) HandshakeContext(context.Context) error { return c.Handsh
 
 // Close closes the connection, ending a wait for a turn.
 func (c *admittedConn) Close() error {
-	c.shut.Do(func() { close(c.closed) })
+	c.shut.Do(func() {
+		close(c.closed)
+		if c.shook.Load() && !c.read.Load() {
+			c.l.observe(Handshake{Unused: true})
+		}
+	})
 	return c.Conn.Close()
 }
 
@@ -132,6 +144,7 @@ func (c *admittedConn) admitted() (err error) {
 	_ = c.Conn.SetDeadline(end)
 	c.mu.Unlock()
 	err = c.Conn.Handshake()
+	c.shook.Store(err == nil)
 	c.mu.Lock()
 	c.shaking = false
 	_ = c.Conn.SetReadDeadline(c.readDL)
@@ -144,7 +157,11 @@ func (c *admittedConn) Read(b []byte) (int, error) {
 	if err := c.Handshake(); err != nil {
 		return 0, err
 	}
-	return c.Conn.Read(b)
+	n, err := c.Conn.Read(b)
+	if n > 0 {
+		c.read.Store(true)
+	}
+	return n, err
 }
 
 func (c *admittedConn) Write(b []byte) (int, error) {
