@@ -179,3 +179,21 @@ func TestUnusedConnectionsAreCounted(t *testing.T) {
 		t.Fatalf("%d handshakes and %d unused connections observed, want 2 and 1", done.Load(), unused.Load())
 	}
 }
+
+// A handshake whose client's hello came in time may run past the timeout
+// (up to HelloGrace times it more): a starved server's handshakes were
+// cut at the single bound after most of their work was done.
+func TestHandshakeAfterItsHelloOutlivesTheTimeout(t *testing.T) {
+	cert := selfSigned(t)
+	const timeout = time.Second
+	cfg := &tls.Config{GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+		time.Sleep(timeout + 300*time.Millisecond) // the server's share of the work, slow
+		return &cert, nil
+	}}
+	raw := limited(t, cfg, 1, timeout)
+	c, err := tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", raw.Addr().String(), &tls.Config{InsecureSkipVerify: true})
+	if err != nil {
+		t.Fatalf("a handshake slower than the timeout after its hello: %v", err)
+	}
+	c.Close()
+}
