@@ -101,6 +101,7 @@ func (m *tlsManager) handshakes() []tls.ConnectionState {
 // for another.
 func TestGivenUpHandshakeServesTheNextCall(t *testing.T) {
 	m := newTLSManager(t, true)
+	given, taken := Dials.GivenUp.Load(), Dials.TakenOver.Load()
 	ac, err := NewAgentClient([]string{m.addr}, AgentHTTPS(m.client, 0))
 	if err != nil {
 		t.Fatal(err)
@@ -133,6 +134,9 @@ func TestGivenUpHandshakeServesTheNextCall(t *testing.T) {
 	}
 	if n := len(m.handshakes()); n != 1 {
 		t.Fatalf("the manager ran %d handshakes for the agent, want 1 (the second heartbeat takes over the first's)", n)
+	}
+	if g, k := Dials.GivenUp.Load()-given, Dials.TakenOver.Load()-taken; g != 1 || k != 1 {
+		t.Errorf("the dialers counted %d set-ups given up and %d taken over, want 1 and 1", g, k)
 	}
 }
 
