@@ -133,3 +133,67 @@ func TestSilentClientGivesUpItsTurn(t *testing.T) {
 	}
 	c.Close()
 }
+
+// A connection closed after its handshake without a byte of request is
+// reported unused (a client that gave up on its call); one that carried a
+// request is not.
+func TestUnusedConnectionsAreCounted(t *testing.T) {
+	cert := selfSigned(t)
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var unused, done atomic.Int64
+	ln := LimitHandshakes(raw, &tls.Config{Certificates: []tls.Certificate{cert}}, 4, 0, func(h Handshake) {
+		if h.Unused {
+			unused.Add(1)
+		} else {
+			done.Add(1)
+		}
+	})
+	defer ln.Close()
+	go serveEcho(ln)
+	dial := func(send bool) {
+		c, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{InsecureSkipVerify: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		b := []byte{7}
+		if !send {
+			// Read the server's close: its handshake is done, it waits
+			// for a byte that never comes; closing makes it give up.
+			_ = c.CloseWrite()
+		} else if _, err := c.Write(b); err != nil {
+			t.Fatal(err)
+		}
+		_, _ = c.Read(b)
+	}
+	dial(true)
+	dial(false)
+	deadline := time.Now().Add(20 * time.Second)
+	for (unused.Load() < 1 || done.Load() < 2) && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if unused.Load() != 1 || done.Load() != 2 {
+		t.Fatalf("%d handshakes and %d unused connections observed, want 2 and 1", done.Load(), unused.Load())
+	}
+}
+
+// A handshake whose client's hello came in time may run past the timeout
+// (up to HelloGrace times it more): a starved server's handshakes were
+// cut at the single bound after most of their work was done.
+func TestHandshakeAfterItsHelloOutlivesTheTimeout(t *testing.T) {
+	cert := selfSigned(t)
+	const timeout = time.Second
+	cfg := &tls.Config{GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+		time.Sleep(timeout + 300*time.Millisecond) // the server's share of the work, slow
+		return &cert, nil
+	}}
+	raw := limited(t, cfg, 1, timeout)
+	c, err := tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", raw.Addr().String(), &tls.Config{InsecureSkipVerify: true})
+	if err != nil {
+		t.Fatalf("a handshake slower than the timeout after its hello: %v", err)
+	}
+	c.Close()
+}

@@ -37,8 +37,8 @@ type metrics struct {
 	// TLS handshakes this server completed, resumed (a session ticket of
 	// any manager) or full.
 	handshakes struct {
-		resumed, full, failed *vm.Counter
-		wait, took            *vm.Histogram
+		resumed, full, failed, unused *vm.Counter
+		wait, took                    *vm.Histogram
 	}
 	// The per-request counters and histograms, by endpoint and status: a
 	// request finds its own without formatting a name or taking the set's
@@ -70,6 +70,7 @@ func newMetrics(s *Server) *metrics {
 	m.handshakes.resumed = m.set.NewCounter(`shoal_tls_handshakes_total{resumed="true"}`)
 	m.handshakes.full = m.set.NewCounter(`shoal_tls_handshakes_total{resumed="false"}`)
 	m.handshakes.failed = m.set.NewCounter(`shoal_tls_handshakes_failed_total`)
+	m.handshakes.unused = m.set.NewCounter(`shoal_tls_connections_unused_total`)
 	m.handshakes.wait = m.set.NewHistogram(`shoal_tls_handshake_wait_seconds`)
 	m.handshakes.took = m.set.NewHistogram(`shoal_tls_handshake_seconds`)
 	m.set.NewGauge("shoal_agent_session_records", func() float64 { return float64(s.stream.Stats().Sessions) })
@@ -182,6 +183,9 @@ func servePprof(ctx *fasthttp.RequestCtx) { pprofhandler.PprofHandler(ctx) }
 func (s *Server) ObserveHandshake(h Handshake) {
 	m := s.metrics
 	switch {
+	case h.Unused:
+		m.handshakes.unused.Inc()
+		return
 	case h.Err != nil:
 		m.handshakes.failed.Inc()
 	case h.Resumed:

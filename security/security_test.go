@@ -12,7 +12,7 @@ import (
 // t0 is now: VerifyPinned checks validity against the wall clock, like TLS.
 var t0 = time.Now().UTC().Truncate(time.Second)
 
-func newCA(t *testing.T) *CA {
+func newCA(t testing.TB) *CA {
 	t.Helper()
 	ca, err := NewCA(rand.Reader, t0)
 	if err != nil {

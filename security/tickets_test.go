@@ -8,7 +8,7 @@ import (
 )
 
 // pair issues a certificate of role with its key, as crypto/tls takes it.
-func pair(t *testing.T, ca *CA, role Role, name string) *tls.Certificate {
+func pair(t testing.TB, ca *CA, role Role, name string) *tls.Certificate {
 	t.Helper()
 	k, err := NewKey(rand.Reader)
 	if err != nil {

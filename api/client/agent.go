@@ -108,9 +108,17 @@ func AgentHTTPS(cfg *tls.Config, certLife time.Duration) *fasthttp.Client {
 // lifetime of the client certificate (0: unknown): connections are retired
 // after a tenth of it, so one opened with a certificate that a renewal
 // replaced is gone before that certificate expires.
+//
+// Its connections are set up by a dialer of its own (dial.go): a call
+// waits for a TLS handshake no longer than its deadline, a handshake it
+// gave up serves the next call, and a connection that resumes a session
+// offers an X25519 key share only.
 func SharedHTTPS(maxConns int, cfg *tls.Config, certLife time.Duration) *fasthttp.Client {
 	hc := SharedHTTP(maxConns)
 	hc.TLSConfig = cfg
+	if cfg != nil {
+		hc.DialTimeout = newTLSDialer(cfg, &Dials).dial
+	}
 	if certLife > 0 {
 		hc.MaxConnDuration = max(certLife/10, 100*time.Millisecond)
 	}
