@@ -57,9 +57,10 @@ func TestServiceLogs(t *testing.T) {
 	}
 	trigger := filepath.Join(root, "trigger")
 	// Each task prints 20 numbered lines, then whatever appears in the
-	// trigger file (one of the two tasks takes it).
+	// trigger file (one of the two tasks takes it), until the test's
+	// directory is gone (a killed agent leaves its tasks running).
 	script := `for i in $(seq 1 20); do echo "old $i $SHOAL_SLOT"; done; echo "err line" >&2
-while :; do if mv ` + trigger + ` ` + trigger + `.$$ 2>/dev/null; then cat ` + trigger + `.$$; rm -f ` + trigger + `.$$; fi; sleep 0.05; done`
+while [ -d ` + root + ` ]; do if mv ` + trigger + ` ` + trigger + `.$$ 2>/dev/null; then cat ` + trigger + `.$$; rm -f ` + trigger + `.$$; fi; sleep 0.05; done`
 	cli(t, follower, "service", "create", "chatty", "--mode", "global", "--", "sh", "-c", script)
 	c.running("chatty", 2, 30*time.Second)
 
