@@ -2,18 +2,14 @@
 
 package sim
 
-import (
-	"errors"
-
-	"shoal/statemachine"
-)
+import "errors"
 
 // plant: a build without -tags shoal_seams has no seeded bug to plant.
-func plant(names string) (func(*statemachine.Config), error) {
+func plant(names string) (plants, error) {
 	if names == "" {
-		return nil, nil
+		return plants{}, nil
 	}
-	return nil, errors.New("seeded bugs need a build with -tags shoal_seams")
+	return plants{}, errors.New("seeded bugs need a build with -tags shoal_seams")
 }
 
 // SeamsCompiled reports whether this build can plant seeded bugs.
