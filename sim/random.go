@@ -63,7 +63,10 @@ func (g *gen) create() Op {
 	name := fmt.Sprintf("s%d", g.made)
 	g.services = append(g.services, name)
 	if g.r.IntN(2) == 0 {
-		return mustParse(fmt.Sprintf("create %s replicas=%d lost-after=%ds", name, 1+g.r.IntN(4), 20+g.r.IntN(100)))
+		// The reconcile policy cycles with the services made (no draw, so
+		// the seeds' other directives stay as they were).
+		reconcile := [...]string{"", " reconcile=keep_original", " reconcile=longest_running", " reconcile=keep_replacement"}[g.made%4]
+		return mustParse(fmt.Sprintf("create %s replicas=%d lost-after=%ds%s", name, 1+g.r.IntN(4), 20+g.r.IntN(100), reconcile))
 	}
 	return mustParse(fmt.Sprintf("create %s replicas=%d", name, 1+g.r.IntN(4)))
 }
