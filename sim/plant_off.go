@@ -12,5 +12,9 @@ func plant(names string) (plants, error) {
 	return plants{}, errors.New("seeded bugs need a build with -tags shoal_seams")
 }
 
+// statePlanted reports whether names plant anything (none can be planted
+// in this build).
+func statePlanted(names string) bool { return names != "" }
+
 // SeamsCompiled reports whether this build can plant seeded bugs.
 const SeamsCompiled = false

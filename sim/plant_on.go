@@ -48,5 +48,17 @@ func plant(names string) (plants, error) {
 	return p, nil
 }
 
+// statePlanted reports whether names (as for plant) name one of the
+// state machine's seeded bugs, which a replica restored from a snapshot
+// does not keep.
+func statePlanted(names string) bool {
+	for _, n := range strings.Split(names, ",") {
+		if n != "" && !slices.Contains(control.Bugs, n) {
+			return true
+		}
+	}
+	return false
+}
+
 // SeamsCompiled reports whether this build can plant seeded bugs.
 const SeamsCompiled = true

@@ -244,7 +244,7 @@ func (w *World) Do(op Op) (string, error) {
 		if err := op.only(0); err != nil {
 			return "", err
 		}
-		if w.cfg.Plant != "" {
+		if w.plants.state != nil {
 			return "", fmt.Errorf("crash-manager restores replicas from snapshots, which keep no seeded bug")
 		}
 		if err := w.crashManagers(); err != nil {
@@ -256,7 +256,7 @@ func (w *World) Do(op Op) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		if w.cfg.Plant != "" {
+		if w.plants.state != nil {
 			return "", fmt.Errorf("restart-manager restores a replica from a snapshot, which keeps no seeded bug")
 		}
 		if err := w.gs.restore(r); err != nil {

@@ -150,7 +150,7 @@ func TestGenerateReplays(t *testing.T) {
 // make sim-planted's 40 seeds (make test runs free-at-release's 12 and
 // the saved scripts): the state machine's free-at-release (seed 3) and
 // the agent protocol's sync-lagging (manager/control: a sync answered
-// from a replica that has not applied the agent's sequence; seed 18).
+// from a replica that has not applied the agent's sequence; seed 16).
 // decide-early (a reconnect decided before the re-report) is
 // not among them: it changes which of two tasks survives, not anything
 // the loadgen's invariants see (docs/sim.md); -sim.plant=decide-early
