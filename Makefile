@@ -170,11 +170,11 @@ sim:
 	@$(GO) test -count=1 -timeout 60m -run '^TestSeeds$$' ./sim/ -sim.seeds=$(SIM_SEEDS) -sim.steps=$(SIM_STEPS) -v > $(PERF_OUT)/sim.txt 2>&1; \
 	  status=$$?; grep -vE '^(=== RUN|--- PASS)' $(PERF_OUT)/sim.txt; exit $$status
 
-# The simulation with the state machine's seeded bugs planted (-tags
-# shoal_seams): each must break an invariant within the default seeds;
-# prints the failing seed (replayable) and its shrunk script.
+# The simulation with seeded bugs planted (-tags shoal_seams: the state
+# machine's and the agent protocol's): each must break an invariant within
+# these seeds; prints the failing seed (replayable) and its shrunk script.
 sim-planted:
-	$(GO) test -count=1 -tags shoal_seams -run '^TestPlanted$$' ./sim/ -v
+	$(GO) test -count=1 -tags shoal_seams -run '^TestPlanted$$' ./sim/ -sim.seeds=40 -v
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

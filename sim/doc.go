@@ -49,7 +49,8 @@
 //   - Bounds the design sets, not bugs: an agent silent for MaxSilence
 //     is healed (the monitor frees a silent node's addresses past the
 //     orphan timeout, whatever its agent runs); a replica restored from a
-//     snapshot keeps no seeded bug, so planted runs never restore one.
+//     snapshot keeps no seeded bug of the state machine, so runs planting
+//     one never restore one (the agent protocol's are planted again).
 //   - Generate turns a seed into directives (a workload and faults), RunOps
 //     runs them and stops at the first violation, Shrink removes
 //     directives while the run still breaks the same invariant, Script

@@ -80,9 +80,13 @@ func (m *manager) restart(r int) {
 		m.w.gs.read(r, g, func(st *statemachine.State) { start[g] = st.LastIndex() })
 	}
 	m.feeds[r] = control.NewFeed(m.w.cfg.Groups, start, 4096, JournalSize)
-	m.agents[r] = control.NewAgents(control.AgentsConfig{Cluster: m.w.view(r), Leaders: leaders{m.w, r}, Self: leaders{m.w, r},
+	cfg := control.AgentsConfig{Cluster: m.w.view(r), Leaders: leaders{m.w, r}, Self: leaders{m.w, r},
 		Feed: m.feeds[r], Monitor: monitorOn{m.w, r}, Clock: m.w.clk, SyncInterval: m.w.cfg.SyncInterval,
-		SessionIDs: func() uint64 { m.sids++; return uint64(r+1)<<32 | m.sids<<1 | 1 }, Sequential: true})
+		SessionIDs: func() uint64 { m.sids++; return uint64(r+1)<<32 | m.sids<<1 | 1 }, Sequential: true}
+	if m.w.plants.control != nil {
+		m.w.plants.control(&cfg)
+	}
+	m.agents[r] = control.NewAgents(cfg)
 	kept := m.parked[:0]
 	for _, p := range m.parked {
 		if p.r == r {

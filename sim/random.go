@@ -15,9 +15,10 @@ import (
 // restarts, leader changes, lagging replicas) between runs of the clock,
 // and a final stabilize. The seed alone decides them all, and the world
 // they build (its "sim" directive carries the seed), so a seed replays
-// its run exactly. With plant set the run plants those seeded bugs and
-// leaves out what restores a replica from a snapshot (a restored state
-// keeps no seeded bug).
+// its run exactly. With plant set the run plants those seeded bugs; with
+// one of the state machine's among them it leaves out what restores a
+// replica from a snapshot (a restored state keeps no seeded bug; the
+// agent protocol's are planted again in a restarted replica).
 func Generate(seed uint64, steps int, plant string) []Op {
 	r := rand.New(rand.NewPCG(seed, 0x6e4e))
 	g := &gen{r: r}
@@ -33,7 +34,7 @@ func Generate(seed uint64, steps int, plant string) []Op {
 		ops = append(ops, g.create())
 	}
 	for range steps {
-		ops = append(ops, g.step(plant != ""))
+		ops = append(ops, g.step(statePlanted(plant)))
 	}
 	return append(ops, mustParse("stabilize"))
 }
@@ -63,7 +64,10 @@ func (g *gen) create() Op {
 	name := fmt.Sprintf("s%d", g.made)
 	g.services = append(g.services, name)
 	if g.r.IntN(2) == 0 {
-		return mustParse(fmt.Sprintf("create %s replicas=%d lost-after=%ds", name, 1+g.r.IntN(4), 20+g.r.IntN(100)))
+		// The reconcile policy cycles with the services made (no draw, so
+		// the seeds' other directives stay as they were).
+		reconcile := [...]string{"", " reconcile=keep_original", " reconcile=longest_running", " reconcile=keep_replacement"}[g.made%4]
+		return mustParse(fmt.Sprintf("create %s replicas=%d lost-after=%ds%s", name, 1+g.r.IntN(4), 20+g.r.IntN(100), reconcile))
 	}
 	return mustParse(fmt.Sprintf("create %s replicas=%d", name, 1+g.r.IntN(4)))
 }

@@ -244,7 +244,7 @@ func (w *World) Do(op Op) (string, error) {
 		if err := op.only(0); err != nil {
 			return "", err
 		}
-		if w.cfg.Plant != "" {
+		if w.plants.state != nil {
 			return "", fmt.Errorf("crash-manager restores replicas from snapshots, which keep no seeded bug")
 		}
 		if err := w.crashManagers(); err != nil {
@@ -256,7 +256,7 @@ func (w *World) Do(op Op) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		if w.cfg.Plant != "" {
+		if w.plants.state != nil {
 			return "", fmt.Errorf("restart-manager restores a replica from a snapshot, which keeps no seeded bug")
 		}
 		if err := w.gs.restore(r); err != nil {
@@ -362,7 +362,7 @@ func (w *World) user(op Op) (string, error) {
 	var cmd statemachine.Command
 	switch op.Cmd {
 	case "create":
-		if err := op.only(1, "replicas", "lost-after"); err != nil {
+		if err := op.only(1, "replicas", "lost-after", "reconcile"); err != nil {
 			return "", err
 		}
 		n, err := op.int("replicas", 1)
@@ -373,9 +373,15 @@ func (w *World) user(op Op) (string, error) {
 		if err != nil {
 			return "", err
 		}
+		policy := statemachine.DisconnectPolicy{LostAfter: int64(lost)}
+		if r, ok := op.get("reconcile"); ok {
+			if policy.Reconcile, err = reconcileMode(r); err != nil {
+				return "", err
+			}
+		}
 		cmd = statemachine.Command{Kind: statemachine.CmdCreateService, Spec: &statemachine.ServiceSpec{Name: name,
 			Replicas: uint32(n), Networks: []string{"net"}, Image: "v1", Command: []string{"serve"},
-			Disconnect: statemachine.DisconnectPolicy{LostAfter: int64(lost)}}}
+			Disconnect: policy}}
 	case "scale", "update":
 		if err := op.only(2); err != nil {
 			return "", err
@@ -543,4 +549,21 @@ func (w *World) violations(out *strings.Builder) {
 			fmt.Fprintf(out, "  %s\n", o)
 		}
 	}
+}
+
+// reconcileMode parses a reconcile policy's name (best_score,
+// keep_original, keep_replacement, longest_running).
+func reconcileMode(name string) (statemachine.ReconcileMode, error) {
+	var names []string
+	for m := statemachine.ReconcileMode(0); ; m++ {
+		n := m.String()
+		if strings.HasPrefix(n, "ReconcileMode(") {
+			break
+		}
+		if n == name {
+			return m, nil
+		}
+		names = append(names, n)
+	}
+	return 0, fmt.Errorf("reconcile must be one of %s, not %q", strings.Join(names, ", "), name)
 }

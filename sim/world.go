@@ -15,6 +15,7 @@ import (
 	"shoal/engine/duty"
 	"shoal/engine/monitor"
 	"shoal/loadgen/check"
+	"shoal/manager/control"
 	"shoal/route"
 	"shoal/statemachine"
 )
@@ -88,20 +89,22 @@ type World struct {
 	trace     *strings.Builder // calls served, when tracing
 	traceOnly map[string]bool  // the calls traced (none: all)
 	nets      bool             // the network was created
+	plants    plants           // the seeded bugs planted
 }
 
 // New returns a world with its managers running and no agent.
 func New(cfg Config) (*World, error) {
 	cfg.defaults()
-	configure, err := plant(cfg.Plant)
+	plants, err := plant(cfg.Plant)
 	if err != nil {
 		return nil, err
 	}
 	w := &World{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 0x5eed)), clk: NewClock(epoch), want: map[string]int{}}
 	w.chk = check.New(epoch)
 	w.chk.SetProbe(w.probe)
-	w.mem = duty.NewMemoryWith(cfg.Groups, w.clk, configure)
-	w.gs = newGroups(w.mem, cfg.Replicas, configure)
+	w.plants = plants
+	w.mem = duty.NewMemoryWith(cfg.Groups, w.clk, plants.state)
+	w.gs = newGroups(w.mem, cfg.Replicas, plants.state)
 	w.net = &network{w: w, cut: map[string]bool{}, Pin: -1}
 	w.drawLags()
 	w.stream = w.rng.IntN(cfg.Replicas)
@@ -543,4 +546,12 @@ func (w *World) services() []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// plants switch on seeded bugs (-tags shoal_seams): in the replicas'
+// state machines (state) and in each replica's agent protocol (control);
+// nil: none there.
+type plants struct {
+	state   func(*statemachine.Config)
+	control func(*control.AgentsConfig)
 }

@@ -76,6 +76,8 @@ type AgentsConfig struct {
 	// barriers), instead of concurrently: a deterministic simulation
 	// sees the same calls in the same order every run. Default false.
 	Sequential bool
+
+	seams seams // seeded bugs (-tags shoal_seams: PlantBug)
 }
 
 // Agents is the manager's side of the agent protocol on one replica, in
@@ -103,7 +105,7 @@ func NewAgents(cfg AgentsConfig) *Agents {
 		cfg.SessionIDs = rand.Uint64
 	}
 	return &Agents{cfg: cfg, stream: newStream(streamConfig{Reads: cfg.Cluster, Leaders: cfg.Leaders, Feed: cfg.Feed,
-		Clock: cfg.Clock, Logf: cfg.Logf, Sequential: cfg.Sequential, Logs: cfg.Logs})}
+		Clock: cfg.Clock, Logf: cfg.Logf, Sequential: cfg.Sequential, Logs: cfg.Logs, bugs: cfg.seams})}
 }
 
 // Stream returns the assignment stream (its counts, its quorum check).
@@ -197,7 +199,7 @@ func (r reReports) MarkReReported(node statemachine.NodeID) bool {
 
 // Sync runs the sync fan-out (Sync, the package function).
 func (a *Agents) Sync(ctx context.Context, req *wire.SyncRequest) (*wire.SyncAnswer, error) {
-	destroy, err := syncFanOut(ctx, a.cfg.Cluster, req, a.cfg.Sequential)
+	destroy, err := syncFanOut(ctx, a.cfg.Cluster, req, a.cfg.Sequential, a.cfg.seams)
 	if err != nil {
 		return nil, err
 	}
