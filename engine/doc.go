@@ -32,7 +32,10 @@
 //     timeout with nothing proposed, so an idle group's time moves too.
 //   - A corrupt entry (bad header or undecodable batch) is applied by every
 //     replica as a no-op that yields a statemachine.ErrCorrupt result. It
-//     never panics and never makes replicas diverge.
+//     never panics and never makes replicas diverge. An entry in a format
+//     newer than this build knows (statemachine.ErrNewerFormat) is not
+//     corrupt but unreadable here: skipping it would part this replica
+//     from those that read it, so the replica stops (panics) saying so.
 //   - Submissions to one group are proposed in submission order. An entry
 //     that dragonboat drops before proposing it (no leader yet, system busy)
 //     is retried with back-off, and one still waiting when a newer leader

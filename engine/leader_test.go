@@ -124,7 +124,8 @@ func TestLeaderLoss(t *testing.T) {
 }
 
 // Garbage in the log is rejected by every replica with ErrCorrupt, never
-// a panic, and the replicas stay identical.
+// a panic, and the replicas stay identical. (An entry in a format newer
+// than this build's stops the replica instead: TestNewerEntryStopsTheReplica.)
 func TestCorruptEntries(t *testing.T) {
 	l := startLocal(t, 3, testConfig(1))
 	e := l.Engine(1)
@@ -134,7 +135,7 @@ func TestCorruptEntries(t *testing.T) {
 	valid := encodeEntry(entryStamp{now: 5}, createServices("ok", 1, 1), 0)
 	garbage := map[string][]byte{
 		"short header":    {entryVersion, 1, 2},
-		"unknown version": append([]byte{99}, valid[1:]...),
+		"unknown version": append([]byte{0}, valid[1:]...),
 		"garbage batch":   append(appendEntryHeader(nil, entryStamp{now: 5}), 0xde, 0xad, 0xbe, 0xef),
 		"truncated batch": valid[:len(valid)-3],
 		"trailing bytes":  append(append([]byte(nil), valid...), 0),
