@@ -59,7 +59,7 @@ func decodeEntry(b []byte) (st entryStamp, batch []statemachine.Command, err err
 		return st, nil, fmt.Errorf("%w: entry of %d bytes is shorter than its %d-byte header",
 			statemachine.ErrCorrupt, len(b), hdr)
 	}
-	if b[0] > entryVersion {
+	if b[0] > entryVersion && b[0] <= entryVersion+statemachine.NewerFormats {
 		return st, nil, fmt.Errorf("%w: entry format %d, this build knows %d", statemachine.ErrNewerFormat, b[0], entryVersion)
 	}
 	if b[0] != entryVersion && b[0] != entryVersionV1 {

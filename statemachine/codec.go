@@ -49,7 +49,7 @@ func AppendBatchEncoded(dst []byte, batch []Command, encoded [][]byte) []byte {
 func DecodeBatch(b []byte) ([]Command, error) {
 	d := newDecoder(b)
 	v := d.byte1()
-	if d.Err() == nil && v > batchVersion {
+	if d.Err() == nil && v > batchVersion && v <= batchVersion+NewerFormats {
 		return nil, fmt.Errorf("%w: batch version %d, this build knows %d", ErrNewerFormat, v, batchVersion)
 	}
 	if d.Err() == nil && v != batchVersion && v != batchVersionV1 {

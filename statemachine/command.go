@@ -157,6 +157,11 @@ var (
 	ErrExpired     = errors.New("statemachine: deadline passed before the change reached the log")
 )
 
+// NewerFormats is how many format numbers past its own a build takes for a
+// newer version's (ErrNewerFormat); a number further on is garbage
+// (ErrCorrupt).
+const NewerFormats = 8
+
 // expiredMsg says why a command of an expired entry was refused.
 const expiredMsg = "the change reached the cluster's log after its deadline had passed; it was not applied"
 
