@@ -339,6 +339,29 @@ func (c *Client) RemoveNetwork(ctx context.Context, name string) error {
 	return err
 }
 
+// openStream sends a GET for a stream of JSON lines (events, logs) and
+// returns the open answer, or the manager's refusal as an *APIError.
+func (c *Client) openStream(ctx context.Context, pathAndQuery string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, "GET", c.base+pathAndQuery, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%w at %s: %v", ErrUnreachable, c.base, unwrapURLError(err))
+	}
+	if resp.StatusCode >= 300 {
+		defer resp.Body.Close()
+		e := &APIError{Status: resp.StatusCode}
+		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		if json.Unmarshal(raw, &e.ErrorBody) != nil {
+			return nil, fmt.Errorf("%w at %s: unexpected answer %s", ErrUnreachable, c.base, resp.Status)
+		}
+		return nil, e
+	}
+	return resp, nil
+}
+
 // Events follows the event stream from index (a token; "" for now) and
 // calls fn for every event, heartbeats included, until ctx ends, fn returns
 // an error, or the stream ends (an error event ends it with an *APIError).
@@ -353,23 +376,11 @@ func (c *Client) Events(ctx context.Context, index string, topics []string, fn f
 	if c.Consistent {
 		q.Set("consistent", "true")
 	}
-	req, err := http.NewRequestWithContext(ctx, "GET", c.base+"/v1/events?"+q.Encode(), nil)
+	resp, err := c.openStream(ctx, "/v1/events?"+q.Encode())
 	if err != nil {
 		return err
 	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return fmt.Errorf("%w at %s: %v", ErrUnreachable, c.base, unwrapURLError(err))
-	}
 	defer resp.Body.Close()
-	if resp.StatusCode >= 300 {
-		e := &APIError{Status: resp.StatusCode}
-		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		if json.Unmarshal(raw, &e.ErrorBody) != nil {
-			return fmt.Errorf("%w at %s: unexpected answer %s", ErrUnreachable, c.base, resp.Status)
-		}
-		return e
-	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
 	for sc.Scan() {

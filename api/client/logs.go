@@ -3,10 +3,7 @@ package client
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"net/url"
 	"strconv"
 	"time"
@@ -53,23 +50,11 @@ func (c *Client) Logs(ctx context.Context, target string, task bool, o LogOption
 	if task {
 		path = "/v1/tasks/" + url.PathEscape(target) + "/logs"
 	}
-	req, err := http.NewRequestWithContext(ctx, "GET", c.base+path+"?"+q.Encode(), nil)
+	resp, err := c.openStream(ctx, path+"?"+q.Encode())
 	if err != nil {
 		return err
 	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return fmt.Errorf("%w at %s: %v", ErrUnreachable, c.base, unwrapURLError(err))
-	}
 	defer resp.Body.Close()
-	if resp.StatusCode >= 300 {
-		e := &APIError{Status: resp.StatusCode}
-		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		if json.Unmarshal(raw, &e.ErrorBody) != nil {
-			return fmt.Errorf("%w at %s: unexpected answer %s", ErrUnreachable, c.base, resp.Status)
-		}
-		return e
-	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 4<<20)
 	for sc.Scan() {
