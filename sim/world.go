@@ -454,6 +454,14 @@ func (w *World) settled() bool {
 	if !ok {
 		return false
 	}
+	// The checker's count is what a user sees: the event stream caught up
+	// with the log first, so a task a lagging stream has not shown yet
+	// (or one still shown running on a down node) is not mistaken for
+	// settled.
+	for g := range w.gs.g {
+		w.gs.catchUp(w.stream, g, w.gs.end(g), true)
+	}
+	w.feed()
 	running := w.chk.Running()
 	for name, n := range w.want {
 		if running[name] != n {
