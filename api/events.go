@@ -107,15 +107,8 @@ func (*eventStream) SupportsBodyWriteTo() bool { return true }
 // WriteTo writes events after the cursor until the client goes away or
 // the server closes.
 func (es *eventStream) WriteTo(w io.Writer) (int64, error) {
-	var buf bytes.Buffer
-	var total int64
-	enc := jsoncodec.NewEncoder(&buf)
-	send := func() error {
-		n, err := w.Write(buf.Bytes())
-		total += int64(n)
-		buf.Reset()
-		return err
-	}
+	out := newJSONLines(w)
+	enc, send := out.enc, out.send
 	s, cursor := es.s, es.cursor
 	var from uint64 // where the next page's scan of the ring starts
 	beat := time.NewTicker(eventHeartbeat)
@@ -127,17 +120,18 @@ func (es *eventStream) WriteTo(w io.Writer) (int64, error) {
 		if !ok {
 			_ = enc.Encode(client.Event{Topic: "error", Error: &client.ErrorBody{Code: client.CodeIndexTooOld,
 				Error: "this stream fell behind further than the manager keeps events; read the current state and follow events from there"}})
-			return total, send()
+			err := send()
+			return out.total, err
 		}
 		if len(changes) > 0 {
 			for _, ev := range s.renderEvents(changes, es.topics, cursor) {
 				if err := enc.Encode(ev); err != nil {
-					return total, err
+					return out.total, err
 				}
 			}
 			cursor = next
 			if err := send(); err != nil {
-				return total, err
+				return out.total, err
 			}
 			continue
 		}
@@ -145,13 +139,13 @@ func (es *eventStream) WriteTo(w io.Writer) (int64, error) {
 		case <-changed:
 		case <-beat.C:
 			if err := enc.Encode(client.Event{Topic: "heartbeat", Index: cursor.Token()}); err != nil {
-				return total, err
+				return out.total, err
 			}
 			if err := send(); err != nil {
-				return total, err
+				return out.total, err
 			}
 		case <-s.closed:
-			return total, nil
+			return out.total, nil
 		}
 	}
 }
@@ -232,4 +226,27 @@ func (s *Server) renderEvents(changes []control.Change, topics map[string]bool, 
 		})
 	}
 	return evs
+}
+
+// jsonLines buffers the JSON lines of a streamed answer (events, logs) and
+// counts the bytes it sent.
+type jsonLines struct {
+	w     io.Writer
+	buf   bytes.Buffer
+	enc   *jsoncodec.Encoder
+	total int64
+}
+
+func newJSONLines(w io.Writer) *jsonLines {
+	l := &jsonLines{w: w}
+	l.enc = jsoncodec.NewEncoder(&l.buf)
+	return l
+}
+
+// send writes what is buffered.
+func (l *jsonLines) send() error {
+	n, err := l.w.Write(l.buf.Bytes())
+	l.total += int64(n)
+	l.buf.Reset()
+	return err
 }

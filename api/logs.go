@@ -18,7 +18,6 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"shoal/api/client"
-	"shoal/internal/jsoncodec"
 	"shoal/internal/taskref"
 	"shoal/manager/control"
 	routing "shoal/route"
@@ -254,15 +253,8 @@ func (ls *logStream) WriteTo(w io.Writer) (int64, error) {
 			go s.forwardNotice(cloneNotice(ls.notice), true)
 		}
 	}()
-	var buf bytes.Buffer
-	var total int64
-	enc := jsoncodec.NewEncoder(&buf)
-	send := func() error {
-		n, err := w.Write(buf.Bytes())
-		total += int64(n)
-		buf.Reset()
-		return err
-	}
+	out := newJSONLines(w)
+	enc, send := out.enc, out.send
 	logRenew, logGiveUp := s.logs.Config().Renew, s.logs.Config().GiveUp
 	start := s.cfg.Clock.Now()
 	progress := start // when the last line came
@@ -283,21 +275,21 @@ func (ls *logStream) WriteTo(w io.Writer) (int64, error) {
 		if len(entries) > 0 {
 			progress = s.cfg.Clock.Now()
 		}
-		if buf.Len() > 0 {
+		if out.buf.Len() > 0 {
 			if err := send(); err != nil {
-				return total, err
+				return out.total, err
 			}
 		}
 		if finished {
-			return total, nil
+			return out.total, nil
 		}
 		select {
 		case <-sub.Ready():
 		case <-alive.C():
 			alive.Reset(logKeepAlive)
-			buf.WriteByte('\n')
+			out.buf.WriteByte('\n')
 			if err := send(); err != nil {
-				return total, err
+				return out.total, err
 			}
 		case <-renew.C():
 			renew.Reset(logRenew)
@@ -330,7 +322,7 @@ func (ls *logStream) WriteTo(w io.Writer) (int64, error) {
 				}
 			}
 		case <-s.closed:
-			return total, nil
+			return out.total, nil
 		}
 	}
 }
