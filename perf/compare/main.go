@@ -6,6 +6,10 @@
 // failed.
 //
 //	go run ./perf/compare BASELINE.json RUN.json
+//
+// Either side may name several runs, comma-separated
+// (A1.json,A2.json,A3.json): each figure is then the median of that
+// side's runs, shown with their range, and the ratio is of the medians.
 package main
 
 import (
@@ -13,6 +17,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strings"
 	"text/tabwriter"
 
 	"shoal/loadgen/report"
@@ -129,52 +135,128 @@ func load(path string) (*report.Report, error) {
 
 func main() {
 	if len(os.Args) != 3 {
-		fmt.Fprintln(os.Stderr, "usage: compare BASELINE.json RUN.json")
+		fmt.Fprintln(os.Stderr, "usage: compare BASELINE.json[,MORE.json...] RUN.json[,MORE.json...]")
 		os.Exit(2)
 	}
-	base, err := load(os.Args[1])
+	base, err := loadAll(os.Args[1])
 	if err == nil {
-		var run *report.Report
-		if run, err = load(os.Args[2]); err == nil {
-			os.Exit(compare(os.Stdout, base, run))
+		var runs []*report.Report
+		if runs, err = loadAll(os.Args[2]); err == nil {
+			os.Exit(compareSets(os.Stdout, base, runs))
 		}
 	}
 	fmt.Fprintln(os.Stderr, "compare:", err)
 	os.Exit(2)
 }
 
-// compare writes the table and returns the exit status.
-func compare(w io.Writer, base, run *report.Report) int {
-	bp, rp := base.Params, run.Params
-	if bp.Agents != rp.Agents || bp.Tasks != rp.Tasks || bp.Services != rp.Services || base.Seed != run.Seed {
-		fmt.Fprintf(w, "note: the runs differ: baseline %d agents, %d tasks, %d services, seed %d; this run %d, %d, %d, seed %d\n",
-			bp.Agents, bp.Tasks, bp.Services, base.Seed, rp.Agents, rp.Tasks, rp.Services, run.Seed)
-	}
-	for _, m := range []struct {
-		name string
-		r    *report.Report
-	}{{"baseline", base}, {"this run", run}} {
-		mc := m.r.Machine
-		if mc.CPUs == 0 {
-			fmt.Fprintf(w, "%s: %s, machine not recorded\n", m.name, m.r.StartedAt)
+// loadAll reads a comma-separated list of reports.
+func loadAll(paths string) ([]*report.Report, error) {
+	var out []*report.Report
+	for _, p := range strings.Split(paths, ",") {
+		if p == "" {
 			continue
 		}
-		busy := ""
-		if c, ok := rampCores(m.r); ok {
-			busy = fmt.Sprintf("; the ramp kept %.2f of them busy", c)
+		r, err := load(p)
+		if err != nil {
+			return nil, err
 		}
-		fmt.Fprintf(w, "%s: %s, %d CPUs, load average %s → %s%s\n", m.name, m.r.StartedAt, mc.CPUs, mc.LoadAvgStart, mc.LoadAvgEnd, busy)
+		out = append(out, r)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no report named in %q", paths)
+	}
+	return out, nil
+}
+
+// summary is one side's figure: the median of its runs and their range.
+type summary struct {
+	median, lo, hi float64
+	n              int
+}
+
+func summarize(m metric, rs []*report.Report) (summary, bool) {
+	var vs []float64
+	for _, r := range rs {
+		if v, ok := m.get(r); ok {
+			vs = append(vs, v)
+		}
+	}
+	if len(vs) == 0 {
+		return summary{}, false
+	}
+	slices.Sort(vs)
+	med := vs[len(vs)/2]
+	if len(vs)%2 == 0 {
+		med = (vs[len(vs)/2-1] + vs[len(vs)/2]) / 2
+	}
+	return summary{median: med, lo: vs[0], hi: vs[len(vs)-1], n: len(vs)}, true
+}
+
+func (s summary) show(ok bool, unit string) string {
+	if !ok {
+		return "—"
+	}
+	if s.n < 2 {
+		return show(s.median, true, unit)
+	}
+	return fmt.Sprintf("%s (%s–%s)", show(s.median, true, unit), show(s.lo, true, ""), show(s.hi, true, ""))
+}
+
+// compare writes the table for one baseline run and one run and returns
+// the exit status.
+func compare(w io.Writer, base, run *report.Report) int {
+	return compareSets(w, []*report.Report{base}, []*report.Report{run})
+}
+
+// compareSets writes the table of the medians of the baseline's runs and
+// of the runs, and returns the exit status: 1 when any run broke an
+// invariant or did not end with every task running.
+func compareSets(w io.Writer, bases, runs []*report.Report) int {
+	b0 := bases[0]
+	bp := b0.Params
+	for _, r := range append(bases[1:], runs...) {
+		rp := r.Params
+		if bp.Agents != rp.Agents || bp.Tasks != rp.Tasks || bp.Services != rp.Services || b0.Seed != r.Seed {
+			fmt.Fprintf(w, "note: the runs differ: baseline %d agents, %d tasks, %d services, seed %d; a run has %d, %d, %d, seed %d\n",
+				bp.Agents, bp.Tasks, bp.Services, b0.Seed, rp.Agents, rp.Tasks, rp.Services, r.Seed)
+			break
+		}
+	}
+	for _, side := range []struct {
+		name string
+		rs   []*report.Report
+	}{{"baseline", bases}, {"this run", runs}} {
+		for i, r := range side.rs {
+			name := side.name
+			if len(side.rs) > 1 {
+				name = fmt.Sprintf("%s %d", side.name, i+1)
+			}
+			mc := r.Machine
+			if mc.CPUs == 0 {
+				fmt.Fprintf(w, "%s: %s, machine not recorded\n", name, r.StartedAt)
+				continue
+			}
+			busy := ""
+			if c, ok := rampCores(r); ok {
+				busy = fmt.Sprintf("; the ramp kept %.2f of them busy", c)
+			}
+			fmt.Fprintf(w, "%s: %s, %d CPUs, load average %s → %s%s\n", name, r.StartedAt, mc.CPUs, mc.LoadAvgStart, mc.LoadAvgEnd, busy)
+		}
+	}
+	if len(bases) > 1 || len(runs) > 1 {
+		fmt.Fprintf(w, "figures are medians (range) of %d baseline runs and %d runs; the ratio is of the medians\n", len(bases), len(runs))
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "metric\tbaseline\tthis run\tratio\t\n")
 	for _, m := range append(metrics, cpuMetrics()...) {
-		b, okB := m.get(base)
-		v, okV := m.get(run)
+		sb, okB := summarize(m, bases)
+		sv, okV := summarize(m, runs)
+		b, v := sb.median, sv.median
 		switch {
 		case !okB && !okV:
 			continue
 		case !okB || !okV || b == 0:
-			fmt.Fprintf(tw, "%s\t%s\t%s\t—\t\n", m.name, show(b, okB, m.unit), show(v, okV, m.unit))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t—\t\n", m.name, sb.show(okB, m.unit), sv.show(okV, m.unit))
 			continue
 		}
 		ratio := v / b
@@ -189,17 +271,29 @@ func compare(w io.Writer, base, run *report.Report) int {
 				verdict = "better"
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t×%.2f\t%s\n", m.name, show(b, true, m.unit), show(v, true, m.unit), ratio, verdict)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t×%.2f\t%s\n", m.name, sb.show(true, m.unit), sv.show(true, m.unit), ratio, verdict)
 	}
-	fmt.Fprintf(tw, "tasks running\t%d\t%d\t\t\n", base.TasksRunning, run.TasksRunning)
-	fmt.Fprintf(tw, "violations\t%d\t%d\t\t\n", base.Violations, run.Violations)
+	counts := func(rs []*report.Report, f func(*report.Report) int) string {
+		var parts []string
+		for _, r := range rs {
+			parts = append(parts, fmt.Sprint(f(r)))
+		}
+		return strings.Join(parts, ",")
+	}
+	running := func(r *report.Report) int { return r.TasksRunning }
+	violations := func(r *report.Report) int { return r.Violations }
+	fmt.Fprintf(tw, "tasks running\t%s\t%s\t\t\n", counts(bases, running), counts(runs, running))
+	fmt.Fprintf(tw, "violations\t%s\t%s\t\t\n", counts(bases, violations), counts(runs, violations))
 	_ = tw.Flush()
 	fmt.Fprintf(w, "(~: within ±%.0f%%, the noise of a shared machine)\n", Noise*100)
-	if run.Violations > 0 || run.TasksRunning != rp.Tasks {
-		fmt.Fprintf(w, "FAIL: %d violations, %d of %d tasks running at the end\n", run.Violations, run.TasksRunning, rp.Tasks)
-		return 1
+	status := 0
+	for i, r := range runs {
+		if r.Violations > 0 || r.TasksRunning != r.Params.Tasks {
+			fmt.Fprintf(w, "FAIL: run %d: %d violations, %d of %d tasks running at the end\n", i+1, r.Violations, r.TasksRunning, r.Params.Tasks)
+			status = 1
+		}
 	}
-	return 0
+	return status
 }
 
 func show(v float64, ok bool, unit string) string {

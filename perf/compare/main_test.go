@@ -107,3 +107,27 @@ func TestComparePhasesCPU(t *testing.T) {
 		}
 	}
 }
+
+// With several runs a side, each figure is the median of that side's runs
+// with their range, the ratio is of the medians, and one failing run of
+// the set fails the comparison.
+func TestCompareSetsUsesMedians(t *testing.T) {
+	var b strings.Builder
+	bases := []*report.Report{run(10, 1000, 100, 0), run(30, 1000, 100, 0), run(12, 1000, 100, 0)}
+	runs := []*report.Report{run(6, 1000, 100, 0), run(99, 1000, 100, 0), run(24, 1000, 100, 0), run(20, 1000, 100, 0)}
+	if code := compareSets(&b, bases, runs); code != 0 {
+		t.Fatalf("exit %d\n%s", code, b.String())
+	}
+	out := strings.Join(strings.Fields(b.String()), " ")
+	// baseline median 12 (10–30); runs median (20+24)/2 = 22 (6–99).
+	for _, want := range []string{"ramp (creates to all running) 12s (10–30) 22s (6–99) ×1.83 worse", "medians (range) of 3 baseline runs and 4 runs"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, b.String())
+		}
+	}
+	b.Reset()
+	runs[2] = run(24, 1000, 100, 2)
+	if code := compareSets(&b, bases, runs); code != 1 || !strings.Contains(b.String(), "FAIL: run 3: 2 violations") {
+		t.Errorf("a set with one broken run: exit %d\n%s", code, b.String())
+	}
+}
