@@ -25,7 +25,9 @@
 // full jitter and a floor of one period, never sooner than Retry-After;
 // after every (re)connect the agent heartbeats first, then sends the
 // statuses the manager has not acknowledged, then a re-report marker
-// listing every held task (even when nothing was owed). Assignments are a
+// listing every held task (even when nothing was owed); the same again on a
+// session whose heartbeat is answered with the node initializing (the
+// session outlived a disconnect). Assignments are a
 // long-poll from the persisted cursor; COMPLETE (or resync) replaces the set,
 // and every task missing from it is stopped and forgotten. Statuses: the
 // latest per task; state changes go 200 ms after the last send, anything

@@ -34,6 +34,7 @@ type fakeManager struct {
 	openErrs  []error         // answered (and consumed) before a session opens
 	keys      []string        // the key of every session request
 	hbErr     error           // answered to every heartbeat while set
+	hbStatus  sm.NodeStatus   // the node status successful heartbeats answer
 	hbErrs    []error         // answered (and consumed) before hbErr
 	hbBudgets []time.Duration // each heartbeat's time left before its deadline
 	hbAt      []time.Time     // when each successful heartbeat came (fake clock)
@@ -131,7 +132,7 @@ func (f *fakeManager) Heartbeat(ctx context.Context, hb *wire.Heartbeat) (*wire.
 	}
 	f.hbAt = append(f.hbAt, f.clk.Now())
 	f.changedLocked("hb")
-	return &wire.HeartbeatAck{Period: int64(f.period)}, nil
+	return &wire.HeartbeatAck{Period: int64(f.period), Status: f.hbStatus}, nil
 }
 
 func (f *fakeManager) Assignments(ctx context.Context, req *wire.AssignmentsRequest) (*wire.Assignments, error) {

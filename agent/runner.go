@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	sm "shoal/statemachine"
@@ -56,6 +57,10 @@ type liveSession struct {
 	sync   time.Duration
 	ctx    context.Context
 	cancel context.CancelFunc
+	// initializing counts the heartbeats answered with the node
+	// initializing: the manager took the node back after a disconnect
+	// this session outlived, and waits for a re-report on it.
+	initializing atomic.Uint64
 }
 
 // New returns an agent; Run starts it.
@@ -194,6 +199,11 @@ func (a *Agent) withMachine(f func(m *Machine, now time.Time)) {
 	for _, act := range rd.Actions {
 		a.cfg.Executor.Do(act)
 	}
+	a.wakeStatus()
+}
+
+// wakeStatus wakes the status loop.
+func (a *Agent) wakeStatus() {
 	select {
 	case a.wake <- struct{}{}:
 	default:

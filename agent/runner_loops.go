@@ -49,22 +49,25 @@ func (a *Agent) assignmentsLoop(ctx context.Context) {
 	}
 }
 
-// statusLoop sends status batches. On every new session it first sends
-// everything owed and then the re-report marker listing every held task;
-// then it batches: urgent changes UrgentDelay after the last send, the rest
+// statusLoop sends status batches. On every new session, and whenever a
+// heartbeat finds the node initializing on a session that outlived a
+// disconnect, it first sends everything owed and then the re-report marker
+// listing every held task; then it batches: urgent changes UrgentDelay after the last send, the rest
 // RoutineInterval after it.
 func (a *Agent) statusLoop(ctx context.Context) {
 	var reported uint64 // epoch of the last session re-reported on
+	var asked uint64    // on it, the initializing answers the last re-report covered
 	for {
 		s, err := a.waitLive(ctx)
 		if err != nil {
 			return
 		}
-		if s.epoch != reported {
+		if s.epoch != reported || s.initializing.Load() != asked {
+			n := s.initializing.Load()
 			done, err := a.reReport(ctx, s)
 			switch {
 			case done:
-				reported = s.epoch
+				reported, asked = s.epoch, n
 			case err == nil: // some statuses refused for now: the manager ignores the marker
 				a.sleep(ctx, s, a.cfg.RoutineInterval)
 			case a.failed(ctx, s, "re-report", err):

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	sm "shoal/statemachine"
 	"shoal/wire"
 )
 
@@ -107,6 +108,14 @@ func (a *Agent) heartbeat(ctx context.Context, s *liveSession, period time.Durat
 			failures = 0
 			if ack.Period > 0 {
 				period = time.Duration(ack.Period)
+			}
+			if ack.Status == sm.NodeInitializing {
+				// The manager waits for a re-report before it trusts
+				// the node's tasks again. A new session sends one
+				// anyway; a session that outlived a disconnect (a
+				// partition shorter than the session) sends one now.
+				s.initializing.Add(1)
+				a.wakeStatus()
 			}
 			a.ss.Lock()
 			a.ss.period = period

@@ -159,6 +159,44 @@ func TestRunnerReconnectHeartbeatsFirstThenReports(t *testing.T) {
 		"status [1:failed], rereport [2:failed] held=[1 2]")
 }
 
+// A session that outlives a disconnect (the manager marked the node
+// disconnected, then took its heartbeats back and answers them with the
+// node initializing) re-reports on that same session, so the manager does
+// not wait out its re-report window; a ready node is not re-reported to.
+func TestRunnerReReportsWhenAHeartbeatFindsTheNodeInitializing(t *testing.T) {
+	h := newHarness(t, SimConfig{})
+	h.start()
+	h.mgr.push(completeFrame(3, asg(1, sm.DesiredRunning)))
+	h.mgr.until(t, "running accepted", func() bool { return h.acceptedState(1) == sm.StateRunning })
+	rereports := func() int {
+		n := 0
+		for _, e := range h.mgr.log {
+			if strings.HasPrefix(e, "rereport") {
+				n++
+			}
+		}
+		return n
+	}
+	h.mgr.do(func() { h.mgr.hbStatus = sm.NodeInitializing })
+	h.mgr.until(t, "a re-report on the same session", func() bool {
+		return rereports() >= 2
+	})
+	h.mgr.do(func() { h.mgr.hbStatus = sm.NodeReady })
+	if h.mgr.sessionNo != 1 {
+		t.Fatalf("%d sessions, want the first one kept", h.mgr.sessionNo)
+	}
+	last := h.mgr.batches[len(h.mgr.batches)-1]
+	if !last.ReReport || !slices.Equal(last.Held, []sm.TaskID{1}) {
+		t.Fatalf("last batch %+v, want the marker holding task 1", last)
+	}
+	n := rereports()
+	hbs := len(h.mgr.hbAt)
+	h.mgr.until(t, "three more heartbeats", func() bool { return len(h.mgr.hbAt) >= hbs+3 })
+	if got := rereports(); got != n {
+		t.Fatalf("%d re-reports while the node is ready, want %d", got, n)
+	}
+}
+
 func TestRunnerRetriedStatusIsResent(t *testing.T) {
 	h := newHarness(t, SimConfig{})
 	refusals := 3

@@ -34,9 +34,13 @@ type simAgent struct {
 	epoch    uint64
 	live     bool
 	reported uint64 // the epoch whose re-report the manager took
-	attempt  int
-	period   time.Duration
-	heard    time.Time // when the agent last got a heartbeat's answer (or started)
+	// initializing counts heartbeats answered with the node initializing
+	// (a session that outlived a disconnect); asked is that count when
+	// the last re-report the manager took began.
+	initializing, asked uint64
+	attempt             int
+	period              time.Duration
+	heard               time.Time // when the agent last got a heartbeat's answer (or started)
 
 	opening, beating, polling, sending, syncing bool
 	hbT, pollT, flushT, syncT                   clock.Timer
@@ -239,12 +243,15 @@ func (a *simAgent) beat(d time.Duration) {
 			if ack.Period > 0 {
 				a.period = time.Duration(ack.Period)
 			}
+			if ack.Status == statemachine.NodeInitializing {
+				a.initializing++ // as agent.Agent's heartbeat: re-report on this session
+			}
 			if !a.live {
 				a.live = true
 				a.poll(0)
-				a.kickStatus()
 				a.syncLater()
 			}
+			a.kickStatus()
 			a.beat(a.w.jitter(a.period, 0.1))
 		})
 	})
@@ -287,7 +294,7 @@ func (a *simAgent) kickStatus() {
 	if !a.live || a.sending {
 		return
 	}
-	if a.epoch != a.reported {
+	if a.epoch != a.reported || a.initializing != a.asked {
 		a.sendBatch(true)
 		return
 	}
@@ -316,7 +323,7 @@ func (a *simAgent) armFlush(d time.Duration) {
 // of which is to be retried, it looks again a routine interval later.
 func (a *simAgent) sendBatch(marker bool) {
 	a.sending = true
-	s, epoch := a.sess, a.epoch
+	s, epoch, asked := a.sess, a.epoch, a.initializing
 	reports := a.m.BeginBatch(1 << 30)
 	b := &wire.StatusBatch{NodeID: s.NodeID, SessionID: s.SessionID, Reports: reports}
 	if marker {
@@ -341,7 +348,7 @@ func (a *simAgent) sendBatch(marker bool) {
 				}
 			}
 			if a.epoch == epoch {
-				a.reported = epoch
+				a.reported, a.asked = epoch, asked
 			}
 		}
 		a.kickStatus()
