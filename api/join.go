@@ -141,6 +141,9 @@ func (s *Server) joinManager(ctx *fasthttp.RequestCtx, req *client.JoinRequest, 
 	if req.Replica == 0 {
 		return badRequest("a manager's join needs its replica ID")
 	}
+	if err := s.sameGroups(req.Groups); err != nil {
+		return err
+	}
 	if req.Member {
 		// Membership first: a join that cannot be added gets no credentials,
 		// and a retried join finds the change done.

@@ -55,10 +55,25 @@ func (s *Server) addReplica(ctx *fasthttp.RequestCtx, _ []string) error {
 	if err := decodeJSON(ctx, &req); err != nil {
 		return err
 	}
+	if err := s.sameGroups(req.Groups); err != nil {
+		return err
+	}
 	if err := s.addMember(req.ID, req.RaftAddr, ctx.RemoteIP().String()); err != nil {
 		return err
 	}
 	return s.listReplicas(ctx, nil)
+}
+
+// sameGroups refuses a joining replica whose service group count is not
+// the cluster's: it would never become ready (0: an older joiner, not
+// checked).
+func (s *Server) sameGroups(groups int) error {
+	if have := s.reads.Groups(); groups != 0 && groups != have {
+		return errorf(fasthttp.StatusConflict, client.CodeConflict,
+			"this cluster has %d service groups and the joining replica was started with --groups %d: start it with --groups %d (the count is fixed when the cluster is created)",
+			have, groups, have)
+	}
+	return nil
 }
 
 func (s *Server) addMember(id uint64, raftAddr, from string) error {

@@ -34,6 +34,15 @@ func joinsMembership(o ServeOptions) (bool, error) {
 	return true, nil
 }
 
+// joinGroups is the service group count a joining replica starts with,
+// which the cluster checks against its own.
+func joinGroups(o ServeOptions) int {
+	if o.Groups > 0 {
+		return o.Groups
+	}
+	return engine.DefaultGroups
+}
+
 // joinInsecure asks a running manager (without TLS) to add this replica
 // to the membership of every group, waiting while none answers.
 func joinInsecure(ctx context.Context, o ServeOptions, sayf func(string, ...any)) error {
@@ -46,7 +55,7 @@ func joinInsecure(ctx context.Context, o ServeOptions, sayf func(string, ...any)
 				return fmt.Errorf("--join: %w", err)
 			}
 			rctx, cancel := context.WithTimeout(ctx, 45*time.Second)
-			_, err = c.AddReplica(rctx, client.Replica{ID: o.ReplicaID, RaftAddr: o.RaftAddr, APIAddr: o.APIAddr})
+			_, err = c.AddReplica(rctx, client.Replica{ID: o.ReplicaID, RaftAddr: o.RaftAddr, APIAddr: o.APIAddr, Groups: joinGroups(o)})
 			cancel()
 			var ae *client.APIError
 			switch {

@@ -172,7 +172,7 @@ func joinAsManager(ctx context.Context, o ServeOptions, raftAddr string, member 
 	if o.Token == "" {
 		return errors.New("--join needs --token: the manager token (print it on a running manager with `shoal token manager`)")
 	}
-	req := client.JoinRequest{Role: string(security.RoleManager), Replica: o.ReplicaID, RaftAddr: raftAddr, APIAddr: o.APIAddr, Member: member}
+	req := client.JoinRequest{Role: string(security.RoleManager), Replica: o.ReplicaID, RaftAddr: raftAddr, APIAddr: o.APIAddr, Member: member, Groups: joinGroups(o)}
 	said := false
 	wait := 100 * time.Millisecond
 	// Wait while no manager can be reached (it may be starting); a

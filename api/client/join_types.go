@@ -22,6 +22,9 @@ type JoinRequest struct {
 	// then starts with no --peers. False: the replica is an initial member
 	// (started with --peers) and only needs its certificate.
 	Member bool `json:"member,omitempty"`
+	// Groups is the joining manager's service group count (--groups); the
+	// manager refuses a count other than the cluster's. 0: not checked.
+	Groups int `json:"groups,omitempty"`
 }
 
 // JoinNode is a worker's machine as its agent describes it.
@@ -91,6 +94,10 @@ type Replica struct {
 	ID       uint64 `json:"id"`
 	RaftAddr string `json:"raft_addr"`
 	APIAddr  string `json:"api_addr,omitempty"`
+	// Groups, when adding a replica, is its service group count
+	// (--groups); a count other than the cluster's is refused. 0: not
+	// checked.
+	Groups int `json:"groups,omitempty"`
 }
 
 // GroupMembers is one group's voting replicas, by ID.

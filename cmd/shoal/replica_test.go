@@ -202,4 +202,21 @@ func TestReplicaJoinInsecure(t *testing.T) {
 	if out := cli(t, r.apis[1], "service", "ls"); !strings.Contains(out, "web") {
 		t.Fatalf("service ls on replica 1: %s", out)
 	}
+	// A replica started with another --groups is refused before it is
+	// added: it would never become ready, and a member that is never
+	// ready costs the groups their quorum margin.
+	r.apis[3] = freeAddr(t)
+	p := startProc(t, "serve-3-groups", "serve", "--id", "3", "--raft-addr", freeAddr(t), "--api-addr", r.apis[3],
+		"--data-dir", r.dir(3), "--groups", "4", "--insecure", "--join", r.apis[1], "--raft-log-level", "critical")
+	r.procs[3] = p
+	select {
+	case <-p.exited:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("a replica with another --groups still runs:\n%s", p.out.String())
+	}
+	if out := p.out.String(); p.cmd.ProcessState.ExitCode() == 0 ||
+		!strings.Contains(out, "this cluster has 2 service groups and the joining replica was started with --groups 4: start it with --groups 2") {
+		t.Fatalf("exit %d, want the group counts named:\n%s", p.cmd.ProcessState.ExitCode(), out)
+	}
+	r.members(r.apis[1], 1, 2)
 }
