@@ -32,6 +32,8 @@ type metrics struct {
 	reports    *vm.Counter
 	syncs      *vm.Counter
 	frames     struct{ complete, incremental *vm.Counter }
+	// task output lines the log broker took and dropped.
+	logLines, logDropped *vm.Counter
 	// joins, refused joins and certificate renewals (with TLS).
 	joins, joinsRefused, renewals *vm.Counter
 	// TLS handshakes this server completed, resumed (a session ticket of
@@ -75,6 +77,10 @@ func newMetrics(s *Server) *metrics {
 	m.handshakes.took = m.set.NewHistogram(`shoal_tls_handshake_seconds`)
 	m.set.NewGauge("shoal_agent_session_records", func() float64 { return float64(s.stream.Stats().Sessions) })
 	m.set.NewGauge("shoal_agent_polls_parked", func() float64 { return float64(s.stream.Stats().Parked) })
+	m.logLines = m.set.NewCounter("shoal_log_lines_total")
+	m.logDropped = m.set.NewCounter("shoal_log_lines_dropped_total")
+	m.set.NewGauge("shoal_log_subscriptions", func() float64 { return float64(s.logs.Stats().Subscriptions) })
+	m.set.NewGauge("shoal_log_buffered_bytes", func() float64 { return float64(s.logs.Stats().Buffered) })
 	m.set.NewGauge("go_gc_heap_live_bytes", heapLive)
 	return m
 }
@@ -104,6 +110,9 @@ func (s *Server) serveMetrics(ctx *fasthttp.RequestCtx, _ []string) error {
 	st := s.stream.Stats() // the stream counts its frames itself
 	s.metrics.frames.complete.Set(st.Complete)
 	s.metrics.frames.incremental.Set(st.Incremental)
+	ls := s.logs.Stats() // the broker counts its lines itself
+	s.metrics.logLines.Set(ls.Lines)
+	s.metrics.logDropped.Set(ls.Dropped)
 	s.metrics.set.WritePrometheus(&b)
 	vm.WriteProcessMetrics(&b)
 	if err := s.writeStateMetrics(&b); err != nil {

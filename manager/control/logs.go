@@ -105,9 +105,12 @@ type LogBroker struct {
 		sync.Mutex
 		subs     map[uint64]*LogSub
 		buffered int // bytes, all subscriptions
-		notices  map[uint64]*notice
-		byNode   map[statemachine.NodeID]map[uint64]*notice
-		wake     map[statemachine.NodeID]chan struct{}
+		// lines taken and dropped since the broker started (its own
+		// notes not counted).
+		lines, dropped uint64
+		notices        map[uint64]*notice
+		byNode         map[statemachine.NodeID]map[uint64]*notice
+		wake           map[statemachine.NodeID]chan struct{}
 	}
 }
 
@@ -119,6 +122,21 @@ func NewLogBroker(cfg LogConfig) *LogBroker {
 	b.mu.byNode = map[statemachine.NodeID]map[uint64]*notice{}
 	b.mu.wake = map[statemachine.NodeID]chan struct{}{}
 	return b
+}
+
+// LogStats is what a broker has carried: lines of task output taken and
+// dropped (they did not fit the bounds) since it started, and the
+// subscriptions it holds and the bytes it buffers now.
+type LogStats struct {
+	Lines, Dropped          uint64
+	Subscriptions, Buffered int
+}
+
+// Stats returns the broker's counts.
+func (b *LogBroker) Stats() LogStats {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return LogStats{Lines: b.mu.lines, Dropped: b.mu.dropped, Subscriptions: len(b.mu.subs), Buffered: b.mu.buffered}
 }
 
 // Config returns the broker's bounds with the defaults filled in.
@@ -262,7 +280,11 @@ func (s *LogSub) addLocked(e LogEntry, force bool) {
 	n := len(e.Data) + entryOverhead
 	if !force && (s.bytes+n > b.cfg.PerSubscription || b.mu.buffered+n > b.cfg.Total) {
 		s.dropped++
+		b.mu.dropped++
 		return
+	}
+	if !force {
+		b.mu.lines++
 	}
 	s.q = append(s.q, e)
 	s.bytes += n

@@ -49,8 +49,10 @@ func TestLogBrokerBoundsFollowersThatNeverRead(t *testing.T) {
 		}
 	}
 	t.Logf("%d followers, %d lines each published: at most %d bytes buffered (bound %d)", subs, batches*perBatch, peak, cfg.Total)
+	var taken, lost uint64
 	for i, s := range open {
 		got, dropped, finished := s.Take()
+		taken, lost = taken+uint64(len(got)), lost+uint64(dropped)
 		size := 0
 		for _, e := range got {
 			size += len(e.Data) + entryOverhead
@@ -65,6 +67,10 @@ func TestLogBrokerBoundsFollowersThatNeverRead(t *testing.T) {
 	}
 	if got := b.Buffered(); got != 0 {
 		t.Fatalf("%d bytes still buffered after every reader took its lines", got)
+	}
+	// The broker's counts (the metrics) say the same as its readers were told.
+	if st := b.Stats(); st.Lines != taken || st.Dropped != lost || st.Subscriptions != subs || st.Buffered != 0 {
+		t.Fatalf("stats %+v; the readers took %d lines and were told of %d dropped, %d subscriptions", st, taken, lost, subs)
 	}
 	open[0].Close()
 	if stop, err := b.Publish(7, &wire.LogBatch{NodeID: 7, Sub: 1}); !stop || err != nil {
