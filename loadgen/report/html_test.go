@@ -147,3 +147,31 @@ func TestHTMLEscapesNames(t *testing.T) {
 		t.Error("a name from the report reached the page unescaped")
 	}
 }
+
+// A run with fleet workers shows each worker (host, agents, clock offset)
+// and marks a lost one; a run without them has no fleet table.
+func TestHTMLShowsFleetWorkers(t *testing.T) {
+	r := loadSample(t)
+	var buf bytes.Buffer
+	if err := WriteHTML(&buf, r); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(buf.String(), `id="fleet"`) {
+		t.Fatal("a run without fleet workers shows a fleet table")
+	}
+	r.Fleet = &Fleet{LocalAgents: 100, WorkersLost: 1, LatencyClock: "the loadgen's clock", MergeOrder: "by offset-corrected time",
+		Workers: []FleetWorker{
+			{ID: 1, Host: "lg-a", Address: "10.0.0.5:41000", FirstAgent: 100, Agents: 450, CPUSeconds: 12.5, ClockOffsetMs: -1.25, ClockErrorMs: 0.2},
+			{ID: 2, Host: "lg-b", Address: "10.0.0.6:41000", FirstAgent: 550, Agents: 450, CPUSeconds: 3, Lost: true},
+		}}
+	buf.Reset()
+	if err := WriteHTML(&buf, r); err != nil {
+		t.Fatal(err)
+	}
+	html := buf.String()
+	for _, want := range []string{`id="fleet"`, "lg-a (10.0.0.5:41000)", "450 from 100", "-1.250 ± 0.200 ms", `data-worker="2"`, "1 lost during the run", `<span class="bad">lost</span>`} {
+		if !strings.Contains(html, want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+}
