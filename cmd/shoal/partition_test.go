@@ -810,6 +810,7 @@ func agentCutWithinWindow(t *testing.T, c *nsCluster) {
 		n, err := c.nodeStatus(c.live(), node)
 		return err == nil && n.Status == "ready", fmt.Sprintf("%+v %v", n, err)
 	})
+	fmt.Printf("partition: agent cut within its window: node ready %s after the heal\n", time.Since(healed).Round(time.Millisecond))
 	c.slots("windowed", marker, 2, 30*time.Second)
 	fmt.Printf("partition: agent cut within its window: one task and one process per slot %s after the heal\n", time.Since(healed).Round(time.Millisecond))
 	if _, _, err := c.clients[c.live()].RemoveService(context.Background(), "windowed"); err != nil {
