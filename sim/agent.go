@@ -122,7 +122,7 @@ func (a *simAgent) after(d time.Duration, f func()) clock.Timer {
 // after callTimeout, on this incarnation only.
 func (a *simAgent) call(req wire.Message, timeout time.Duration, done func(wire.Message, error)) {
 	gen := a.gen
-	a.w.net.call(a, req, timeout, func(resp wire.Message, err error) {
+	a.w.net.call(a.name, req, timeout, func(resp wire.Message, err error) {
 		if a.gen == gen && a.up {
 			done(resp, err)
 		}

@@ -27,7 +27,8 @@
 //     no goroutine) and an in-memory store, driven as agent.Agent's loops
 //     drive them (a session, a heartbeat first, the long poll, status
 //     batches with the re-report marker on every session, jittered
-//     syncs), each loop a timer;
+//     syncs), each loop a timer; or role-played agents, whose every
+//     message is a script's directive (role.go);
 //   - the network between agents and replicas: each call goes to a
 //     replica the seed chooses (heartbeats and re-reports to the leader),
 //     each message is delayed, dropped or duplicated with the odds set by

@@ -35,8 +35,8 @@ func (n *network) delay() time.Duration {
 	return time.Millisecond + time.Duration(n.w.rng.Int64N(int64(n.Delay)))
 }
 
-func (n *network) lost(a *simAgent) bool {
-	return n.cut[a.name] || (n.Drop > 0 && n.w.rng.Float64() < n.Drop)
+func (n *network) lost(name string) bool {
+	return n.cut[name] || (n.Drop > 0 && n.w.rng.Float64() < n.Drop)
 }
 
 // replicaFor chooses the manager replica that serves req: heartbeats and
@@ -57,9 +57,9 @@ func (n *network) replicaFor(req wire.Message) int {
 	return n.w.rng.IntN(n.w.cfg.Replicas)
 }
 
-// call sends req from agent a; done gets the first answer, or
+// call sends req from the agent named name; done gets the first answer, or
 // errConnection after timeout.
-func (n *network) call(a *simAgent, req wire.Message, timeout time.Duration, done func(wire.Message, error)) {
+func (n *network) call(name string, req wire.Message, timeout time.Duration, done func(wire.Message, error)) {
 	answered := false
 	finish := func(resp wire.Message, err error) {
 		if answered {
@@ -70,11 +70,11 @@ func (n *network) call(a *simAgent, req wire.Message, timeout time.Duration, don
 	}
 	timer := n.w.clk.AfterFunc(timeout, func() { finish(nil, errConnection) })
 	deliver := func(first bool) {
-		if n.lost(a) {
+		if n.lost(name) {
 			return
 		}
 		n.w.clk.AfterFunc(n.delay(), func() {
-			if n.cut[a.name] {
+			if n.cut[name] {
 				return
 			}
 			r := n.replicaFor(req)
@@ -83,12 +83,12 @@ func (n *network) call(a *simAgent, req wire.Message, timeout time.Duration, don
 				applied = n.w.applied(r)
 			}
 			n.w.manager.serve(r, req, func(resp wire.Message, err error) {
-				n.w.traceCall(a, r, applied, req, resp, err, !first)
-				if !first || n.lost(a) {
+				n.w.traceCall(name, r, applied, req, resp, err, !first)
+				if !first || n.lost(name) {
 					return
 				}
 				n.w.clk.AfterFunc(n.delay(), func() {
-					if n.cut[a.name] {
+					if n.cut[name] {
 						return
 					}
 					timer.Stop()

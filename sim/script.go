@@ -146,6 +146,19 @@ func ConfigOf(op Op) (Config, error) {
 //	dump                        services, tasks, agents, replicas
 //	violations                  the checker's violations so far
 //	_breakpoint                 nothing (a place for a debugger's breakpoint)
+//
+// Role-played agents (role.go): a node whose agent the script plays, each
+// directive one message sent on the network and its answer printed:
+//
+//	node n1 role-played [cpu=N] [mem=64M] [labels=k=v,…]  a new node; its first session
+//	session n1                  open a new session (a reconnect)
+//	heartbeat n1                a heartbeat
+//	report n1 web.1 running [exit=N] [message=…]  one status report (web.1#2: the slot's 2nd oldest task; t1.5: an ID)
+//	rereported n1 [holds=web.1,…]  the re-report marker, listing what n1 holds
+//	assignments n1 [cursor=0,4|none]  one poll of the assignment stream, without waiting (default: from the cursor the last frame gave)
+//	sync n1 [seqs=0,current-1] [holds=web.1,…]  a sync (seqs: per group, the cluster group first; current: the
+//	                            node's sequence in the leader's state; default: what the last frame brought)
+//	partition n1, heal [n1]     as for a real agent (but a role-played agent's partition never heals by itself)
 func (w *World) Do(op Op) (string, error) {
 	var out strings.Builder
 	m := func(name string) (int, error) {
@@ -164,8 +177,30 @@ func (w *World) Do(op Op) (string, error) {
 		}
 		return w.agent(op.Pos[0]), nil
 	}
-	switch op.Cmd {
+	cmd := op.Cmd
+	if s, ok, err := w.roleDo(op); ok {
+		if err != nil {
+			return "", err
+		}
+		out.WriteString(s)
+		cmd = "_breakpoint" // done; only the trace is left to print
+	}
+	if len(op.Pos) > 0 && w.role(op.Pos[0]) != nil {
+		switch cmd {
+		case "agent-up", "restart-agent", "sync":
+			return "", fmt.Errorf("%s is role-played: its messages are directives (session, heartbeat, report, rereported, assignments, sync)", op.Pos[0])
+		case "partition":
+			if err := op.only(1); err != nil {
+				return "", err
+			}
+			w.partition(op.Pos[0])
+			cmd = "_breakpoint"
+		}
+	}
+	switch cmd {
 	case "_breakpoint":
+	case "session", "heartbeat", "report", "rereported", "assignments":
+		return "", fmt.Errorf("%s is a role-played node's directive (node n1 role-played makes one)", op.Cmd)
 	case "agent-up":
 		if err := op.only(1); err != nil {
 			return "", err
@@ -500,6 +535,16 @@ func (w *World) dump(out *strings.Builder) {
 			state += ", partitioned"
 		}
 		fmt.Fprintf(out, "agent %s node %d %s: holds %s\n", a.name, a.node, state, idList(a.m.Held()))
+	}
+	for _, ra := range w.roles {
+		state := "no session"
+		if ra.sess != nil {
+			state = "in session"
+		}
+		if w.net.cut[ra.name] {
+			state += ", partitioned"
+		}
+		fmt.Fprintf(out, "agent %s node %d role-played, %s\n", ra.name, ra.node, state)
 	}
 	for r := range w.cfg.Replicas {
 		var idx []string

@@ -12,7 +12,7 @@ import (
 // traceCall prints one call a manager served, when tracing: the agent,
 // the replica with what it had applied of each group when the call came,
 // the request and the answer.
-func (w *World) traceCall(a *simAgent, r int, applied string, req, resp wire.Message, err error, dup bool) {
+func (w *World) traceCall(name string, r int, applied string, req, resp wire.Message, err error, dup bool) {
 	if w.trace == nil || (len(w.traceOnly) > 0 && !w.traceOnly[callName(req)]) {
 		return
 	}
@@ -31,7 +31,7 @@ func (w *World) traceCall(a *simAgent, r int, applied string, req, resp wire.Mes
 	if now := w.applied(r); now != applied {
 		after = " -> " + now
 	}
-	fmt.Fprintf(w.trace, "%s -> m%d [applied %s%s]%s: %s\n  <- %s\n", a.name, r+1, applied, after, d, describe(req), ans)
+	fmt.Fprintf(w.trace, "%s -> m%d [applied %s%s]%s: %s\n  <- %s\n", name, r+1, applied, after, d, describe(req), ans)
 }
 
 // applied prints what replica r applied of each group.

@@ -83,6 +83,7 @@ type World struct {
 	manager *manager
 	net     *network
 	agents  []*simAgent
+	roles   []*rolePlayed // role-played agents (role.go)
 	chk     *check.Checker
 	// want is the user's desired running count per service.
 	want      map[string]int
