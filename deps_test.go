@@ -128,7 +128,10 @@ var edges = map[string]rule{
 	// memory (duty.Memory and replicas), the duties, control, real agent
 	// machines, the loadgen's checker fed what the API renders.
 	"sim": {shoal: []string{"agent", "api", "api/client", "cluster", "engine/duty", "engine/monitor", "internal/clock",
-		"loadgen/check", "manager/control", "route", "statemachine", "wire"}},
+		"loadgen/check", "manager/control", "route", "sim/dialect", "statemachine", "wire"}},
+	// The datadriven dialect sim, engine/scenario and engine/monitor's
+	// scripts share.
+	"sim/dialect":  {third: []string{"github.com/cockroachdb/datadriven"}},
 	"perf/summary": {third: []string{"golang.org/x/perf"}},
 	"perf/compare": {shoal: []string{"loadgen/report"}},
 }

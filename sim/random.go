@@ -21,7 +21,7 @@ import (
 // agent protocol's are planted again in a restarted replica).
 func Generate(seed uint64, steps int, plant string) []Op {
 	r := rand.New(rand.NewPCG(seed, 0x6e4e))
-	g := &gen{r: r}
+	g := &gen{r: r, images: map[string]int{}}
 	head := fmt.Sprintf("sim seed=%d replicas=%d groups=%d lag=%dms", seed, 3, 1+r.IntN(2), 100*r.IntN(8))
 	if plant != "" {
 		head += " plant=" + plant
@@ -43,6 +43,7 @@ type gen struct {
 	r        *rand.Rand
 	agents   int
 	services []string
+	images   map[string]int // image updates per service
 	made     int
 }
 
@@ -67,9 +68,9 @@ func (g *gen) create() Op {
 		// The reconcile policy cycles with the services made (no draw, so
 		// the seeds' other directives stay as they were).
 		reconcile := [...]string{"", " reconcile=keep_original", " reconcile=longest_running", " reconcile=keep_replacement"}[g.made%4]
-		return mustParse(fmt.Sprintf("create %s replicas=%d lost-after=%ds%s", name, 1+g.r.IntN(4), 20+g.r.IntN(100), reconcile))
+		return mustParse(fmt.Sprintf("create-service %s replicas=%d lost-after=%ds%s", name, 1+g.r.IntN(4), 20+g.r.IntN(100), reconcile))
 	}
-	return mustParse(fmt.Sprintf("create %s replicas=%d", name, 1+g.r.IntN(4)))
+	return mustParse(fmt.Sprintf("create-service %s replicas=%d", name, 1+g.r.IntN(4)))
 }
 
 func (g *gen) agent() string { return fmt.Sprintf("n%d", 1+g.r.IntN(g.agents)) }
@@ -86,9 +87,9 @@ func (g *gen) step(planted bool) Op {
 	choices := []choice{
 		{60, func() string {
 			if g.r.IntN(10) == 0 {
-				return fmt.Sprintf("run %ds", 5+g.r.IntN(40))
+				return fmt.Sprintf("advance %ds", 5+g.r.IntN(40))
 			}
-			return fmt.Sprintf("run %dms", 50+g.r.IntN(3000))
+			return fmt.Sprintf("advance %dms", 50+g.r.IntN(3000))
 		}},
 		{3, func() string {
 			if len(g.services) >= 4 {
@@ -100,13 +101,15 @@ func (g *gen) step(planted bool) Op {
 			if len(g.services) == 0 {
 				return ""
 			}
-			return fmt.Sprintf("scale %s %d", svc(), g.r.IntN(6))
+			return fmt.Sprintf("update-service %s replicas=%d", svc(), g.r.IntN(6))
 		}},
 		{3, func() string {
 			if len(g.services) == 0 {
 				return ""
 			}
-			return "update " + svc()
+			name := svc()
+			g.images[name]++ // a new image each time (no draw)
+			return fmt.Sprintf("update-service %s image=v%d", name, g.images[name]+1)
 		}},
 		{1, func() string {
 			if len(g.services) == 0 {
@@ -115,7 +118,7 @@ func (g *gen) step(planted bool) Op {
 			i := g.r.IntN(len(g.services))
 			name := g.services[i]
 			g.services = append(g.services[:i], g.services[i+1:]...)
-			return "remove " + name
+			return "remove-service " + name
 		}},
 		{3, func() string { return "partition " + g.agent() }},
 		{3, func() string {
@@ -148,7 +151,7 @@ func (g *gen) step(planted bool) Op {
 			}
 			return "restart-manager " + g.replica()
 		}},
-		{2, func() string { return "leader " + g.replica() }},
+		{2, func() string { return "leader-change " + g.replica() }},
 		{2, func() string {
 			if g.r.IntN(4) == 0 { // a replica far behind (restarted, or slow)
 				return fmt.Sprintf("lag %s %ds", g.replica(), 5+g.r.IntN(40))
@@ -264,7 +267,7 @@ func Shrink(ops []Op, budget int) []Op {
 	// fails so.
 	for i := 1; i+1 < len(cur) && budget > 0; i++ {
 		a, b := cur[i], cur[i+1]
-		if a.Cmd != "run" || b.Cmd != "run" || len(a.Pos) != 1 || len(b.Pos) != 1 {
+		if a.Cmd != "advance" || b.Cmd != "advance" || len(a.Pos) != 1 || len(b.Pos) != 1 {
 			continue
 		}
 		da, err1 := time.ParseDuration(a.Pos[0])
@@ -272,7 +275,7 @@ func Shrink(ops []Op, budget int) []Op {
 		if err1 != nil || err2 != nil {
 			continue
 		}
-		merged := Op{Cmd: "run", Pos: []string{(da + db).String()}}
+		merged := Op{Cmd: "advance", Pos: []string{(da + db).String()}}
 		cand := append(append(append([]Op(nil), cur[:i]...), merged), cur[i+2:]...)
 		if fails(cand) {
 			cur = cand

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"shoal/sim/dialect"
 	"shoal/statemachine"
 	"shoal/wire"
 )
@@ -78,7 +79,7 @@ func (w *World) roleDo(op Op) (out string, ok bool, err error) {
 	var req wire.Message
 	timeout := callTimeout
 	if op.Cmd == "session" {
-		if err := op.only(1); err != nil {
+		if err := op.Only(1); err != nil {
 			return "", true, err
 		}
 		req = &wire.SessionRequest{NodeID: ra.node, Node: ra.desc, Key: ra.key}
@@ -119,7 +120,7 @@ func (w *World) roleDo(op Op) (out string, ok bool, err error) {
 
 // newRole makes a role-played agent and opens its first session.
 func (w *World) newRole(op Op) (string, error) {
-	if err := op.only(2, "cpu", "mem", "labels"); err != nil {
+	if err := op.Only(2, "cpu", "mem", "labels"); err != nil {
 		return "", err
 	}
 	name := op.Pos[0]
@@ -134,24 +135,19 @@ func (w *World) newRole(op Op) (string, error) {
 	ra := &rolePlayed{name: name, key: name + "-role",
 		desc: wire.NodeDescription{Hostname: name, CPU: 64000, Memory: 64 << 30, AgentVersion: "role-played"}}
 	var err error
-	if v, ok := op.get("cpu"); ok {
+	if v, ok := op.Get("cpu"); ok {
 		if ra.desc.CPU, err = strconv.ParseInt(v, 10, 64); err != nil {
 			return "", fmt.Errorf("cpu wants milli-cores, got %q", v)
 		}
 	}
-	if v, ok := op.get("mem"); ok {
-		if ra.desc.Memory, err = parseSize(v); err != nil {
+	if v, ok := op.Get("mem"); ok {
+		if ra.desc.Memory, err = dialect.Size(v); err != nil {
 			return "", fmt.Errorf("mem wants bytes (64M, 2G), got %q", v)
 		}
 	}
-	if v, ok := op.get("labels"); ok {
-		ra.desc.Labels = map[string]string{}
-		for _, kv := range strings.Split(v, ",") {
-			k, val, ok := strings.Cut(kv, "=")
-			if !ok {
-				return "", fmt.Errorf("label %q wants key=value", kv)
-			}
-			ra.desc.Labels[k] = val
+	if v, ok := op.Get("labels"); ok {
+		if ra.desc.Labels, err = dialect.Labels(v); err != nil {
+			return "", err
 		}
 	}
 	w.roles = append(w.roles, ra)
@@ -165,12 +161,12 @@ func (w *World) roleRequest(ra *rolePlayed, op Op) (wire.Message, error) {
 	s := ra.sess
 	switch op.Cmd {
 	case "heartbeat":
-		if err := op.only(1); err != nil {
+		if err := op.Only(1); err != nil {
 			return nil, err
 		}
 		return &wire.Heartbeat{NodeID: s.NodeID, SessionID: s.SessionID}, nil
 	case "report":
-		if err := op.only(3, "exit", "message"); err != nil {
+		if err := op.Only(3, "exit", "message"); err != nil {
 			return nil, err
 		}
 		if len(op.Pos) != 3 {
@@ -184,15 +180,15 @@ func (w *World) roleRequest(ra *rolePlayed, op Op) (wire.Message, error) {
 		if err != nil {
 			return nil, err
 		}
-		exit, err := op.int("exit", 0)
+		exit, err := op.Int("exit", 0)
 		if err != nil {
 			return nil, err
 		}
-		msg, _ := op.get("message")
+		msg, _ := op.Get("message")
 		return &wire.StatusBatch{NodeID: s.NodeID, SessionID: s.SessionID, Reports: []wire.StatusReport{{
 			Task: id, State: st, ExitCode: int32(exit), Message: msg, At: w.clk.Now().UnixNano()}}}, nil
 	case "rereported":
-		if err := op.only(1, "holds"); err != nil {
+		if err := op.Only(1, "holds"); err != nil {
 			return nil, err
 		}
 		held, err := w.taskList(op)
@@ -201,11 +197,11 @@ func (w *World) roleRequest(ra *rolePlayed, op Op) (wire.Message, error) {
 		}
 		return &wire.StatusBatch{NodeID: s.NodeID, SessionID: s.SessionID, ReReport: true, Held: held}, nil
 	case "assignments":
-		if err := op.only(1, "cursor"); err != nil {
+		if err := op.Only(1, "cursor"); err != nil {
 			return nil, err
 		}
 		cur := ra.cursor
-		if v, ok := op.get("cursor"); ok {
+		if v, ok := op.Get("cursor"); ok {
 			cur = nil
 			if v != "none" {
 				for _, x := range strings.Split(v, ",") {
@@ -219,7 +215,7 @@ func (w *World) roleRequest(ra *rolePlayed, op Op) (wire.Message, error) {
 		}
 		return &wire.AssignmentsRequest{NodeID: s.NodeID, SessionID: s.SessionID, Cursor: cur}, nil
 	case "sync":
-		if err := op.only(1, "seqs", "holds"); err != nil {
+		if err := op.Only(1, "seqs", "holds"); err != nil {
 			return nil, err
 		}
 		held, err := w.taskList(op)
@@ -227,7 +223,7 @@ func (w *World) roleRequest(ra *rolePlayed, op Op) (wire.Message, error) {
 			return nil, err
 		}
 		seqs := ra.seqs
-		if v, ok := op.get("seqs"); ok {
+		if v, ok := op.Get("seqs"); ok {
 			if seqs, err = w.roleSeqs(ra, v); err != nil {
 				return nil, err
 			}
@@ -274,7 +270,7 @@ func (w *World) roleSeqs(ra *rolePlayed, v string) ([]uint64, error) {
 
 // taskList resolves a directive's holds= list of tasks.
 func (w *World) taskList(op Op) ([]statemachine.TaskID, error) {
-	v, ok := op.get("holds")
+	v, ok := op.Get("holds")
 	if !ok || v == "" {
 		return nil, nil
 	}
@@ -301,11 +297,10 @@ func (w *World) task(name string) (statemachine.TaskID, error) {
 			return statemachine.TaskID(gi<<48 | ni), nil
 		}
 	}
-	svcName, slotName, ok := strings.Cut(name, ".")
-	if !ok {
-		return 0, fmt.Errorf("task %q: want service.slot, service.slot#k or an ID such as t1.5", name)
+	svcName, slotName, kth, err := dialect.TaskName(name)
+	if err != nil {
+		return 0, fmt.Errorf("%w (or an ID such as t1.5)", err)
 	}
-	slotName, kth, hasK := strings.Cut(slotName, "#")
 	slot, err := strconv.ParseUint(slotName, 10, 32)
 	if err != nil {
 		return 0, fmt.Errorf("task %q: slot %q is not a number", name, slotName)
@@ -330,11 +325,12 @@ func (w *World) task(name string) (statemachine.TaskID, error) {
 			}
 			ts := tasks[i]
 			k := len(ts)
-			if hasK {
-				if k, err = strconv.Atoi(kth); err != nil || k < 1 || k > len(ts) {
+			if kth > 0 {
+				if kth > len(ts) {
 					fail = fmt.Errorf("task %q: the slot has %d tasks", name, len(ts))
 					return
 				}
+				k = kth
 			}
 			id = ts[k-1].ID
 		})
@@ -343,17 +339,4 @@ func (w *World) task(name string) (statemachine.TaskID, error) {
 		return 0, fmt.Errorf("task %q: no service %q", name, svcName)
 	}
 	return id, fail
-}
-
-// parseSize reads a byte count: 512, 64M, 2G.
-func parseSize(s string) (int64, error) {
-	mult := int64(1)
-	switch {
-	case strings.HasSuffix(s, "G"):
-		mult, s = 1<<30, strings.TrimSuffix(s, "G")
-	case strings.HasSuffix(s, "M"):
-		mult, s = 1<<20, strings.TrimSuffix(s, "M")
-	}
-	v, err := strconv.ParseInt(s, 10, 64)
-	return v * mult, err
 }

@@ -9,124 +9,51 @@ import (
 	"time"
 
 	"shoal/manager/control"
+	"shoal/sim/dialect"
 	"shoal/statemachine"
 )
 
-// Op is one directive of the simulation's dialect: a command, its
-// positional arguments and its key=value options, in order.
-type Op struct {
-	Cmd string
-	Pos []string
-	KV  [][2]string
-}
-
-// String prints op as a script line.
-func (op Op) String() string {
-	parts := append([]string{op.Cmd}, op.Pos...)
-	for _, kv := range op.KV {
-		parts = append(parts, kv[0]+"="+kv[1])
-	}
-	return strings.Join(parts, " ")
-}
+// Op is one directive of the simulation's dialect (package dialect).
+type Op = dialect.Op
 
 // ParseOp parses a script line.
-func ParseOp(line string) (Op, error) {
-	f := strings.Fields(line)
-	if len(f) == 0 {
-		return Op{}, fmt.Errorf("empty directive")
-	}
-	op := Op{Cmd: f[0]}
-	for _, a := range f[1:] {
-		if k, v, ok := strings.Cut(a, "="); ok {
-			op.KV = append(op.KV, [2]string{k, v})
-			continue
-		}
-		op.Pos = append(op.Pos, a)
-	}
-	return op, nil
-}
-
-func (op Op) get(k string) (string, bool) {
-	for _, kv := range op.KV {
-		if kv[0] == k {
-			return kv[1], true
-		}
-	}
-	return "", false
-}
-
-// only refuses options other than keys and more positional arguments than
-// pos.
-func (op Op) only(pos int, keys ...string) error {
-	if len(op.Pos) > pos {
-		return fmt.Errorf("%s takes at most %d argument(s), got %q", op.Cmd, pos, op.Pos)
-	}
-	for _, kv := range op.KV {
-		if !slices.Contains(keys, kv[0]) {
-			return fmt.Errorf("%s takes no option %q (it takes: %s)", op.Cmd, kv[0], strings.Join(keys, ", "))
-		}
-	}
-	return nil
-}
-
-func (op Op) dur(k string, def time.Duration) (time.Duration, error) {
-	v, ok := op.get(k)
-	if !ok {
-		return def, nil
-	}
-	return time.ParseDuration(v)
-}
-
-func (op Op) float(k string, def float64) (float64, error) {
-	v, ok := op.get(k)
-	if !ok {
-		return def, nil
-	}
-	return strconv.ParseFloat(v, 64)
-}
-
-func (op Op) int(k string, def int) (int, error) {
-	v, ok := op.get(k)
-	if !ok {
-		return def, nil
-	}
-	return strconv.Atoi(v)
-}
+func ParseOp(line string) (Op, error) { return dialect.Parse(line) }
 
 // ConfigOf reads a "sim" directive.
 func ConfigOf(op Op) (Config, error) {
 	if op.Cmd != "sim" {
 		return Config{}, fmt.Errorf("a script starts with sim seed=N (replicas=, groups=, lag=, sync=, plant=), not %q", op.Cmd)
 	}
-	if err := op.only(0, "seed", "replicas", "groups", "lag", "sync", "plant"); err != nil {
+	if err := op.Only(0, "seed", "replicas", "groups", "lag", "sync", "plant"); err != nil {
 		return Config{}, err
 	}
 	var cfg Config
-	seed, err := op.int("seed", 1)
+	seed, err := op.Int("seed", 1)
 	if err != nil {
 		return cfg, err
 	}
 	cfg.Seed = uint64(seed)
-	if cfg.Replicas, err = op.int("replicas", 3); err != nil {
+	if cfg.Replicas, err = op.Int("replicas", 3); err != nil {
 		return cfg, err
 	}
-	if cfg.Groups, err = op.int("groups", 2); err != nil {
+	if cfg.Groups, err = op.Int("groups", 2); err != nil {
 		return cfg, err
 	}
-	if cfg.MaxLag, err = op.dur("lag", 500*time.Millisecond); err != nil {
+	if cfg.MaxLag, err = op.Dur("lag", 500*time.Millisecond); err != nil {
 		return cfg, err
 	}
 	if cfg.MaxLag == 0 {
 		cfg.MaxLag = -1 // no lag
 	}
-	if cfg.SyncInterval, err = op.dur("sync", 10*time.Second); err != nil {
+	if cfg.SyncInterval, err = op.Dur("sync", 10*time.Second); err != nil {
 		return cfg, err
 	}
-	cfg.Plant, _ = op.get("plant")
+	cfg.Plant, _ = op.Get("plant")
 	return cfg, nil
 }
 
-// Do runs one directive and returns what it prints. The directives:
+// Do runs one directive and returns what it prints. The directives (the
+// words of package dialect that sim speaks):
 //
 //	agent-up n1                 start agent n1 (a new node; again: nothing)
 //	restart-agent n1 [wipe]     restart n1 from its store (wipe: its machine lost disk and processes; it joins as a new node)
@@ -135,12 +62,12 @@ func ConfigOf(op Op) (Config, error) {
 //	deliver drop=P delay=D dup=P  the network from now on: drop and duplicate with these odds, delay up to D
 //	crash-manager               every manager replica restarts from a snapshot; a leader is elected
 //	restart-manager m2          replica m2 restarts from a snapshot of its state and catches up slowly (5-30s behind for 30s)
-//	leader m2                   replica m2 becomes the cluster group's leader (the duties restart there)
+//	leader-change m2            replica m2 becomes the cluster group's leader (the duties restart there)
 //	lag m2 2s                   replica m2 applies every entry 2s after its commit (0s: at once)
 //	route m2 / route any        every call goes to m2 / to a replica the seed chooses
-//	create web replicas=N [lost-after=1m]  create a replicated service on the network (lost-after: its disconnect window)
-//	scale web N / update web / remove web
-//	run 5s                      advance the clock, running everything due
+//	create-service web replicas=N [lost-after=1m] [reconcile=…]  create a replicated service on the network (lost-after: its disconnect window)
+//	update-service web [replicas=N] [image=v2] / remove-service web
+//	advance 5s                  advance the clock, running everything due
 //	stabilize [max=10m]         heal everything, then run until the cluster settles; then the quiescence checks
 //	trace on [only=sync,status] | trace off   print the calls the managers serve (only: these calls)
 //	dump                        services, tasks, agents, replicas
@@ -177,6 +104,9 @@ func (w *World) Do(op Op) (string, error) {
 		}
 		return w.agent(op.Pos[0]), nil
 	}
+	if err := dialect.Check(dialect.Sim, op); err != nil {
+		return "", err
+	}
 	cmd := op.Cmd
 	if s, ok, err := w.roleDo(op); ok {
 		if err != nil {
@@ -190,7 +120,7 @@ func (w *World) Do(op Op) (string, error) {
 		case "agent-up", "restart-agent", "sync":
 			return "", fmt.Errorf("%s is role-played: its messages are directives (session, heartbeat, report, rereported, assignments, sync)", op.Pos[0])
 		case "partition":
-			if err := op.only(1); err != nil {
+			if err := op.Only(1); err != nil {
 				return "", err
 			}
 			w.partition(op.Pos[0])
@@ -202,7 +132,7 @@ func (w *World) Do(op Op) (string, error) {
 	case "session", "heartbeat", "report", "rereported", "assignments":
 		return "", fmt.Errorf("%s is a role-played node's directive (node n1 role-played makes one)", op.Cmd)
 	case "agent-up":
-		if err := op.only(1); err != nil {
+		if err := op.Only(1); err != nil {
 			return "", err
 		}
 		a, err := needAgent()
@@ -213,7 +143,7 @@ func (w *World) Do(op Op) (string, error) {
 			a.start(false)
 		}
 	case "restart-agent":
-		if err := op.only(2); err != nil {
+		if err := op.Only(2); err != nil {
 			return "", err
 		}
 		a, err := needAgent()
@@ -222,7 +152,7 @@ func (w *World) Do(op Op) (string, error) {
 		}
 		a.start(len(op.Pos) > 1 && op.Pos[1] == "wipe")
 	case "sync":
-		if err := op.only(1, "seqs"); err != nil {
+		if err := op.Only(1, "seqs"); err != nil {
 			return "", err
 		}
 		a, err := needAgent()
@@ -230,7 +160,7 @@ func (w *World) Do(op Op) (string, error) {
 			return "", err
 		}
 		var seqs []uint64
-		if v, ok := op.get("seqs"); ok {
+		if v, ok := op.Get("seqs"); ok {
 			seqs = []uint64{}
 			for _, x := range strings.Split(v, ",") {
 				n, err := strconv.ParseUint(x, 10, 64)
@@ -244,7 +174,7 @@ func (w *World) Do(op Op) (string, error) {
 			return "", err
 		}
 	case "partition":
-		if err := op.only(1); err != nil {
+		if err := op.Only(1); err != nil {
 			return "", err
 		}
 		a, err := needAgent()
@@ -253,7 +183,7 @@ func (w *World) Do(op Op) (string, error) {
 		}
 		w.partition(a.name)
 	case "heal":
-		if err := op.only(1); err != nil {
+		if err := op.Only(1); err != nil {
 			return "", err
 		}
 		if len(op.Pos) == 0 {
@@ -262,21 +192,21 @@ func (w *World) Do(op Op) (string, error) {
 			delete(w.net.cut, op.Pos[0])
 		}
 	case "deliver":
-		if err := op.only(0, "drop", "delay", "dup"); err != nil {
+		if err := op.Only(0, "drop", "delay", "dup"); err != nil {
 			return "", err
 		}
 		var err error
-		if w.net.Drop, err = op.float("drop", 0); err != nil {
+		if w.net.Drop, err = op.Float("drop", 0); err != nil {
 			return "", err
 		}
-		if w.net.Dup, err = op.float("dup", 0); err != nil {
+		if w.net.Dup, err = op.Float("dup", 0); err != nil {
 			return "", err
 		}
-		if w.net.Delay, err = op.dur("delay", 0); err != nil {
+		if w.net.Delay, err = op.Dur("delay", 0); err != nil {
 			return "", err
 		}
 	case "crash-manager":
-		if err := op.only(0); err != nil {
+		if err := op.Only(0); err != nil {
 			return "", err
 		}
 		if w.plants.state != nil {
@@ -302,7 +232,7 @@ func (w *World) Do(op Op) (string, error) {
 		if r == w.stream {
 			w.reconnectStream()
 		}
-	case "leader":
+	case "leader-change":
 		r, err := m("")
 		if err != nil {
 			return "", err
@@ -335,22 +265,19 @@ func (w *World) Do(op Op) (string, error) {
 			return "", err
 		}
 		w.net.Pin = r
-	case "create", "scale", "update", "remove":
+	case "create-service", "update-service", "remove-service":
 		return w.user(op)
-	case "run":
-		if len(op.Pos) != 1 {
-			return "", fmt.Errorf("run wants a duration: run 5s")
-		}
-		d, err := time.ParseDuration(op.Pos[0])
+	case "advance":
+		d, err := op.DurationArg()
 		if err != nil {
 			return "", err
 		}
 		w.run(d)
 	case "stabilize":
-		if err := op.only(0, "max"); err != nil {
+		if err := op.Only(0, "max"); err != nil {
 			return "", err
 		}
-		max, err := op.dur("max", 10*time.Minute)
+		max, err := op.Dur("max", 10*time.Minute)
 		if err != nil {
 			return "", err
 		}
@@ -361,13 +288,13 @@ func (w *World) Do(op Op) (string, error) {
 			fmt.Fprintf(&out, "not settled after %s\n", max)
 		}
 	case "trace":
-		if err := op.only(1, "only"); err != nil {
+		if err := op.Only(1, "only"); err != nil {
 			return "", err
 		}
 		w.trace, w.traceOnly = nil, nil
 		if len(op.Pos) == 1 && op.Pos[0] == "on" {
 			w.trace = &strings.Builder{}
-			if v, ok := op.get("only"); ok {
+			if v, ok := op.Get("only"); ok {
 				w.traceOnly = map[string]bool{}
 				for _, c := range strings.Split(v, ",") {
 					w.traceOnly[c] = true
@@ -388,7 +315,8 @@ func (w *World) Do(op Op) (string, error) {
 	return out.String(), nil
 }
 
-// user runs a user's directive: create, scale, update, remove.
+// user runs a user's directive: create-service, update-service,
+// remove-service.
 func (w *World) user(op Op) (string, error) {
 	if len(op.Pos) < 1 {
 		return "", fmt.Errorf("%s needs a service name", op.Cmd)
@@ -396,20 +324,20 @@ func (w *World) user(op Op) (string, error) {
 	name := op.Pos[0]
 	var cmd statemachine.Command
 	switch op.Cmd {
-	case "create":
-		if err := op.only(1, "replicas", "lost-after", "reconcile"); err != nil {
+	case "create-service":
+		if err := op.Only(1, "replicas", "lost-after", "reconcile"); err != nil {
 			return "", err
 		}
-		n, err := op.int("replicas", 1)
+		n, err := op.Int("replicas", 1)
 		if err != nil {
 			return "", err
 		}
-		lost, err := op.dur("lost-after", 0)
+		lost, err := op.Dur("lost-after", 0)
 		if err != nil {
 			return "", err
 		}
 		policy := statemachine.DisconnectPolicy{LostAfter: int64(lost)}
-		if r, ok := op.get("reconcile"); ok {
+		if r, ok := op.Get("reconcile"); ok {
 			if policy.Reconcile, err = reconcileMode(r); err != nil {
 				return "", err
 			}
@@ -417,29 +345,29 @@ func (w *World) user(op Op) (string, error) {
 		cmd = statemachine.Command{Kind: statemachine.CmdCreateService, Spec: &statemachine.ServiceSpec{Name: name,
 			Replicas: uint32(n), Networks: []string{"net"}, Image: "v1", Command: []string{"serve"},
 			Disconnect: policy}}
-	case "scale", "update":
-		if err := op.only(2); err != nil {
+	case "update-service":
+		if err := op.Only(1, "replicas", "image"); err != nil {
 			return "", err
 		}
 		spec := w.spec(name)
 		if spec == nil {
 			return "", fmt.Errorf("no service %q", name)
 		}
-		if op.Cmd == "scale" {
-			if len(op.Pos) != 2 {
-				return "", fmt.Errorf("scale wants a service and a count: scale web 3")
-			}
-			n, err := strconv.Atoi(op.Pos[1])
-			if err != nil || n < 0 {
-				return "", fmt.Errorf("scale wants a count, got %q", op.Pos[1])
-			}
-			spec.Replicas = uint32(n)
-		} else {
-			spec.Image = fmt.Sprintf("v%d", w.version(name)+1)
+		n, err := op.Int("replicas", int(spec.Replicas))
+		if err != nil || n < 0 {
+			return "", fmt.Errorf("replicas wants a count, got %v", op.KV)
+		}
+		spec.Replicas = uint32(n)
+		image, ok := op.Get("image")
+		if _, scale := op.Get("replicas"); !ok && !scale {
+			return "", fmt.Errorf("update-service wants replicas=N or image=…")
+		}
+		if ok {
+			spec.Image = image
 		}
 		cmd = statemachine.Command{Kind: statemachine.CmdUpdateService, Spec: spec}
-	case "remove":
-		if err := op.only(1); err != nil {
+	case "remove-service":
+		if err := op.Only(1); err != nil {
 			return "", err
 		}
 		cmd = statemachine.Command{Kind: statemachine.CmdRemoveService, Name: name}
@@ -449,7 +377,7 @@ func (w *World) user(op Op) (string, error) {
 		return strings.Join(msgs, "\n") + "\n", nil
 	}
 	switch op.Cmd {
-	case "remove":
+	case "remove-service":
 		delete(w.want, name)
 	default:
 		w.want[name] = int(cmd.Spec.Replicas)
@@ -473,18 +401,6 @@ func (w *World) spec(name string) *statemachine.ServiceSpec {
 		})
 	}
 	return out
-}
-
-func (w *World) version(name string) uint32 {
-	var v uint32
-	for g := 1; g <= w.cfg.Groups; g++ {
-		w.gs.read(w.leader, g, func(st *statemachine.State) {
-			if svc := st.ServiceByName(name); svc != nil {
-				v = svc.SpecVersion
-			}
-		})
-	}
-	return v
 }
 
 // dump prints the leader's services and tasks, the agents and the

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/datadriven"
+
+	"shoal/sim/dialect"
 )
 
 // TestScripts runs testdata/scripts/*.txt: each starts with a "sim"
@@ -38,7 +40,10 @@ func TestScripts(t *testing.T) {
 			}
 		}()
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
-			op := opOf(d)
+			op := dialect.FromData(d)
+			if err := dialect.Check(dialect.Sim, op); err != nil {
+				t.Fatalf("%s: %v", d.Pos, err)
+			}
 			if op.Cmd == "expect-violation" {
 				if len(op.Pos) != 1 {
 					t.Fatalf("%s: expect-violation wants one invariant", d.Pos)
@@ -77,15 +82,20 @@ func TestScripts(t *testing.T) {
 	})
 }
 
-// opOf turns a datadriven directive into an Op.
-func opOf(d *datadriven.TestData) Op {
-	op := Op{Cmd: d.Cmd}
-	for _, a := range d.CmdArgs {
-		if len(a.Vals) == 0 {
-			op.Pos = append(op.Pos, a.Key)
-			continue
+// TestSpeaksItsVocabulary runs every directive the dialect lists for sim
+// (but the script's headers, which TestScripts reads) without arguments:
+// none may be one World.Do does not know.
+func TestSpeaksItsVocabulary(t *testing.T) {
+	for _, name := range dialect.Speaks(dialect.Sim) {
+		if name == "sim" || name == "expect-violation" || name == "stabilize" {
+			continue // stabilize knows no argument-less refusal; TestScripts runs it
 		}
-		op.KV = append(op.KV, [2]string{a.Key, strings.Join(a.Vals, ",")})
+		w, err := New(Config{Seed: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Do(Op{Cmd: name}); err != nil && strings.Contains(err.Error(), "unknown directive") {
+			t.Errorf("%s: %v", name, err)
+		}
 	}
-	return op
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cockroachdb/datadriven"
 
+	"shoal/sim/dialect"
 	"shoal/statemachine"
 )
 
@@ -46,52 +47,33 @@ func TestScripts(t *testing.T) {
 }
 
 func runDirective(m *Monitor, now *int64, d *datadriven.TestData) (string, error) {
-	var pos []string
-	kv := map[string]string{}
-	for _, a := range d.CmdArgs {
-		if len(a.Vals) == 0 {
-			pos = append(pos, a.Key)
-			continue
-		}
-		kv[a.Key] = strings.Join(a.Vals, ",")
-	}
-	want := func(n int, keys ...string) error {
-		if len(pos) != n {
-			return fmt.Errorf("want %d positional arguments, got %q", n, pos)
-		}
-		for k := range kv {
-			if !strings.Contains(" "+strings.Join(keys, " ")+" ", " "+k+" ") {
-				return fmt.Errorf("unknown option %q", k)
-			}
-		}
-		return nil
+	op := dialect.FromData(d)
+	if err := dialect.Check(dialect.Monitor, op); err != nil {
+		return "", err
 	}
 	node := func() (statemachine.NodeID, error) {
-		id, err := strconv.ParseUint(strings.TrimPrefix(pos[0], "n"), 10, 32)
-		if err != nil || !strings.HasPrefix(pos[0], "n") {
-			return 0, fmt.Errorf("want a node like n1, got %q", pos[0])
+		id, err := strconv.ParseUint(strings.TrimPrefix(op.Pos[0], "n"), 10, 32)
+		if err != nil || !strings.HasPrefix(op.Pos[0], "n") {
+			return 0, fmt.Errorf("want a node like n1, got %q", op.Pos[0])
 		}
 		return statemachine.NodeID(id), nil
 	}
 	switch d.Cmd {
 	case "advance":
-		if err := want(1); err != nil {
+		dur, err := op.DurationArg()
+		if err != nil {
 			return "", err
-		}
-		dur, err := time.ParseDuration(pos[0])
-		if err != nil || dur < 0 {
-			return "", fmt.Errorf("advance wants a non-negative duration such as 30s, got %q", pos[0])
 		}
 		*now += int64(dur)
 		return fmt.Sprintf("now=%s\n", time.Duration(*now-epoch)), nil
 	case "leader-change":
-		if err := want(0); err != nil {
+		if err := op.Want(0); err != nil {
 			return "", err
 		}
 		m.BecomeLeader(*now)
 		return "", nil
 	case "monitor-tick":
-		if err := want(0); err != nil {
+		if err := op.Want(0); err != nil {
 			return "", err
 		}
 		cs := m.Tick(*now)
@@ -104,11 +86,16 @@ func runDirective(m *Monitor, now *int64, d *datadriven.TestData) (string, error
 		}
 		return b.String(), nil
 	}
+	switch d.Cmd {
+	case "node-status", "remove-node", "heartbeat", "rereported", "orphan-failed":
+	default:
+		return "", fmt.Errorf("unknown directive %q", d.Cmd)
+	}
 	if d.Cmd == "node-status" {
-		if err := want(2, "since"); err != nil {
+		if err := op.Want(2, "since"); err != nil {
 			return "", err
 		}
-	} else if err := want(1); err != nil {
+	} else if err := op.Want(1); err != nil {
 		return "", err
 	}
 	n, err := node()
@@ -117,12 +104,12 @@ func runDirective(m *Monitor, now *int64, d *datadriven.TestData) (string, error
 	}
 	switch d.Cmd {
 	case "node-status":
-		st, ok := parseStatus(pos[1])
+		st, ok := parseStatus(op.Pos[1])
 		if !ok {
-			return "", fmt.Errorf("unknown status %q", pos[1])
+			return "", fmt.Errorf("unknown status %q", op.Pos[1])
 		}
 		since := *now
-		if v, ok := kv["since"]; ok {
+		if v, ok := op.Get("since"); ok {
 			d, err := time.ParseDuration(v)
 			if err != nil {
 				return "", fmt.Errorf("since wants a time since the start such as -30h: %v", err)
@@ -169,5 +156,20 @@ func scriptConfig() Config {
 		// windows are over by the time it is disconnected.
 		Disconnectable: func(n statemachine.NodeID) bool { return n == 1 || n == 11 || n == 21 },
 		WindowOpen:     func(n statemachine.NodeID) bool { return n == 1 || n == 11 },
+	}
+}
+
+// TestSpeaksItsVocabulary runs every directive the dialect lists for the
+// monitor's scripts without arguments: none may be one it does not know.
+func TestSpeaksItsVocabulary(t *testing.T) {
+	for _, name := range dialect.Speaks(dialect.Monitor) {
+		m, err := New(scriptConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := epoch
+		if _, err := runDirective(m, &now, &datadriven.TestData{Cmd: name}); err != nil && strings.Contains(err.Error(), "unknown directive") {
+			t.Errorf("%s: %v", name, err)
+		}
 	}
 }

@@ -26,5 +26,9 @@
 //     go test ./engine/scenario/... -rewrite
 //     and must then be read: a rewrite blesses whatever the code does.
 //
-// Script commands are documented in runner_test.go.
+// Scripts are in the dialect of shoal/sim/dialect, which sim's scripts and
+// engine/monitor's speak too: a word means the same step in each, and the
+// runner refuses a word the dialect does not list for it (docs/sim.md,
+// "One dialect for three runners"). Script commands are documented in
+// runner_test.go.
 package scenario

@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/cockroachdb/datadriven"
 
+	"shoal/sim/dialect"
 	sm "shoal/statemachine"
 )
 
@@ -31,18 +33,6 @@ func parseEnum[T ~uint8](what, s string, names ...string) (T, error) {
 	return 0, fmt.Errorf("unknown %s %q (want one of %s)", what, s, strings.Join(names, ", "))
 }
 
-func parseSize(s string) (int64, error) {
-	mult := int64(1)
-	switch {
-	case strings.HasSuffix(s, "G"):
-		mult, s = 1<<30, strings.TrimSuffix(s, "G")
-	case strings.HasSuffix(s, "M"):
-		mult, s = 1<<20, strings.TrimSuffix(s, "M")
-	}
-	v, err := strconv.ParseInt(s, 10, 64)
-	return v * mult, err
-}
-
 func (r *runner) cmdNode(d *datadriven.TestData) (string, error) {
 	a, err := parseArgs(d, 1, "cpu", "mem", "labels", "status", "availability")
 	if err != nil {
@@ -62,18 +52,16 @@ func (r *runner) cmdNode(d *datadriven.TestData) (string, error) {
 		}
 	}
 	if v, ok := a.kv["mem"]; ok {
-		if spec.Memory, err = parseSize(v); err != nil {
+		if spec.Memory, err = dialect.Size(v); err != nil {
 			return "", err
 		}
 	}
 	if v, ok := a.kv["labels"]; ok {
-		for _, kv := range strings.Split(v, ",") {
-			k, val, ok := strings.Cut(kv, "=")
-			if !ok {
-				return "", fmt.Errorf("label %q wants key=value", kv)
-			}
-			spec.Labels[k] = val
+		labels, err := dialect.Labels(v)
+		if err != nil {
+			return "", err
 		}
+		maps.Copy(spec.Labels, labels)
 	}
 	if v, ok := a.kv["status"]; ok {
 		if spec.Status, err = parseEnum[sm.NodeStatus]("node status", v, nodeStatuses...); err != nil {
@@ -164,7 +152,7 @@ func (r *runner) cmdService(d *datadriven.TestData) (string, error) {
 		}
 	}
 	if v, ok := a.kv["mem"]; ok {
-		if spec.Memory, err = parseSize(v); err != nil {
+		if spec.Memory, err = dialect.Size(v); err != nil {
 			return "", fmt.Errorf("mem wants a size such as 64M, got %q", v)
 		}
 	}

@@ -60,6 +60,7 @@ import (
 	"github.com/cockroachdb/datadriven"
 
 	"shoal/route"
+	"shoal/sim/dialect"
 	sm "shoal/statemachine"
 )
 
@@ -79,6 +80,23 @@ func TestScenarios(t *testing.T) {
 			return out
 		})
 	})
+}
+
+// TestSpeaksItsVocabulary runs every directive the dialect lists for the
+// scenario runner without arguments: none may be one it does not know.
+func TestSpeaksItsVocabulary(t *testing.T) {
+	for _, name := range dialect.Speaks(dialect.Scenario) {
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					t.Errorf("%s without arguments: panic: %v", name, p)
+				}
+			}()
+			if _, err := newRunner().run(&datadriven.TestData{Cmd: name}); err != nil && strings.Contains(err.Error(), "unknown command") {
+				t.Errorf("%s: %v", name, err)
+			}
+		}()
+	}
 }
 
 // clockBase is the fake clock's start (unix nanoseconds); dumps print time
@@ -111,24 +129,21 @@ type args struct {
 }
 
 func parseArgs(d *datadriven.TestData, npos int, allowed ...string) (args, error) {
-	a := args{kv: map[string]string{}}
-	for _, c := range d.CmdArgs {
-		switch {
-		case len(c.Vals) == 0:
-			a.pos = append(a.pos, c.Key)
-		case !slices.Contains(allowed, c.Key):
-			return a, fmt.Errorf("unknown option %q (allowed: %s)", c.Key, strings.Join(allowed, ", "))
-		default:
-			a.kv[c.Key] = strings.Join(c.Vals, ",")
-		}
+	op := dialect.FromData(d)
+	if err := op.Want(npos, allowed...); err != nil {
+		return args{}, err
 	}
-	if len(a.pos) != npos {
-		return a, fmt.Errorf("want %d positional arguments, got %q", npos, a.pos)
+	a := args{pos: op.Pos, kv: map[string]string{}}
+	for _, kv := range op.KV {
+		a.kv[kv[0]] = kv[1]
 	}
 	return a, nil
 }
 
 func (r *runner) run(d *datadriven.TestData) (string, error) {
+	if err := dialect.Check(dialect.Scenario, dialect.FromData(d)); err != nil {
+		return "", err
+	}
 	if out, ok, err := r.runDuties(d); ok {
 		return out, err
 	}
@@ -401,11 +416,10 @@ func (r *runner) cmdSync(d *datadriven.TestData) (string, error) {
 
 // task resolves service.slot[#k] to a task.
 func (r *runner) task(name string) (*sm.Task, error) {
-	svcName, slotName, ok := strings.Cut(name, ".")
-	if !ok {
-		return nil, fmt.Errorf("task %q: want service.slot or service.slot#k", name)
+	svcName, slotName, k, err := dialect.TaskName(name)
+	if err != nil {
+		return nil, err
 	}
-	slotName, kth, hasK := strings.Cut(slotName, "#")
 	svc := r.s.ServiceByName(svcName)
 	if svc == nil {
 		return nil, fmt.Errorf("task %q: no service %q", name, svcName)
@@ -426,11 +440,10 @@ func (r *runner) task(name string) (*sm.Task, error) {
 		return nil, fmt.Errorf("task %q: service %q has no slot %d", name, svcName, slot)
 	}
 	ts := tasks[i]
-	if !hasK {
+	if k == 0 {
 		return ts[len(ts)-1], nil
 	}
-	k, err := strconv.Atoi(kth)
-	if err != nil || k < 1 || k > len(ts) {
+	if k > len(ts) {
 		return nil, fmt.Errorf("task %q: slot has %d tasks", name, len(ts))
 	}
 	return ts[k-1], nil

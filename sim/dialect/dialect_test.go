@@ -1,0 +1,64 @@
+package dialect
+
+import (
+	"slices"
+	"testing"
+)
+
+func TestParsePrintsBack(t *testing.T) {
+	for _, line := range []string{"advance 30s", "sync n1 seqs=0,3 holds=web.1,web.2", "dump", "node n1 role-played cpu=2000"} {
+		op, err := Parse(line)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := op.String(); got != line {
+			t.Errorf("Parse(%q).String() = %q", line, got)
+		}
+	}
+}
+
+func TestWantRefusesWhatADirectiveDoesNotTake(t *testing.T) {
+	op, _ := Parse("heartbeat n1 seq=3")
+	if err := op.Want(1); err == nil {
+		t.Error("an option heartbeat does not take was accepted")
+	}
+	if err := op.Want(1, "seq"); err != nil {
+		t.Error(err)
+	}
+	if err := op.Want(2, "seq"); err == nil {
+		t.Error("a missing positional argument was accepted")
+	}
+}
+
+func TestTaskName(t *testing.T) {
+	for _, c := range []struct {
+		in       string
+		svc, slt string
+		k        int
+		bad      bool
+	}{{in: "web.1", svc: "web", slt: "1"}, {in: "web.1#2", svc: "web", slt: "1", k: 2}, {in: "agent.n1", svc: "agent", slt: "n1"},
+		{in: "web", bad: true}, {in: "web.1#0", bad: true}, {in: ".1", bad: true}} {
+		svc, slot, k, err := TaskName(c.in)
+		if (err != nil) != c.bad || (!c.bad && (svc != c.svc || slot != c.slt || k != c.k)) {
+			t.Errorf("TaskName(%q) = %q %q %d %v", c.in, svc, slot, k, err)
+		}
+	}
+}
+
+func TestVocabularyNamesEachWordOnce(t *testing.T) {
+	seen := map[string]bool{}
+	for _, d := range Vocabulary {
+		if seen[d.Name] {
+			t.Errorf("%s is listed twice", d.Name)
+		}
+		seen[d.Name] = true
+		if len(d.Runners) == 0 || d.Usage == "" || d.Meaning == "" {
+			t.Errorf("%s: runners, usage and meaning must be given", d.Name)
+		}
+		for _, r := range d.Runners {
+			if !slices.Contains([]string{Sim, Scenario, Monitor}, r) {
+				t.Errorf("%s: unknown runner %q", d.Name, r)
+			}
+		}
+	}
+}
