@@ -166,27 +166,20 @@ func (w *World) roleRequest(ra *rolePlayed, op Op) (wire.Message, error) {
 		}
 		return &wire.Heartbeat{NodeID: s.NodeID, SessionID: s.SessionID}, nil
 	case "report":
-		if err := op.Only(3, "exit", "message"); err != nil {
-			return nil, err
-		}
-		if len(op.Pos) != 3 {
-			return nil, fmt.Errorf("report wants a node, a task and a state: report n1 web.1 running")
-		}
-		id, err := w.task(op.Pos[1])
+		rep, err := dialect.ParseReport(op)
 		if err != nil {
 			return nil, err
 		}
-		st, err := statemachine.ParseTaskState(op.Pos[2])
+		id, err := w.task(rep.Task)
 		if err != nil {
 			return nil, err
 		}
-		exit, err := op.Int("exit", 0)
+		st, err := statemachine.ParseTaskState(rep.State)
 		if err != nil {
 			return nil, err
 		}
-		msg, _ := op.Get("message")
 		return &wire.StatusBatch{NodeID: s.NodeID, SessionID: s.SessionID, Reports: []wire.StatusReport{{
-			Task: id, State: st, ExitCode: int32(exit), Message: msg, At: w.clk.Now().UnixNano()}}}, nil
+			Task: id, State: st, ExitCode: rep.Exit, Message: rep.Message, At: w.clk.Now().UnixNano()}}}, nil
 	case "rereported":
 		if err := op.Only(1, "holds"); err != nil {
 			return nil, err
@@ -237,33 +230,21 @@ func (w *World) roleRequest(ra *rolePlayed, op Op) (wire.Message, error) {
 // first, each a number, current (the node's sequence in that group as the
 // leader's state holds it) or current-N / current+N.
 func (w *World) roleSeqs(ra *rolePlayed, v string) ([]uint64, error) {
-	var out []uint64
-	for g, x := range strings.Split(v, ",") {
-		if rest, ok := strings.CutPrefix(x, "current"); ok {
-			delta := int64(0)
-			if rest != "" {
-				d, err := strconv.ParseInt(rest, 10, 64)
-				if err != nil || (rest[0] != '-' && rest[0] != '+') {
-					return nil, fmt.Errorf("seqs: want a number, current, current-N or current+N, got %q", x)
+	seqs, err := dialect.ParseSeqs(v)
+	if err != nil {
+		return nil, fmt.Errorf("seqs: %w", err)
+	}
+	out := make([]uint64, len(seqs))
+	for g, sq := range seqs {
+		var cur uint64
+		if g <= w.cfg.Groups {
+			w.gs.read(w.leader, g, func(st *statemachine.State) {
+				if n := st.Node(ra.node); n != nil {
+					cur = n.AssignSeq
 				}
-				delta = d
-			}
-			var cur uint64
-			if g <= w.cfg.Groups {
-				w.gs.read(w.leader, g, func(st *statemachine.State) {
-					if n := st.Node(ra.node); n != nil {
-						cur = n.AssignSeq
-					}
-				})
-			}
-			out = append(out, uint64(int64(cur)+delta))
-			continue
+			})
 		}
-		n, err := strconv.ParseUint(x, 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("seqs: want a number, current, current-N or current+N, got %q", x)
-		}
-		out = append(out, n)
+		out[g] = sq.Of(cur)
 	}
 	return out, nil
 }

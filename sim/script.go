@@ -161,13 +161,16 @@ func (w *World) Do(op Op) (string, error) {
 		}
 		var seqs []uint64
 		if v, ok := op.Get("seqs"); ok {
-			seqs = []uint64{}
-			for _, x := range strings.Split(v, ",") {
-				n, err := strconv.ParseUint(x, 10, 64)
-				if err != nil {
-					return "", fmt.Errorf("seqs wants numbers (one per group, the cluster group first), got %q", v)
+			ss, err := dialect.ParseSeqs(v)
+			if err != nil {
+				return "", fmt.Errorf("seqs (one per group, the cluster group first): %w", err)
+			}
+			seqs = make([]uint64, len(ss))
+			for g, sq := range ss {
+				if sq.Current {
+					return "", fmt.Errorf("seqs: a real agent's sync takes numbers (a role-played one's takes current)")
 				}
-				seqs = append(seqs, n)
+				seqs[g] = sq.N
 			}
 		}
 		if err := a.syncNow(seqs); err != nil {

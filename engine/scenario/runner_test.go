@@ -343,26 +343,20 @@ func (r *runner) cmdAssign(d *datadriven.TestData) (string, error) {
 }
 
 func (r *runner) cmdReport(d *datadriven.TestData) (string, error) {
-	a, err := parseArgs(d, 3, "exit")
+	rep, err := dialect.ParseReport(dialect.FromData(d))
 	if err != nil {
 		return "", err
 	}
-	t, err := r.task(a.pos[1])
+	t, err := r.task(rep.Task)
 	if err != nil {
 		return "", err
 	}
-	st, err := sm.ParseTaskState(a.pos[2])
+	st, err := sm.ParseTaskState(rep.State)
 	if err != nil {
 		return "", err
 	}
-	var exit int64
-	if v, ok := a.kv["exit"]; ok {
-		if exit, err = strconv.ParseInt(v, 10, 32); err != nil {
-			return "", err
-		}
-	}
-	return r.apply(sm.Command{Kind: sm.CmdTaskStatus, Node: r.node(a.pos[0]), Task: t.ID,
-		State: st, ExitCode: int32(exit)}), nil
+	return r.apply(sm.Command{Kind: sm.CmdTaskStatus, Node: r.node(rep.Node), Task: t.ID,
+		State: st, ExitCode: rep.Exit, Message: rep.Message}), nil
 }
 
 func (r *runner) cmdSync(d *datadriven.TestData) (string, error) {
@@ -372,24 +366,19 @@ func (r *runner) cmdSync(d *datadriven.TestData) (string, error) {
 	}
 	id := r.node(a.pos[0])
 	n := r.s.Node(id)
-	var seq uint64
-	switch v := a.kv["seq"]; {
-	case strings.HasPrefix(v, "current"):
-		if n == nil {
-			return "", fmt.Errorf("seq=%s: node %s does not exist", v, a.pos[0])
-		}
-		delta := int64(0)
-		if rest := strings.TrimPrefix(v, "current"); rest != "" {
-			if delta, err = strconv.ParseInt(rest, 10, 64); err != nil || (rest[0] != '-' && rest[0] != '+') {
-				return "", fmt.Errorf("seq=%s: want current, current-N or current+N", v)
-			}
-		}
-		seq = uint64(int64(n.AssignSeq) + delta)
-	default:
-		if seq, err = strconv.ParseUint(v, 10, 64); err != nil {
-			return "", fmt.Errorf("seq=%s: want a number, current or current-N", v)
-		}
+	v := a.kv["seq"]
+	seqs, err := dialect.ParseSeqs(v)
+	if err != nil || len(seqs) != 1 {
+		return "", fmt.Errorf("seq=%s: want a number, current, current-N or current+N", v)
 	}
+	if seqs[0].Current && n == nil {
+		return "", fmt.Errorf("seq=%s: node %s does not exist", v, a.pos[0])
+	}
+	var current uint64
+	if n != nil {
+		current = n.AssignSeq
+	}
+	seq := seqs[0].Of(current)
 	var holds []sm.TaskID
 	for _, name := range splitList(a.kv["holds"]) {
 		if n, err := strconv.ParseUint(strings.TrimPrefix(name, "t"), 10, 48); err == nil && strings.HasPrefix(name, "t") {

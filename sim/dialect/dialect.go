@@ -214,3 +214,70 @@ func (op Op) DurationArg() (time.Duration, error) {
 	}
 	return d, nil
 }
+
+// Report is a status report's directive: report n1 web.1 running [exit=N]
+// [message=…].
+type Report struct {
+	Node, Task, State string
+	Exit              int32
+	Message           string
+}
+
+// ParseReport reads a report directive.
+func ParseReport(op Op) (Report, error) {
+	if err := op.Want(3, "exit", "message"); err != nil {
+		return Report{}, fmt.Errorf("%w: report n1 web.1 running [exit=N] [message=…]", err)
+	}
+	r := Report{Node: op.Pos[0], Task: op.Pos[1], State: op.Pos[2]}
+	if v, ok := op.Get("exit"); ok {
+		n, err := strconv.ParseInt(v, 10, 32)
+		if err != nil {
+			return Report{}, fmt.Errorf("exit wants a number, got %q", v)
+		}
+		r.Exit = int32(n)
+	}
+	r.Message, _ = op.Get("message")
+	return r, nil
+}
+
+// Seq is an assignment sequence as a sync directive names it: a number,
+// or the node's current sequence plus Delta.
+type Seq struct {
+	Current bool
+	N       uint64 // the number (Current false)
+	Delta   int64  // added to the current sequence (Current true)
+}
+
+// Of returns the sequence, given the node's current one.
+func (s Seq) Of(current uint64) uint64 {
+	if s.Current {
+		return uint64(int64(current) + s.Delta)
+	}
+	return s.N
+}
+
+// ParseSeqs reads a comma-separated list of sequences: 7, current,
+// current-1, current+1.
+func ParseSeqs(v string) ([]Seq, error) {
+	var out []Seq
+	for _, x := range strings.Split(v, ",") {
+		if rest, ok := strings.CutPrefix(x, "current"); ok {
+			s := Seq{Current: true}
+			if rest != "" {
+				d, err := strconv.ParseInt(rest, 10, 64)
+				if err != nil || (rest[0] != '-' && rest[0] != '+') {
+					return nil, fmt.Errorf("want a number, current, current-N or current+N, got %q", x)
+				}
+				s.Delta = d
+			}
+			out = append(out, s)
+			continue
+		}
+		n, err := strconv.ParseUint(x, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("want a number, current, current-N or current+N, got %q", x)
+		}
+		out = append(out, Seq{N: n})
+	}
+	return out, nil
+}

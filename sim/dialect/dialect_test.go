@@ -62,3 +62,34 @@ func TestVocabularyNamesEachWordOnce(t *testing.T) {
 		}
 	}
 }
+
+func TestParseSeqs(t *testing.T) {
+	got, err := ParseSeqs("0,current,current-1,current+2,7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var of []uint64
+	for _, s := range got {
+		of = append(of, s.Of(10))
+	}
+	if want := []uint64{0, 10, 9, 12, 7}; !slices.Equal(of, want) {
+		t.Errorf("with current 10: %v, want %v", of, want)
+	}
+	for _, bad := range []string{"", "current1", "x", "-1"} {
+		if _, err := ParseSeqs(bad); err == nil {
+			t.Errorf("ParseSeqs(%q) accepted", bad)
+		}
+	}
+}
+
+func TestParseReport(t *testing.T) {
+	op, _ := Parse("report n1 web.1#2 failed exit=3 message=boom")
+	r, err := ParseReport(op)
+	if err != nil || r != (Report{Node: "n1", Task: "web.1#2", State: "failed", Exit: 3, Message: "boom"}) {
+		t.Errorf("%+v %v", r, err)
+	}
+	op, _ = Parse("report n1 web.1")
+	if _, err := ParseReport(op); err == nil {
+		t.Error("a report without a state was accepted")
+	}
+}
