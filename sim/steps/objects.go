@@ -1,4 +1,4 @@
-package scenario
+package steps
 
 import (
 	"fmt"
@@ -8,14 +8,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cockroachdb/datadriven"
-
 	"shoal/sim/dialect"
 	sm "shoal/statemachine"
 )
 
 // The directives that declare objects: nodes, networks, services (see
-// the verb list in runner_test.go).
+// the verb list in runner.go).
 
 var (
 	nodeStatuses   = []string{"ready", "disconnected", "initializing", "down"}
@@ -33,8 +31,8 @@ func parseEnum[T ~uint8](what, s string, names ...string) (T, error) {
 	return 0, fmt.Errorf("unknown %s %q (want one of %s)", what, s, strings.Join(names, ", "))
 }
 
-func (r *runner) cmdNode(d *datadriven.TestData) (string, error) {
-	a, err := parseArgs(d, 1, "cpu", "mem", "labels", "status", "availability")
+func (r *runner) cmdNode(op dialect.Op) (string, error) {
+	a, err := parseArgs(op, 1, "cpu", "mem", "labels", "status", "availability")
 	if err != nil {
 		return "", err
 	}
@@ -78,8 +76,8 @@ func (r *runner) cmdNode(d *datadriven.TestData) (string, error) {
 	return out, nil
 }
 
-func (r *runner) cmdNodeStatus(d *datadriven.TestData) (string, error) {
-	a, err := parseArgs(d, 2)
+func (r *runner) cmdNodeStatus(op dialect.Op) (string, error) {
+	a, err := parseArgs(op, 2)
 	if err != nil {
 		return "", err
 	}
@@ -93,8 +91,8 @@ func (r *runner) cmdNodeStatus(d *datadriven.TestData) (string, error) {
 	return out, nil
 }
 
-func (r *runner) cmdAvailability(d *datadriven.TestData) (string, error) {
-	a, err := parseArgs(d, 2)
+func (r *runner) cmdAvailability(op dialect.Op) (string, error) {
+	a, err := parseArgs(op, 2)
 	if err != nil {
 		return "", err
 	}
@@ -105,8 +103,8 @@ func (r *runner) cmdAvailability(d *datadriven.TestData) (string, error) {
 	return r.apply(sm.Command{Kind: sm.CmdSetAvailability, Node: r.node(a.pos[0]), Availability: av}), nil
 }
 
-func (r *runner) cmdNetwork(d *datadriven.TestData) (string, error) {
-	a, err := parseArgs(d, 1, "subnet")
+func (r *runner) cmdNetwork(op dialect.Op) (string, error) {
+	a, err := parseArgs(op, 1, "subnet")
 	if err != nil {
 		return "", err
 	}
@@ -126,8 +124,8 @@ func splitList(v string) []string {
 	return strings.Split(v, ",")
 }
 
-func (r *runner) cmdService(d *datadriven.TestData) (string, error) {
-	a, err := parseArgs(d, 1, append([]string{"replicas", "mode", "restart", "networks", "image", "constraints",
+func (r *runner) cmdService(op dialect.Op) (string, error) {
+	a, err := parseArgs(op, 1, append([]string{"replicas", "mode", "restart", "networks", "image", "constraints",
 		"delay", "max-attempts", "window", "lost-after", "replace", "reconcile",
 		"preferences", "max-per-node", "strategy", "cpu", "mem"}, append(updateKeys, rollbackKeys...)...)...)
 	if err != nil {
@@ -135,7 +133,7 @@ func (r *runner) cmdService(d *datadriven.TestData) (string, error) {
 	}
 	spec := sm.ServiceSpec{Name: a.pos[0], Replicas: 1}
 	kind := sm.CmdCreateService
-	if d.Cmd == "update-service" {
+	if op.Cmd == "update-service" {
 		kind = sm.CmdUpdateService
 		svc := r.s.ServiceByName(a.pos[0])
 		if svc == nil {

@@ -1,7 +1,7 @@
-package scenario
+package steps
 
-// Script commands (one datadriven directive each; one dialect for the
-// components' steps, whoever takes them):
+// The directives (words of package dialect; one datadriven directive
+// each; one dialect for the components' steps, whoever takes them):
 //
 //	node n1 [cpu=N] [mem=N] [labels=zone=a,disk=ssd] [status=ready|down|…] [availability=active|pause|drain]
 //	    upsert a node; node names map to IDs 1, 2, … in order of first mention
@@ -13,13 +13,13 @@ package scenario
 //	    [networks=a,b] [image=v1] [constraints=node.labels.zone==a,…]
 //	    [cpu=milli-cores] [mem=64M] [preferences=node.labels.zone,…] [max-per-node=N] [strategy=spread|binpack]
 //	    [parallelism=N] [update-delay=…] [monitor=…] [failure-action=…] [max-failure-ratio=…] [order=…]
-//	    [rollback-parallelism=N] [rollback-delay=…] [rollback-monitor=…] [rollback-failure-action=…] … (update_test.go)
+//	    [rollback-parallelism=N] [rollback-delay=…] [rollback-monitor=…] [rollback-failure-action=…] … (update.go)
 //	update-service web [replicas=N] [image=…] [restart=…] [networks=…] [constraints=…] [preferences=…] …
 //	remove-service web
 //	rollback-service web
 //
 // The leader duties (shoal/engine/duty, over the in-memory cluster; see
-// world_test.go):
+// world.go):
 //
 //	schedule          one run of the real scheduler driver (scan → sched.Place
 //	                  → one CmdAssign entry): "t3 web.1 -> n2: ok" per placed
@@ -54,54 +54,20 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"testing"
 	"time"
-
-	"github.com/cockroachdb/datadriven"
 
 	"shoal/route"
 	"shoal/sim/dialect"
 	sm "shoal/statemachine"
 )
 
-func TestScenarios(t *testing.T) {
-	datadriven.Walk(t, "testdata/scenarios", func(t *testing.T, path string) {
-		r := newRunner()
-		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
-			out, err := r.run(d)
-			err = errors.Join(err, r.err)
-			r.err = nil
-			if err != nil {
-				t.Fatalf("%s: %s: %v", d.Pos, d.Cmd, err)
-			}
-			if err := r.s.CheckInvariants(); err != nil {
-				t.Fatalf("%s: invariants violated after %q:\n%v", d.Pos, d.FullCmd(), err)
-			}
-			return out
-		})
-	})
-}
-
-// TestSpeaksItsVocabulary runs every directive the dialect lists for the
-// scenario runner without arguments: none may be one it does not know.
-func TestSpeaksItsVocabulary(t *testing.T) {
-	for _, name := range dialect.Speaks(dialect.Scenario) {
-		func() {
-			defer func() {
-				if p := recover(); p != nil {
-					t.Errorf("%s without arguments: panic: %v", name, p)
-				}
-			}()
-			if _, err := newRunner().run(&datadriven.TestData{Cmd: name}); err != nil && strings.Contains(err.Error(), "unknown command") {
-				t.Errorf("%s: %v", name, err)
-			}
-		}()
-	}
-}
-
 // clockBase is the fake clock's start (unix nanoseconds); dumps print time
 // relative to it.
 const clockBase = int64(1_700_000_000) * int64(time.Second)
+
+// Runner runs a scenario: the in-memory cluster, the leader duties over
+// it, and the directives' output.
+type Runner = runner
 
 type runner struct {
 	world
@@ -114,6 +80,23 @@ type runner struct {
 	nodeNames []string // by NodeID-1
 	nets      []string // network names by NetworkID-1
 }
+
+// New returns a scenario's world: no node, no service, the clock at its
+// start.
+func New() *Runner { return newRunner() }
+
+// Do runs one directive and returns what it prints. An error is a
+// directive the runner refuses, or an inconsistency in the effects an
+// entry reported (a deletion reported twice).
+func (r *Runner) Do(op dialect.Op) (string, error) {
+	out, err := r.run(op)
+	err = errors.Join(err, r.err)
+	r.err = nil
+	return out, err
+}
+
+// CheckInvariants checks the service group's state (State.CheckInvariants).
+func (r *Runner) CheckInvariants() error { return r.s.CheckInvariants() }
 
 func newRunner() *runner {
 	r := &runner{now: clockBase, nodeIDs: map[string]sm.NodeID{}}
@@ -128,8 +111,7 @@ type args struct {
 	kv  map[string]string
 }
 
-func parseArgs(d *datadriven.TestData, npos int, allowed ...string) (args, error) {
-	op := dialect.FromData(d)
+func parseArgs(op dialect.Op, npos int, allowed ...string) (args, error) {
 	if err := op.Want(npos, allowed...); err != nil {
 		return args{}, err
 	}
@@ -140,20 +122,20 @@ func parseArgs(d *datadriven.TestData, npos int, allowed ...string) (args, error
 	return a, nil
 }
 
-func (r *runner) run(d *datadriven.TestData) (string, error) {
-	if err := dialect.Check(dialect.Scenario, dialect.FromData(d)); err != nil {
+func (r *runner) run(op dialect.Op) (string, error) {
+	if err := dialect.Check(dialect.Scenario, op); err != nil {
 		return "", err
 	}
-	if out, ok, err := r.runDuties(d); ok {
+	if out, ok, err := r.runDuties(op); ok {
 		return out, err
 	}
-	switch d.Cmd {
+	switch op.Cmd {
 	case "node":
-		return r.cmdNode(d)
+		return r.cmdNode(op)
 	case "node-status":
-		return r.cmdNodeStatus(d)
+		return r.cmdNodeStatus(op)
 	case "remove-node":
-		a, err := parseArgs(d, 1)
+		a, err := parseArgs(op, 1)
 		if err != nil {
 			return "", err
 		}
@@ -161,29 +143,29 @@ func (r *runner) run(d *datadriven.TestData) (string, error) {
 		r.syncMonitor()
 		return out, nil
 	case "availability":
-		return r.cmdAvailability(d)
+		return r.cmdAvailability(op)
 	case "network":
-		return r.cmdNetwork(d)
+		return r.cmdNetwork(op)
 	case "create-service", "update-service":
-		return r.cmdService(d)
+		return r.cmdService(op)
 	case "rollback-service":
-		a, err := parseArgs(d, 1)
+		a, err := parseArgs(op, 1)
 		if err != nil {
 			return "", err
 		}
 		return r.apply(sm.Command{Kind: sm.CmdRollbackService, Name: a.pos[0]}), nil
 	case "remove-service":
-		a, err := parseArgs(d, 1)
+		a, err := parseArgs(op, 1)
 		if err != nil {
 			return "", err
 		}
 		return r.apply(sm.Command{Kind: sm.CmdRemoveService, Name: a.pos[0]}), nil
 	case "assign":
-		return r.cmdAssign(d)
+		return r.cmdAssign(op)
 	case "report":
-		return r.cmdReport(d)
+		return r.cmdReport(op)
 	case "orphan":
-		a, err := parseArgs(d, 1)
+		a, err := parseArgs(op, 1)
 		if err != nil {
 			return "", err
 		}
@@ -193,11 +175,11 @@ func (r *runner) run(d *datadriven.TestData) (string, error) {
 		}
 		return r.apply(sm.Command{Kind: sm.CmdOrphan, Task: t.ID}), nil
 	case "sync":
-		return r.cmdSync(d)
+		return r.cmdSync(op)
 	case "dump":
 		return r.dump(), nil
 	case "spec":
-		a, err := parseArgs(d, 1)
+		a, err := parseArgs(op, 1)
 		if err != nil {
 			return "", err
 		}
@@ -207,7 +189,7 @@ func (r *runner) run(d *datadriven.TestData) (string, error) {
 		}
 		return r.specLine(t), nil
 	}
-	return "", fmt.Errorf("unknown command %q", d.Cmd)
+	return "", fmt.Errorf("unknown command %q", op.Cmd)
 }
 
 // apply applies one batch as the next entry of the service group at the
@@ -330,8 +312,8 @@ func (r *runner) netName(id sm.NetworkID) string {
 	return fmt.Sprintf("net%d", id)
 }
 
-func (r *runner) cmdAssign(d *datadriven.TestData) (string, error) {
-	a, err := parseArgs(d, 2)
+func (r *runner) cmdAssign(op dialect.Op) (string, error) {
+	a, err := parseArgs(op, 2)
 	if err != nil {
 		return "", err
 	}
@@ -342,8 +324,8 @@ func (r *runner) cmdAssign(d *datadriven.TestData) (string, error) {
 	return r.apply(sm.Command{Kind: sm.CmdAssign, Task: t.ID, Node: r.node(a.pos[1])}), nil
 }
 
-func (r *runner) cmdReport(d *datadriven.TestData) (string, error) {
-	rep, err := dialect.ParseReport(dialect.FromData(d))
+func (r *runner) cmdReport(op dialect.Op) (string, error) {
+	rep, err := dialect.ParseReport(op)
 	if err != nil {
 		return "", err
 	}
@@ -359,8 +341,8 @@ func (r *runner) cmdReport(d *datadriven.TestData) (string, error) {
 		State: st, ExitCode: rep.Exit, Message: rep.Message}), nil
 }
 
-func (r *runner) cmdSync(d *datadriven.TestData) (string, error) {
-	a, err := parseArgs(d, 1, "seq", "holds")
+func (r *runner) cmdSync(op dialect.Op) (string, error) {
+	a, err := parseArgs(op, 1, "seq", "holds")
 	if err != nil {
 		return "", err
 	}

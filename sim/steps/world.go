@@ -1,4 +1,4 @@
-package scenario
+package steps
 
 // The runner's world is shoal/engine/duty's in-memory cluster (the cluster
 // group and one service group, entries stamped by a fake clock) with the
@@ -14,7 +14,7 @@ package scenario
 // group's state. Every "node", "node-status" and "availability" directive
 // re-syncs the monitor with the replicated statuses. The monitor only leads
 // (heartbeats are answered, ticks report anything) after a leader-change.
-// The directives are listed in runner_test.go.
+// The directives are listed in runner.go.
 
 import (
 	"context"
@@ -22,12 +22,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cockroachdb/datadriven"
-
 	"shoal/engine/duty"
 	"shoal/engine/monitor"
 	"shoal/internal/clock"
 	"shoal/route"
+	"shoal/sim/dialect"
 	sm "shoal/statemachine"
 )
 
@@ -209,17 +208,17 @@ func (r *runner) syncMonitor() {
 	}
 }
 
-func (r *runner) runDuties(d *datadriven.TestData) (string, bool, error) {
+func (r *runner) runDuties(op dialect.Op) (string, bool, error) {
 	ctx := context.Background()
-	switch d.Cmd {
+	switch op.Cmd {
 	case "schedule":
-		if _, err := parseArgs(d, 0); err != nil {
+		if _, err := parseArgs(op, 0); err != nil {
 			return "", true, err
 		}
 		out, err := r.cmdSchedule(ctx)
 		return out, true, err
 	case "advance":
-		a, err := parseArgs(d, 1)
+		a, err := parseArgs(op, 1)
 		if err != nil {
 			return "", true, err
 		}
@@ -234,7 +233,7 @@ func (r *runner) runDuties(d *datadriven.TestData) (string, bool, error) {
 		}
 		return fmt.Sprintf("now=%s\n", r.elapsed(r.now)) + r.takeLog(), true, nil
 	case "heartbeat":
-		a, err := parseArgs(d, 1)
+		a, err := parseArgs(op, 1)
 		if err != nil {
 			return "", true, err
 		}
@@ -244,13 +243,13 @@ func (r *runner) runDuties(d *datadriven.TestData) (string, bool, error) {
 		}
 		return fmt.Sprintf("ttl=%s\n", b.TTL) + r.takeLog(), true, nil
 	case "rereported":
-		a, err := parseArgs(d, 1)
+		a, err := parseArgs(op, 1)
 		if err != nil {
 			return "", true, err
 		}
 		return fmt.Sprintf("%t\n", r.mon.MarkReReported(r.node(a.pos[0]))), true, nil
 	case "monitor-tick":
-		if _, err := parseArgs(d, 0); err != nil {
+		if _, err := parseArgs(op, 0); err != nil {
 			return "", true, err
 		}
 		if err := r.mon.Tick(ctx); err != nil {
@@ -261,7 +260,7 @@ func (r *runner) runDuties(d *datadriven.TestData) (string, bool, error) {
 		}
 		return "no changes\n", true, nil
 	case "leader-change":
-		if _, err := parseArgs(d, 0); err != nil {
+		if _, err := parseArgs(op, 0); err != nil {
 			return "", true, err
 		}
 		if err := r.mon.BecomeLeader(ctx); err != nil {
