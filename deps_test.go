@@ -131,7 +131,7 @@ var edges = map[string]rule{
 		"loadgen/check", "manager/control", "route", "sim/dialect", "statemachine", "wire"}},
 	// The datadriven dialect sim, engine/scenario and engine/monitor's
 	// scripts share.
-	"sim/dialect": {third: []string{"github.com/cockroachdb/datadriven"}},
+	"sim/dialect": {shoal: []string{"statemachine"}, third: []string{"github.com/cockroachdb/datadriven"}},
 	// The step-by-step scenario runner engine/scenario's scripts run on.
 	"sim/steps":    {shoal: []string{"engine/duty", "engine/monitor", "internal/clock", "route", "sim/dialect", "statemachine"}},
 	"perf/summary": {third: []string{"golang.org/x/perf"}},

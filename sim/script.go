@@ -65,8 +65,9 @@ func ConfigOf(op Op) (Config, error) {
 //	leader-change m2            replica m2 becomes the cluster group's leader (the duties restart there)
 //	lag m2 2s                   replica m2 applies every entry 2s after its commit (0s: at once)
 //	route m2 / route any        every call goes to m2 / to a replica the seed chooses
-//	create-service web replicas=N [lost-after=1m] [reconcile=…]  create a replicated service on the network (lost-after: its disconnect window)
-//	update-service web [replicas=N] [image=v2] / remove-service web
+//	create-service web [replicas=N] [lost-after=1m] [reconcile=…] …  create a replicated service on the network (lost-after: its
+//	                            disconnect window; every option of dialect.ServiceSpec but mode)
+//	update-service web [replicas=N] [image=v2] … / remove-service web
 //	advance 5s                  advance the clock, running everything due
 //	stabilize [max=10m]         heal everything, then run until the cluster settles; then the quiescence checks
 //	trace on [only=sync,status] | trace off   print the calls the managers serve (only: these calls)
@@ -327,48 +328,28 @@ func (w *World) user(op Op) (string, error) {
 	name := op.Pos[0]
 	var cmd statemachine.Command
 	switch op.Cmd {
-	case "create-service":
-		if err := op.Only(1, "replicas", "lost-after", "reconcile"); err != nil {
+	case "create-service", "update-service":
+		// Every service option of the dialect but mode: quiescence counts
+		// a service's replicas.
+		keys := slices.DeleteFunc(slices.Clone(dialect.ServiceKeys), func(k string) bool { return k == "mode" })
+		if err := op.Only(1, keys...); err != nil {
 			return "", err
 		}
-		n, err := op.Int("replicas", 1)
-		if err != nil {
-			return "", err
-		}
-		lost, err := op.Dur("lost-after", 0)
-		if err != nil {
-			return "", err
-		}
-		policy := statemachine.DisconnectPolicy{LostAfter: int64(lost)}
-		if r, ok := op.Get("reconcile"); ok {
-			if policy.Reconcile, err = reconcileMode(r); err != nil {
-				return "", err
+		spec := &statemachine.ServiceSpec{Name: name, Replicas: 1, Networks: []string{"net"}, Image: "v1", Command: []string{"serve"}}
+		kind := statemachine.CmdCreateService
+		if op.Cmd == "update-service" {
+			if spec = w.spec(name); spec == nil {
+				return "", fmt.Errorf("no service %q", name)
 			}
+			if len(op.KV) == 0 {
+				return "", fmt.Errorf("update-service wants an option: replicas=N, image=v2, …")
+			}
+			kind = statemachine.CmdUpdateService
 		}
-		cmd = statemachine.Command{Kind: statemachine.CmdCreateService, Spec: &statemachine.ServiceSpec{Name: name,
-			Replicas: uint32(n), Networks: []string{"net"}, Image: "v1", Command: []string{"serve"},
-			Disconnect: policy}}
-	case "update-service":
-		if err := op.Only(1, "replicas", "image"); err != nil {
+		if err := dialect.ServiceSpec(op, spec, kind == statemachine.CmdCreateService); err != nil {
 			return "", err
 		}
-		spec := w.spec(name)
-		if spec == nil {
-			return "", fmt.Errorf("no service %q", name)
-		}
-		n, err := op.Int("replicas", int(spec.Replicas))
-		if err != nil || n < 0 {
-			return "", fmt.Errorf("replicas wants a count, got %v", op.KV)
-		}
-		spec.Replicas = uint32(n)
-		image, ok := op.Get("image")
-		if _, scale := op.Get("replicas"); !ok && !scale {
-			return "", fmt.Errorf("update-service wants replicas=N or image=…")
-		}
-		if ok {
-			spec.Image = image
-		}
-		cmd = statemachine.Command{Kind: statemachine.CmdUpdateService, Spec: spec}
+		cmd = statemachine.Command{Kind: kind, Spec: spec}
 	case "remove-service":
 		if err := op.Only(1); err != nil {
 			return "", err
@@ -513,21 +494,4 @@ func (w *World) violations(out *strings.Builder) {
 			fmt.Fprintf(out, "  %s\n", o)
 		}
 	}
-}
-
-// reconcileMode parses a reconcile policy's name (best_score,
-// keep_original, keep_replacement, longest_running).
-func reconcileMode(name string) (statemachine.ReconcileMode, error) {
-	var names []string
-	for m := statemachine.ReconcileMode(0); ; m++ {
-		n := m.String()
-		if strings.HasPrefix(n, "ReconcileMode(") {
-			break
-		}
-		if n == name {
-			return m, nil
-		}
-		names = append(names, n)
-	}
-	return 0, fmt.Errorf("reconcile must be one of %s, not %q", strings.Join(names, ", "), name)
 }

@@ -3,6 +3,9 @@ package dialect
 import (
 	"slices"
 	"testing"
+	"time"
+
+	sm "shoal/statemachine"
 )
 
 func TestParsePrintsBack(t *testing.T) {
@@ -91,5 +94,27 @@ func TestParseReport(t *testing.T) {
 	op, _ = Parse("report n1 web.1")
 	if _, err := ParseReport(op); err == nil {
 		t.Error("a report without a state was accepted")
+	}
+}
+
+func TestServiceSpec(t *testing.T) {
+	op, _ := Parse("create-service web replicas=3 failure-action=rollback update-delay=5s restart=none networks=a,b lost-after=1m reconcile=keep_original")
+	spec := sm.ServiceSpec{Name: "web", Replicas: 1}
+	if err := ServiceSpec(op, &spec, true); err != nil {
+		t.Fatal(err)
+	}
+	if spec.Replicas != 3 || spec.Update.FailureAction != sm.ActionRollback || spec.Update.Delay != int64(5*time.Second) ||
+		spec.Restart.Condition != sm.RestartNone || !slices.Equal(spec.Networks, []string{"a", "b"}) ||
+		spec.Disconnect.LostAfter != int64(time.Minute) || spec.Disconnect.Reconcile != sm.ReconcileKeepOriginal {
+		t.Errorf("%+v", spec)
+	}
+	// A created service's rollback takes the update's configuration,
+	// pausing where the update rolls back.
+	if spec.Rollback.Delay != spec.Update.Delay || spec.Rollback.FailureAction != sm.ActionPause {
+		t.Errorf("rollback %+v", spec.Rollback)
+	}
+	op, _ = Parse("update-service web order=sideways")
+	if err := ServiceSpec(op, &spec, false); err == nil {
+		t.Error("an unknown order was accepted")
 	}
 }

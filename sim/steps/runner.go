@@ -13,7 +13,7 @@ package steps
 //	    [networks=a,b] [image=v1] [constraints=node.labels.zone==a,…]
 //	    [cpu=milli-cores] [mem=64M] [preferences=node.labels.zone,…] [max-per-node=N] [strategy=spread|binpack]
 //	    [parallelism=N] [update-delay=…] [monitor=…] [failure-action=…] [max-failure-ratio=…] [order=…]
-//	    [rollback-parallelism=N] [rollback-delay=…] [rollback-monitor=…] [rollback-failure-action=…] … (update.go)
+//	    [rollback-parallelism=N] [rollback-delay=…] [rollback-monitor=…] [rollback-failure-action=…] … (dialect.ServiceSpec)
 //	update-service web [replicas=N] [image=…] [restart=…] [networks=…] [constraints=…] [preferences=…] …
 //	remove-service web
 //	rollback-service web
@@ -362,7 +362,7 @@ func (r *runner) cmdSync(op dialect.Op) (string, error) {
 	}
 	seq := seqs[0].Of(current)
 	var holds []sm.TaskID
-	for _, name := range splitList(a.kv["holds"]) {
+	for _, name := range op.List("holds") {
 		if n, err := strconv.ParseUint(strings.TrimPrefix(name, "t"), 10, 48); err == nil && strings.HasPrefix(name, "t") {
 			holds = append(holds, sm.TaskID(1<<48|n)) // a raw handle, known to the manager or not
 			continue
