@@ -67,7 +67,8 @@ func ConfigOf(op Op) (Config, error) {
 //	route m2 / route any        every call goes to m2 / to a replica the seed chooses
 //	create-service web [replicas=N] [lost-after=1m] [reconcile=…] …  create a replicated service on the network (lost-after: its
 //	                            disconnect window; every option of dialect.ServiceSpec but mode)
-//	update-service web [replicas=N] [image=v2] … / remove-service web
+//	update-service web [replicas=N] [image=v2] … / remove-service web / rollback-service web
+//	availability n1 active|pause|drain  the user sets a node's availability
 //	advance 5s                  advance the clock, running everything due
 //	stabilize [max=10m]         heal everything, then run until the cluster settles; then the quiescence checks
 //	trace on [only=sync,status] | trace off   print the calls the managers serve (only: these calls)
@@ -269,8 +270,32 @@ func (w *World) Do(op Op) (string, error) {
 			return "", err
 		}
 		w.net.Pin = r
-	case "create-service", "update-service", "remove-service":
+	case "create-service", "update-service", "remove-service", "rollback-service":
 		return w.user(op)
+	case "availability":
+		if err := op.Want(2); err != nil {
+			return "", err
+		}
+		node := statemachine.NodeID(0)
+		if ra := w.role(op.Pos[0]); ra != nil {
+			node = ra.node
+		}
+		for _, a := range w.agents {
+			if a.name == op.Pos[0] {
+				node = a.node
+			}
+		}
+		if node == 0 {
+			return "", fmt.Errorf("no node %s has joined", op.Pos[0])
+		}
+		av, err := dialect.Enum[statemachine.Availability]("availability", op.Pos[1], "active", "pause", "drain")
+		if err != nil {
+			return "", err
+		}
+		if msgs := w.submit(statemachine.Command{Kind: statemachine.CmdSetAvailability, Node: node, Availability: av}); len(msgs) > 0 {
+			return strings.Join(msgs, "\n") + "\n", nil
+		}
+		w.settle()
 	case "advance":
 		d, err := op.DurationArg()
 		if err != nil {
@@ -355,6 +380,11 @@ func (w *World) user(op Op) (string, error) {
 			return "", err
 		}
 		cmd = statemachine.Command{Kind: statemachine.CmdRemoveService, Name: name}
+	case "rollback-service":
+		if err := op.Only(1); err != nil {
+			return "", err
+		}
+		cmd = statemachine.Command{Kind: statemachine.CmdRollbackService, Name: name}
 	}
 	msgs := w.submit(cmd)
 	if len(msgs) > 0 {
@@ -363,6 +393,10 @@ func (w *World) user(op Op) (string, error) {
 	switch op.Cmd {
 	case "remove-service":
 		delete(w.want, name)
+	case "rollback-service":
+		if spec := w.spec(name); spec != nil {
+			w.want[name] = int(spec.Replicas)
+		}
 	default:
 		w.want[name] = int(cmd.Spec.Replicas)
 	}

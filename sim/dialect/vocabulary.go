@@ -36,9 +36,9 @@ var Vocabulary = []Directive{
 	{"update-service", []string{Sim, Scenario}, "update-service web [replicas=N] [image=v2] …",
 		"the user updates a service"},
 	{"remove-service", []string{Sim, Scenario}, "remove-service web", "the user removes a service"},
-	{"rollback-service", []string{Scenario}, "rollback-service web", "the user rolls an update back"},
+	{"rollback-service", []string{Sim, Scenario}, "rollback-service web", "the user rolls an update back"},
 	{"network", []string{Scenario}, "network net subnet=10.0.0.0/29", "the user creates a network"},
-	{"availability", []string{Scenario}, "availability n1 active|pause|drain", "the user sets a node's availability"},
+	{"availability", []string{Sim, Scenario}, "availability n1 active|pause|drain", "the user sets a node's availability"},
 	// Nodes and their agents.
 	{"node", []string{Sim, Scenario}, "node n1 [role-played] [cpu=N] [mem=64M] [labels=k=v,…]",
 		"a node joins (sim: role-played, its agent's messages are directives; scenario: its spec is upserted)"},
