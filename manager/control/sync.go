@@ -176,8 +176,14 @@ func syncGroup(ctx context.Context, c Groups, node statemachine.NodeID, v GroupS
 				current = current || bugs.answersSyncLagging()
 			})
 		case Commit:
-			_, err = c.SubmitToGroup(ctx, v.Group, statemachine.Command{Kind: statemachine.CmdNodeSync,
+			var res statemachine.Result
+			res, err = c.SubmitToGroup(ctx, v.Group, statemachine.Command{Kind: statemachine.CmdNodeSync,
 				Node: node, Seq: v.Seq, Tasks: v.Held})
+			if res.Code == statemachine.CodeNodeNotReady {
+				// The node is down or disconnected: it heartbeats first
+				// (the agent's answer to node_not_ready), then syncs.
+				err = &wire.Error{Code: wire.CodeNodeNotReady, Message: res.Msg}
+			}
 		case AnswerLocal:
 			err = c.ReadLocal(v.Group, answer)
 		case AnswerQuorum:
