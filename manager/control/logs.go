@@ -132,8 +132,11 @@ type LogStats struct {
 	Subscriptions, Buffered int
 }
 
-// Stats returns the broker's counts.
+// Stats returns the broker's counts (zero for a nil broker).
 func (b *LogBroker) Stats() LogStats {
+	if b == nil {
+		return LogStats{}
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return LogStats{Lines: b.mu.lines, Dropped: b.mu.dropped, Subscriptions: len(b.mu.subs), Buffered: b.mu.buffered}
