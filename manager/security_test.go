@@ -2,15 +2,12 @@ package manager
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/rand"
 	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -133,61 +130,6 @@ func TestJoinTokensOverTLS(t *testing.T) {
 			t.Fatalf("20 failed joins were never limited: %v", err)
 		}
 	})
-}
-
-// A worker's join asked again with the same key and hostname (its answer
-// was lost) gets the node of the first, also from another manager: one
-// node per joiner, however often and whomever it asks. Another key, or the
-// same key under another hostname, is another node.
-func TestWorkerJoinAskedAgainIsOneNode(t *testing.T) {
-	if testing.Short() {
-		t.Skip("three replicas")
-	}
-	c := startSecure(t, secureOpts{n: 3})
-	ctx := ctxT(t)
-	worker := c.token(security.RoleWorker)
-	key, err := security.NewKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	join := func(m uint64, host string, key *ecdsa.PrivateKey) uint64 {
-		t.Helper()
-		j, err := client.JoinKeyed(ctx, []string{c.addr(m)}, worker, client.JoinRequest{Role: "worker", Node: &client.JoinNode{Hostname: host}}, key)
-		if err != nil {
-			t.Fatalf("join %s at manager %d: %v", host, m, err)
-		}
-		return j.Answer.NodeID
-	}
-	first := join(1, "n1", key)
-	for _, m := range []uint64{1, 2} {
-		if again := join(m, "n1", key); again != first {
-			t.Fatalf("the join asked again of manager %d with the same key made node %d beside node %d", m, again, first)
-		}
-	}
-	other, err := security.NewKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	second := join(2, "n2", other)
-	renamed := join(3, "n3", key)
-	if second == first || renamed == first || renamed == second {
-		t.Fatalf("distinct joiners share nodes: %d, %d, %d", first, second, renamed)
-	}
-	// Manager 1 may not have applied the last join yet (it was asked of
-	// manager 3): wait until it lists the last joiner's node, which comes
-	// after every other join in the log, then count.
-	var nodes client.List[client.Node]
-	eventually(t, 10*time.Second, func() (bool, string) {
-		nodes, _, err = c.admin(1).Nodes(ctx, nil)
-		if err != nil {
-			return false, err.Error()
-		}
-		return slices.ContainsFunc(nodes.Items, func(n client.Node) bool { return uint64(n.ID) == renamed }),
-			fmt.Sprintf("manager 1 lists %d nodes, not yet node %d", len(nodes.Items), renamed)
-	})
-	if len(nodes.Items) != 3 {
-		t.Fatalf("%d nodes after five joins by three joiners, want 3: %+v", len(nodes.Items), nodes.Items)
-	}
 }
 
 // An agent acts only for the node its certificate names: reporting another
