@@ -17,6 +17,8 @@ import (
 // A poll held by a follower is answered as soon as the cluster's leader
 // changes, naming the new leader, long before the poll's wait ends: the
 // agent's next heartbeat goes straight there instead of to the old one.
+// Wiring: the engine's leader notices reach the assignment stream Start
+// builds (the stream's own rule is control's script assign-parked-poll).
 func TestPollNamesANewLeaderAtOnce(t *testing.T) {
 	c := startThree(t)
 	ctx := ctxT(t)

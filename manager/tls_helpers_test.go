@@ -100,7 +100,6 @@ type secureOpts struct {
 	cas            []*security.CA // one per replica; nil: one CA for all
 	n              int
 	workerLifetime time.Duration
-	minHeartbeat   time.Duration
 	noWait         bool
 }
 
@@ -145,7 +144,7 @@ func startSecure(t *testing.T, o secureOpts) *secureCluster {
 			t.Fatal(err)
 		}
 		m, err := Start(Options{DataDir: dataDir, ReplicaID: id, RaftAddr: peers[id], Peers: peers, Groups: 2,
-			RaftLogLevel: "critical", APIAddr: "127.0.0.1:0", MinHeartbeat: o.minHeartbeat, FailoverGrace: time.Second,
+			RaftLogLevel: "critical", APIAddr: "127.0.0.1:0", FailoverGrace: time.Second,
 			Engine: engine.Config{RTT: 20 * time.Millisecond, HeartbeatRTT: 3, ElectionRTT: 40},
 			TLS: &TLS{CA: ca, Cert: cert, Tokens: c.tokens, WorkerLifetime: o.workerLifetime,
 				RaftCAFile: dir.Path(tlsdir.ManagersCert), RaftCertFile: dir.Path(tlsdir.Node + ".crt"),

@@ -29,8 +29,19 @@ package control
 //	                                    SubmitStatus: a verdict per report
 //	                                    and whether the node was marked
 //	monitor on|off                      the node monitor runs here or not
-//	fail-submissions on|off             task status commands are not
-//	                                    applied (a timeout)
+//	fail-submissions on|off [kind=K] [err=timeout|not-proposed]
+//	                                    commands of kind K (default
+//	                                    task-status) are not applied: the
+//	                                    cluster answers with that error
+//	                                    (default timeout)
+//	submit network|remove-network|node NAME [subnet=S] [before-fanout]
+//	                                    a user's or joiner's command through
+//	                                    the leader duties' Submitter over a
+//	                                    raw cluster (one that only routes
+//	                                    and applies, as the engine does):
+//	                                    its outcome and the groups that know
+//	                                    NAME when it returns
+//	known network|node NAME             the groups that know NAME
 //	dump                                nodes, and each group's tasks
 //
 // The assignment stream's commands (open, poll, await, leader, quorum,
@@ -180,10 +191,15 @@ func (w *scriptWorld) Read(ctx context.Context, g int, fn func(*sm.State)) error
 
 func (w *scriptWorld) SubmitToGroup(ctx context.Context, g int, cmd sm.Command) (sm.Result, error) {
 	res, err := w.lead.SubmitToGroup(ctx, g, cmd)
-	if err != nil {
-		w.record(g, "commit refused ("+res.Msg+")")
-	} else {
+	switch {
+	case err == nil:
 		w.record(g, "commit")
+	case res.Code != sm.CodeOK:
+		w.record(g, "commit refused ("+res.Msg+")")
+	default:
+		// A cluster error: nothing is known to be applied here.
+		w.record(g, "commit failed")
+		return res, err
 	}
 	w.mu.Lock()
 	w.catchUpLocked(g) // the engine returns once this replica applied it
@@ -350,9 +366,24 @@ func (w *scriptWorld) run(d *datadriven.TestData) (string, error) {
 		if d.Cmd == "monitor" {
 			w.monitoring = on
 		} else if on {
+			kind, fail := sm.CmdTaskStatus, cluster.ErrTimeout
+			if v, ok := kv["kind"]; ok {
+				k, ok := cmdKindByName(v)
+				if !ok {
+					return "", fmt.Errorf("kind=%q: not a command kind", v)
+				}
+				kind = k
+			}
+			switch kv["err"] {
+			case "", "timeout":
+			case "not-proposed":
+				fail = cluster.ErrNotProposed
+			default:
+				return "", fmt.Errorf("err=%q: want timeout or not-proposed", kv["err"])
+			}
 			w.lead.FailSubmissions(func(c sm.Command) error {
-				if c.Kind == sm.CmdTaskStatus {
-					return cluster.ErrTimeout
+				if c.Kind == kind {
+					return fail
 				}
 				return nil
 			})
@@ -362,6 +393,13 @@ func (w *scriptWorld) run(d *datadriven.TestData) (string, error) {
 		return "ok", nil
 	case "dump":
 		return w.dump(), nil
+	case "submit":
+		return w.cmdSubmit(pos, kv)
+	case "known":
+		if err := need(2); err != nil {
+			return "", err
+		}
+		return w.known(pos[0], pos[1])
 	}
 	if out, ok, err := w.runStream(d, pos, kv); ok {
 		return out, err
@@ -375,7 +413,8 @@ var scriptOptions = map[string][]string{
 	"session": {"host", "key", "node"}, "remove-node": nil, "node-status": nil, "deliver": nil,
 	"network": {"subnet"}, "create-service": {"replicas", "networks"}, "assign": nil,
 	"lag": {"group"}, "catch-up": {"group"}, "sync": {"seq", "held"},
-	"monitor": nil, "fail-submissions": nil, "dump": nil,
+	"monitor": nil, "fail-submissions": {"kind", "err"}, "dump": nil,
+	"submit": {"subnet"}, "known": nil,
 }
 
 func scriptArgs(d *datadriven.TestData) (pos []string, kv map[string]string) {
@@ -680,4 +719,116 @@ func (w *scriptWorld) dump() string {
 		}
 	}
 	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// cmdKindByName is the command kind a script names (as CmdKind.String
+// prints it).
+func cmdKindByName(name string) (sm.CmdKind, bool) {
+	for k := sm.CmdKind(0); k < 64; k++ {
+		if k.String() == name {
+			return k, true
+		}
+	}
+	return 0, false
+}
+
+// rawCluster is the script's cluster without Memory's own removal check
+// and outbox delivery: its SubmitMany only routes each command to its
+// groups and applies it, as the engine's does, so what `submit` shows is
+// the Submitter's doing.
+type rawCluster struct{ *duty.Memory }
+
+func (r rawCluster) SubmitMany(_ context.Context, cmds []sm.Command) []route.Outcome {
+	out := make([]route.Outcome, len(cmds))
+	for i := range cmds {
+		gs, rej := route.Groups(&cmds[i], r.Groups(), nil)
+		if rej.Code != sm.CodeOK {
+			out[i].Result = rej
+			continue
+		}
+		for k, g := range gs {
+			res := r.Apply(g, cmds[i]).Results[0]
+			if k == 0 || out[i].Result.Code == sm.CodeOK && res.Code != sm.CodeOK {
+				out[i].Result = res
+			}
+		}
+	}
+	return out
+}
+
+// cmdSubmit submits one command through a Submitter over the raw cluster
+// and prints its outcome and where the object is known on return.
+func (w *scriptWorld) cmdSubmit(pos []string, kv map[string]string) (string, error) {
+	if len(pos) < 2 || len(pos) > 3 || len(pos) == 3 && pos[2] != "before-fanout" {
+		return "", fmt.Errorf("want: submit network|remove-network|node|remove-node NAME [before-fanout]")
+	}
+	ctx := context.Background()
+	sub := duty.NewSubmitter(rawCluster{w.lead}, nil)
+	kind, name := pos[0], pos[1]
+	var cmd sm.Command
+	switch kind {
+	case "network":
+		cmd = sm.Command{Kind: sm.CmdCreateNetwork, NetworkSpec: &sm.Network{
+			ID: sm.NetworkID(len(w.lead.State(route.ClusterGroup).NetworkIDs()) + 1), Name: name, Subnet: kv["subnet"]}}
+	case "remove-network":
+		cmd = sm.Command{Kind: sm.CmdRemoveNetwork, Name: name}
+	case "node":
+		res, err := sub.Submit(ctx, sm.Command{Kind: sm.CmdReserveNodeID})
+		if err != nil {
+			return "", err
+		}
+		id := sm.NodeID(res.ID)
+		w.hosts[name] = id
+		cmd = sm.Command{Kind: sm.CmdUpsertNode, NodeSpec: &sm.Node{ID: id, Name: name, Role: sm.RoleWorker, Status: sm.NodeReady}}
+	case "remove-node":
+		id, err := w.node(name)
+		if err != nil {
+			return "", err
+		}
+		cmd = sm.Command{Kind: sm.CmdRemoveNode, Node: id}
+	default:
+		return "", fmt.Errorf("submit %q: want network, remove-network, node or remove-node", kind)
+	}
+	var err error
+	if len(pos) == 3 {
+		_, err = sub.SubmitBeforeFanout(ctx, cmd)
+	} else {
+		_, err = sub.Submit(ctx, cmd)
+	}
+	out := "ok"
+	if err != nil {
+		out = "refused: " + err.Error()
+	}
+	what := strings.TrimPrefix(kind, "remove-")
+	known, kerr := w.known(what, name)
+	if kerr != nil {
+		return "", kerr
+	}
+	return out + "\n" + known, nil
+}
+
+// known prints the groups whose state holds the network or node name.
+func (w *scriptWorld) known(kind, name string) (string, error) {
+	var id sm.NodeID
+	switch kind {
+	case "network":
+	case "node":
+		var err error
+		if id, err = w.node(name); err != nil {
+			return "", err
+		}
+	default:
+		return "", fmt.Errorf("known %q: want network or node", kind)
+	}
+	var in []string
+	for g := 0; g <= w.Groups(); g++ {
+		st := w.lead.State(g)
+		if kind == "network" && st.NetworkByName(name) != nil || kind == "node" && st.Node(id) != nil {
+			in = append(in, strconv.Itoa(g))
+		}
+	}
+	if len(in) == 0 {
+		return kind + " " + name + " known in no group", nil
+	}
+	return kind + " " + name + " known in groups " + strings.Join(in, " "), nil
 }
