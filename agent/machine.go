@@ -39,6 +39,12 @@ type Machine struct {
 	metaDirty  bool
 	syncDirty  bool // the pending writes hold a new status or process identity
 	unackedSet map[sm.TaskID]struct{}
+
+	// recs and ids are Ready's buffers, kept from one Ready to the next: a
+	// task is written at each change of its status, and a new slice of
+	// records per Ready was most of the bytes an agent allocated per task.
+	recs []TaskRecord
+	ids  []sm.TaskID
 }
 
 // SpecKey names one version of one service's spec.
@@ -408,13 +414,25 @@ func (m *Machine) SessionOpened() {
 	m.partial = nil
 }
 
-// Ready returns and clears what the runner must persist and do.
+// Ready returns and clears what the runner must persist and do. The task
+// records (Writes.Tasks) are the machine's own buffer, valid until the next
+// call: persist them before calling Ready again.
 func (m *Machine) Ready() Ready {
 	var rd Ready
+	clear(m.recs) // the last call's records: keep no references for the collector
+	m.recs = m.recs[:0]
 	if len(m.putTasks) > 0 {
-		rd.Writes.Tasks = make([]TaskRecord, 0, len(m.putTasks))
-		for _, id := range sortedKeys(m.putTasks) {
-			rd.Writes.Tasks = append(rd.Writes.Tasks, m.record(m.tasks[id]))
+		m.ids = m.ids[:0]
+		for id := range m.putTasks {
+			m.ids = append(m.ids, id)
+		}
+		slices.Sort(m.ids)
+		for _, id := range m.ids {
+			m.recs = append(m.recs, m.record(m.tasks[id]))
+		}
+		rd.Writes.Tasks = m.recs
+		if cap(m.recs) > 1024 {
+			m.recs, m.ids = nil, nil // a big frame's room is not kept for good
 		}
 		// A cleared map keeps its size, and walking it costs that size
 		// even when empty: after a frame of a thousand tasks every later
