@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -84,12 +85,11 @@ func (s *Server) authorize(ctx *fasthttp.RequestCtx, a access) *denial {
 	if sec == nil || a == accessOpen {
 		return nil
 	}
-	leaf := peerLeaf(ctx)
-	if leaf == nil {
+	id, hasLeaf, err := peerIdentity(ctx, sec.CA.ClusterID)
+	if !hasLeaf {
 		return &denial{fasthttp.StatusUnauthorized, "no_certificate",
 			"this manager requires a client certificate of the cluster: " + wantCert(a)}
 	}
-	id, err := security.Identify(leaf, sec.CA.ClusterID)
 	if err != nil {
 		return &denial{fasthttp.StatusUnauthorized, "bad_certificate", err.Error()}
 	}
@@ -139,6 +139,43 @@ func wantCert(a access) string {
 }
 
 // peerLeaf returns the client certificate TLS verified, if any.
+// peerOnce keeps the identity a connection's client certificate names:
+// the certificate a TLS 1.3 connection verified does not change (there is
+// no renegotiation), and reading it again at every request (a copy of the
+// connection's state, then the certificate's names) was a share of the
+// agents' calls on the leader. The expiry and the node's removal are still
+// checked at every request.
+type peerOnce struct {
+	once    sync.Once
+	cluster string
+	id      security.Identity
+	hasLeaf bool
+	err     error
+}
+
+// peerIdentity returns the identity the request's client certificate names
+// in cluster, hasLeaf false when the request came without one.
+func peerIdentity(ctx *fasthttp.RequestCtx, cluster string) (id security.Identity, hasLeaf bool, err error) {
+	identify := func() (security.Identity, bool, error) {
+		leaf := peerLeaf(ctx)
+		if leaf == nil {
+			return security.Identity{}, false, nil
+		}
+		id, err := security.Identify(leaf, cluster)
+		return id, true, err
+	}
+	c, ok := ctx.Conn().(*admittedConn)
+	if !ok {
+		return identify()
+	}
+	p := &c.peer
+	p.once.Do(func() { p.id, p.hasLeaf, p.err = identify(); p.cluster = cluster })
+	if p.cluster != cluster {
+		return identify()
+	}
+	return p.id, p.hasLeaf, p.err
+}
+
 func peerLeaf(ctx *fasthttp.RequestCtx) *x509.Certificate {
 	st := ctx.TLSConnectionState()
 	if st == nil || len(st.VerifiedChains) == 0 || len(st.VerifiedChains[0]) == 0 {
