@@ -32,6 +32,7 @@ type Machine struct {
 
 	// output not yet taken by Ready
 	actions    []Action
+	spare      []Action // the actions Ready gave last, emptied: the next actions
 	putTasks   map[sm.TaskID]struct{}
 	delTasks   []sm.TaskID
 	putSpecs   []wire.Spec
@@ -415,14 +416,16 @@ func (m *Machine) SessionOpened() {
 }
 
 // Ready returns and clears what the runner must persist and do. The task
-// records (Writes.Tasks) are the machine's own buffer, valid until the next
-// call: persist them before calling Ready again.
+// records (Writes.Tasks) and the actions are the machine's own buffers,
+// valid until the next call: persist and carry them out before calling
+// Ready again.
 func (m *Machine) Ready() Ready {
 	var rd Ready
 	clear(m.recs) // the last call's records: keep no references for the collector
 	m.recs = m.recs[:0]
 	if len(m.putTasks) > 0 {
-		m.ids = m.ids[:0]
+		m.ids = slices.Grow(m.ids[:0], len(m.putTasks))
+		m.recs = slices.Grow(m.recs, len(m.putTasks))
 		for id := range m.putTasks {
 			m.ids = append(m.ids, id)
 		}
@@ -452,7 +455,12 @@ func (m *Machine) Ready() Ready {
 		m.metaDirty = false
 	}
 	rd.Writes.Sync, m.syncDirty = m.syncDirty, false
-	rd.Actions, m.actions = m.actions, nil
+	rd.Actions = m.actions
+	clear(m.spare) // the last call's actions: keep no references for the collector
+	m.actions, m.spare = m.spare[:0], m.actions
+	if cap(m.spare) > 1024 {
+		m.spare = nil // a big frame's room is not kept for good
+	}
 	return rd
 }
 
