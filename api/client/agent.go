@@ -271,7 +271,7 @@ type callBufs struct{ body, url []byte }
 
 var callBuffers = sync.Pool{New: func() any { return new(callBufs) }}
 
-// put hands b back for another call, unless a big answer's request (a
+// put hands b back for another call, unless a big request (a
 // re-report listing thousands of tasks) made it too big to keep.
 func (b *callBufs) put() {
 	if cap(b.body) <= 64<<10 {
