@@ -196,3 +196,85 @@ func TestSimRollIsAFunctionOfSeedTaskAndStage(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkTaskOnAnAgent is the agent's own work for its tasks from their
+// assignment to running, as a simulated agent of the loadgen does it
+// without the transport. An op is one agent's 100 tasks (a 100,000-task
+// ramp on 1,000 agents): a fresh agent gets them in four frames of 25
+// (each decoded from its wire frame), the machine steps them, the store
+// keeps every change, the simulated executor prepares and starts them at
+// once, and their statuses go out in encoded batches the manager accepts.
+func BenchmarkTaskOnAnAgent(b *testing.B) {
+	const perFrame, frames = 25, 4
+	spec := wire.Spec{Service: "web", Version: 1, Command: []string{"sleep", "1000"}, Env: []string{"A=1"}, StopGrace: int64(3 * time.Second)}
+	frame := func(from, to uint64, first sm.TaskID) []byte {
+		f := &wire.Assignments{Kind: wire.FrameIncremental, Last: true, AppliesTo: wire.Cursor{from}, ResultsIn: wire.Cursor{to}, Seqs: []uint64{to}}
+		if from == 0 {
+			f.Kind, f.AppliesTo, f.Specs = wire.FrameComplete, nil, []wire.Spec{spec}
+		}
+		for id := first; id < first+perFrame; id++ {
+			f.Tasks = append(f.Tasks, wire.Assignment{Task: id, Service: "web", SpecVersion: 1, Slot: uint32(id), State: sm.StateAssigned,
+				Desired: sm.DesiredRunning, Addresses: []wire.Address{{Network: "front", Addr: "10.0.0.5/16"}}})
+		}
+		body, err := wire.Append(nil, f)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return body
+	}
+	var bodies [][]byte
+	for i := range frames {
+		bodies = append(bodies, frame(uint64(i), uint64(i+1), sm.TaskID(i*perFrame+1)))
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		m := NewMachine(MachineConfig{})
+		st := NewMemStore()
+		e := NewSteppedSimExecutor(clock.NewFake(t0), SimConfig{Seed: 1})
+		drain := func() {
+			for {
+				rd := m.Ready()
+				if err := st.Apply(&rd.Writes); err != nil {
+					b.Fatal(err)
+				}
+				for _, a := range rd.Actions {
+					e.Do(a)
+				}
+				evs := e.TakeEvents()
+				if len(evs) == 0 && len(rd.Actions) == 0 {
+					return
+				}
+				for _, ev := range evs {
+					m.Observe(ev, t0)
+				}
+			}
+		}
+		for _, body := range bodies {
+			var f wire.Assignments
+			if err := wire.DecodeInto(body, &f); err != nil {
+				b.Fatal(err)
+			}
+			if err := m.Apply(&f, t0); err != nil {
+				b.Fatal(err)
+			}
+			drain()
+			for m.Unacked() > 0 {
+				reps := m.BeginBatch(1024)
+				body, err := wire.Append(nil, &wire.StatusBatch{NodeID: 7, SessionID: 1, Reports: reps})
+				if err != nil {
+					b.Fatal(err)
+				}
+				var sent wire.StatusBatch
+				if err := wire.DecodeInto(body, &sent); err != nil {
+					b.Fatal(err)
+				}
+				m.EndBatch(reps, &wire.StatusAck{Results: make([]wire.ReportResult, len(reps))}, t0)
+				drain()
+			}
+		}
+		if running := e.Running(); running != perFrame*frames {
+			b.Fatalf("%d tasks running, want %d", running, perFrame*frames)
+		}
+		e.Close()
+	}
+}

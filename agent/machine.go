@@ -32,6 +32,7 @@ type Machine struct {
 
 	// output not yet taken by Ready
 	actions    []Action
+	spare      []Action // the actions Ready gave last, emptied: the next actions
 	putTasks   map[sm.TaskID]struct{}
 	delTasks   []sm.TaskID
 	putSpecs   []wire.Spec
@@ -39,6 +40,12 @@ type Machine struct {
 	metaDirty  bool
 	syncDirty  bool // the pending writes hold a new status or process identity
 	unackedSet map[sm.TaskID]struct{}
+
+	// recs and ids are Ready's buffers, kept from one Ready to the next: a
+	// task is written at each change of its status, and a new slice of
+	// records per Ready was most of the bytes an agent allocated per task.
+	recs []TaskRecord
+	ids  []sm.TaskID
 }
 
 // SpecKey names one version of one service's spec.
@@ -408,13 +415,27 @@ func (m *Machine) SessionOpened() {
 	m.partial = nil
 }
 
-// Ready returns and clears what the runner must persist and do.
+// Ready returns and clears what the runner must persist and do. The task
+// records (Writes.Tasks) and the actions are the machine's own buffers,
+// valid until the next call: persist and carry them out before calling
+// Ready again.
 func (m *Machine) Ready() Ready {
 	var rd Ready
+	clear(m.recs) // the last call's records: keep no references for the collector
+	m.recs = m.recs[:0]
 	if len(m.putTasks) > 0 {
-		rd.Writes.Tasks = make([]TaskRecord, 0, len(m.putTasks))
-		for _, id := range sortedKeys(m.putTasks) {
-			rd.Writes.Tasks = append(rd.Writes.Tasks, m.record(m.tasks[id]))
+		m.ids = slices.Grow(m.ids[:0], len(m.putTasks))
+		m.recs = slices.Grow(m.recs, len(m.putTasks))
+		for id := range m.putTasks {
+			m.ids = append(m.ids, id)
+		}
+		slices.Sort(m.ids)
+		for _, id := range m.ids {
+			m.recs = append(m.recs, m.record(m.tasks[id]))
+		}
+		rd.Writes.Tasks = m.recs
+		if cap(m.recs) > 1024 {
+			m.recs, m.ids = nil, nil // a big frame's room is not kept for good
 		}
 		// A cleared map keeps its size, and walking it costs that size
 		// even when empty: after a frame of a thousand tasks every later
@@ -434,7 +455,12 @@ func (m *Machine) Ready() Ready {
 		m.metaDirty = false
 	}
 	rd.Writes.Sync, m.syncDirty = m.syncDirty, false
-	rd.Actions, m.actions = m.actions, nil
+	rd.Actions = m.actions
+	clear(m.spare) // the last call's actions: keep no references for the collector
+	m.actions, m.spare = m.spare[:0], m.actions
+	if cap(m.spare) > 1024 {
+		m.spare = nil // a big frame's room is not kept for good
+	}
 	return rd
 }
 

@@ -67,6 +67,15 @@ func (s *MemStore) Apply(w *Writes) error {
 		s.mu.meta = Meta{Cursor: slices.Clone(w.Meta.Cursor), Seqs: slices.Clone(w.Meta.Seqs)}
 	}
 	for _, r := range w.Tasks {
+		old, ok := s.mu.tasks[r.Assignment.Task]
+		if ok && slices.Equal(old.Assignment.Addresses, r.Assignment.Addresses) {
+			// A task is written at every change of its status; its
+			// addresses seldom change. The stored copy is never written
+			// through, so it is kept rather than copied again.
+			r.Assignment.Addresses = old.Assignment.Addresses
+			s.mu.tasks[r.Assignment.Task] = r
+			continue
+		}
 		s.mu.tasks[r.Assignment.Task] = cloneRecord(r)
 	}
 	for _, id := range w.Deleted {

@@ -51,6 +51,7 @@ type SimExecutor struct {
 	// operations that end at once, run by TakeEvents (under world.mu).
 	stepped  bool
 	deferred []func()
+	watch    func(Event) // Watch's; nil: none
 }
 
 type simWorld struct {
@@ -126,6 +127,26 @@ func (e *SimExecutor) Reopen() *SimExecutor {
 		return &SimExecutor{clk: e.clk, cfg: e.cfg, world: w, q: newSteppedQueue(), stepped: true}
 	}
 	return &SimExecutor{clk: e.clk, cfg: e.cfg, world: w, q: newEventQueue()}
+}
+
+// Watch has f told every event as the executor queues it for the runner,
+// in order, injected ones too: the loadgen's harness follows which tasks
+// run without a goroutine and a channel of its own between the executor
+// and the runner (one more hand-over per event). Call it before the
+// executor is used. f must not block nor call the executor; it may be
+// called with the executor's own lock held.
+func (e *SimExecutor) Watch(f func(Event)) { e.watch = f }
+
+// Inject queues ev for the runner as if the executor had observed it (the
+// loadgen's crashes).
+func (e *SimExecutor) Inject(ev Event) { e.report(ev) }
+
+// report queues ev for the runner, telling the watcher first.
+func (e *SimExecutor) report(ev Event) {
+	if e.watch != nil {
+		e.watch(ev)
+	}
+	e.q.push(ev)
 }
 
 // Running returns how many simulated processes run.
@@ -218,16 +239,16 @@ func (e *SimExecutor) Do(a Action) {
 		d, o := e.roll(id, stagePrepare, &e.cfg.Prepare)
 		e.afterLocked(id, d, func() {
 			if o.Reject != "" {
-				e.q.push(Event{id, Observation{Kind: ObsRejected, Message: o.Reject}})
+				e.report(Event{id, Observation{Kind: ObsRejected, Message: o.Reject}})
 				return
 			}
-			e.q.push(Event{id, Observation{Kind: ObsPrepared}})
+			e.report(Event{id, Observation{Kind: ObsPrepared}})
 		})
 	case OpStart:
 		d, o := e.roll(id, stageStart, &e.cfg.Start)
 		e.afterLocked(id, d, func() {
 			if o.Reject != "" {
-				e.q.push(Event{id, Observation{Kind: ObsRejected, Message: o.Reject}})
+				e.report(Event{id, Observation{Kind: ObsRejected, Message: o.Reject}})
 				return
 			}
 			e.startProc(id)
@@ -238,11 +259,11 @@ func (e *SimExecutor) Do(a Action) {
 	case OpAttach:
 		p := w.procs[id]
 		if p == nil || (!a.Handle.IsZero() && p.handle != a.Handle) {
-			e.q.push(Event{id, Observation{Kind: ObsLost}})
+			e.report(Event{id, Observation{Kind: ObsLost}})
 			return
 		}
 		p.owner, p.claimed = e, true
-		e.q.push(Event{id, Observation{Kind: ObsStarted, Handle: p.handle}})
+		e.report(Event{id, Observation{Kind: ObsStarted, Handle: p.handle}})
 	case OpForget:
 		if t := w.pending[id]; t != nil {
 			t.Stop()
@@ -265,7 +286,7 @@ func (e *SimExecutor) startProc(id sm.TaskID) {
 		d, o := e.roll(id, stageRun, &e.cfg.Run)
 		p.exit = e.clk.AfterFunc(d, func() { e.endProcOf(id, p, o.ExitCode) })
 	}
-	e.q.push(Event{id, Observation{Kind: ObsStarted, Handle: p.handle}})
+	e.report(Event{id, Observation{Kind: ObsStarted, Handle: p.handle}})
 }
 
 // endProc ends the task's process with code and reports it.
@@ -288,7 +309,7 @@ func (e *SimExecutor) endProcOf(id sm.TaskID, p *simProc, code int32) {
 	owner := p.owner
 	e.killLocked(id, p)
 	if owner != nil {
-		owner.q.push(Event{id, Observation{Kind: ObsExited, ExitCode: code}})
+		owner.report(Event{id, Observation{Kind: ObsExited, ExitCode: code}})
 	}
 }
 

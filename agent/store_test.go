@@ -169,3 +169,25 @@ func BenchmarkPebbleAckedStatuses(b *testing.B) {
 		})
 	}
 }
+
+// The MemStore keeps its own copy of a record's addresses, also when it
+// keeps the copy it has (the addresses did not change): writing through
+// the caller's slice afterwards changes nothing stored.
+func TestMemStoreKeepsItsOwnAddresses(t *testing.T) {
+	s := NewMemStore()
+	rec := func(state sm.TaskState) TaskRecord {
+		return TaskRecord{Assignment: wire.Assignment{Task: 1, Service: "web", Addresses: []wire.Address{{Network: "front", Addr: "10.0.0.5/16"}}},
+			Status: wire.StatusReport{Task: 1, State: state}}
+	}
+	for _, state := range []sm.TaskState{sm.StateAssigned, sm.StatePreparing, sm.StateRunning} {
+		w := Writes{Tasks: []TaskRecord{rec(state)}}
+		if err := s.Apply(&w); err != nil {
+			t.Fatal(err)
+		}
+		w.Tasks[0].Assignment.Addresses[0].Addr = "10.9.9.9/16"
+		got, ok := s.Task(1)
+		if !ok || got.Status.State != state || got.Assignment.Addresses[0].Addr != "10.0.0.5/16" {
+			t.Fatalf("after the %v write: stored %+v", state, got)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -84,12 +85,11 @@ func (s *Server) authorize(ctx *fasthttp.RequestCtx, a access) *denial {
 	if sec == nil || a == accessOpen {
 		return nil
 	}
-	leaf := peerLeaf(ctx)
-	if leaf == nil {
+	id, hasLeaf, err := peerIdentity(ctx, sec.CA.ClusterID)
+	if !hasLeaf {
 		return &denial{fasthttp.StatusUnauthorized, "no_certificate",
 			"this manager requires a client certificate of the cluster: " + wantCert(a)}
 	}
-	id, err := security.Identify(leaf, sec.CA.ClusterID)
 	if err != nil {
 		return &denial{fasthttp.StatusUnauthorized, "bad_certificate", err.Error()}
 	}
@@ -139,6 +139,43 @@ func wantCert(a access) string {
 }
 
 // peerLeaf returns the client certificate TLS verified, if any.
+// peerOnce keeps the identity a connection's client certificate names:
+// the certificate a TLS 1.3 connection verified does not change (there is
+// no renegotiation), and reading it again at every request (a copy of the
+// connection's state, then the certificate's names) was a share of the
+// agents' calls on the leader. The expiry and the node's removal are still
+// checked at every request.
+type peerOnce struct {
+	once    sync.Once
+	cluster string
+	id      security.Identity
+	hasLeaf bool
+	err     error
+}
+
+// peerIdentity returns the identity the request's client certificate names
+// in cluster, hasLeaf false when the request came without one.
+func peerIdentity(ctx *fasthttp.RequestCtx, cluster string) (id security.Identity, hasLeaf bool, err error) {
+	identify := func() (security.Identity, bool, error) {
+		leaf := peerLeaf(ctx)
+		if leaf == nil {
+			return security.Identity{}, false, nil
+		}
+		id, err := security.Identify(leaf, cluster)
+		return id, true, err
+	}
+	c, ok := ctx.Conn().(*admittedConn)
+	if !ok {
+		return identify()
+	}
+	p := &c.peer
+	p.once.Do(func() { p.id, p.hasLeaf, p.err = identify(); p.cluster = cluster })
+	if p.cluster != cluster {
+		return identify()
+	}
+	return p.id, p.hasLeaf, p.err
+}
+
 func peerLeaf(ctx *fasthttp.RequestCtx) *x509.Certificate {
 	st := ctx.TLSConnectionState()
 	if st == nil || len(st.VerifiedChains) == 0 || len(st.VerifiedChains[0]) == 0 {
@@ -193,26 +230,60 @@ func (s *Server) forbidden(msg string) *wire.Error {
 // checkOwnTasks refuses a status batch of caller that names a task this
 // replica knows to be on another node: nothing of the batch is applied.
 // (The state machine refuses such a report too; this answers it with 403
-// and counts it.)
+// and counts it.) It reads each group the batch touches once, for all of
+// that group's reports (a read per report was a share of every status
+// call), and names the first report of the batch found on another node.
 func (s *Server) checkOwnTasks(caller statemachine.NodeID, reports []wire.StatusReport) error {
 	if s.cfg.Security == nil {
 		return nil
 	}
-	groups := s.reads.Groups()
-	for _, r := range reports {
-		g := routing.TaskGroup(r.Task)
-		if g < 1 || g > groups {
-			continue
-		}
-		var owner statemachine.NodeID
+	i := foreignReport(caller, reports, s.reads.Groups(), func(g int, fn func(owner func(statemachine.TaskID) statemachine.NodeID)) {
 		_ = s.reads.ReadLocal(g, func(st *statemachine.State) {
-			if t := st.Task(r.Task); t != nil {
-				owner = t.Node
-			}
+			fn(func(id statemachine.TaskID) statemachine.NodeID {
+				if t := st.Task(id); t != nil {
+					return t.Node
+				}
+				return 0
+			})
 		})
-		if owner != 0 && owner != caller {
-			return s.forbidden(fmt.Sprintf("task %d is not assigned to node %d; a node reports only its own tasks", r.Task, caller))
-		}
+	})
+	if i >= 0 {
+		return s.forbidden(fmt.Sprintf("task %d is not assigned to node %d; a node reports only its own tasks", reports[i].Task, caller))
 	}
 	return nil
+}
+
+// foreignReport returns the index of the first report (in the batch's
+// order) of a task that is on another node than caller, or -1. read(g,
+// fn) runs fn with the owner of group g's tasks (0: unknown); it is called
+// at most once per group 1..groups, for the group's reports together.
+func foreignReport(caller statemachine.NodeID, reports []wire.StatusReport, groups int,
+	read func(g int, fn func(owner func(statemachine.TaskID) statemachine.NodeID))) int {
+	first := len(reports)
+	for g := 1; g <= groups; g++ {
+		from := -1 // the group's first report
+		for i := range reports[:first] {
+			if routing.TaskGroup(reports[i].Task) == g {
+				from = i
+				break
+			}
+		}
+		if from < 0 {
+			continue
+		}
+		read(g, func(owner func(statemachine.TaskID) statemachine.NodeID) {
+			for i := from; i < first; i++ {
+				if id := reports[i].Task; routing.TaskGroup(id) == g {
+					if n := owner(id); n != 0 && n != caller {
+						first = i
+						return
+					}
+				}
+			}
+		})
+	}
+	if first == len(reports) {
+		return -1
+	}
+	return first
 }

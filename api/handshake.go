@@ -119,6 +119,8 @@ type admittedConn struct {
 	mu              sync.Mutex
 	readDL, writeDL time.Time // what the server asked for
 	shaking         bool      // the handshake's own deadline is on
+
+	peer peerOnce // the client certificate's identity (auth.go)
 }
 
 func (c *admittedConn) Handshake() error {

@@ -226,13 +226,17 @@ func (c *AgentClient) call(ctx context.Context, path string, toLeader bool, req 
 // callAs is call; poll says the call is the assignments poll (whose own
 // failure does not abandon it).
 func (c *AgentClient) callAs(ctx context.Context, path string, toLeader, poll bool, req wire.Message, fn func(frame []byte) error) error {
-	body, err := wire.Append(nil, req)
+	bufs := callBuffers.Get().(*callBufs)
+	defer bufs.put()
+	body, err := wire.Append(bufs.body[:0], req)
+	bufs.body = body
 	if err != nil {
 		return err
 	}
 	for attempt := 0; ; attempt++ {
 		base := c.current(toLeader)
-		err := c.post(ctx, base+path, body, fn)
+		bufs.url = append(append(bufs.url[:0], base...), path...)
+		err := c.post(ctx, bufs.url, body, fn)
 		var we *wire.Error
 		switch {
 		case err == nil:
@@ -260,11 +264,27 @@ func (c *AgentClient) callAs(ctx context.Context, path string, toLeader, poll bo
 	}
 }
 
-func (c *AgentClient) post(ctx context.Context, url string, body []byte, fn func([]byte) error) error {
+// callBufs are one call's request body and URL, kept between calls (the
+// HTTP client is done with both when its call returns): every call of
+// every agent encoded its request into a new slice, grown by appending.
+type callBufs struct{ body, url []byte }
+
+var callBuffers = sync.Pool{New: func() any { return new(callBufs) }}
+
+// put hands b back for another call, unless a big request (a
+// re-report listing thousands of tasks) made it too big to keep.
+func (b *callBufs) put() {
+	if cap(b.body) <= 64<<10 {
+		callBuffers.Put(b)
+	}
+}
+
+func (c *AgentClient) post(ctx context.Context, rawURL []byte, body []byte, fn func([]byte) error) error {
 	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)
-	req.SetRequestURI(url)
+	req.SetRequestURIBytes(rawURL)
+	url := func() string { return string(rawURL) } // for error messages only
 	req.Header.SetMethod("POST")
 	req.Header.SetContentType("application/x-shoal-wire")
 	req.SetBodyRaw(body)
@@ -275,26 +295,26 @@ func (c *AgentClient) post(ctx context.Context, url string, body []byte, fn func
 		err = c.hc.Do(req, resp)
 	}
 	if err != nil {
-		return fmt.Errorf("%w at %s: %v", ErrUnreachable, url, err)
+		return fmt.Errorf("%w at %s: %v", ErrUnreachable, url(), err)
 	}
 	rest := resp.Body()
 	if len(rest) == 0 {
-		return fmt.Errorf("%w at %s: empty answer (status %d)", ErrUnreachable, url, resp.StatusCode())
+		return fmt.Errorf("%w at %s: empty answer (status %d)", ErrUnreachable, url(), resp.StatusCode())
 	}
 	for len(rest) > 0 {
 		var frame []byte
 		if frame, rest, err = wire.Next(rest); err != nil {
-			return fmt.Errorf("%w at %s: %v", ErrUnreachable, url, err)
+			return fmt.Errorf("%w at %s: %v", ErrUnreachable, url(), err)
 		}
 		if t, _ := wire.PeekType(frame); t == wire.TypeError {
 			var we wire.Error
 			if err := wire.DecodeInto(frame, &we); err != nil {
-				return fmt.Errorf("%w at %s: %v", ErrUnreachable, url, err)
+				return fmt.Errorf("%w at %s: %v", ErrUnreachable, url(), err)
 			}
 			return &we
 		}
 		if err := fn(frame); err != nil {
-			return fmt.Errorf("%w at %s: %v", ErrUnreachable, url, err)
+			return fmt.Errorf("%w at %s: %v", ErrUnreachable, url(), err)
 		}
 	}
 	return nil

@@ -30,7 +30,7 @@ type tlsManager struct {
 	states []tls.ConnectionState
 }
 
-func newTLSManager(t *testing.T, gated bool) *tlsManager {
+func newTLSManager(t testing.TB, gated bool) *tlsManager {
 	t.Helper()
 	now := time.Now()
 	ca, err := security.NewCA(rand.Reader, now.Add(-time.Minute))

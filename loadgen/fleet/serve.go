@@ -172,6 +172,10 @@ func (o *obsWriter) flush(w io.Writer) {
 	defer close(o.flushed)
 	bw := bufio.NewWriterSize(w, 256<<10)
 	enc := gob.NewEncoder(bw)
+	// spare is the batch sent last, emptied: the next queue. A new queue
+	// per flush, grown by appending, was the simulated agents' largest
+	// allocation (a seventh of their bytes in a ramp).
+	var spare []obs
 	for {
 		time.Sleep(10 * time.Millisecond)
 		o.mu.Lock()
@@ -180,7 +184,7 @@ func (o *obsWriter) flush(w io.Writer) {
 		if closed {
 			b.Upto = math.MaxInt64 // nothing follows
 		}
-		o.queue = nil
+		o.queue = spare
 		o.cond.Broadcast()
 		o.mu.Unlock()
 		if enc.Encode(b) != nil || bw.Flush() != nil {
@@ -190,8 +194,16 @@ func (o *obsWriter) flush(w io.Writer) {
 		if closed {
 			return
 		}
+		clear(b.Obs) // keep no references for the collector
+		spare = b.Obs[:0]
+		if cap(spare) > obsSpareMax {
+			spare = nil // a burst's room is not kept for good
+		}
 	}
 }
+
+// obsSpareMax is the largest queue a flusher keeps for the next batch.
+const obsSpareMax = 1 << 16
 
 // close stops taking observations; the flusher sends what is queued.
 func (o *obsWriter) close() {

@@ -128,28 +128,24 @@ func (m *manager) Sync(ctx context.Context, req *wire.SyncRequest) (*wire.SyncAn
 func (m *manager) SetManagers(addrs []string) { m.inner.SetManagers(addrs) }
 
 // executor wraps one run's SimExecutor: it tells the observer which
-// addresses the agent holds, and can make running tasks crash.
+// addresses the agent holds, and can make running tasks crash. It follows
+// which tasks run by watching the executor's events as they are queued
+// (SimExecutor.Watch); the runner reads them from the executor itself.
 type executor struct {
 	inner *agent.SimExecutor
 	obs   Observer
 	clk   clock.Clock
 	node  *atomic.Uint32
-	out   chan agent.Event
-	done  chan struct{}
-	once  sync.Once
 	mu    struct {
 		sync.Mutex
 		running map[sm.TaskID]bool // started, no operation since
-		inject  []agent.Event
-		wake    chan struct{}
 	}
 }
 
 func newExecutor(inner *agent.SimExecutor, obs Observer, node *atomic.Uint32, clk clock.Clock) *executor {
-	e := &executor{inner: inner, obs: obs, node: node, clk: clk, out: make(chan agent.Event), done: make(chan struct{})}
+	e := &executor{inner: inner, obs: obs, node: node, clk: clk}
 	e.mu.running = map[sm.TaskID]bool{}
-	e.mu.wake = make(chan struct{}, 1)
-	go e.pump()
+	inner.Watch(e.saw)
 	return e
 }
 
@@ -175,49 +171,21 @@ func (e *executor) Do(a agent.Action) {
 	e.inner.Do(a)
 }
 
-// pump forwards the simulated executor's events and injected crashes.
-func (e *executor) pump() {
-	in := e.inner.Events()
-	for {
-		var ev agent.Event
-		select {
-		case ev = <-in:
-			e.mu.Lock()
-			if ev.Obs.Kind == agent.ObsStarted {
-				e.mu.running[ev.Task] = true
-			} else {
-				delete(e.mu.running, ev.Task)
-			}
-			e.mu.Unlock()
-		case <-e.mu.wake:
-			e.mu.Lock()
-			evs := e.mu.inject
-			e.mu.inject = nil
-			e.mu.Unlock()
-			for _, ev := range evs {
-				select {
-				case e.out <- ev:
-				case <-e.done:
-					return
-				}
-			}
-			continue
-		case <-e.done:
-			return
-		}
-		select {
-		case e.out <- ev:
-		case <-e.done:
-			return
-		}
+// saw follows an event of the simulated executor on its way to the runner.
+func (e *executor) saw(ev agent.Event) {
+	e.mu.Lock()
+	if ev.Obs.Kind == agent.ObsStarted {
+		e.mu.running[ev.Task] = true
+	} else {
+		delete(e.mu.running, ev.Task)
 	}
+	e.mu.Unlock()
 }
 
 // crash makes up to n running tasks exit with code 137; it returns how
 // many.
 func (e *executor) crash(n int, r *rand.Rand) int {
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	ids := make([]sm.TaskID, 0, len(e.mu.running))
 	for id := range e.mu.running {
 		ids = append(ids, id)
@@ -229,19 +197,15 @@ func (e *executor) crash(n int, r *rand.Rand) int {
 	}
 	for _, id := range ids {
 		delete(e.mu.running, id)
-		e.mu.inject = append(e.mu.inject, agent.Event{Task: id, Obs: agent.Observation{Kind: agent.ObsExited, ExitCode: 137,
-			Message: "loadgen: crashed"}})
 	}
-	select {
-	case e.mu.wake <- struct{}{}:
-	default:
+	e.mu.Unlock()
+	for _, id := range ids { // outside e.mu: the executor tells saw
+		e.inner.Inject(agent.Event{Task: id, Obs: agent.Observation{Kind: agent.ObsExited, ExitCode: 137,
+			Message: "loadgen: crashed"}})
 	}
 	return len(ids)
 }
 
-func (e *executor) Events() <-chan agent.Event { return e.out }
+func (e *executor) Events() <-chan agent.Event { return e.inner.Events() }
 func (e *executor) Sweep()                     { e.inner.Sweep() }
-func (e *executor) Close() error {
-	e.once.Do(func() { close(e.done) })
-	return e.inner.Close()
-}
+func (e *executor) Close() error               { return e.inner.Close() }

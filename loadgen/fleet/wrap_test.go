@@ -1,0 +1,117 @@
+package fleet
+
+import (
+	"io"
+	"math/rand/v2"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"shoal/agent"
+	"shoal/internal/clock"
+	sm "shoal/statemachine"
+)
+
+// next reads the runner's next event, failing after a while.
+func next(tb testing.TB, ex *executor) agent.Event {
+	tb.Helper()
+	t := time.NewTimer(10 * time.Second)
+	defer t.Stop()
+	select {
+	case ev := <-ex.Events():
+		return ev
+	case <-t.C:
+		tb.Fatal("no event from the executor")
+		return agent.Event{}
+	}
+}
+
+// The harness knows which tasks run from the events on their way to the
+// runner, and its crashes reach the runner as exits with code 137, only
+// for tasks started and not touched since.
+func TestCrashesOnlyRunningTasks(t *testing.T) {
+	ex := newExecutor(agent.NewSimExecutor(clock.Real{}, agent.SimConfig{Seed: 1}), nil, new(atomic.Uint32), clock.Real{})
+	defer ex.Close()
+	for id := sm.TaskID(1); id <= 3; id++ {
+		ex.Do(agent.Action{Op: agent.OpPrepare, Task: id})
+		if ev := next(t, ex); ev.Obs.Kind != agent.ObsPrepared {
+			t.Fatalf("task %d: %+v, want prepared", id, ev)
+		}
+		ex.Do(agent.Action{Op: agent.OpStart, Task: id})
+		if ev := next(t, ex); ev.Obs.Kind != agent.ObsStarted {
+			t.Fatalf("task %d: %+v, want started", id, ev)
+		}
+	}
+	ex.Do(agent.Action{Op: agent.OpStop, Task: 2}) // being stopped: not crashed
+	if ev := next(t, ex); ev.Task != 2 || ev.Obs.Kind != agent.ObsExited || ev.Obs.ExitCode != 0 {
+		t.Fatalf("%+v, want task 2 exited 0", ev)
+	}
+	if n := ex.crash(5, rand.New(rand.NewPCG(1, 2))); n != 2 {
+		t.Fatalf("crashed %d tasks, want 2 (tasks 1 and 3)", n)
+	}
+	got := map[sm.TaskID]bool{}
+	for range 2 {
+		ev := next(t, ex)
+		if ev.Obs.Kind != agent.ObsExited || ev.Obs.ExitCode != 137 {
+			t.Fatalf("%+v, want a crash", ev)
+		}
+		got[ev.Task] = true
+	}
+	if !got[1] || !got[3] {
+		t.Fatalf("crashed %v, want tasks 1 and 3", got)
+	}
+	if n := ex.crash(5, rand.New(rand.NewPCG(1, 2))); n != 0 {
+		t.Fatalf("crashed %d more, want none", n)
+	}
+}
+
+// BenchmarkSimEventToRunner: one task prepared and started by the
+// loadgen's executor, each event read as the runner reads it: the
+// hand-overs between the simulated executor and the runner.
+func BenchmarkSimEventToRunner(b *testing.B) {
+	ex := newExecutor(agent.NewSimExecutor(clock.Real{}, agent.SimConfig{Seed: 1}), nil, new(atomic.Uint32), clock.Real{})
+	defer ex.Close()
+	id := sm.TaskID(0)
+	b.ReportAllocs()
+	cpu := cpuNow()
+	for b.Loop() {
+		id++
+		ex.Do(agent.Action{Op: agent.OpPrepare, Task: id})
+		next(b, ex)
+		ex.Do(agent.Action{Op: agent.OpStart, Task: id})
+		next(b, ex)
+		ex.Do(agent.Action{Op: agent.OpForget, Task: id})
+	}
+	b.ReportMetric(float64(cpuNow()-cpu)/float64(b.N), "cpu-ns/op")
+}
+
+// cpuNow is the CPU time this process used so far (user and system),
+// which a loaded machine stretches far less than wall time.
+func cpuNow() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkObservationsToTheLoadgen is one observation of a simulated
+// agent on its way to the loadgen, about as many at a time as a child
+// queues between two flushes in a 100,000-task ramp: queued, batched and
+// encoded (to nowhere). Its allocations are the guard.
+func BenchmarkObservationsToTheLoadgen(b *testing.B) {
+	w := newObsWriter(io.Discard, obsQueueMax)
+	sink := obsSink(w.add)
+	nets, addrs := []string{"front"}, []string{"10.0.0.5/16"}
+	now := time.Now()
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		i++
+		sink.Hold(7, uint64(i), nets, addrs, now)
+		if i%128 == 0 {
+			time.Sleep(10 * time.Millisecond) // a flush
+		}
+	}
+	w.close()
+	<-w.flushed
+}
