@@ -178,7 +178,8 @@ func (p *eventPageBuf) render(l *eventLine, st *statemachine.State) error {
 // state at a given applied index is one state (whatever changes it is an
 // applied entry, which moves the index), so the bytes are what the stream
 // would have rendered. The cache keeps renders only while more than one
-// stream is open: a lone stream never reads a change twice.
+// stream is open (a lone stream never reads a change twice), the last
+// eventCacheKeep to 2*eventCacheKeep of them.
 //
 // Its lock is taken under a group's read lock (the renders are made
 // there) and nothing is taken under it.
@@ -186,42 +187,43 @@ type eventCache struct {
 	streams atomic.Int64
 	mu      struct {
 		sync.Mutex
-		slots []eventSlot // eventCacheSlots, made at the first put
-		hits  uint64      // renders taken from the cache
+		cur, old map[control.Change]eventSlot // old: the generation before cur
+		hits     uint64                       // renders taken from the cache
 	}
 }
 
-// eventCacheSlots is how many renders the cache keeps, at most one per
-// slot (a change's slot is a hash of it): twice a page of events.
-const eventCacheSlots = 2 * eventPage
+// eventCacheKeep is how many renders make a generation of the cache: a
+// page of events.
+const eventCacheKeep = eventPage
 
 type eventSlot struct {
-	change control.Change
-	stamp  uint64 // the group's applied index when rendered
-	bytes  []byte // never changed once kept
+	stamp uint64 // the group's applied index when rendered
+	bytes []byte // never changed once kept
 }
 
 func (k *eventCache) opened() { k.streams.Add(1) }
-func (k *eventCache) closed() { k.streams.Add(-1) }
+
+// closed forgets the renders once at most one stream is left.
+func (k *eventCache) closed() {
+	if k.streams.Add(-1) <= 1 {
+		k.mu.Lock()
+		k.mu.cur, k.mu.old = nil, nil
+		k.mu.Unlock()
+	}
+}
 
 // sharing says whether renders are to be kept.
 func (k *eventCache) sharing() bool { return k.streams.Load() > 1 }
-
-func slotOf(c control.Change) int {
-	h := uint64(c.Task)*0x9e3779b97f4a7c15 ^ c.Index*0xc2b2ae3d27d4eb4f ^
-		(uint64(c.Service)<<32|uint64(c.Node))*0x165667b19e3779f9 ^ uint64(c.Group)<<40 ^ uint64(c.Kind)<<56
-	h ^= h >> 31
-	return int(h % eventCacheSlots)
-}
 
 // get returns c's render at stamp, or nil.
 func (k *eventCache) get(c control.Change, stamp uint64) []byte {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.mu.slots == nil {
-		return nil
+	sl, ok := k.mu.cur[c]
+	if !ok {
+		sl, ok = k.mu.old[c]
 	}
-	if sl := &k.mu.slots[slotOf(c)]; sl.change == c && sl.stamp == stamp && stamp != 0 {
+	if ok && sl.stamp == stamp && stamp != 0 {
 		k.mu.hits++
 		return sl.bytes
 	}
@@ -237,8 +239,8 @@ func (k *eventCache) put(c control.Change, stamp uint64, b []byte) {
 	kept := bytes.Clone(b)
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.mu.slots == nil {
-		k.mu.slots = make([]eventSlot, eventCacheSlots)
+	if k.mu.cur == nil || len(k.mu.cur) >= eventCacheKeep {
+		k.mu.old, k.mu.cur = k.mu.cur, make(map[control.Change]eventSlot, eventCacheKeep)
 	}
-	k.mu.slots[slotOf(c)] = eventSlot{change: c, stamp: stamp, bytes: kept}
+	k.mu.cur[c] = eventSlot{stamp: stamp, bytes: kept}
 }
