@@ -144,8 +144,9 @@ func (p *eventPageBuf) render(l *eventLine, st *statemachine.State) error {
 		switch topic {
 		case "task":
 			if t := st.Task(c.Task); t != nil {
-				p.task = renderTask(st, t, false)
+				renderTaskTo(&p.task, st, t, false)
 				ev.Task = &p.task
+				ev.Key = p.task.ID // the same decimal ID, made once
 			}
 		case "service":
 			if svc := st.Service(c.Service); svc != nil {
