@@ -240,6 +240,9 @@ func (k *eventCache) put(c control.Change, stamp uint64, b []byte) {
 	kept := bytes.Clone(b)
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if !k.sharing() {
+		return // a stream closed meanwhile (closed clears under the lock after its count)
+	}
 	if k.mu.cur == nil || len(k.mu.cur) >= eventCacheKeep {
 		k.mu.old, k.mu.cur = k.mu.cur, make(map[control.Change]eventSlot, eventCacheKeep)
 	}

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"fmt"
 	"runtime"
+	"slices"
 	"strconv"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -353,4 +355,122 @@ func cpuNow() time.Duration {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// lockedReplica is the replica fixture with the engine's locking: applies
+// hold the state's lock for writing while they feed the Feed, reads hold
+// it for reading.
+type lockedReplica struct {
+	*replica
+	mu sync.RWMutex
+}
+
+func (r *lockedReplica) ReadLocal(g int, fn func(*statemachine.State)) error {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.replica.ReadLocal(g, fn)
+}
+
+// Streams reading while entries are applied, sharing renders: every
+// stream gets every change it follows, in the feed's order, each line
+// whole (run it with -race: the shared bytes are read by several streams
+// at once and must never be written again).
+func TestConcurrentStreamsShareRendersWhole(t *testing.T) {
+	w := newEventWorld(t, 1<<16)
+	lr := &lockedReplica{replica: w.r}
+	s, err := New(Config{Reads: lr, Leaders: lr, Self: lr, Replicas: lr, Stats: lr, ToGroup: lr, Submitter: lr, Feed: w.feed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	w.s = s
+	start := wire.Cursor(w.feed.Applied())
+	topics := []map[string]bool{nil, {"task": true}, {"task": true, "service": true}, nil}
+	outs := make([]bytes.Buffer, len(topics))
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range topics {
+		s.eventLines.opened()
+		es := &eventStream{s: s, cursor: start, topics: topics[i], limit: 50}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				_, changed := w.feed.Changed()
+				some, _, err := es.next(&outs[i])
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if some {
+					continue
+				}
+				select {
+				case <-changed:
+				case <-done:
+					for { // the rest, once every entry is applied
+						if some, _, _ := es.next(&outs[i]); !some {
+							return
+						}
+					}
+				}
+			}
+		}()
+	}
+	for n := 1; n <= 4; n++ {
+		lr.mu.Lock()
+		w.apply(statemachine.Command{Kind: statemachine.CmdUpsertNode, NodeSpec: &statemachine.Node{ID: statemachine.NodeID(n),
+			Name: fmt.Sprintf("n%d", n), CPU: 1 << 30, Memory: 1 << 50}})
+		lr.mu.Unlock()
+	}
+	for i := range 5 {
+		lr.mu.Lock()
+		w.apply(statemachine.Command{Kind: statemachine.CmdCreateService, Spec: &statemachine.ServiceSpec{
+			Name: fmt.Sprintf("s%d", i), Replicas: 40, Image: "img"}})
+		lr.mu.Unlock()
+	}
+	lr.mu.RLock()
+	ids := w.r.st.TaskIDs()
+	lr.mu.RUnlock()
+	for _, state := range []statemachine.TaskState{0, statemachine.StatePreparing, statemachine.StateRunning} {
+		for i, id := range ids {
+			n := statemachine.NodeID(1 + i%4)
+			c := statemachine.Command{Kind: statemachine.CmdTaskStatus, Task: id, Node: n, State: state}
+			if state == 0 {
+				c = statemachine.Command{Kind: statemachine.CmdAssign, Task: id, Node: n}
+			}
+			lr.mu.Lock()
+			w.apply(c)
+			lr.mu.Unlock()
+		}
+	}
+	close(done)
+	wg.Wait()
+	all, _, _ := w.feed.Since(start, 1<<20)
+	for i, tp := range topics {
+		var want []string
+		for _, c := range all {
+			if topic, typ := topicOf(c.Kind); topic != "" && (tp == nil || tp[topic]) {
+				want = append(want, fmt.Sprintf("%d/%d %s %s", c.Group, c.Index, topic, typ))
+			}
+		}
+		var got []string
+		for _, line := range bytes.Split(bytes.TrimSuffix(outs[i].Bytes(), []byte("\n")), []byte("\n")) {
+			var ev client.Event
+			if err := jsoncodec.Unmarshal(line, &ev); err != nil {
+				t.Fatalf("stream %d: line %q: %v", i, line, err)
+			}
+			if ev.Topic == "node" && ev.Type == "deleted" {
+				ev.Type = "changed"
+			}
+			got = append(got, fmt.Sprintf("%d/%d %s %s", ev.Group, ev.Raft, ev.Topic, ev.Type))
+		}
+		if len(want) < 500 || !slices.Equal(got, want) {
+			t.Fatalf("stream %d (topics %v): %d events, want the feed's %d", i, tp, len(got), len(want))
+		}
+	}
+	s.eventLines.mu.Lock()
+	hits := s.eventLines.mu.hits
+	s.eventLines.mu.Unlock()
+	t.Logf("%d changes, %d renders shared", len(all), hits)
 }
