@@ -89,12 +89,13 @@ func (s *Server) events(ctx *fasthttp.RequestCtx, _ []string) error {
 // pipe and no goroutine of its own, so a busy manager hands the stream
 // over to the connection once per page, not once per few kilobytes.
 type eventStream struct {
-	s      *Server
-	cursor wire.Cursor
-	topics map[string]bool
-	from   uint64 // where the next page's scan of the ring starts
-	limit  int    // events per page (eventPage)
-	page   eventPageBuf
+	s       *Server
+	cursor  wire.Cursor
+	topics  map[string]bool
+	from    uint64 // where the next page's scan of the ring starts
+	limit   int    // events per page (eventPage)
+	page    eventPageBuf
+	changes []control.Change // the last page's, for its room
 }
 
 // Read is never used: the server writes the stream with WriteTo.
@@ -158,8 +159,11 @@ func (es *eventStream) next(buf *bytes.Buffer) (some, ok bool, err error) {
 	if limit == 0 {
 		limit = eventPage
 	}
-	changes, next, end, ok := es.s.cfg.Feed.Page(es.cursor, limit, es.from)
+	changes, next, end, ok := es.s.cfg.Feed.PageInto(es.changes, es.cursor, limit, es.from)
 	es.from = end
+	if changes != nil {
+		es.changes = changes // its room, for the next page
+	}
 	if !ok || len(changes) == 0 {
 		return false, ok, nil
 	}
