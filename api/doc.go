@@ -16,7 +16,10 @@
 // sessions, heartbeats, the assignment stream (journal, feed, cursors,
 // resync, spec dedup, COMPLETE after the read barrier), status
 // submission and the sync fan-out. The event stream (events.go) pages the
-// same control.Feed.
+// same control.Feed; a change's render (its object as this replica has it)
+// is made once per change and group state and shared by every open stream
+// that reads it at that state, each writing only its own resume token in
+// front (eventlines.go).
 //
 // It sees the engine and the leader duties only through narrow interfaces
 // declared beside the handlers that use them (Reader in read.go, Leaders

@@ -3,9 +3,7 @@ package api
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"time"
 
@@ -91,9 +89,13 @@ func (s *Server) events(ctx *fasthttp.RequestCtx, _ []string) error {
 // pipe and no goroutine of its own, so a busy manager hands the stream
 // over to the connection once per page, not once per few kilobytes.
 type eventStream struct {
-	s      *Server
-	cursor wire.Cursor
-	topics map[string]bool
+	s       *Server
+	cursor  wire.Cursor
+	topics  map[string]bool
+	from    uint64 // where the next page's scan of the ring starts
+	limit   int    // events per page (eventPage)
+	page    eventPageBuf
+	changes []control.Change // the last page's, for its room
 }
 
 // Read is never used: the server writes the stream with WriteTo.
@@ -109,27 +111,24 @@ func (*eventStream) SupportsBodyWriteTo() bool { return true }
 func (es *eventStream) WriteTo(w io.Writer) (int64, error) {
 	out := newJSONLines(w)
 	enc, send := out.enc, out.send
-	s, cursor := es.s, es.cursor
-	var from uint64 // where the next page's scan of the ring starts
+	s := es.s
+	s.eventLines.opened()
+	defer s.eventLines.closed()
 	beat := time.NewTicker(eventHeartbeat)
 	defer beat.Stop()
 	for {
 		_, changed := s.cfg.Feed.Changed()
-		changes, next, end, ok := s.cfg.Feed.Page(cursor, eventPage, from)
-		from = end
+		some, ok, err := es.next(&out.buf)
+		if err != nil {
+			return out.total, err
+		}
 		if !ok {
 			_ = enc.Encode(client.Event{Topic: "error", Error: &client.ErrorBody{Code: client.CodeIndexTooOld,
 				Error: "this stream fell behind further than the manager keeps events; read the current state and follow events from there"}})
 			err := send()
 			return out.total, err
 		}
-		if len(changes) > 0 {
-			for _, ev := range s.renderEvents(changes, es.topics, cursor) {
-				if err := enc.Encode(ev); err != nil {
-					return out.total, err
-				}
-			}
-			cursor = next
+		if some {
 			if err := send(); err != nil {
 				return out.total, err
 			}
@@ -138,7 +137,7 @@ func (es *eventStream) WriteTo(w io.Writer) (int64, error) {
 		select {
 		case <-changed:
 		case <-beat.C:
-			if err := enc.Encode(client.Event{Topic: "heartbeat", Index: cursor.Token()}); err != nil {
+			if err := enc.Encode(client.Event{Topic: "heartbeat", Index: es.cursor.Token()}); err != nil {
 				return out.total, err
 			}
 			if err := send(); err != nil {
@@ -150,82 +149,65 @@ func (es *eventStream) WriteTo(w io.Writer) (int64, error) {
 	}
 }
 
+// next appends the lines of the next page of events after the stream's
+// cursor to buf and moves the cursor past them. some says the feed had
+// changes after the cursor (all of them may be of topics the stream does
+// not follow: it then appends nothing); ok is false if the feed no longer
+// reaches back to the cursor.
+func (es *eventStream) next(buf *bytes.Buffer) (some, ok bool, err error) {
+	limit := es.limit
+	if limit == 0 {
+		limit = eventPage
+	}
+	changes, next, end, ok := es.s.cfg.Feed.PageInto(es.changes, es.cursor, limit, es.from)
+	es.from = end
+	if changes != nil {
+		es.changes = changes // its room, for the next page
+	}
+	if !ok || len(changes) == 0 {
+		return false, ok, nil
+	}
+	if err := es.s.renderEvents(buf, &es.page, changes, es.topics, es.cursor); err != nil {
+		return false, true, err
+	}
+	es.cursor = next
+	return true, true, nil
+}
+
 // resumeTokens returns, for each change, the cursor token a reader that
 // got it resumes from. A cursor counts whole entries, so only an entry's
 // last change may resume after the entry: the others resume at the entry's
 // start, and a reader cut off in the middle of an entry gets all of it
 // again (an event may come twice; none is lost).
 func resumeTokens(changes []control.Change, start wire.Cursor) []string {
-	out := make([]string, len(changes))
+	return appendResumeTokens(nil, changes, start)
+}
+
+// appendResumeTokens is resumeTokens appending to out. A token is made
+// once per entry (not per change): the cursor moves only at an entry's
+// end, and with a hundred groups a token is a few hundred bytes.
+func appendResumeTokens(out []string, changes []control.Change, start wire.Cursor) []string {
 	run := append(wire.Cursor(nil), start...)
+	tok, stale := "", true
 	for i, c := range changes {
 		for len(run) <= int(c.Group) {
 			run = append(run, 0)
+			stale = true
+		}
+		if stale {
+			tok, stale = run.Token(), false
 		}
 		if i+1 < len(changes) && changes[i+1].Group == c.Group && changes[i+1].Index == c.Index {
-			out[i] = run.Token() // the entry goes on
+			out = append(out, tok) // the entry goes on
 			continue
 		}
-		run[c.Group] = max(run[c.Group], c.Index)
-		out[i] = run.Token()
+		if c.Index > run[c.Group] {
+			run[c.Group] = c.Index
+			tok = run.Token()
+		}
+		out = append(out, tok)
 	}
 	return out
-}
-
-// renderEvents renders changes with their objects as this replica has them
-// now, one read per group; each event carries its resume token
-// (resumeTokens).
-func (s *Server) renderEvents(changes []control.Change, topics map[string]bool, start wire.Cursor) []client.Event {
-	evs := make([]client.Event, 0, len(changes))
-	src := make([]control.Change, 0, len(changes))
-	byGroup := map[int][]int{}
-	tokens := resumeTokens(changes, start)
-	for i, c := range changes {
-		topic, typ := topicOf(c.Kind)
-		if topic == "" || (len(topics) > 0 && !topics[topic]) {
-			continue
-		}
-		ev := client.Event{Group: int(c.Group), Raft: c.Index, Topic: topic, Type: typ, Index: tokens[i]}
-		switch topic {
-		case "task":
-			ev.Key = strconv.FormatUint(uint64(c.Task), 10)
-		case "service":
-			ev.Key = fmt.Sprintf("%d:%d", c.Group, c.Service)
-		case "node":
-			ev.Key = strconv.FormatUint(uint64(c.Node), 10)
-		}
-		byGroup[int(c.Group)] = append(byGroup[int(c.Group)], len(evs))
-		evs = append(evs, ev)
-		src = append(src, c)
-	}
-	for g, idx := range byGroup {
-		_ = s.reads.ReadLocal(g, func(st *statemachine.State) {
-			for _, i := range idx {
-				ev, c := &evs[i], src[i]
-				switch ev.Topic {
-				case "task":
-					if t := st.Task(c.Task); t != nil {
-						d := renderTask(st, t, false)
-						ev.Task = &d
-					}
-				case "service":
-					if svc := st.Service(c.Service); svc != nil {
-						d := renderService(g, st, svc)
-						ev.Service = &d
-						ev.Key = svc.Spec.Name
-					}
-				case "node":
-					if n := st.Node(c.Node); n != nil {
-						d := renderNode(n)
-						ev.Node = &d
-					} else {
-						ev.Type = "deleted"
-					}
-				}
-			}
-		})
-	}
-	return evs
 }
 
 // jsonLines buffers the JSON lines of a streamed answer (events, logs) and

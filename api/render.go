@@ -83,9 +83,19 @@ func convergence(st *statemachine.State, svc *statemachine.Service, c statemachi
 
 // renderTask renders t; withHistory adds its history entries.
 func renderTask(st *statemachine.State, t *statemachine.Task, withHistory bool) client.Task {
-	out := client.Task{ID: strconv.FormatUint(uint64(t.ID), 10), Slot: t.Slot, SpecVersion: t.SpecVersion,
+	var out client.Task
+	renderTaskTo(&out, st, t, withHistory)
+	return out
+}
+
+// renderTaskTo is renderTask into out, whose Addresses' room it reuses
+// (the event streams render every task into one value; an empty list is
+// written as none, as is nil).
+func renderTaskTo(out *client.Task, st *statemachine.State, t *statemachine.Task, withHistory bool) {
+	*out = client.Task{ID: strconv.FormatUint(uint64(t.ID), 10), Slot: t.Slot, SpecVersion: t.SpecVersion,
 		Node: uint32(t.Node), Desired: t.Desired.String(), State: t.Status.State.String(),
-		ExitCode: t.Status.ExitCode, Message: t.Status.Message, Since: unixTime(t.Status.Timestamp)}
+		ExitCode: t.Status.ExitCode, Message: t.Status.Message, Since: unixTime(t.Status.Timestamp),
+		Addresses: out.Addresses[:0]}
 	if svc := st.Service(t.Service); svc != nil {
 		out.Service = svc.Spec.Name
 	}
@@ -106,7 +116,6 @@ func renderTask(st *statemachine.State, t *statemachine.Task, withHistory bool) 
 				State: h.State.String(), By: h.By.String(), Desired: h.Desired.String()})
 		}
 	}
-	return out
 }
 
 // renderNode renders n; tasks counts its live tasks (summed by the caller

@@ -155,6 +155,7 @@ type Server struct {
 	cancel context.CancelFunc
 
 	logs       *control.LogBroker // logs.go
+	eventLines eventCache         // renders shared by the event streams (eventlines.go)
 	peerOnce   sync.Once
 	peerHC     *http.Client
 	peerScheme string

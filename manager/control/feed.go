@@ -274,6 +274,13 @@ func (f *Feed) Since(cursor []uint64, limit int) ([]Change, []uint64, bool) {
 // page still scans from the oldest event: a few milliseconds for a full
 // ring of 1,048,576, once per stream opened.
 func (f *Feed) Page(cursor []uint64, limit int, from uint64) ([]Change, []uint64, uint64, bool) {
+	return f.PageInto(nil, cursor, limit, from)
+}
+
+// PageInto is Page returning the events in buf's room (buf[:0] grown as
+// needed): a stream paging through the feed reuses one slice instead of
+// growing a new one under the lock the apply path takes.
+func (f *Feed) PageInto(buf []Change, cursor []uint64, limit int, from uint64) ([]Change, []uint64, uint64, bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	next := make([]uint64, len(f.mu.applied))
@@ -283,7 +290,7 @@ func (f *Feed) Page(cursor []uint64, limit int, from uint64) ([]Change, []uint64
 			return nil, next, from, false
 		}
 	}
-	var out []Change
+	out := buf[:0]
 	first := uint64(0)
 	if f.mu.next > uint64(len(f.mu.ring)) {
 		first = f.mu.next - uint64(len(f.mu.ring))
