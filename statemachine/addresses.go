@@ -221,7 +221,9 @@ func (s *State) releaseAddresses(t *Task) {
 	}
 	for _, at := range t.Attachments {
 		if p := s.poolW(at.Network); p != nil {
-			_ = p.Release(u32Addr(at.Addr), uint64(t.ID), uint32(t.Node), seq) // already released: nothing to do
+			if p.Release(u32Addr(at.Addr), uint64(t.ID), uint32(t.Node), seq) == nil { // already released: nothing to do
+				s.countQuarantine(t.Node, 1)
+			}
 		}
 	}
 	// The pool's counts changed, so the messages of tasks waiting for

@@ -118,5 +118,6 @@ func (s *State) checkInvariants(checkPool func(*ipam.Pool) error) error {
 		}
 	}
 	errs = append(errs, s.checkAddresses(checkPool)...)
+	errs = append(errs, s.checkQuarantineCounts()...)
 	return errors.Join(errs...)
 }

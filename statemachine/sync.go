@@ -27,13 +27,16 @@ func (s *State) nodeSync(c *Command) Result {
 	if c.Seq > n.AssignSeq {
 		return reject(CodeInvalid, "node %d reports assignment sequence %d, but the newest is %d", c.Node, c.Seq, n.AssignSeq)
 	}
+	if s.quarOn[c.Node] == 0 {
+		return Result{} // nothing to confirm: no pool would change
+	}
 	holds := make(map[uint64]struct{}, len(c.Tasks))
 	for _, id := range c.Tasks {
 		holds[uint64(id)] = struct{}{}
 	}
 	freed := 0
 	for _, id := range sortedKeys(s.pools) {
-		if len(s.pools[id].Quarantine(uint32(c.Node))) == 0 {
+		if s.pools[id].QuarantinedOn(uint32(c.Node)) == 0 {
 			continue // nothing to confirm: the pool would not change
 		}
 		p := s.poolW(id)
@@ -45,6 +48,7 @@ func (s *State) nodeSync(c *Command) Result {
 		s.markReleased(id, addrs, owners)
 		freed += len(addrs)
 	}
+	s.countQuarantine(c.Node, -freed)
 	if freed > 0 {
 		s.retryWaiting = true
 	}
@@ -53,9 +57,12 @@ func (s *State) nodeSync(c *Command) Result {
 
 // expireNode frees a down node's quarantine (its orphan timeout passed).
 func (s *State) expireNode(id NodeID) {
+	if s.quarOn[id] == 0 {
+		return // nothing to expire: no pool would change
+	}
 	freed := 0
 	for _, pid := range sortedKeys(s.pools) {
-		if len(s.pools[pid].Quarantine(uint32(id))) == 0 {
+		if s.pools[pid].QuarantinedOn(uint32(id)) == 0 {
 			continue // nothing to expire: the pool would not change
 		}
 		p := s.poolW(pid)
@@ -64,6 +71,7 @@ func (s *State) expireNode(id NodeID) {
 		s.markReleased(pid, addrs, owners)
 		freed += len(addrs)
 	}
+	s.countQuarantine(id, -freed)
 	if freed > 0 {
 		s.retryWaiting = true
 	}
@@ -110,12 +118,7 @@ func (s *State) SyncNeedsCommit(node NodeID, seq uint64) bool {
 	if n == nil || !n.Status.AcceptsUpdates() || seq > n.AssignSeq {
 		return true
 	}
-	for _, p := range s.pools {
-		if p.QuarantinedOn(uint32(node)) > 0 {
-			return true
-		}
-	}
-	return false
+	return s.quarOn[node] > 0
 }
 
 // SyncAnswer is the manager's answer to a node's sync report (DESIGN.md,

@@ -1,0 +1,129 @@
+package statemachine
+
+import (
+	"fmt"
+	"maps"
+	"testing"
+)
+
+// The per-node count of quarantined addresses follows the pools through
+// releases on two networks and two nodes, a confirming sync, a sync that
+// keeps a held address, a node orphaned past its timeout, a snapshot and
+// a clone; the sync check answers from it. (The harness checks the count
+// against the pools after every entry; so do the model checker's states.)
+func TestQuarantineCountFollowsThePools(t *testing.T) {
+	h := newHarness(t, Config{Group: 1})
+	h.addNodes(2)
+	h.network("a", "10.0.0.0/24")
+	h.network("b", "10.1.0.0/24")
+	h.ok(Command{Kind: CmdCreateService, Spec: &ServiceSpec{Name: "web", Replicas: 4, Networks: []string{"a", "b"}}})
+	h.placeAll(2)
+	want := func(when string, counts map[NodeID]int) {
+		t.Helper()
+		if len(counts) == 0 {
+			counts = nil
+		}
+		got := h.s.quarOn
+		if len(got) == 0 {
+			got = nil
+		}
+		if !maps.Equal(got, counts) {
+			t.Fatalf("%s: quarantined per node %v, want %v", when, got, counts)
+		}
+		for n := NodeID(1); n <= 2; n++ {
+			if !h.s.Node(n).Status.AcceptsUpdates() {
+				continue // a down node's sync always goes through Raft
+			}
+			seq := h.s.Node(n).AssignSeq
+			if got, want := h.s.SyncNeedsCommit(n, seq), counts[n] > 0; got != want {
+				t.Fatalf("%s: node %d's sync needs a commit: %v, want %v", when, n, got, want)
+			}
+		}
+		if l := saveLoad(t, h.s); !maps.Equal(l.quarOn, h.s.quarOn) {
+			t.Fatalf("%s: a loaded snapshot counts %v, want %v", when, l.quarOn, h.s.quarOn)
+		}
+		if c := h.s.Clone(); !maps.Equal(c.quarOn, h.s.quarOn) {
+			t.Fatalf("%s: a clone counts %v, want %v", when, c.quarOn, h.s.quarOn)
+		}
+	}
+	want("placed", nil)
+	var on1, on2 []*Task
+	for _, tk := range h.tasksIn("web") {
+		if tk.Node == 1 {
+			on1 = append(on1, tk)
+		} else {
+			on2 = append(on2, tk)
+		}
+	}
+	if len(on1) != 2 || len(on2) != 2 {
+		t.Fatalf("tasks per node %d and %d, want 2 and 2", len(on1), len(on2))
+	}
+	h.ok(Command{Kind: CmdTaskStatus, Task: on1[0].ID, Node: 1, State: StateFailed},
+		Command{Kind: CmdTaskStatus, Task: on1[1].ID, Node: 1, State: StateFailed},
+		Command{Kind: CmdTaskStatus, Task: on2[0].ID, Node: 2, State: StateFailed})
+	want("three tasks failed (two addresses each)", map[NodeID]int{1: 4, 2: 2})
+	// Node 1 still holds one of its failed tasks: only the other's
+	// addresses leave quarantine.
+	h.ok(Command{Kind: CmdNodeSync, Node: 1, Seq: h.s.Node(1).AssignSeq, Tasks: []TaskID{on1[1].ID}})
+	want("node 1 synced holding one", map[NodeID]int{1: 2, 2: 2})
+	h.ok(Command{Kind: CmdNodeSync, Node: 1, Seq: h.s.Node(1).AssignSeq})
+	want("node 1 synced holding none", map[NodeID]int{2: 2})
+	h.ok(Command{Kind: CmdSetNodeStatus, Node: 2, NodeStatus: NodeDown})
+	h.ok(Command{Kind: CmdOrphanNode, Node: 2})
+	want("node 2 orphaned", nil)
+}
+
+// BenchmarkSyncCheck is the check every agent sync makes (does this sync
+// need a commit?), in a group with 100 networks, 1,000 nodes and
+// addresses in quarantine on a tenth of them.
+func BenchmarkSyncCheck(b *testing.B) {
+	const networks, nodes = 100, 1000
+	s := New(Config{Group: 1})
+	var out Output
+	index := uint64(0)
+	apply := func(cmds ...Command) {
+		index++
+		s.Apply(cmds, index, int64(index)*1e6, &out)
+		for i, r := range out.Results {
+			if r.Code != CodeOK {
+				b.Fatalf("setup command %d (%s): %v", i, cmds[i].Kind, r.Err())
+			}
+		}
+	}
+	var cmds []Command
+	for i := 1; i <= nodes; i++ {
+		cmds = append(cmds, Command{Kind: CmdUpsertNode, NodeSpec: &Node{ID: NodeID(i), Name: fmt.Sprintf("node-%d", i)}})
+	}
+	apply(cmds...)
+	for i := 1; i <= networks; i++ {
+		name := fmt.Sprintf("net-%d", i)
+		apply(Command{Kind: CmdCreateNetwork, NetworkSpec: &Network{ID: NetworkID(i), Name: name, Subnet: fmt.Sprintf("10.%d.0.0/16", i)}})
+		apply(Command{Kind: CmdCreateService, Spec: &ServiceSpec{Name: fmt.Sprintf("svc-%d", i), Replicas: 20, Networks: []string{name}}})
+	}
+	cmds = cmds[:0]
+	for i, id := range s.TaskIDs() {
+		cmds = append(cmds, Command{Kind: CmdAssign, Task: id, Node: NodeID(i%nodes + 1)})
+	}
+	apply(cmds...)
+	cmds = cmds[:0]
+	for _, id := range s.TaskIDs() {
+		if t := s.Task(id); t.Node%10 == 0 {
+			cmds = append(cmds, Command{Kind: CmdTaskStatus, Task: id, Node: t.Node, State: StateFailed})
+		}
+	}
+	apply(cmds...)
+	need := 0
+	b.ResetTimer()
+	for b.Loop() {
+		for n := NodeID(1); n <= nodes; n++ {
+			if s.SyncNeedsCommit(n, s.Node(n).AssignSeq) {
+				need++
+			}
+		}
+	}
+	b.StopTimer()
+	if need == 0 {
+		b.Fatal("no node's sync needed a commit: nothing is in quarantine")
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*nodes), "ns/check")
+}
