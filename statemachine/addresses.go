@@ -257,7 +257,7 @@ func (s *State) checkAddresses(checkPool func(*ipam.Pool) error) []error {
 	}
 	claims := map[[2]uint32]TaskID{}
 	for _, id := range s.TaskIDs() {
-		t := s.tasks[id]
+		t := s.tasks.get(id)
 		for _, at := range t.Attachments {
 			p := s.pools[at.Network]
 			if p == nil {

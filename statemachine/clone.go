@@ -39,7 +39,7 @@ func (s *State) cloneReusing(old *State) *State {
 		managers:      mapInto(c.managers, s.managers),
 		services:      mapKeep(services, len(s.services)),
 		serviceByName: mapInto(c.serviceByName, s.serviceByName),
-		tasks:         mapKeep(tasks, len(s.tasks)),
+		tasks:         tasks.reuse(),
 		nodes:         mapKeep(nodes, len(s.nodes)),
 		networks:      mapKeep(networks, len(s.networks)),
 		networkNames:  mapInto(c.networkNames, s.networkNames),
@@ -55,35 +55,35 @@ func (s *State) cloneReusing(old *State) *State {
 		unknownDue:    sliceInto(c.unknownDue, s.unknownDue),
 		updating:      mapFor(c.updating, len(s.updating)),
 		waitSvcs:      mapInto(c.waitSvcs, s.waitSvcs),
-		order:         orderFor(c.order, s.order, len(s.tasks)),
+		order:         orderFor(c.order, s.order, s.tasks.len()),
 		nextDue:       s.nextDue,
 		ob:            s.ob.cloneReusing(c.ob),
 		in:            s.in.cloneReusing(c.in),
 	}
-	for id, t := range s.tasks {
-		ct := tasks[id]
+	for id, t := range s.tasks.all() {
+		ct := tasks.get(id)
 		if ct == nil {
 			ct = new(Task)
 		}
 		atts := ct.Attachments
 		*ct = *t
 		ct.Attachments = sliceInto(atts, t.Attachments)
-		c.tasks[id] = ct
+		c.tasks.set(ct)
 	}
-	dropMissing(c.tasks, s.tasks)
+	c.tasks.dropMissing(&s.tasks)
 	for _, t := range s.order {
 		if !t.gone {
-			c.order = append(c.order, c.tasks[t.ID]) // the copy leaves the deleted ones out
+			c.order = append(c.order, c.tasks.get(t.ID)) // the copy leaves the deleted ones out
 		}
 	}
 	for id := range s.waiting {
-		c.waiting[id] = c.tasks[id]
+		c.waiting[id] = c.tasks.get(id)
 	}
 	for id := range s.delayed {
-		c.delayed[id] = c.tasks[id]
+		c.delayed[id] = c.tasks.get(id)
 	}
 	for id := range s.unknown {
-		c.unknown[id] = c.tasks[id]
+		c.unknown[id] = c.tasks.get(id)
 	}
 	for id, n := range s.nodes {
 		cn := nodes[id]
@@ -95,7 +95,7 @@ func (s *State) cloneReusing(old *State) *State {
 		cn.Labels = maps.Clone(n.Labels)
 		cn.tasks = tasksFor(nt, len(n.tasks))
 		for i, t := range n.tasks {
-			cn.tasks[i] = c.tasks[t.ID]
+			cn.tasks[i] = c.tasks.get(t.ID)
 		}
 		c.nodes[id] = cn
 	}
@@ -130,7 +130,7 @@ func (s *State) cloneReusing(old *State) *State {
 			}
 			csl.tasks, csl.dirty, csl.live = tasksFor(csl.tasks, len(sl.tasks)), false, sl.live
 			for i, t := range sl.tasks {
-				csl.tasks[i] = c.tasks[t.ID]
+				csl.tasks[i] = c.tasks.get(t.ID)
 			}
 			cs.slots[n] = csl
 		}

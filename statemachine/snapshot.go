@@ -205,8 +205,8 @@ func (s *State) writeCanonicalWith(w io.Writer, pc poolCodec) error {
 		id TaskID
 		t  *Task
 	}
-	tasks := make([]idTask, 0, len(s.tasks))
-	for id, t := range s.tasks {
+	tasks := make([]idTask, 0, s.tasks.len())
+	for id, t := range s.tasks.all() {
 		tasks = append(tasks, idTask{id, t})
 	}
 	slices.SortFunc(tasks, func(a, b idTask) int { return cmp.Compare(a.id, b.id) })
@@ -428,7 +428,7 @@ func decodeCanonicalWith(b []byte, pc poolCodec) (*State, error) {
 	}
 	var prev TaskID
 	nt := d.count(16)
-	s.tasks = make(map[TaskID]*Task, nt)
+	s.tasks = newTaskTable()
 	s.order = make(taskList, 0, nt)
 	for range nt {
 		t := new(Task)
@@ -442,7 +442,7 @@ func decodeCanonicalWith(b []byte, pc poolCodec) (*State, error) {
 			break
 		}
 		prev = t.ID
-		s.tasks[t.ID] = t
+		s.tasks.set(t)
 		s.order = append(s.order, t)
 		if t.Status.State == StateNew {
 			s.addWaiting(t) // in ID order: tasks are decoded by increasing ID

@@ -68,7 +68,7 @@ type State struct {
 
 	services      map[ServiceID]*Service
 	serviceByName map[string]ServiceID
-	tasks         map[TaskID]*Task
+	tasks         taskTable
 	nodes         map[NodeID]*Node
 	networks      map[NetworkID]*Network
 	networkNames  map[string]NetworkID
@@ -150,7 +150,7 @@ func New(cfg Config) *State {
 		nextService:   1,
 		services:      make(map[ServiceID]*Service),
 		serviceByName: make(map[string]ServiceID),
-		tasks:         make(map[TaskID]*Task),
+		tasks:         newTaskTable(),
 		nodes:         make(map[NodeID]*Node),
 		networks:      make(map[NetworkID]*Network),
 		networkNames:  make(map[string]NetworkID),
@@ -178,7 +178,7 @@ func (s *State) LastIndex() uint64 { return s.lastIndex }
 func (s *State) LastTime() int64 { return s.lastTime }
 
 // Task returns a task by ID (nil if absent). The caller must not modify it.
-func (s *State) Task(id TaskID) *Task { return s.tasks[id] }
+func (s *State) Task(id TaskID) *Task { return s.tasks.get(id) }
 
 // Node returns a node by ID (nil if absent). The caller must not modify it.
 func (s *State) Node(id NodeID) *Node { return s.nodes[id] }
@@ -192,7 +192,7 @@ func (s *State) ServiceByName(name string) *Service {
 }
 
 // NumTasks returns how many tasks the state holds.
-func (s *State) NumTasks() int { return len(s.tasks) }
+func (s *State) NumTasks() int { return s.tasks.len() }
 
 // NumNodes returns the number of nodes.
 func (s *State) NumNodes() int { return len(s.nodes) }

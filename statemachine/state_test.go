@@ -425,12 +425,12 @@ func TestTaskIDsAfterIsAPageOfTheSortedIDs(t *testing.T) {
 	}
 	// Some tasks leave the store (their IDs stay in the order until it
 	// is compacted).
-	for i, id := range sortedKeys(h.s.tasks) {
-		if tk := h.s.tasks[id]; tk.Status.State == StatePending && i%3 == 0 {
+	for i, id := range h.s.TaskIDs() {
+		if tk := h.s.tasks.get(id); tk.Status.State == StatePending && i%3 == 0 {
 			h.s.deleteTask(tk, false)
 		}
 	}
-	all := sortedKeys(h.s.tasks)
+	all := h.s.TaskIDs()
 	// The order holds the store's own tasks and marks the deleted ones
 	// gone, in the state and in a copy of it.
 	for name, st := range map[string]*State{"state": h.s, "clone": h.s.Clone()} {

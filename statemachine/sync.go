@@ -91,7 +91,7 @@ func quarantineOwners(p *ipam.Pool, node NodeID) map[netip.Addr]TaskID {
 // markReleased records on each task that its freed address is no longer its.
 func (s *State) markReleased(nw NetworkID, addrs []netip.Addr, owners map[netip.Addr]TaskID) {
 	for _, a := range addrs {
-		t := s.tasks[owners[a]]
+		t := s.tasks.get(owners[a])
 		if t == nil {
 			continue // already deleted
 		}
@@ -131,7 +131,7 @@ func (s *State) SyncNeedsCommit(node NodeID, seq uint64) bool {
 func (s *State) SyncAnswer(node NodeID, holds []TaskID) []TaskID {
 	var destroy []TaskID
 	for _, id := range holds {
-		t := s.tasks[id]
+		t := s.tasks.get(id)
 		if t == nil || t.Node != node || t.Desired.Stopping() {
 			destroy = append(destroy, id)
 		}

@@ -72,7 +72,7 @@ func taskID(t *Task) TaskID { return t.ID }
 // and a deleted task's memory is held that long at most.
 func (s *State) unindexTask(t *Task) {
 	t.gone = true
-	if len(s.order) > len(s.tasks)+len(s.tasks)/8+64 {
+	if len(s.order) > s.tasks.len()+s.tasks.len()/8+64 {
 		s.order = slices.DeleteFunc(s.order, func(t *Task) bool { return t.gone })
 	}
 }
@@ -99,7 +99,7 @@ func (s *State) TaskIDsAfter(after TaskID, limit int, keep func(*Task) bool) []T
 
 // TaskIDs returns every task ID in ascending order.
 func (s *State) TaskIDs() []TaskID {
-	ids := make([]TaskID, 0, len(s.tasks))
+	ids := make([]TaskID, 0, s.tasks.len())
 	for _, t := range s.order {
 		if !t.gone {
 			ids = append(ids, t.ID)
@@ -131,7 +131,7 @@ func (s *State) checkOrder() []error {
 		if i > 0 && s.order[i-1].ID >= t.ID {
 			errs = append(errs, fmt.Errorf("the task order lists task %d after task %d", t.ID, s.order[i-1].ID))
 		}
-		switch st := s.tasks[t.ID]; {
+		switch st := s.tasks.get(t.ID); {
 		case t.gone && st != nil:
 			errs = append(errs, fmt.Errorf("the task order marks task %d gone, but the store has it", t.ID))
 		case !t.gone && st != t:
@@ -140,8 +140,8 @@ func (s *State) checkOrder() []error {
 			listed++
 		}
 	}
-	if listed != len(s.tasks) {
-		errs = append(errs, fmt.Errorf("the task order lists %d of the %d tasks", listed, len(s.tasks)))
+	if listed != s.tasks.len() {
+		errs = append(errs, fmt.Errorf("the task order lists %d of the %d tasks", listed, s.tasks.len()))
 	}
 	return errs
 }
