@@ -222,7 +222,7 @@ func (s *State) releaseAddresses(t *Task) {
 	for _, at := range t.Attachments {
 		if p := s.poolW(at.Network); p != nil {
 			if p.Release(u32Addr(at.Addr), uint64(t.ID), uint32(t.Node), seq) == nil { // already released: nothing to do
-				s.countQuarantine(t.Node, 1)
+				s.noteQuarantine(t.Node, at.Network)
 			}
 		}
 	}

@@ -47,7 +47,7 @@ func (s *State) cloneReusing(old *State) *State {
 		joinKeys:      mapInto(c.joinKeys, s.joinKeys),
 		req:           s.req.cloneInto(&c.req),
 		pools:         mapInto(c.pools, s.pools),
-		quarOn:        mapInto(c.quarOn, s.quarOn),
+		quarNets:      mapInto(c.quarNets, s.quarNets), // lists are never changed in place
 		waiting:       mapFor(c.waiting, len(s.waiting)),
 		delayed:       mapFor(c.delayed, len(s.delayed)),
 		delayedDue:    sliceInto(c.delayedDue, s.delayedDue),
@@ -250,11 +250,12 @@ func (s *State) setPool(id NetworkID, p *ipam.Pool) {
 
 // deletePool removes network id's pool.
 func (s *State) deletePool(id NetworkID) {
-	if p := s.pools[id]; p != nil {
-		for _, n := range p.QuarantineNodes() {
-			s.countQuarantine(NodeID(n), -p.QuarantinedOn(n))
-		}
-	}
+	p := s.pools[id]
 	delete(s.pools, id)
 	delete(s.poolsOwned, id)
+	if p != nil {
+		for _, n := range p.QuarantineNodes() {
+			s.noteQuarantine(NodeID(n), id)
+		}
+	}
 }

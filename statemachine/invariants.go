@@ -118,6 +118,6 @@ func (s *State) checkInvariants(checkPool func(*ipam.Pool) error) error {
 		}
 	}
 	errs = append(errs, s.checkAddresses(checkPool)...)
-	errs = append(errs, s.checkQuarantineCounts()...)
+	errs = append(errs, s.checkQuarantineLists()...)
 	return errors.Join(errs...)
 }

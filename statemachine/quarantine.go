@@ -1,59 +1,80 @@
 package statemachine
 
-import "fmt"
+import (
+	"fmt"
+	"maps"
+	"slices"
+)
 
-// The per-node count of quarantined addresses (State.quarOn). Every change
-// to a pool's quarantine goes through releaseAddresses, nodeSync,
-// expireNode or deletePool, which adjust the count by what the pool did;
-// a decoded state counts its pools afresh.
+// The networks with addresses in quarantine on each node (State.quarNets).
+// Every change to a pool's quarantine goes through releaseAddresses,
+// nodeSync, expireNode or deletePool, which note what the pool then holds
+// for the node; a decoded state lists them afresh from its pools.
 
-// countQuarantine adds delta to node's count of quarantined addresses.
-func (s *State) countQuarantine(node NodeID, delta int) {
-	if delta == 0 {
+// noteQuarantine updates node's list of networks with quarantine for
+// network id after a change to its pool (or its deletion). A list is
+// never changed in place, so clones share lists, and a caller may range
+// over a node's list while it frees what is quarantined there.
+func (s *State) noteQuarantine(node NodeID, id NetworkID) {
+	has := false
+	if p := s.pools[id]; p != nil {
+		has = p.QuarantinedOn(uint32(node)) > 0
+	}
+	l := s.quarNets[node]
+	i, found := slices.BinarySearch(l, id)
+	switch {
+	case has && !found:
+		l = slices.Insert(slices.Clip(l), i, id)
+	case !has && found:
+		l = slices.Delete(slices.Clone(l), i, i+1)
+	default:
 		return
 	}
-	if s.quarOn == nil {
-		s.quarOn = make(map[NodeID]int)
+	if len(l) == 0 {
+		delete(s.quarNets, node)
+		return
 	}
-	if n := s.quarOn[node] + delta; n != 0 {
-		s.quarOn[node] = n
-	} else {
-		delete(s.quarOn, node)
+	if s.quarNets == nil {
+		s.quarNets = make(map[NodeID][]NetworkID)
 	}
+	s.quarNets[node] = l
 }
 
-// recountQuarantine sets the per-node counts from the pools.
-func (s *State) recountQuarantine() {
-	s.quarOn = s.countPoolsQuarantine()
+// relistQuarantine sets the per-node lists from the pools.
+func (s *State) relistQuarantine() {
+	s.quarNets = s.listPoolsQuarantine()
 }
 
-// countPoolsQuarantine counts each node's quarantined addresses over every
-// pool (nil when there are none).
-func (s *State) countPoolsQuarantine() map[NodeID]int {
-	var m map[NodeID]int
-	for _, p := range s.pools {
-		for _, n := range p.QuarantineNodes() {
+// listPoolsQuarantine lists, per node, the networks whose pools hold an
+// address in quarantine on it, ascending (nil when there are none).
+func (s *State) listPoolsQuarantine() map[NodeID][]NetworkID {
+	var m map[NodeID][]NetworkID
+	for _, id := range sortedKeys(s.pools) {
+		for _, n := range s.pools[id].QuarantineNodes() {
 			if m == nil {
-				m = make(map[NodeID]int)
+				m = make(map[NodeID][]NetworkID)
 			}
-			m[NodeID(n)] += p.QuarantinedOn(n)
+			m[NodeID(n)] = append(m[NodeID(n)], id)
 		}
 	}
 	return m
 }
 
-// checkQuarantineCounts compares the kept per-node counts with the pools.
-func (s *State) checkQuarantineCounts() []error {
-	want := s.countPoolsQuarantine()
+// checkQuarantineLists compares the kept per-node lists with the pools.
+func (s *State) checkQuarantineLists() []error {
+	want := s.listPoolsQuarantine()
+	if maps.EqualFunc(s.quarNets, want, slices.Equal) {
+		return nil
+	}
 	var errs []error
 	for _, n := range sortedKeys(want) {
-		if s.quarOn[n] != want[n] {
-			errs = append(errs, fmt.Errorf("node %d counts %d quarantined addresses but the pools hold %d", n, s.quarOn[n], want[n]))
+		if !slices.Equal(s.quarNets[n], want[n]) {
+			errs = append(errs, fmt.Errorf("node %d lists quarantine in networks %v but the pools hold it in %v", n, s.quarNets[n], want[n]))
 		}
 	}
-	for _, n := range sortedKeys(s.quarOn) {
+	for _, n := range sortedKeys(s.quarNets) {
 		if _, ok := want[n]; !ok {
-			errs = append(errs, fmt.Errorf("node %d counts %d quarantined addresses but the pools hold none", n, s.quarOn[n]))
+			errs = append(errs, fmt.Errorf("node %d lists quarantine in networks %v but the pools hold none", n, s.quarNets[n]))
 		}
 	}
 	return errs

@@ -487,7 +487,7 @@ func decodeCanonicalWith(b []byte, pc poolCodec) (*State, error) {
 	if d.Err() != nil {
 		return nil, d.Err()
 	}
-	s.recountQuarantine()
+	s.relistQuarantine()
 	for _, n := range s.nodes {
 		slices.SortFunc(n.tasks, func(a, b *Task) int { return cmp.Compare(a.ID, b.ID) })
 		for i, t := range n.tasks {

@@ -80,12 +80,13 @@ type State struct {
 	// shares pools and empties both states' lists: a pool not listed may
 	// be shared with a clone, and poolW copies it before its first change.
 	poolsOwned map[NetworkID]bool
-	// quarOn counts, per node, the addresses quarantined on it across
-	// every pool (nodes with none are absent): the sync check asks it for
-	// one node at every agent's sync, where a walk over the pools cost
-	// 4–12 % of a follower with a hundred networks. quarantine.go keeps
-	// it; the invariants check it against the pools.
-	quarOn map[NodeID]int
+	// quarNets lists, per node, the networks whose pools hold addresses
+	// in quarantine on it, ascending (nodes with none are absent): the
+	// sync check asks it for one node at every agent's sync, and a sync
+	// or an expiry visits only those pools, where a walk over every pool
+	// cost 4–12 % of a follower with a hundred networks. quarantine.go
+	// keeps it; the invariants check it against the pools.
+	quarNets map[NodeID][]NetworkID
 	// waiting indexes the tasks still new (waiting for addresses).
 	waiting map[TaskID]*Task
 	// order lists the tasks in increasing ID order, plus tasks deleted

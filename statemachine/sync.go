@@ -27,7 +27,8 @@ func (s *State) nodeSync(c *Command) Result {
 	if c.Seq > n.AssignSeq {
 		return reject(CodeInvalid, "node %d reports assignment sequence %d, but the newest is %d", c.Node, c.Seq, n.AssignSeq)
 	}
-	if s.quarOn[c.Node] == 0 {
+	nets := s.quarNets[c.Node]
+	if len(nets) == 0 {
 		return Result{} // nothing to confirm: no pool would change
 	}
 	holds := make(map[uint64]struct{}, len(c.Tasks))
@@ -35,20 +36,20 @@ func (s *State) nodeSync(c *Command) Result {
 		holds[uint64(id)] = struct{}{}
 	}
 	freed := 0
-	for _, id := range sortedKeys(s.pools) {
-		if s.pools[id].QuarantinedOn(uint32(c.Node)) == 0 {
-			continue // nothing to confirm: the pool would not change
-		}
+	for _, id := range nets { // the list is replaced, not changed, as pools empty
 		p := s.poolW(id)
+		if p == nil {
+			continue
+		}
 		owners := quarantineOwners(p, c.Node)
 		addrs := p.ConfirmSync(uint32(c.Node), c.Seq, func(_ netip.Addr, holder uint64) bool {
 			_, ok := holds[holder]
 			return ok
 		})
 		s.markReleased(id, addrs, owners)
+		s.noteQuarantine(c.Node, id)
 		freed += len(addrs)
 	}
-	s.countQuarantine(c.Node, -freed)
 	if freed > 0 {
 		s.retryWaiting = true
 	}
@@ -57,21 +58,22 @@ func (s *State) nodeSync(c *Command) Result {
 
 // expireNode frees a down node's quarantine (its orphan timeout passed).
 func (s *State) expireNode(id NodeID) {
-	if s.quarOn[id] == 0 {
+	nets := s.quarNets[id]
+	if len(nets) == 0 {
 		return // nothing to expire: no pool would change
 	}
 	freed := 0
-	for _, pid := range sortedKeys(s.pools) {
-		if s.pools[pid].QuarantinedOn(uint32(id)) == 0 {
-			continue // nothing to expire: the pool would not change
-		}
+	for _, pid := range nets { // the list is replaced, not changed, as pools empty
 		p := s.poolW(pid)
+		if p == nil {
+			continue
+		}
 		owners := quarantineOwners(p, id)
 		addrs := p.ExpireNode(uint32(id))
 		s.markReleased(pid, addrs, owners)
+		s.noteQuarantine(id, pid)
 		freed += len(addrs)
 	}
-	s.countQuarantine(id, -freed)
 	if freed > 0 {
 		s.retryWaiting = true
 	}
@@ -118,7 +120,7 @@ func (s *State) SyncNeedsCommit(node NodeID, seq uint64) bool {
 	if n == nil || !n.Status.AcceptsUpdates() || seq > n.AssignSeq {
 		return true
 	}
-	return s.quarOn[node] > 0
+	return len(s.quarNets[node]) > 0
 }
 
 // SyncAnswer is the manager's answer to a node's sync report (DESIGN.md,
