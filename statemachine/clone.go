@@ -55,7 +55,6 @@ func (s *State) cloneReusing(old *State) *State {
 		unknownDue:    sliceInto(c.unknownDue, s.unknownDue),
 		updating:      mapFor(c.updating, len(s.updating)),
 		waitSvcs:      mapInto(c.waitSvcs, s.waitSvcs),
-		order:         orderFor(c.order, s.order, s.tasks.len()),
 		nextDue:       s.nextDue,
 		ob:            s.ob.cloneReusing(c.ob),
 		in:            s.in.cloneReusing(c.in),
@@ -71,11 +70,6 @@ func (s *State) cloneReusing(old *State) *State {
 		c.tasks.set(ct)
 	}
 	c.tasks.dropMissing(&s.tasks)
-	for _, t := range s.order {
-		if !t.gone {
-			c.order = append(c.order, c.tasks.get(t.ID)) // the copy leaves the deleted ones out
-		}
-	}
 	for id := range s.waiting {
 		c.waiting[id] = c.tasks.get(id)
 	}
@@ -204,18 +198,6 @@ func sliceInto[S ~[]E, E any](old, src S) S {
 		return slices.Clone(src)
 	}
 	return append(old[:0], src...)
-}
-
-// orderFor is an empty task order in old's space with room for n (nil
-// when src is nil, as sliceInto would give).
-func orderFor(old, src taskList, n int) taskList {
-	switch {
-	case src == nil:
-		return nil
-	case old == nil:
-		return make(taskList, 0, n)
-	}
-	return old[:0]
 }
 
 // tasksFor is make([]*Task, n) in old's space.

@@ -89,9 +89,6 @@ type State struct {
 	quarNets map[NodeID][]NetworkID
 	// waiting indexes the tasks still new (waiting for addresses).
 	waiting map[TaskID]*Task
-	// order lists the tasks in increasing ID order, plus tasks deleted
-	// since the last compaction (marked gone; taskorder.go).
-	order taskList
 	// waitSvcs lists the services with tasks waiting (their queues, see
 	// waitqueue.go); it may still list one whose last task left.
 	waitSvcs map[ServiceID]struct{}

@@ -2,6 +2,7 @@ package statemachine
 
 import (
 	"maps"
+	"slices"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -25,14 +26,52 @@ func TestPropertyTaskTableIsAMap(t *testing.T) {
 				t.Fatalf("table holds %d tasks, map %d", tt.len(), len(ref))
 			}
 			got := map[TaskID]*Task{}
+			var order []TaskID
 			for id, tk := range tt.all() {
 				if _, dup := got[id]; dup {
 					t.Fatalf("task %d ranged over twice", id)
 				}
 				got[id] = tk
+				order = append(order, id)
 			}
 			if !maps.Equal(got, ref) {
 				t.Fatalf("table ranges over %v, map holds %v", got, ref)
+			}
+			if want := slices.Sorted(maps.Keys(ref)); !slices.Equal(order, want) {
+				t.Fatalf("table ranges in the order %v, want %v", order, want)
+			}
+			// From any ID: the IDs at or above it, in order.
+			for _, from := range []TaskID{0, 1, 63, 64, 65, 1 << 48, 1<<48 | 64} {
+				var got, want []TaskID
+				for id := range tt.from(from) {
+					got = append(got, id)
+				}
+				for _, id := range order {
+					if id >= from {
+						want = append(want, id)
+					}
+				}
+				if !slices.Equal(got, want) {
+					t.Fatalf("from %d ranges over %v, want %v", from, got, want)
+				}
+			}
+			if len(order) > 0 {
+				from := order[len(order)/2]
+				var got []TaskID
+				for id := range tt.from(from) {
+					got = append(got, id)
+				}
+				if !slices.Equal(got, order[len(order)/2:]) {
+					t.Fatalf("from %d ranges over %v, want %v", from, got, order[len(order)/2:])
+				}
+			}
+			if !slices.IsSorted(tt.keys) || len(slices.Compact(slices.Clone(tt.keys))) != len(tt.keys) {
+				t.Fatalf("chunk keys %v not strictly increasing", tt.keys)
+			}
+			for k := range tt.chunks {
+				if !slices.Contains(tt.keys, k) {
+					t.Fatalf("chunk %d not listed in %v", k, tt.keys)
+				}
 			}
 			for k, c := range tt.chunks {
 				n := 0
@@ -79,6 +118,9 @@ func TestPropertyTaskTableIsAMap(t *testing.T) {
 				}
 				c.dropMissing(&tt)
 				check(&c, want)
+				if !slices.Equal(c.keys, slices.Sorted(maps.Keys(c.chunks))) {
+					t.Fatalf("a copy lists chunks %v, want exactly its own", c.keys)
+				}
 				prev = maps.Clone(ref)
 			}
 			for k, want := range ref {

@@ -233,7 +233,6 @@ func (s *State) newTask(svc *Service, slotNum uint32) *Task {
 	t.Status = TaskStatus{State: StateNew, Timestamp: s.now}
 	t.History.add(HistoryEntry{At: s.now, State: StateNew, Kind: HistTransition, By: CompOrchestrator, Desired: DesiredRunning})
 	s.tasks.set(t)
-	s.indexTask(t)
 	s.addWaiting(t)
 	if s.observe != nil {
 		s.observe.created(t)
@@ -312,7 +311,6 @@ func (s *State) deleteTask(t *Task, beyondRetention bool) {
 		s.nodeChanged(t, EffAssignments)
 	}
 	s.tasks.del(t.ID)
-	s.unindexTask(t)
 	s.emit(Effect{Kind: EffTaskDeleted, Task: t.ID, Node: t.Node, Service: t.Service})
 }
 
