@@ -170,3 +170,36 @@ func TestHotPathAllocations(t *testing.T) {
 		t.Fatalf("%.3f allocations per Allocate+release, want about 0", avg)
 	}
 }
+
+// BenchmarkLeaseBlocks leases every block of a /16 (1,024 blocks of 64) to
+// eight owners and releases them again, as service groups lease blocks of
+// a network while their tasks are created and give back the empty ones;
+// ns/block is one lease and one release.
+func BenchmarkLeaseBlocks(b *testing.B) {
+	p, err := New(Config{Subnet: netip.MustParsePrefix("10.0.0.0/16")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	blocks := make([]BlockID, 0, p.NumBlocks())
+	b.ReportAllocs()
+	for b.Loop() {
+		blocks = blocks[:0]
+		for i := 0; ; i++ {
+			bl, err := p.LeaseBlock(uint32(i%8 + 1))
+			if err != nil {
+				break
+			}
+			blocks = append(blocks, bl)
+		}
+		if len(blocks) != p.NumBlocks() {
+			b.Fatalf("leased %d of %d blocks", len(blocks), p.NumBlocks())
+		}
+		for _, bl := range blocks {
+			owner, _ := p.BlockOwner(bl)
+			if err := p.ReleaseBlock(owner, bl); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*p.NumBlocks()), "ns/block")
+}

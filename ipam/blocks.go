@@ -131,7 +131,7 @@ func (p *Pool) ReleaseBlock(owner uint32, b BlockID) error {
 	if os.blocks.IsEmpty() {
 		delete(p.owners, owner)
 	}
-	p.unleased.free.Or(p.usableIn(b))
+	p.addUsable(p.unleased.free, b)
 	p.blockOwner[b] = 0
 	p.leasable.Add(uint32(b))
 	return nil
@@ -147,7 +147,7 @@ func (p *Pool) lease(b BlockID, owner uint32) {
 	}
 	lo, hi := p.blockRange(b)
 	p.unleased.free.RemoveRange(lo, hi)
-	os.free.Or(p.usableIn(b))
+	p.addUsable(os.free, b)
 	os.blocks.Add(uint32(b))
 	p.blockOwner[b] = owner
 	p.leasable.Remove(uint32(b))
@@ -163,6 +163,24 @@ func (p *Pool) checkBlock(b BlockID) error {
 // blockRange returns block b's offsets as a half-open range.
 func (p *Pool) blockRange(b BlockID) (lo, hi uint64) {
 	return uint64(b) << p.blockShift, uint64(b+1) << p.blockShift
+}
+
+// addUsable adds block b's offsets minus the reserved ones to free. Most
+// blocks hold no reserved offset (the network's, broadcast and gateway
+// addresses are in its first and last blocks): their range is added as
+// it is. Subtracting the pool's reserved set from a block's range cost
+// 20-50 µs and 34 kB per block, at every lease and release of a block on
+// every replica of two groups.
+func (p *Pool) addUsable(free *roaring.Bitmap, b BlockID) {
+	lo, hi := p.blockRange(b)
+	switch p.reserved.CardinalityInRange(lo, hi) {
+	case 0:
+		free.AddRange(lo, hi)
+	case hi - lo:
+		// nothing usable
+	default:
+		free.Or(p.usableIn(b))
+	}
 }
 
 // usableIn returns block b's offsets minus reserved ones.

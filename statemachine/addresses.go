@@ -221,7 +221,9 @@ func (s *State) releaseAddresses(t *Task) {
 	}
 	for _, at := range t.Attachments {
 		if p := s.poolW(at.Network); p != nil {
-			_ = p.Release(u32Addr(at.Addr), uint64(t.ID), uint32(t.Node), seq) // already released: nothing to do
+			if p.Release(u32Addr(at.Addr), uint64(t.ID), uint32(t.Node), seq) == nil { // already released: nothing to do
+				s.noteQuarantine(t.Node, at.Network)
+			}
 		}
 	}
 	// The pool's counts changed, so the messages of tasks waiting for
@@ -255,7 +257,7 @@ func (s *State) checkAddresses(checkPool func(*ipam.Pool) error) []error {
 	}
 	claims := map[[2]uint32]TaskID{}
 	for _, id := range s.TaskIDs() {
-		t := s.tasks[id]
+		t := s.tasks.get(id)
 		for _, at := range t.Attachments {
 			p := s.pools[at.Network]
 			if p == nil {

@@ -39,7 +39,7 @@ func (s *State) cloneReusing(old *State) *State {
 		managers:      mapInto(c.managers, s.managers),
 		services:      mapKeep(services, len(s.services)),
 		serviceByName: mapInto(c.serviceByName, s.serviceByName),
-		tasks:         mapKeep(tasks, len(s.tasks)),
+		tasks:         tasks.reuse(),
 		nodes:         mapKeep(nodes, len(s.nodes)),
 		networks:      mapKeep(networks, len(s.networks)),
 		networkNames:  mapInto(c.networkNames, s.networkNames),
@@ -47,6 +47,7 @@ func (s *State) cloneReusing(old *State) *State {
 		joinKeys:      mapInto(c.joinKeys, s.joinKeys),
 		req:           s.req.cloneInto(&c.req),
 		pools:         mapInto(c.pools, s.pools),
+		quarNets:      mapInto(c.quarNets, s.quarNets), // lists are never changed in place
 		waiting:       mapFor(c.waiting, len(s.waiting)),
 		delayed:       mapFor(c.delayed, len(s.delayed)),
 		delayedDue:    sliceInto(c.delayedDue, s.delayedDue),
@@ -54,35 +55,29 @@ func (s *State) cloneReusing(old *State) *State {
 		unknownDue:    sliceInto(c.unknownDue, s.unknownDue),
 		updating:      mapFor(c.updating, len(s.updating)),
 		waitSvcs:      mapInto(c.waitSvcs, s.waitSvcs),
-		order:         orderFor(c.order, s.order, len(s.tasks)),
 		nextDue:       s.nextDue,
 		ob:            s.ob.cloneReusing(c.ob),
 		in:            s.in.cloneReusing(c.in),
 	}
-	for id, t := range s.tasks {
-		ct := tasks[id]
+	for id, t := range s.tasks.all() {
+		ct := tasks.get(id)
 		if ct == nil {
 			ct = new(Task)
 		}
 		atts := ct.Attachments
 		*ct = *t
 		ct.Attachments = sliceInto(atts, t.Attachments)
-		c.tasks[id] = ct
+		c.tasks.set(ct)
 	}
-	dropMissing(c.tasks, s.tasks)
-	for _, t := range s.order {
-		if !t.gone {
-			c.order = append(c.order, c.tasks[t.ID]) // the copy leaves the deleted ones out
-		}
-	}
+	c.tasks.dropMissing(&s.tasks)
 	for id := range s.waiting {
-		c.waiting[id] = c.tasks[id]
+		c.waiting[id] = c.tasks.get(id)
 	}
 	for id := range s.delayed {
-		c.delayed[id] = c.tasks[id]
+		c.delayed[id] = c.tasks.get(id)
 	}
 	for id := range s.unknown {
-		c.unknown[id] = c.tasks[id]
+		c.unknown[id] = c.tasks.get(id)
 	}
 	for id, n := range s.nodes {
 		cn := nodes[id]
@@ -94,7 +89,7 @@ func (s *State) cloneReusing(old *State) *State {
 		cn.Labels = maps.Clone(n.Labels)
 		cn.tasks = tasksFor(nt, len(n.tasks))
 		for i, t := range n.tasks {
-			cn.tasks[i] = c.tasks[t.ID]
+			cn.tasks[i] = c.tasks.get(t.ID)
 		}
 		c.nodes[id] = cn
 	}
@@ -129,7 +124,7 @@ func (s *State) cloneReusing(old *State) *State {
 			}
 			csl.tasks, csl.dirty, csl.live = tasksFor(csl.tasks, len(sl.tasks)), false, sl.live
 			for i, t := range sl.tasks {
-				csl.tasks[i] = c.tasks[t.ID]
+				csl.tasks[i] = c.tasks.get(t.ID)
 			}
 			cs.slots[n] = csl
 		}
@@ -205,18 +200,6 @@ func sliceInto[S ~[]E, E any](old, src S) S {
 	return append(old[:0], src...)
 }
 
-// orderFor is an empty task order in old's space with room for n (nil
-// when src is nil, as sliceInto would give).
-func orderFor(old, src taskList, n int) taskList {
-	switch {
-	case src == nil:
-		return nil
-	case old == nil:
-		return make(taskList, 0, n)
-	}
-	return old[:0]
-}
-
 // tasksFor is make([]*Task, n) in old's space.
 func tasksFor(old []*Task, n int) []*Task {
 	if old == nil || cap(old) < n {
@@ -249,6 +232,12 @@ func (s *State) setPool(id NetworkID, p *ipam.Pool) {
 
 // deletePool removes network id's pool.
 func (s *State) deletePool(id NetworkID) {
+	p := s.pools[id]
 	delete(s.pools, id)
 	delete(s.poolsOwned, id)
+	if p != nil {
+		for _, n := range p.QuarantineNodes() {
+			s.noteQuarantine(NodeID(n), id)
+		}
+	}
 }

@@ -27,7 +27,7 @@ func (s *State) checkInvariants(checkPool func(*ipam.Pool) error) error {
 	for _, e := range s.delayedDue {
 		queued[e.id] = true
 	}
-	for id, t := range s.tasks {
+	for id, t := range s.tasks.all() {
 		if delayedFacts(t, nil) && (s.delayed[id] != t || !queued[id]) {
 			bad("task %d is held at desired ready until %d but is not in the delayed index and its queue", id, t.StartAt)
 		}
@@ -36,7 +36,7 @@ func (s *State) checkInvariants(checkPool func(*ipam.Pool) error) error {
 	for _, e := range s.unknownDue {
 		windowEnds[e] = true
 	}
-	for id, t := range s.tasks {
+	for id, t := range s.tasks.all() {
 		if heldAsideFacts(t, s.nodes[t.Node]) && s.awaited(t) && !windowEnds[dueEntry{lostAt(t, s.services[t.Service]), id}] {
 			bad("task %d is unknown on a disconnected node but its window's end is not queued", id)
 		}
@@ -67,7 +67,7 @@ func (s *State) checkInvariants(checkPool func(*ipam.Pool) error) error {
 			}
 			for i, t := range sl.tasks {
 				inSlots++
-				if s.tasks[t.ID] != t {
+				if s.tasks.get(t.ID) != t {
 					bad("service %q slot %d lists task %d that the store does not hold", svc.Spec.Name, n, t.ID)
 				}
 				if t.Service != sid || t.Slot != n {
@@ -80,7 +80,7 @@ func (s *State) checkInvariants(checkPool func(*ipam.Pool) error) error {
 		}
 	}
 	for _, id := range s.TaskIDs() {
-		t := s.tasks[id]
+		t := s.tasks.get(id)
 		if t.ID != id {
 			bad("inv4: task stored under %d has ID %d", id, t.ID)
 		}
@@ -107,16 +107,17 @@ func (s *State) checkInvariants(checkPool func(*ipam.Pool) error) error {
 			bad("task %d has a node position but node %d does not exist", id, t.Node)
 		}
 	}
-	if inSlots != len(s.tasks) {
-		bad("inv4: %d tasks in slots but %d in the store (a task lost or listed twice)", inSlots, len(s.tasks))
+	if inSlots != s.tasks.len() {
+		bad("inv4: %d tasks in slots but %d in the store (a task lost or listed twice)", inSlots, s.tasks.len())
 	}
 	for _, nid := range s.NodeIDs() {
 		for i, t := range s.nodes[nid].tasks {
-			if t.Node != nid || int(t.nodePos) != i || s.tasks[t.ID] != t {
+			if t.Node != nid || int(t.nodePos) != i || s.tasks.get(t.ID) != t {
 				bad("node %d lists task %d wrongly", nid, t.ID)
 			}
 		}
 	}
 	errs = append(errs, s.checkAddresses(checkPool)...)
+	errs = append(errs, s.checkQuarantineLists()...)
 	return errors.Join(errs...)
 }

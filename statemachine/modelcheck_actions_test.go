@@ -154,7 +154,7 @@ func mcActionsIn(buf *mcActBuf, s *State, m mcMeta, b mcBounds, progressOnly boo
 		}
 	}
 	for _, id := range s.TaskIDs() {
-		t := s.tasks[id]
+		t := s.tasks.get(id)
 		name := buf.ref(s, t)
 		st := t.Status.State
 		switch {
@@ -212,7 +212,7 @@ func mcActionsIn(buf *mcActBuf, s *State, m mcMeta, b mcBounds, progressOnly boo
 	if b.bug == mcBugReapLive && b.manual {
 		// The seeded bug's reaper also offers running tasks.
 		for _, id := range s.TaskIDs() {
-			if t := s.tasks[id]; t.Status.State == StateRunning && !s.Reapable(id) {
+			if t := s.tasks.get(id); t.Status.State == StateRunning && !s.Reapable(id) {
 				add(CompReaper, false, Command{Kind: CmdReap, Task: id}, "reaper delete %s", buf.ref(s, t))
 			}
 		}

@@ -332,7 +332,7 @@ func mcReachable(t *testing.T, b mcBounds) map[uint64]mcStateMeta {
 func mcDump(s *State) string {
 	var sb strings.Builder
 	for _, id := range s.TaskIDs() {
-		t := s.tasks[id]
+		t := s.tasks.get(id)
 		fmt.Fprintf(&sb, "  %s v%d node=%d %s desired=%s\n", s.taskName(t), t.SpecVersion, t.Node, t.Status.State, t.Desired)
 	}
 	for _, nid := range s.NodeIDs() {

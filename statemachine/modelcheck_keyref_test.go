@@ -114,7 +114,7 @@ func mcKeyRefPerm(s *State, m mcMeta, perm map[NodeID]NodeID, pools []byte) uint
 }
 
 func mcKeyRefPools(s *State, e *encoder, mapNode func(NodeID) NodeID) {
-	names := make(map[TaskID]uint64, len(s.tasks))
+	names := make(map[TaskID]uint64, s.tasks.len())
 	for _, sid := range s.ServiceIDs() {
 		svc := s.services[sid]
 		for n, sl := range svc.slots {

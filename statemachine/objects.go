@@ -281,9 +281,6 @@ type Task struct {
 	// it is wanted): it decides whether the slot gets a replacement.
 	StopReason StopReason
 	Desired    DesiredState // (here, beside the other small fields: see History)
-	// gone marks a task deleted from the store: the store's order may
-	// still hold it until its next compaction (taskorder.go).
-	gone bool
 
 	nodePos int32 // position in its node's task list, -1 when not listed
 }

@@ -37,7 +37,7 @@ func (s *State) pendingReason(c *Command) Result {
 	}
 	if len(c.Tasks) > 0 {
 		for _, id := range c.Tasks {
-			set(s.tasks[id])
+			set(s.tasks.get(id))
 		}
 		return Result{ID: uint64(svc.ID)}
 	}

@@ -102,7 +102,7 @@ func (s *State) react() {
 			slotLists[i] = s.reconcileSlots(svc)
 		}
 		for _, t := range s.newTasks {
-			if t.Status.State == StateNew && s.tasks[t.ID] == t {
+			if t.Status.State == StateNew && s.tasks.get(t.ID) == t {
 				s.allocateTask(t)
 			}
 		}

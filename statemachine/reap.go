@@ -59,7 +59,7 @@ func (s *State) reapSlot(svc *Service, n uint32) {
 
 // reapCmd is the reaper's explicit form: delete one task if allowed.
 func (s *State) reapCmd(id TaskID) Result {
-	t := s.tasks[id]
+	t := s.tasks.get(id)
 	if t == nil {
 		return reject(CodeNotFound, "task %d does not exist", id)
 	}
@@ -95,6 +95,6 @@ func (s *State) beyondRetention(svc *Service, t *Task) bool {
 
 // Reapable reports whether the reaper may delete the task now.
 func (s *State) Reapable(id TaskID) bool {
-	t := s.tasks[id]
+	t := s.tasks.get(id)
 	return t != nil && (s.reapable(t) || s.beyondRetention(s.services[t.Service], t))
 }

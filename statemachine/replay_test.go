@@ -55,7 +55,7 @@ func randomCommand(rng *rand.Rand, s *State) Command {
 	if len(ids) == 0 {
 		return Command{Kind: CmdTick}
 	}
-	t := s.tasks[ids[rng.IntN(len(ids))]]
+	t := s.tasks.get(ids[rng.IntN(len(ids))])
 	switch {
 	case t.Status.State == StatePending:
 		node := NodeID(1 + rng.IntN(3))

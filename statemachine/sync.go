@@ -27,22 +27,27 @@ func (s *State) nodeSync(c *Command) Result {
 	if c.Seq > n.AssignSeq {
 		return reject(CodeInvalid, "node %d reports assignment sequence %d, but the newest is %d", c.Node, c.Seq, n.AssignSeq)
 	}
+	nets := s.quarNets[c.Node]
+	if len(nets) == 0 {
+		return Result{} // nothing to confirm: no pool would change
+	}
 	holds := make(map[uint64]struct{}, len(c.Tasks))
 	for _, id := range c.Tasks {
 		holds[uint64(id)] = struct{}{}
 	}
 	freed := 0
-	for _, id := range sortedKeys(s.pools) {
-		if len(s.pools[id].Quarantine(uint32(c.Node))) == 0 {
-			continue // nothing to confirm: the pool would not change
-		}
+	for _, id := range nets { // the list is replaced, not changed, as pools empty
 		p := s.poolW(id)
+		if p == nil {
+			continue
+		}
 		owners := quarantineOwners(p, c.Node)
 		addrs := p.ConfirmSync(uint32(c.Node), c.Seq, func(_ netip.Addr, holder uint64) bool {
 			_, ok := holds[holder]
 			return ok
 		})
 		s.markReleased(id, addrs, owners)
+		s.noteQuarantine(c.Node, id)
 		freed += len(addrs)
 	}
 	if freed > 0 {
@@ -53,15 +58,20 @@ func (s *State) nodeSync(c *Command) Result {
 
 // expireNode frees a down node's quarantine (its orphan timeout passed).
 func (s *State) expireNode(id NodeID) {
+	nets := s.quarNets[id]
+	if len(nets) == 0 {
+		return // nothing to expire: no pool would change
+	}
 	freed := 0
-	for _, pid := range sortedKeys(s.pools) {
-		if len(s.pools[pid].Quarantine(uint32(id))) == 0 {
-			continue // nothing to expire: the pool would not change
-		}
+	for _, pid := range nets { // the list is replaced, not changed, as pools empty
 		p := s.poolW(pid)
+		if p == nil {
+			continue
+		}
 		owners := quarantineOwners(p, id)
 		addrs := p.ExpireNode(uint32(id))
 		s.markReleased(pid, addrs, owners)
+		s.noteQuarantine(id, pid)
 		freed += len(addrs)
 	}
 	if freed > 0 {
@@ -83,7 +93,7 @@ func quarantineOwners(p *ipam.Pool, node NodeID) map[netip.Addr]TaskID {
 // markReleased records on each task that its freed address is no longer its.
 func (s *State) markReleased(nw NetworkID, addrs []netip.Addr, owners map[netip.Addr]TaskID) {
 	for _, a := range addrs {
-		t := s.tasks[owners[a]]
+		t := s.tasks.get(owners[a])
 		if t == nil {
 			continue // already deleted
 		}
@@ -110,12 +120,7 @@ func (s *State) SyncNeedsCommit(node NodeID, seq uint64) bool {
 	if n == nil || !n.Status.AcceptsUpdates() || seq > n.AssignSeq {
 		return true
 	}
-	for _, p := range s.pools {
-		if p.QuarantinedOn(uint32(node)) > 0 {
-			return true
-		}
-	}
-	return false
+	return len(s.quarNets[node]) > 0
 }
 
 // SyncAnswer is the manager's answer to a node's sync report (DESIGN.md,
@@ -128,7 +133,7 @@ func (s *State) SyncNeedsCommit(node NodeID, seq uint64) bool {
 func (s *State) SyncAnswer(node NodeID, holds []TaskID) []TaskID {
 	var destroy []TaskID
 	for _, id := range holds {
-		t := s.tasks[id]
+		t := s.tasks.get(id)
 		if t == nil || t.Node != node || t.Desired.Stopping() {
 			destroy = append(destroy, id)
 		}

@@ -8,15 +8,13 @@ import (
 )
 
 // A group's task IDs only grow (creation takes the next one, a snapshot
-// lists them in order), so the store keeps its tasks in a slice in
-// increasing ID order as well as in its map: listing a page of tasks past
-// a token is a binary search and a scan of the page, where a walk of the
-// whole map per page made reading a million tasks page by page cost a
-// hundred walks of the map; and a walk of every task (the leader's
-// scheduler scans them all at every run) reads the slice, not the map (a
-// map read per task was a third of the leader's CPU in a million-task
-// ramp). Deleted tasks stay in the slice, marked gone, until the next
-// compaction.
+// lists them in order), so the store (taskTable) ranges over its tasks in
+// increasing ID order: listing a page of tasks past a token is a binary
+// search and a scan of the page, where a walk of the whole map per page
+// made reading a million tasks page by page cost a hundred walks of the
+// map; and a walk of every task (the leader's scheduler scans them all at
+// every run) reads the chunks in order, not a map per task (a map read per
+// task was a third of the leader's CPU in a million-task ramp).
 
 // idList is task IDs in increasing order, plus IDs that left whatever
 // they list (dropped at the next compaction): each service's queue of
@@ -52,31 +50,6 @@ func (l *idList) compact(live int, gone func(TaskID) bool) {
 	}
 }
 
-// taskList is the store's tasks in increasing ID order, plus deleted ones
-// (gone) until the next compaction.
-type taskList []*Task
-
-// search returns the position of the first task with an ID of at least id.
-func (l taskList) search(id TaskID) int {
-	i, _ := slices.BinarySearchFunc(l, id, func(t *Task, id TaskID) int { return cmp.Compare(t.ID, id) })
-	return i
-}
-
-// indexTask adds t to the store's order, in its place by ID.
-func (s *State) indexTask(t *Task) { s.order = insertSorted(s.order, t, taskID) }
-
-func taskID(t *Task) TaskID { return t.ID }
-
-// unindexTask marks t, just deleted from the store, gone; the order drops
-// the gone tasks once they may be an eighth of it (plus 64): amortized,
-// and a deleted task's memory is held that long at most.
-func (s *State) unindexTask(t *Task) {
-	t.gone = true
-	if len(s.order) > len(s.tasks)+len(s.tasks)/8+64 {
-		s.order = slices.DeleteFunc(s.order, func(t *Task) bool { return t.gone })
-	}
-}
-
 // TaskIDsAfter returns, ascending, the first limit IDs above after of the
 // tasks keep accepts (nil keep: every task): a binary search and a scan,
 // so a caller paging through a million tasks under the group's read lock
@@ -86,12 +59,12 @@ func (s *State) TaskIDsAfter(after TaskID, limit int, keep func(*Task) bool) []T
 		return nil
 	}
 	var out []TaskID
-	for _, t := range s.order[s.order.search(after+1):] {
+	for id, t := range s.tasks.from(after + 1) {
 		if len(out) == limit {
 			break
 		}
-		if !t.gone && (keep == nil || keep(t)) {
-			out = append(out, t.ID)
+		if keep == nil || keep(t) {
+			out = append(out, id)
 		}
 	}
 	return out
@@ -99,49 +72,51 @@ func (s *State) TaskIDsAfter(after TaskID, limit int, keep func(*Task) bool) []T
 
 // TaskIDs returns every task ID in ascending order.
 func (s *State) TaskIDs() []TaskID {
-	ids := make([]TaskID, 0, len(s.tasks))
-	for _, t := range s.order {
-		if !t.gone {
-			ids = append(ids, t.ID)
-		}
+	ids := make([]TaskID, 0, s.tasks.len())
+	for id := range s.tasks.all() {
+		ids = append(ids, id)
 	}
 	return ids
 }
 
-// TasksInOrder yields every task in ascending ID order, from the order's
-// slice: no map read (the leader's scheduler scans every task at each
-// run). The caller must not modify the tasks, nor the state while it
-// ranges.
+// TasksInOrder yields every task in ascending ID order, from the store's
+// chunks: a map read per 64 tasks (the leader's scheduler scans every
+// task at each run). The caller must not modify the tasks, nor the state
+// while it ranges.
 func (s *State) TasksInOrder() iter.Seq[*Task] {
 	return func(yield func(*Task) bool) {
-		for _, t := range s.order {
-			if !t.gone && !yield(t) {
+		for _, t := range s.tasks.all() {
+			if !yield(t) {
 				return
 			}
 		}
 	}
 }
 
-// checkOrder checks the order: increasing, listing every task of the
-// store as the store's own object, and the deleted ones as gone.
+// checkOrder checks the store's order: its chunk keys increasing, every
+// chunk listed, each task stored under its own ID, and the count.
 func (s *State) checkOrder() []error {
 	var errs []error
-	listed := 0
-	for i, t := range s.order {
-		if i > 0 && s.order[i-1].ID >= t.ID {
-			errs = append(errs, fmt.Errorf("the task order lists task %d after task %d", t.ID, s.order[i-1].ID))
-		}
-		switch st := s.tasks[t.ID]; {
-		case t.gone && st != nil:
-			errs = append(errs, fmt.Errorf("the task order marks task %d gone, but the store has it", t.ID))
-		case !t.gone && st != t:
-			errs = append(errs, fmt.Errorf("the task order lists task %d, but not as the store's own object", t.ID))
-		case !t.gone:
-			listed++
+	tt := &s.tasks
+	for i, k := range tt.keys {
+		if i > 0 && tt.keys[i-1] >= k {
+			errs = append(errs, fmt.Errorf("the task store lists chunk %d after chunk %d", k, tt.keys[i-1]))
 		}
 	}
-	if listed != len(s.tasks) {
-		errs = append(errs, fmt.Errorf("the task order lists %d of the %d tasks", listed, len(s.tasks)))
+	listed := 0
+	for k := range tt.chunks {
+		if _, found := slices.BinarySearch(tt.keys, k); !found {
+			errs = append(errs, fmt.Errorf("the task store does not list chunk %d", k))
+		}
+	}
+	for id, t := range tt.all() {
+		if t.ID != id {
+			errs = append(errs, fmt.Errorf("the task store holds task %d under ID %d", t.ID, id))
+		}
+		listed++
+	}
+	if listed != tt.len() {
+		errs = append(errs, fmt.Errorf("the task store ranges over %d of its %d tasks", listed, tt.len()))
 	}
 	return errs
 }

@@ -83,7 +83,7 @@ func (s *State) setDesired(t *Task, d DesiredState) bool {
 
 // assign is the scheduler's pending → assigned.
 func (s *State) assign(id TaskID, node NodeID) Result {
-	t := s.tasks[id]
+	t := s.tasks.get(id)
 	if t == nil {
 		return reject(CodeNotFound, "task %d does not exist", id)
 	}
@@ -113,7 +113,7 @@ func (s *State) assign(id TaskID, node NodeID) Result {
 
 // agentStatus is an agent's report for a task on its own node.
 func (s *State) agentStatus(c *Command) Result {
-	t := s.tasks[c.Task]
+	t := s.tasks.get(c.Task)
 	if t == nil {
 		return reject(CodeNotFound, "task %d does not exist", c.Task)
 	}
@@ -148,7 +148,7 @@ func (s *State) agentStatus(c *Command) Result {
 
 // orphan is the node monitor giving up on a task of a down node.
 func (s *State) orphan(id TaskID) Result {
-	t := s.tasks[id]
+	t := s.tasks.get(id)
 	if t == nil {
 		return reject(CodeNotFound, "task %d does not exist", id)
 	}
@@ -192,7 +192,7 @@ func (s *State) orphanNode(id NodeID) Result {
 
 // allocate is the allocator's new → pending (explicit form).
 func (s *State) allocate(id TaskID) Result {
-	t := s.tasks[id]
+	t := s.tasks.get(id)
 	if t == nil {
 		return reject(CodeNotFound, "task %d does not exist", id)
 	}
@@ -232,8 +232,7 @@ func (s *State) newTask(svc *Service, slotNum uint32) *Task {
 	}
 	t.Status = TaskStatus{State: StateNew, Timestamp: s.now}
 	t.History.add(HistoryEntry{At: s.now, State: StateNew, Kind: HistTransition, By: CompOrchestrator, Desired: DesiredRunning})
-	s.tasks[t.ID] = t
-	s.indexTask(t)
+	s.tasks.set(t)
 	s.addWaiting(t)
 	if s.observe != nil {
 		s.observe.created(t)
@@ -311,8 +310,7 @@ func (s *State) deleteTask(t *Task, beyondRetention bool) {
 		s.detach(t)
 		s.nodeChanged(t, EffAssignments)
 	}
-	delete(s.tasks, t.ID)
-	s.unindexTask(t)
+	s.tasks.del(t.ID)
 	s.emit(Effect{Kind: EffTaskDeleted, Task: t.ID, Node: t.Node, Service: t.Service})
 }
 

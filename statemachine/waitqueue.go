@@ -209,7 +209,7 @@ func (s *State) checkWaitQueues() []error {
 		if !queued[id] {
 			bad("task %d waits for addresses but is missing from its service's queue", id)
 		}
-		if s.tasks[id] != t || t.Status.State != StateNew {
+		if s.tasks.get(id) != t || t.Status.State != StateNew {
 			bad("task %d is indexed as waiting but is not a new task of the store", id)
 		}
 	}

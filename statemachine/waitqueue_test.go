@@ -42,7 +42,7 @@ func TestWaitPassServesLikeTheFullWalk(t *testing.T) {
 		// Free the addresses of some unplaced tasks, and stop some waiting
 		// ones, without the pass that would follow in Apply.
 		for _, id := range h.s.TaskIDs() {
-			switch tk := h.s.tasks[id]; {
+			switch tk := h.s.tasks.get(id); {
 			case tk.Status.State == StatePending && rng.IntN(4) == 0:
 				h.s.deleteTask(tk, false)
 			case tk.Status.State == StateNew && rng.IntN(6) == 0:
@@ -58,17 +58,17 @@ func TestWaitPassServesLikeTheFullWalk(t *testing.T) {
 		}
 		ref.fullNets = nil
 
-		for _, id := range sortedKeys(ref.tasks) {
-			got, want := h.s.tasks[id], ref.tasks[id]
+		for _, id := range ref.TaskIDs() {
+			got, want := h.s.tasks.get(id), ref.tasks.get(id)
 			if got.Status.State != want.Status.State || !slices.Equal(got.Attachments, want.Attachments) {
 				t.Fatalf("seed %d: task %d of service %d is %s with %v after the pass; trying every waiting task gives %s with %v",
 					seed, id, got.Service, got.Status.State, got.Attachments, want.Status.State, want.Attachments)
 			}
 		}
 		for _, id := range waited {
-			if ref.tasks[id].Status.State == StatePending {
+			if ref.tasks.get(id).Status.State == StatePending {
 				served++
-			} else if !ref.tasks[id].Desired.Stopping() {
+			} else if !ref.tasks.get(id).Desired.Stopping() {
 				refused++
 			}
 		}
