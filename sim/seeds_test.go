@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"testing"
@@ -36,6 +37,7 @@ type seedsResult struct {
 }
 
 func runSeeds(t *testing.T, first uint64, n, steps int, plant string) seedsResult {
+	defer debug.SetGCPercent(debug.SetGCPercent(simGC))
 	start := time.Now()
 	workers := *flagWorkers
 	if workers <= 0 {
@@ -87,8 +89,14 @@ func (r seedsResult) String() string {
 		r.seeds, r.steps, r.checks, r.simTime.Round(time.Second), s, float64(r.seeds)/s, float64(r.steps)/s, float64(r.checks)/s)
 }
 
+// simGC is the garbage collector's target while seeds run: each world's
+// heap is a few megabytes, and at the default (100) a quarter of the
+// run's CPU went to collecting it.
+const simGC = 400
+
 // report shrinks a failing seed's run and prints its script.
 func report(t *testing.T, seed uint64, steps int, plant string, o Outcome) string {
+	defer debug.SetGCPercent(debug.SetGCPercent(simGC))
 	ops := Generate(seed, steps, plant)
 	shrunk := Shrink(ops, *flagShrink, runtime.GOMAXPROCS(0))
 	expect := "" // saved, the script fails on the violation
