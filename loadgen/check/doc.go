@@ -1,8 +1,9 @@
 // Package check is the loadgen's online invariant checker: a pure value fed
 // with what a user and the agents see — event-stream events (with the task
-// and node objects the manager rendered), what each simulated agent was handed, and
-// which addresses each agent's executor holds — that answers with the
-// violations of the task model's invariants (shared/DESIGN.md) it saw.
+// and node objects the manager rendered), what each simulated agent was
+// handed, and which addresses each agent's executor holds — that answers
+// with the violations of the task model's invariants (shared/DESIGN.md) it
+// saw.
 //
 // The one idea: the invariants are checked on real data as it flows, by a
 // type that does no I/O and reads no clock (callers pass the time), so a
