@@ -244,8 +244,9 @@ func RunOps(ops []Op) (Outcome, error) {
 //  4. consecutive runs of the clock become one;
 //  5. a directive between two runs of the clock moves before or after
 //     both, which become one;
+//  6. a directive loses an option (lost-after=, drop=, …);
 //
-// steps 3 to 5 again while they remove anything. It returns the shortest
+// steps 3 to 6 again while they change anything. It returns the shortest
 // failing run found. Candidates are run side by side (workers, at least
 // one), the first that fails taken: the result is the same for any
 // number of workers.
@@ -344,6 +345,23 @@ func Shrink(ops []Op, budget, workers int) []Op {
 			sooner := append(append(append([]Op(nil), head...), x, merged), tail...)
 			if _, c := s.first([][]Op{later, sooner}); c != nil {
 				cur, changed = c, true
+			}
+		}
+		// A directive loses an option (a service without its window, a
+		// network without its drops): plainer, and often removable then.
+		for i := 1; i < len(cur) && s.budget > 0; i++ {
+			var cands [][]Op
+			for k := range cur[i].KV {
+				if cur[i].Cmd == "create" && cur[i].KV[k][0] == "replicas" {
+					continue
+				}
+				op := cur[i]
+				op.KV = append(append([][2]string(nil), op.KV[:k]...), op.KV[k+1:]...)
+				cands = append(cands, append(append(append([]Op(nil), cur[:i]...), op), cur[i+1:]...))
+			}
+			if k, c := s.first(cands); k >= 0 {
+				cur, changed = c, true
+				i--
 			}
 		}
 	}
