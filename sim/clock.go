@@ -195,6 +195,7 @@ type drawSource struct {
 	n    uint64
 }
 
+// Uint64 reads the clock without its lock: draws are made on the loop.
 func (s *drawSource) Uint64() uint64 {
 	if now := s.clk.now.UnixNano(); now != s.at {
 		s.at, s.n = now, 0

@@ -178,8 +178,9 @@ func TestGenerateReplays(t *testing.T) {
 // the agent protocol's sync-lagging (manager/control: a sync answered
 // from a replica that has not applied the agent's sequence; as-desired).
 // The agent protocol's complete-early (a COMPLETE without its read
-// barrier) is not among them: no run reaches the state it guards against
-// (docs/sim.md); -sim.plant=complete-early runs it.
+// barrier) is not among them: runs reach stale COMPLETEs, but none does
+// harm an invariant can see (docs/sim.md); -sim.plant=complete-early
+// runs it.
 var plantedBugs = []string{"free-at-release", "decide-early", "sync-lagging"}
 
 // TestPlanted runs the default seeds with each seeded bug planted (needs
