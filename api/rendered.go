@@ -12,3 +12,7 @@ import (
 func RenderTask(st *statemachine.State, t *statemachine.Task) client.Task {
 	return renderTask(st, t, false)
 }
+
+// RenderNode renders n the way the node endpoints and the event stream
+// send it (without its task count), for the same callers as RenderTask.
+func RenderNode(n *statemachine.Node) client.Node { return renderNode(n) }

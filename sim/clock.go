@@ -180,3 +180,34 @@ func (t *timer) Reset(d time.Duration) bool {
 	t.c.armLocked(t, d)
 	return was
 }
+
+// drawSource is the world's random source: each draw is a function of the
+// seed, the simulated instant it is made at and how many draws came
+// before it at that instant, not of every draw made before. A directive
+// removed from a run (Shrink) then leaves the draws of the other instants
+// as they were: a network delay, a dropped message or the replica chosen
+// for a call at 3m12.5s stays what it was, where one global sequence
+// shifted every later draw.
+type drawSource struct {
+	seed uint64
+	clk  *Clock
+	at   int64
+	n    uint64
+}
+
+// Uint64 reads the clock without its lock: draws are made on the loop.
+func (s *drawSource) Uint64() uint64 {
+	if now := s.clk.now.UnixNano(); now != s.at {
+		s.at, s.n = now, 0
+	}
+	s.n++
+	return mix64(s.seed ^ mix64(uint64(s.at)^s.n*0x9e3779b97f4a7c15))
+}
+
+// mix64 is splitmix64's finalizer.
+func mix64(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
+	x = (x ^ x>>27) * 0x94d049bb133111eb
+	return x ^ x>>31
+}

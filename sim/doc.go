@@ -39,10 +39,14 @@
 //   - Determinism: a World's behaviour is a function of its Config and
 //     the directives run. Nothing runs on another goroutine: control's
 //     Agents visit the groups in order (AgentsConfig.Sequential), the
-//     executor is stepped, every timer fires on the loop.
+//     executor is stepped, every timer fires on the loop. The world's
+//     random draws are keyed by the simulated instant they are made at
+//     (the seed, the time, the draws before at that time), so a directive
+//     removed from a run leaves the other instants' draws as they were.
 //   - The checker is fed what a user and the agents see: every task
 //     change the event stream's replica applies, rendered as the API
-//     renders it (api.RenderTask); what each agent is handed; which
+//     renders it (api.RenderTask), and every node change as it renders
+//     that (api.RenderNode); what each agent is handed; which
 //     addresses each agent's executor holds (prepare to forget); suspects
 //     settled by reads of the leader's state; at "stabilize", quiescence
 //     (one-per-slot, as-desired) and the replicas' state hashes
@@ -53,9 +57,11 @@
 //     snapshot keeps no seeded bug of the state machine, so runs planting
 //     one never restore one (the agent protocol's are planted again).
 //   - Generate turns a seed into directives (a workload and faults), RunOps
-//     runs them and stops at the first violation, Shrink removes
-//     directives while the run still breaks the same invariant, Script
-//     prints a run as a datadriven script with its output.
+//     runs them and stops at the first violation, Shrink cuts prefixes,
+//     removes and moves directives while the run still breaks the same
+//     invariant (the same result on any number of cores), Script prints a
+//     run as a datadriven script with its output. Quiescence
+//     ("stabilize": settled, then the quiescence checks) is quiesce.go's.
 //
 // The dialect is World.Do's; docs/sim.md shows how to run, replay and
 // shrink.

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"sort"
 	"sync"
 	"time"
 
@@ -104,13 +105,18 @@ func (gs *groups) end(g int) uint64 {
 func (gs *groups) settle(leader, stream int, now time.Time) {
 	for g, gr := range gs.g {
 		gr.mu.Lock()
+		end := uint64(len(gr.log))
 		for r, st := range gr.reps {
-			upTo := uint64(len(gr.log))
+			from := st.LastIndex()
+			if from >= end {
+				continue
+			}
+			upTo := end
 			if r != leader {
+				// Entries are committed in time order: the first one
+				// committed after by, and everything past it, waits.
 				by := now.Add(-gr.lag[r]).UnixNano()
-				for upTo > st.LastIndex() && gr.log[upTo-1].At > by {
-					upTo--
-				}
+				upTo = from + uint64(sort.Search(int(end-from), func(i int) bool { return gr.log[from+uint64(i)].At > by }))
 			}
 			gs.catchUpLocked(gr, r, g, upTo, r == stream)
 		}

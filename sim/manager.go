@@ -34,8 +34,13 @@ type manager struct {
 	sids   uint64
 	parked []*parkedPoll
 	// leaderCh is closed when the leader changes (control.Leaders'
-	// LeaderNotice).
+	// LeaderNotice); leaders counts the changes.
 	leaderCh chan struct{}
+	leaders  uint64
+	// applies counts, per replica, the entries its feed took (each closes
+	// the feed's Changed channel): a parked poll compares counts instead
+	// of selecting on channels after every event.
+	applies []uint64
 }
 
 type parkedPoll struct {
@@ -43,26 +48,24 @@ type parkedPoll struct {
 	req   *wire.AssignmentsRequest
 	until time.Time
 	reply func(wire.Message, error)
-	// changed and leader are closed when the replica's feed saw a change
-	// or the leader changed since the poll last asked.
-	changed, leader <-chan struct{}
+	// applies and leaders are the counts when the poll last asked.
+	applies, leaders uint64
 }
 
 // stirred reports whether p is worth asking again: its replica applied a
 // change, or the leader changed, since it last asked.
-func (p *parkedPoll) stirred() bool {
-	select {
-	case <-p.changed:
-		return true
-	case <-p.leader:
-		return true
-	default:
-		return false
-	}
+func (m *manager) stirred(p *parkedPoll) bool {
+	return m.applies[p.r] != p.applies || m.leaders != p.leaders
+}
+
+// applied tells replica r's feed about an entry r applied.
+func (m *manager) applied(r, g int, index uint64, effs []statemachine.Effect) {
+	m.applies[r]++
+	m.feeds[r].OnApply(g, index, effs)
 }
 
 func newManager(w *World) *manager {
-	m := &manager{w: w, leaderCh: make(chan struct{})}
+	m := &manager{w: w, leaderCh: make(chan struct{}), applies: make([]uint64, w.cfg.Replicas)}
 	m.agents = make([]*control.Agents, w.cfg.Replicas)
 	m.feeds = make([]*control.Feed, w.cfg.Replicas)
 	for r := range w.cfg.Replicas {
@@ -102,6 +105,7 @@ func (m *manager) restart(r int) {
 func (m *manager) elected() {
 	close(m.leaderCh)
 	m.leaderCh = make(chan struct{})
+	m.leaders++
 }
 
 // wireErr is the answer to a call that failed: a *wire.Error as it is,
@@ -133,11 +137,11 @@ func (m *manager) serve(r int, req wire.Message, reply func(wire.Message, error)
 	case *wire.SyncRequest:
 		resp, err = a.Sync(ctx, q)
 	case *wire.AssignmentsRequest:
-		_, changed := m.feeds[r].Changed()
+		applies := m.applies[r]
 		f, err := m.poll(r, q)
 		if err == nil && f == nil {
 			m.parked = append(m.parked, &parkedPoll{r: r, req: q, until: m.w.clk.Now().Add(time.Duration(q.Wait)), reply: reply,
-				changed: changed, leader: m.leaderCh})
+				applies: applies, leaders: m.leaders})
 			m.w.clk.AfterFunc(time.Duration(q.Wait), func() {}) // the loop looks again when the wait ends
 			return
 		}
@@ -188,16 +192,25 @@ func (m *manager) wake() {
 		return
 	}
 	now := m.w.clk.Now()
+	due := false
+	for _, p := range m.parked {
+		if !now.Before(p.until) || m.stirred(p) {
+			due = true
+			break
+		}
+	}
+	if !due {
+		return
+	}
 	parked := m.parked
 	m.parked = nil
 	for _, p := range parked {
 		expired := !now.Before(p.until)
-		if !expired && !p.stirred() {
+		if !expired && !m.stirred(p) {
 			m.parked = append(m.parked, p)
 			continue
 		}
-		_, p.changed = m.feeds[p.r].Changed()
-		p.leader = m.leaderCh
+		p.applies, p.leaders = m.applies[p.r], m.leaders
 		f, err := m.poll(p.r, p.req)
 		switch {
 		case err != nil:

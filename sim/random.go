@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -233,56 +234,186 @@ func RunOps(ops []Op) (Outcome, error) {
 	return out, nil
 }
 
-// Shrink removes directives from a failing run while it still fails with
-// the same invariant: first everything after the failing directive, then
-// chunks of halving size (never the "sim" directive), within budget runs.
-// It returns the shortest failing run found.
-func Shrink(ops []Op, budget int) []Op {
+// Shrink returns a shorter run of ops that still fails with the same
+// invariant, trying at most budget runs:
+//
+//  1. everything after the failing directive goes;
+//  2. a prefix ending in "stabilize": the shortest of 2, 4, 8, …
+//     directives that fails so, then halving the gap below it (a run
+//     that breaks a quiescence check often breaks it long before its
+//     end; a run that breaks a check on the way is cut at once);
+//  3. chunks of halving size are removed (never the "sim" directive)
+//     while the run still fails so;
+//  4. consecutive runs of the clock become one;
+//  5. a directive between two runs of the clock moves before or after
+//     both, which become one;
+//  6. a directive loses an option (lost-after=, drop=, …);
+//
+// steps 3 to 6 again while they change anything. It returns the shortest
+// failing run found. Candidates are run side by side (workers, at least
+// one), the first that fails taken: the result is the same for any
+// number of workers.
+func Shrink(ops []Op, budget, workers int) []Op {
 	first, err := RunOps(ops)
 	if err != nil || first.Failed < 0 {
 		return ops
 	}
-	want := first.Invariant
+	s := shrinker{want: first.Invariant, budget: budget, workers: max(workers, 1)}
 	cur := append([]Op(nil), ops[:first.Failed+1]...)
-	fails := func(c []Op) bool {
-		budget--
-		o, err := RunOps(c)
-		return err == nil && o.Failed >= 0 && o.Invariant == want
+	stabilized := func(k int) []Op {
+		c := append([]Op(nil), cur[:k]...)
+		if c[len(c)-1].Cmd != "stabilize" {
+			c = append(c, Op{Cmd: "stabilize"})
+		}
+		return c
 	}
-	for n := (len(cur) - 1) / 2; n >= 1 && budget > 0; {
-		removed := false
-		for i := 1; i+n <= len(cur) && budget > 0; {
-			cand := append(append([]Op(nil), cur[:i]...), cur[i+n:]...)
-			if fails(cand) {
-				cur, removed = cand, true
+	var ks []int
+	for k := 2; k < len(cur)-1; k *= 2 {
+		ks = append(ks, k)
+	}
+	var cands [][]Op
+	for _, k := range ks {
+		cands = append(cands, stabilized(k))
+	}
+	if i, c := s.first(cands); i >= 0 {
+		cur = c
+		lo, hi := 1, ks[i]
+		if i > 0 {
+			lo = ks[i-1]
+		}
+		for hi-lo > 1 && s.budget > 0 {
+			mid := (lo + hi) / 2
+			if _, c := s.first([][]Op{stabilized(mid)}); c != nil {
+				cur, hi = c, mid
 				continue
 			}
-			i += n
-		}
-		if !removed {
-			n /= 2
+			lo = mid
 		}
 	}
-	// Then consecutive runs of the clock become one, where the run still
-	// fails so.
-	for i := 1; i+1 < len(cur) && budget > 0; i++ {
-		a, b := cur[i], cur[i+1]
-		if a.Cmd != "advance" || b.Cmd != "advance" || len(a.Pos) != 1 || len(b.Pos) != 1 {
-			continue
+	for changed := true; changed && s.budget > 0; {
+		changed = false
+		for n := (len(cur) - 1) / 2; n >= 1 && s.budget > 0; {
+			removed := false
+			for i := 1; i+n <= len(cur) && s.budget > 0; {
+				var cands [][]Op
+				for at := i; at+n <= len(cur) && len(cands) < s.workers; at += n {
+					cands = append(cands, append(append([]Op(nil), cur[:at]...), cur[at+n:]...))
+				}
+				k, c := s.first(cands)
+				if k < 0 {
+					i += n * len(cands)
+					continue
+				}
+				cur, removed, changed = c, true, true
+				i += n * k
+			}
+			if !removed {
+				n /= 2
+			}
 		}
-		da, err1 := time.ParseDuration(a.Pos[0])
-		db, err2 := time.ParseDuration(b.Pos[0])
-		if err1 != nil || err2 != nil {
-			continue
+		// Consecutive runs of the clock become one, where the run still
+		// fails so.
+		for i := 1; i+1 < len(cur) && s.budget > 0; i++ {
+			a, b := cur[i], cur[i+1]
+			if a.Cmd != "advance" || b.Cmd != "advance" || len(a.Pos) != 1 || len(b.Pos) != 1 {
+				continue
+			}
+			da, err1 := time.ParseDuration(a.Pos[0])
+			db, err2 := time.ParseDuration(b.Pos[0])
+			if err1 != nil || err2 != nil {
+				continue
+			}
+			merged := Op{Cmd: "advance", Pos: []string{(da + db).String()}}
+			cand := append(append(append([]Op(nil), cur[:i]...), merged), cur[i+2:]...)
+			if _, c := s.first([][]Op{cand}); c != nil {
+				cur, changed = c, true
+				i--
+			}
 		}
-		merged := Op{Cmd: "advance", Pos: []string{(da + db).String()}}
-		cand := append(append(append([]Op(nil), cur[:i]...), merged), cur[i+2:]...)
-		if fails(cand) {
-			cur = cand
-			i--
+		// A directive between two runs of the clock moves before or
+		// after both, which become one.
+		for i := 2; i+1 < len(cur) && s.budget > 0; i++ {
+			a, x, b := cur[i-1], cur[i], cur[i+1]
+			if a.Cmd != "advance" || b.Cmd != "advance" || x.Cmd == "advance" || len(a.Pos) != 1 || len(b.Pos) != 1 {
+				continue
+			}
+			da, err1 := time.ParseDuration(a.Pos[0])
+			db, err2 := time.ParseDuration(b.Pos[0])
+			if err1 != nil || err2 != nil {
+				continue
+			}
+			merged := Op{Cmd: "advance", Pos: []string{(da + db).String()}}
+			head, tail := cur[:i-1], cur[i+2:]
+			later := append(append(append([]Op(nil), head...), merged, x), tail...)
+			sooner := append(append(append([]Op(nil), head...), x, merged), tail...)
+			if _, c := s.first([][]Op{later, sooner}); c != nil {
+				cur, changed = c, true
+			}
+		}
+		// A directive loses an option (a service without its window, a
+		// network without its drops): plainer, and often removable then.
+		for i := 1; i < len(cur) && s.budget > 0; i++ {
+			var cands [][]Op
+			for k := range cur[i].KV {
+				if cur[i].Cmd == "create-service" && cur[i].KV[k][0] == "replicas" {
+					continue
+				}
+				op := cur[i]
+				op.KV = append(append([][2]string(nil), op.KV[:k]...), op.KV[k+1:]...)
+				cands = append(cands, append(append(append([]Op(nil), cur[:i]...), op), cur[i+1:]...))
+			}
+			if k, c := s.first(cands); k >= 0 {
+				cur, changed = c, true
+				i--
+			}
 		}
 	}
 	return cur
+}
+
+// shrinker runs Shrink's candidates.
+type shrinker struct {
+	want    string // the invariant the run must still break
+	budget  int    // runs left
+	workers int
+}
+
+// first runs cands (at most the budget left), side by side, and returns
+// the index of the first that fails with the invariant wanted, cut after
+// its failing directive (-1, nil: none). The budget pays for the runs up
+// to that one, as if they ran one after another.
+func (s *shrinker) first(cands [][]Op) (int, []Op) {
+	if len(cands) > s.budget {
+		cands = cands[:max(s.budget, 0)]
+	}
+	cut := make([][]Op, len(cands))
+	var wg sync.WaitGroup
+	next := make(chan int, len(cands))
+	for i := range cands {
+		next <- i
+	}
+	close(next)
+	for range min(s.workers, len(cands)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				o, err := RunOps(cands[i])
+				if err == nil && o.Failed >= 0 && o.Invariant == s.want {
+					cut[i] = cands[i][:o.Failed+1]
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for i, c := range cut {
+		if c != nil {
+			s.budget -= i + 1
+			return i, c
+		}
+	}
+	s.budget -= len(cands)
+	return -1, nil
 }
 
 // Script prints ops as a datadriven script with each directive's output

@@ -69,6 +69,10 @@ type Checker struct {
 		// released is, per address, the last holder the agents let go of.
 		released map[string]holder
 		probe    Probe
+		// nodes is each node as the stream last rendered it, per group;
+		// aside the held-aside suspects (aside.go).
+		nodes map[nodeKey]nodeSeen
+		aside []asideSuspect
 	}
 }
 
@@ -92,6 +96,7 @@ func New(start time.Time) *Checker {
 	c.mu.checked = map[string]int64{}
 	c.mu.count = map[string]int{}
 	c.mu.released = map[string]holder{}
+	c.mu.nodes = map[nodeKey]nodeSeen{}
 	return c
 }
 
@@ -142,6 +147,12 @@ func describe(id uint64, v *view) string {
 // Event feeds one event-stream event, received on stream connection conn
 // (a number that changes at every reconnect), at now.
 func (c *Checker) Event(ev client.Event, conn int, now time.Time) {
+	if ev.Topic == "node" {
+		c.mu.Lock()
+		c.nodeEventLocked(ev, now)
+		c.mu.Unlock()
+		return
+	}
 	if ev.Topic != "task" {
 		return
 	}
@@ -161,7 +172,13 @@ func (c *Checker) Event(ev client.Event, conn int, now time.Time) {
 		}
 		return
 	}
-	c.mergeLocked(id, ev.Task, conn, now)
+	was := ""
+	if v := c.mu.tasks[id]; v != nil && v.conn == conn {
+		was = v.desired
+	}
+	if c.mergeLocked(id, ev.Task, conn, now) {
+		c.desiredLocked(id, was, ev.Task, ev.Group, ev.Raft)
+	}
 }
 
 func (c *Checker) deletedLocked(id uint64, now time.Time) {
@@ -179,16 +196,17 @@ func (c *Checker) deletedLocked(id uint64, now time.Time) {
 	delete(c.mu.handed, id)
 }
 
-// mergeLocked merges a rendered task object into the view.
-func (c *Checker) mergeLocked(id uint64, t *client.Task, conn int, now time.Time) {
+// mergeLocked merges a rendered task object into the view and reports
+// whether it did (not an older rendering, not another's service).
+func (c *Checker) mergeLocked(id uint64, t *client.Task, conn int, now time.Time) bool {
 	if c.mu.own != nil && !c.mu.own(t.Service) {
-		return
+		return false
 	}
 	rank, ok := stateRank[t.State]
 	c.mu.checked[TaskShape]++
 	if !ok {
 		c.violateLocked(now, TaskShape, fmt.Sprintf("task %d has observed state %q", id, t.State), fmt.Sprintf("%+v", *t))
-		return
+		return false
 	}
 	if rank >= rankAssigned && rank != rankRejected && t.Node == 0 {
 		c.violateLocked(now, TaskShape, fmt.Sprintf("task %d is %s without a node", id, t.State), fmt.Sprintf("%+v", *t))
@@ -204,7 +222,7 @@ func (c *Checker) mergeLocked(id uint64, t *client.Task, conn int, now time.Time
 			c.violateLocked(now, Monotone, fmt.Sprintf("task %d moved back from %s to %s", id, States[v.rank], t.State),
 				describe(id, v), fmt.Sprintf("now: %+v", *t))
 		}
-		return // an older rendering (a lagging replica): keep what we know
+		return false // an older rendering (a lagging replica): keep what we know
 	}
 	c.setRankLocked(v, rank)
 	v.service, v.slot, v.desired, v.conn, v.stale = t.Service, t.Slot, t.Desired, conn, false
@@ -224,6 +242,7 @@ func (c *Checker) mergeLocked(id uint64, t *client.Task, conn int, now time.Time
 	if n, ok := c.mu.handed[id]; ok && v.node != 0 {
 		c.checkNodeLocked(id, v, n, now)
 	}
+	return true
 }
 
 // setRankLocked moves v to rank (-1: out of the view) in the counts.
@@ -349,6 +368,10 @@ func (c *Checker) Reset(tasks []client.Task, conn int, now time.Time) {
 	defer c.mu.Unlock()
 	c.mu.tasks = make(map[uint64]*view, len(tasks))
 	clear(c.mu.byState)
+	// Nodes come again on the new connection; a held-aside suspect whose
+	// node's next event may never come is let go.
+	clear(c.mu.nodes)
+	c.mu.aside = nil
 	c.mu.liveAddr = make(map[string]uint64, len(tasks))
 	for i := range tasks {
 		id, err := strconv.ParseUint(tasks[i].ID, 10, 64)
@@ -365,6 +388,7 @@ func (c *Checker) Reset(tasks []client.Task, conn int, now time.Time) {
 func (c *Checker) Quiesced(want map[string]int, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.settleAsideLocked(now)
 	running := map[string]int{}
 	slots := map[string][]uint64{}
 	for id, v := range c.mu.tasks {

@@ -1,8 +1,9 @@
 // Package check is the loadgen's online invariant checker: a pure value fed
 // with what a user and the agents see — event-stream events (with the task
-// objects the manager rendered), what each simulated agent was handed, and
-// which addresses each agent's executor holds — that answers with the
-// violations of the task model's invariants (shared/DESIGN.md) it saw.
+// and node objects the manager rendered), what each simulated agent was
+// handed, and which addresses each agent's executor holds — that answers
+// with the violations of the task model's invariants (shared/DESIGN.md) it
+// saw.
 //
 // The one idea: the invariants are checked on real data as it flows, by a
 // type that does no I/O and reads no clock (callers pass the time), so a
@@ -30,6 +31,10 @@
 //   - replicas-agree: at quiescence, replicas that applied a group up to the
 //     same index hold the same state (GET /v1/status?hash=true); fed by the
 //     run, which reads the managers.
+//   - held-aside: a task still running on a node back from a disconnect
+//     is not stopped before the node re-reported its tasks (the entry that
+//     made the node initializing stops none of them; node events, per
+//     group; aside.go).
 //
 // The checker is safe for concurrent use (one mutex); the stream follower
 // and thousands of agents feed it.

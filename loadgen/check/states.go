@@ -29,6 +29,7 @@ const (
 	OnePerSlot    = "one-per-slot"
 	AsDesired     = "as-desired"
 	ReplicasAgree = "replicas-agree"
+	HeldAside     = "held-aside"
 )
 
 // Names lists every invariant with its one-sentence statement.
@@ -42,4 +43,5 @@ var Names = []struct{ Name, Description string }{
 	{OnePerSlot, "at quiescence, at most one running task per slot"},
 	{AsDesired, "at quiescence, every service has exactly its desired running count"},
 	{ReplicasAgree, "at quiescence, replicas at the same applied index hold the same state (group hashes)"},
+	{HeldAside, "a task still running on a node back from a disconnect is not stopped before the node re-reported its tasks"},
 }
