@@ -70,7 +70,7 @@ func (s *Server) renderEvents(buf *bytes.Buffer, p *eventPageBuf, changes []cont
 	if len(p.lines) == 0 {
 		return nil
 	}
-	p.arena.Reset()
+	resetKeepingLittle(&p.arena)
 	if p.enc == nil {
 		p.enc = jsoncodec.NewEncoder(&p.arena)
 	}

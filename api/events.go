@@ -229,6 +229,22 @@ func newJSONLines(w io.Writer) *jsonLines {
 func (l *jsonLines) send() error {
 	n, err := l.w.Write(l.buf.Bytes())
 	l.total += int64(n)
-	l.buf.Reset()
+	resetKeepingLittle(&l.buf)
 	return err
+}
+
+// keepBuffer is the most room a stream keeps in a buffer between pages: a
+// page of thousands of events grows one to megabytes, which a stream open
+// for days would otherwise hold the whole time (the encoders keep a
+// pointer to the buffer, not to its bytes, so it can be replaced).
+const keepBuffer = 256 << 10
+
+// resetKeepingLittle empties b, and lets its room go when it grew past
+// keepBuffer.
+func resetKeepingLittle(b *bytes.Buffer) {
+	if b.Cap() > keepBuffer {
+		*b = bytes.Buffer{}
+		return
+	}
+	b.Reset()
 }

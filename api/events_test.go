@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 
@@ -87,5 +88,33 @@ func TestEventsRefuseAnIndexTooOld(t *testing.T) {
 	}
 	if status, body := get(wire.Cursor{0, 1000}.Token()); status != fasthttp.StatusOK {
 		t.Fatalf("events from a kept change: %d %s; want 200", status, body)
+	}
+}
+
+// A stream's buffers do not keep the room a big page grew them to: after
+// a page of megabytes, what stays between pages is bounded, and a small
+// buffer keeps its room (no allocation per page).
+func TestStreamBuffersLetBigPagesGo(t *testing.T) {
+	var sink bytes.Buffer
+	l := newJSONLines(&sink)
+	l.buf.Write(bytes.Repeat([]byte("x"), 8<<20))
+	if err := l.send(); err != nil {
+		t.Fatal(err)
+	}
+	if c := l.buf.Cap(); c > keepBuffer {
+		t.Fatalf("the line buffer keeps %d bytes of room after a page of 8 MiB, want at most %d", c, keepBuffer)
+	}
+	if err := l.enc.Encode(map[string]int{"a": 1}); err != nil || l.buf.String() != "{\"a\":1}\n" {
+		t.Fatalf("the encoder no longer writes to the stream's buffer: %q, %v", l.buf.String(), err)
+	}
+	l.buf.Reset()
+	l.buf.Grow(1024)
+	small := l.buf.Cap()
+	l.buf.WriteString("line\n")
+	if err := l.send(); err != nil || l.buf.Cap() != small {
+		t.Fatalf("a small buffer's room went: cap %d, want %d (%v)", l.buf.Cap(), small, err)
+	}
+	if sink.Len() != 8<<20+len("line\n") {
+		t.Fatalf("%d bytes sent", sink.Len())
 	}
 }
