@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,33 +18,20 @@ import (
 	"shoal/security/tlsdir"
 )
 
-// memTokens keeps join secrets in memory.
-type memTokens struct {
-	mu sync.Mutex
-	s  security.Secrets
-}
-
-func (m *memTokens) Secrets() security.Secrets {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.s
-}
-
-func (m *memTokens) Set(s security.Secrets) error {
-	m.mu.Lock()
-	m.s = s
-	m.mu.Unlock()
-	return nil
-}
-
-func newTokens(t *testing.T) *memTokens {
+// newTokens returns the cluster's join secrets in a token file of the
+// test's own, as a manager keeps them.
+func newTokens(t *testing.T) *tlsdir.TokenFile {
 	t.Helper()
 	w, err1 := security.NewSecret(rand.Reader)
 	m, err2 := security.NewSecret(rand.Reader)
 	if err1 != nil || err2 != nil {
 		t.Fatal(err1, err2)
 	}
-	return &memTokens{s: security.Secrets{Worker: w, Manager: m}}
+	f, err := tlsdir.Dir(t.TempDir()).CreateTokens(security.Secrets{Worker: w, Manager: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
 }
 
 func newTestCA(t *testing.T) *security.CA {
@@ -92,7 +78,7 @@ func issuePEM(t *testing.T, ca *security.CA, req security.Request) (certPEM, key
 type secureCluster struct {
 	t      *testing.T
 	cas    []*security.CA
-	tokens *memTokens
+	tokens *tlsdir.TokenFile
 	ms     []*Manager
 }
 
