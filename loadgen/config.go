@@ -44,6 +44,9 @@ type Config struct {
 	// ElectionTimeout is the children's --election-timeout; 0: the
 	// server's default.
 	ElectionTimeout time.Duration
+	// MemoryLimit is the children's --memory-limit; "": the server's
+	// default.
+	MemoryLimit string
 	// AgentsPerProcess is the most simulated agents one process runs;
 	// default fleet.AgentsPerProcess. (Tests lower it to run a small fleet
 	// split.)

@@ -141,7 +141,7 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 	} else {
 		r.logf("starting %d managers (data and logs in %s)", cfg.Managers, cfg.DataDir)
 		r.cl, err = cluster.Start(ctx, cluster.Config{Binary: cfg.Binary, Managers: cfg.Managers, DataDir: cfg.DataDir,
-			Groups: cfg.Groups, SyncInterval: cfg.SyncInterval, MinHeartbeat: cfg.MinHeartbeat, OrphanTimeout: cfg.OrphanTimeout, RaftLogLevel: cfg.RaftLogLevel, ElectionTimeout: cfg.ElectionTimeout, Pprof: cfg.PprofDir != "", CheckReplay: cfg.CheckReplay, Insecure: cfg.Insecure})
+			Groups: cfg.Groups, SyncInterval: cfg.SyncInterval, MinHeartbeat: cfg.MinHeartbeat, OrphanTimeout: cfg.OrphanTimeout, RaftLogLevel: cfg.RaftLogLevel, ElectionTimeout: cfg.ElectionTimeout, MemoryLimit: cfg.MemoryLimit, Pprof: cfg.PprofDir != "", CheckReplay: cfg.CheckReplay, Insecure: cfg.Insecure})
 	}
 	if err != nil {
 		return nil, err

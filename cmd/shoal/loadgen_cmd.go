@@ -78,6 +78,7 @@ prints) and runs the agents on them; see docs/loadgen-fleet.md.`,
 	f.DurationVar(&c.SyncInterval, "sync-interval", 0, "the started managers' --sync-interval (default 5s, or 5ms per agent above 1,000 agents)")
 	f.DurationVar(&c.OrphanTimeout, "orphan-timeout", 0, "the started managers' --orphan-timeout (with --join: the one the managers were given); agents are cut off or vanish for at most half of it (default: the server's, 24h)")
 	f.DurationVar(&c.MinHeartbeat, "min-heartbeat", 0, "the started managers' --min-heartbeat (default: the server's)")
+	f.StringVar(&c.MemoryLimit, "memory-limit", "", "the started managers' --memory-limit (default: the server's)")
 	f.DurationVar(&c.ElectionTimeout, "election-timeout", 0, "the started managers' --election-timeout (default: the server's; 2s from 5,000 agents on, since the simulated agents share the managers' CPUs)")
 	f.StringVar(&c.RaftLogLevel, "raft-log-level", "critical", "the started managers' --raft-log-level (their logs go to --data-dir; warning shows every election)")
 	f.StringVar(&o.phases, "phases", strings.Join(loadgen.AllPhases, ","), "phases to run, comma-separated")

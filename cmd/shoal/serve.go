@@ -52,6 +52,7 @@ type serveOptions struct {
 	token           string // the manager join token
 	tokenFlag       bool   // --token was given (not only SHOAL_JOIN_TOKEN)
 	nodeCertTTL     time.Duration
+	memoryLimit     string
 }
 
 func newServeCmd() *cobra.Command {
@@ -155,6 +156,7 @@ On exit it prints one line: "shoal: stopped replica=ID g0=INDEX/HASH g1=...".`,
 	f.StringVar(&o.join, "join", "", "API address(es) of a running manager, comma-separated: join its cluster (without --peers: become a member of every group; with TLS: obtain this replica's certificate, needs --token)")
 	// No default from the environment: --help would print the secret.
 	f.StringVar(&o.token, "token", "", "the manager join token, SHOAL-1-... (env SHOAL_JOIN_TOKEN; print it with \"shoal token manager\")")
+	f.StringVar(&o.memoryLimit, "memory-limit", "auto", "soft memory limit of this replica's Go heap: a size (4GiB), a share of the machine's memory (75%), none, or auto: GOMEMLIMIT's when it is set, else 90% of the container's memory limit when it runs in one that has a limit, else none. Near the limit the replica collects garbage more often instead of growing; it is not a hard cap")
 	f.DurationVar(&o.nodeCertTTL, "node-cert-ttl", security.DefaultWorkerLifetime, "lifetime of the certificates this manager issues to agents (they renew at 50-80%)")
 	return cmd
 }
@@ -215,10 +217,16 @@ func runServe(ctx context.Context, o serveOptions, out io.Writer) error {
 	if o.maxHandshakes < 1 {
 		return fmt.Errorf("--max-handshakes %d must be 1 or more", o.maxHandshakes)
 	}
+	ml, err := resolveMemLimit(o.memoryLimit, "/")
+	if err != nil {
+		return err
+	}
 	joinAddrs := splitAddrs(o.join)
 	if o.join != "" && len(joinAddrs) == 0 {
 		return fmt.Errorf("--join %q names no address: give the API address of a running manager", o.join)
 	}
+	ml.apply()
+	fmt.Fprintln(out, "shoal: "+ml.String())
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	so := manager.ServeOptions{Options: manager.Options{DataDir: o.dataDir, ReplicaID: o.id, RaftAddr: o.raftAddr, Peers: peers,

@@ -31,9 +31,11 @@ type Config struct {
 	RaftLogLevel  string // --raft-log-level; default critical
 	// ElectionTimeout is --election-timeout; 0: the server's default.
 	ElectionTimeout time.Duration
-	Pprof           bool          // start replicas with --pprof
-	CheckReplay     bool          // start replicas with --check-replay
-	ReadyTimeout    time.Duration // default 60s
+	// MemoryLimit is --memory-limit; "": the server's default.
+	MemoryLimit  string
+	Pprof        bool          // start replicas with --pprof
+	CheckReplay  bool          // start replicas with --check-replay
+	ReadyTimeout time.Duration // default 60s
 	// Insecure starts the managers with --insecure (plain HTTP and Raft,
 	// no authentication); by default replica 1 creates the cluster CA and
 	// the others join with the manager token, as in production.
@@ -198,6 +200,9 @@ func startOnce(ctx context.Context, cfg Config) (*Cluster, error) {
 		}
 		if cfg.ElectionTimeout > 0 {
 			r.args = append(r.args, "--election-timeout", cfg.ElectionTimeout.String())
+		}
+		if cfg.MemoryLimit != "" {
+			r.args = append(r.args, "--memory-limit", cfg.MemoryLimit)
 		}
 		if cfg.OrphanTimeout > 0 {
 			r.args = append(r.args, "--orphan-timeout", cfg.OrphanTimeout.String())
