@@ -270,3 +270,62 @@ func TestGoneNodesHoldNothing(t *testing.T) {
 		t.Fatalf("a live node's address taken by another task: %d violations, want 1", n)
 	}
 }
+
+// BenchmarkRampEvents checks a ramp's task events: 20,000 tasks, each
+// rendered pending, assigned, starting and running with one address.
+func BenchmarkRampEvents(b *testing.B) {
+	const n = 20000
+	var evs []client.Event
+	for _, st := range []string{"pending", "assigned", "starting", "running"} {
+		for i := range n {
+			node := uint32(i%1000 + 1)
+			if st == "pending" {
+				node = 0
+			}
+			evs = append(evs, taskEv(strconv.Itoa(i+1), "svc-"+strconv.Itoa(i%100), uint32(i/100+1), node, "running", st,
+				fmt.Sprintf("10.%d.%d.%d/16", i%100, i/256%256, i%256)))
+		}
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		c := New(t0)
+		for _, ev := range evs {
+			c.Event(ev, 1, t0)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(evs)), "ns/event")
+}
+
+// Checking a task's unchanged addresses in place ends where letting go of
+// them and taking them anew ends: the same suspects, results, counts and
+// address owners after every event of a random stream.
+func TestRecheckInPlaceIsTheGeneralPath(t *testing.T) {
+	states := []string{"pending", "assigned", "starting", "running", "complete", "shutdown"}
+	addrs := []string{"10.0.0.2/24", "10.0.0.3/24", "10.0.0.4/24", "10.0.0.2/24!", "10.0.0.3/24!"}
+	for seed := range uint64(200) {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		fast, slow := New(t0), New(t0)
+		for step := range 60 {
+			id := strconv.Itoa(rng.IntN(6) + 1)
+			var ev client.Event
+			if rng.IntN(10) == 0 {
+				ev = deleted(id)
+			} else {
+				var held []string
+				for range rng.IntN(3) {
+					held = append(held, addrs[rng.IntN(len(addrs))])
+				}
+				ev = taskEv(id, "web", 1, uint32(rng.IntN(3)+1), "running", states[rng.IntN(len(states))], held...)
+			}
+			now := t0.Add(time.Duration(step) * time.Second)
+			recheckInPlace = true
+			fast.Event(ev, 1, now)
+			recheckInPlace = false
+			slow.Event(ev, 1, now)
+			recheckInPlace = true
+			if f, s := fmt.Sprint(fast.Suspects(), fast.Results(), fast.mu.liveAddr, fast.mu.checked), fmt.Sprint(slow.Suspects(), slow.Results(), slow.mu.liveAddr, slow.mu.checked); f != s {
+				t.Fatalf("seed %d step %d (%s %s): in place\n%s\ngeneral\n%s", seed, step, ev.Type, id, f, s)
+			}
+		}
+	}
+}
