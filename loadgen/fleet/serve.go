@@ -10,6 +10,8 @@ import (
 	"io"
 	"math"
 	"net/rpc"
+	"os"
+	"runtime/pprof"
 	"sync"
 	"syscall"
 	"time"
@@ -41,9 +43,18 @@ type ChildConfig struct {
 	Seed     uint64
 	Sim      agent.SimConfig
 	AgentLog string // the agents' warnings and errors go here ("": discarded)
-	// CPUProfile, if set, is where the child writes its CPU profile, from
-	// its start to its end ("%d" in it becomes the child's number).
+	// CPUProfile, if set, is where the child writes its CPU profiles, one
+	// per window of the run: "%d" in it becomes the child's number (Remote
+	// does that), then "%s" the window's name: "setup" from the child's
+	// start (joins, first TLS handshakes) until the loadgen's ramp starts,
+	// "ramp" over the ramp, "rest" after it (Profile). `go tool pprof`
+	// given all three merges them into the whole run.
 	CPUProfile string
+	// AllocsProfile, if set (with CPUProfile), is where the child writes
+	// its allocations ("allocs") as each window ends, counted from its
+	// start ("%d" and "%s" as in CPUProfile): the ramp's own are
+	// `go tool pprof -diff_base SETUP RAMP`.
+	AllocsProfile string
 }
 
 // ConfigEnv names the environment variable that carries a ChildConfig.
@@ -214,7 +225,69 @@ func (o *obsWriter) close() {
 }
 
 // Service is the fleet's net/rpc service in the child.
-type Service struct{ f *Fleet }
+type Service struct {
+	f    *Fleet
+	prof *cpuProfile
+}
+
+// cpuProfile is the child's CPU profile: one file per window of the run
+// (ChildConfig.CPUProfile). A process has one CPU profile at a time, so a
+// window's file ends where the next begins.
+type cpuProfile struct {
+	mu      sync.Mutex
+	pattern string // "%s": the window's name
+	allocs  string // ChildConfig.AllocsProfile
+	window  string // under way
+	f       *os.File
+}
+
+// start ends the window under way (if any) and profiles the next into its
+// own file; with no pattern it does nothing.
+func (p *cpuProfile) start(window string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.pattern == "" {
+		return nil
+	}
+	if err := p.stopLocked(); err != nil {
+		return err
+	}
+	f, err := os.Create(fmt.Sprintf(p.pattern, window))
+	if err != nil {
+		return err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return err
+	}
+	p.f, p.window = f, window
+	return nil
+}
+
+func (p *cpuProfile) stop() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stopLocked()
+}
+
+// stopLocked ends the window under way: its CPU profile, then the
+// allocations until its end.
+func (p *cpuProfile) stopLocked() error {
+	if p.f == nil {
+		return nil
+	}
+	pprof.StopCPUProfile()
+	err := p.f.Close()
+	p.f = nil
+	if p.allocs != "" {
+		f, cerr := os.Create(fmt.Sprintf(p.allocs, p.window))
+		if cerr != nil {
+			return errors.Join(err, cerr)
+		}
+		err = errors.Join(err, pprof.Lookup("allocs").WriteTo(f, 0), f.Close())
+	}
+	return err
+}
 
 // PartitionArgs cuts agent I off for D.
 type PartitionArgs struct {
@@ -252,6 +325,10 @@ func (s *Service) Probe(a ProbeArgs, out *ProbeAnswer) error {
 	return nil
 }
 func (s *Service) Stop(_ int, _ *bool) error { s.f.Stop(); return nil }
+
+// Profile ends the CPU profile's window under way and starts the named one
+// (ChildConfig.CPUProfile); a child that profiles nothing ignores it.
+func (s *Service) Profile(window string, _ *bool) error { return s.prof.start(window) }
 func (s *Service) SyncNow(within time.Duration, _ *bool) error {
 	s.f.SyncNow(within)
 	return nil
@@ -278,6 +355,11 @@ func Serve(ctx context.Context, cfg ChildConfig, in io.Reader, out io.WriteClose
 		ow.now = fc.Clock.Now
 	}
 	fc.Managers, fc.Token, fc.First, fc.Agents, fc.Seed, fc.Sim, fc.Observer = cfg.Managers, cfg.Token, cfg.First, cfg.Agents, cfg.Seed, cfg.Sim, obsSink(ow.add)
+	prof := &cpuProfile{pattern: cfg.CPUProfile, allocs: cfg.AllocsProfile}
+	if err := prof.start("setup"); err != nil {
+		return err
+	}
+	defer func() { _ = prof.stop() }()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	f, err := Start(ctx, fc)
@@ -285,7 +367,7 @@ func Serve(ctx context.Context, cfg ChildConfig, in io.Reader, out io.WriteClose
 		return err
 	}
 	srv := rpc.NewServer()
-	if err := srv.RegisterName("Fleet", &Service{f: f}); err != nil {
+	if err := srv.RegisterName("Fleet", &Service{f: f, prof: prof}); err != nil {
 		return err
 	}
 	srv.ServeConn(struct {
