@@ -130,7 +130,7 @@ type obsWriter struct {
 
 // obsChunk is how many observations a chunk of the queue holds (about
 // 80 bytes each).
-const obsChunk = 4096
+const obsChunk = 1024
 
 // obsQueueMax is a child's queue limit: some 4 million observations
 // (about 150 bytes each while queued).
