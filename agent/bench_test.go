@@ -229,6 +229,8 @@ func BenchmarkTaskOnAnAgent(b *testing.B) {
 		bodies = append(bodies, frame(uint64(i), uint64(i+1), sm.TaskID(i*perFrame+1)))
 	}
 	b.ReportAllocs()
+	var ru0, ru1 syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
 	for b.Loop() {
 		m := NewMachine(MachineConfig{})
 		st := NewMemStore()
@@ -279,6 +281,8 @@ func BenchmarkTaskOnAnAgent(b *testing.B) {
 		}
 		e.Close()
 	}
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+	b.ReportMetric(float64(ru1.Utime.Nano()+ru1.Stime.Nano()-ru0.Utime.Nano()-ru0.Stime.Nano())/float64(b.N), "cpu-ns/op")
 }
 
 // BenchmarkSimRampOnTheRealClock is the simulated executors of 100 agents
