@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -227,6 +229,8 @@ func BenchmarkTaskOnAnAgent(b *testing.B) {
 		bodies = append(bodies, frame(uint64(i), uint64(i+1), sm.TaskID(i*perFrame+1)))
 	}
 	b.ReportAllocs()
+	var ru0, ru1 syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
 	for b.Loop() {
 		m := NewMachine(MachineConfig{})
 		st := NewMemStore()
@@ -277,4 +281,54 @@ func BenchmarkTaskOnAnAgent(b *testing.B) {
 		}
 		e.Close()
 	}
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+	b.ReportMetric(float64(ru1.Utime.Nano()+ru1.Stime.Nano()-ru0.Utime.Nano()-ru0.Stime.Nano())/float64(b.N), "cpu-ns/op")
+}
+
+// BenchmarkSimRampOnTheRealClock is the simulated executors of 100 agents
+// in a ramp, on the real clock with the loadgen's stage delays: an op is
+// every agent's frame of 25 tasks prepared, then started, each event read
+// as the runner reads it. cpu-ns/task is the process's CPU per task: the
+// executors' timers, goroutines and garbage, which a ramp's agents'
+// process pays for every task.
+func BenchmarkSimRampOnTheRealClock(b *testing.B) {
+	const agents, perFrame = 100, 25
+	cfg := SimConfig{Seed: 1, Prepare: SimStage{Delay: 20 * time.Millisecond, Jitter: 100 * time.Millisecond},
+		Start: SimStage{Delay: 20 * time.Millisecond, Jitter: 200 * time.Millisecond}}
+	exs := make([]*SimExecutor, agents)
+	for i := range exs {
+		exs[i] = NewSimExecutor(clock.Real{}, cfg)
+		defer exs[i].Close()
+	}
+	id := sm.TaskID(0)
+	var ru0, ru1 syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+	for b.Loop() {
+		var wg sync.WaitGroup
+		for _, e := range exs {
+			first := id + 1
+			id += perFrame
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for _, op := range []Op{OpPrepare, OpStart} {
+					for t := first; t < first+perFrame; t++ {
+						e.Do(Action{Op: op, Task: t})
+					}
+					for range perFrame {
+						if ev := <-e.Events(); ev.Obs.Kind != ObsPrepared && ev.Obs.Kind != ObsStarted {
+							b.Errorf("event %+v", ev)
+						}
+					}
+				}
+				for t := first; t < first+perFrame; t++ {
+					e.Do(Action{Op: OpForget, Task: t})
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+	cpu := ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano()
+	b.ReportMetric(float64(cpu)/float64(b.N*agents*perFrame), "cpu-ns/task")
 }

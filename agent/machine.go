@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -31,9 +32,13 @@ type Machine struct {
 	st statusState // status batching (machine_status.go)
 
 	// output not yet taken by Ready
-	actions    []Action
-	spare      []Action // the actions Ready gave last, emptied: the next actions
-	putTasks   map[sm.TaskID]struct{}
+	actions []Action
+	spare   []Action // the actions Ready gave last, emptied: the next actions
+	// putTasks are the tasks to write at the next Ready (task.dirty): a
+	// slice and a flag rather than a set, since every change of a task's
+	// status writes it, and a map's inserts, walk and clear at every Ready
+	// cost more than the records.
+	putTasks   []*task
 	delTasks   []sm.TaskID
 	putSpecs   []wire.Spec
 	delSpecs   []SpecKey
@@ -41,11 +46,10 @@ type Machine struct {
 	syncDirty  bool // the pending writes hold a new status or process identity
 	unackedSet map[sm.TaskID]struct{}
 
-	// recs and ids are Ready's buffers, kept from one Ready to the next: a
-	// task is written at each change of its status, and a new slice of
-	// records per Ready was most of the bytes an agent allocated per task.
+	// recs is Ready's buffer, kept from one Ready to the next: a task is
+	// written at each change of its status, and a new slice of records per
+	// Ready was most of the bytes an agent allocated per task.
 	recs []TaskRecord
-	ids  []sm.TaskID
 }
 
 // SpecKey names one version of one service's spec.
@@ -67,6 +71,7 @@ type task struct {
 	released bool              // OpForget done: the agent holds nothing for it
 	sending  bool              // its status is in an unanswered batch
 	urgent   bool              // its state changed since the last batch took it
+	dirty    bool              // in Machine.putTasks: written at the next Ready
 }
 
 // Ready is what the machine asks the runner to do: write Writes to the store
@@ -98,7 +103,6 @@ func NewMachine(cfg MachineConfig) *Machine {
 	m := &Machine{
 		specs:      map[SpecKey]*wire.Spec{},
 		tasks:      map[sm.TaskID]*task{},
-		putTasks:   map[sm.TaskID]struct{}{},
 		unackedSet: map[sm.TaskID]struct{}{},
 	}
 	m.st.cfg = cfg.withDefaults()
@@ -350,7 +354,7 @@ func (m *Machine) forget(t *task) {
 	m.actions = append(m.actions, Action{Op: OpForget, Task: t.a.Task})
 	if !t.inSet {
 		delete(m.tasks, t.a.Task)
-		delete(m.putTasks, t.a.Task)
+		t.dirty = false // Ready skips it
 		delete(m.unackedSet, t.a.Task)
 		m.delTasks = append(m.delTasks, t.a.Task)
 		return
@@ -424,27 +428,21 @@ func (m *Machine) Ready() Ready {
 	clear(m.recs) // the last call's records: keep no references for the collector
 	m.recs = m.recs[:0]
 	if len(m.putTasks) > 0 {
-		m.ids = slices.Grow(m.ids[:0], len(m.putTasks))
+		slices.SortFunc(m.putTasks, func(a, b *task) int { return cmp.Compare(a.a.Task, b.a.Task) })
 		m.recs = slices.Grow(m.recs, len(m.putTasks))
-		for id := range m.putTasks {
-			m.ids = append(m.ids, id)
+		for _, t := range m.putTasks {
+			if t.dirty { // not forgotten and dropped since
+				t.dirty = false
+				m.recs = append(m.recs, m.record(t))
+			}
 		}
-		slices.Sort(m.ids)
-		for _, id := range m.ids {
-			m.recs = append(m.recs, m.record(m.tasks[id]))
+		if len(m.recs) > 0 {
+			rd.Writes.Tasks = m.recs
 		}
-		rd.Writes.Tasks = m.recs
+		clear(m.putTasks)
+		m.putTasks = m.putTasks[:0]
 		if cap(m.recs) > 1024 {
-			m.recs, m.ids = nil, nil // a big frame's room is not kept for good
-		}
-		// A cleared map keeps its size, and walking it costs that size
-		// even when empty: after a frame of a thousand tasks every later
-		// Ready walked a thousand empty slots (5 % of a simulated
-		// fleet's CPU at a million tasks). A big one is dropped instead.
-		if len(m.putTasks) > 64 {
-			m.putTasks = map[sm.TaskID]struct{}{}
-		} else {
-			clear(m.putTasks)
+			m.recs, m.putTasks = nil, nil // a big frame's room is not kept for good
 		}
 	}
 	rd.Writes.Deleted, m.delTasks = m.delTasks, nil
@@ -469,7 +467,12 @@ func (m *Machine) record(t *task) TaskRecord {
 		Removed: !t.inSet, Destroy: t.destroy, Released: t.released}
 }
 
-func (m *Machine) markTask(t *task) { m.putTasks[t.a.Task] = struct{}{} }
+func (m *Machine) markTask(t *task) {
+	if !t.dirty {
+		t.dirty = true
+		m.putTasks = append(m.putTasks, t)
+	}
+}
 
 func (m *Machine) sortedIDs() []sm.TaskID { return sortedKeys(m.tasks) }
 

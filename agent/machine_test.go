@@ -94,6 +94,11 @@ func TestMachineLifecycle(t *testing.T) {
 	if len(rd.Writes.Deleted) != 1 || rd.Writes.Deleted[0] != 1 {
 		t.Fatalf("removed task not deleted: %+v", rd.Writes)
 	}
+	for _, r := range rd.Writes.Tasks {
+		if r.Assignment.Task == 1 {
+			t.Fatalf("a deleted task is written in the same batch: %+v", r)
+		}
+	}
 	expect(t, "held", fmt.Sprint(m.Held()), "[2 3]")
 
 	// A COMPLETE without 2 and 3: 3 (starting) is stopped once started; 2 is forgotten at once.

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"container/heap"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -57,7 +58,18 @@ type SimExecutor struct {
 type simWorld struct {
 	mu      sync.Mutex
 	procs   map[sm.TaskID]*simProc
-	pending map[sm.TaskID]clock.Timer // an operation in progress
+	pending map[sm.TaskID]*simOp // an operation in progress
+	// due holds the operations in progress by their deadline, and wake
+	// fires at the earliest (wakeAt; armed while it is set to): one timer
+	// per world rather than one per operation, each of which ran in a
+	// goroutine of its own when it fired (a sixth of the simulated
+	// agents' process in a ramp went to timers, their goroutines and
+	// their garbage). A stepped executor's operations have a timer each
+	// on its simulation's clock instead (simOp.t).
+	due     opHeap
+	wake    clock.Timer
+	wakeAt  time.Time
+	armed   bool
 	nextPid int32
 	// pcg and rng draw each stage's delay and outcome, seeded afresh for
 	// each (roll); kept to spare two allocations per draw.
@@ -75,7 +87,7 @@ type simProc struct {
 // NewSimExecutor returns a simulated executor on clk.
 func NewSimExecutor(clk clock.Clock, cfg SimConfig) *SimExecutor {
 	return &SimExecutor{clk: clk, cfg: cfg, q: newEventQueue(),
-		world: &simWorld{procs: map[sm.TaskID]*simProc{}, pending: map[sm.TaskID]clock.Timer{}, nextPid: 1000}}
+		world: &simWorld{procs: map[sm.TaskID]*simProc{}, pending: map[sm.TaskID]*simOp{}, nextPid: 1000}}
 }
 
 // NewSteppedSimExecutor returns a simulated executor that starts no
@@ -116,8 +128,8 @@ func (e *SimExecutor) Reopen() *SimExecutor {
 	w := e.world
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for id, t := range w.pending {
-		t.Stop()
+	for id, op := range w.pending {
+		w.cancelLocked(op)
 		delete(w.pending, id)
 	}
 	for _, p := range w.procs {
@@ -214,18 +226,109 @@ func (e *SimExecutor) afterLocked(id sm.TaskID, d time.Duration, f func()) {
 		go f()
 		return
 	}
-	var t clock.Timer
-	t = e.clk.AfterFunc(d, func() {
-		w.mu.Lock()
-		if w.pending[id] != t {
+	op := &simOp{id: id, f: f, idx: -1}
+	if e.stepped {
+		op.t = e.clk.AfterFunc(d, func() {
+			w.mu.Lock()
+			if w.pending[id] != op {
+				w.mu.Unlock()
+				return // cancelled by Forget or Reopen
+			}
+			delete(w.pending, id)
 			w.mu.Unlock()
-			return // cancelled by Forget or Reopen
+			f()
+		})
+		w.pending[id] = op
+		return
+	}
+	if old := w.pending[id]; old != nil {
+		w.cancelLocked(old)
+	}
+	op.at = e.clk.Now().Add(d)
+	w.pending[id] = op
+	heap.Push(&w.due, op)
+	if !w.armed || op.at.Before(w.wakeAt) {
+		w.armLocked(e.clk, d, op.at)
+	}
+}
+
+// simOp is an operation in progress: f runs at `at` unless cancelled.
+type simOp struct {
+	at  time.Time
+	id  sm.TaskID
+	f   func()
+	idx int         // in simWorld.due; -1 when not there
+	t   clock.Timer // a stepped executor's
+}
+
+// cancelLocked drops op (w.mu held; the caller deletes it from pending).
+func (w *simWorld) cancelLocked(op *simOp) {
+	if op.t != nil {
+		op.t.Stop()
+	}
+	if op.idx >= 0 {
+		heap.Remove(&w.due, op.idx)
+	}
+}
+
+// armLocked sets the world's timer to fire after d (at at).
+func (w *simWorld) armLocked(clk clock.Clock, d time.Duration, at time.Time) {
+	w.armed, w.wakeAt = true, at
+	if w.wake == nil {
+		w.wake = clk.AfterFunc(d, func() { w.fire(clk) })
+		return
+	}
+	w.wake.Reset(d)
+}
+
+// fire runs the operations that are due, in deadline order, each without
+// w.mu (it takes it itself), and sets the timer for the next.
+func (w *simWorld) fire(clk clock.Clock) {
+	w.mu.Lock()
+	w.armed = false
+	for {
+		now := clk.Now()
+		if len(w.due) == 0 {
+			w.mu.Unlock()
+			return
 		}
-		delete(w.pending, id)
+		op := w.due[0]
+		if op.at.After(now) {
+			if !w.armed || op.at.Before(w.wakeAt) {
+				w.armLocked(clk, op.at.Sub(now), op.at)
+			}
+			w.mu.Unlock()
+			return
+		}
+		heap.Pop(&w.due)
+		delete(w.pending, op.id)
 		w.mu.Unlock()
-		f()
-	})
-	w.pending[id] = t
+		op.f()
+		w.mu.Lock()
+	}
+}
+
+// opHeap orders operations by deadline (container/heap).
+type opHeap []*simOp
+
+func (h opHeap) Len() int           { return len(h) }
+func (h opHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h opHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].idx, h[j].idx = i, j
+}
+func (h *opHeap) Push(x any) {
+	op := x.(*simOp)
+	op.idx = len(*h)
+	*h = append(*h, op)
+}
+func (h *opHeap) Pop() any {
+	old := *h
+	op := old[len(old)-1]
+	old[len(old)-1] = nil
+	op.idx = -1
+	*h = old[:len(old)-1]
+	return op
 }
 
 // Do performs a without blocking.
@@ -265,8 +368,8 @@ func (e *SimExecutor) Do(a Action) {
 		p.owner, p.claimed = e, true
 		e.report(Event{id, Observation{Kind: ObsStarted, Handle: p.handle}})
 	case OpForget:
-		if t := w.pending[id]; t != nil {
-			t.Stop()
+		if op := w.pending[id]; op != nil {
+			w.cancelLocked(op)
 			delete(w.pending, id)
 		}
 		if p := w.procs[id]; p != nil && p.owner == e {

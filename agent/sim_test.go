@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"cmp"
+	"slices"
 	"testing"
 	"time"
 
@@ -98,5 +100,48 @@ func TestSimReopenAttachSweep(t *testing.T) {
 	expectObs(t, r, 1, ObsExited)
 	if r.Running() != 0 {
 		t.Fatal("stopped process still runs")
+	}
+}
+
+// An agent's simulated operations in progress share one timer, set to the
+// earliest; they end in deadline order, and one forgotten never ends.
+func TestSimOperationsShareATimer(t *testing.T) {
+	clk := clock.NewFake(t0)
+	cfg := SimConfig{Seed: 7, Prepare: SimStage{Delay: time.Second, Jitter: time.Second}}
+	e := NewSimExecutor(clk, cfg)
+	defer e.Close()
+	ids := []sm.TaskID{1, 2, 3, 4, 5}
+	for _, id := range ids {
+		e.Do(Action{Op: OpPrepare, Task: id, Run: simRun(id)})
+	}
+	if n := clk.Waiters(); n != 1 {
+		t.Fatalf("%d timers for %d operations in progress, want 1", n, len(ids))
+	}
+	e.Do(Action{Op: OpForget, Task: 3})
+	e.world.mu.Lock()
+	left := len(e.world.due)
+	e.world.mu.Unlock()
+	if left != len(ids)-1 {
+		t.Fatalf("%d operations in progress after a forget, want %d", left, len(ids)-1)
+	}
+	var want []sm.TaskID
+	for _, id := range ids {
+		if id != 3 {
+			want = append(want, id)
+		}
+	}
+	slices.SortFunc(want, func(a, b sm.TaskID) int {
+		da, _ := e.roll(a, stagePrepare, &cfg.Prepare)
+		db, _ := e.roll(b, stagePrepare, &cfg.Prepare)
+		return cmp.Compare(da, db)
+	})
+	clk.Advance(2 * time.Second) // past every deadline
+	for _, id := range want {
+		expectObs(t, e, id, ObsPrepared)
+	}
+	e.world.mu.Lock()
+	defer e.world.mu.Unlock()
+	if len(e.world.due) != 0 || len(e.world.pending) != 0 {
+		t.Fatalf("operations still in progress: %d due, %d pending", len(e.world.due), len(e.world.pending))
 	}
 }

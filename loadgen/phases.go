@@ -22,6 +22,10 @@ func (r *run) doRamp(ctx context.Context) {
 	// agents start the tasks (one CPU profile at a time per process).
 	createsDone := make(chan struct{})
 	if r.cfg.PprofDir != "" {
+		// The agents' processes profile the ramp alone too, from here
+		// until the ramp ends (agentsN.ramp.cpu.prof): their set-up (joins,
+		// first handshakes) has a file of its own.
+		r.profileAgents("ramp")
 		secs := int(min(r.cfg.RampTimeout, 20*time.Second) / time.Second)
 		for _, rep := range r.cl.Replicas {
 			profileWG.Add(1)
@@ -53,6 +57,7 @@ func (r *run) doRamp(ctx context.Context) {
 	created := time.Since(t0)
 	ph := report.Phase{Name: "ramp", StartSeconds: t0.Sub(r.start).Seconds()}
 	if !r.cfg.on("ramp") {
+		r.profileAgents("rest")
 		ph.Note = fmt.Sprintf("created only (%.1fs); not waited for", created.Seconds())
 		ph.Seconds = created.Seconds()
 		r.phases = append(r.phases, ph)
@@ -85,6 +90,7 @@ func (r *run) doRamp(ctx context.Context) {
 		}
 	}
 	ph.Seconds = time.Since(t0).Seconds()
+	r.profileAgents("rest")
 	if running >= r.cfg.Tasks {
 		ph.Note = fmt.Sprintf("%d tasks running %.1fs after the first create (creates took %.1fs)", running, ph.Seconds, created.Seconds())
 	} else if read {
@@ -95,6 +101,17 @@ func (r *run) doRamp(ctx context.Context) {
 	r.logf("%s", ph.Note)
 	r.phases = append(r.phases, ph)
 	r.rampLatencies(ctx, running)
+}
+
+// profileAgents starts the window of the agents' processes' CPU profiles
+// (with --pprof-dir).
+func (r *run) profileAgents(window string) {
+	if r.cfg.PprofDir == "" {
+		return
+	}
+	if err := r.fleet.Profile(window); err != nil {
+		r.logf("pprof: %v", err)
+	}
 }
 
 // doQuiesce ends the churn's changes (faults already healed), restores

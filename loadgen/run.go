@@ -33,6 +33,9 @@ type agents interface {
 	Probe(node uint32, task uint64) string
 	Heartbeats() []int64
 	SyncNow(within time.Duration)
+	// Profile starts the named window of the agents' processes' CPU
+	// profiles (with --pprof-dir), ending the one under way.
+	Profile(window string) error
 	Stop()
 }
 
@@ -210,7 +213,8 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 		if err := os.MkdirAll(cfg.PprofDir, 0o755); err != nil {
 			return nil, err
 		}
-		cc.CPUProfile = filepath.Join(cfg.PprofDir, "agents%d.cpu.prof")
+		cc.CPUProfile = filepath.Join(cfg.PprofDir, "agents%d.%%s.cpu.prof")
+		cc.AllocsProfile = filepath.Join(cfg.PprofDir, "agents%d.%%s.allocs.prof")
 	}
 	r.fleet, err = r.startAgents(runCtx, bin, cc, per)
 	if err != nil {

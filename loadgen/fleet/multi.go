@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -99,6 +100,9 @@ func StartFleet(binary string, cfg ChildConfig, per, local int, workers []*Worke
 		cc.Agents = min(per, local-lo)
 		if cfg.CPUProfile != "" {
 			cc.CPUProfile = fmt.Sprintf(cfg.CPUProfile, k+1)
+			if cfg.AllocsProfile != "" {
+				cc.AllocsProfile = fmt.Sprintf(cfg.AllocsProfile, k+1)
+			}
 		}
 		c, err := startChild(binary, cc, func(b obsBatch) { r.merge(k, b) }, stderr)
 		if err != nil {
@@ -112,7 +116,7 @@ func StartFleet(binary string, cfg ChildConfig, per, local int, workers []*Worke
 	for j, w := range workers {
 		k := nLocal + j
 		cc := cfg
-		cc.CPUProfile, cc.AgentLog = "", ""
+		cc.CPUProfile, cc.AllocsProfile, cc.AgentLog = "", "", ""
 		cc.Agents = rest / len(workers)
 		if j < rest%len(workers) {
 			cc.Agents++
@@ -316,6 +320,27 @@ func (r *Remote) BeatAge() time.Duration {
 
 // SyncNow has every agent of every child sync within the next `within`.
 func (r *Remote) SyncNow(within time.Duration) { each[bool](r, "SyncNow", within) }
+
+// Profile has every local child end its CPU profile's window and start
+// the named one (ChildConfig.CPUProfile); workers profile nothing.
+func (r *Remote) Profile(window string) error {
+	errs := make([]error, len(r.kids))
+	var wg sync.WaitGroup
+	for k, c := range r.kids {
+		if c.cmd == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := c.rpc.Call("Fleet.Profile", window, new(bool)); err != nil {
+				errs[k] = fmt.Errorf("%s: CPU profile %q: %w", c.name, window, err)
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
 
 // Live is per agent; the agents of a lost process are not.
 func (r *Remote) Live() []bool { return perAgent(r, each[[]bool](r, "Live", 0), nil) }

@@ -10,6 +10,8 @@ import (
 	"io"
 	"math"
 	"net/rpc"
+	"os"
+	"runtime/pprof"
 	"sync"
 	"syscall"
 	"time"
@@ -41,9 +43,18 @@ type ChildConfig struct {
 	Seed     uint64
 	Sim      agent.SimConfig
 	AgentLog string // the agents' warnings and errors go here ("": discarded)
-	// CPUProfile, if set, is where the child writes its CPU profile, from
-	// its start to its end ("%d" in it becomes the child's number).
+	// CPUProfile, if set, is where the child writes its CPU profiles, one
+	// per window of the run: "%d" in it becomes the child's number (Remote
+	// does that), then "%s" the window's name: "setup" from the child's
+	// start (joins, first TLS handshakes) until the loadgen's ramp starts,
+	// "ramp" over the ramp, "rest" after it (Profile). `go tool pprof`
+	// given all three merges them into the whole run.
 	CPUProfile string
+	// AllocsProfile, if set (with CPUProfile), is where the child writes
+	// its allocations ("allocs") as each window ends, counted from its
+	// start ("%d" and "%s" as in CPUProfile): the ramp's own are
+	// `go tool pprof -diff_base SETUP RAMP`.
+	AllocsProfile string
 }
 
 // ConfigEnv names the environment variable that carries a ChildConfig.
@@ -98,16 +109,28 @@ const (
 // work (its executor, under its lock): with 65,536 a million-task ramp
 // made agents wait so long for the loadgen that their heartbeats stopped
 // for up to 47 s, and the leader expired them.
+//
+// The queue is a list of chunks of obsChunk observations, and the flusher
+// hands the chunks it sent back for reuse: a queue in one slice, grown by
+// appending while the loadgen lagged, copied itself at every doubling and
+// was dropped after each big flush, a sixth of the simulated agents'
+// allocations in a ramp.
 type obsWriter struct {
 	mu      sync.Mutex
 	cond    *sync.Cond
 	limit   int
-	queue   []obs
-	last    int64 // the latest stamp given or promised
+	queue   [][]obs // chunks, in order; only the last is not full
+	n       int     // observations queued
+	free    [][]obs // empty chunks to fill next
+	last    int64   // the latest stamp given or promised
 	closed  bool
 	flushed chan struct{}
 	now     func() time.Time // the process's clock (a worker's may be offset for tests)
 }
+
+// obsChunk is how many observations a chunk of the queue holds (about
+// 80 bytes each).
+const obsChunk = 1024
 
 // obsQueueMax is a child's queue limit: some 4 million observations
 // (about 150 bytes each while queued).
@@ -123,15 +146,26 @@ func newObsWriter(w io.Writer, limit int) *obsWriter {
 func (o *obsWriter) add(x obs) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	for len(o.queue) >= o.limit && !o.closed {
+	for o.n >= o.limit && !o.closed {
 		o.cond.Wait()
 	}
 	if o.closed {
 		return
 	}
 	x.Stamp = o.stampLocked()
-	o.queue = append(o.queue, x)
-	if len(o.queue) == o.limit {
+	if k := len(o.queue); k == 0 || len(o.queue[k-1]) == cap(o.queue[k-1]) {
+		var c []obs
+		if f := len(o.free); f > 0 {
+			c, o.free = o.free[f-1], o.free[:f-1]
+		} else {
+			c = make([]obs, 0, obsChunk)
+		}
+		o.queue = append(o.queue, c)
+	}
+	k := len(o.queue) - 1
+	o.queue[k] = append(o.queue[k], x)
+	o.n++
+	if o.n == o.limit {
 		o.cond.Broadcast() // for whoever waits for a full queue (waitFull)
 	}
 }
@@ -141,7 +175,7 @@ func (o *obsWriter) add(x obs) {
 func (o *obsWriter) waitFull() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	for len(o.queue) < o.limit && !o.closed {
+	for o.n < o.limit && !o.closed {
 		o.cond.Wait()
 	}
 }
@@ -167,42 +201,60 @@ func (f obsSink) Release(task uint64, now time.Time) {
 	f(obs{Kind: obsRelease, Task: task, At: now.UnixNano()})
 }
 
-// flush sends the queue every few milliseconds until close.
+// flush sends the queue every few milliseconds until close: a batch per
+// chunk, each but the last promising no more than its own last stamp.
 func (o *obsWriter) flush(w io.Writer) {
 	defer close(o.flushed)
 	bw := bufio.NewWriterSize(w, 256<<10)
 	enc := gob.NewEncoder(bw)
-	// spare is the batch sent last, emptied: the next queue. A new queue
-	// per flush, grown by appending, was the simulated agents' largest
-	// allocation (a seventh of their bytes in a ramp).
-	var spare []obs
+	var chunks [][]obs // the chunks being sent; their slice is reused
 	for {
 		time.Sleep(10 * time.Millisecond)
 		o.mu.Lock()
-		b := obsBatch{Obs: o.queue, Upto: o.stampLocked()}
+		chunks = append(chunks[:0], o.queue...)
+		clear(o.queue)
+		o.queue, o.n = o.queue[:0], 0
+		upto := o.stampLocked()
 		closed := o.closed
 		if closed {
-			b.Upto = math.MaxInt64 // nothing follows
+			upto = math.MaxInt64 // nothing follows
 		}
-		o.queue = spare
 		o.cond.Broadcast()
 		o.mu.Unlock()
-		if enc.Encode(b) != nil || bw.Flush() != nil {
+		var err error
+		for i, c := range chunks {
+			b := obsBatch{Obs: c, Upto: upto}
+			if i < len(chunks)-1 {
+				b.Upto = c[len(c)-1].Stamp
+			}
+			if err = enc.Encode(b); err != nil {
+				break
+			}
+		}
+		if len(chunks) == 0 {
+			err = enc.Encode(obsBatch{Upto: upto})
+		}
+		if err != nil || bw.Flush() != nil {
 			o.close()
 			return
 		}
 		if closed {
 			return
 		}
-		clear(b.Obs) // keep no references for the collector
-		spare = b.Obs[:0]
-		if cap(spare) > obsSpareMax {
-			spare = nil // a burst's room is not kept for good
+		o.mu.Lock()
+		for _, c := range chunks {
+			clear(c) // keep no references for the collector
+			if len(o.free) < obsSpareMax/obsChunk {
+				o.free = append(o.free, c[:0])
+			}
 		}
+		o.mu.Unlock()
+		clear(chunks)
 	}
 }
 
-// obsSpareMax is the largest queue a flusher keeps for the next batch.
+// obsSpareMax is how many observations the chunks kept for reuse hold at
+// most: a burst's room is not kept for good.
 const obsSpareMax = 1 << 16
 
 // close stops taking observations; the flusher sends what is queued.
@@ -214,7 +266,69 @@ func (o *obsWriter) close() {
 }
 
 // Service is the fleet's net/rpc service in the child.
-type Service struct{ f *Fleet }
+type Service struct {
+	f    *Fleet
+	prof *cpuProfile
+}
+
+// cpuProfile is the child's CPU profile: one file per window of the run
+// (ChildConfig.CPUProfile). A process has one CPU profile at a time, so a
+// window's file ends where the next begins.
+type cpuProfile struct {
+	mu      sync.Mutex
+	pattern string // "%s": the window's name
+	allocs  string // ChildConfig.AllocsProfile
+	window  string // under way
+	f       *os.File
+}
+
+// start ends the window under way (if any) and profiles the next into its
+// own file; with no pattern it does nothing.
+func (p *cpuProfile) start(window string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.pattern == "" {
+		return nil
+	}
+	if err := p.stopLocked(); err != nil {
+		return err
+	}
+	f, err := os.Create(fmt.Sprintf(p.pattern, window))
+	if err != nil {
+		return err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return err
+	}
+	p.f, p.window = f, window
+	return nil
+}
+
+func (p *cpuProfile) stop() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stopLocked()
+}
+
+// stopLocked ends the window under way: its CPU profile, then the
+// allocations until its end.
+func (p *cpuProfile) stopLocked() error {
+	if p.f == nil {
+		return nil
+	}
+	pprof.StopCPUProfile()
+	err := p.f.Close()
+	p.f = nil
+	if p.allocs != "" {
+		f, cerr := os.Create(fmt.Sprintf(p.allocs, p.window))
+		if cerr != nil {
+			return errors.Join(err, cerr)
+		}
+		err = errors.Join(err, pprof.Lookup("allocs").WriteTo(f, 0), f.Close())
+	}
+	return err
+}
 
 // PartitionArgs cuts agent I off for D.
 type PartitionArgs struct {
@@ -252,6 +366,10 @@ func (s *Service) Probe(a ProbeArgs, out *ProbeAnswer) error {
 	return nil
 }
 func (s *Service) Stop(_ int, _ *bool) error { s.f.Stop(); return nil }
+
+// Profile ends the CPU profile's window under way and starts the named one
+// (ChildConfig.CPUProfile); a child that profiles nothing ignores it.
+func (s *Service) Profile(window string, _ *bool) error { return s.prof.start(window) }
 func (s *Service) SyncNow(within time.Duration, _ *bool) error {
 	s.f.SyncNow(within)
 	return nil
@@ -278,6 +396,11 @@ func Serve(ctx context.Context, cfg ChildConfig, in io.Reader, out io.WriteClose
 		ow.now = fc.Clock.Now
 	}
 	fc.Managers, fc.Token, fc.First, fc.Agents, fc.Seed, fc.Sim, fc.Observer = cfg.Managers, cfg.Token, cfg.First, cfg.Agents, cfg.Seed, cfg.Sim, obsSink(ow.add)
+	prof := &cpuProfile{pattern: cfg.CPUProfile, allocs: cfg.AllocsProfile}
+	if err := prof.start("setup"); err != nil {
+		return err
+	}
+	defer func() { _ = prof.stop() }()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	f, err := Start(ctx, fc)
@@ -285,7 +408,7 @@ func Serve(ctx context.Context, cfg ChildConfig, in io.Reader, out io.WriteClose
 		return err
 	}
 	srv := rpc.NewServer()
-	if err := srv.RegisterName("Fleet", &Service{f: f}); err != nil {
+	if err := srv.RegisterName("Fleet", &Service{f: f, prof: prof}); err != nil {
 		return err
 	}
 	srv.ServeConn(struct {

@@ -115,3 +115,29 @@ func BenchmarkObservationsToTheLoadgen(b *testing.B) {
 	w.close()
 	<-w.flushed
 }
+
+// slowReader is a loadgen that reads a child's observations slowly: each
+// write to it takes a while, so the child's queue builds up between
+// flushes, as under a ramp's load.
+type slowReader struct{ d time.Duration }
+
+func (s slowReader) Write(p []byte) (int, error) { time.Sleep(s.d); return len(p), nil }
+
+// BenchmarkObservationsToASlowLoadgen is BenchmarkObservationsToTheLoadgen
+// with a loadgen that lags: the queue holds tens of thousands of
+// observations at a flush (a ramp's child queued up to millions). Its
+// allocations per observation are the guard.
+func BenchmarkObservationsToASlowLoadgen(b *testing.B) {
+	w := newObsWriter(slowReader{5 * time.Millisecond}, 1<<18)
+	sink := obsSink(w.add)
+	nets, addrs := []string{"front"}, []string{"10.0.0.5/16"}
+	now := time.Now()
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		i++
+		sink.Hold(7, uint64(i), nets, addrs, now)
+	}
+	w.close()
+	<-w.flushed
+}
