@@ -134,8 +134,27 @@ func newEventWorld(t interface {
 	Fatal(...any)
 	Cleanup(func())
 }, ring int) *eventWorld {
-	w := &eventWorld{r: &replica{st: statemachine.New(statemachine.Config{}), leader: 1}, now: 1_700_000_000e9}
-	w.feed = control.NewFeed(1, nil, ring, 16)
+	return newEventWorldAt(t, ring, 1, nil)
+}
+
+// newEventWorldAt is newEventWorld with a feed of groups groups whose
+// states were applied up to start: a stream's cursor, and so every
+// line's resume token, is as long as a cluster of that many groups makes
+// it. The world's entries go to group 1, after start[1], and with more
+// than one group its state is group 1's.
+func newEventWorldAt(t interface {
+	Fatal(...any)
+	Cleanup(func())
+}, ring, groups int, start []uint64) *eventWorld {
+	cfg := statemachine.Config{}
+	if groups > 1 {
+		cfg.Group = 1 // a service group: its tasks get addresses
+	}
+	w := &eventWorld{r: &replica{st: statemachine.New(cfg), leader: 1}, now: 1_700_000_000e9}
+	w.feed = control.NewFeed(groups, start, ring, 16)
+	if len(start) > 1 {
+		w.index = start[1]
+	}
 	r := w.r
 	s, err := New(Config{Reads: r, Leaders: r, Self: r, Replicas: r, Stats: r, ToGroup: r, Submitter: r, Feed: w.feed})
 	if err != nil {
@@ -348,6 +367,87 @@ func BenchmarkEventFanout(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkEventRampPage: one stream follows a ramp as the loadgen's does
+// (a hundred groups, so a resume token of a few hundred bytes; tasks on a
+// network, placed and started 8 to an entry) and writes it page after
+// page, as WriteTo does: the page's lines into the stream's buffer, then
+// sent. Reported per event sent: the process's CPU time, allocations and
+// bytes allocated, and the bytes written.
+func BenchmarkEventRampPage(b *testing.B) {
+	const groups, tasks = 100, 4096
+	start := make([]uint64, groups+1)
+	for g := range start {
+		start[g] = 40_000 + uint64(g)*997
+	}
+	w := newEventWorldAt(b, 1<<16, groups, start)
+	w.apply(statemachine.Command{Kind: statemachine.CmdCreateNetwork, NetworkSpec: &statemachine.Network{ID: 1,
+		Name: "loadgen-net-0", Subnet: "10.64.0.0/12"}})
+	for n := 1; n <= 8; n++ {
+		w.apply(statemachine.Command{Kind: statemachine.CmdUpsertNode, NodeSpec: &statemachine.Node{ID: statemachine.NodeID(n),
+			Name: fmt.Sprintf("loadgen-agent-%05d", n), CPU: 1 << 30, Memory: 1 << 50}})
+	}
+	for i := range 8 {
+		w.apply(statemachine.Command{Kind: statemachine.CmdCreateService, Spec: &statemachine.ServiceSpec{
+			Name: fmt.Sprintf("loadgen-svc-%03d", i), Replicas: tasks / 8, Image: "registry.local/loadgen/sleeper:1",
+			Networks: []string{"loadgen-net-0"}}})
+	}
+	from := wire.Cursor(w.feed.Applied())
+	ids := w.r.st.TaskIDs()
+	for i := 0; i < len(ids); i += 8 {
+		var assign, run []statemachine.Command
+		for _, id := range ids[i:min(i+8, len(ids))] {
+			n := statemachine.NodeID(1 + int(id)%8)
+			assign = append(assign, statemachine.Command{Kind: statemachine.CmdAssign, Task: id, Node: n})
+			run = append(run, statemachine.Command{Kind: statemachine.CmdTaskStatus, Task: id, Node: n, State: statemachine.StateRunning})
+		}
+		w.apply(assign...)
+		w.apply(run...)
+	}
+	all, _, _ := w.feed.Since(from, 1<<20)
+	if len(all) < eventPage { // 12,288: a page and a half
+		b.Fatalf("%d changes of %d tasks, want a page of %d", len(all), len(ids), eventPage)
+	}
+	var sink countingWriter
+	out := newJSONLines(&sink)
+	es := &eventStream{s: w.s}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	cpu := cpuNow()
+	b.ResetTimer()
+	for range b.N {
+		w.apply() // the state moves on
+		es.cursor, es.from = from, 0
+		for {
+			some, _, err := es.next(&out.buf)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if !some {
+				break
+			}
+			if err := out.send(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.StopTimer()
+	cpu = cpuNow() - cpu
+	runtime.ReadMemStats(&after)
+	sent := float64(b.N * len(all))
+	b.ReportMetric(float64(cpu.Nanoseconds())/sent, "cpu-ns/event")
+	b.ReportMetric(float64(after.Mallocs-before.Mallocs)/sent, "allocs/event")
+	b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/sent, "B-alloc/event")
+	b.ReportMetric(float64(sink.n)/sent, "B-sent/event")
+}
+
+// countingWriter counts what is written to it.
+type countingWriter struct{ n int64 }
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	c.n += int64(len(p))
+	return len(p), nil
 }
 
 // cpuNow is the CPU time this process used so far (user and system).
