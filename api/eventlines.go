@@ -70,7 +70,7 @@ func (s *Server) renderEvents(buf *bytes.Buffer, p *eventPageBuf, changes []cont
 	if len(p.lines) == 0 {
 		return nil
 	}
-	resetKeepingLittle(&p.arena)
+	p.arena.Reset()
 	if p.enc == nil {
 		p.enc = jsoncodec.NewEncoder(&p.arena)
 	}
@@ -122,6 +122,7 @@ func (s *Server) renderEvents(buf *bytes.Buffer, p *eventPageBuf, changes []cont
 		buf.WriteString(`",`)
 		buf.Write(rest)
 	}
+	resetKeepingLittle(&p.arena) // nothing refers to the renders now (the cache keeps copies)
 	return nil
 }
 

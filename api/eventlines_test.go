@@ -369,19 +369,17 @@ func BenchmarkEventFanout(b *testing.B) {
 	}
 }
 
-// BenchmarkEventRampPage: one stream follows a ramp as the loadgen's does
-// (a hundred groups, so a resume token of a few hundred bytes; tasks on a
-// network, placed and started 8 to an entry) and writes it page after
-// page, as WriteTo does: the page's lines into the stream's buffer, then
-// sent. Reported per event sent: the process's CPU time, allocations and
-// bytes allocated, and the bytes written.
-func BenchmarkEventRampPage(b *testing.B) {
+// rampWorld is a replica in a ramp as the loadgen makes one: a hundred
+// groups (so a resume token of a few hundred bytes), tasks on a network,
+// placed and started 8 to an entry. It returns the world, the cursor
+// before the ramp and the ramp's changes (12,288: a page and a half).
+func rampWorld(tb testing.TB) (*eventWorld, wire.Cursor, []control.Change) {
 	const groups, tasks = 100, 4096
 	start := make([]uint64, groups+1)
 	for g := range start {
 		start[g] = 40_000 + uint64(g)*997
 	}
-	w := newEventWorldAt(b, 1<<16, groups, start)
+	w := newEventWorldAt(tb, 1<<16, groups, start)
 	w.apply(statemachine.Command{Kind: statemachine.CmdCreateNetwork, NetworkSpec: &statemachine.Network{ID: 1,
 		Name: "loadgen-net-0", Subnet: "10.64.0.0/12"}})
 	for n := 1; n <= 8; n++ {
@@ -406,9 +404,62 @@ func BenchmarkEventRampPage(b *testing.B) {
 		w.apply(run...)
 	}
 	all, _, _ := w.feed.Since(from, 1<<20)
-	if len(all) < eventPage { // 12,288: a page and a half
-		b.Fatalf("%d changes of %d tasks, want a page of %d", len(all), len(ids), eventPage)
+	if len(all) < eventPage {
+		tb.Fatalf("%d changes of %d tasks, want more than a page of %d", len(all), len(ids), eventPage)
 	}
+	return w, from, all
+}
+
+// A stream following a ramp writes it in pages that its buffers hold
+// without letting their room go: after the first pages neither its line
+// buffer nor its render arena grows again (a page of eventPage events was
+// megabytes, so both were grown from nothing on every page), and every
+// event is written once.
+func TestRampPagesKeepTheirBuffers(t *testing.T) {
+	w, from, all := rampWorld(t)
+	var sink bytes.Buffer
+	out := newJSONLines(&sink)
+	es := &eventStream{s: w.s, cursor: from}
+	pages, grown := 0, 0
+	var lineCap, arenaCap int
+	for {
+		some, ok, err := es.next(&out.buf)
+		if err != nil || !ok {
+			t.Fatalf("page %d: ok %v, %v", pages, ok, err)
+		}
+		if !some {
+			break
+		}
+		if n := out.buf.Len(); n > keepBuffer {
+			t.Fatalf("page %d is %d bytes: more than a stream keeps room for (%d)", pages, n, keepBuffer)
+		}
+		if err := out.send(); err != nil {
+			t.Fatal(err)
+		}
+		if out.buf.Cap() != lineCap || es.page.arena.Cap() != arenaCap {
+			lineCap, arenaCap = out.buf.Cap(), es.page.arena.Cap()
+			if pages > 2 {
+				grown++
+			}
+		}
+		pages++
+	}
+	if lines := bytes.Count(sink.Bytes(), []byte("\n")); lines != len(all) {
+		t.Fatalf("%d lines for %d events", lines, len(all))
+	}
+	if lineCap == 0 || arenaCap == 0 || grown > 0 {
+		t.Fatalf("over %d pages the buffers grew %d times after the third page; they keep %d and %d bytes of room",
+			pages, grown, lineCap, arenaCap)
+	}
+	t.Logf("%d events in %d pages; the stream keeps %d + %d bytes of room", len(all), pages, lineCap, arenaCap)
+}
+
+// BenchmarkEventRampPage: one stream follows a ramp (rampWorld) and writes
+// it page after page, as WriteTo does: the page's lines into the stream's
+// buffer, then sent. Reported per event sent: the process's CPU time,
+// allocations and bytes allocated, and the bytes written.
+func BenchmarkEventRampPage(b *testing.B) {
+	w, from, all := rampWorld(b)
 	var sink countingWriter
 	out := newJSONLines(&sink)
 	es := &eventStream{s: w.s}

@@ -22,8 +22,22 @@ const eventHeartbeat = 10 * time.Second
 // eventPage is the most events a stream renders and writes at once. Each
 // page reads each of its groups' states once, under read locks that wait
 // for the applies in progress, so a stream catching up takes those locks
-// once per page rather than once per thousand events.
+// once per page rather than once per event.
 const eventPage = 8192
+
+// pageBytes is the size a stream aims its pages at. A page's lines and its
+// renders are buffered until the page is written, and a stream keeps its
+// buffers from page to page only while they stay under keepBuffer: pages of
+// eventPage events (up to megabytes in a ramp, where a hundred groups make
+// every line's resume token a few hundred bytes) grew both buffers from
+// nothing on every page, which cost a stream about half its rendering.
+// Half of keepBuffer leaves room for a page whose events are larger than
+// the last one's.
+const pageBytes = keepBuffer / 2
+
+// minPage is the fewest events a stream asks for at once (a page has more
+// when one entry's events are more: pages never split an entry).
+const minPage = 16
 
 // topicOf names an effect's topic and type.
 func topicOf(k statemachine.EffectKind) (topic, typ string) {
@@ -89,13 +103,17 @@ func (s *Server) events(ctx *fasthttp.RequestCtx, _ []string) error {
 // pipe and no goroutine of its own, so a busy manager hands the stream
 // over to the connection once per page, not once per few kilobytes.
 type eventStream struct {
-	s       *Server
-	cursor  wire.Cursor
-	topics  map[string]bool
-	from    uint64 // where the next page's scan of the ring starts
-	limit   int    // events per page (eventPage)
-	page    eventPageBuf
-	changes []control.Change // the last page's, for its room
+	s      *Server
+	cursor wire.Cursor
+	topics map[string]bool
+	from   uint64 // where the next page's scan of the ring starts
+	limit  int    // the most events per page (0: eventPage)
+	// perEvent is the bytes per event of the last page that had any
+	// (0: none yet): the next page asks for as many events as make
+	// pageBytes at that rate.
+	perEvent int
+	page     eventPageBuf
+	changes  []control.Change // the last page's, for its room
 }
 
 // Read is never used: the server writes the stream with WriteTo.
@@ -155,11 +173,7 @@ func (es *eventStream) WriteTo(w io.Writer) (int64, error) {
 // not follow: it then appends nothing); ok is false if the feed no longer
 // reaches back to the cursor.
 func (es *eventStream) next(buf *bytes.Buffer) (some, ok bool, err error) {
-	limit := es.limit
-	if limit == 0 {
-		limit = eventPage
-	}
-	changes, next, end, ok := es.s.cfg.Feed.PageInto(es.changes, es.cursor, limit, es.from)
+	changes, next, end, ok := es.s.cfg.Feed.PageInto(es.changes, es.cursor, es.pageLimit(), es.from)
 	es.from = end
 	if changes != nil {
 		es.changes = changes // its room, for the next page
@@ -167,11 +181,33 @@ func (es *eventStream) next(buf *bytes.Buffer) (some, ok bool, err error) {
 	if !ok || len(changes) == 0 {
 		return false, ok, nil
 	}
+	before := buf.Len()
 	if err := es.s.renderEvents(buf, &es.page, changes, es.topics, es.cursor); err != nil {
 		return false, true, err
 	}
 	es.cursor = next
+	// Events the stream does not follow count too (they cost nothing
+	// here, and a page of them lets the next page ask for more).
+	es.perEvent = max((buf.Len()-before)/len(changes), 1)
 	return true, true, nil
+}
+
+// pageLimit is how many events the stream asks for next: as many as make
+// pageBytes at the last page's bytes per event, between minPage and the
+// stream's limit; before the first page, as many as make pageBytes at a
+// kilobyte each. A page may still outgrow keepBuffer (its events larger
+// than the last page's, or one entry's events more than the limit): the
+// buffers then let their room go after it (resetKeepingLittle).
+func (es *eventStream) pageLimit() int {
+	most := es.limit
+	if most == 0 {
+		most = eventPage
+	}
+	per := es.perEvent
+	if per == 0 {
+		per = 1 << 10
+	}
+	return min(most, max(minPage, pageBytes/per))
 }
 
 // resumeTokens returns, for each change, the cursor token a reader that
