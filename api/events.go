@@ -216,34 +216,48 @@ func (es *eventStream) pageLimit() int {
 // start, and a reader cut off in the middle of an entry gets all of it
 // again (an event may come twice; none is lost).
 func resumeTokens(changes []control.Change, start wire.Cursor) []string {
-	return appendResumeTokens(nil, changes, start)
+	buf, spans := appendResumeTokens(nil, nil, changes, start, nil)
+	out := make([]string, len(spans))
+	for i, sp := range spans {
+		out[i] = string(buf[sp.off:sp.end])
+	}
+	return out
 }
 
-// appendResumeTokens is resumeTokens appending to out. A token is made
-// once per entry (not per change): the cursor moves only at an entry's
-// end, and with a hundred groups a token is a few hundred bytes.
-func appendResumeTokens(out []string, changes []control.Change, start wire.Cursor) []string {
+// span is where a token lies in a buffer.
+type span struct{ off, end int }
+
+// appendResumeTokens is resumeTokens for the changes follow says the
+// reader follows (nil: all): it appends their tokens to buf and, for each
+// of them in order, where its token lies in buf. A token is written once
+// per entry (not per change), and only when a change the reader follows
+// needs it: the cursor moves only at an entry's end, and with a hundred
+// groups a token is a few hundred bytes.
+func appendResumeTokens(buf []byte, spans []span, changes []control.Change, start wire.Cursor, follow func(control.Change) bool) ([]byte, []span) {
 	run := append(wire.Cursor(nil), start...)
-	tok, stale := "", true
+	var tok span
+	stale := true
 	for i, c := range changes {
 		for len(run) <= int(c.Group) {
 			run = append(run, 0)
 			stale = true
 		}
-		if stale {
-			tok, stale = run.Token(), false
+		ends := i+1 == len(changes) || changes[i+1].Group != c.Group || changes[i+1].Index != c.Index
+		if ends && c.Index > run[c.Group] {
+			run[c.Group] = c.Index
+			stale = true
 		}
-		if i+1 < len(changes) && changes[i+1].Group == c.Group && changes[i+1].Index == c.Index {
-			out = append(out, tok) // the entry goes on
+		if follow != nil && !follow(c) {
 			continue
 		}
-		if c.Index > run[c.Group] {
-			run[c.Group] = c.Index
-			tok = run.Token()
+		if stale {
+			tok.off = len(buf)
+			buf = run.AppendToken(buf)
+			tok.end, stale = len(buf), false
 		}
-		out = append(out, tok)
+		spans = append(spans, tok)
 	}
-	return out
+	return buf, spans
 }
 
 // jsonLines buffers the JSON lines of a streamed answer (events, logs) and
