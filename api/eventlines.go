@@ -11,7 +11,6 @@ import (
 	"shoal/internal/jsoncodec"
 	"shoal/manager/control"
 	"shoal/statemachine"
-	"shoal/wire"
 )
 
 // An event's line is its resume token (which depends on where the stream
@@ -25,11 +24,12 @@ import (
 // part of a line rendered once starts right after it.
 const emptyIndex = `{"index":"",`
 
-// eventPageBuf is what a stream reuses from one page of events to the next.
+// eventPageBuf is what a stream reuses from one part of a page of events
+// to the next (eventStream.next).
 type eventPageBuf struct {
-	arena  bytes.Buffer       // this page's renders, each after emptyIndex
+	arena  bytes.Buffer       // this part's renders, each after emptyIndex
 	enc    *jsoncodec.Encoder // writes to arena
-	tokens []byte             // this page's resume tokens
+	tokens []byte             // this part's resume tokens
 	spans  []span             // per event the stream follows: its token in tokens
 	lines  []eventLine        // per event the stream follows, in order
 	groups map[int][]int      // per group: positions in lines
@@ -48,15 +48,16 @@ type eventLine struct {
 	shared   []byte
 }
 
-// renderEvents appends to buf the lines of the changes the stream follows
-// (topics; none: all), with their objects as this replica has them now,
-// one read per group; each line carries its resume token (resumeTokens).
-func (s *Server) renderEvents(buf *bytes.Buffer, p *eventPageBuf, changes []control.Change, topics map[string]bool, start wire.Cursor) error {
+// renderEvents appends to buf the lines of the changes[lo:hi] the stream
+// follows (topics; none: all), with their objects as this replica has them
+// now, one read per group; each line carries its resume token (run, which
+// went through changes[:lo]: resumeTokens).
+func (s *Server) renderEvents(buf *bytes.Buffer, p *eventPageBuf, changes []control.Change, lo, hi int, topics map[string]bool, run *tokenRun) error {
 	follows := func(c control.Change) bool {
 		topic, _ := topicOf(c.Kind)
 		return topic != "" && (len(topics) == 0 || topics[topic])
 	}
-	p.tokens, p.spans = appendResumeTokens(p.tokens[:0], p.spans[:0], changes, start, follows)
+	p.tokens, p.spans = run.append(p.tokens[:0], p.spans[:0], changes, lo, hi, follows)
 	p.lines = p.lines[:0]
 	if p.groups == nil {
 		p.groups = map[int][]int{}
@@ -64,7 +65,7 @@ func (s *Server) renderEvents(buf *bytes.Buffer, p *eventPageBuf, changes []cont
 	for g, idx := range p.groups {
 		p.groups[g] = idx[:0]
 	}
-	for _, c := range changes {
+	for _, c := range changes[lo:hi] {
 		if !follows(c) {
 			continue
 		}

@@ -250,9 +250,10 @@ func TestSharedEventLinesAreThePerReaderLines(t *testing.T) {
 				}
 			}
 			limit := rapid.IntRange(1, 40).Draw(rt, "page")
+			part := rapid.IntRange(0, 8).Draw(rt, "part") // 0: by bytes (the whole page, here)
 			cursor := wire.Cursor(w.feed.Applied())
 			w.s.eventLines.opened()
-			subs = append(subs, sub{&eventStream{s: w.s, cursor: cursor, topics: topics, limit: limit},
+			subs = append(subs, sub{&eventStream{s: w.s, cursor: cursor, topics: topics, limit: limit, part: part},
 				&referenceStream{s: w.s, cursor: cursor, topics: topics, limit: limit}})
 		}
 		open()
@@ -270,7 +271,7 @@ func TestSharedEventLinesAreThePerReaderLines(t *testing.T) {
 			default:
 				sb := subs[rapid.IntRange(0, len(subs)-1).Draw(rt, "reader")]
 				var got, want bytes.Buffer
-				some, ok, err := sb.es.next(&got)
+				some, ok, err := sb.es.next(&got, nil)
 				if err != nil {
 					rt.Fatal(err)
 				}
@@ -348,8 +349,8 @@ func BenchmarkEventFanout(b *testing.B) {
 						buf.Reset()
 						if impl == "shared" {
 							es.cursor, es.from = start, 0
-							for { // every page (a stream's pages are sized by bytes)
-								some, _, err := es.next(&buf)
+							for { // every page
+								some, _, err := es.next(&buf, nil)
 								if err != nil {
 									b.Fatal(err)
 								}
@@ -378,27 +379,30 @@ func BenchmarkEventFanout(b *testing.B) {
 
 // rampWorld is a replica in a ramp as the loadgen makes one: a hundred
 // groups (so a resume token of a few hundred bytes), tasks on a network,
-// placed and started 8 to an entry. It returns the world, the cursor
-// before the ramp and the ramp's changes (12,288: a page and a half).
-func rampWorld(tb testing.TB) (*eventWorld, wire.Cursor, []control.Change) {
-	const groups, tasks = 100, 4096
+// created a service to an entry (one of 2,048 tasks, four of 512), then
+// placed and started 8 to an entry. It returns the world, the cursors
+// before the creates and before the ramp, and the ramp's changes (12,288:
+// a page and a half).
+func rampWorld(tb testing.TB) (w *eventWorld, created, from wire.Cursor, ramp []control.Change) {
+	const groups = 100
 	start := make([]uint64, groups+1)
 	for g := range start {
 		start[g] = 40_000 + uint64(g)*997
 	}
-	w := newEventWorldAt(tb, 1<<16, groups, start)
+	w = newEventWorldAt(tb, 1<<16, groups, start)
 	w.apply(statemachine.Command{Kind: statemachine.CmdCreateNetwork, NetworkSpec: &statemachine.Network{ID: 1,
 		Name: "loadgen-net-0", Subnet: "10.64.0.0/12"}})
 	for n := 1; n <= 8; n++ {
 		w.apply(statemachine.Command{Kind: statemachine.CmdUpsertNode, NodeSpec: &statemachine.Node{ID: statemachine.NodeID(n),
 			Name: fmt.Sprintf("loadgen-agent-%05d", n), CPU: 1 << 30, Memory: 1 << 50}})
 	}
-	for i := range 8 {
+	created = wire.Cursor(w.feed.Applied())
+	for i, n := range []uint32{2048, 512, 512, 512, 512} {
 		w.apply(statemachine.Command{Kind: statemachine.CmdCreateService, Spec: &statemachine.ServiceSpec{
-			Name: fmt.Sprintf("loadgen-svc-%03d", i), Replicas: tasks / 8, Image: "registry.local/loadgen/sleeper:1",
+			Name: fmt.Sprintf("loadgen-svc-%03d", i), Replicas: n, Image: "registry.local/loadgen/sleeper:1",
 			Networks: []string{"loadgen-net-0"}}})
 	}
-	from := wire.Cursor(w.feed.Applied())
+	from = wire.Cursor(w.feed.Applied())
 	ids := w.r.st.TaskIDs()
 	for i := 0; i < len(ids); i += 8 {
 		var assign, run []statemachine.Command
@@ -410,63 +414,93 @@ func rampWorld(tb testing.TB) (*eventWorld, wire.Cursor, []control.Change) {
 		w.apply(assign...)
 		w.apply(run...)
 	}
-	all, _, _ := w.feed.Since(from, 1<<20)
-	if len(all) < eventPage {
-		tb.Fatalf("%d changes of %d tasks, want more than a page of %d", len(all), len(ids), eventPage)
+	ramp, _, _ = w.feed.Since(from, 1<<20)
+	if len(ramp) < eventPage {
+		tb.Fatalf("%d changes of %d tasks, want more than a page of %d", len(ramp), len(ids), eventPage)
 	}
-	return w, from, all
+	return w, created, from, ramp
 }
 
-// A stream following a ramp writes it in pages that its buffers hold
-// without letting their room go: after the first pages neither its line
-// buffer nor its render arena grows again (a page of eventPage events was
-// megabytes, so both were grown from nothing on every page), and every
-// event is written once.
+// A stream following a ramp writes it in parts that its buffers hold
+// without letting their room go, an entry of thousands of events
+// included, and after the first parts its line buffer and render arena
+// grow only to fit larger events (a page of eventPage events was
+// megabytes, so both were grown from nothing on every page); it writes
+// the bytes the plain per-reader rendering writes, page by page.
 func TestRampPagesKeepTheirBuffers(t *testing.T) {
-	w, from, all := rampWorld(t)
+	w, created, _, _ := rampWorld(t)
+	all, _, _ := w.feed.Since(created, 1<<20)
 	var sink bytes.Buffer
 	out := newJSONLines(&sink)
-	es := &eventStream{s: w.s, cursor: from}
-	pages, grown := 0, 0
+	es := &eventStream{s: w.s, cursor: created}
+	parts, grown := 0, 0
 	var lineCap, arenaCap int
+	send := func() error {
+		if n := out.buf.Len(); n > keepBuffer {
+			t.Fatalf("part %d is %d bytes: more than a stream keeps room for (%d)", parts, n, keepBuffer)
+		}
+		if err := out.send(); err != nil {
+			return err
+		}
+		if out.buf.Cap() < lineCap || es.page.arena.Cap() < arenaCap {
+			t.Fatalf("part %d: the buffers let their room go (%d, %d bytes after %d, %d)", parts,
+				out.buf.Cap(), es.page.arena.Cap(), lineCap, arenaCap)
+		}
+		if out.buf.Cap() != lineCap || es.page.arena.Cap() != arenaCap {
+			lineCap, arenaCap = out.buf.Cap(), es.page.arena.Cap()
+			if parts > 2 {
+				grown++
+			}
+		}
+		parts++
+		return nil
+	}
 	for {
-		some, ok, err := es.next(&out.buf)
+		some, ok, err := es.next(&out.buf, send)
 		if err != nil || !ok {
-			t.Fatalf("page %d: ok %v, %v", pages, ok, err)
+			t.Fatalf("part %d: ok %v, %v", parts, ok, err)
 		}
 		if !some {
 			break
 		}
-		if n := out.buf.Len(); n > keepBuffer {
-			t.Fatalf("page %d is %d bytes: more than a stream keeps room for (%d)", pages, n, keepBuffer)
-		}
-		if err := out.send(); err != nil {
+		if err := send(); err != nil {
 			t.Fatal(err)
 		}
-		if out.buf.Cap() != lineCap || es.page.arena.Cap() != arenaCap {
-			lineCap, arenaCap = out.buf.Cap(), es.page.arena.Cap()
-			if pages > 2 {
-				grown++
-			}
-		}
-		pages++
 	}
 	if lines := bytes.Count(sink.Bytes(), []byte("\n")); lines != len(all) {
 		t.Fatalf("%d lines for %d events", lines, len(all))
 	}
-	if lineCap == 0 || arenaCap == 0 || grown > 0 {
-		t.Fatalf("over %d pages the buffers grew %d times after the third page; they keep %d and %d bytes of room",
-			pages, grown, lineCap, arenaCap)
+	// Past the first parts a buffer grows only to fit larger events (the
+	// ramp's are larger than the creates').
+	if lineCap == 0 || arenaCap == 0 || grown > 2 {
+		t.Fatalf("over %d parts the buffers grew %d times after the third part; they keep %d and %d bytes of room",
+			parts, grown, lineCap, arenaCap)
 	}
-	t.Logf("%d events in %d pages; the stream keeps %d + %d bytes of room", len(all), pages, lineCap, arenaCap)
+	t.Logf("%d events in %d parts; the stream keeps %d + %d bytes of room", len(all), parts, lineCap, arenaCap)
+
+	es = &eventStream{s: w.s, cursor: created}
+	ref := &referenceStream{s: w.s, cursor: created, limit: eventPage}
+	for page := 0; ; page++ {
+		var got, want bytes.Buffer
+		some, _, err := es.next(&got, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if wsome, _ := ref.next(&want); some != wsome || !bytes.Equal(got.Bytes(), want.Bytes()) {
+			t.Fatalf("page %d: the stream wrote %d bytes, the per-reader rendering %d", page, got.Len(), want.Len())
+		}
+		if !some {
+			break
+		}
+	}
 }
 
 // BenchmarkEventRampPage: one stream follows a ramp (rampWorld) and writes
-// it page after page, as WriteTo does: the page's lines into the stream's
+// it page after page, as WriteTo does: each part's lines into the stream's
 // buffer, then sent. Reported per event sent: the process's CPU time,
 // allocations and bytes allocated, and the bytes written.
 func BenchmarkEventRampPage(b *testing.B) {
-	w, from, all := rampWorld(b)
+	w, _, from, all := rampWorld(b)
 	var sink countingWriter
 	out := newJSONLines(&sink)
 	es := &eventStream{s: w.s}
@@ -478,7 +512,7 @@ func BenchmarkEventRampPage(b *testing.B) {
 		w.apply() // the state moves on
 		es.cursor, es.from = from, 0
 		for {
-			some, _, err := es.next(&out.buf)
+			some, _, err := es.next(&out.buf, out.send)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -555,7 +589,7 @@ func TestConcurrentStreamsShareRendersWhole(t *testing.T) {
 			defer wg.Done()
 			for {
 				_, changed := w.feed.Changed()
-				some, _, err := es.next(&outs[i])
+				some, _, err := es.next(&outs[i], nil)
 				if err != nil {
 					t.Error(err)
 					return
@@ -567,7 +601,7 @@ func TestConcurrentStreamsShareRendersWhole(t *testing.T) {
 				case <-changed:
 				case <-done:
 					for { // the rest, once every entry is applied
-						if some, _, _ := es.next(&outs[i]); !some {
+						if some, _, _ := es.next(&outs[i], nil); !some {
 							return
 						}
 					}
