@@ -98,9 +98,10 @@ func (s *Server) events(ctx *fasthttp.RequestCtx, _ []string) error {
 }
 
 // eventStream is the body of an event stream. The server's connection
-// goroutine writes it (WriteTo), each page of events as one chunk: no
-// pipe and no goroutine of its own, so a busy manager hands the stream
-// over to the connection once per page, not once per few kilobytes.
+// goroutine writes it (WriteTo), each part of a page of events as one
+// chunk: no pipe and no goroutine of its own, so a busy manager hands the
+// stream over to the connection once per part (about partBytes), not once
+// per few kilobytes.
 type eventStream struct {
 	s      *Server
 	cursor wire.Cursor
