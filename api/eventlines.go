@@ -11,7 +11,6 @@ import (
 	"shoal/internal/jsoncodec"
 	"shoal/manager/control"
 	"shoal/statemachine"
-	"shoal/wire"
 )
 
 // An event's line is its resume token (which depends on where the stream
@@ -25,11 +24,13 @@ import (
 // part of a line rendered once starts right after it.
 const emptyIndex = `{"index":"",`
 
-// eventPageBuf is what a stream reuses from one page of events to the next.
+// eventPageBuf is what a stream reuses from one part of a page of events
+// to the next (eventStream.next).
 type eventPageBuf struct {
-	arena  bytes.Buffer       // this page's renders, each after emptyIndex
+	arena  bytes.Buffer       // this part's renders, each after emptyIndex
 	enc    *jsoncodec.Encoder // writes to arena
-	tokens []string           // per change of the page
+	tokens []byte             // this part's resume tokens
+	spans  []span             // per event the stream follows: its token in tokens
 	lines  []eventLine        // per event the stream follows, in order
 	groups map[int][]int      // per group: positions in lines
 	ev     client.Event       // the event being rendered
@@ -42,16 +43,21 @@ type eventPageBuf struct {
 // render: arena[off:end], or shared.
 type eventLine struct {
 	change   control.Change
-	token    string
+	token    span // in the page's tokens
 	off, end int
 	shared   []byte
 }
 
-// renderEvents appends to buf the lines of the changes the stream follows
-// (topics; none: all), with their objects as this replica has them now,
-// one read per group; each line carries its resume token (resumeTokens).
-func (s *Server) renderEvents(buf *bytes.Buffer, p *eventPageBuf, changes []control.Change, topics map[string]bool, start wire.Cursor) error {
-	p.tokens = appendResumeTokens(p.tokens[:0], changes, start)
+// renderEvents appends to buf the lines of the changes[lo:hi] the stream
+// follows (topics; none: all), with their objects as this replica has them
+// now, one read per group; each line carries its resume token (run, which
+// went through changes[:lo]: resumeTokens).
+func (s *Server) renderEvents(buf *bytes.Buffer, p *eventPageBuf, changes []control.Change, lo, hi int, topics map[string]bool, run *tokenRun) error {
+	follows := func(c control.Change) bool {
+		topic, _ := topicOf(c.Kind)
+		return topic != "" && (len(topics) == 0 || topics[topic])
+	}
+	p.tokens, p.spans = run.append(p.tokens[:0], p.spans[:0], changes, lo, hi, follows)
 	p.lines = p.lines[:0]
 	if p.groups == nil {
 		p.groups = map[int][]int{}
@@ -59,18 +65,17 @@ func (s *Server) renderEvents(buf *bytes.Buffer, p *eventPageBuf, changes []cont
 	for g, idx := range p.groups {
 		p.groups[g] = idx[:0]
 	}
-	for i, c := range changes {
-		topic, _ := topicOf(c.Kind)
-		if topic == "" || (len(topics) > 0 && !topics[topic]) {
+	for _, c := range changes[lo:hi] {
+		if !follows(c) {
 			continue
 		}
 		p.groups[int(c.Group)] = append(p.groups[int(c.Group)], len(p.lines))
-		p.lines = append(p.lines, eventLine{change: c, token: p.tokens[i]})
+		p.lines = append(p.lines, eventLine{change: c, token: p.spans[len(p.lines)]})
 	}
 	if len(p.lines) == 0 {
 		return nil
 	}
-	resetKeepingLittle(&p.arena)
+	p.arena.Reset()
 	if p.enc == nil {
 		p.enc = jsoncodec.NewEncoder(&p.arena)
 	}
@@ -118,9 +123,13 @@ func (s *Server) renderEvents(buf *bytes.Buffer, p *eventPageBuf, changes []cont
 			rest = p.arena.Bytes()[l.off:l.end]
 		}
 		buf.WriteString(`{"index":"`)
-		buf.WriteString(l.token) // URL-safe base64: nothing to escape
+		buf.Write(p.tokens[l.token.off:l.token.end]) // URL-safe base64: nothing to escape
 		buf.WriteString(`",`)
 		buf.Write(rest)
+	}
+	resetKeepingLittle(&p.arena) // nothing refers to the renders now (the cache keeps copies)
+	if cap(p.tokens) > keepBuffer {
+		p.tokens = nil
 	}
 	return nil
 }
@@ -130,6 +139,18 @@ func (s *Server) renderEvents(buf *bytes.Buffer, p *eventPageBuf, changes []cont
 func (p *eventPageBuf) render(l *eventLine, st *statemachine.State) error {
 	c := l.change
 	topic, typ := topicOf(c.Kind)
+	var t *statemachine.Task
+	if st != nil && topic == "task" {
+		t = st.Task(c.Task)
+	}
+	start := p.arena.Len()
+	if t != nil {
+		if b, ok := appendTaskEvent(p.arena.AvailableBuffer(), int(c.Group), c.Index, typ, st, t); ok {
+			p.arena.Write(b) // in place, unless b outgrew the arena's room
+			l.off, l.end = start+len(emptyIndex), p.arena.Len()
+			return nil
+		}
+	}
 	ev := &p.ev
 	*ev = client.Event{Group: int(c.Group), Raft: c.Index, Topic: topic, Type: typ}
 	switch topic {
@@ -143,10 +164,10 @@ func (p *eventPageBuf) render(l *eventLine, st *statemachine.State) error {
 	if st != nil {
 		switch topic {
 		case "task":
-			if t := st.Task(c.Task); t != nil {
+			if t != nil {
 				renderTaskTo(&p.task, st, t, false)
 				ev.Task = &p.task
-				ev.Key = p.task.ID // the same decimal ID, made once
+				ev.Key = p.task.ID // the same decimal ID
 			}
 		case "service":
 			if svc := st.Service(c.Service); svc != nil {
@@ -163,7 +184,6 @@ func (p *eventPageBuf) render(l *eventLine, st *statemachine.State) error {
 			}
 		}
 	}
-	start := p.arena.Len()
 	if err := p.enc.Encode(ev); err != nil {
 		p.arena.Truncate(start)
 		return err

@@ -134,8 +134,27 @@ func newEventWorld(t interface {
 	Fatal(...any)
 	Cleanup(func())
 }, ring int) *eventWorld {
-	w := &eventWorld{r: &replica{st: statemachine.New(statemachine.Config{}), leader: 1}, now: 1_700_000_000e9}
-	w.feed = control.NewFeed(1, nil, ring, 16)
+	return newEventWorldAt(t, ring, 1, nil)
+}
+
+// newEventWorldAt is newEventWorld with a feed of groups groups whose
+// states were applied up to start: a stream's cursor, and so every
+// line's resume token, is as long as a cluster of that many groups makes
+// it. The world's entries go to group 1, after start[1], and with more
+// than one group its state is group 1's.
+func newEventWorldAt(t interface {
+	Fatal(...any)
+	Cleanup(func())
+}, ring, groups int, start []uint64) *eventWorld {
+	cfg := statemachine.Config{}
+	if groups > 1 {
+		cfg.Group = 1 // a service group: its tasks get addresses
+	}
+	w := &eventWorld{r: &replica{st: statemachine.New(cfg), leader: 1}, now: 1_700_000_000e9}
+	w.feed = control.NewFeed(groups, start, ring, 16)
+	if len(start) > 1 {
+		w.index = start[1]
+	}
 	r := w.r
 	s, err := New(Config{Reads: r, Leaders: r, Self: r, Replicas: r, Stats: r, ToGroup: r, Submitter: r, Feed: w.feed})
 	if err != nil {
@@ -231,9 +250,10 @@ func TestSharedEventLinesAreThePerReaderLines(t *testing.T) {
 				}
 			}
 			limit := rapid.IntRange(1, 40).Draw(rt, "page")
+			part := rapid.IntRange(0, 8).Draw(rt, "part") // 0: by bytes (the whole page, here)
 			cursor := wire.Cursor(w.feed.Applied())
 			w.s.eventLines.opened()
-			subs = append(subs, sub{&eventStream{s: w.s, cursor: cursor, topics: topics, limit: limit},
+			subs = append(subs, sub{&eventStream{s: w.s, cursor: cursor, topics: topics, limit: limit, part: part},
 				&referenceStream{s: w.s, cursor: cursor, topics: topics, limit: limit}})
 		}
 		open()
@@ -251,7 +271,7 @@ func TestSharedEventLinesAreThePerReaderLines(t *testing.T) {
 			default:
 				sb := subs[rapid.IntRange(0, len(subs)-1).Draw(rt, "reader")]
 				var got, want bytes.Buffer
-				some, ok, err := sb.es.next(&got)
+				some, ok, err := sb.es.next(&got, nil)
 				if err != nil {
 					rt.Fatal(err)
 				}
@@ -329,8 +349,15 @@ func BenchmarkEventFanout(b *testing.B) {
 						buf.Reset()
 						if impl == "shared" {
 							es.cursor, es.from = start, 0
-							if _, _, err := es.next(&buf); err != nil {
-								b.Fatal(err)
+							for { // every page
+								some, _, err := es.next(&buf, nil)
+								if err != nil {
+									b.Fatal(err)
+								}
+								if !some {
+									break
+								}
+								buf.Reset()
 							}
 						} else {
 							rs := &referenceStream{s: w.s, cursor: start, limit: eventPage}
@@ -348,6 +375,171 @@ func BenchmarkEventFanout(b *testing.B) {
 			})
 		}
 	}
+}
+
+// rampWorld is a replica in a ramp as the loadgen makes one: a hundred
+// groups (so a resume token of a few hundred bytes), tasks on a network,
+// created a service to an entry (one of 2,048 tasks, four of 512), then
+// placed and started 8 to an entry. It returns the world, the cursors
+// before the creates and before the ramp, and the ramp's changes (12,288:
+// a page and a half).
+func rampWorld(tb testing.TB) (w *eventWorld, created, from wire.Cursor, ramp []control.Change) {
+	const groups = 100
+	start := make([]uint64, groups+1)
+	for g := range start {
+		start[g] = 40_000 + uint64(g)*997
+	}
+	w = newEventWorldAt(tb, 1<<16, groups, start)
+	w.apply(statemachine.Command{Kind: statemachine.CmdCreateNetwork, NetworkSpec: &statemachine.Network{ID: 1,
+		Name: "loadgen-net-0", Subnet: "10.64.0.0/12"}})
+	for n := 1; n <= 8; n++ {
+		w.apply(statemachine.Command{Kind: statemachine.CmdUpsertNode, NodeSpec: &statemachine.Node{ID: statemachine.NodeID(n),
+			Name: fmt.Sprintf("loadgen-agent-%05d", n), CPU: 1 << 30, Memory: 1 << 50}})
+	}
+	created = wire.Cursor(w.feed.Applied())
+	for i, n := range []uint32{2048, 512, 512, 512, 512} {
+		w.apply(statemachine.Command{Kind: statemachine.CmdCreateService, Spec: &statemachine.ServiceSpec{
+			Name: fmt.Sprintf("loadgen-svc-%03d", i), Replicas: n, Image: "registry.local/loadgen/sleeper:1",
+			Networks: []string{"loadgen-net-0"}}})
+	}
+	from = wire.Cursor(w.feed.Applied())
+	ids := w.r.st.TaskIDs()
+	for i := 0; i < len(ids); i += 8 {
+		var assign, run []statemachine.Command
+		for _, id := range ids[i:min(i+8, len(ids))] {
+			n := statemachine.NodeID(1 + int(id)%8)
+			assign = append(assign, statemachine.Command{Kind: statemachine.CmdAssign, Task: id, Node: n})
+			run = append(run, statemachine.Command{Kind: statemachine.CmdTaskStatus, Task: id, Node: n, State: statemachine.StateRunning})
+		}
+		w.apply(assign...)
+		w.apply(run...)
+	}
+	ramp, _, _ = w.feed.Since(from, 1<<20)
+	if len(ramp) < eventPage {
+		tb.Fatalf("%d changes of %d tasks, want more than a page of %d", len(ramp), len(ids), eventPage)
+	}
+	return w, created, from, ramp
+}
+
+// A stream following a ramp writes it in parts that its buffers hold
+// without letting their room go, an entry of thousands of events
+// included, and after the first parts its line buffer and render arena
+// grow only to fit larger events (a page of eventPage events was
+// megabytes, so both were grown from nothing on every page); it writes
+// the bytes the plain per-reader rendering writes, page by page.
+func TestRampPagesKeepTheirBuffers(t *testing.T) {
+	w, created, _, _ := rampWorld(t)
+	all, _, _ := w.feed.Since(created, 1<<20)
+	var sink bytes.Buffer
+	out := newJSONLines(&sink)
+	es := &eventStream{s: w.s, cursor: created}
+	parts, grown := 0, 0
+	var lineCap, arenaCap int
+	send := func() error {
+		if n := out.buf.Len(); n > keepBuffer {
+			t.Fatalf("part %d is %d bytes: more than a stream keeps room for (%d)", parts, n, keepBuffer)
+		}
+		if err := out.send(); err != nil {
+			return err
+		}
+		if out.buf.Cap() < lineCap || es.page.arena.Cap() < arenaCap {
+			t.Fatalf("part %d: the buffers let their room go (%d, %d bytes after %d, %d)", parts,
+				out.buf.Cap(), es.page.arena.Cap(), lineCap, arenaCap)
+		}
+		if out.buf.Cap() != lineCap || es.page.arena.Cap() != arenaCap {
+			lineCap, arenaCap = out.buf.Cap(), es.page.arena.Cap()
+			if parts > 2 {
+				grown++
+			}
+		}
+		parts++
+		return nil
+	}
+	for {
+		some, ok, err := es.next(&out.buf, send)
+		if err != nil || !ok {
+			t.Fatalf("part %d: ok %v, %v", parts, ok, err)
+		}
+		if !some {
+			break
+		}
+		if err := send(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if lines := bytes.Count(sink.Bytes(), []byte("\n")); lines != len(all) {
+		t.Fatalf("%d lines for %d events", lines, len(all))
+	}
+	// Past the first parts a buffer grows only to fit larger events (the
+	// ramp's are larger than the creates').
+	if lineCap == 0 || arenaCap == 0 || grown > 2 {
+		t.Fatalf("over %d parts the buffers grew %d times after the third part; they keep %d and %d bytes of room",
+			parts, grown, lineCap, arenaCap)
+	}
+	t.Logf("%d events in %d parts; the stream keeps %d + %d bytes of room", len(all), parts, lineCap, arenaCap)
+
+	es = &eventStream{s: w.s, cursor: created}
+	ref := &referenceStream{s: w.s, cursor: created, limit: eventPage}
+	for page := 0; ; page++ {
+		var got, want bytes.Buffer
+		some, _, err := es.next(&got, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if wsome, _ := ref.next(&want); some != wsome || !bytes.Equal(got.Bytes(), want.Bytes()) {
+			t.Fatalf("page %d: the stream wrote %d bytes, the per-reader rendering %d", page, got.Len(), want.Len())
+		}
+		if !some {
+			break
+		}
+	}
+}
+
+// BenchmarkEventRampPage: one stream follows a ramp (rampWorld) and writes
+// it page after page, as WriteTo does: each part's lines into the stream's
+// buffer, then sent. Reported per event sent: the process's CPU time,
+// allocations and bytes allocated, and the bytes written.
+func BenchmarkEventRampPage(b *testing.B) {
+	w, _, from, all := rampWorld(b)
+	var sink countingWriter
+	out := newJSONLines(&sink)
+	es := &eventStream{s: w.s}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	cpu := cpuNow()
+	b.ResetTimer()
+	for range b.N {
+		w.apply() // the state moves on
+		es.cursor, es.from = from, 0
+		for {
+			some, _, err := es.next(&out.buf, out.send)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if !some {
+				break
+			}
+			if err := out.send(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.StopTimer()
+	cpu = cpuNow() - cpu
+	runtime.ReadMemStats(&after)
+	sent := float64(b.N * len(all))
+	b.ReportMetric(float64(cpu.Nanoseconds())/sent, "cpu-ns/event")
+	b.ReportMetric(float64(after.Mallocs-before.Mallocs)/sent, "allocs/event")
+	b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/sent, "B-alloc/event")
+	b.ReportMetric(float64(sink.n)/sent, "B-sent/event")
+}
+
+// countingWriter counts what is written to it.
+type countingWriter struct{ n int64 }
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	c.n += int64(len(p))
+	return len(p), nil
 }
 
 // cpuNow is the CPU time this process used so far (user and system).
@@ -397,7 +589,7 @@ func TestConcurrentStreamsShareRendersWhole(t *testing.T) {
 			defer wg.Done()
 			for {
 				_, changed := w.feed.Changed()
-				some, _, err := es.next(&outs[i])
+				some, _, err := es.next(&outs[i], nil)
 				if err != nil {
 					t.Error(err)
 					return
@@ -409,7 +601,7 @@ func TestConcurrentStreamsShareRendersWhole(t *testing.T) {
 				case <-changed:
 				case <-done:
 					for { // the rest, once every entry is applied
-						if some, _, _ := es.next(&outs[i]); !some {
+						if some, _, _ := es.next(&outs[i], nil); !some {
 							return
 						}
 					}

@@ -38,6 +38,20 @@ func (c Cursor) Token() string {
 	return tokenEncoding.EncodeToString(b)
 }
 
+// AppendToken appends c's Token to b (a stream that writes a token into
+// every line makes no string of it).
+func (c Cursor) AppendToken(b []byte) []byte {
+	if len(c) == 0 {
+		return b
+	}
+	var stack [1024]byte
+	raw := append(stack[:0], cursorVersion)
+	for _, v := range c {
+		raw = binary.AppendUvarint(raw, v)
+	}
+	return tokenEncoding.AppendEncode(b, raw)
+}
+
 // ParseCursor parses a token made by Token. "" is the empty cursor. Only the
 // canonical form is accepted, so ParseCursor(t).Token() == t for every token
 // it accepts.

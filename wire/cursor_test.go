@@ -10,7 +10,7 @@ import (
 )
 
 // TestCursorTokenRoundTrip: every cursor's token parses back to the cursor,
-// and is URL-safe.
+// and is URL-safe; AppendToken appends it.
 func TestCursorTokenRoundTrip(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		c := drawCursor(t)
@@ -21,6 +21,9 @@ func TestCursorTokenRoundTrip(t *testing.T) {
 		got, err := ParseCursor(tok)
 		if err != nil || !slices.Equal(got, c) || (len(c) == 0) != (tok == "") {
 			t.Fatalf("%v → %q → %v, %v", c, tok, got, err)
+		}
+		if app := string(c.AppendToken([]byte("x"))); app != "x"+tok {
+			t.Fatalf("%v: AppendToken appended %q, Token is %q", c, app, tok)
 		}
 	})
 }
