@@ -60,11 +60,16 @@ func (m *msgConn) dial(ctx context.Context) error {
 	return nil
 }
 
-// SendMessageBatch sends one batch. On a connection its peer already
-// closed, or the kernel ended (Factory.DeadAfter), it dials first; when
-// the write fails or times out it dials once more and sends again (Raft
-// tolerates a message delivered twice); when that fails too the
-// connection is closed and the next send dials.
+// SendMessageBatch sends one batch, in frames of at most frameBudget
+// bytes of messages each (a message bigger than that goes alone), in
+// order: the receiver hands each frame to Raft as it arrives, and neither
+// side holds a buffer the size of the whole batch (dragonboat makes
+// batches of up to 64 MiB when messages queue up behind a slow peer). On
+// a connection its peer already closed, or the kernel ended
+// (Factory.DeadAfter), it dials first; when a frame's write fails or
+// times out it dials once more and sends that frame again (Raft tolerates
+// a message delivered twice); when that fails too the connection is
+// closed, the rest of the batch is not sent and the next send dials.
 //
 // A peer whose host refuses the connection is restarting: the batch is
 // dropped without an error (Raft tolerates lost messages) and a later
@@ -89,11 +94,37 @@ func (m *msgConn) SendMessageBatch(b pb.MessageBatch) error {
 	if m.t.sent != nil {
 		m.t.sent(&b)
 	}
+	all := b.Requests
+	for first := true; first || len(all) > 0; first = false {
+		n, size := 0, 0
+		for n < len(all) && (n == 0 || size+all[n].SizeUpperLimit() <= frameBudget) {
+			size += all[n].SizeUpperLimit()
+			n++
+		}
+		part := b
+		part.Requests = all[:n]
+		all = all[n:]
+		if err := m.sendFrame(&part); err != nil {
+			if errors.Is(err, errDropped) {
+				return nil
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// errDropped is a frame not sent because the peer refused the connection
+// dialled to send it again.
+var errDropped = errors.New("peer refused the connection")
+
+// sendFrame writes one frame of b, dialling once more if the write fails.
+func (m *msgConn) sendFrame(b *pb.MessageBatch) error {
 	need := headerSize + b.SizeUpperLimit()
 	if cap(m.buf) < need {
 		m.buf = make([]byte, need)
 	}
-	payload := pb.MustMarshalTo(&b, m.buf[headerSize:need])
+	payload := pb.MustMarshalTo(b, m.buf[headerSize:need])
 	frame := m.buf[:headerSize+len(payload)]
 	if cap(m.buf) > keepBuffer {
 		m.buf = nil
@@ -104,7 +135,7 @@ func (m *msgConn) SendMessageBatch(b pb.MessageBatch) error {
 	}
 	if derr := m.dial(context.Background()); derr != nil {
 		if isRefused(derr) {
-			return nil
+			return errDropped
 		}
 		return errors.Join(err, derr)
 	}

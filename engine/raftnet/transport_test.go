@@ -23,6 +23,7 @@ type inbox struct {
 	mu     sync.Mutex
 	terms  []uint64 // of message batches' first message
 	chunks []uint64 // chunk IDs
+	sizes  []int    // of message batches, as encoded
 	got    chan struct{}
 }
 
@@ -33,6 +34,7 @@ func (in *inbox) message(b pb.MessageBatch) {
 	for _, m := range b.Requests {
 		in.terms = append(in.terms, m.Term)
 	}
+	in.sizes = append(in.sizes, b.Size())
 	in.mu.Unlock()
 	in.got <- struct{}{}
 }
@@ -359,5 +361,45 @@ func TestSentSeesWhatLeaves(t *testing.T) {
 	defer mu.Unlock()
 	if len(sent) != 3 || sent[0] != 1 || sent[2] != 3 {
 		t.Fatalf("the hook saw terms %v, want 1, 2, 3 (4 went nowhere)", sent)
+	}
+}
+
+// A batch bigger than a frame's budget (messages queued up behind a slow
+// peer) arrives as several batches, in order, none much bigger than the
+// budget, so neither side holds a buffer the size of the whole batch; a
+// message bigger than the budget still arrives whole.
+func TestBigBatchGoesInBoundedFrames(t *testing.T) {
+	addr := freeAddr(t)
+	in := newInbox()
+	start(t, config.NodeHostConfig{}, addr, in)
+	local := start(t, config.NodeHostConfig{}, freeAddr(t), newInbox())
+	conn := connect(t, local, addr)
+	replicate := func(term uint64, bytes int) pb.Message {
+		return pb.Message{Type: pb.Replicate, ShardID: 1, From: 1, To: 2, Term: term,
+			Entries: []pb.Entry{{Index: term, Term: term, Cmd: make([]byte, bytes)}}}
+	}
+	var b pb.MessageBatch
+	for term := uint64(1); term <= 24; term++ { // 6 MiB
+		b.Requests = append(b.Requests, replicate(term, 256<<10))
+	}
+	b.Requests = append(b.Requests, replicate(25, 3<<20), replicate(26, 10))
+	if err := conn.SendMessageBatch(b); err != nil {
+		t.Fatal(err)
+	}
+	in.waitTerm(t, 26)
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for i, term := range in.terms {
+		if term != uint64(i+1) {
+			t.Fatalf("terms arrived as %v, want 1 to 26 in order", in.terms)
+		}
+	}
+	if len(in.sizes) < 7 {
+		t.Fatalf("6 MiB of messages and one of 3 MiB arrived in %d batches %v, want at least 7", len(in.sizes), in.sizes)
+	}
+	for _, n := range in.sizes {
+		if n > frameBudget+(256<<10) && n < 3<<20 {
+			t.Fatalf("a batch of %d bytes arrived (sizes %v): more than the budget %d and not the one big message", n, in.sizes, frameBudget)
+		}
 	}
 }
