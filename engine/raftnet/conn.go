@@ -21,6 +21,7 @@ type msgConn struct {
 	c      net.Conn
 	gone   chan struct{} // closed when the peer closed or reset c
 	buf    []byte
+	order  []pb.Message // SendMessageBatch's reordered messages
 	// refused is when the last dial was refused (zero after one that
 	// connected): the peer's host is up and nothing listens, a restart.
 	refused time.Time
@@ -94,7 +95,8 @@ func (m *msgConn) SendMessageBatch(b pb.MessageBatch) error {
 	if m.t.sent != nil {
 		m.t.sent(&b)
 	}
-	all := b.Requests
+	all := m.controlFirst(b.Requests)
+	defer clear(m.order) // drop references to entries
 	for first := true; first || len(all) > 0; first = false {
 		n, size := 0, 0
 		for n < len(all) && (n == 0 || size+all[n].SizeUpperLimit() <= frameBudget) {
@@ -113,6 +115,45 @@ func (m *msgConn) SendMessageBatch(b pb.MessageBatch) error {
 	}
 	return nil
 }
+
+// controlFirst returns msgs as they are when they fit in one frame, else
+// with the control messages (heartbeats, votes, answers: no entries, not
+// Replicate) ahead of the others, each kind in its order: a heartbeat
+// queued behind megabytes of entries reaches its follower in the first
+// frame instead of after them. Raft is indifferent to the order messages
+// arrive in (a heartbeat's commit index never exceeds what the follower
+// acknowledged), and Replicate messages keep theirs. The result may live
+// in m.order.
+func (m *msgConn) controlFirst(msgs []pb.Message) []pb.Message {
+	size, replicate, late := 0, false, false
+	for i := range msgs {
+		size += msgs[i].SizeUpperLimit()
+		if !control(&msgs[i]) {
+			replicate = true
+		} else if replicate {
+			late = true // behind entries
+		}
+	}
+	if size <= frameBudget || !late {
+		return msgs
+	}
+	m.order = m.order[:0]
+	for i := range msgs {
+		if control(&msgs[i]) {
+			m.order = append(m.order, msgs[i])
+		}
+	}
+	for i := range msgs {
+		if !control(&msgs[i]) {
+			m.order = append(m.order, msgs[i])
+		}
+	}
+	return m.order
+}
+
+// control reports whether m is neither a Replicate message nor carries
+// entries (a follower forwards proposals with theirs).
+func control(m *pb.Message) bool { return m.Type != pb.Replicate && len(m.Entries) == 0 }
 
 // errDropped is a frame not sent because the peer refused the connection
 // dialled to send it again.

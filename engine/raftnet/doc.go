@@ -62,7 +62,8 @@
 // raftpb.MessageBatch or raftpb.Chunk). A batch dragonboat hands over is
 // sent as several such frames of at most about 1 MiB of messages each, in
 // order (a single bigger message goes alone), and each arrives as a batch
-// of its own. A snapshot connection ends with an
+// of its own; in a batch that needs several frames, the control messages
+// (heartbeats, votes, answers) go first. A snapshot connection ends with an
 // empty frame, which the receiver acknowledges with one byte after it
 // handled every chunk before it.
 package raftnet

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -21,9 +22,10 @@ import (
 // inbox records what a transport received.
 type inbox struct {
 	mu     sync.Mutex
-	terms  []uint64 // of message batches' first message
-	chunks []uint64 // chunk IDs
-	sizes  []int    // of message batches, as encoded
+	terms  []uint64           // of message batches' first message
+	chunks []uint64           // chunk IDs
+	sizes  []int              // of message batches, as encoded
+	types  [][]pb.MessageType // of each message batch's messages
 	got    chan struct{}
 }
 
@@ -35,6 +37,11 @@ func (in *inbox) message(b pb.MessageBatch) {
 		in.terms = append(in.terms, m.Term)
 	}
 	in.sizes = append(in.sizes, b.Size())
+	var types []pb.MessageType
+	for _, m := range b.Requests {
+		types = append(types, m.Type)
+	}
+	in.types = append(in.types, types)
 	in.mu.Unlock()
 	in.got <- struct{}{}
 }
@@ -401,5 +408,48 @@ func TestBigBatchGoesInBoundedFrames(t *testing.T) {
 		if n > frameBudget+(256<<10) && n < 3<<20 {
 			t.Fatalf("a batch of %d bytes arrived (sizes %v): more than the budget %d and not the one big message", n, in.sizes, frameBudget)
 		}
+	}
+}
+
+// A batch too big for one frame sends its heartbeats and other control
+// messages first, and its Replicate messages after them in their order: a
+// heartbeat queued behind megabytes of entries reaches the follower in the
+// first frame.
+func TestControlMessagesGoAheadOfEntries(t *testing.T) {
+	addr := freeAddr(t)
+	in := newInbox()
+	start(t, config.NodeHostConfig{}, addr, in)
+	local := start(t, config.NodeHostConfig{}, freeAddr(t), newInbox())
+	conn := connect(t, local, addr)
+	var b pb.MessageBatch
+	for term := uint64(1); term <= 8; term++ { // 2 MiB
+		b.Requests = append(b.Requests, pb.Message{Type: pb.Replicate, ShardID: 1, From: 1, To: 2, Term: term,
+			Entries: []pb.Entry{{Index: term, Term: term, Cmd: make([]byte, 256<<10)}}})
+	}
+	b.Requests = append(b.Requests, pb.Message{Type: pb.Heartbeat, ShardID: 2, From: 1, To: 2, Term: 9},
+		pb.Message{Type: pb.RequestVoteResp, ShardID: 3, From: 1, To: 2, Term: 10})
+	if err := conn.SendMessageBatch(b); err != nil {
+		t.Fatal(err)
+	}
+	in.waitTerm(t, 8)
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if want := []uint64{9, 10, 1, 2, 3, 4, 5, 6, 7, 8}; !slices.Equal(in.terms, want) {
+		t.Fatalf("terms arrived as %v, want %v", in.terms, want)
+	}
+	if first := in.types[0]; len(first) < 2 || first[0] != pb.Heartbeat || first[1] != pb.RequestVoteResp {
+		t.Fatalf("the first frame held %v, want the heartbeat and the vote first", first)
+	}
+	// A batch that fits in one frame keeps its order.
+	in.terms = in.terms[:0]
+	small := pb.MessageBatch{Requests: []pb.Message{b.Requests[0], b.Requests[8]}}
+	in.mu.Unlock()
+	if err := conn.SendMessageBatch(small); err != nil {
+		t.Fatal(err)
+	}
+	in.waitTerm(t, 9)
+	in.mu.Lock()
+	if !slices.Equal(in.terms, []uint64{1, 9}) {
+		t.Fatalf("a small batch arrived as terms %v, want 1, 9", in.terms)
 	}
 }
