@@ -26,7 +26,8 @@ const (
 	maxFrame = 128 << 20
 	// frameBudget is the most bytes of messages a message frame carries,
 	// unless one message alone is bigger. Entries reach a follower in
-	// messages of at most about 1 MiB (engine.MaxReplicateBytes).
+	// messages of at most about 4 MiB (engine.MaxReplicateBytes), each
+	// then a frame of its own.
 	frameBudget = 1 << 20
 	// keepBuffer is the largest read buffer a connection keeps between
 	// frames; a bigger frame gets a buffer of its own.
