@@ -6,6 +6,7 @@ import (
 
 	"github.com/lni/dragonboat/v4/config"
 	"github.com/lni/dragonboat/v4/raftio"
+	pb "github.com/lni/dragonboat/v4/raftpb"
 
 	"shoal/engine/raftnet"
 )
@@ -35,7 +36,7 @@ func (e *Engine) nodeHostConfig() config.NodeHostConfig {
 			// two election timeouts, not after TCP's back-off.
 			TransportFactory: raftnet.Factory{Receive: e.receive,
 				Created: func(deliver raftio.MessageHandler) { e.local = deliver },
-				Gone:    e.leaderGone, Sent: e.seen.sent,
+				Gone:    e.leaderGone, Sent: e.sent,
 				DeadAfter: 2 * time.Duration(e.cfg.ElectionRTT) * e.cfg.RTT},
 			LogDB: logdb,
 			Engine: config.EngineConfig{
@@ -62,3 +63,15 @@ func (e *Engine) raftConfig(group int) config.Config {
 		SnapshotCompressionType: config.NoCompression,
 	}
 }
+
+// sent is the transport's hook for every batch leaving this replica.
+func (e *Engine) sent(b *pb.MessageBatch) {
+	e.seen.sent(b)
+	if testSent != nil {
+		testSent(b)
+	}
+}
+
+// testSent, when set by a test before its engines start, sees every batch
+// any engine of the process sends; it must keep nothing of b.
+var testSent func(b *pb.MessageBatch)

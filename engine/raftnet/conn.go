@@ -21,6 +21,7 @@ type msgConn struct {
 	c      net.Conn
 	gone   chan struct{} // closed when the peer closed or reset c
 	buf    []byte
+	order  []pb.Message // SendMessageBatch's reordered messages
 	// refused is when the last dial was refused (zero after one that
 	// connected): the peer's host is up and nothing listens, a restart.
 	refused time.Time
@@ -60,11 +61,16 @@ func (m *msgConn) dial(ctx context.Context) error {
 	return nil
 }
 
-// SendMessageBatch sends one batch. On a connection its peer already
-// closed, or the kernel ended (Factory.DeadAfter), it dials first; when
-// the write fails or times out it dials once more and sends again (Raft
-// tolerates a message delivered twice); when that fails too the
-// connection is closed and the next send dials.
+// SendMessageBatch sends one batch, in frames of at most frameBudget
+// bytes of messages each (a message bigger than that goes alone), in
+// order: the receiver hands each frame to Raft as it arrives, and neither
+// side holds a buffer the size of the whole batch (dragonboat makes
+// batches of up to 64 MiB when messages queue up behind a slow peer). On
+// a connection its peer already closed, or the kernel ended
+// (Factory.DeadAfter), it dials first; when a frame's write fails or
+// times out it dials once more and sends that frame again (Raft tolerates
+// a message delivered twice); when that fails too the connection is
+// closed, the rest of the batch is not sent and the next send dials.
 //
 // A peer whose host refuses the connection is restarting: the batch is
 // dropped without an error (Raft tolerates lost messages) and a later
@@ -89,11 +95,77 @@ func (m *msgConn) SendMessageBatch(b pb.MessageBatch) error {
 	if m.t.sent != nil {
 		m.t.sent(&b)
 	}
+	all := m.controlFirst(b.Requests)
+	defer clear(m.order) // drop references to entries
+	for first := true; first || len(all) > 0; first = false {
+		n, size := 0, 0
+		for n < len(all) && (n == 0 || size+all[n].SizeUpperLimit() <= frameBudget) {
+			size += all[n].SizeUpperLimit()
+			n++
+		}
+		part := b
+		part.Requests = all[:n]
+		all = all[n:]
+		if err := m.sendFrame(&part); err != nil {
+			if errors.Is(err, errDropped) {
+				return nil
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// controlFirst returns msgs as they are when they fit in one frame, else
+// with the control messages (heartbeats, votes, answers: no entries, not
+// Replicate) ahead of the others, each kind in its order: a heartbeat
+// queued behind megabytes of entries reaches its follower in the first
+// frame instead of after them. Raft is indifferent to the order messages
+// arrive in (a heartbeat's commit index never exceeds what the follower
+// acknowledged), and Replicate messages keep theirs. The result may live
+// in m.order.
+func (m *msgConn) controlFirst(msgs []pb.Message) []pb.Message {
+	size, replicate, late := 0, false, false
+	for i := range msgs {
+		size += msgs[i].SizeUpperLimit()
+		if !control(&msgs[i]) {
+			replicate = true
+		} else if replicate {
+			late = true // behind entries
+		}
+	}
+	if size <= frameBudget || !late {
+		return msgs
+	}
+	m.order = m.order[:0]
+	for i := range msgs {
+		if control(&msgs[i]) {
+			m.order = append(m.order, msgs[i])
+		}
+	}
+	for i := range msgs {
+		if !control(&msgs[i]) {
+			m.order = append(m.order, msgs[i])
+		}
+	}
+	return m.order
+}
+
+// control reports whether m is neither a Replicate message nor carries
+// entries (a follower forwards proposals with theirs).
+func control(m *pb.Message) bool { return m.Type != pb.Replicate && len(m.Entries) == 0 }
+
+// errDropped is a frame not sent because the peer refused the connection
+// dialled to send it again.
+var errDropped = errors.New("peer refused the connection")
+
+// sendFrame writes one frame of b, dialling once more if the write fails.
+func (m *msgConn) sendFrame(b *pb.MessageBatch) error {
 	need := headerSize + b.SizeUpperLimit()
 	if cap(m.buf) < need {
 		m.buf = make([]byte, need)
 	}
-	payload := pb.MustMarshalTo(&b, m.buf[headerSize:need])
+	payload := pb.MustMarshalTo(b, m.buf[headerSize:need])
 	frame := m.buf[:headerSize+len(payload)]
 	if cap(m.buf) > keepBuffer {
 		m.buf = nil
@@ -104,7 +176,7 @@ func (m *msgConn) SendMessageBatch(b pb.MessageBatch) error {
 	}
 	if derr := m.dial(context.Background()); derr != nil {
 		if isRefused(derr) {
-			return nil
+			return errDropped
 		}
 		return errors.Join(err, derr)
 	}

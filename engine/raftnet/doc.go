@@ -59,7 +59,11 @@
 // version): a connection starts with an 8-byte preamble (magic, version,
 // kind: messages or snapshot chunks), then frames of a 4-byte length, a
 // 4-byte CRC-32C of the payload and the payload (a marshalled
-// raftpb.MessageBatch or raftpb.Chunk). A snapshot connection ends with an
+// raftpb.MessageBatch or raftpb.Chunk). A batch dragonboat hands over is
+// sent as several such frames of at most about 1 MiB of messages each, in
+// order (a single bigger message goes alone), and each arrives as a batch
+// of its own; in a batch that needs several frames, the control messages
+// (heartbeats, votes, answers) go first. A snapshot connection ends with an
 // empty frame, which the receiver acknowledges with one byte after it
 // handled every chunk before it.
 package raftnet

@@ -24,6 +24,11 @@ const (
 	// maxFrame bounds a frame's payload: dragonboat's largest message
 	// batch (64 MiB) with room for the one message that may overshoot it.
 	maxFrame = 128 << 20
+	// frameBudget is the most bytes of messages a message frame carries,
+	// unless one message alone is bigger. Entries reach a follower in
+	// messages of at most about 4 MiB (engine.MaxReplicateBytes), each
+	// then a frame of its own.
+	frameBudget = 1 << 20
 	// keepBuffer is the largest read buffer a connection keeps between
 	// frames; a bigger frame gets a buffer of its own.
 	keepBuffer = 4 << 20

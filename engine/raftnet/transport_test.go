@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -21,8 +22,10 @@ import (
 // inbox records what a transport received.
 type inbox struct {
 	mu     sync.Mutex
-	terms  []uint64 // of message batches' first message
-	chunks []uint64 // chunk IDs
+	terms  []uint64           // of message batches' first message
+	chunks []uint64           // chunk IDs
+	sizes  []int              // of message batches, as encoded
+	types  [][]pb.MessageType // of each message batch's messages
 	got    chan struct{}
 }
 
@@ -33,6 +36,12 @@ func (in *inbox) message(b pb.MessageBatch) {
 	for _, m := range b.Requests {
 		in.terms = append(in.terms, m.Term)
 	}
+	in.sizes = append(in.sizes, b.Size())
+	var types []pb.MessageType
+	for _, m := range b.Requests {
+		types = append(types, m.Type)
+	}
+	in.types = append(in.types, types)
 	in.mu.Unlock()
 	in.got <- struct{}{}
 }
@@ -359,5 +368,88 @@ func TestSentSeesWhatLeaves(t *testing.T) {
 	defer mu.Unlock()
 	if len(sent) != 3 || sent[0] != 1 || sent[2] != 3 {
 		t.Fatalf("the hook saw terms %v, want 1, 2, 3 (4 went nowhere)", sent)
+	}
+}
+
+// A batch bigger than a frame's budget (messages queued up behind a slow
+// peer) arrives as several batches, in order, none much bigger than the
+// budget, so neither side holds a buffer the size of the whole batch; a
+// message bigger than the budget still arrives whole.
+func TestBigBatchGoesInBoundedFrames(t *testing.T) {
+	addr := freeAddr(t)
+	in := newInbox()
+	start(t, config.NodeHostConfig{}, addr, in)
+	local := start(t, config.NodeHostConfig{}, freeAddr(t), newInbox())
+	conn := connect(t, local, addr)
+	replicate := func(term uint64, bytes int) pb.Message {
+		return pb.Message{Type: pb.Replicate, ShardID: 1, From: 1, To: 2, Term: term,
+			Entries: []pb.Entry{{Index: term, Term: term, Cmd: make([]byte, bytes)}}}
+	}
+	var b pb.MessageBatch
+	for term := uint64(1); term <= 24; term++ { // 6 MiB
+		b.Requests = append(b.Requests, replicate(term, 256<<10))
+	}
+	b.Requests = append(b.Requests, replicate(25, 3<<20), replicate(26, 10))
+	if err := conn.SendMessageBatch(b); err != nil {
+		t.Fatal(err)
+	}
+	in.waitTerm(t, 26)
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for i, term := range in.terms {
+		if term != uint64(i+1) {
+			t.Fatalf("terms arrived as %v, want 1 to 26 in order", in.terms)
+		}
+	}
+	if len(in.sizes) < 7 {
+		t.Fatalf("6 MiB of messages and one of 3 MiB arrived in %d batches %v, want at least 7", len(in.sizes), in.sizes)
+	}
+	for _, n := range in.sizes {
+		if n > frameBudget+(256<<10) && n < 3<<20 {
+			t.Fatalf("a batch of %d bytes arrived (sizes %v): more than the budget %d and not the one big message", n, in.sizes, frameBudget)
+		}
+	}
+}
+
+// A batch too big for one frame sends its heartbeats and other control
+// messages first, and its Replicate messages after them in their order: a
+// heartbeat queued behind megabytes of entries reaches the follower in the
+// first frame.
+func TestControlMessagesGoAheadOfEntries(t *testing.T) {
+	addr := freeAddr(t)
+	in := newInbox()
+	start(t, config.NodeHostConfig{}, addr, in)
+	local := start(t, config.NodeHostConfig{}, freeAddr(t), newInbox())
+	conn := connect(t, local, addr)
+	var b pb.MessageBatch
+	for term := uint64(1); term <= 8; term++ { // 2 MiB
+		b.Requests = append(b.Requests, pb.Message{Type: pb.Replicate, ShardID: 1, From: 1, To: 2, Term: term,
+			Entries: []pb.Entry{{Index: term, Term: term, Cmd: make([]byte, 256<<10)}}})
+	}
+	b.Requests = append(b.Requests, pb.Message{Type: pb.Heartbeat, ShardID: 2, From: 1, To: 2, Term: 9},
+		pb.Message{Type: pb.RequestVoteResp, ShardID: 3, From: 1, To: 2, Term: 10})
+	if err := conn.SendMessageBatch(b); err != nil {
+		t.Fatal(err)
+	}
+	in.waitTerm(t, 8)
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if want := []uint64{9, 10, 1, 2, 3, 4, 5, 6, 7, 8}; !slices.Equal(in.terms, want) {
+		t.Fatalf("terms arrived as %v, want %v", in.terms, want)
+	}
+	if first := in.types[0]; len(first) < 2 || first[0] != pb.Heartbeat || first[1] != pb.RequestVoteResp {
+		t.Fatalf("the first frame held %v, want the heartbeat and the vote first", first)
+	}
+	// A batch that fits in one frame keeps its order.
+	in.terms = in.terms[:0]
+	small := pb.MessageBatch{Requests: []pb.Message{b.Requests[0], b.Requests[8]}}
+	in.mu.Unlock()
+	if err := conn.SendMessageBatch(small); err != nil {
+		t.Fatal(err)
+	}
+	in.waitTerm(t, 9)
+	in.mu.Lock()
+	if !slices.Equal(in.terms, []uint64{1, 9}) {
+		t.Fatalf("a small batch arrived as terms %v, want 1, 9", in.terms)
 	}
 }
