@@ -310,7 +310,7 @@ func BenchmarkRetryWithManyWaiting(b *testing.B) {
 			pending = append(pending, t)
 		}
 	}
-	waiting := sortedKeys(s.waiting) // oldest first: the next to be served
+	waiting := s.waitingIDs() // oldest first: the next to be served
 	if len(waiting) < 100000 || len(pending) < 4000 {
 		b.Fatalf("%d tasks wait and %d are pending, want over 100,000 and 4,000", len(waiting), len(pending))
 	}

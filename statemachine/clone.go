@@ -48,7 +48,7 @@ func (s *State) cloneReusing(old *State) *State {
 		req:           s.req.cloneInto(&c.req),
 		pools:         mapInto(c.pools, s.pools),
 		quarNets:      mapInto(c.quarNets, s.quarNets), // lists are never changed in place
-		waiting:       mapFor(c.waiting, len(s.waiting)),
+		nWaiting:      s.nWaiting,
 		delayed:       mapFor(c.delayed, len(s.delayed)),
 		delayedDue:    sliceInto(c.delayedDue, s.delayedDue),
 		unknown:       mapFor(c.unknown, len(s.unknown)),
@@ -70,9 +70,6 @@ func (s *State) cloneReusing(old *State) *State {
 		c.tasks.set(ct)
 	}
 	c.tasks.dropMissing(&s.tasks)
-	for id := range s.waiting {
-		c.waiting[id] = c.tasks.get(id)
-	}
 	for id := range s.delayed {
 		c.delayed[id] = c.tasks.get(id)
 	}

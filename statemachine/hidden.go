@@ -27,7 +27,7 @@ func DiffDerived(a, b *State, limit int) []string {
 			add("%s index: %v vs %v", name, onlyIn(x, y), onlyIn(y, x))
 		}
 	}
-	keys("waiting", u64s(sortedKeys(a.waiting)), u64s(sortedKeys(b.waiting)))
+	keys("waiting", u64s(a.waitingIDs()), u64s(b.waitingIDs()))
 	keys("delayed", filtered(a, a.delayed, delayedFacts), filtered(b, b.delayed, delayedFacts))
 	keys("unknown", filtered(a, a.unknown, heldAsideFacts), filtered(b, b.unknown, heldAsideFacts))
 	keys("updating", u64s(sortedKeys(a.updating)), u64s(sortedKeys(b.updating)))

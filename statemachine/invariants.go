@@ -90,9 +90,6 @@ func (s *State) checkInvariants(checkPool func(*ipam.Pool) error) error {
 		if !t.Status.State.Valid() {
 			bad("inv3: task %d has observed state %d, which is not a task state", id, t.Status.State)
 		}
-		if (t.Status.State == StateNew) != (s.waiting[id] != nil) {
-			bad("task %d is %s but indexed as waiting for addresses: %v", id, t.Status.State, s.waiting[id] != nil)
-		}
 		if t.Desired >= numDesiredStates {
 			bad("task %d has desired state %d", id, t.Desired)
 		}

@@ -300,7 +300,7 @@ func BenchmarkGrantsToManyWaiting(b *testing.B) {
 	for _, e := range w.st[0].Outbox(applied) {
 		ds = append(ds, Command{Kind: CmdDeliver, Group: 1, Entry: &e})
 	}
-	waiting := len(w.st[1].waiting)
+	waiting := w.st[1].nWaiting
 	if waiting < nets*per || len(ds) < nets {
 		b.Fatalf("%d tasks waiting and %d grants, want %d and %d", waiting, len(ds), nets*per, nets)
 	}
@@ -310,7 +310,7 @@ func BenchmarkGrantsToManyWaiting(b *testing.B) {
 		s := w.st[1].Clone()
 		b.StartTimer()
 		s.Apply(ds, w.idx[1]+1, w.now, &out)
-		if len(s.waiting) == waiting {
+		if s.nWaiting == waiting {
 			b.Fatal("no waiting task got its addresses")
 		}
 	}

@@ -126,7 +126,7 @@ func mcKeyRefPools(s *State, e *encoder, mapNode func(NodeID) NodeID) {
 			}
 		}
 	}
-	for _, id := range sortedKeys(s.waiting) {
+	for _, id := range s.waitingIDs() {
 		e.u(names[id])
 	}
 	for _, pid := range sortedKeys(s.pools) {

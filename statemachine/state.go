@@ -87,13 +87,13 @@ type State struct {
 	// cost 4–12 % of a follower with a hundred networks. quarantine.go
 	// keeps it; the invariants check it against the pools.
 	quarNets map[NodeID][]NetworkID
-	// waiting indexes the tasks still new (waiting for addresses).
-	waiting map[TaskID]*Task
+	// nWaiting counts the tasks still new (waiting for addresses; the
+	// services' queues list them, waitqueue.go).
+	nWaiting int
 	// waitSvcs lists the services with tasks waiting (their queues, see
 	// waitqueue.go); it may still list one whose last task left.
 	waitSvcs map[ServiceID]struct{}
 	waitPass waitHeap // reused by each pass
-	waitPeak int      // the most tasks waiting since waiting was made
 	// retryWaiting: addresses were freed, granted or put into quarantine
 	// since the waiting tasks last retried. They retry once after the
 	// batch's commands and once after its reactions, not at every
@@ -155,7 +155,6 @@ func New(cfg Config) *State {
 		removedNodes:  make(map[NodeID]struct{}),
 		joinKeys:      make(map[string]NodeID),
 		pools:         make(map[NetworkID]*ipam.Pool),
-		waiting:       make(map[TaskID]*Task),
 		waitSvcs:      make(map[ServiceID]struct{}),
 		delayed:       make(map[TaskID]*Task),
 		unknown:       make(map[TaskID]*Task),
@@ -433,8 +432,20 @@ func (s *State) applyOne(c *Command) Result {
 
 func (s *State) emit(e Effect) {
 	if s.out != nil {
+		if len(s.out.Effects) == cap(s.out.Effects) {
+			s.growEffects()
+		}
 		s.out.Effects = append(s.out.Effects, e)
 	}
+}
+
+// growEffects doubles the room for effects. append grows a large slice by
+// a quarter at a time, copying it each time: an entry that served a
+// grant's ten thousand waiting tasks (twenty thousand effects, past what
+// an Output keeps between entries) spent four tenths of the pass growing
+// them in a million-task ramp.
+func (s *State) growEffects() {
+	s.out.Effects = slices.Grow(s.out.Effects, max(cap(s.out.Effects), 64))
 }
 
 // nodeChanged bumps a node's assignment sequence and tells watchers which

@@ -50,11 +50,11 @@ func TestWaitPassServesLikeTheFullWalk(t *testing.T) {
 			}
 		}
 		ref := h.s.Clone()
-		waited := sortedKeys(ref.waiting)
+		waited := ref.waitingIDs()
 		h.s.retryAllocation()
 		ref.fullNets = map[string]error{}
 		for _, id := range waited {
-			ref.allocateTask(ref.waiting[id])
+			ref.allocateTask(ref.waitingTask(id))
 		}
 		ref.fullNets = nil
 
@@ -79,7 +79,7 @@ func TestWaitPassServesLikeTheFullWalk(t *testing.T) {
 		for _, sid := range sortedKeys(h.s.services) {
 			first := ""
 			for _, id := range h.s.services[sid].waitQ {
-				if tk := h.s.waiting[id]; tk != nil && !tk.Desired.Stopping() {
+				if tk := h.s.waitingTask(id); tk != nil && !tk.Desired.Stopping() {
 					if first == "" {
 						first = tk.Status.Message
 					} else if tk.Status.Message != first {
