@@ -101,11 +101,22 @@ func (s *State) react() {
 		for i, svc := range work {
 			slotLists[i] = s.reconcileSlots(svc)
 		}
+		// As in a pass over the waiting tasks, nothing is released while
+		// the new tasks are tried, so a network found full stays full:
+		// the service's later new tasks get the same answer without
+		// another attempt. Trying each anew, the 10,000 tasks of a
+		// service created before its group held a block of its network
+		// (as every service of a ramp is) were 10,000 refused attempts,
+		// each formatting its refusal: a third of the create entry.
+		if len(s.newTasks) > 0 {
+			s.fullNets = map[string]error{}
+		}
 		for _, t := range s.newTasks {
 			if t.Status.State == StateNew && s.tasks.get(t.ID) == t {
 				s.allocateTask(t)
 			}
 		}
+		s.fullNets = nil
 		clear(s.newTasks)
 		s.newTasks = s.newTasks[:0]
 		for i, svc := range work {
