@@ -126,7 +126,14 @@ type State struct {
 	observe *observer
 
 	// scratch, empty between Apply calls
-	fullNets map[string]error // during retryAllocation: networks found full
+	// fullNets: during a pass over the waiting tasks or the loop over a
+	// batch's new tasks, the networks found full (nothing is released
+	// within either, so they stay full).
+	fullNets map[string]error
+	// refusals counts the times a pool had no address for a task: a
+	// network found full is asked again only in the next pass or loop
+	// (TestRefusalsDoNotGrowWithWaitingTasks).
+	refusals uint64
 	index    uint64           // the entry being applied
 	now      int64
 	out      *Output
