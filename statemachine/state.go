@@ -134,7 +134,7 @@ type State struct {
 	// network found full is asked again only in the next pass or loop
 	// (TestRefusalsDoNotGrowWithWaitingTasks).
 	refusals uint64
-	index    uint64           // the entry being applied
+	index    uint64 // the entry being applied
 	now      int64
 	out      *Output
 	dirty    []*Service
