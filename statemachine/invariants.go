@@ -29,7 +29,7 @@ func (s *State) checkInvariants(checkPool func(*ipam.Pool) error) error {
 	}
 	for id, t := range s.tasks.all() {
 		if delayedFacts(t, nil) && (s.delayed[id] != t || !queued[id]) {
-			bad("task %d is held at desired ready until %d but is not in the delayed index and its queue", id, t.StartAt)
+			bad("task %d is held at desired ready until %d but is not in the delayed index and its queue", id, t.StartAt())
 		}
 	}
 	windowEnds := make(map[dueEntry]bool, len(s.unknownDue))

@@ -233,7 +233,7 @@ func mcKeyTask(e *encoder, t *Task, node NodeID) {
 	m, _ := connMarker(t)
 	e.byte1(uint8(m.Kind))
 	e.u(uint64(t.StopReason))
-	e.bool(t.Desired == DesiredReady && t.StartAt != 0)
+	e.bool(t.Desired == DesiredReady && t.StartAt() != 0)
 	for _, at := range t.Attachments {
 		e.u(uint64(at.Addr))
 		e.bool(at.Released)

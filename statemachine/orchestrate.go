@@ -248,8 +248,8 @@ func (s *State) reconcileSlot(svc *Service, sl *slot, mode slotMode) {
 		if s.shouldRestart(svc, newest) && s.attemptsLeft(svc, n) {
 			s.recordRestart(svc, n)
 			t := s.newTask(svc, n)
-			t.AfterReject = newest.Status.State == StateRejected && svc.Spec.Restart.Delay > 0
-			if t.AfterReject {
+			if newest.Status.State == StateRejected && svc.Spec.Restart.Delay > 0 {
+				t.setHold(0, 0, true) // delayStart sets its times
 				t.Status.Message = rejectedMessage(svc, newest)
 				s.noteWaitMsg(t)
 			}

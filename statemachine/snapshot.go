@@ -224,7 +224,7 @@ func encodeTask(e *encoder, t *Task) {
 	e.i(int64(t.Status.ExitCode))
 	e.str(t.Status.Message)
 	e.i(t.Status.Timestamp)
-	e.byte1(t.History.n)
+	e.byte1(uint8(t.History.Len()))
 	for i := 0; i < t.History.Len(); i++ {
 		h := t.History.At(i)
 		e.i(h.At)
@@ -233,9 +233,9 @@ func encodeTask(e *encoder, t *Task) {
 		e.byte1(uint8(h.By))
 		e.byte1(uint8(h.Desired))
 	}
-	e.i(t.StartAt)
-	e.i(t.StartBy)
-	e.bool(t.AfterReject)
+	e.i(t.StartAt())
+	e.i(t.StartBy())
+	e.bool(t.AfterReject())
 	e.byte1(uint8(t.StopReason))
 	e.u(uint64(len(t.Attachments)))
 	for _, a := range t.Attachments {
@@ -266,9 +266,8 @@ func decodeTask(d *decoder, t *Task) {
 		h.Desired = DesiredState(d.un(uint64(numDesiredStates)-1, "desired state"))
 		t.History.add(h)
 	}
-	t.StartAt = d.i()
-	t.StartBy = d.i()
-	t.AfterReject = d.bool()
+	startAt, startBy := d.i(), d.i()
+	t.setHold(startAt, startBy, d.bool())
 	t.StopReason = StopReason(d.un(uint64(numStopReasons)-1, "stop reason"))
 	if k := d.count(2); k > 0 {
 		t.Attachments = make([]Attachment, k)
@@ -437,7 +436,7 @@ func decodeCanonicalWith(b []byte, pc poolCodec) (*State, error) {
 		}
 		if delayedFacts(t, nil) {
 			s.delayed[t.ID] = t
-			s.delayedDue.push(t.StartAt, t.ID)
+			s.delayedDue.push(t.StartAt(), t.ID)
 		}
 		if heldAsideFacts(t, s.nodes[t.Node]) {
 			s.unknown[t.ID] = t
