@@ -49,6 +49,7 @@ func (s *State) cloneReusing(old *State) *State {
 		pools:         mapInto(c.pools, s.pools),
 		quarNets:      mapInto(c.quarNets, s.quarNets), // lists are never changed in place
 		nWaiting:      s.nWaiting,
+		labelSets:     maps.Clone(s.labelSets), // the maps are shared as the nodes' are
 		delayed:       mapFor(c.delayed, len(s.delayed)),
 		delayedDue:    sliceInto(c.delayedDue, s.delayedDue),
 		unknown:       mapFor(c.unknown, len(s.unknown)),
@@ -83,7 +84,7 @@ func (s *State) cloneReusing(old *State) *State {
 		}
 		nt := cn.tasks
 		*cn = *n
-		cn.Labels = maps.Clone(n.Labels)
+		cn.Labels = n.Labels // shared: never changed in place (labelSet)
 		cn.tasks = tasksFor(nt, len(n.tasks))
 		for i, t := range n.tasks {
 			cn.tasks[i] = c.tasks.get(t.ID)

@@ -348,6 +348,9 @@ func decodeCanonicalWith(b []byte, pc poolCodec) (*State, error) {
 	for range d.count(8) {
 		n := new(Node)
 		decodeNodeSpec(&d, n)
+		if n.Labels != nil {
+			n.Labels = s.labelSet(n.Labels)
+		}
 		if d.Err() == nil && (n.ID == 0 || s.nodes[n.ID] != nil) {
 			d.fail(fmt.Sprintf("node id %d zero or repeated", n.ID))
 		}

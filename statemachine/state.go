@@ -87,6 +87,9 @@ type State struct {
 	// cost 4–12 % of a follower with a hundred networks. quarantine.go
 	// keeps it; the invariants check it against the pools.
 	quarNets map[NodeID][]NetworkID
+	// labelSets maps a label set's canonical form to the map the nodes
+	// with those labels share (labelSet).
+	labelSets map[string]map[string]string
 	// nWaiting counts the tasks still new (waiting for addresses; the
 	// services' queues list them, waitqueue.go).
 	nWaiting int
