@@ -114,9 +114,9 @@ func (s *State) cloneReusing(old *State) *State {
 				cs.restarts[n] = &restartRecord{SpecVersion: rec.SpecVersion, Times: slices.Clone(rec.Times)}
 			}
 		}
-		cs.slots = mapKeep(slots, len(svc.slots))
-		for n, sl := range svc.slots {
-			csl := slots[n]
+		cs.slots = slotIndex{}
+		for n, sl := range svc.slots.all() {
+			csl := slots.get(n)
 			if csl == nil {
 				csl = new(slot)
 			}
@@ -124,9 +124,8 @@ func (s *State) cloneReusing(old *State) *State {
 			for i, t := range sl.tasks {
 				csl.tasks[i] = c.tasks.get(t.ID)
 			}
-			cs.slots[n] = csl
+			cs.slots.set(n, csl)
 		}
-		dropMissing(cs.slots, svc.slots)
 		c.services[id] = cs
 		if _, ok := s.updating[id]; ok {
 			c.updating[id] = cs

@@ -57,11 +57,11 @@ func (s *State) checkInvariants(checkPool func(*ipam.Pool) error) error {
 		if c := countServiceTasks(svc); c != svc.counts {
 			bad("service %q counts %+v but its slots hold %+v", svc.Spec.Name, svc.counts, c)
 		}
-		if svc.slotOrder != nil && !slices.Equal(svc.slotOrder, sortedKeys(svc.slots)) {
-			bad("service %q caches slots %v but has %v", svc.Spec.Name, svc.slotOrder, sortedKeys(svc.slots))
+		if svc.slotOrder != nil && !slices.Equal(svc.slotOrder, svc.slots.keys()) {
+			bad("service %q caches slots %v but has %v", svc.Spec.Name, svc.slotOrder, svc.slots.keys())
 		}
-		for _, n := range sortedKeys(svc.slots) {
-			sl := svc.slots[n]
+		for _, n := range svc.slots.keys() {
+			sl := svc.slots.get(n)
 			if len(sl.tasks) == 0 {
 				bad("service %q slot %d is empty but listed", svc.Spec.Name, n)
 			}

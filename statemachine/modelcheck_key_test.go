@@ -184,12 +184,12 @@ func mcKeyPerm(s *State, sc *mcScratch) uint64 {
 			return n
 		}
 		sc.slots = sc.slots[:0]
-		for n := range svc.slots {
+		for n := range svc.slots.all() {
 			sc.slots = append(sc.slots, n)
 		}
 		slices.SortFunc(sc.slots, func(a, b uint32) int { return cmp.Compare(name(a), name(b)) })
 		for _, n := range sc.slots {
-			tasks := svc.slots[n].tasks
+			tasks := svc.slots.get(n).tasks
 			e.u(uint64(name(n)))
 			e.u(uint64(len(tasks)))
 			for _, t := range tasks {

@@ -85,7 +85,7 @@ type mcTaskName struct {
 func mcTaskNames(s *State, names map[TaskID]mcTaskName) {
 	clear(names)
 	for sid, svc := range s.services {
-		for n, sl := range svc.slots {
+		for n, sl := range svc.slots.all() {
 			for pos, t := range sl.tasks {
 				names[t.ID] = mcTaskName{service: sid, slot: n, pos: uint32(pos), global: svc.Spec.Mode == ModeGlobal}
 			}

@@ -95,7 +95,7 @@ type Service struct {
 	// service's spec or removal flag (compare-and-set for updates).
 	ModifyIndex uint64
 
-	slots map[uint32]*slot // index: slot number (node ID for global) → tasks
+	slots slotIndex // slot number (node ID for global) → tasks
 	// slotOrder caches the slot numbers in order for the apply path (nil:
 	// build it again; readers sort their own). It is replaced, never
 	// changed in place, so a slice handed out stays as it was. A rolling
@@ -152,7 +152,7 @@ func (svc *Service) SpecAt(v uint32) (*ServiceSpec, bool) {
 // capacity is its length, so an append copies.
 func (svc *Service) slotKeys() []uint32 {
 	if svc.slotOrder == nil {
-		svc.slotOrder = slices.Clip(sortedKeys(svc.slots))
+		svc.slotOrder = slices.Clip(svc.slots.keys())
 	}
 	return svc.slotOrder
 }

@@ -127,7 +127,7 @@ func (s *State) createService(spec *ServiceSpec) Result {
 	if r := s.checkNetworks(spec); r.Code != CodeOK {
 		return r
 	}
-	svc := &Service{ID: s.nextService, Spec: cloneSpec(spec), SpecVersion: 1, slots: make(map[uint32]*slot)}
+	svc := &Service{ID: s.nextService, Spec: cloneSpec(spec), SpecVersion: 1}
 	s.nextService++
 	if r := s.allocateVIPs(svc); r.Code != CodeOK {
 		s.releaseVIPs(svc)

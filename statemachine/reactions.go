@@ -46,7 +46,7 @@ func (s *State) markSlot(svc *Service, n uint32) {
 		s.markDirty(svc)
 		return
 	}
-	if sl := svc.slots[n]; sl != nil {
+	if sl := svc.slots.get(n); sl != nil {
 		if sl.dirty {
 			return
 		}
@@ -70,13 +70,13 @@ func (s *State) takeWork(svc *Service) (slots []uint32, full bool) {
 	slots = svc.dirtySlots
 	svc.full, svc.queued, svc.dirtySlots = false, false, nil
 	if full {
-		for _, sl := range svc.slots {
+		for _, sl := range svc.slots.all() {
 			sl.dirty = false
 		}
 		return svc.slotKeys(), true
 	}
 	for _, n := range slots {
-		if sl := svc.slots[n]; sl != nil {
+		if sl := svc.slots.get(n); sl != nil {
 			sl.dirty = false
 		}
 	}

@@ -119,7 +119,7 @@ func (s *State) promotable(t *Task) bool {
 	if svc == nil {
 		return false
 	}
-	if sl := svc.slots[t.Slot]; sl != nil {
+	if sl := svc.slots.get(t.Slot); sl != nil {
 		for _, x := range sl.tasks {
 			if x != t && !x.Status.State.Terminal() && !s.onDownNode(x) {
 				return false

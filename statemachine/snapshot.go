@@ -383,7 +383,7 @@ func decodeCanonicalWith(b []byte, pc poolCodec) (*State, error) {
 		}
 	}
 	for range d.count(8) {
-		svc := &Service{slots: make(map[uint32]*slot)}
+		svc := &Service{}
 		svc.ID = ServiceID(d.un(1<<32-1, "service id"))
 		decodeSpec(&d, &svc.Spec)
 		svc.SpecVersion = uint32(d.un(1<<32-1, "spec version"))
@@ -445,10 +445,10 @@ func decodeCanonicalWith(b []byte, pc poolCodec) (*State, error) {
 			s.unknown[t.ID] = t
 			s.unknownDue.push(lostAt(t, svc), t.ID)
 		}
-		sl := svc.slots[t.Slot]
+		sl := svc.slots.get(t.Slot)
 		if sl == nil {
 			sl = &slot{}
-			svc.slots[t.Slot] = sl
+			svc.slots.set(t.Slot, sl)
 			svc.slotOrder = nil
 		}
 		sl.tasks = append(sl.tasks, t)

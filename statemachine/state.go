@@ -271,9 +271,9 @@ func (s *State) SlotTasks(id ServiceID) (slots []uint32, tasks [][]*Task) {
 	if svc == nil {
 		return nil, nil
 	}
-	slots = sortedKeys(svc.slots)
+	slots = svc.slots.keys()
 	for _, n := range slots {
-		tasks = append(tasks, slices.Clone(svc.slots[n].tasks))
+		tasks = append(tasks, slices.Clone(svc.slots.get(n).tasks))
 	}
 	return slots, tasks
 }
@@ -282,7 +282,7 @@ func (s *State) SlotTasks(id ServiceID) (slots []uint32, tasks [][]*Task) {
 // particular order, and returns it: SlotTasks without a copy per slot.
 func (s *State) AppendServiceTasks(ts []*Task, id ServiceID) []*Task {
 	if svc := s.services[id]; svc != nil {
-		for _, sl := range svc.slots {
+		for _, sl := range svc.slots.all() {
 			ts = append(ts, sl.tasks...)
 		}
 	}
