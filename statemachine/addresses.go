@@ -178,6 +178,7 @@ func (s *State) allocateAddresses(t *Task) error {
 		if err != nil {
 			s.freeAttachments(t.ID, atts)
 			if errors.Is(err, ipam.ErrExhausted) {
+				s.refusals++
 				err = s.noBlockFree(nw, err)
 				if s.fullNets != nil {
 					s.fullNets[name] = err

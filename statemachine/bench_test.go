@@ -310,7 +310,7 @@ func BenchmarkRetryWithManyWaiting(b *testing.B) {
 			pending = append(pending, t)
 		}
 	}
-	waiting := sortedKeys(s.waiting) // oldest first: the next to be served
+	waiting := s.waitingIDs() // oldest first: the next to be served
 	if len(waiting) < 100000 || len(pending) < 4000 {
 		b.Fatalf("%d tasks wait and %d are pending, want over 100,000 and 4,000", len(waiting), len(pending))
 	}
@@ -453,4 +453,30 @@ func processCPU(tb testing.TB) time.Duration {
 		tb.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkHeapPerNode measures live heap bytes per node in a state of
+// 10,000 nodes labelled as the loadgen's simulated agents are (a zone of
+// three and a common mark): a service group's mirror of a 10,000-agent
+// fleet.
+func BenchmarkHeapPerNode(b *testing.B) {
+	const nodes = 10000
+	for b.Loop() {
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		s := New(Config{Group: 1})
+		var out Output
+		var cmds []Command
+		for i := 1; i <= nodes; i++ {
+			cmds = append(cmds, Command{Kind: CmdUpsertNode, NodeSpec: &Node{ID: NodeID(i), Name: fmt.Sprintf("sim-%05d", i),
+				Labels: map[string]string{"zone": fmt.Sprintf("z%d", i%3), "shoal.sim": "sim"}}})
+		}
+		s.Apply(cmds, 1, 1e6, &out)
+		cmds = nil
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/nodes, "heap-bytes/node")
+		runtime.KeepAlive(s)
+	}
 }

@@ -48,7 +48,8 @@ func (s *State) cloneReusing(old *State) *State {
 		req:           s.req.cloneInto(&c.req),
 		pools:         mapInto(c.pools, s.pools),
 		quarNets:      mapInto(c.quarNets, s.quarNets), // lists are never changed in place
-		waiting:       mapFor(c.waiting, len(s.waiting)),
+		nWaiting:      s.nWaiting,
+		labelSets:     maps.Clone(s.labelSets), // the maps are shared as the nodes' are
 		delayed:       mapFor(c.delayed, len(s.delayed)),
 		delayedDue:    sliceInto(c.delayedDue, s.delayedDue),
 		unknown:       mapFor(c.unknown, len(s.unknown)),
@@ -70,9 +71,6 @@ func (s *State) cloneReusing(old *State) *State {
 		c.tasks.set(ct)
 	}
 	c.tasks.dropMissing(&s.tasks)
-	for id := range s.waiting {
-		c.waiting[id] = c.tasks.get(id)
-	}
 	for id := range s.delayed {
 		c.delayed[id] = c.tasks.get(id)
 	}
@@ -86,7 +84,7 @@ func (s *State) cloneReusing(old *State) *State {
 		}
 		nt := cn.tasks
 		*cn = *n
-		cn.Labels = maps.Clone(n.Labels)
+		cn.Labels = n.Labels // shared: never changed in place (labelSet)
 		cn.tasks = tasksFor(nt, len(n.tasks))
 		for i, t := range n.tasks {
 			cn.tasks[i] = c.tasks.get(t.ID)
@@ -116,9 +114,9 @@ func (s *State) cloneReusing(old *State) *State {
 				cs.restarts[n] = &restartRecord{SpecVersion: rec.SpecVersion, Times: slices.Clone(rec.Times)}
 			}
 		}
-		cs.slots = mapKeep(slots, len(svc.slots))
-		for n, sl := range svc.slots {
-			csl := slots[n]
+		cs.slots = slotIndex{}
+		for n, sl := range svc.slots.all() {
+			csl := slots.get(n)
 			if csl == nil {
 				csl = new(slot)
 			}
@@ -126,9 +124,8 @@ func (s *State) cloneReusing(old *State) *State {
 			for i, t := range sl.tasks {
 				csl.tasks[i] = c.tasks.get(t.ID)
 			}
-			cs.slots[n] = csl
+			cs.slots.set(n, csl)
 		}
-		dropMissing(cs.slots, svc.slots)
 		c.services[id] = cs
 		if _, ok := s.updating[id]; ok {
 			c.updating[id] = cs

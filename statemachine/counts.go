@@ -42,7 +42,7 @@ func (s *State) countLive(t *Task, d int) {
 	if svc == nil {
 		return
 	}
-	sl := svc.slots[t.Slot]
+	sl := svc.slots.get(t.Slot)
 	if sl == nil {
 		return
 	}
@@ -60,7 +60,7 @@ func (s *State) countLive(t *Task, d int) {
 // changed, so which of them are current did too.
 func (s *State) recountRunning(svc *Service) {
 	svc.counts.Running = 0
-	for _, sl := range svc.slots {
+	for _, sl := range svc.slots.all() {
 		for _, t := range sl.tasks {
 			if runningCounted(t, svc) {
 				svc.counts.Running++
@@ -73,7 +73,7 @@ func (s *State) recountRunning(svc *Service) {
 // svc.counts must equal.
 func countServiceTasks(svc *Service) ServiceCounts {
 	var c ServiceCounts
-	for _, sl := range svc.slots {
+	for _, sl := range svc.slots.all() {
 		active := false
 		for _, t := range sl.tasks {
 			c.ByState[t.Status.State]++

@@ -27,7 +27,7 @@ func DiffDerived(a, b *State, limit int) []string {
 			add("%s index: %v vs %v", name, onlyIn(x, y), onlyIn(y, x))
 		}
 	}
-	keys("waiting", u64s(sortedKeys(a.waiting)), u64s(sortedKeys(b.waiting)))
+	keys("waiting", u64s(a.waitingIDs()), u64s(b.waitingIDs()))
 	keys("delayed", filtered(a, a.delayed, delayedFacts), filtered(b, b.delayed, delayedFacts))
 	keys("unknown", filtered(a, a.unknown, heldAsideFacts), filtered(b, b.unknown, heldAsideFacts))
 	keys("updating", u64s(sortedKeys(a.updating)), u64s(sortedKeys(b.updating)))
@@ -40,8 +40,8 @@ func DiffDerived(a, b *State, limit int) []string {
 			if svc.queued || svc.full || len(svc.dirtySlots) > 0 {
 				add("service %d keeps marks between batches: queued=%v full=%v slots=%v", id, svc.queued, svc.full, svc.dirtySlots)
 			}
-			for _, n := range sortedKeys(svc.slots) {
-				if svc.slots[n].dirty {
+			for _, n := range svc.slots.keys() {
+				if svc.slots.get(n).dirty {
 					add("service %d slot %d stays marked dirty between batches", id, n)
 				}
 			}
@@ -52,8 +52,8 @@ func DiffDerived(a, b *State, limit int) []string {
 		if sb == nil {
 			continue
 		}
-		for _, n := range sortedKeys(sa.slots) {
-			x, y := sa.slots[n], sb.slots[n]
+		for _, n := range sa.slots.keys() {
+			x, y := sa.slots.get(n), sb.slots.get(n)
 			if y == nil || !slices.EqualFunc(x.tasks, y.tasks, func(p, q *Task) bool { return p.ID == q.ID }) {
 				add("service %d slot %d lists its tasks in another order", id, n)
 			}

@@ -29,7 +29,7 @@ func (s *State) checkInvariants(checkPool func(*ipam.Pool) error) error {
 	}
 	for id, t := range s.tasks.all() {
 		if delayedFacts(t, nil) && (s.delayed[id] != t || !queued[id]) {
-			bad("task %d is held at desired ready until %d but is not in the delayed index and its queue", id, t.StartAt)
+			bad("task %d is held at desired ready until %d but is not in the delayed index and its queue", id, t.StartAt())
 		}
 	}
 	windowEnds := make(map[dueEntry]bool, len(s.unknownDue))
@@ -57,11 +57,11 @@ func (s *State) checkInvariants(checkPool func(*ipam.Pool) error) error {
 		if c := countServiceTasks(svc); c != svc.counts {
 			bad("service %q counts %+v but its slots hold %+v", svc.Spec.Name, svc.counts, c)
 		}
-		if svc.slotOrder != nil && !slices.Equal(svc.slotOrder, sortedKeys(svc.slots)) {
-			bad("service %q caches slots %v but has %v", svc.Spec.Name, svc.slotOrder, sortedKeys(svc.slots))
+		if svc.slotOrder != nil && !slices.Equal(svc.slotOrder, svc.slots.keys()) {
+			bad("service %q caches slots %v but has %v", svc.Spec.Name, svc.slotOrder, svc.slots.keys())
 		}
-		for _, n := range sortedKeys(svc.slots) {
-			sl := svc.slots[n]
+		for _, n := range svc.slots.keys() {
+			sl := svc.slots.get(n)
 			if len(sl.tasks) == 0 {
 				bad("service %q slot %d is empty but listed", svc.Spec.Name, n)
 			}
@@ -89,9 +89,6 @@ func (s *State) checkInvariants(checkPool func(*ipam.Pool) error) error {
 		}
 		if !t.Status.State.Valid() {
 			bad("inv3: task %d has observed state %d, which is not a task state", id, t.Status.State)
-		}
-		if (t.Status.State == StateNew) != (s.waiting[id] != nil) {
-			bad("task %d is %s but indexed as waiting for addresses: %v", id, t.Status.State, s.waiting[id] != nil)
 		}
 		if t.Desired >= numDesiredStates {
 			bad("task %d has desired state %d", id, t.Desired)

@@ -116,21 +116,29 @@ func (s *State) BlockWants() []BlockWant {
 // without their VIP need.
 func (s *State) blockNeeds() map[NetworkID]int {
 	need := map[NetworkID]int{}
-	add := func(names []string) {
+	add := func(names []string, n int) {
 		for _, name := range names {
-			if nw := s.networkByName(name); nw != nil {
-				need[nw.ID]++
+			if nw := s.networkByName(name); nw != nil && n > 0 {
+				need[nw.ID] += n
 			}
 		}
 	}
-	for _, t := range s.waiting {
-		if svc := s.services[t.Service]; svc != nil && !t.Desired.Stopping() {
-			add(svc.Spec.Networks)
+	for id := range s.waitSvcs {
+		svc := s.services[id]
+		if svc == nil {
+			continue
 		}
+		n := 0
+		for _, tid := range svc.waitQ {
+			if t := s.waitingTask(tid); t != nil && !t.Desired.Stopping() {
+				n++
+			}
+		}
+		add(svc.Spec.Networks, n)
 	}
 	for _, svc := range s.services {
 		if !svc.Remove {
-			add(s.missingVIPs(svc))
+			add(s.missingVIPs(svc), 1)
 		}
 	}
 	return need

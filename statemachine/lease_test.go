@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"shoal/ipam"
 )
@@ -300,7 +302,7 @@ func BenchmarkGrantsToManyWaiting(b *testing.B) {
 	for _, e := range w.st[0].Outbox(applied) {
 		ds = append(ds, Command{Kind: CmdDeliver, Group: 1, Entry: &e})
 	}
-	waiting := len(w.st[1].waiting)
+	waiting := w.st[1].nWaiting
 	if waiting < nets*per || len(ds) < nets {
 		b.Fatalf("%d tasks waiting and %d grants, want %d and %d", waiting, len(ds), nets*per, nets)
 	}
@@ -310,8 +312,73 @@ func BenchmarkGrantsToManyWaiting(b *testing.B) {
 		s := w.st[1].Clone()
 		b.StartTimer()
 		s.Apply(ds, w.idx[1]+1, w.now, &out)
-		if len(s.waiting) == waiting {
+		if s.nWaiting == waiting {
 			b.Fatal("no waiting task got its addresses")
 		}
 	}
+}
+
+// BenchmarkLeasedRamp is a service group's share of the loadgen's ramp
+// with leased blocks: 10 services of 10,000 tasks, each on a network of
+// its own that the group holds no block of yet, created one per entry
+// (every task waits), then the cluster group's grants delivered in one
+// entry (every task is served). create-µs/task and grant-µs/task are the
+// two kinds of entry's CPU time per task (the process's, the collector's
+// included: see processCPU); allocs/task counts both.
+func BenchmarkLeasedRamp(b *testing.B) {
+	const nets, per = 10, 10000
+	var create, grant time.Duration
+	var mallocs uint64
+	var ms runtime.MemStats
+	b.StopTimer()
+	for range b.N {
+		w := newLeaseWorld()
+		for i := range nets {
+			name := fmt.Sprintf("net%d", i)
+			w.apply(0, Command{Kind: CmdCreateNetwork, NetworkSpec: &Network{ID: NetworkID(i + 1), Name: name, Subnet: fmt.Sprintf("10.%d.0.0/16", i+1)}})
+		}
+		w.redrive(func(s step) {
+			if s.batch[0].Kind == CmdDeliver {
+				w.apply(s.g, s.batch...)
+			}
+		})
+		timed := func(d *time.Duration, f func()) {
+			runtime.ReadMemStats(&ms)
+			before := ms.Mallocs
+			cpu := processCPU(b)
+			b.StartTimer()
+			f()
+			b.StopTimer()
+			*d += processCPU(b) - cpu
+			runtime.ReadMemStats(&ms)
+			mallocs += ms.Mallocs - before
+		}
+		timed(&create, func() {
+			for i := range nets {
+				name := fmt.Sprintf("net%d", i)
+				w.apply(1, Command{Kind: CmdCreateService, Spec: &ServiceSpec{Name: "svc" + name, Replicas: per, Networks: []string{name}}})
+			}
+		})
+		if w.st[1].nWaiting != nets*per {
+			b.Fatalf("%d tasks wait, want %d", w.st[1].nWaiting, nets*per)
+		}
+		applied, _ := w.st[1].OutboxApplied()
+		var reqs []Command
+		for _, want := range w.st[1].BlockWants() {
+			reqs = append(reqs, Command{Kind: CmdRequestBlocks, Group: 1, Network: want.Network, Count: want.Count, Seq: applied})
+		}
+		w.apply(0, reqs...)
+		var ds []Command
+		for _, e := range w.st[0].Outbox(applied) {
+			ds = append(ds, Command{Kind: CmdDeliver, Group: 1, Entry: &e})
+		}
+		timed(&grant, func() { w.apply(1, ds...) })
+		if w.st[1].nWaiting != 0 {
+			b.Fatalf("%d tasks still wait after the grants", w.st[1].nWaiting)
+		}
+	}
+	tasks := float64(b.N * nets * per)
+	b.ReportMetric(float64(create.Nanoseconds())/tasks/1e3, "create-µs/task")
+	b.ReportMetric(float64(grant.Nanoseconds())/tasks/1e3, "grant-µs/task")
+	b.ReportMetric(float64(mallocs)/tasks, "allocs/task")
 }

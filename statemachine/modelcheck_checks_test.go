@@ -118,7 +118,7 @@ func (w *mcWatcher) deleted(t *Task, beyond bool) {
 	ok := (t.Desired == DesiredRemove && (ts <= StatePending || ts.Terminal())) ||
 		(ts == StateOrphaned && t.Desired.Stopping())
 	if !ok && beyond && ts.Terminal() && t.Desired.Stopping() {
-		sl := st.services[t.Service].slots[t.Slot]
+		sl := st.services[t.Service].slots.get(t.Slot)
 		ok = sl != nil && len(sl.tasks) > w.retention
 	}
 	if !w.acting(CompReaper) {
@@ -129,8 +129,8 @@ func (w *mcWatcher) deleted(t *Task, beyond bool) {
 }
 
 func (w *mcWatcher) svcDeleted(svc *Service) {
-	if !svc.Remove || len(svc.slots) != 0 {
-		w.fail("inv7: service %q deleted while flagged=%v with %d slots", svc.Spec.Name, svc.Remove, len(svc.slots))
+	if !svc.Remove || svc.slots.len() != 0 {
+		w.fail("inv7: service %q deleted while flagged=%v with %d slots", svc.Spec.Name, svc.Remove, svc.slots.len())
 	}
 }
 
@@ -227,12 +227,12 @@ func mcScaleCheck(before, after *State) error {
 			continue
 		}
 		var gaveUpRunning, keptUnplaced string
-		for n, sl := range old.slots {
+		for n, sl := range old.slots.all() {
 			if mcGivenUp(sl) {
 				continue
 			}
 			h := mcHolder(sl)
-			now := svc.slots[n]
+			now := svc.slots.get(n)
 			switch {
 			case now != nil && mcGivenUp(now) && h != nil && h.Status.State == StateRunning:
 				gaveUpRunning = before.taskName(h)
@@ -279,7 +279,7 @@ func mcUnreported(st *State, t *Task) *Task {
 	if svc == nil || t.Status.State.Terminal() {
 		return nil
 	}
-	sl := svc.slots[t.Slot]
+	sl := svc.slots.get(t.Slot)
 	if sl == nil {
 		return nil
 	}

@@ -184,12 +184,12 @@ func mcKeyPerm(s *State, sc *mcScratch) uint64 {
 			return n
 		}
 		sc.slots = sc.slots[:0]
-		for n := range svc.slots {
+		for n := range svc.slots.all() {
 			sc.slots = append(sc.slots, n)
 		}
 		slices.SortFunc(sc.slots, func(a, b uint32) int { return cmp.Compare(name(a), name(b)) })
 		for _, n := range sc.slots {
-			tasks := svc.slots[n].tasks
+			tasks := svc.slots.get(n).tasks
 			e.u(uint64(name(n)))
 			e.u(uint64(len(tasks)))
 			for _, t := range tasks {
@@ -233,7 +233,7 @@ func mcKeyTask(e *encoder, t *Task, node NodeID) {
 	m, _ := connMarker(t)
 	e.byte1(uint8(m.Kind))
 	e.u(uint64(t.StopReason))
-	e.bool(t.Desired == DesiredReady && t.StartAt != 0)
+	e.bool(t.Desired == DesiredReady && t.StartAt() != 0)
 	for _, at := range t.Attachments {
 		e.u(uint64(at.Addr))
 		e.bool(at.Released)

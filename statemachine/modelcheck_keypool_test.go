@@ -85,7 +85,7 @@ type mcTaskName struct {
 func mcTaskNames(s *State, names map[TaskID]mcTaskName) {
 	clear(names)
 	for sid, svc := range s.services {
-		for n, sl := range svc.slots {
+		for n, sl := range svc.slots.all() {
 			for pos, t := range sl.tasks {
 				names[t.ID] = mcTaskName{service: sid, slot: n, pos: uint32(pos), global: svc.Spec.Mode == ModeGlobal}
 			}
@@ -140,7 +140,7 @@ type mcQuarNode struct {
 // changes: quarantine entries in address order, or with mcKeySeqs as the
 // pool lists them).
 func mcPrepPools(s *State, d *mcKeyPoolData, parts map[*ipam.Pool]*mcPoolPart) {
-	d.waits = append(d.waits[:0], sortedKeys(s.waiting)...)
+	d.waits = append(d.waits[:0], s.waitingIDs()...)
 	d.holds, d.quar, d.ents, d.pools = d.holds[:0], d.quar[:0], d.ents[:0], d.pools[:0]
 	for _, pid := range sortedKeys(s.pools) {
 		p := s.pools[pid]

@@ -117,7 +117,7 @@ func mcKeyRefPools(s *State, e *encoder, mapNode func(NodeID) NodeID) {
 	names := make(map[TaskID]uint64, s.tasks.len())
 	for _, sid := range s.ServiceIDs() {
 		svc := s.services[sid]
-		for n, sl := range svc.slots {
+		for n, sl := range svc.slots.all() {
 			if svc.Spec.Mode == ModeGlobal {
 				n = uint32(mapNode(NodeID(n)))
 			}
@@ -126,7 +126,7 @@ func mcKeyRefPools(s *State, e *encoder, mapNode func(NodeID) NodeID) {
 			}
 		}
 	}
-	for _, id := range sortedKeys(s.waiting) {
+	for _, id := range s.waitingIDs() {
 		e.u(names[id])
 	}
 	for _, pid := range sortedKeys(s.pools) {

@@ -95,7 +95,7 @@ type Service struct {
 	// service's spec or removal flag (compare-and-set for updates).
 	ModifyIndex uint64
 
-	slots map[uint32]*slot // index: slot number (node ID for global) → tasks
+	slots slotIndex // slot number (node ID for global) → tasks
 	// slotOrder caches the slot numbers in order for the apply path (nil:
 	// build it again; readers sort their own). It is replaced, never
 	// changed in place, so a slice handed out stays as it was. A rolling
@@ -152,7 +152,7 @@ func (svc *Service) SpecAt(v uint32) (*ServiceSpec, bool) {
 // capacity is its length, so an append copies.
 func (svc *Service) slotKeys() []uint32 {
 	if svc.slotOrder == nil {
-		svc.slotOrder = slices.Clip(sortedKeys(svc.slots))
+		svc.slotOrder = slices.Clip(svc.slots.keys())
 	}
 	return svc.slotOrder
 }
@@ -187,21 +187,26 @@ type HistoryEntry struct {
 const historyCap = 8
 
 // History is a bounded ring of a task's most recent entries. Each entry
-// is its time and its four small fields packed in 16 bits, kept in two
-// arrays: 80 bytes for eight entries where eight HistoryEntry values take
-// 128 (with the field order of Task, a task fits the allocator's 192-byte
-// class instead of 256: 64 bytes less per task, a million tasks per
-// replica).
+// is its time and its four small fields packed in 12 bits of 16, kept in
+// two arrays; the ring's start and length live in the spare top bits of
+// the first two entries' meta. 80 bytes for eight entries where eight
+// HistoryEntry values take 128 (and 88 with the start and length as
+// bytes of their own, which with the field order of Task kept a task in
+// the allocator's 192-byte class; it fits 176 now: see Task).
 type History struct {
-	at    [historyCap]int64
-	meta  [historyCap]histMeta
-	start uint8
-	n     uint8
+	at   [historyCap]int64
+	meta [historyCap]histMeta
 }
 
 // histMeta packs a HistoryEntry's State (bits 0-3), Kind (4-6), By (7-9)
 // and Desired (10-11); the decoder and the enums' ranges keep them within.
+// Bits 12-15 of meta[0] hold the ring's start, of meta[1] its length.
 type histMeta uint16
+
+const (
+	histEntryBits = 0x0fff
+	histRingShift = 12
+)
 
 func packMeta(e HistoryEntry) histMeta {
 	return histMeta(e.State) | histMeta(e.Kind)<<4 | histMeta(e.By)<<7 | histMeta(e.Desired)<<10
@@ -212,39 +217,55 @@ func (m histMeta) entry(at int64) HistoryEntry {
 		By: Component(m >> 7 & 0x7), Desired: DesiredState(m >> 10 & 0x3)}
 }
 
+func (h *History) start() int { return int(h.meta[0] >> histRingShift) }
+
+// setRing records the ring's start and length.
+func (h *History) setRing(start, n int) {
+	h.meta[0] = h.meta[0]&histEntryBits | histMeta(start)<<histRingShift
+	h.meta[1] = h.meta[1]&histEntryBits | histMeta(n)<<histRingShift
+}
+
+// put stores entry e at ring position j, keeping the ring's bits.
+func (h *History) put(j int, e HistoryEntry) {
+	h.at[j] = e.At
+	h.meta[j] = h.meta[j]&^histEntryBits | packMeta(e)
+}
+
 // Len returns the number of retained entries.
-func (h *History) Len() int { return int(h.n) }
+func (h *History) Len() int { return int(h.meta[1] >> histRingShift) }
 
 // At returns the i-th retained entry, oldest first.
 func (h *History) At(i int) HistoryEntry {
-	j := (int(h.start) + i) % historyCap
+	j := (h.start() + i) % historyCap
 	return h.meta[j].entry(h.at[j])
 }
 
 // Last returns the newest entry and whether there is one.
 func (h *History) Last() (HistoryEntry, bool) {
-	if h.n == 0 {
+	if h.Len() == 0 {
 		return HistoryEntry{}, false
 	}
-	return h.At(int(h.n) - 1), true
+	return h.At(h.Len() - 1), true
 }
 
 func (h *History) add(e HistoryEntry) {
-	j := (int(h.start) + int(h.n)) % historyCap
-	if h.n < historyCap {
-		h.n++
+	start, n := h.start(), h.Len()
+	j := (start + n) % historyCap
+	if n < historyCap {
+		n++
 	} else {
-		h.start = (h.start + 1) % historyCap
+		start = (start + 1) % historyCap
 	}
-	h.at[j], h.meta[j] = e.At, packMeta(e)
+	h.put(j, e)
+	h.setRing(start, n)
 }
 
 // setFirstDesired changes the oldest entry's desired state.
 func (h *History) setFirstDesired(d DesiredState) {
-	if h.n > 0 {
+	if h.Len() > 0 {
 		e := h.At(0)
 		e.Desired = d
-		h.meta[h.start] = packMeta(e)
+		h.put(h.start(), e)
 	}
 }
 
@@ -268,21 +289,58 @@ type Task struct {
 	Status      TaskStatus
 	History     History
 	Attachments []Attachment
-	// StartAt, for a replacement held back by its restart delay, is the
-	// earliest it may start (unix nanoseconds; 0: not delayed); StartBy is
-	// when it starts even if the task it replaces has not stopped.
-	StartAt, StartBy int64
-	// AfterReject marks a replacement for a task that was rejected (it
-	// never ran): it is not placed before StartAt, so a task its nodes
-	// keep refusing is retried once per restart delay, not as fast as a
-	// node can refuse it.
-	AfterReject bool
+	// hold is when a replacement held back at desired ready may start
+	// (see StartAt); nil for every other task. It is set anew, never
+	// changed in place: clones share it. Two times and a flag on every
+	// task kept it in the allocator's 192-byte class; a task takes 176
+	// bytes with them aside (16 MB less per million tasks and replica).
+	hold *taskHold
 	// StopReason says why the orchestrator stopped the task (StopNone while
 	// it is wanted): it decides whether the slot gets a replacement.
 	StopReason StopReason
 	Desired    DesiredState // (here, beside the other small fields: see History)
 
 	nodePos int32 // position in its node's task list, -1 when not listed
+}
+
+// taskHold is what a replacement held back by its restart delay (or a
+// stop-first update) keeps: see Task.StartAt, StartBy and AfterReject.
+type taskHold struct {
+	startAt, startBy int64
+	afterReject      bool
+}
+
+// StartAt, for a replacement held back by its restart delay, is the
+// earliest it may start (unix nanoseconds; 0: not delayed).
+func (t *Task) StartAt() int64 {
+	if t.hold == nil {
+		return 0
+	}
+	return t.hold.startAt
+}
+
+// StartBy, for a held-back replacement, is when it starts even if the
+// task it replaces has not stopped.
+func (t *Task) StartBy() int64 {
+	if t.hold == nil {
+		return 0
+	}
+	return t.hold.startBy
+}
+
+// AfterReject marks a replacement for a task that was rejected (it never
+// ran): it is not placed before StartAt, so a task its nodes keep
+// refusing is retried once per restart delay, not as fast as a node can
+// refuse it.
+func (t *Task) AfterReject() bool { return t.hold != nil && t.hold.afterReject }
+
+// setHold sets t's start times and AfterReject mark (all zero: none).
+func (t *Task) setHold(startAt, startBy int64, afterReject bool) {
+	if startAt == 0 && startBy == 0 && !afterReject {
+		t.hold = nil
+		return
+	}
+	t.hold = &taskHold{startAt: startAt, startBy: startBy, afterReject: afterReject}
 }
 
 // Node is a machine that runs tasks. Service groups hold a mirror of every

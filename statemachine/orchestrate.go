@@ -19,7 +19,7 @@ func (s *State) reconcileSlots(svc *Service) []uint32 {
 	}
 	if svc.Remove {
 		for _, n := range slots {
-			if sl := svc.slots[n]; sl != nil {
+			if sl := svc.slots.get(n); sl != nil {
 				for _, t := range sl.tasks {
 					s.setDesired(t, DesiredRemove)
 				}
@@ -35,7 +35,7 @@ func (s *State) reconcileSlots(svc *Service) []uint32 {
 	// the service with more or fewer live slots than replicas.
 	count := full
 	for _, n := range slots {
-		count = count || svc.slots[n] == nil
+		count = count || svc.slots.get(n) == nil
 	}
 	if count {
 		slots = append(slots, s.scale(svc)...)
@@ -43,7 +43,7 @@ func (s *State) reconcileSlots(svc *Service) []uint32 {
 		slots = slices.Compact(slots)
 	}
 	for _, n := range slots {
-		if sl := svc.slots[n]; sl != nil && !removedSlot(sl) {
+		if sl := svc.slots.get(n); sl != nil && !removedSlot(sl) {
 			s.reconcileSlot(svc, sl, slotLive)
 		}
 	}
@@ -57,7 +57,7 @@ func (s *State) reconcileSlots(svc *Service) []uint32 {
 // outdated, so a survivor-less check here is a superset.)
 func withOutdated(svc *Service, slots []uint32) []uint32 {
 	for _, n := range svc.slotKeys() {
-		for _, t := range svc.slots[n].tasks {
+		for _, t := range svc.slots.get(n).tasks {
 			if t.SpecVersion < svc.SpecVersion && !t.Desired.Stopping() && !t.Status.State.Terminal() {
 				slots = append(slots, n)
 				break
@@ -84,16 +84,16 @@ func (s *State) reconcileGlobal(svc *Service) []uint32 {
 		default:
 			mode = slotNoStart
 		}
-		if sl := svc.slots[uint32(id)]; sl != nil {
+		if sl := svc.slots.get(uint32(id)); sl != nil {
 			s.reconcileSlot(svc, sl, mode)
 		} else if mode == slotLive {
 			s.newTask(svc, uint32(id))
 		}
 	}
-	slots := sortedKeys(svc.slots)
+	slots := svc.slots.keys()
 	for _, n := range slots {
 		if s.nodes[NodeID(n)] == nil {
-			for _, t := range svc.slots[n].tasks {
+			for _, t := range svc.slots.get(n).tasks {
 				s.stopTask(t, StopMoved)
 			}
 		}
@@ -248,8 +248,8 @@ func (s *State) reconcileSlot(svc *Service, sl *slot, mode slotMode) {
 		if s.shouldRestart(svc, newest) && s.attemptsLeft(svc, n) {
 			s.recordRestart(svc, n)
 			t := s.newTask(svc, n)
-			t.AfterReject = newest.Status.State == StateRejected && svc.Spec.Restart.Delay > 0
-			if t.AfterReject {
+			if newest.Status.State == StateRejected && svc.Spec.Restart.Delay > 0 {
+				t.setHold(0, 0, true) // delayStart sets its times
 				t.Status.Message = rejectedMessage(svc, newest)
 				s.noteWaitMsg(t)
 			}
@@ -298,7 +298,7 @@ func ShouldRestart(cond RestartCondition, st TaskState) bool {
 }
 
 func (s *State) maybeDeleteService(svc *Service) {
-	if !svc.Remove || len(svc.slots) != 0 || s.services[svc.ID] != svc {
+	if !svc.Remove || svc.slots.len() != 0 || s.services[svc.ID] != svc {
 		return
 	}
 	if s.observe != nil {

@@ -46,7 +46,7 @@ func (s *State) markSlot(svc *Service, n uint32) {
 		s.markDirty(svc)
 		return
 	}
-	if sl := svc.slots[n]; sl != nil {
+	if sl := svc.slots.get(n); sl != nil {
 		if sl.dirty {
 			return
 		}
@@ -70,13 +70,13 @@ func (s *State) takeWork(svc *Service) (slots []uint32, full bool) {
 	slots = svc.dirtySlots
 	svc.full, svc.queued, svc.dirtySlots = false, false, nil
 	if full {
-		for _, sl := range svc.slots {
+		for _, sl := range svc.slots.all() {
 			sl.dirty = false
 		}
 		return svc.slotKeys(), true
 	}
 	for _, n := range slots {
-		if sl := svc.slots[n]; sl != nil {
+		if sl := svc.slots.get(n); sl != nil {
 			sl.dirty = false
 		}
 	}
@@ -101,11 +101,22 @@ func (s *State) react() {
 		for i, svc := range work {
 			slotLists[i] = s.reconcileSlots(svc)
 		}
+		// As in a pass over the waiting tasks, nothing is released while
+		// the new tasks are tried, so a network found full stays full:
+		// the service's later new tasks get the same answer without
+		// another attempt. Trying each anew, the 10,000 tasks of a
+		// service created before its group held a block of its network
+		// (as every service of a ramp is) were 10,000 refused attempts,
+		// each formatting its refusal: a third of the create entry.
+		if len(s.newTasks) > 0 {
+			s.fullNets = map[string]error{}
+		}
 		for _, t := range s.newTasks {
 			if t.Status.State == StateNew && s.tasks.get(t.ID) == t {
 				s.allocateTask(t)
 			}
 		}
+		s.fullNets = nil
 		clear(s.newTasks)
 		s.newTasks = s.newTasks[:0]
 		for i, svc := range work {

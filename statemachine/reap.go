@@ -29,7 +29,7 @@ func (s *State) reapSlots(svc *Service, slots []uint32) {
 }
 
 func (s *State) reapSlot(svc *Service, n uint32) {
-	sl := svc.slots[n]
+	sl := svc.slots.get(n)
 	if sl == nil {
 		return
 	}
@@ -37,7 +37,7 @@ func (s *State) reapSlot(svc *Service, n uint32) {
 		t := sl.tasks[i]
 		if s.reapable(t) {
 			s.deleteTask(t, false)
-			if svc.slots[n] == nil {
+			if svc.slots.get(n) == nil {
 				return
 			}
 			continue
@@ -48,7 +48,7 @@ func (s *State) reapSlot(svc *Service, n uint32) {
 		t := sl.tasks[i]
 		if t.Status.State.Terminal() && t.Desired.Stopping() {
 			s.deleteTask(t, true)
-			if svc.slots[n] == nil {
+			if svc.slots.get(n) == nil {
 				return
 			}
 			continue
@@ -81,7 +81,7 @@ func (s *State) beyondRetention(svc *Service, t *Task) bool {
 	if svc == nil || !t.Status.State.Terminal() || !t.Desired.Stopping() {
 		return false
 	}
-	sl := svc.slots[t.Slot]
+	sl := svc.slots.get(t.Slot)
 	if sl == nil || len(sl.tasks) <= s.settings.TaskHistoryLimit {
 		return false
 	}

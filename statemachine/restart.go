@@ -88,19 +88,19 @@ func (s *State) delayStart(t *Task, delay int64) {
 // them, or oldTaskTimeout after now.
 func (s *State) holdAtReady(t *Task, delay int64) {
 	t.Desired = DesiredReady
-	t.StartAt = s.now + delay
-	t.StartBy = max(t.StartAt, s.now+oldTaskTimeout)
+	startAt := s.now + delay
+	t.setHold(startAt, max(startAt, s.now+oldTaskTimeout), t.AfterReject())
 	t.History.setFirstDesired(DesiredReady)
 	s.delayed[t.ID] = t
-	s.delayedDue.push(t.StartAt, t.ID)
-	s.noteDue(t.StartAt)
+	s.delayedDue.push(startAt, t.ID)
+	s.noteDue(startAt)
 }
 
 // delayedFacts reports, from replicated facts alone, whether t belongs in
 // the delayed index: held at desired ready until its start time. (The live
 // index may also hold tasks stopped meanwhile, dropped lazily.)
 func delayedFacts(t *Task, _ *Node) bool {
-	return t.Desired == DesiredReady && t.StartAt != 0
+	return t.Desired == DesiredReady && t.StartAt() != 0
 }
 
 // promotable reports whether a delayed task may start now: its delay has
@@ -109,17 +109,17 @@ func delayedFacts(t *Task, _ *Node) bool {
 // down, or a window that passes, while t waits marks t's slot, and
 // reconcileSlot looks at t again (maybePromote).
 func (s *State) promotable(t *Task) bool {
-	if s.now < t.StartAt {
+	if s.now < t.StartAt() {
 		return false
 	}
-	if s.now >= t.StartBy {
+	if s.now >= t.StartBy() {
 		return true
 	}
 	svc := s.services[t.Service]
 	if svc == nil {
 		return false
 	}
-	if sl := svc.slots[t.Slot]; sl != nil {
+	if sl := svc.slots.get(t.Slot); sl != nil {
 		for _, x := range sl.tasks {
 			if x != t && !x.Status.State.Terminal() && !s.onDownNode(x) {
 				return false
@@ -145,10 +145,10 @@ func (s *State) promoteDue() {
 		case s.promotable(t):
 			delete(s.delayed, id)
 			s.setDesired(t, DesiredRunning)
-		case s.now < t.StartAt:
-			s.delayedDue.push(t.StartAt, id)
+		case s.now < t.StartAt():
+			s.delayedDue.push(t.StartAt(), id)
 		default:
-			s.delayedDue.push(t.StartBy, id)
+			s.delayedDue.push(t.StartBy(), id)
 		}
 	}
 	// The next due time counts held tasks only, as a state restored from
@@ -169,7 +169,7 @@ func (s *State) promoteDue() {
 
 // maybePromote starts a delayed task at once if it may (its slot changed).
 func (s *State) maybePromote(t *Task) {
-	if t.Desired == DesiredReady && t.StartAt != 0 && s.promotable(t) {
+	if t.Desired == DesiredReady && t.StartAt() != 0 && s.promotable(t) {
 		delete(s.delayed, t.ID)
 		s.setDesired(t, DesiredRunning)
 	}

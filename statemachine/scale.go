@@ -54,7 +54,7 @@ func (s *State) holder(sl *slot) *Task {
 func (s *State) scale(svc *Service) []uint32 {
 	var live []uint32
 	for _, n := range svc.slotKeys() {
-		if !removedSlot(svc.slots[n]) {
+		if !removedSlot(svc.slots.get(n)) {
 			live = append(live, n)
 		}
 	}
@@ -62,7 +62,7 @@ func (s *State) scale(svc *Service) []uint32 {
 	if len(live) > want {
 		victims := s.scaleDownVictims(svc, live, len(live)-want)
 		for _, n := range victims {
-			for _, t := range svc.slots[n].tasks {
+			for _, t := range svc.slots.get(n).tasks {
 				s.setDesired(t, DesiredRemove)
 			}
 			delete(svc.restarts, n) // a later slot of that number starts afresh
@@ -98,7 +98,7 @@ func (s *State) scaleDownVictims(svc *Service, live []uint32, k int) []uint32 {
 	cands := make([]cand, len(live))
 	for i, n := range live {
 		c := cand{slot: n}
-		if h := s.holder(svc.slots[n]); h != nil && h.Node != 0 {
+		if h := s.holder(svc.slots.get(n)); h != nil && h.Node != 0 {
 			c.node, c.running = h.Node, h.Status.State == StateRunning
 		}
 		cands[i] = c

@@ -19,7 +19,7 @@ func (s *State) Settled(id ServiceID) (settled, failed int) {
 	if svc.Spec.Restart.Condition == RestartAny && svc.Spec.Restart.MaxAttempts == 0 {
 		return svc.counts.Running, 0
 	}
-	for n, sl := range svc.slots {
+	for n, sl := range svc.slots.all() {
 		if len(sl.tasks) == 0 {
 			continue
 		}

@@ -224,7 +224,7 @@ func encodeTask(e *encoder, t *Task) {
 	e.i(int64(t.Status.ExitCode))
 	e.str(t.Status.Message)
 	e.i(t.Status.Timestamp)
-	e.byte1(t.History.n)
+	e.byte1(uint8(t.History.Len()))
 	for i := 0; i < t.History.Len(); i++ {
 		h := t.History.At(i)
 		e.i(h.At)
@@ -233,9 +233,9 @@ func encodeTask(e *encoder, t *Task) {
 		e.byte1(uint8(h.By))
 		e.byte1(uint8(h.Desired))
 	}
-	e.i(t.StartAt)
-	e.i(t.StartBy)
-	e.bool(t.AfterReject)
+	e.i(t.StartAt())
+	e.i(t.StartBy())
+	e.bool(t.AfterReject())
 	e.byte1(uint8(t.StopReason))
 	e.u(uint64(len(t.Attachments)))
 	for _, a := range t.Attachments {
@@ -266,9 +266,8 @@ func decodeTask(d *decoder, t *Task) {
 		h.Desired = DesiredState(d.un(uint64(numDesiredStates)-1, "desired state"))
 		t.History.add(h)
 	}
-	t.StartAt = d.i()
-	t.StartBy = d.i()
-	t.AfterReject = d.bool()
+	startAt, startBy := d.i(), d.i()
+	t.setHold(startAt, startBy, d.bool())
 	t.StopReason = StopReason(d.un(uint64(numStopReasons)-1, "stop reason"))
 	if k := d.count(2); k > 0 {
 		t.Attachments = make([]Attachment, k)
@@ -349,6 +348,9 @@ func decodeCanonicalWith(b []byte, pc poolCodec) (*State, error) {
 	for range d.count(8) {
 		n := new(Node)
 		decodeNodeSpec(&d, n)
+		if n.Labels != nil {
+			n.Labels = s.labelSet(n.Labels)
+		}
 		if d.Err() == nil && (n.ID == 0 || s.nodes[n.ID] != nil) {
 			d.fail(fmt.Sprintf("node id %d zero or repeated", n.ID))
 		}
@@ -381,7 +383,7 @@ func decodeCanonicalWith(b []byte, pc poolCodec) (*State, error) {
 		}
 	}
 	for range d.count(8) {
-		svc := &Service{slots: make(map[uint32]*slot)}
+		svc := &Service{}
 		svc.ID = ServiceID(d.un(1<<32-1, "service id"))
 		decodeSpec(&d, &svc.Spec)
 		svc.SpecVersion = uint32(d.un(1<<32-1, "spec version"))
@@ -437,16 +439,16 @@ func decodeCanonicalWith(b []byte, pc poolCodec) (*State, error) {
 		}
 		if delayedFacts(t, nil) {
 			s.delayed[t.ID] = t
-			s.delayedDue.push(t.StartAt, t.ID)
+			s.delayedDue.push(t.StartAt(), t.ID)
 		}
 		if heldAsideFacts(t, s.nodes[t.Node]) {
 			s.unknown[t.ID] = t
 			s.unknownDue.push(lostAt(t, svc), t.ID)
 		}
-		sl := svc.slots[t.Slot]
+		sl := svc.slots.get(t.Slot)
 		if sl == nil {
 			sl = &slot{}
-			svc.slots[t.Slot] = sl
+			svc.slots.set(t.Slot, sl)
 			svc.slotOrder = nil
 		}
 		sl.tasks = append(sl.tasks, t)

@@ -87,13 +87,16 @@ type State struct {
 	// cost 4–12 % of a follower with a hundred networks. quarantine.go
 	// keeps it; the invariants check it against the pools.
 	quarNets map[NodeID][]NetworkID
-	// waiting indexes the tasks still new (waiting for addresses).
-	waiting map[TaskID]*Task
+	// labelSets maps a label set's canonical form to the map the nodes
+	// with those labels share (labelSet).
+	labelSets map[string]map[string]string
+	// nWaiting counts the tasks still new (waiting for addresses; the
+	// services' queues list them, waitqueue.go).
+	nWaiting int
 	// waitSvcs lists the services with tasks waiting (their queues, see
 	// waitqueue.go); it may still list one whose last task left.
 	waitSvcs map[ServiceID]struct{}
 	waitPass waitHeap // reused by each pass
-	waitPeak int      // the most tasks waiting since waiting was made
 	// retryWaiting: addresses were freed, granted or put into quarantine
 	// since the waiting tasks last retried. They retry once after the
 	// batch's commands and once after its reactions, not at every
@@ -126,8 +129,15 @@ type State struct {
 	observe *observer
 
 	// scratch, empty between Apply calls
-	fullNets map[string]error // during retryAllocation: networks found full
-	index    uint64           // the entry being applied
+	// fullNets: during a pass over the waiting tasks or the loop over a
+	// batch's new tasks, the networks found full (nothing is released
+	// within either, so they stay full).
+	fullNets map[string]error
+	// refusals counts the times a pool had no address for a task: a
+	// network found full is asked again only in the next pass or loop
+	// (TestRefusalsDoNotGrowWithWaitingTasks).
+	refusals uint64
+	index    uint64 // the entry being applied
 	now      int64
 	out      *Output
 	dirty    []*Service
@@ -155,7 +165,6 @@ func New(cfg Config) *State {
 		removedNodes:  make(map[NodeID]struct{}),
 		joinKeys:      make(map[string]NodeID),
 		pools:         make(map[NetworkID]*ipam.Pool),
-		waiting:       make(map[TaskID]*Task),
 		waitSvcs:      make(map[ServiceID]struct{}),
 		delayed:       make(map[TaskID]*Task),
 		unknown:       make(map[TaskID]*Task),
@@ -262,9 +271,9 @@ func (s *State) SlotTasks(id ServiceID) (slots []uint32, tasks [][]*Task) {
 	if svc == nil {
 		return nil, nil
 	}
-	slots = sortedKeys(svc.slots)
+	slots = svc.slots.keys()
 	for _, n := range slots {
-		tasks = append(tasks, slices.Clone(svc.slots[n].tasks))
+		tasks = append(tasks, slices.Clone(svc.slots.get(n).tasks))
 	}
 	return slots, tasks
 }
@@ -273,7 +282,7 @@ func (s *State) SlotTasks(id ServiceID) (slots []uint32, tasks [][]*Task) {
 // particular order, and returns it: SlotTasks without a copy per slot.
 func (s *State) AppendServiceTasks(ts []*Task, id ServiceID) []*Task {
 	if svc := s.services[id]; svc != nil {
-		for _, sl := range svc.slots {
+		for _, sl := range svc.slots.all() {
 			ts = append(ts, sl.tasks...)
 		}
 	}
@@ -433,8 +442,20 @@ func (s *State) applyOne(c *Command) Result {
 
 func (s *State) emit(e Effect) {
 	if s.out != nil {
+		if len(s.out.Effects) == cap(s.out.Effects) {
+			s.growEffects()
+		}
 		s.out.Effects = append(s.out.Effects, e)
 	}
+}
+
+// growEffects doubles the room for effects. append grows a large slice by
+// a quarter at a time, copying it each time: an entry that served a
+// grant's ten thousand waiting tasks (twenty thousand effects, past what
+// an Output keeps between entries) spent four tenths of the pass growing
+// them in a million-task ramp.
+func (s *State) growEffects() {
+	s.out.Effects = slices.Grow(s.out.Effects, max(cap(s.out.Effects), 64))
 }
 
 // nodeChanged bumps a node's assignment sequence and tells watchers which

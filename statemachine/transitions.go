@@ -237,10 +237,10 @@ func (s *State) newTask(svc *Service, slotNum uint32) *Task {
 	if s.observe != nil {
 		s.observe.created(t)
 	}
-	sl := svc.slots[slotNum]
+	sl := svc.slots.get(slotNum)
 	if sl == nil {
 		sl = &slot{}
-		svc.slots[slotNum] = sl
+		svc.slots.set(slotNum, sl)
 		svc.slotOrder = nil
 	}
 	sl.tasks = append(sl.tasks, t)
@@ -295,12 +295,12 @@ func (s *State) deleteTask(t *Task, beyondRetention bool) {
 	}
 	svc := s.services[t.Service]
 	if svc != nil {
-		if sl := svc.slots[t.Slot]; sl != nil {
+		if sl := svc.slots.get(t.Slot); sl != nil {
 			if i := indexOf(sl.tasks, t); i >= 0 {
 				sl.tasks = append(sl.tasks[:i], sl.tasks[i+1:]...)
 			}
 			if len(sl.tasks) == 0 {
-				delete(svc.slots, t.Slot)
+				svc.slots.del(t.Slot)
 				svc.slotOrder = nil
 				s.markSlot(svc, t.Slot) // an empty slot may need a task, or the service may go
 			}

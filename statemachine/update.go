@@ -175,7 +175,7 @@ func (s *State) countFailure(svc *Service, t *Task) {
 	}
 	svc.Update.Failures++
 	updated := 0
-	for _, sl := range svc.slots {
+	for _, sl := range svc.slots.all() {
 		if !removedSlot(sl) && sl.tasks[len(sl.tasks)-1].SpecVersion == svc.SpecVersion {
 			updated++
 		}
@@ -228,7 +228,7 @@ func (s *State) stepUpdate(svc *Service) int {
 		// A slot's tasks come oldest first, so its older versions' tasks
 		// come before the current version's.
 		var old, cur, failed bool
-		for _, t := range svc.slots[n].tasks {
+		for _, t := range svc.slots.get(n).tasks {
 			if t.SpecVersion < svc.SpecVersion {
 				old = old || !t.Desired.Stopping() && !t.Status.State.Terminal()
 				continue

@@ -3,6 +3,7 @@ package statemachine
 import (
 	"container/heap"
 	"fmt"
+	"slices"
 )
 
 // Tasks waiting for addresses are queued by service. All the waiting
@@ -15,13 +16,38 @@ import (
 // thousand waiting in a group, at every block grant) was more than half
 // of every replica's CPU in a million-task ramp.
 
-// addWaiting indexes t as waiting for addresses, in its service's queue.
-func (s *State) addWaiting(t *Task) {
-	if s.waiting[t.ID] != nil {
-		return
+// A task waits for addresses exactly while it is new (invariant checked
+// by checkWaitQueues), so the queues hold IDs and a queued ID is waiting
+// while the store holds a new task of that ID: no index of every waiting
+// task. A map of them, probed twice per task a pass served and written at
+// every create and allocation, was a quarter of the pass in a
+// million-task ramp (a hundred thousand waiting in a group) and held MBs.
+
+// waitingTask returns the task id if it waits for addresses, else nil.
+func (s *State) waitingTask(id TaskID) *Task {
+	if t := s.tasks.get(id); t != nil && t.Status.State == StateNew {
+		return t
 	}
-	s.waiting[t.ID] = t
-	s.waitPeak = max(s.waitPeak, len(s.waiting))
+	return nil
+}
+
+// waitingIDs lists the queued waiting tasks' IDs in increasing order.
+func (s *State) waitingIDs() []TaskID {
+	var ids []TaskID
+	for _, svc := range s.services {
+		for _, id := range svc.waitQ {
+			if s.waitingTask(id) != nil {
+				ids = append(ids, id)
+			}
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// addWaiting queues new task t, just stored, as waiting for addresses.
+func (s *State) addWaiting(t *Task) {
+	s.nWaiting++
 	svc := s.services[t.Service]
 	if svc == nil {
 		return
@@ -31,32 +57,30 @@ func (s *State) addWaiting(t *Task) {
 	s.noteWaitMsg(t)
 	if s.fullNets == nil {
 		// Never during a pass, whose cursors hold queue positions.
-		svc.waitQ.compact(svc.waitN, func(id TaskID) bool { return s.waiting[id] == nil })
+		svc.waitQ.compact(svc.waitN, func(id TaskID) bool { return s.waitingTask(id) == nil })
 	}
 	svc.waitQ.add(t.ID)
 }
 
-// unwait drops t from the tasks waiting for addresses (its queue entry is
-// dropped when met).
+// unwait counts t out of the tasks waiting for addresses if it is new:
+// it is about to leave new or the store (its queue entry is dropped when
+// met).
 func (s *State) unwait(t *Task) {
-	if s.waiting[t.ID] == nil {
+	if t.Status.State != StateNew {
 		return
 	}
-	delete(s.waiting, t.ID)
+	s.nWaiting--
 	if svc := s.services[t.Service]; svc != nil {
 		svc.waitN--
 	}
-	if len(s.waiting) == 0 && s.waitPeak > 1024 {
-		// A map keeps its room when emptied: a ramp's hundred thousand
-		// waiting tasks left MBs behind in every group.
-		s.waiting, s.waitPeak = make(map[TaskID]*Task), 0
-	}
 }
 
-// waitCursor is a service's place in a pass: waitQ[pos] is its next task.
+// waitCursor is a service's place in a pass: waitQ[pos] is its next
+// task, t (found by next).
 type waitCursor struct {
 	svc *Service
 	pos int
+	t   *Task
 }
 
 // waitHeap orders the services of a pass by their next task's ID.
@@ -80,7 +104,7 @@ func (h *waitHeap) Pop() any {
 func (s *State) next(c *waitCursor) bool {
 	q := c.svc.waitQ
 	for c.pos < len(q) {
-		t := s.waiting[q[c.pos]]
+		t := s.waitingTask(q[c.pos])
 		switch {
 		case t == nil:
 			if c.pos == 0 {
@@ -89,6 +113,7 @@ func (s *State) next(c *waitCursor) bool {
 				continue
 			}
 		case !t.Desired.Stopping():
+			c.t = t
 			return true
 		}
 		c.pos++
@@ -123,7 +148,7 @@ func (s *State) retryAllocation() {
 	heap.Init(&h)
 	for h.Len() > 0 {
 		c := &h[0]
-		t := s.waiting[c.svc.waitQ[c.pos]]
+		t := c.t
 		s.allocateTask(t)
 		if t.Status.State == StateNew {
 			// Refused: so would the service's later tasks be. Their
@@ -163,20 +188,20 @@ func (s *State) noteWaitMsg(t *Task) {
 // pos on.
 func (s *State) tellWaiting(svc *Service, pos int, msg string) {
 	for _, id := range svc.waitQ[pos:] {
-		if t := s.waiting[id]; t != nil && !t.Desired.Stopping() {
+		if t := s.waitingTask(id); t != nil && !t.Desired.Stopping() {
 			t.Status.Message = msg
 		}
 	}
 }
 
-// checkWaitQueues checks the waiting index against the services' queues:
-// every waiting task is a new task of the store, listed once in its
-// service's queue, which is in increasing order; each service counts its
+// checkWaitQueues checks the waiting tasks against the services' queues:
+// every new task of the store is listed once in its service's queue,
+// which is in increasing order, and counted; each service counts its
 // waiting tasks and is listed in waitSvcs while it has any.
 func (s *State) checkWaitQueues() []error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	queued := make(map[TaskID]bool, len(s.waiting))
+	queued := make(map[TaskID]bool, s.nWaiting)
 	for _, id := range sortedKeys(s.services) {
 		svc := s.services[id]
 		n := 0
@@ -184,7 +209,7 @@ func (s *State) checkWaitQueues() []error {
 			if i > 0 && svc.waitQ[i-1] >= tid {
 				bad("service %d's waiting queue lists task %d after task %d", id, tid, svc.waitQ[i-1])
 			}
-			t := s.waiting[tid]
+			t := s.waitingTask(tid)
 			if t == nil {
 				continue
 			}
@@ -204,14 +229,18 @@ func (s *State) checkWaitQueues() []error {
 			bad("service %d has tasks waiting for addresses but is not listed as waiting", id)
 		}
 	}
-	for _, id := range sortedKeys(s.waiting) {
-		t := s.waiting[id]
+	n := 0
+	for id, t := range s.tasks.all() {
+		if t.Status.State != StateNew {
+			continue
+		}
+		n++
 		if !queued[id] {
 			bad("task %d waits for addresses but is missing from its service's queue", id)
 		}
-		if s.tasks.get(id) != t || t.Status.State != StateNew {
-			bad("task %d is indexed as waiting but is not a new task of the store", id)
-		}
+	}
+	if n != s.nWaiting {
+		bad("%d tasks are counted as waiting for addresses, %d are new", s.nWaiting, n)
 	}
 	return errs
 }

@@ -50,11 +50,11 @@ func TestWaitPassServesLikeTheFullWalk(t *testing.T) {
 			}
 		}
 		ref := h.s.Clone()
-		waited := sortedKeys(ref.waiting)
+		waited := ref.waitingIDs()
 		h.s.retryAllocation()
 		ref.fullNets = map[string]error{}
 		for _, id := range waited {
-			ref.allocateTask(ref.waiting[id])
+			ref.allocateTask(ref.waitingTask(id))
 		}
 		ref.fullNets = nil
 
@@ -79,7 +79,7 @@ func TestWaitPassServesLikeTheFullWalk(t *testing.T) {
 		for _, sid := range sortedKeys(h.s.services) {
 			first := ""
 			for _, id := range h.s.services[sid].waitQ {
-				if tk := h.s.waiting[id]; tk != nil && !tk.Desired.Stopping() {
+				if tk := h.s.waitingTask(id); tk != nil && !tk.Desired.Stopping() {
 					if first == "" {
 						first = tk.Status.Message
 					} else if tk.Status.Message != first {
@@ -129,5 +129,56 @@ func TestWaitingTasksSayWhyTheirServiceWaits(t *testing.T) {
 	}
 	if len(msgs) != 2 {
 		t.Fatalf("a has %d tasks waiting, want 2", len(msgs))
+	}
+}
+
+// TestRefusalsDoNotGrowWithWaitingTasks: within one entry, the pools
+// refuse a task at most once per network in each pass over the waiting
+// tasks and each loop over the batch's new tasks, however many tasks
+// wait (a network found full is not asked again for the next task).
+func TestRefusalsDoNotGrowWithWaitingTasks(t *testing.T) {
+	nets := []string{"a", "b", "c"}
+	// An entry makes up to two passes and reactPasses loops over new
+	// tasks.
+	bound := uint64((2 + reactPasses) * len(nets))
+	worst := uint64(0)
+	for seed := uint64(1); seed <= 100; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 11))
+		h := newHarness(t, Config{Group: 1})
+		h.addNodes(1)
+		for i, n := range nets {
+			h.network(n, fmt.Sprintf("10.%d.0.0/27", i+1))
+		}
+		for step := range 12 {
+			var cmd Command
+			ids := sortedKeys(h.s.services)
+			switch k := rng.IntN(4); {
+			case k == 0 || len(ids) == 0:
+				var use []string
+				for _, n := range rng.Perm(len(nets))[:1+rng.IntN(len(nets))] {
+					use = append(use, nets[n])
+				}
+				cmd = Command{Kind: CmdCreateService, Spec: &ServiceSpec{Name: fmt.Sprintf("s%d", step),
+					Replicas: uint32(1 + rng.IntN(120)), Networks: use}}
+			case k == 1:
+				svc := h.s.services[ids[rng.IntN(len(ids))]]
+				cmd = Command{Kind: CmdRemoveService, Name: svc.Spec.Name}
+			default:
+				spec := cloneSpec(&h.s.services[ids[rng.IntN(len(ids))]].Spec)
+				spec.Replicas = uint32(rng.IntN(150))
+				cmd = Command{Kind: CmdUpdateService, Spec: &spec}
+			}
+			before := h.s.refusals
+			h.apply(cmd) // a VIP that finds no address refuses a create
+			got := h.s.refusals - before
+			worst = max(worst, got)
+			if got > bound {
+				t.Fatalf("seed %d: %s made the pools refuse %d times with %d tasks waiting; at most %d (passes and loops x networks)",
+					seed, cmd.Kind, got, h.s.nWaiting, bound)
+			}
+		}
+	}
+	if worst == 0 {
+		t.Fatal("no entry found a network full: the histories test nothing")
 	}
 }

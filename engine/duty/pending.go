@@ -384,7 +384,7 @@ func (in *incremental) batches(c Cluster, now int64, cons *consCache) ([]*batch,
 			infos := make(map[statemachine.ServiceID]*svcInfo)
 			for _, id := range ids {
 				t := s.Task(id)
-				if t == nil || (t.AfterReject && t.StartAt > now) {
+				if t == nil || (t.AfterReject() && t.StartAt() > now) {
 					continue
 				}
 				inf := infos[t.Service]

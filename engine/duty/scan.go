@@ -151,7 +151,7 @@ func (sc *scanner) scanGroup(g int, s *statemachine.State) {
 	for t := range s.TasksInOrder() {
 		st := t.Status.State
 		live := st >= statemachine.StateAssigned && st <= statemachine.StateRunning && t.Node != 0
-		pending := st == statemachine.StatePending && !t.Desired.Stopping() && (!t.AfterReject || t.StartAt <= sc.now)
+		pending := st == statemachine.StatePending && !t.Desired.Stopping() && (!t.AfterReject() || t.StartAt() <= sc.now)
 		if !live && !pending {
 			continue
 		}

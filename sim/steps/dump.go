@@ -102,8 +102,8 @@ func (r *runner) taskLine(t *sm.Task) string {
 	if t.Status.State.Terminal() || t.Status.ExitCode != 0 {
 		fmt.Fprintf(&b, " exit=%d", t.Status.ExitCode)
 	}
-	if t.StartAt != 0 && t.Desired == sm.DesiredReady {
-		fmt.Fprintf(&b, " start-at=%s start-by=%s", r.elapsed(t.StartAt), r.elapsed(t.StartBy))
+	if t.StartAt() != 0 && t.Desired == sm.DesiredReady {
+		fmt.Fprintf(&b, " start-at=%s start-by=%s", r.elapsed(t.StartAt()), r.elapsed(t.StartBy()))
 	}
 	for i := t.History.Len() - 1; i >= 0; i-- {
 		if e := t.History.At(i); e.Kind == sm.HistUnknown || e.Kind == sm.HistReconnect || e.Kind == sm.HistLost {
