@@ -277,6 +277,13 @@ func (w *World) feed() bool {
 					typ = "released"
 				case statemachine.EffTaskDeleted:
 					typ = "deleted"
+				case statemachine.EffServiceChanged:
+					// The checker learns each service's disconnect window.
+					if svc := st.Service(c.eff.Service); svc != nil {
+						d := api.RenderService(g, st, svc)
+						w.chk.Event(client.Event{Group: g, Raft: c.index, Topic: "service", Type: "changed", Key: svc.Spec.Name, Service: &d}, w.conn, now)
+					}
+					continue
 				case statemachine.EffNodeChanged:
 					ev := client.Event{Group: g, Raft: c.index, Topic: "node", Type: "changed", Key: strconv.FormatUint(uint64(c.eff.Node), 10)}
 					if n := st.Node(c.eff.Node); n != nil {

@@ -16,7 +16,12 @@ import (
 // only when the cluster decided before the re-report. (A user's removal
 // or scale-down asks remove, not shutdown; a window that ends, or a node
 // that goes down, stops tasks while the node is away, not as it comes
-// back.)
+// back.) Only tasks of services with a disconnect window are held
+// aside: a service without one has its tasks replaced and stopped as on a
+// down node the moment their node is disconnected, and when that
+// disconnect and the heartbeat that ends it are applied in one entry (a
+// busy leader batches them), the stop shares the entry that renders the
+// node initializing without any reconnect having been decided.
 //
 // The stream renders objects as the replica has them when it sends them,
 // not as of their entry: an entry's node may show a status a later entry
@@ -73,10 +78,22 @@ func (c *Checker) nodeEventLocked(ev client.Event, now time.Time) {
 	c.mu.nodes[k] = seen
 }
 
+// serviceEventLocked keeps whether a service has a disconnect window, as
+// its last rendering says.
+func (c *Checker) serviceEventLocked(ev client.Event) {
+	if ev.Type == "deleted" {
+		delete(c.mu.windowed, ev.Key)
+		return
+	}
+	if sv := ev.Service; sv != nil {
+		c.mu.windowed[sv.Spec.Name] = sv.Spec.Disconnect != nil && sv.Spec.Disconnect.LostAfter > 0
+	}
+}
+
 // desiredLocked looks at a task whose desired state the stream shows
 // moving from was to t.Desired in entry raft of group.
 func (c *Checker) desiredLocked(id uint64, was string, t *client.Task, group int, raft uint64) {
-	if was != "running" || t.Desired != "shutdown" {
+	if was != "running" || t.Desired != "shutdown" || !c.mu.windowed[t.Service] {
 		return
 	}
 	c.mu.checked[HeldAside]++

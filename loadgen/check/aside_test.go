@@ -12,6 +12,14 @@ func nodeEv(group int, raft uint64, id uint32, status string, since time.Duratio
 		Node: &client.Node{ID: id, Status: status, StatusSince: t0.Add(since)}}
 }
 
+func svcEv(name string, lostAfter time.Duration) client.Event {
+	sp := client.ServiceSpec{Name: name}
+	if lostAfter > 0 {
+		sp.Disconnect = &client.Disconnect{LostAfter: client.Duration(lostAfter)}
+	}
+	return client.Event{Topic: "service", Type: "changed", Key: name, Service: &client.Service{Spec: sp}}
+}
+
 func taskAt(group int, raft uint64, id string, node uint32, desired, state string, since time.Duration) client.Event {
 	ev := taskEv(id, "web", 1, node, desired, state)
 	ev.Group, ev.Raft, ev.Task.Since = group, raft, t0.Add(since)
@@ -26,6 +34,8 @@ func taskAt(group int, raft uint64, id string, node uint32, desired, state strin
 // one (its node showing the later status) are not.
 func TestHeldAside(t *testing.T) {
 	base := []client.Event{
+		svcEv("web", time.Minute),
+		svcEv("api", 0),
 		nodeEv(1, 10, 5, "ready", 0),
 		taskAt(1, 11, "7", 5, "running", "running", time.Second),
 		nodeEv(1, 20, 5, "disconnected", 30*time.Second),
@@ -62,6 +72,18 @@ func TestHeldAside(t *testing.T) {
 			nodeEv(1, 30, 5, "initializing", 60*time.Second),
 			nodeEv(1, 31, 5, "ready", 61*time.Second),
 		}, 0},
+		{"no-window-stopped-as-its-node-went-away-and-came-back", []client.Event{
+			// A service without a disconnect window: its task is replaced
+			// as on a down node the moment the node is disconnected; the
+			// disconnect and the heartbeat that brought the node back were
+			// applied in one entry, so the stop shares it with the
+			// node rendered initializing.
+			nodeEv(1, 30, 5, "ready", 0),
+			func() client.Event { ev := taskAt(1, 31, "9", 5, "running", "running", time.Second); ev.Task.Service = "api"; return ev }(),
+			nodeEv(1, 40, 5, "initializing", 60*time.Second),
+			func() client.Event { ev := taskAt(1, 40, "9", 5, "shutdown", "running", time.Second); ev.Task.Service = "api"; return ev }(),
+			nodeEv(1, 41, 5, "ready", 61*time.Second),
+		}, 0},
 		{"another-group", []client.Event{
 			nodeEv(2, 30, 5, "initializing", 60*time.Second),
 			taskAt(1, 30, "7", 5, "shutdown", "running", time.Second),
@@ -72,7 +94,7 @@ func TestHeldAside(t *testing.T) {
 			for _, ev := range append(append([]client.Event(nil), base...), tc.evs...) {
 				c.Event(ev, 1, t0)
 			}
-			c.Quiesced(map[string]int{"web": 1}, t0)
+			c.Quiesced(map[string]int{"web": 1, "api": 1}, t0)
 			if n := violations(c, HeldAside); n != tc.want {
 				t.Fatalf("%d held-aside violations, want %d: %+v", n, tc.want, c.Violations())
 			}

@@ -73,6 +73,9 @@ type Checker struct {
 		// aside the held-aside suspects (aside.go).
 		nodes map[nodeKey]nodeSeen
 		aside []asideSuspect
+		// windowed holds the services whose last rendering gave them a
+		// disconnect window: only their tasks are held aside (aside.go).
+		windowed map[string]bool
 	}
 }
 
@@ -97,6 +100,7 @@ func New(start time.Time) *Checker {
 	c.mu.count = map[string]int{}
 	c.mu.released = map[string]holder{}
 	c.mu.nodes = map[nodeKey]nodeSeen{}
+	c.mu.windowed = map[string]bool{}
 	return c
 }
 
@@ -150,6 +154,12 @@ func (c *Checker) Event(ev client.Event, conn int, now time.Time) {
 	if ev.Topic == "node" {
 		c.mu.Lock()
 		c.nodeEventLocked(ev, now)
+		c.mu.Unlock()
+		return
+	}
+	if ev.Topic == "service" {
+		c.mu.Lock()
+		c.serviceEventLocked(ev)
 		c.mu.Unlock()
 		return
 	}
