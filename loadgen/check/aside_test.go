@@ -79,9 +79,17 @@ func TestHeldAside(t *testing.T) {
 			// applied in one entry, so the stop shares it with the
 			// node rendered initializing.
 			nodeEv(1, 30, 5, "ready", 0),
-			func() client.Event { ev := taskAt(1, 31, "9", 5, "running", "running", time.Second); ev.Task.Service = "api"; return ev }(),
+			func() client.Event {
+				ev := taskAt(1, 31, "9", 5, "running", "running", time.Second)
+				ev.Task.Service = "api"
+				return ev
+			}(),
 			nodeEv(1, 40, 5, "initializing", 60*time.Second),
-			func() client.Event { ev := taskAt(1, 40, "9", 5, "shutdown", "running", time.Second); ev.Task.Service = "api"; return ev }(),
+			func() client.Event {
+				ev := taskAt(1, 40, "9", 5, "shutdown", "running", time.Second)
+				ev.Task.Service = "api"
+				return ev
+			}(),
 			nodeEv(1, 41, 5, "ready", 61*time.Second),
 		}, 0},
 		{"another-group", []client.Event{
