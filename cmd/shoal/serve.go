@@ -226,7 +226,6 @@ func runServe(ctx context.Context, o serveOptions, out io.Writer) error {
 		return fmt.Errorf("--join %q names no address: give the API address of a running manager", o.join)
 	}
 	ml.apply()
-	fmt.Fprintln(out, "shoal: "+ml.String())
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	so := manager.ServeOptions{Options: manager.Options{DataDir: o.dataDir, ReplicaID: o.id, RaftAddr: o.raftAddr, Peers: peers,
@@ -235,7 +234,12 @@ func runServe(ctx context.Context, o serveOptions, out io.Writer) error {
 		FailoverGrace: grace, OrphanTimeout: o.orphanTimeout, MaxAPIConns: o.maxAPIConns, MaxHandshakes: o.maxHandshakes, Logf: logf},
 		Insecure: o.insecure, Dev: o.dev, JoinAddrs: joinAddrs, Token: o.token, TokenGiven: o.tokenFlag,
 		WorkerLifetime: o.nodeCertTTL, StatusFile: o.statusFile,
-		Say: func(line string) { fmt.Fprintln(out, "shoal: "+line) }}
+		Say: func(line string) {
+			fmt.Fprintln(out, "shoal: "+line)
+			if strings.HasPrefix(line, "serving replica=") { // once the replica serves: a refusal stays one line
+				fmt.Fprintln(out, "shoal: "+ml.String())
+			}
+		}}
 	so.Engine.ElectionRTT = rtt
 	so.Engine.SnapshotEntries = o.snapshotEntries
 	if o.clockOffset != 0 {
