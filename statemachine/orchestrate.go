@@ -132,6 +132,7 @@ func (s *State) onDownNode(t *Task) bool {
 // it.
 func (s *State) stopTask(t *Task, why StopReason) {
 	if t.StopReason == StopNone {
+		s.touchTask(t)
 		t.StopReason = why
 	}
 	if t.Status.State <= StatePending {

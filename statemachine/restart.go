@@ -87,6 +87,7 @@ func (s *State) delayStart(t *Task, delay int64) {
 // and the other tasks of its slot have stopped or are on a node gone for
 // them, or oldTaskTimeout after now.
 func (s *State) holdAtReady(t *Task, delay int64) {
+	s.touchTask(t)
 	t.Desired = DesiredReady
 	t.StartAt = s.now + delay
 	t.StartBy = max(t.StartAt, s.now+oldTaskTimeout)
