@@ -169,11 +169,11 @@ func checkKeptWalks(s *State) error {
 	return nil
 }
 
-// BenchmarkReportDuringRollingUpdate: ten services of 1,000 replicas on
-// 100 nodes are being updated (start-first, all slots at once, 5 s of
-// delay and monitor); each iteration applies one entry with one agent
-// report of a new task (accepted, preparing, ready, starting, running).
-// "full walk" walks every slot of the service at each of its reconciles;
+// BenchmarkReportDuringRollingUpdate: ten services of 1,000 running
+// replicas on 100 nodes are being updated (one slot at a time, a minute
+// between slots); each iteration applies one entry with one agent report:
+// a task of one of them failed. Its slot is reconciled and the update
+// stepped: "full walk" walks every slot of the service to count them,
 // "kept walk" looks at the slot that changed.
 func BenchmarkReportDuringRollingUpdate(b *testing.B) {
 	const services, replicas, nodes = 10, 1000, 100
@@ -189,27 +189,20 @@ func BenchmarkReportDuringRollingUpdate(b *testing.B) {
 	}
 	for i := range services {
 		apply(s, Command{Kind: CmdUpdateService, Spec: &ServiceSpec{Name: fmt.Sprintf("svc-%d", i), Replicas: replicas,
-			Env: []string{"V=2"}, Update: UpdateConfig{Delay: 5e9, Monitor: 5e9, Order: StartFirst}}})
+			Env: []string{"V=2"}, Update: UpdateConfig{Parallelism: 1, Delay: 60e9}}})
 	}
-	var assign []Command
-	for _, id := range s.TaskIDs() {
-		if t := s.Task(id); t.Status.State == StatePending {
-			assign = append(assign, Command{Kind: CmdAssign, Task: id, Node: NodeID(len(assign)%nodes + 1)})
-		}
-	}
-	if len(assign) != services*replicas {
-		b.Fatalf("%d new tasks pending", len(assign))
-	}
-	apply(s, assign...)
 	var snap bytes.Buffer
 	if err := s.Save(&snap); err != nil {
 		b.Fatal(err)
 	}
 	var reports []Command
-	for _, st := range []TaskState{StateAccepted, StatePreparing, StateReady, StateStarting, StateRunning} {
-		for _, a := range assign {
-			reports = append(reports, Command{Kind: CmdTaskStatus, Task: a.Task, Node: a.Node, State: st})
+	for _, id := range s.TaskIDs() {
+		if t := s.Task(id); t.Status.State == StateRunning && !t.Desired.Stopping() {
+			reports = append(reports, Command{Kind: CmdTaskStatus, Task: id, Node: t.Node, State: StateFailed, ExitCode: 1})
 		}
+	}
+	if len(reports) < services*(replicas-1) {
+		b.Fatalf("%d running tasks", len(reports))
 	}
 	for _, mode := range []string{"full walk", "kept walk"} {
 		b.Run(mode, func(b *testing.B) {
