@@ -64,6 +64,12 @@ func (s *State) touchSlot(svc *Service, n uint32) {
 	if svc == nil || svc.walk.gen == 0 {
 		return
 	}
+	if !svc.Update.active() {
+		// Done or paused: an update starts again only with a new spec
+		// version or ModifyIndex, which walks afresh.
+		svc.walk = updateWalk{}
+		return
+	}
 	if sl := svc.slots[n]; sl != nil {
 		svc.walk.drop(sl, n)
 	}
