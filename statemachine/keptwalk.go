@@ -1,6 +1,9 @@
 package statemachine
 
-import "container/heap"
+import (
+	"container/heap"
+	"slices"
+)
 
 // The kept rolling-update walk. stepUpdate runs at every reconcile of a
 // service under update, and at every tick while one is; walking every slot
@@ -33,9 +36,12 @@ type updateWalk struct {
 
 	inflight, outdated, unsettled int
 	noteNow                       int // slots that note now + delay
-	stale                         []uint32
-	until                         dueSlots // by slotWalk.until
-	notes                         dueSlots // by slotWalk.note
+	// olds are the slots holding a live task of an older spec version,
+	// ascending (withOutdated).
+	olds  []uint32
+	stale []uint32
+	until dueSlots // by slotWalk.until
+	notes dueSlots // by slotWalk.note
 }
 
 // dueSlot names a slot's part by one of its times; an entry whose slot's
@@ -96,6 +102,11 @@ func (w *updateWalk) drop(sl *slot, n uint32) {
 		if p.noteNow {
 			w.noteNow--
 		}
+		if p.old {
+			if i, ok := slices.BinarySearch(w.olds, n); ok {
+				w.olds = slices.Delete(w.olds, i, i+1)
+			}
+		}
 	}
 	*p = slotWalk{gen: w.gen, stale: true}
 	w.stale = append(w.stale, n)
@@ -112,6 +123,11 @@ func (w *updateWalk) add(sl *slot, n uint32, p slotWalk) {
 	}
 	if p.noteNow {
 		w.noteNow++
+	}
+	if p.old {
+		if i, ok := slices.BinarySearch(w.olds, n); !ok {
+			w.olds = slices.Insert(w.olds, i, n)
+		}
 	}
 	if p.until != 0 {
 		heap.Push(&w.until, dueSlot{p.until, n})
@@ -165,7 +181,7 @@ func (s *State) keptWalk(svc *Service, u UpdateConfig) (inflight, outdated, unse
 func (s *State) rebuildWalk(svc *Service, u UpdateConfig) {
 	w := &svc.walk
 	*w = updateWalk{gen: w.gen + 1, version: svc.SpecVersion, modify: svc.ModifyIndex, nodes: s.nodeGen, cfg: u,
-		stale: w.stale[:0], until: w.until[:0], notes: w.notes[:0]}
+		stale: w.stale[:0], until: w.until[:0], notes: w.notes[:0], olds: w.olds[:0]}
 	for _, n := range svc.slotKeys() {
 		sl := svc.slots[n]
 		w.add(sl, n, s.walkSlot(svc, sl, u))

@@ -3,6 +3,7 @@ package statemachine
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -138,6 +139,7 @@ func checkKeptWalks(s *State) error {
 		}
 		u := svc.updateConfig()
 		var inflight, outdated, unsettled, noteNow int
+		var olds []uint32
 		for _, n := range svc.slotKeys() {
 			p := svc.slots[n].walk
 			if p.gen != w.gen {
@@ -145,6 +147,9 @@ func checkKeptWalks(s *State) error {
 			}
 			if p.stale {
 				continue
+			}
+			if p.old {
+				olds = append(olds, n)
 			}
 			inflight, unsettled = inflight+int(p.inflight), unsettled+int(p.unsettled)
 			if p.outdated {
@@ -157,9 +162,12 @@ func checkKeptWalks(s *State) error {
 				continue // its time came: looked at again at the next pass
 			}
 			if fresh := s.walkSlot(svc, svc.slots[n], u); fresh.inflight != p.inflight || fresh.unsettled != p.unsettled ||
-				fresh.outdated != p.outdated || fresh.noteNow != p.noteNow || fresh.note != p.note || fresh.until != p.until {
+				fresh.outdated != p.outdated || fresh.old != p.old || fresh.noteNow != p.noteNow || fresh.note != p.note || fresh.until != p.until {
 				return fmt.Errorf("service %d slot %d: kept part %+v, a walk of the slot now %+v", id, n, p, fresh)
 			}
+		}
+		if !slices.Equal(olds, w.olds) {
+			return fmt.Errorf("service %d: kept walk lists slots %v holding older tasks; its parts say %v", id, w.olds, olds)
 		}
 		if inflight != w.inflight || outdated != w.outdated || unsettled != w.unsettled || noteNow != w.noteNow {
 			return fmt.Errorf("service %d: kept walk sums %d in flight, %d outdated, %d unsettled, %d noting now; its parts add up to %d, %d, %d, %d",

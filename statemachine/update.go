@@ -264,6 +264,7 @@ type slotWalk struct {
 	gen                 uint64 // the service's walk generation (0: none)
 	inflight, unsettled int32
 	outdated, noteNow   bool
+	old                 bool // it holds a live task of an older spec version
 	stale               bool // listed in the walk's stale slots
 	note, until         int64
 }
@@ -333,7 +334,7 @@ func (s *State) walkSlot(svc *Service, sl *slot, u UpdateConfig) slotWalk {
 			}
 		}
 	}
-	w.outdated = old && !cur
+	w.old, w.outdated = old, old && !cur
 	return w
 }
 
