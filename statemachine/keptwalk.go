@@ -2,6 +2,7 @@ package statemachine
 
 import (
 	"container/heap"
+	"fmt"
 	"slices"
 )
 
@@ -186,4 +187,55 @@ func (s *State) rebuildWalk(svc *Service, u UpdateConfig) {
 		sl := svc.slots[n]
 		w.add(sl, n, s.walkSlot(svc, sl, u))
 	}
+}
+
+// checkKeptWalks compares the kept walk of every service under update
+// with its slots (an invariant: CheckInvariants): every slot is in the walk or listed stale, the parts
+// not stale add up to the sums, and each part whose time has not come
+// equals a fresh walk of its slot now.
+func (s *State) checkKeptWalks() error {
+	for _, id := range sortedKeys(s.updating) {
+		svc := s.updating[id]
+		w := &svc.walk
+		if w.gen == 0 || w.version != svc.SpecVersion || w.modify != svc.ModifyIndex || w.nodes != s.nodeGen {
+			continue // walked afresh at the next pass
+		}
+		u := svc.updateConfig()
+		var inflight, outdated, unsettled, noteNow int
+		var olds []uint32
+		for _, n := range svc.slotKeys() {
+			p := svc.slots[n].walk
+			if p.gen != w.gen {
+				return fmt.Errorf("service %d: slot %d is neither in the kept walk nor listed stale", id, n)
+			}
+			if p.stale {
+				continue
+			}
+			if p.old {
+				olds = append(olds, n)
+			}
+			inflight, unsettled = inflight+int(p.inflight), unsettled+int(p.unsettled)
+			if p.outdated {
+				outdated++
+			}
+			if p.noteNow {
+				noteNow++
+			}
+			if p.until != 0 && p.until <= s.now {
+				continue // its time came: looked at again at the next pass
+			}
+			if fresh := s.walkSlot(svc, svc.slots[n], u); fresh.inflight != p.inflight || fresh.unsettled != p.unsettled ||
+				fresh.outdated != p.outdated || fresh.old != p.old || fresh.noteNow != p.noteNow || fresh.note != p.note || fresh.until != p.until {
+				return fmt.Errorf("service %d slot %d: kept part %+v, a walk of the slot now %+v", id, n, p, fresh)
+			}
+		}
+		if !slices.Equal(olds, w.olds) {
+			return fmt.Errorf("service %d: kept walk lists slots %v holding older tasks; its parts say %v", id, w.olds, olds)
+		}
+		if inflight != w.inflight || outdated != w.outdated || unsettled != w.unsettled || noteNow != w.noteNow {
+			return fmt.Errorf("service %d: kept walk sums %d in flight, %d outdated, %d unsettled, %d noting now; its parts add up to %d, %d, %d, %d",
+				id, w.inflight, w.outdated, w.unsettled, w.noteNow, inflight, outdated, unsettled, noteNow)
+		}
+	}
+	return nil
 }

@@ -3,7 +3,6 @@ package statemachine
 import (
 	"bytes"
 	"fmt"
-	"slices"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -38,7 +37,7 @@ func TestPropertyKeptUpdateWalkIsTheFullWalk(t *testing.T) {
 				rt.Fatalf("after %s (entry %d): kept walk's state differs from the full walk's (next due %d vs %d)",
 					what, index, kept.NextDue(), full.NextDue())
 			}
-			if err := checkKeptWalks(kept); err != nil {
+			if err := kept.checkKeptWalks(); err != nil {
 				rt.Fatalf("after %s (entry %d): %v", what, index, err)
 			}
 		}
@@ -124,57 +123,6 @@ func TestPropertyKeptUpdateWalkIsTheFullWalk(t *testing.T) {
 			}
 		}
 	})
-}
-
-// checkKeptWalks compares the kept walk of every service under update in
-// s with its slots: every slot is in the walk or listed stale, the parts
-// not stale add up to the sums, and each part whose time has not come
-// equals a fresh walk of its slot now.
-func checkKeptWalks(s *State) error {
-	for _, id := range sortedKeys(s.updating) {
-		svc := s.updating[id]
-		w := &svc.walk
-		if w.gen == 0 || w.version != svc.SpecVersion || w.modify != svc.ModifyIndex || w.nodes != s.nodeGen {
-			continue // walked afresh at the next pass
-		}
-		u := svc.updateConfig()
-		var inflight, outdated, unsettled, noteNow int
-		var olds []uint32
-		for _, n := range svc.slotKeys() {
-			p := svc.slots[n].walk
-			if p.gen != w.gen {
-				return fmt.Errorf("service %d: slot %d is neither in the kept walk nor listed stale", id, n)
-			}
-			if p.stale {
-				continue
-			}
-			if p.old {
-				olds = append(olds, n)
-			}
-			inflight, unsettled = inflight+int(p.inflight), unsettled+int(p.unsettled)
-			if p.outdated {
-				outdated++
-			}
-			if p.noteNow {
-				noteNow++
-			}
-			if p.until != 0 && p.until <= s.now {
-				continue // its time came: looked at again at the next pass
-			}
-			if fresh := s.walkSlot(svc, svc.slots[n], u); fresh.inflight != p.inflight || fresh.unsettled != p.unsettled ||
-				fresh.outdated != p.outdated || fresh.old != p.old || fresh.noteNow != p.noteNow || fresh.note != p.note || fresh.until != p.until {
-				return fmt.Errorf("service %d slot %d: kept part %+v, a walk of the slot now %+v", id, n, p, fresh)
-			}
-		}
-		if !slices.Equal(olds, w.olds) {
-			return fmt.Errorf("service %d: kept walk lists slots %v holding older tasks; its parts say %v", id, w.olds, olds)
-		}
-		if inflight != w.inflight || outdated != w.outdated || unsettled != w.unsettled || noteNow != w.noteNow {
-			return fmt.Errorf("service %d: kept walk sums %d in flight, %d outdated, %d unsettled, %d noting now; its parts add up to %d, %d, %d, %d",
-				id, w.inflight, w.outdated, w.unsettled, w.noteNow, inflight, outdated, unsettled, noteNow)
-		}
-	}
-	return nil
 }
 
 // BenchmarkReportDuringRollingUpdate: ten services of 1,000 running
