@@ -266,6 +266,23 @@ func (e *Engine) SubmitMany(ctx context.Context, cmds []statemachine.Command) []
 	type span struct{ first, n int }
 	spans := make([]span, len(cmds))
 	perGroup := make([][]call, e.cfg.Groups+1)
+	if len(cmds) > 64 {
+		// Each group's calls are sized once: a scheduler run's hundred
+		// thousand assignments grew them by copying 250-byte calls.
+		counts := make([]int, e.cfg.Groups+1)
+		var targets [1]int
+		for i := range cmds {
+			gs, _ := route.Groups(&cmds[i], e.cfg.Groups, targets[:0])
+			for _, g := range gs {
+				counts[g]++
+			}
+		}
+		for g, n := range counts {
+			if n > 0 {
+				perGroup[g] = make([]call, 0, n)
+			}
+		}
+	}
 	w := &waiter{done: make(chan struct{})}
 	// The submitter's deadline, on the clock entries are stamped with
 	// (a context's deadline is the wall clock's).

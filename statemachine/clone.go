@@ -29,6 +29,7 @@ func (s *State) cloneReusing(old *State) *State {
 	tasks, nodes, services, networks := c.tasks, c.nodes, c.services, c.networks
 	*c = State{
 		cfg:           s.cfg,
+		walkAll:       s.walkAll,
 		settings:      s.settings,
 		lastIndex:     s.lastIndex,
 		lastTime:      s.lastTime,
@@ -107,6 +108,7 @@ func (s *State) cloneReusing(old *State) *State {
 		}
 		cs.dirtySlots = nil
 		cs.queued, cs.full = false, false
+		cs.walk = updateWalk{} // the clone walks its slots afresh
 		cs.restarts = nil
 		if svc.restarts != nil {
 			cs.restarts = mapFor(restarts, len(svc.restarts))
@@ -121,6 +123,7 @@ func (s *State) cloneReusing(old *State) *State {
 				csl = new(slot)
 			}
 			csl.tasks, csl.dirty, csl.live = tasksFor(csl.tasks, len(sl.tasks)), false, sl.live
+			csl.walk = slotWalk{}
 			for i, t := range sl.tasks {
 				csl.tasks[i] = c.tasks.get(t.ID)
 			}

@@ -49,6 +49,9 @@ func (s *State) checkInvariants(checkPool func(*ipam.Pool) error) error {
 			bad("network %d %q missing from the name index", id, nw.Name)
 		}
 	}
+	if err := s.checkKeptWalks(); err != nil {
+		bad("%v", err)
+	}
 	for _, sid := range s.ServiceIDs() {
 		svc := s.services[sid]
 		if s.serviceByName[svc.Spec.Name] != sid {

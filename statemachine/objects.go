@@ -119,6 +119,8 @@ type Service struct {
 	// Update is the progress of the last rolling update.
 	Update UpdateStatus
 	budget int // slots that may still start updating in this pass (-1: any)
+	// walk is the kept rolling-update walk (keptwalk.go).
+	walk updateWalk
 
 	// end-of-batch work, empty between Apply calls
 	queued     bool     // in State.dirty
@@ -162,6 +164,7 @@ type slot struct {
 	tasks []*Task
 	dirty bool  // listed in its service's dirtySlots
 	live  int32 // tasks not being stopped (counts.go)
+	walk  slotWalk
 }
 
 // TaskStatus is what was last observed of a task.

@@ -243,6 +243,7 @@ func (s *State) upsertNode(spec *Node) Result {
 	if n == nil {
 		n = &Node{ID: spec.ID, Status: spec.Status, StatusAt: s.now}
 		s.nodes[spec.ID] = n
+		s.nodeGen++
 	}
 	n.Name, n.Role, n.CPU, n.Memory, n.Availability = spec.Name, spec.Role, spec.CPU, spec.Memory, spec.Availability
 	n.Labels = s.labelSet(spec.Labels)
@@ -310,6 +311,7 @@ func (s *State) removeNode(id NodeID) Result {
 		s.detach(t)
 	}
 	delete(s.nodes, id)
+	s.nodeGen++
 	s.removedNodes[id] = struct{}{}
 	s.forgetJoinKeys(id)
 	// A removed node can never sync again: what it had quarantined is free
@@ -344,6 +346,7 @@ func (s *State) setNodeStatus(id NodeID, st NodeStatus) Result {
 	}
 	old := n.Status
 	n.Status, n.StatusAt = st, s.now
+	s.nodeGen++
 	s.nodeConnectivity(n, old, st)
 	s.markNodeServices(n)
 	s.emit(Effect{Kind: EffNodeChanged, Node: id})

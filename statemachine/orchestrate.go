@@ -15,7 +15,7 @@ func (s *State) reconcileSlots(svc *Service) []uint32 {
 	if svc.Update.active() && !svc.Remove && svc.budget != 0 && !full {
 		// An update moves slot by slot, in slot order, while its budget
 		// lasts: the slots that may spend it join the queued ones.
-		slots = withOutdated(svc, slots)
+		slots = s.withOutdated(svc, slots)
 	}
 	if svc.Remove {
 		for _, n := range slots {
@@ -54,8 +54,14 @@ func (s *State) reconcileSlots(svc *Service) []uint32 {
 // merged with every slot of svc holding a live task of an older spec
 // version: the only slots a rolling update may move that nothing else
 // queued. (A slot spends the update's budget only when its survivor is
-// outdated, so a survivor-less check here is a superset.)
-func withOutdated(svc *Service, slots []uint32) []uint32 {
+// outdated, so a survivor-less check here is a superset.) The kept walk,
+// fresh after stepUpdate, lists those slots (keptwalk.go).
+func (s *State) withOutdated(svc *Service, slots []uint32) []uint32 {
+	if w := &svc.walk; !s.walkAll && w.gen != 0 && len(w.stale) == 0 {
+		slots = append(slots, w.olds...)
+		slices.Sort(slots)
+		return slices.Compact(slots)
+	}
 	for _, n := range svc.slotKeys() {
 		for _, t := range svc.slots.get(n).tasks {
 			if t.SpecVersion < svc.SpecVersion && !t.Desired.Stopping() && !t.Status.State.Terminal() {
@@ -132,6 +138,7 @@ func (s *State) onDownNode(t *Task) bool {
 // it.
 func (s *State) stopTask(t *Task, why StopReason) {
 	if t.StopReason == StopNone {
+		s.touchTask(t)
 		t.StopReason = why
 	}
 	if t.Status.State <= StatePending {

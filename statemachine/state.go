@@ -46,7 +46,14 @@ type State struct {
 	// full network all say the same, and share one string instead of a
 	// copy each (not state: a cache of a pure function's last value).
 	lastWaitMsg string
-	lastIndex   uint64
+	// nodeGen counts the nodes added, removed and changing status: a
+	// service's kept rolling-update walk is void once it moved
+	// (keptwalk.go; not state, so not in snapshots).
+	nodeGen uint64
+	// walkAll makes rolling updates walk every slot at every pass instead
+	// of keeping the walk (the property test's reference).
+	walkAll   bool
+	lastIndex uint64
 	// lastTime is the time of the last applied entry (unix nanoseconds)
 	// after clamping: an entry stamped earlier applies at lastTime, so the
 	// state's clock never goes backwards, on every replica alike.

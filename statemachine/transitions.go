@@ -41,6 +41,7 @@ func (s *State) transition(t *Task, to TaskState, by Component) {
 	if t.Status.State == StateNew {
 		s.unwait(t)
 	}
+	s.touchTask(t)
 	s.countTask(t, -1)
 	t.Status.State = to
 	s.countTask(t, 1)
@@ -66,6 +67,7 @@ func (s *State) setDesired(t *Task, d DesiredState) bool {
 	if s.observe != nil {
 		s.observe.desired(t, t.Desired, d)
 	}
+	s.touchTask(t)
 	s.countTask(t, -1)
 	if d.Stopping() && !t.Desired.Stopping() {
 		s.countLive(t, -1)
@@ -244,6 +246,7 @@ func (s *State) newTask(svc *Service, slotNum uint32) *Task {
 		svc.slotOrder = nil
 	}
 	sl.tasks = append(sl.tasks, t)
+	s.touchSlot(svc, slotNum)
 	s.countTask(t, 1)
 	s.countLive(t, 1)
 	s.newTasks = append(s.newTasks, t)
@@ -253,6 +256,7 @@ func (s *State) newTask(svc *Service, slotNum uint32) *Task {
 
 // attach lists t on node n.
 func (s *State) attach(t *Task, n *Node) {
+	s.touchTask(t)
 	t.Node = n.ID
 	t.nodePos = int32(len(n.tasks))
 	n.tasks = append(n.tasks, t)
@@ -295,6 +299,7 @@ func (s *State) deleteTask(t *Task, beyondRetention bool) {
 	}
 	svc := s.services[t.Service]
 	if svc != nil {
+		s.touchSlot(svc, t.Slot)
 		if sl := svc.slots.get(t.Slot); sl != nil {
 			if i := indexOf(sl.tasks, t); i >= 0 {
 				sl.tasks = append(sl.tasks[:i], sl.tasks[i+1:]...)

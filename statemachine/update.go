@@ -200,19 +200,9 @@ func (s *State) countFailure(svc *Service, t *Task) {
 
 // stepUpdate advances svc's rolling update: it completes the update when
 // every slot has moved and settled, and returns how many more slots may
-// start moving to the current spec version now (-1: no limit).
-//
-// A slot is in flight from the moment its update starts until its new task
-// has run for the delay, or until the delay has passed since the new task's
-// failure was counted: a failure that trips the failure action pauses or
-// rolls back before another slot starts, and with action continue the next
-// slot waits for the delay after the failure, as after a success. A failed
-// task whose failure this pass is about to count holds its slot in flight,
-// since the budget is computed before the slots are reconciled. Once a
-// slot's new task failed, the restart policy's replacements for it do not
-// hold the update (SwarmKit's updater leaves them to the restart
-// supervisor), unless the slot's old task still runs (start-first): then the
-// update moves the slot again and its new task is in flight.
+// start moving to the current spec version now (-1: no limit). The counts
+// come from the kept walk (keptwalk.go), which costs the slots that changed
+// or whose time came; walkSlot says how a slot counts.
 func (s *State) stepUpdate(svc *Service) int {
 	u := svc.updateConfig()
 	switch svc.Update.State {
@@ -222,53 +212,11 @@ func (s *State) stepUpdate(svc *Service) int {
 	default:
 		return -1
 	}
-	settle := max(u.Delay, u.Monitor)
-	inflight, outdated, unsettled := 0, 0, 0
-	for _, n := range svc.slotKeys() {
-		// A slot's tasks come oldest first, so its older versions' tasks
-		// come before the current version's.
-		var old, cur, failed bool
-		for _, t := range svc.slots.get(n).tasks {
-			if t.SpecVersion < svc.SpecVersion {
-				old = old || !t.Desired.Stopping() && !t.Status.State.Terminal()
-				continue
-			}
-			since := runningSince(t)
-			switch {
-			case t.Desired.Stopping() && t.StopReason != StopFailed:
-			case t.Desired.Stopping() || !s.runnable(t):
-				// Failed: counted when it was flagged to stop, or in this
-				// pass. It holds its slot for the delay after that, unless
-				// it had run for the delay before.
-				failed = true
-				if !t.Desired.Stopping() {
-					inflight++ // counted in this pass: no slot starts before
-					s.noteDue(s.now + u.Delay)
-					break
-				}
-				if at := stoppedAt(t); s.now < at+u.Delay && (since == math.MaxInt64 || at-since < u.Delay) {
-					inflight++
-					s.noteDue(at + u.Delay)
-				}
-			case failed && !old:
-				// a replacement for the failed task, by the restart policy
-			default:
-				cur = true
-				switch {
-				case t.Status.State != StateRunning || since == math.MaxInt64 || s.now-since < u.Delay:
-					inflight++
-					if since != math.MaxInt64 {
-						s.noteDue(since + u.Delay)
-					}
-				case s.now-since < settle:
-					unsettled++
-					s.noteDue(since + settle)
-				}
-			}
-		}
-		if old && !cur {
-			outdated++
-		}
+	var inflight, outdated, unsettled int
+	if s.walkAll {
+		inflight, outdated, unsettled = s.walkUpdate(svc, u)
+	} else {
+		inflight, outdated, unsettled = s.keptWalk(svc, u)
 	}
 	if outdated == 0 && inflight == 0 && unsettled == 0 {
 		if svc.Update.State == RollbackStarted {
@@ -284,6 +232,110 @@ func (s *State) stepUpdate(svc *Service) int {
 		return -1
 	}
 	return max(int(u.Parallelism)-inflight, 0)
+}
+
+// walkUpdate counts svc's slots in flight, outdated and unsettled by
+// walking every slot, noting when the counts may change next: what the
+// kept walk (keptWalk) must equal, and what a state built with walkAll
+// runs.
+func (s *State) walkUpdate(svc *Service, u UpdateConfig) (inflight, outdated, unsettled int) {
+	for _, n := range svc.slotKeys() {
+		w := s.walkSlot(svc, svc.slots.get(n), u)
+		inflight, unsettled = inflight+int(w.inflight), unsettled+int(w.unsettled)
+		if w.outdated {
+			outdated++
+		}
+		if w.note != 0 {
+			s.noteDue(w.note)
+		}
+		if w.noteNow {
+			s.noteDue(s.now + u.Delay)
+		}
+	}
+	return inflight, outdated, unsettled
+}
+
+// slotWalk is one slot's part of its service's rolling update walk, as of
+// a time: how it counts, the least due time it notes (0: none), whether it
+// notes "now + delay", and until when it holds (0: until the slot or the
+// service changes; else until the time the earliest of its time tests
+// flips, which is a due time it notes).
+type slotWalk struct {
+	gen                 uint64 // the service's walk generation (0: none)
+	inflight, unsettled int32
+	outdated, noteNow   bool
+	old                 bool // it holds a live task of an older spec version
+	stale               bool // listed in the walk's stale slots
+	note, until         int64
+}
+
+// walkSlot is one slot's part of the walk at s.now.
+//
+// A slot is in flight from the moment its update starts until its new task
+// has run for the delay, or until the delay has passed since the new task's
+// failure was counted: a failure that trips the failure action pauses or
+// rolls back before another slot starts, and with action continue the next
+// slot waits for the delay after the failure, as after a success. A failed
+// task whose failure this pass is about to count holds its slot in flight,
+// since the budget is computed before the slots are reconciled. Once a
+// slot's new task failed, the restart policy's replacements for it do not
+// hold the update (SwarmKit's updater leaves them to the restart
+// supervisor), unless the slot's old task still runs (start-first): then the
+// update moves the slot again and its new task is in flight.
+func (s *State) walkSlot(svc *Service, sl *slot, u UpdateConfig) slotWalk {
+	var w slotWalk
+	note := func(at int64) {
+		if w.note == 0 || at < w.note {
+			w.note = at
+		}
+		if at > s.now && (w.until == 0 || at < w.until) {
+			w.until = at
+		}
+	}
+	settle := max(u.Delay, u.Monitor)
+	// A slot's tasks come oldest first, so its older versions' tasks
+	// come before the current version's.
+	var old, cur, failed bool
+	for _, t := range sl.tasks {
+		if t.SpecVersion < svc.SpecVersion {
+			old = old || !t.Desired.Stopping() && !t.Status.State.Terminal()
+			continue
+		}
+		since := runningSince(t)
+		switch {
+		case t.Desired.Stopping() && t.StopReason != StopFailed:
+		case t.Desired.Stopping() || !s.runnable(t):
+			// Failed: counted when it was flagged to stop, or in this
+			// pass. It holds its slot for the delay after that, unless
+			// it had run for the delay before.
+			failed = true
+			if !t.Desired.Stopping() {
+				w.inflight++ // counted in this pass: no slot starts before
+				w.noteNow = true
+				break
+			}
+			if at := stoppedAt(t); s.now < at+u.Delay && (since == math.MaxInt64 || at-since < u.Delay) {
+				w.inflight++
+				note(at + u.Delay)
+			}
+		case failed && !old:
+			// a replacement for the failed task, by the restart policy
+		default:
+			cur = true
+			switch {
+			case t.Status.State != StateRunning || since == math.MaxInt64 || s.now-since < u.Delay:
+				w.inflight++
+				if since != math.MaxInt64 {
+					note(since + u.Delay)
+				}
+			case s.now-since < settle:
+				w.unsettled++
+				note(since + settle)
+			}
+		}
+	}
+	w.old, w.outdated = old, old && !cur
+	return w
 }
 
 // stoppedAt is when t was flagged to stop: its last desired-state change to

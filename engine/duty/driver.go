@@ -161,11 +161,14 @@ type Driver struct {
 
 	// run serializes runs and owns the fields below it; LastRun and
 	// Unschedulable never take it, so they never wait for a Raft round trip.
-	run       sync.Mutex
-	table     *sched.Table // the last run's table, corrected for rejections
-	scanned   []uint64     // per group: LastIndex at the last complete scan
-	problems  map[batchKey]string
-	assignBuf []statemachine.Command
+	run      sync.Mutex
+	table    *sched.Table // the last run's table, corrected for rejections
+	scanned  []uint64     // per group: LastIndex at the last complete scan
+	problems map[batchKey]string
+	// assignBuf and cmdBuf are the last run's plan and its commands,
+	// reused by the next run while they are small (keepBuffer).
+	assignBuf []assignment
+	cmdBuf    []statemachine.Command
 	// reasonAt is when each batch's reason last changed (ReasonRefresh).
 	reasonAt map[batchKey]time.Time
 	// inc is the kept scan (with Tracker).
@@ -247,12 +250,7 @@ func (d *Driver) RunOnce(ctx context.Context) (placed int, err error) {
 
 	start = d.cfg.Clock.Now()
 	p := makePlan(table, batches, d.cfg.Seed, d.assignBuf)
-	d.assignBuf = p.cmds
-	if cap(d.assignBuf) > 1<<14 {
-		// A ramp's plan of a million assignments is not kept for the
-		// next run (it held a hundred MB on the leader for good).
-		d.assignBuf = nil
-	}
+	d.assignBuf = keepBuffer(p.assigns)
 	un := p.unschedulable(batches)
 	d.logReasons(un, batches)
 	stats.Place = d.cfg.Clock.Now().Sub(start)
@@ -362,17 +360,22 @@ func (d *Driver) logReasons(un []Unschedulable, batches []*batch) {
 // submit proposes the plan's assignments, without any lock readers take,
 // and takes the rejected ones back out of the table.
 func (d *Driver) submit(ctx context.Context, p *plan, stats *RunStats) error {
-	if len(p.cmds) == 0 {
+	if len(p.assigns) == 0 {
 		return nil
 	}
+	cmds := p.commands(d.cmdBuf)
+	defer func() {
+		clear(cmds) // keep no references
+		d.cmdBuf = keepBuffer(cmds)
+	}()
 	var first error
-	for i, o := range d.c.SubmitMany(ctx, p.cmds) {
+	for i, o := range d.c.SubmitMany(ctx, cmds) {
 		switch {
 		case o.Failed != nil:
 			stats.Failed++
 			d.inc.valid = false // the task's record cannot say
 			if first == nil {
-				first = fmt.Errorf("engine: scheduler: assign task %d to node %d: %w", p.cmds[i].Task, p.cmds[i].Node, o.Failed)
+				first = fmt.Errorf("engine: scheduler: assign task %d to node %d: %w", cmds[i].Task, cmds[i].Node, o.Failed)
 			}
 		case o.Result.Code != statemachine.CodeOK:
 			stats.Rejected++
@@ -381,12 +384,22 @@ func (d *Driver) submit(ctx context.Context, p *plan, stats *RunStats) error {
 		default:
 			stats.Placed++
 			if d.cfg.Tracker != nil {
-				d.inc.placed(p.cmds[i].Task, p.assigns[i])
+				d.inc.placed(p.assigns[i])
 			}
 		}
 	}
-	clear(p.cmds) // the buffer is reused; keep no references
 	return first
+}
+
+// keepBuffer returns buf emptied for the next run, or nil if it holds
+// more than 4,096 elements: a ramp's plan of a million assignments is not
+// kept for the next run (its commands held a hundred MB on the leader for
+// good; 4,096 commands are under a MB).
+func keepBuffer[T any](buf []T) []T {
+	if cap(buf) > 1<<12 {
+		return nil
+	}
+	return buf[:0]
 }
 
 // mayRefresh returns which batches may have their reason changed now

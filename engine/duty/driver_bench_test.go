@@ -178,3 +178,97 @@ func heapInUse() uint64 {
 	runtime.ReadMemStats(&ms)
 	return ms.HeapAlloc
 }
+
+// rampCluster returns an in-memory cluster shaped like a ramp's leader: 4
+// service groups, 2,000 ready nodes in 10 zones, 100 services (a quarter
+// with a constraint) of replicas pending tasks each, none placed yet.
+func rampCluster(b *testing.B, replicas uint32) (*Memory, []statemachine.ServiceSpec) {
+	const nodes, services = 2000, 100
+	e := newMem(b, 4, nil)
+	var cmds []statemachine.Command
+	for i := 1; i <= nodes; i++ {
+		cmds = append(cmds, statemachine.Command{Kind: statemachine.CmdUpsertNode, NodeSpec: &statemachine.Node{
+			ID: statemachine.NodeID(i), Name: fmt.Sprintf("node-%04d", i), Role: statemachine.RoleWorker,
+			Status: statemachine.NodeReady, Labels: map[string]string{"zone": fmt.Sprintf("z%d", i%10)},
+			CPU: 1 << 40, Memory: 1 << 50}})
+	}
+	mustSubmit(b, e, cmds...)
+	specs := make([]statemachine.ServiceSpec, services)
+	cmds = cmds[:0]
+	for s := range specs {
+		specs[s] = statemachine.ServiceSpec{Name: fmt.Sprintf("svc-%d", s), Replicas: replicas, CPU: 10, Memory: 16 << 20}
+		if s%4 == 0 {
+			specs[s].Constraints = []string{fmt.Sprintf("node.labels.zone!=z%d", s%10)}
+		}
+		cmds = append(cmds, createSpec(specs[s]))
+	}
+	mustSubmit(b, e, cmds...)
+	return e, specs
+}
+
+// BenchmarkPlanRamp: the plan stage of one run in a ramp, alone: 100
+// batches of 1,000 pending tasks (100,000) placed on 2,000 nodes, down to
+// the commands the run submits. Each iteration plans on a fresh copy of
+// the scanned table (untimed).
+func BenchmarkPlanRamp(b *testing.B) {
+	e, _ := rampCluster(b, 1000)
+	d := NewDriver(e, DriverConfig{})
+	indexes, _, err := d.indexes()
+	if err != nil {
+		b.Fatal(err)
+	}
+	table, batches, _, err := d.scan(indexes)
+	if err != nil || len(batches) != 100 {
+		b.Fatalf("%d batches: %v", len(batches), err)
+	}
+	var buf []assignment
+	var cbuf []statemachine.Command
+	for b.Loop() {
+		b.StopTimer()
+		t := table.Clone()
+		b.StartTimer()
+		p := makePlan(t, batches, 1, buf)
+		cmds := p.commands(cbuf)
+		if len(cmds) != 100_000 {
+			b.Fatalf("planned %d", len(cmds))
+		}
+		buf, cbuf = keepBuffer(p.assigns), keepBuffer(cmds)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/100_000, "ns/task")
+}
+
+// BenchmarkDriverRamp: one run of a ramp end to end, as manager.Start
+// wires the driver (with a Tracker): each iteration scales the 100
+// services up by 1,000 tasks each (100,000 new pending tasks, untimed) and
+// times the RunOnce that places and commits them on the in-memory
+// cluster (whose apply is most of the time: see the stage metrics).
+func BenchmarkDriverRamp(b *testing.B) {
+	e, specs := rampCluster(b, 0)
+	tr := NewTracker()
+	e.OnApply(tr.OnApply)
+	d := NewDriver(e, DriverConfig{Tracker: tr})
+	ctx := context.Background()
+	if _, err := d.RunOnce(ctx); err != nil {
+		b.Fatal(err)
+	}
+	var scan, place, submit time.Duration
+	cmds := make([]statemachine.Command, len(specs))
+	for b.Loop() {
+		b.StopTimer()
+		for s := range specs {
+			specs[s].Replicas += 1000
+			cmds[s] = statemachine.Command{Kind: statemachine.CmdUpdateService, Spec: &specs[s]}
+		}
+		mustSubmit(b, e, cmds...)
+		b.StartTimer()
+		if n, err := d.RunOnce(ctx); err != nil || n != 100_000 {
+			b.Fatalf("placed %d: %v (stats %+v)", n, err, d.LastRun())
+		}
+		st := d.LastRun()
+		scan, place, submit = scan+st.Scan, place+st.Place, submit+st.Submit
+	}
+	n := float64(b.N)
+	b.ReportMetric(scan.Seconds()*1e3/n, "scan-ms")
+	b.ReportMetric(place.Seconds()*1e3/n, "place-ms")
+	b.ReportMetric(submit.Seconds()*1e3/n, "submit-ms")
+}

@@ -424,7 +424,8 @@ func (in *incremental) batches(c Cluster, now int64, cons *consCache) ([]*batch,
 
 // placed records an assignment the group committed: the plan reserved it
 // in the table already, so the task's record says so.
-func (in *incremental) placed(task statemachine.TaskID, a assignment) {
+func (in *incremental) placed(a assignment) {
+	task := a.task
 	if a.group <= 0 || a.group >= len(in.groups) {
 		in.valid = false
 		return

@@ -15,7 +15,11 @@ import (
 // so later batches see it.
 
 // assignment is one planned CmdAssign and what it reserved in the table.
+// It holds no pointer: a ramp's plan of a million assignments is one
+// allocation the collector need not scan (the commands are made from it
+// as they are submitted, see commands).
 type assignment struct {
+	task          statemachine.TaskID
 	group         int
 	node, service uint32
 	cpu, mem      int64
@@ -23,24 +27,27 @@ type assignment struct {
 
 // plan is one run's decision.
 type plan struct {
-	cmds    []statemachine.Command
-	assigns []assignment // parallel to cmds
-	placed  map[batchKey]int
-	why     map[batchKey]error
+	assigns []assignment
+	// placed counts each batch's assignments (in batch order: a
+	// replicated batch's first placed tasks are assigned).
+	placed map[batchKey]int
+	why    map[batchKey]error
 	// taskWhy: why each task of a global batch that stays pending does.
 	taskWhy map[statemachine.TaskID]error
 }
 
 // makePlan places every batch on t (which it updates) and appends the
-// assignments to buf.
-func makePlan(t *sched.Table, batches []*batch, seed uint64, buf []statemachine.Command) plan {
-	p := plan{cmds: buf[:0], placed: make(map[batchKey]int), why: make(map[batchKey]error),
-		taskWhy: make(map[statemachine.TaskID]error)}
-	add := func(b *batch, task statemachine.TaskID, node uint32) {
-		p.cmds = append(p.cmds, statemachine.Command{Kind: statemachine.CmdAssign, Task: task, Node: statemachine.NodeID(node)})
-		p.assigns = append(p.assigns, assignment{group: b.group, node: node, service: b.sg.Service, cpu: b.sg.CPU, mem: b.sg.Mem})
-		p.placed[b.batchKey]++
+// assignments to buf, which it grows at most once, to the batches' tasks.
+func makePlan(t *sched.Table, batches []*batch, seed uint64, buf []assignment) plan {
+	pending := 0
+	for _, b := range batches {
+		pending += len(b.tasks)
 	}
+	if cap(buf) < pending {
+		buf = make([]assignment, 0, pending)
+	}
+	p := plan{assigns: buf[:0], placed: make(map[batchKey]int), why: make(map[batchKey]error),
+		taskWhy: make(map[statemachine.TaskID]error)}
 	for _, global := range []bool{true, false} {
 		for _, b := range batches {
 			if b.global != global {
@@ -50,30 +57,58 @@ func makePlan(t *sched.Table, batches []*batch, seed uint64, buf []statemachine.
 				p.why[b.batchKey] = b.perr
 				continue
 			}
+			before := len(p.assigns)
 			if global {
-				placeGlobal(t, b, &p, add)
-				continue
+				placeGlobal(t, b, &p)
+			} else {
+				placeReplicated(t, b, &p, seed)
 			}
-			g := b.sg
-			g.Count = len(b.tasks)
-			pl, err := t.Place(g, placementSeed(seed, b.batchKey))
-			if err != nil {
-				p.why[b.batchKey] = err
-			}
-			i := 0
-			for j, node := range pl.Nodes {
-				for range pl.Counts[j] {
-					add(b, b.tasks[i], node)
-					i++
-				}
+			if n := len(p.assigns) - before; n > 0 {
+				p.placed[b.batchKey] += n
 			}
 		}
 	}
 	return p
 }
 
+// add appends one assignment of b's.
+func (p *plan) add(b *batch, task statemachine.TaskID, node uint32) {
+	p.assigns = append(p.assigns, assignment{task: task, group: b.group, node: node, service: b.sg.Service, cpu: b.sg.CPU, mem: b.sg.Mem})
+}
+
+// placeReplicated places a replicated batch's tasks with sched.Place, in
+// task order.
+func placeReplicated(t *sched.Table, b *batch, p *plan, seed uint64) {
+	g := b.sg
+	g.Count = len(b.tasks)
+	pl, err := t.Place(g, placementSeed(seed, b.batchKey))
+	if err != nil {
+		p.why[b.batchKey] = err
+	}
+	i := 0
+	for j, node := range pl.Nodes {
+		for range pl.Counts[j] {
+			p.add(b, b.tasks[i], node)
+			i++
+		}
+	}
+}
+
+// commands returns the plan's CmdAssign commands, parallel to assigns, in
+// buf if it is large enough.
+func (p *plan) commands(buf []statemachine.Command) []statemachine.Command {
+	if cap(buf) < len(p.assigns) {
+		buf = make([]statemachine.Command, len(p.assigns))
+	}
+	cmds := buf[:len(p.assigns)]
+	for i := range p.assigns {
+		cmds[i] = statemachine.Command{Kind: statemachine.CmdAssign, Task: p.assigns[i].task, Node: statemachine.NodeID(p.assigns[i].node)}
+	}
+	return cmds
+}
+
 // placeGlobal checks each task of a global batch on its own node.
-func placeGlobal(t *sched.Table, b *batch, p *plan, add func(*batch, statemachine.TaskID, uint32)) {
+func placeGlobal(t *sched.Table, b *batch, p *plan) {
 	g := b.sg
 	g.Count = 1
 	for i, task := range b.tasks {
@@ -86,7 +121,7 @@ func placeGlobal(t *sched.Table, b *batch, p *plan, add func(*batch, statemachin
 			continue
 		}
 		if t.AddTask(node, g.Service, g.CPU, g.Mem) == nil {
-			add(b, task, node)
+			p.add(b, task, node)
 		}
 	}
 }

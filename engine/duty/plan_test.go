@@ -72,7 +72,7 @@ func TestPlan(t *testing.T) {
 			}
 			p := makePlan(table, c.batches, 0, nil)
 			got := map[statemachine.TaskID]uint32{}
-			for _, cmd := range p.cmds {
+			for _, cmd := range p.commands(nil) {
 				got[cmd.Task] = uint32(cmd.Node)
 			}
 			for i, b := range c.batches {
