@@ -208,6 +208,12 @@ func (s *Stream) Assignments(ctx context.Context, req *wire.AssignmentsRequest) 
 		ss.given = req.Cursor
 		ss.mu.Unlock()
 		now, _ := s.leaders.LeaderNotice(route.ClusterGroup)
+		if now == 0 && leader != 0 && leader != started {
+			// The change that answered the poll, though the leadership
+			// moves on already (a hand-over under way): naming nobody
+			// sent the agent's next heartbeat to the old leader.
+			now = leader
+		}
 		return &wire.Assignments{Kind: wire.FrameIncremental, Last: true,
 			AppliesTo: req.Cursor, ResultsIn: req.Cursor, Leader: s.managerAddr(now),
 			Logs: s.logs.TakeNotices(req.NodeID, s.clock.Now())}, nil
