@@ -1,10 +1,10 @@
 package api
 
 import (
-	"net/netip"
 	"strconv"
 	"time"
 
+	"shoal/manager/control"
 	"shoal/statemachine"
 )
 
@@ -92,7 +92,7 @@ func appendTaskEvent(b []byte, group int, raft uint64, typ string, st *statemach
 			b = append(b, nw.Name...)
 		}
 		b = append(b, `","addr":"`...)
-		b = appendAttachmentAddr(b, st, a)
+		b = control.AppendAttachmentAddr(b, st, a)
 		b = append(b, '"')
 		if a.Released {
 			b = append(b, `,"released":true`...)
@@ -103,16 +103,6 @@ func appendTaskEvent(b []byte, group int, raft uint64, typ string, st *statemach
 		}
 	}
 	return append(b, "}}\n"...), true
-}
-
-// appendAttachmentAddr appends what control.AttachmentAddr(st, a) returns
-// (the test compares them).
-func appendAttachmentAddr(b []byte, st *statemachine.State, a statemachine.Attachment) []byte {
-	ip := netip.AddrFrom4([4]byte{byte(a.Addr >> 24), byte(a.Addr >> 16), byte(a.Addr >> 8), byte(a.Addr)})
-	if p := st.Pool(a.Network); p != nil {
-		return netip.PrefixFrom(ip, p.Prefix().Bits()).AppendTo(b)
-	}
-	return ip.AppendTo(b)
 }
 
 // plainJSON says whether JSON writes s as it is between its quotes: every

@@ -103,7 +103,7 @@ func TestTaskEventLinesAreTheCodecs(t *testing.T) {
 				rt.Fatalf("the codec and encoding/json differ:\n%s%s", want.Bytes(), std)
 			}
 			for _, a := range task.Attachments {
-				if got, want := string(appendAttachmentAddr(nil, st, a)), control.AttachmentAddr(st, a); got != want {
+				if got, want := string(control.AppendAttachmentAddr(nil, st, a)), control.AttachmentAddr(st, a); got != want {
 					rt.Fatalf("address %q, want %q", got, want)
 				}
 			}

@@ -412,9 +412,16 @@ func (s *Stream) managerAddr(id uint64) string {
 // the API show it: the address with its network's prefix length
 // ("10.0.0.2/24"), or the bare address if the network has no pool here.
 func AttachmentAddr(st *statemachine.State, a statemachine.Attachment) string {
+	var buf [len("255.255.255.255/32")]byte
+	return string(AppendAttachmentAddr(buf[:0], st, a))
+}
+
+// AppendAttachmentAddr appends AttachmentAddr(st, a) to b, for a caller
+// writing many (the event stream).
+func AppendAttachmentAddr(b []byte, st *statemachine.State, a statemachine.Attachment) []byte {
 	ip := netip.AddrFrom4([4]byte{byte(a.Addr >> 24), byte(a.Addr >> 16), byte(a.Addr >> 8), byte(a.Addr)})
 	if p := st.Pool(a.Network); p != nil {
-		return netip.PrefixFrom(ip, p.Prefix().Bits()).String()
+		return netip.PrefixFrom(ip, p.Prefix().Bits()).AppendTo(b)
 	}
-	return ip.String()
+	return ip.AppendTo(b)
 }
