@@ -79,12 +79,9 @@ func (c *Checker) nodeEventLocked(ev client.Event, now time.Time) {
 }
 
 // serviceEventLocked keeps whether a service has a disconnect window, as
-// its last rendering says.
+// its last rendering says. (A deleted service's event carries no name, only
+// its key: its entry stays until a service of that name is rendered again.)
 func (c *Checker) serviceEventLocked(ev client.Event) {
-	if ev.Type == "deleted" {
-		delete(c.mu.windowed, ev.Key)
-		return
-	}
 	if sv := ev.Service; sv != nil {
 		c.mu.windowed[sv.Spec.Name] = sv.Spec.Disconnect != nil && sv.Spec.Disconnect.LostAfter > 0
 	}
