@@ -58,6 +58,8 @@ var edges = map[string]rule{
 	"internal/invariants": {pure: true},
 	// The one reader of /proc/PID/stat (the agent's executor, the loadgen).
 	"internal/procstat": {},
+	// The one reader of the machine's memory size (/proc/meminfo).
+	"internal/meminfo": {},
 	// Free loopback addresses for tests and the loadgen's replicas.
 	"internal/freeport": {},
 	// Network namespaces on a bridge, cut with tc, for partition tests.
@@ -96,7 +98,7 @@ var edges = map[string]rule{
 	// The agent knows wire/, the state machine's enums and IDs, a clock,
 	// /proc and its store, never a manager's insides (see walls).
 	"agent": {
-		shoal: []string{"wire", "statemachine", "internal/clock", "internal/procstat", "internal/varint"},
+		shoal: []string{"wire", "statemachine", "internal/clock", "internal/procstat", "internal/meminfo", "internal/varint"},
 		third: []string{"github.com/cockroachdb/pebble"}},
 	"loadgen": {
 		shoal: []string{"agent", "api/client", "internal/*", "loadgen/*"},
@@ -118,7 +120,7 @@ var edges = map[string]rule{
 	// loadgen.
 	"cmd/shoal": {
 		shoal: []string{"manager", "api", "api/client", "agent", "engine", "engine/monitor", "loadgen", "loadgen/fleet",
-			"loadgen/report", "security", "security/tlsdir", "statemachine", "stackfile", "wire", "internal/clock", "internal/taskref"},
+			"loadgen/report", "security", "security/tlsdir", "statemachine", "stackfile", "wire", "internal/clock", "internal/meminfo", "internal/taskref"},
 		third: []string{"github.com/spf13/cobra", "github.com/spf13/pflag", "github.com/docker/go-units"}},
 	// A stack file (a compose file's subset) read into API documents.
 	"stackfile": {pure: true,

@@ -1,8 +1,6 @@
 package agent
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -12,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 
+	"shoal/internal/meminfo"
 	"shoal/wire"
 )
 
@@ -58,18 +57,8 @@ func DescribeNode(hostname string, labels map[string]string, version string) wir
 		Memory: memTotal(), AgentVersion: version}
 }
 
+// memTotal is the machine's memory in bytes (0 where /proc has none).
 func memTotal() int64 {
-	b, err := os.ReadFile("/proc/meminfo")
-	if err != nil {
-		return 0
-	}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) >= 2 && f[0] == "MemTotal:" {
-			kb, _ := strconv.ParseInt(f[1], 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
+	n, _ := meminfo.Total("/")
+	return n
 }

@@ -1,12 +1,11 @@
 package loadgen
 
 import (
-	"bufio"
 	"os"
 	"runtime"
-	"strconv"
 	"strings"
 
+	"shoal/internal/meminfo"
 	"shoal/loadgen/report"
 )
 
@@ -32,18 +31,6 @@ func loadAvg() string {
 
 // memTotal is the machine's memory in bytes (0 where /proc has none).
 func memTotal() uint64 {
-	f, err := os.Open("/proc/meminfo")
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fs := strings.Fields(sc.Text())
-		if len(fs) >= 2 && fs[0] == "MemTotal:" {
-			kb, _ := strconv.ParseUint(fs[1], 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
+	n, _ := meminfo.Total("/")
+	return uint64(n)
 }

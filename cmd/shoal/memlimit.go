@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/docker/go-units"
+
+	"shoal/internal/meminfo"
 )
 
 // memLimitAutoShare is the share of a container's memory limit that
@@ -49,7 +50,7 @@ func resolveMemLimit(flag, root string) (memLimit, error) {
 		if err != nil || p <= 0 || p > 100 {
 			return memLimit{}, fmt.Errorf("--memory-limit %q: a share of the machine's memory is a percentage above 0 and at most 100 (e.g. 75%%)", flag)
 		}
-		total, err := machineMemory(root)
+		total, err := meminfo.Total(root)
 		if err != nil {
 			return memLimit{}, fmt.Errorf("--memory-limit %q: the machine's memory could not be read (%v); give a size such as 4GiB", flag, err)
 		}
@@ -97,25 +98,4 @@ func cgroupMemory(root string) (int64, bool) {
 		return n, true
 	}
 	return 0, false
-}
-
-// machineMemory is MemTotal of /proc/meminfo, in bytes.
-func machineMemory(root string) (int64, error) {
-	f, err := os.Open(filepath.Join(root, "proc/meminfo"))
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) >= 2 && fields[0] == "MemTotal:" {
-			kb, err := strconv.ParseInt(fields[1], 10, 64)
-			if err != nil {
-				return 0, fmt.Errorf("MemTotal %q is not a number", fields[1])
-			}
-			return kb << 10, nil
-		}
-	}
-	return 0, fmt.Errorf("no MemTotal line")
 }

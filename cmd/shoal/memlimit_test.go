@@ -24,12 +24,12 @@ func fakeRoot(t *testing.T, files map[string]string) string {
 	return root
 }
 
-const meminfo = "MemTotal:       25165824 kB\nMemFree:         1000 kB\n" // 24 GiB
+const meminfoFile = "MemTotal:       25165824 kB\nMemFree:         1000 kB\n" // 24 GiB
 
 func TestMemoryLimitFlag(t *testing.T) {
 	t.Setenv("GOMEMLIMIT", "")
-	bare := fakeRoot(t, map[string]string{"proc/meminfo": meminfo})
-	v2 := fakeRoot(t, map[string]string{"sys/fs/cgroup/memory.max": "4294967296\n", "proc/meminfo": meminfo})
+	bare := fakeRoot(t, map[string]string{"proc/meminfo": meminfoFile})
+	v2 := fakeRoot(t, map[string]string{"sys/fs/cgroup/memory.max": "4294967296\n", "proc/meminfo": meminfoFile})
 	v2none := fakeRoot(t, map[string]string{"sys/fs/cgroup/memory.max": "max\n"})
 	v1 := fakeRoot(t, map[string]string{"sys/fs/cgroup/memory/memory.limit_in_bytes": "2147483648\n"})
 	v1none := fakeRoot(t, map[string]string{"sys/fs/cgroup/memory/memory.limit_in_bytes": "9223372036854771712\n"})
@@ -58,7 +58,7 @@ func TestMemoryLimitFlag(t *testing.T) {
 
 func TestMemoryLimitFlagRefusals(t *testing.T) {
 	t.Setenv("GOMEMLIMIT", "")
-	bare := fakeRoot(t, map[string]string{"proc/meminfo": meminfo})
+	bare := fakeRoot(t, map[string]string{"proc/meminfo": meminfoFile})
 	for flag, want := range map[string]string{
 		"lots":  "is not a size (e.g. 4GiB, 512MiB), a share of the machine's memory (e.g. 75%), auto or none",
 		"-1GiB": "is not a size",
