@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -26,12 +27,12 @@ import (
 // every task has two addresses) in batches of batch tasks per node, one
 // entry per group per batch (nextBatch).
 type callsWorld struct {
-	tb      testing.TB
-	m       *duty.Memory
-	feed    *Feed
-	stream  *Stream
-	nodes   int
-	batch   int
+	tb     testing.TB
+	m      *duty.Memory
+	feed   *Feed
+	stream *Stream
+	nodes  int
+	batch  int
 }
 
 func newCallsWorld(tb testing.TB, groups, nodes, perNode, batch, journal int) *callsWorld {
@@ -142,6 +143,7 @@ func benchIncremental(b *testing.B, lost bool) {
 	b.ReportAllocs()
 	tasks := 0
 	var w *callsWorld
+	var cpu time.Duration
 	cursors := map[int]wire.Cursor{}
 	node := 0
 	for range b.N {
@@ -161,11 +163,22 @@ func benchIncremental(b *testing.B, lost bool) {
 		if lost {
 			w.stream.sessions.get(uint64(n)<<1|1, sm.NodeID(n)).given = nil
 		}
+		c0 := cpuTime()
 		a := w.poll(b, n, cursors[n])
+		cpu += cpuTime() - c0
 		cursors[n] = a.ResultsIn
 		tasks += len(a.Tasks)
 	}
 	b.ReportMetric(float64(tasks)/float64(b.N), "tasks/op")
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
+}
+
+// cpuTime is the CPU time this process used so far (user and system):
+// on a shared machine a benchmark's wall time says little.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkAssignmentsComplete: an agent's first poll, answered with
@@ -177,11 +190,13 @@ func BenchmarkAssignmentsComplete(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	tasks := 0
+	c0 := cpuTime()
 	for i := range b.N {
 		a := w.poll(b, 1+i%w.nodes, nil)
 		tasks += len(a.Tasks)
 	}
 	b.ReportMetric(float64(tasks)/float64(b.N), "tasks/op")
+	b.ReportMetric(float64((cpuTime()-c0).Nanoseconds())/float64(b.N), "cpu-ns/op")
 }
 
 // okSubmitter accepts every command.
@@ -200,6 +215,8 @@ func BenchmarkStatusBatch(b *testing.B) {
 		batch.Reports = append(batch.Reports, wire.StatusReport{Task: sm.TaskID(1<<48 | i), State: sm.StateRunning})
 	}
 	b.ReportAllocs()
+	c0 := cpuTime()
+	defer func() { b.ReportMetric(float64((cpuTime()-c0).Nanoseconds())/float64(b.N), "cpu-ns/op") }()
 	for range b.N {
 		if _, err := SubmitStatus(context.Background(), okSubmitter{}, nil, batch); err != nil {
 			b.Fatal(err)
@@ -207,10 +224,10 @@ func BenchmarkStatusBatch(b *testing.B) {
 	}
 }
 
-var rewriteCalls = flag.Bool("calls-rewrite", false, "rewrite testdata/assign-golden.txt from this build's answers")
+var rewriteCalls = flag.Bool("calls-rewrite", false, "rewrite golden/assign-frames.txt from this build's answers")
 
 // The frames a node is handed stay byte for byte what they were when
-// testdata/assign-golden.txt was written (rewrite it with -calls-rewrite
+// golden/assign-frames.txt was written (rewrite it with -calls-rewrite
 // only for a change meant to alter them): a random ramp of assignments,
 // reports, failures (the node's own report: an echo), a scale-down, a
 // spec update and a removal, with polls from the cursor the last answer
@@ -304,7 +321,7 @@ func TestAssignmentFramesUnchanged(t *testing.T) {
 			}
 		}
 	}
-	path := filepath.Join("testdata", "assign-golden.txt")
+	path := filepath.Join("golden", "assign-frames.txt")
 	if *rewriteCalls {
 		if err := os.WriteFile(path, out.Bytes(), 0o644); err != nil {
 			t.Fatal(err)
@@ -331,4 +348,30 @@ func lineAt(lines []string, i int) string {
 		return lines[i]
 	}
 	return "(none)"
+}
+
+// seenBefore agrees with a map of the tasks of the earlier changes that
+// are not echoes, for short lists (searched) and long ones (looked up).
+func TestSeenBeforeMatchesAMap(t *testing.T) {
+	rng := rand.New(rand.NewPCG(35, 2))
+	seen := map[sm.TaskID]bool{}
+	for _, n := range []int{0, 1, 5, 32, 33, 200} {
+		for range 20 {
+			es := make([]jentry, n)
+			for i := range es {
+				es[i] = jentry{task: sm.TaskID(rng.IntN(n/3 + 1)), echo: rng.IntN(4) == 0}
+			}
+			want := map[sm.TaskID]bool{}
+			clear(seen)
+			for i, e := range es {
+				if e.echo {
+					continue
+				}
+				if got := seenBefore(es, i, seen); got != want[e.task] {
+					t.Fatalf("%d changes, change %d (task %d): seen before %v, want %v", n, i, e.task, got, want[e.task])
+				}
+				want[e.task] = true
+			}
+		}
+	}
 }

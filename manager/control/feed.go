@@ -57,13 +57,19 @@ type journal struct {
 	entries []jentry // circular once full
 	start   int
 	floor   []uint64 // per group: changes at or below are not listed
-	wake    chan struct{}
+	// wake is closed at the next change; it is made only when a poll
+	// waits for one (most changes of a busy node come while none does:
+	// one channel made and closed per change was a fifth of what the
+	// journals allocated).
+	wake chan struct{}
 }
 
+// jentry is one change of a journal, in 24 bytes (10,000 nodes' journals
+// hold up to 5 million of them).
 type jentry struct {
-	group int
 	index uint64
 	task  statemachine.TaskID
+	group uint32
 	echo  bool // the node's own report made the task terminal: send the sequence, not the task
 }
 
@@ -91,7 +97,7 @@ func (f *Feed) OnApply(group int, index uint64, effects []statemachine.Effect) {
 	for _, e := range effects {
 		switch e.Kind {
 		case statemachine.EffAssignments, statemachine.EffSeqAdvanced:
-			f.journalLocked(e.Node).add(f, jentry{group: group, index: index, task: e.Task, echo: e.Kind == statemachine.EffSeqAdvanced})
+			f.journalLocked(e.Node).add(f, jentry{group: uint32(group), index: index, task: e.Task, echo: e.Kind == statemachine.EffSeqAdvanced})
 			f.pushLocked(Change{Group: int32(group), Index: index, Kind: e.Kind, Node: e.Node, Task: e.Task, Service: e.Service})
 		case statemachine.EffPending:
 		default:
@@ -121,16 +127,17 @@ func (f *Feed) journalLocked(n statemachine.NodeID) *journal {
 	if j, ok := f.nodes.Load(n); ok {
 		return j.(*journal)
 	}
-	j := &journal{floor: append([]uint64(nil), f.mu.floor...), wake: make(chan struct{})}
+	j := &journal{floor: append([]uint64(nil), f.mu.floor...)}
 	// A journal started now knows nothing before now.
 	copy(j.floor, f.mu.applied)
 	f.nodes.Store(n, j)
 	return j
 }
 
-// journalRead returns node's journal locked, and its unlock. A node
-// without a journal yet gets one under mu's write lock (once per node).
-func (f *Feed) journalRead(node statemachine.NodeID) (*journal, func()) {
+// journalRead returns node's journal locked (the caller unlocks j.mu).
+// A node without a journal yet gets one under mu's write lock (once per
+// node).
+func (f *Feed) journalRead(node statemachine.NodeID) *journal {
 	v, ok := f.nodes.Load(node)
 	if !ok {
 		f.mu.Lock()
@@ -139,7 +146,7 @@ func (f *Feed) journalRead(node statemachine.NodeID) (*journal, func()) {
 	}
 	j := v.(*journal)
 	j.mu.Lock()
-	return j, j.mu.Unlock
+	return j
 }
 
 func (j *journal) add(f *Feed, e jentry) {
@@ -154,8 +161,10 @@ func (j *journal) add(f *Feed, e jentry) {
 		j.entries[j.start] = e
 		j.start = (j.start + 1) % len(j.entries)
 	}
-	close(j.wake)
-	j.wake = make(chan struct{})
+	if j.wake != nil {
+		close(j.wake)
+		j.wake = nil
+	}
 }
 
 // Applied returns the index of the last entry with effects this feed saw,
@@ -174,19 +183,20 @@ func (f *Feed) Changed() ([]uint64, <-chan struct{}) {
 	return append([]uint64(nil), f.mu.applied...), f.mu.changed
 }
 
-// nodeChanges lists node's assignment changes in group g after index
-// `after`; ok is false if the journal no longer reaches back that far (the
-// caller must resend the whole set). Call it under group g's read lock.
-func (f *Feed) nodeChanges(node statemachine.NodeID, g int, after uint64) (es []jentry, ok bool) {
-	j, unlock := f.journalRead(node)
-	defer unlock()
+// nodeChanges appends to es node's assignment changes in group g after
+// index `after`, in the order they were applied; ok is false if the
+// journal no longer reaches back that far (the caller must resend the
+// whole set). Call it under group g's read lock.
+func (f *Feed) nodeChanges(es []jentry, node statemachine.NodeID, g int, after uint64) (_ []jentry, ok bool) {
+	j := f.journalRead(node)
+	defer j.mu.Unlock()
 	if after < j.floor[g] {
-		return nil, false
+		return es, false
 	}
 	n := len(j.entries)
 	for i := range n {
 		e := j.entries[(j.start+i)%n]
-		if e.group == g && e.index > after {
+		if int(e.group) == g && e.index > after {
 			es = append(es, e)
 		}
 	}
@@ -206,8 +216,8 @@ func (j *journal) changedLocked(cursor []uint64, changed []bool) {
 		changed[g] = g >= len(j.floor) || at(cursor, g) < j.floor[g]
 	}
 	for _, e := range j.entries {
-		if e.group > 0 && e.group < len(changed) && e.index > at(cursor, e.group) {
-			changed[e.group] = true
+		if g := int(e.group); g > 0 && g < len(changed) && e.index > at(cursor, g) {
+			changed[g] = true
 		}
 	}
 }
@@ -219,18 +229,20 @@ func (j *journal) changedLocked(cursor []uint64, changed []bool) {
 // group's state, and the node's cursor may move to that index. (The
 // applied indexes are read first: every change at or below them is in
 // the journal by then, since OnApply writes both under the feed's lock.)
-func (f *Feed) quietGroups(node statemachine.NodeID, cursor []uint64, groups int) []uint64 {
+//
+// quiet and changed are the caller's room (groups+1 long each).
+func (f *Feed) quietGroups(node statemachine.NodeID, cursor []uint64, quiet []uint64, changed []bool) {
+	clear(quiet)
+	v, ok := f.nodes.Load(node)
+	if !ok {
+		return // no journal yet: read every group
+	}
 	f.mu.RLock()
-	quiet := make([]uint64, groups+1)
 	copy(quiet, f.mu.applied)
 	f.mu.RUnlock()
 	quiet[0] = 0
-	v, ok := f.nodes.Load(node)
-	if !ok {
-		return make([]uint64, groups+1) // no journal yet: read every group
-	}
 	j := v.(*journal)
-	changed := make([]bool, groups+1)
+	clear(changed)
 	j.mu.Lock()
 	j.changedLocked(cursor, changed)
 	j.mu.Unlock()
@@ -239,21 +251,29 @@ func (f *Feed) quietGroups(node statemachine.NodeID, cursor []uint64, groups int
 			quiet[g] = 0
 		}
 	}
-	return quiet
 }
 
 // nodePending reports whether node may have changes in a service group
 // past cursor (both mean: answer now; see changedLocked), and else a
 // channel closed at the node's next change.
-func (f *Feed) nodePending(node statemachine.NodeID, cursor []uint64) (bool, <-chan struct{}) {
-	j, unlock := f.journalRead(node)
-	defer unlock()
-	changed := make([]bool, len(j.floor))
+//
+// changed is the caller's room (it may be too short; it is grown).
+func (f *Feed) nodePending(node statemachine.NodeID, cursor []uint64, changed []bool) (bool, <-chan struct{}, []bool) {
+	j := f.journalRead(node)
+	defer j.mu.Unlock()
+	if cap(changed) < len(j.floor) {
+		changed = make([]bool, len(j.floor))
+	}
+	changed = changed[:len(j.floor)]
+	clear(changed)
 	j.changedLocked(cursor, changed)
 	if slices.Contains(changed, true) {
-		return true, nil
+		return true, nil, changed
 	}
-	return false, j.wake
+	if j.wake == nil {
+		j.wake = make(chan struct{})
+	}
+	return false, j.wake, changed
 }
 
 // Since returns up to limit events after cursor (per group) in the order
