@@ -227,6 +227,8 @@ func (s *Stream) Assignments(ctx context.Context, req *wire.AssignmentsRequest) 
 // scratch is the room one answer works in, reused from answer to answer
 // (nothing of it stays in a frame).
 type scratch struct {
+	inc     incRead
+	read    func(*statemachine.State) // sc.readChanges, made once per scratch
 	changed []bool
 	quiet   []uint64
 	es      []jentry
@@ -234,7 +236,11 @@ type scratch struct {
 	r       render
 }
 
-var scratchPool = sync.Pool{New: func() any { return &scratch{seen: map[statemachine.TaskID]bool{}} }}
+var scratchPool = sync.Pool{New: func() any {
+	sc := &scratch{seen: map[statemachine.TaskID]bool{}}
+	sc.read = sc.readChanges
+	return sc
+}}
 
 func getScratch() *scratch {
 	sc := scratchPool.Get().(*scratch)
@@ -414,41 +420,13 @@ func (s *Stream) incremental(ss *session, node statemachine.NodeID, cursor wire.
 	a := &wire.Assignments{Kind: wire.FrameIncremental, Last: true, AppliesTo: cursor}
 	a.ResultsIn, a.Seqs = cursorAndSeqs(groups)
 	copy(a.ResultsIn, cursor)
-	resync := false
 	sc.quiet = slices.Grow(sc.quiet[:0], groups+1)[:groups+1]
 	sc.changed = slices.Grow(sc.changed[:0], groups+1)[:groups+1]
 	s.feed.quietGroups(node, cursor, sc.quiet, sc.changed)
-	g := 0
-	// read renders group g's changes; one function for every group of
-	// the answer, not a closure made per group.
-	read := func(st *statemachine.State) {
-		es, ok := s.feed.nodeChanges(sc.es[:0], node, g, cursor.Get(g))
-		sc.es = es
-		if !ok {
-			resync = true
-			return
-		}
-		a.ResultsIn[g] = max(a.ResultsIn[g], st.LastIndex())
-		if n := st.Node(node); n != nil {
-			a.Seqs[g] = n.AssignSeq
-		}
-		a.Tasks = slices.Grow(a.Tasks, len(es))
-		clear(sc.seen)
-		for i, e := range es {
-			if e.echo || seenBefore(es, i, sc.seen) {
-				continue
-			}
-			t := st.Task(e.task)
-			if t == nil || t.Node != node {
-				a.Removed = append(a.Removed, e.task)
-				continue
-			}
-			addSpec(ss, st, t, a)
-			sc.r.task(st, t, a)
-		}
-	}
+	sc.inc = incRead{s: s, ss: ss, node: node, cursor: cursor, a: a}
+	defer func() { sc.inc = incRead{} }()
 	ss.mu.Lock()
-	for g = 1; g <= groups && !resync; g++ {
+	for g := 1; g <= groups && !sc.inc.resync; g++ {
 		if sc.quiet[g] != 0 {
 			// Nothing for this node there: its cursor moves on without a
 			// read under the group's lock (thousands of polls woken at
@@ -457,11 +435,13 @@ func (s *Stream) incremental(ss *session, node statemachine.NodeID, cursor wire.
 			a.ResultsIn[g] = max(a.ResultsIn[g], sc.quiet[g])
 			continue
 		}
-		if err := s.reads.ReadLocal(g, read); err != nil {
+		sc.inc.g = g
+		if err := s.reads.ReadLocal(g, sc.read); err != nil {
 			ss.mu.Unlock()
 			return nil, err
 		}
 	}
+	resync := sc.inc.resync
 	if !resync {
 		ss.given = a.ResultsIn
 	}
@@ -476,6 +456,48 @@ func (s *Stream) incremental(ss *session, node statemachine.NodeID, cursor wire.
 	a.Logs = s.logs.TakeNotices(node, s.clock.Now())
 	s.frames.incremental.Add(1)
 	return a, nil
+}
+
+// incRead is what an incremental answer's read of one group works on.
+type incRead struct {
+	s      *Stream
+	ss     *session
+	node   statemachine.NodeID
+	cursor wire.Cursor
+	a      *wire.Assignments
+	g      int
+	resync bool // the journal does not reach back to the cursor in g
+}
+
+// readChanges renders group g's changes for the answer in sc.inc (the
+// caller holds the session's lock).
+func (sc *scratch) readChanges(st *statemachine.State) {
+	r := &sc.inc
+	a, g, node := r.a, r.g, r.node
+	es, ok := r.s.feed.nodeChanges(sc.es[:0], node, g, r.cursor.Get(g))
+	sc.es = es
+	if !ok {
+		r.resync = true
+		return
+	}
+	a.ResultsIn[g] = max(a.ResultsIn[g], st.LastIndex())
+	if n := st.Node(node); n != nil {
+		a.Seqs[g] = n.AssignSeq
+	}
+	a.Tasks = slices.Grow(a.Tasks, len(es))
+	clear(sc.seen)
+	for i, e := range es {
+		if e.echo || seenBefore(es, i, sc.seen) {
+			continue
+		}
+		t := st.Task(e.task)
+		if t == nil || t.Node != node {
+			a.Removed = append(a.Removed, e.task)
+			continue
+		}
+		addSpec(r.ss, st, t, a)
+		sc.r.task(st, t, a)
+	}
 }
 
 // seenBefore reports whether a change before es[i] (not an echo) names
