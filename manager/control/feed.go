@@ -112,7 +112,7 @@ func (f *Feed) pushLocked(c Change) {
 	seq := f.mu.next
 	f.mu.next++
 	if len(f.mu.ring) < f.ringSize {
-		f.mu.ring = append(f.mu.ring, c)
+		f.mu.ring = appendBounded(f.mu.ring, c, f.ringSize)
 		return
 	}
 	i := int(seq % uint64(f.ringSize))
@@ -154,7 +154,7 @@ func (j *journal) add(f *Feed, e jentry) {
 	defer j.mu.Unlock()
 	// The entry's own index is not yet covered: floors stay below it.
 	if len(j.entries) < f.journalSize {
-		j.entries = append(j.entries, e)
+		j.entries = appendBounded(j.entries, e, f.journalSize)
 	} else {
 		old := j.entries[j.start]
 		j.floor[old.group] = max(j.floor[old.group], old.index)
@@ -354,4 +354,16 @@ func (f *Feed) Raise(g int, index uint64) {
 		j.mu.Unlock()
 		return true
 	})
+}
+
+// appendBounded appends v to s, which never holds more than size: when s
+// is full it grows to at most size, not past it (append grew the event
+// ring of 1,048,576 to room for 1.2 million, 6 MB never used).
+func appendBounded[T any](s []T, v T, size int) []T {
+	if len(s) == cap(s) {
+		grown := make([]T, len(s), min(max(2*cap(s), 8), size))
+		copy(grown, s)
+		s = grown
+	}
+	return append(s, v)
 }

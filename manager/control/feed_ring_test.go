@@ -62,3 +62,17 @@ func TestChangeIsThirtyTwoBytes(t *testing.T) {
 		t.Fatalf("a ring entry takes %d bytes, want at most 32", n)
 	}
 }
+
+// The ring and a journal never take room for more changes than they
+// keep: a ring of 3,000 events holds room for 3,000 once full, a journal
+// of 100 for 100.
+func TestFeedRoomIsBounded(t *testing.T) {
+	f := NewFeed(1, nil, 3000, 100)
+	for i := uint64(1); i <= 5000; i++ {
+		f.OnApply(1, i, []statemachine.Effect{{Kind: statemachine.EffAssignments, Node: 7, Task: statemachine.TaskID(i)}})
+	}
+	v, _ := f.nodes.Load(statemachine.NodeID(7))
+	if r, j := cap(f.mu.ring), cap(v.(*journal).entries); r != 3000 || j != 100 {
+		t.Fatalf("room for %d events and %d journal entries; want 3000 and 100", r, j)
+	}
+}
