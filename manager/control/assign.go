@@ -174,11 +174,12 @@ func (s *Stream) Assignments(ctx context.Context, req *wire.AssignmentsRequest) 
 	}
 	s.parked.Add(1)
 	defer s.parked.Add(-1)
-	sc := getScratch()
-	defer scratchPool.Put(sc)
+	var room [64]bool
+	changed := room[:0]
 	for {
-		pending, wake, changed := s.feed.nodePending(req.NodeID, req.Cursor, sc.changed)
-		sc.changed = changed
+		var pending bool
+		var wake <-chan struct{}
+		pending, wake, changed = s.feed.nodePending(req.NodeID, req.Cursor, changed)
 		if pending {
 			break
 		}
@@ -221,6 +222,10 @@ func (s *Stream) Assignments(ctx context.Context, req *wire.AssignmentsRequest) 
 			AppliesTo: req.Cursor, ResultsIn: req.Cursor, Leader: s.managerAddr(now),
 			Logs: s.logs.TakeNotices(req.NodeID, s.clock.Now())}, nil
 	}
+	// The scratch is taken only now: thousands of parked polls would each
+	// hold one.
+	sc := getScratch()
+	defer scratchPool.Put(sc)
 	return s.incremental(ss, req.NodeID, req.Cursor, sc)
 }
 
