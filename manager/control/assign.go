@@ -492,7 +492,7 @@ func (sc *scratch) readChanges(st *statemachine.State) {
 	a.Tasks = slices.Grow(a.Tasks, len(es))
 	clear(sc.seen)
 	for i, e := range es {
-		if e.echo || seenBefore(es, i, sc.seen) {
+		if e.echo() || seenBefore(es, i, sc.seen) {
 			continue
 		}
 		t := st.Task(e.task)
@@ -513,7 +513,7 @@ func seenBefore(es []jentry, i int, seen map[statemachine.TaskID]bool) bool {
 	const short = 32
 	if len(es) <= short {
 		for _, e := range es[:i] {
-			if !e.echo && e.task == es[i].task {
+			if !e.echo() && e.task == es[i].task {
 				return true
 			}
 		}

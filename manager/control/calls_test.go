@@ -359,12 +359,12 @@ func TestSeenBeforeMatchesAMap(t *testing.T) {
 		for range 20 {
 			es := make([]jentry, n)
 			for i := range es {
-				es[i] = jentry{task: sm.TaskID(rng.IntN(n/3 + 1)), echo: rng.IntN(4) == 0}
+				es[i], _ = makeJentry(1, uint64(i+1), sm.TaskID(rng.IntN(n/3+1)), rng.IntN(4) == 0)
 			}
 			want := map[sm.TaskID]bool{}
 			clear(seen)
 			for i, e := range es {
-				if e.echo {
+				if e.echo() {
 					continue
 				}
 				if got := seenBefore(es, i, seen); got != want[e.task] {

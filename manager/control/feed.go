@@ -64,14 +64,41 @@ type journal struct {
 	wake chan struct{}
 }
 
-// jentry is one change of a journal, in 24 bytes (10,000 nodes' journals
-// hold up to 5 million of them).
+// jentry is one change of a journal, in 16 bytes (10,000 nodes' journals
+// hold up to 5 million of them): the task, and in key the group (16
+// bits), whether it is an echo (1 bit) and the entry's index (47 bits).
+// A change that does not fit (an index past 2^47, a group past 65,535) is
+// not listed: the journal's floor rises past it instead (journal.forget),
+// so a cursor before it gets a resync.
 type jentry struct {
-	index uint64
-	task  statemachine.TaskID
-	group uint32
-	echo  bool // the node's own report made the task terminal: send the sequence, not the task
+	task statemachine.TaskID
+	key  uint64
 }
+
+const (
+	jIndexBits = 47
+	jIndexMax  = 1<<jIndexBits - 1
+	jEcho      = 1 << jIndexBits
+	jGroupMax  = 1<<(64-jIndexBits-1) - 1
+)
+
+// makeJentry packs a change (echo: the node's own report made the task
+// terminal: send the sequence, not the task); ok is false if it does not
+// fit.
+func makeJentry(group int, index uint64, task statemachine.TaskID, echo bool) (e jentry, ok bool) {
+	if group < 0 || group > jGroupMax || index > jIndexMax {
+		return jentry{}, false
+	}
+	e = jentry{task: task, key: uint64(group)<<(jIndexBits+1) | index}
+	if echo {
+		e.key |= jEcho
+	}
+	return e, true
+}
+
+func (e jentry) group() int    { return int(e.key >> (jIndexBits + 1)) }
+func (e jentry) index() uint64 { return e.key & jIndexMax }
+func (e jentry) echo() bool    { return e.key&jEcho != 0 }
 
 // NewFeed returns a feed for groups+1 groups whose states were applied up
 // to start (one index per group; missing groups count as 0). Changes at or
@@ -97,7 +124,12 @@ func (f *Feed) OnApply(group int, index uint64, effects []statemachine.Effect) {
 	for _, e := range effects {
 		switch e.Kind {
 		case statemachine.EffAssignments, statemachine.EffSeqAdvanced:
-			f.journalLocked(e.Node).add(f, jentry{group: uint32(group), index: index, task: e.Task, echo: e.Kind == statemachine.EffSeqAdvanced})
+			j := f.journalLocked(e.Node)
+			if je, ok := makeJentry(group, index, e.Task, e.Kind == statemachine.EffSeqAdvanced); ok {
+				j.add(f, je)
+			} else {
+				j.forget(group, index)
+			}
 			f.pushLocked(Change{Group: int32(group), Index: index, Kind: e.Kind, Node: e.Node, Task: e.Task, Service: e.Service})
 		case statemachine.EffPending:
 		default:
@@ -157,10 +189,23 @@ func (j *journal) add(f *Feed, e jentry) {
 		j.entries = appendBounded(j.entries, e, f.journalSize)
 	} else {
 		old := j.entries[j.start]
-		j.floor[old.group] = max(j.floor[old.group], old.index)
+		j.floor[old.group()] = max(j.floor[old.group()], old.index())
 		j.entries[j.start] = e
 		j.start = (j.start + 1) % len(j.entries)
 	}
+	j.wakeLocked()
+}
+
+// forget records a change of group g at index that the journal cannot
+// list: changes up to it are unknown now (a cursor before it resyncs).
+func (j *journal) forget(g int, index uint64) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.floor[g] = max(j.floor[g], index)
+	j.wakeLocked()
+}
+
+func (j *journal) wakeLocked() {
 	if j.wake != nil {
 		close(j.wake)
 		j.wake = nil
@@ -196,7 +241,7 @@ func (f *Feed) nodeChanges(es []jentry, node statemachine.NodeID, g int, after u
 	n := len(j.entries)
 	for i := range n {
 		e := j.entries[(j.start+i)%n]
-		if int(e.group) == g && e.index > after {
+		if e.group() == g && e.index() > after {
 			es = append(es, e)
 		}
 	}
@@ -216,7 +261,7 @@ func (j *journal) changedLocked(cursor []uint64, changed []bool) {
 		changed[g] = g >= len(j.floor) || at(cursor, g) < j.floor[g]
 	}
 	for _, e := range j.entries {
-		if g := int(e.group); g > 0 && g < len(changed) && e.index > at(cursor, g) {
+		if g := e.group(); g > 0 && g < len(changed) && e.index() > at(cursor, g) {
 			changed[g] = true
 		}
 	}
