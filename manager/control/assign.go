@@ -167,13 +167,6 @@ func (s *Stream) Assignments(ctx context.Context, req *wire.AssignmentsRequest) 
 	started, _ := s.leaders.LeaderNotice(route.ClusterGroup)
 	wait := min(time.Duration(max(req.Wait, 0)), maxAssignWait)
 	var timeout <-chan time.Time
-	if wait > 0 {
-		timer := s.clock.NewTimer(wait)
-		defer timer.Stop()
-		timeout = timer.C()
-	}
-	s.parked.Add(1)
-	defer s.parked.Add(-1)
 	var room [64]bool
 	changed := room[:0]
 	for {
@@ -193,6 +186,15 @@ func (s *Stream) Assignments(ctx context.Context, req *wire.AssignmentsRequest) 
 		logWake := s.logs.NoticeWake(req.NodeID)
 		logs := s.logs.HasNotices(req.NodeID, s.clock.Now())
 		if !logs && (leader == 0 || leader == started) && wait > 0 {
+			if timeout == nil {
+				// The poll parks: its timer is set now, not before the
+				// first look (most polls in a ramp find changes at once).
+				timer := s.clock.NewTimer(wait)
+				defer timer.Stop()
+				timeout = timer.C()
+				s.parked.Add(1)
+				defer s.parked.Add(-1)
+			}
 			select {
 			case <-wake:
 				continue
