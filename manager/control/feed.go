@@ -59,8 +59,8 @@ type journal struct {
 	floor   []uint64 // per group: changes at or below are not listed
 	// wake is closed at the next change; it is made only when a poll
 	// waits for one (most changes of a busy node come while none does:
-	// one channel made and closed per change was a fifth of what the
-	// journals allocated).
+	// one channel made per change was 109 of the 189 MB the journals
+	// allocated in a 1M ramp).
 	wake chan struct{}
 }
 
