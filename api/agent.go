@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -75,7 +76,9 @@ func (s *Server) wireReply(ctx *fasthttp.RequestCtx, msgs ...wire.Message) error
 		ctx.SetBody(append(body, '\n'))
 		return nil
 	}
-	var body []byte
+	bp := replyBufs.Get().(*[]byte)
+	defer replyBufs.Put(bp)
+	body := (*bp)[:0]
 	for _, m := range msgs {
 		var err error
 		if body, err = wire.Append(body, m); err != nil {
@@ -83,9 +86,20 @@ func (s *Server) wireReply(ctx *fasthttp.RequestCtx, msgs ...wire.Message) error
 		}
 	}
 	ctx.SetContentType(wireContentType)
-	ctx.SetBody(body)
+	ctx.SetBody(body) // copied into the response's own buffer
+	if cap(body) <= maxPooledReply {
+		*bp = body
+	}
 	return nil
 }
+
+// replyBufs holds the buffers agent answers are encoded in before they
+// are copied into the response: encoding into a fresh slice grew it
+// several times for every answer. One bigger than maxPooledReply (a
+// COMPLETE of thousands of tasks) is not kept.
+var replyBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxPooledReply = 256 << 10
 
 // wireErr maps a cluster error to a wire error (the agent rows of
 // clusterErrors).

@@ -23,6 +23,9 @@ func (s *Server) agentAssignments(ctx *fasthttp.RequestCtx, _ []string) error {
 		if err != nil {
 			return err
 		}
+		if a.Kind != wire.FrameComplete {
+			return s.wireReply(ctx, a) // one frame: SplitComplete splits only a COMPLETE
+		}
 		return s.wireReply(ctx, frames(a)...)
 	})(ctx, nil)
 }

@@ -167,15 +167,12 @@ func (s *Stream) Assignments(ctx context.Context, req *wire.AssignmentsRequest) 
 	started, _ := s.leaders.LeaderNotice(route.ClusterGroup)
 	wait := min(time.Duration(max(req.Wait, 0)), maxAssignWait)
 	var timeout <-chan time.Time
-	if wait > 0 {
-		timer := s.clock.NewTimer(wait)
-		defer timer.Stop()
-		timeout = timer.C()
-	}
-	s.parked.Add(1)
-	defer s.parked.Add(-1)
+	var room [64]bool
+	changed := room[:0]
 	for {
-		pending, wake := s.feed.nodePending(req.NodeID, req.Cursor)
+		var pending bool
+		var wake <-chan struct{}
+		pending, wake, changed = s.feed.nodePending(req.NodeID, req.Cursor, changed)
 		if pending {
 			break
 		}
@@ -189,6 +186,15 @@ func (s *Stream) Assignments(ctx context.Context, req *wire.AssignmentsRequest) 
 		logWake := s.logs.NoticeWake(req.NodeID)
 		logs := s.logs.HasNotices(req.NodeID, s.clock.Now())
 		if !logs && (leader == 0 || leader == started) && wait > 0 {
+			if timeout == nil {
+				// The poll parks: its timer is set now, not before the
+				// first look (most polls in a ramp find changes at once).
+				timer := s.clock.NewTimer(wait)
+				defer timer.Stop()
+				timeout = timer.C()
+				s.parked.Add(1)
+				defer s.parked.Add(-1)
+			}
 			select {
 			case <-wake:
 				continue
@@ -218,7 +224,93 @@ func (s *Stream) Assignments(ctx context.Context, req *wire.AssignmentsRequest) 
 			AppliesTo: req.Cursor, ResultsIn: req.Cursor, Leader: s.managerAddr(now),
 			Logs: s.logs.TakeNotices(req.NodeID, s.clock.Now())}, nil
 	}
-	return s.incremental(ss, req.NodeID, req.Cursor)
+	// The scratch is taken only now: thousands of parked polls would each
+	// hold one.
+	sc := getScratch()
+	defer scratchPool.Put(sc)
+	return s.incremental(ss, req.NodeID, req.Cursor, sc)
+}
+
+// scratch is the room one answer works in, reused from answer to answer
+// (nothing of it stays in a frame).
+type scratch struct {
+	inc     incRead
+	read    func(*statemachine.State) // sc.readChanges, made once per scratch
+	changed []bool
+	quiet   []uint64
+	es      []jentry
+	seen    map[statemachine.TaskID]bool
+	r       render
+}
+
+var scratchPool = sync.Pool{New: func() any {
+	sc := &scratch{seen: map[statemachine.TaskID]bool{}}
+	sc.read = sc.readChanges
+	return sc
+}}
+
+func getScratch() *scratch {
+	sc := scratchPool.Get().(*scratch)
+	sc.r.reset()
+	return sc
+}
+
+// render renders a frame's tasks (assignment): the addresses of all its
+// tasks are written into one string and one slice, made at finish, not
+// one string per address and one slice per task.
+type render struct {
+	addrs []byte         // every address of the frame, as text
+	ends  []int          // where each address ends in addrs
+	all   []wire.Address // every address of the frame, Addr set at finish
+	spans []int          // per task of the frame: where its addresses end in all
+}
+
+func (r *render) reset() {
+	r.addrs, r.ends, r.all, r.spans = r.addrs[:0], r.ends[:0], r.all[:0], r.spans[:0]
+}
+
+// task appends t, rendered for its node, to a's tasks (its addresses
+// come at finish).
+func (r *render) task(st *statemachine.State, t *statemachine.Task, a *wire.Assignments) {
+	as := wire.Assignment{Task: t.ID, Slot: t.Slot, SpecVersion: t.SpecVersion, Desired: t.Desired, State: t.Status.State}
+	if svc := st.Service(t.Service); svc != nil {
+		as.Service = svc.Spec.Name
+	}
+	for _, at := range t.Attachments {
+		r.addrs = AppendAttachmentAddr(r.addrs, st, at)
+		r.ends = append(r.ends, len(r.addrs))
+		var addr wire.Address
+		if nw := st.Network(at.Network); nw != nil {
+			addr.Network = nw.Name
+		}
+		r.all = append(r.all, addr)
+	}
+	r.spans = append(r.spans, len(r.all))
+	a.Tasks = append(a.Tasks, as)
+}
+
+// finish gives the tasks rendered since the last reset, the last
+// len(r.spans) of a's tasks, their addresses.
+func (r *render) finish(a *wire.Assignments) {
+	if len(r.all) == 0 {
+		return
+	}
+	text := string(r.addrs)
+	all := make([]wire.Address, len(r.all))
+	start := 0
+	for i, addr := range r.all {
+		addr.Addr = text[start:r.ends[i]]
+		all[i] = addr
+		start = r.ends[i]
+	}
+	tasks := a.Tasks[len(a.Tasks)-len(r.spans):]
+	start = 0
+	for i, end := range r.spans {
+		if end > start {
+			tasks[i].Addresses = all[start:end:end]
+		}
+		start = end
+	}
 }
 
 // session is what this manager remembers of an agent's session: which
@@ -243,22 +335,6 @@ func (ss *session) beginLocked(cursor wire.Cursor) {
 type specKey struct {
 	service string
 	version uint32
-}
-
-// assignment renders t for its node.
-func assignment(st *statemachine.State, t *statemachine.Task) wire.Assignment {
-	a := wire.Assignment{Task: t.ID, Slot: t.Slot, SpecVersion: t.SpecVersion, Desired: t.Desired, State: t.Status.State}
-	if svc := st.Service(t.Service); svc != nil {
-		a.Service = svc.Spec.Name
-	}
-	for _, at := range t.Attachments {
-		addr := wire.Address{Addr: AttachmentAddr(st, at)}
-		if nw := st.Network(at.Network); nw != nil {
-			addr.Network = nw.Name
-		}
-		a.Addresses = append(a.Addresses, addr)
-	}
-	return a
 }
 
 // addSpec adds the spec of t to a frame unless this session has it.
@@ -294,28 +370,40 @@ func (s *Stream) complete(ss *session, node statemachine.NodeID, resync bool) (*
 		}
 	}
 	a := &wire.Assignments{Kind: wire.FrameComplete, Resync: resync, Last: true}
-	a.ResultsIn = make(wire.Cursor, groups+1)
-	a.Seqs = make([]uint64, groups+1)
+	a.ResultsIn, a.Seqs = cursorAndSeqs(groups)
+	sc := getScratch()
+	defer scratchPool.Put(sc)
 	ss.mu.Lock()
 	defer ss.mu.Unlock() // the session's sent specs
-	for g := 1; g <= groups; g++ {
-		err := s.reads.ReadLocal(g, func(st *statemachine.State) {
-			a.ResultsIn[g] = st.LastIndex()
-			if n := st.Node(node); n != nil {
-				a.Seqs[g] = n.AssignSeq
-			}
-			for _, t := range st.NodeTasks(node) {
-				addSpec(ss, st, t, a)
-				a.Tasks = append(a.Tasks, assignment(st, t))
-			}
-		})
-		if err != nil {
+	g := 0
+	read := func(st *statemachine.State) {
+		a.ResultsIn[g] = st.LastIndex()
+		if n := st.Node(node); n != nil {
+			a.Seqs[g] = n.AssignSeq
+		}
+		tasks := st.NodeTasks(node)
+		a.Tasks = slices.Grow(a.Tasks, len(tasks))
+		for _, t := range tasks {
+			addSpec(ss, st, t, a)
+			sc.r.task(st, t, a)
+		}
+	}
+	for g = 1; g <= groups; g++ {
+		if err := s.reads.ReadLocal(g, read); err != nil {
 			return nil, err
 		}
 	}
+	sc.r.finish(a)
 	ss.given = a.ResultsIn
 	s.frames.complete.Add(1)
 	return a, nil
+}
+
+// cursorAndSeqs returns a frame's cursor and sequences for groups
+// 0..groups, both zero, in one allocation.
+func cursorAndSeqs(groups int) (wire.Cursor, []uint64) {
+	both := make([]uint64, 2*(groups+1))
+	return wire.Cursor(both[: groups+1 : groups+1]), both[groups+1:]
 }
 
 // caughtUp waits until this replica applied, in every service group,
@@ -334,54 +422,33 @@ func (s *Stream) caughtUp(groups int) error {
 
 // incremental answers with node's changes since cursor, or a COMPLETE
 // (resync) if this manager's journal does not reach back that far.
-func (s *Stream) incremental(ss *session, node statemachine.NodeID, cursor wire.Cursor) (*wire.Assignments, error) {
+func (s *Stream) incremental(ss *session, node statemachine.NodeID, cursor wire.Cursor, sc *scratch) (*wire.Assignments, error) {
 	groups := s.reads.Groups()
 	a := &wire.Assignments{Kind: wire.FrameIncremental, Last: true, AppliesTo: cursor}
-	a.ResultsIn = make(wire.Cursor, groups+1)
+	a.ResultsIn, a.Seqs = cursorAndSeqs(groups)
 	copy(a.ResultsIn, cursor)
-	a.Seqs = make([]uint64, groups+1)
-	resync := false
-	quiet := s.feed.quietGroups(node, cursor, groups)
+	sc.quiet = slices.Grow(sc.quiet[:0], groups+1)[:groups+1]
+	sc.changed = slices.Grow(sc.changed[:0], groups+1)[:groups+1]
+	s.feed.quietGroups(node, cursor, sc.quiet, sc.changed)
+	sc.inc = incRead{s: s, ss: ss, node: node, cursor: cursor, a: a}
+	defer func() { sc.inc = incRead{} }()
 	ss.mu.Lock()
-	for g := 1; g <= groups && !resync; g++ {
-		if quiet[g] != 0 {
+	for g := 1; g <= groups && !sc.inc.resync; g++ {
+		if sc.quiet[g] != 0 {
 			// Nothing for this node there: its cursor moves on without a
 			// read under the group's lock (thousands of polls woken at
 			// once, each reading every group, queued on those locks
 			// behind the applies).
-			a.ResultsIn[g] = max(a.ResultsIn[g], quiet[g])
+			a.ResultsIn[g] = max(a.ResultsIn[g], sc.quiet[g])
 			continue
 		}
-		err := s.reads.ReadLocal(g, func(st *statemachine.State) {
-			es, ok := s.feed.nodeChanges(node, g, cursor.Get(g))
-			if !ok {
-				resync = true
-				return
-			}
-			a.ResultsIn[g] = max(a.ResultsIn[g], st.LastIndex())
-			if n := st.Node(node); n != nil {
-				a.Seqs[g] = n.AssignSeq
-			}
-			seen := map[statemachine.TaskID]bool{}
-			for _, e := range es {
-				if e.echo || seen[e.task] {
-					continue
-				}
-				seen[e.task] = true
-				t := st.Task(e.task)
-				if t == nil || t.Node != node {
-					a.Removed = append(a.Removed, e.task)
-					continue
-				}
-				addSpec(ss, st, t, a)
-				a.Tasks = append(a.Tasks, assignment(st, t))
-			}
-		})
-		if err != nil {
+		sc.inc.g = g
+		if err := s.reads.ReadLocal(g, sc.read); err != nil {
 			ss.mu.Unlock()
 			return nil, err
 		}
 	}
+	resync := sc.inc.resync
 	if !resync {
 		ss.given = a.ResultsIn
 	}
@@ -392,9 +459,73 @@ func (s *Stream) incremental(ss *session, node statemachine.NodeID, cursor wire.
 		ss.mu.Unlock()
 		return s.complete(ss, node, true)
 	}
+	sc.r.finish(a)
 	a.Logs = s.logs.TakeNotices(node, s.clock.Now())
 	s.frames.incremental.Add(1)
 	return a, nil
+}
+
+// incRead is what an incremental answer's read of one group works on.
+type incRead struct {
+	s      *Stream
+	ss     *session
+	node   statemachine.NodeID
+	cursor wire.Cursor
+	a      *wire.Assignments
+	g      int
+	resync bool // the journal does not reach back to the cursor in g
+}
+
+// readChanges renders group g's changes for the answer in sc.inc (the
+// caller holds the session's lock).
+func (sc *scratch) readChanges(st *statemachine.State) {
+	r := &sc.inc
+	a, g, node := r.a, r.g, r.node
+	es, ok := r.s.feed.nodeChanges(sc.es[:0], node, g, r.cursor.Get(g))
+	sc.es = es
+	if !ok {
+		r.resync = true
+		return
+	}
+	a.ResultsIn[g] = max(a.ResultsIn[g], st.LastIndex())
+	if n := st.Node(node); n != nil {
+		a.Seqs[g] = n.AssignSeq
+	}
+	a.Tasks = slices.Grow(a.Tasks, len(es))
+	clear(sc.seen)
+	for i, e := range es {
+		if e.echo() || seenBefore(es, i, sc.seen) {
+			continue
+		}
+		t := st.Task(e.task)
+		if t == nil || t.Node != node {
+			a.Removed = append(a.Removed, e.task)
+			continue
+		}
+		addSpec(r.ss, st, t, a)
+		sc.r.task(st, t, a)
+	}
+}
+
+// seenBefore reports whether a change before es[i] (not an echo) names
+// the same task: each task is rendered once per answer. A short list is
+// searched; a long one is looked up in seen (the caller clears it per
+// list).
+func seenBefore(es []jentry, i int, seen map[statemachine.TaskID]bool) bool {
+	const short = 32
+	if len(es) <= short {
+		for _, e := range es[:i] {
+			if !e.echo() && e.task == es[i].task {
+				return true
+			}
+		}
+		return false
+	}
+	if seen[es[i].task] {
+		return true
+	}
+	seen[es[i].task] = true
+	return false
 }
 
 // managerAddr returns the API address replica id registered in the

@@ -57,15 +57,48 @@ type journal struct {
 	entries []jentry // circular once full
 	start   int
 	floor   []uint64 // per group: changes at or below are not listed
-	wake    chan struct{}
+	// wake is closed at the next change; it is made only when a poll
+	// waits for one (most changes of a busy node come while none does:
+	// one channel made per change was 109 of the 189 MB the journals
+	// allocated in a 1M ramp).
+	wake chan struct{}
 }
 
+// jentry is one change of a journal, in 16 bytes (10,000 nodes' journals
+// hold up to 5 million of them): the task, and in key the group (16
+// bits), whether it is an echo (1 bit) and the entry's index (47 bits).
+// A change that does not fit (an index past 2^47, a group past 65,535) is
+// not listed: the journal's floor rises past it instead (journal.forget),
+// so a cursor before it gets a resync.
 type jentry struct {
-	group int
-	index uint64
-	task  statemachine.TaskID
-	echo  bool // the node's own report made the task terminal: send the sequence, not the task
+	task statemachine.TaskID
+	key  uint64
 }
+
+const (
+	jIndexBits = 47
+	jIndexMax  = 1<<jIndexBits - 1
+	jEcho      = 1 << jIndexBits
+	jGroupMax  = 1<<(64-jIndexBits-1) - 1
+)
+
+// makeJentry packs a change (echo: the node's own report made the task
+// terminal: send the sequence, not the task); ok is false if it does not
+// fit.
+func makeJentry(group int, index uint64, task statemachine.TaskID, echo bool) (e jentry, ok bool) {
+	if group < 0 || group > jGroupMax || index > jIndexMax {
+		return jentry{}, false
+	}
+	e = jentry{task: task, key: uint64(group)<<(jIndexBits+1) | index}
+	if echo {
+		e.key |= jEcho
+	}
+	return e, true
+}
+
+func (e jentry) group() int    { return int(e.key >> (jIndexBits + 1)) }
+func (e jentry) index() uint64 { return e.key & jIndexMax }
+func (e jentry) echo() bool    { return e.key&jEcho != 0 }
 
 // NewFeed returns a feed for groups+1 groups whose states were applied up
 // to start (one index per group; missing groups count as 0). Changes at or
@@ -91,7 +124,12 @@ func (f *Feed) OnApply(group int, index uint64, effects []statemachine.Effect) {
 	for _, e := range effects {
 		switch e.Kind {
 		case statemachine.EffAssignments, statemachine.EffSeqAdvanced:
-			f.journalLocked(e.Node).add(f, jentry{group: group, index: index, task: e.Task, echo: e.Kind == statemachine.EffSeqAdvanced})
+			j := f.journalLocked(e.Node)
+			if je, ok := makeJentry(group, index, e.Task, e.Kind == statemachine.EffSeqAdvanced); ok {
+				j.add(f, je)
+			} else {
+				j.forget(group, index)
+			}
 			f.pushLocked(Change{Group: int32(group), Index: index, Kind: e.Kind, Node: e.Node, Task: e.Task, Service: e.Service})
 		case statemachine.EffPending:
 		default:
@@ -106,7 +144,7 @@ func (f *Feed) pushLocked(c Change) {
 	seq := f.mu.next
 	f.mu.next++
 	if len(f.mu.ring) < f.ringSize {
-		f.mu.ring = append(f.mu.ring, c)
+		f.mu.ring = appendBounded(f.mu.ring, c, f.ringSize)
 		return
 	}
 	i := int(seq % uint64(f.ringSize))
@@ -121,16 +159,17 @@ func (f *Feed) journalLocked(n statemachine.NodeID) *journal {
 	if j, ok := f.nodes.Load(n); ok {
 		return j.(*journal)
 	}
-	j := &journal{floor: append([]uint64(nil), f.mu.floor...), wake: make(chan struct{})}
+	j := &journal{floor: append([]uint64(nil), f.mu.floor...)}
 	// A journal started now knows nothing before now.
 	copy(j.floor, f.mu.applied)
 	f.nodes.Store(n, j)
 	return j
 }
 
-// journalRead returns node's journal locked, and its unlock. A node
-// without a journal yet gets one under mu's write lock (once per node).
-func (f *Feed) journalRead(node statemachine.NodeID) (*journal, func()) {
+// journalRead returns node's journal locked (the caller unlocks j.mu).
+// A node without a journal yet gets one under mu's write lock (once per
+// node).
+func (f *Feed) journalRead(node statemachine.NodeID) *journal {
 	v, ok := f.nodes.Load(node)
 	if !ok {
 		f.mu.Lock()
@@ -139,7 +178,7 @@ func (f *Feed) journalRead(node statemachine.NodeID) (*journal, func()) {
 	}
 	j := v.(*journal)
 	j.mu.Lock()
-	return j, j.mu.Unlock
+	return j
 }
 
 func (j *journal) add(f *Feed, e jentry) {
@@ -147,15 +186,30 @@ func (j *journal) add(f *Feed, e jentry) {
 	defer j.mu.Unlock()
 	// The entry's own index is not yet covered: floors stay below it.
 	if len(j.entries) < f.journalSize {
-		j.entries = append(j.entries, e)
+		j.entries = appendBounded(j.entries, e, f.journalSize)
 	} else {
 		old := j.entries[j.start]
-		j.floor[old.group] = max(j.floor[old.group], old.index)
+		j.floor[old.group()] = max(j.floor[old.group()], old.index())
 		j.entries[j.start] = e
 		j.start = (j.start + 1) % len(j.entries)
 	}
-	close(j.wake)
-	j.wake = make(chan struct{})
+	j.wakeLocked()
+}
+
+// forget records a change of group g at index that the journal cannot
+// list: changes up to it are unknown now (a cursor before it resyncs).
+func (j *journal) forget(g int, index uint64) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.floor[g] = max(j.floor[g], index)
+	j.wakeLocked()
+}
+
+func (j *journal) wakeLocked() {
+	if j.wake != nil {
+		close(j.wake)
+		j.wake = nil
+	}
 }
 
 // Applied returns the index of the last entry with effects this feed saw,
@@ -174,19 +228,20 @@ func (f *Feed) Changed() ([]uint64, <-chan struct{}) {
 	return append([]uint64(nil), f.mu.applied...), f.mu.changed
 }
 
-// nodeChanges lists node's assignment changes in group g after index
-// `after`; ok is false if the journal no longer reaches back that far (the
-// caller must resend the whole set). Call it under group g's read lock.
-func (f *Feed) nodeChanges(node statemachine.NodeID, g int, after uint64) (es []jentry, ok bool) {
-	j, unlock := f.journalRead(node)
-	defer unlock()
+// nodeChanges appends to es node's assignment changes in group g after
+// index `after`, in the order they were applied; ok is false if the
+// journal no longer reaches back that far (the caller must resend the
+// whole set). Call it under group g's read lock.
+func (f *Feed) nodeChanges(es []jentry, node statemachine.NodeID, g int, after uint64) (_ []jentry, ok bool) {
+	j := f.journalRead(node)
+	defer j.mu.Unlock()
 	if after < j.floor[g] {
-		return nil, false
+		return es, false
 	}
 	n := len(j.entries)
 	for i := range n {
 		e := j.entries[(j.start+i)%n]
-		if e.group == g && e.index > after {
+		if e.group() == g && e.index() > after {
 			es = append(es, e)
 		}
 	}
@@ -206,8 +261,8 @@ func (j *journal) changedLocked(cursor []uint64, changed []bool) {
 		changed[g] = g >= len(j.floor) || at(cursor, g) < j.floor[g]
 	}
 	for _, e := range j.entries {
-		if e.group > 0 && e.group < len(changed) && e.index > at(cursor, e.group) {
-			changed[e.group] = true
+		if g := e.group(); g > 0 && g < len(changed) && e.index() > at(cursor, g) {
+			changed[g] = true
 		}
 	}
 }
@@ -219,18 +274,20 @@ func (j *journal) changedLocked(cursor []uint64, changed []bool) {
 // group's state, and the node's cursor may move to that index. (The
 // applied indexes are read first: every change at or below them is in
 // the journal by then, since OnApply writes both under the feed's lock.)
-func (f *Feed) quietGroups(node statemachine.NodeID, cursor []uint64, groups int) []uint64 {
+//
+// quiet and changed are the caller's room (groups+1 long each).
+func (f *Feed) quietGroups(node statemachine.NodeID, cursor []uint64, quiet []uint64, changed []bool) {
+	clear(quiet)
+	v, ok := f.nodes.Load(node)
+	if !ok {
+		return // no journal yet: read every group
+	}
 	f.mu.RLock()
-	quiet := make([]uint64, groups+1)
 	copy(quiet, f.mu.applied)
 	f.mu.RUnlock()
 	quiet[0] = 0
-	v, ok := f.nodes.Load(node)
-	if !ok {
-		return make([]uint64, groups+1) // no journal yet: read every group
-	}
 	j := v.(*journal)
-	changed := make([]bool, groups+1)
+	clear(changed)
 	j.mu.Lock()
 	j.changedLocked(cursor, changed)
 	j.mu.Unlock()
@@ -239,21 +296,29 @@ func (f *Feed) quietGroups(node statemachine.NodeID, cursor []uint64, groups int
 			quiet[g] = 0
 		}
 	}
-	return quiet
 }
 
 // nodePending reports whether node may have changes in a service group
 // past cursor (both mean: answer now; see changedLocked), and else a
 // channel closed at the node's next change.
-func (f *Feed) nodePending(node statemachine.NodeID, cursor []uint64) (bool, <-chan struct{}) {
-	j, unlock := f.journalRead(node)
-	defer unlock()
-	changed := make([]bool, len(j.floor))
+//
+// changed is the caller's room (it may be too short; it is grown).
+func (f *Feed) nodePending(node statemachine.NodeID, cursor []uint64, changed []bool) (bool, <-chan struct{}, []bool) {
+	j := f.journalRead(node)
+	defer j.mu.Unlock()
+	if cap(changed) < len(j.floor) {
+		changed = make([]bool, len(j.floor))
+	}
+	changed = changed[:len(j.floor)]
+	clear(changed)
 	j.changedLocked(cursor, changed)
 	if slices.Contains(changed, true) {
-		return true, nil
+		return true, nil, changed
 	}
-	return false, j.wake
+	if j.wake == nil {
+		j.wake = make(chan struct{})
+	}
+	return false, j.wake, changed
 }
 
 // Since returns up to limit events after cursor (per group) in the order
@@ -334,4 +399,16 @@ func (f *Feed) Raise(g int, index uint64) {
 		j.mu.Unlock()
 		return true
 	})
+}
+
+// appendBounded appends v to s, which never holds more than size: when s
+// is full it grows to at most size, not past it (append grew the event
+// ring of 1,048,576 to room for 1.2 million, 6 MB never used).
+func appendBounded[T any](s []T, v T, size int) []T {
+	if len(s) == cap(s) {
+		grown := make([]T, len(s), min(max(2*cap(s), 8), size))
+		copy(grown, s)
+		s = grown
+	}
+	return append(s, v)
 }

@@ -62,3 +62,52 @@ func TestChangeIsThirtyTwoBytes(t *testing.T) {
 		t.Fatalf("a ring entry takes %d bytes, want at most 32", n)
 	}
 }
+
+// The ring and a journal never take room for more changes than they
+// keep: a ring of 3,000 events holds room for 3,000 once full, a journal
+// of 100 for 100.
+func TestFeedRoomIsBounded(t *testing.T) {
+	f := NewFeed(1, nil, 3000, 100)
+	for i := uint64(1); i <= 5000; i++ {
+		f.OnApply(1, i, []statemachine.Effect{{Kind: statemachine.EffAssignments, Node: 7, Task: statemachine.TaskID(i)}})
+	}
+	v, _ := f.nodes.Load(statemachine.NodeID(7))
+	if r, j := cap(f.mu.ring), cap(v.(*journal).entries); r != 3000 || j != 100 {
+		t.Fatalf("room for %d events and %d journal entries; want 3000 and 100", r, j)
+	}
+}
+
+// A journal entry keeps its group, index and echo; a change whose index
+// does not fit in one is not listed, and a cursor before it gets a
+// resync (the poll is woken for it) while one at it is served.
+func TestJournalEntryPacking(t *testing.T) {
+	for _, c := range []struct {
+		g     int
+		index uint64
+		echo  bool
+	}{{0, 1, false}, {1, 12345, true}, {65535, jIndexMax, true}, {7, jIndexMax - 1, false}} {
+		e, ok := makeJentry(c.g, c.index, 99, c.echo)
+		if !ok || e.group() != c.g || e.index() != c.index || e.echo() != c.echo || e.task != 99 {
+			t.Fatalf("%+v: packed as group %d index %d echo %v task %d (ok %v)", c, e.group(), e.index(), e.echo(), e.task, ok)
+		}
+	}
+	if _, ok := makeJentry(1, jIndexMax+1, 1, false); ok {
+		t.Fatal("an index past 2^47 was packed")
+	}
+	f := NewFeed(1, nil, 1024, 16)
+	f.OnApply(1, 5, []statemachine.Effect{{Kind: statemachine.EffAssignments, Node: 7, Task: 1}})
+	_, wake, _ := f.nodePending(7, []uint64{0, 5}, nil)
+	big := uint64(jIndexMax + 10)
+	f.OnApply(1, big, []statemachine.Effect{{Kind: statemachine.EffAssignments, Node: 7, Task: 2}})
+	select {
+	case <-wake:
+	default:
+		t.Fatal("a change the journal cannot list did not wake the poll")
+	}
+	if _, ok := f.nodeChanges(nil, 7, 1, 5); ok {
+		t.Fatal("a cursor before an unlisted change was served incrementally")
+	}
+	if es, ok := f.nodeChanges(nil, 7, 1, big); !ok || len(es) != 0 {
+		t.Fatalf("a cursor at the unlisted change: %d changes, ok %v; want none, served", len(es), ok)
+	}
+}

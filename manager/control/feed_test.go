@@ -73,17 +73,17 @@ func TestJournalOverflowForcesResync(t *testing.T) {
 	for i := uint64(1); i <= 40; i++ {
 		f.OnApply(1, i, []statemachine.Effect{{Kind: statemachine.EffAssignments, Node: 7, Task: statemachine.TaskID(i)}})
 	}
-	if _, ok := f.nodeChanges(7, 1, 3); ok {
+	if _, ok := f.nodeChanges(nil, 7, 1, 3); ok {
 		t.Fatal("a cursor behind the journal's floor was served incrementally")
 	}
-	es, ok := f.nodeChanges(7, 1, 35)
+	es, ok := f.nodeChanges(nil, 7, 1, 35)
 	if !ok || len(es) != 5 {
 		t.Fatalf("recent cursor: %d changes, ok=%v", len(es), ok)
 	}
-	if pending, _ := f.nodePending(7, []uint64{0, 40}); pending {
+	if pending, _, _ := f.nodePending(7, []uint64{0, 40}, nil); pending {
 		t.Fatal("a node with nothing new is pending")
 	}
-	if pending, _ := f.nodePending(7, []uint64{0, 2}); !pending {
+	if pending, _, _ := f.nodePending(7, []uint64{0, 2}, nil); !pending {
 		t.Fatal("an old cursor must be answered at once (with a resync)")
 	}
 }
@@ -140,7 +140,7 @@ func TestQuietGroups(t *testing.T) {
 	assign(3, 4, 8)
 	check := func(node statemachine.NodeID, cursor, want []uint64) {
 		t.Helper()
-		if got := f.quietGroups(node, cursor, 3); !slices.Equal(got, want) {
+		if got := quietOf(f, node, cursor, 3); !slices.Equal(got, want) {
 			t.Fatalf("node %d, cursor %v: quiet %v, want %v", node, cursor, got, want)
 		}
 	}
@@ -163,11 +163,11 @@ func TestUpToDateNodeWaitsWhateverTheClusterGroupDid(t *testing.T) {
 	f.OnApply(0, 9, []statemachine.Effect{{Kind: statemachine.EffNodeChanged, Node: 7}})
 	f.OnApply(1, 5, []statemachine.Effect{{Kind: statemachine.EffAssignments, Node: 7, Task: 1}})
 	cursor := []uint64{0, 5, 0} // as frames leave it: nothing in the cluster group
-	pending, wake := f.nodePending(7, cursor)
+	pending, wake, _ := f.nodePending(7, cursor, nil)
 	if pending || wake == nil {
 		t.Fatalf("node 7, up to date at %v: pending %v; want its poll to wait", cursor, pending)
 	}
-	if q := f.quietGroups(7, cursor, 2); q[0] != 0 || q[1] != 5 {
+	if q := quietOf(f, 7, cursor, 2); q[0] != 0 || q[1] != 5 {
 		t.Fatalf("quiet groups %v; want the cluster group unread (0) and group 1 quiet up to 5", q)
 	}
 	f.OnApply(2, 6, []statemachine.Effect{{Kind: statemachine.EffAssignments, Node: 7, Task: 2}})
@@ -176,7 +176,14 @@ func TestUpToDateNodeWaitsWhateverTheClusterGroupDid(t *testing.T) {
 	default:
 		t.Fatal("a new assignment did not wake the waiting poll")
 	}
-	if pending, _ := f.nodePending(7, cursor); !pending {
+	if pending, _, _ := f.nodePending(7, cursor, nil); !pending {
 		t.Fatal("node 7 is not pending after an assignment past its cursor")
 	}
+}
+
+// quietOf is Feed.quietGroups in room of its own.
+func quietOf(f *Feed, node statemachine.NodeID, cursor []uint64, groups int) []uint64 {
+	quiet := make([]uint64, groups+1)
+	f.quietGroups(node, cursor, quiet, make([]bool, groups+1))
+	return quiet
 }
