@@ -82,7 +82,7 @@ type Config struct {
 	Sim *agent.SimConfig
 
 	AgentLog string // the agents' log file (warnings and errors); "" : discarded
-	PprofDir string // fetch each replica's CPU profile (during the ramp) and heap (at the end) here
+	PprofDir string // fetch each replica's CPU profile (during the ramp) and heap (at the end) here; the loadgen profiles itself there too
 	// CheckReplay starts the managers with serve --check-replay (each
 	// group's live state compared at every snapshot with one restored from
 	// the last snapshot; differences go to the managers' logs).

@@ -58,6 +58,7 @@ type run struct {
 	phases   []report.Phase
 	profMu   sync.Mutex
 	profiles []string // profile files written (profMu)
+	selfProf selfProfile
 	counts   struct {
 		crashes, disconnects, vanishes, leaderKills atomic.Int64
 	}
