@@ -36,9 +36,10 @@ type stats struct {
 	}
 }
 
-func newStats() *stats {
+// newStats returns the statistics of a run of about tasks tasks.
+func newStats(tasks int) *stats {
 	s := &stats{}
-	s.mu.tasks = map[uint64]timing{}
+	s.mu.tasks = make(map[uint64]timing, max(tasks, 0))
 	s.mu.c2a = hdrhistogram.New(1, 3_600_000, 3)
 	s.mu.a2r = hdrhistogram.New(1, 3_600_000, 3)
 	s.mu.c2r = hdrhistogram.New(1, 3_600_000, 3)

@@ -57,7 +57,7 @@ type Checker struct {
 		agentAdr map[string]holder   // address key → holder (agents)
 		held     map[uint64][]string // task → address keys it holds on an agent
 		handed   map[uint64]uint32   // task → node an agent got it on
-		checked  [nInvariants]int64 // per invariant, as ordered in Names
+		checked  [nInvariants]int64  // per invariant, as ordered in Names
 		count    map[string]int
 		kept     []report.Violation
 		// own, when set, says which services' tasks the stream's view
@@ -101,6 +101,22 @@ func New(start time.Time) *Checker {
 	c.mu.nodes = map[nodeKey]nodeSeen{}
 	c.mu.windowed = map[string]bool{}
 	return c
+}
+
+// Expect sizes the checker's tables for a run of about tasks tasks (call
+// it before the first event): growing them a step at a time while the
+// stream's reader waited was a few per cent of its time in a ramp.
+func (c *Checker) Expect(tasks int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.mu.tasks) > 0 || tasks <= 0 {
+		return
+	}
+	c.mu.tasks = make(map[uint64]*view, tasks)
+	c.mu.liveAddr = make(map[string]uint64, tasks)
+	c.mu.agentAdr = make(map[string]holder, tasks)
+	c.mu.held = make(map[uint64][]string, tasks)
+	c.mu.handed = make(map[uint64]uint32, tasks)
 }
 
 // Only makes the stream's view keep the tasks of the services own accepts

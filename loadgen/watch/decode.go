@@ -96,10 +96,12 @@ func (d *Decoder) fast(line []byte, ev *client.Event) bool {
 	if !ok {
 		return false
 	}
-	ev.Index = string(index)
+	// The index and the key come out of one string (one allocation).
+	var buf [64]byte
+	both := string(append(append(buf[:0], index...), key...))
+	ev.Index, ev.Key = both[:len(index)], both[len(index):]
 	ev.Group, ev.Raft = int(group), raft
 	ev.Topic, ev.Type = d.name(topic), d.name(typ)
-	ev.Key = string(key)
 	if p.lit(`}`) {
 		return p.end()
 	}
