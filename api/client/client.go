@@ -392,8 +392,9 @@ func (c *Client) Events(ctx context.Context, index string, topics []string, fn f
 	if decode == nil {
 		decode = func(line []byte, ev *Event) error { return jsoncodec.Unmarshal(line, ev) }
 	}
+	var ev Event // one for the whole stream: fn gets a copy
 	for sc.Scan() {
-		var ev Event
+		ev = Event{}
 		if err := decode(sc.Bytes(), &ev); err != nil {
 			return fmt.Errorf("%w at %s: event is not valid JSON: %v", ErrUnreachable, c.base, err)
 		}
