@@ -83,6 +83,10 @@ type Config struct {
 
 	AgentLog string // the agents' log file (warnings and errors); "" : discarded
 	PprofDir string // fetch each replica's CPU profile (during the ramp) and heap (at the end) here; the loadgen profiles itself there too
+	// ProfiledAlready says the loadgen's own CPU is profiled over the whole
+	// run (loadgen --cpuprofile): PprofDir then gets no loadgen.*.cpu.prof
+	// (one CPU profile at a time per process).
+	ProfiledAlready bool
 	// CheckReplay starts the managers with serve --check-replay (each
 	// group's live state compared at every snapshot with one restored from
 	// the last snapshot; differences go to the managers' logs).

@@ -112,6 +112,9 @@ func (r *run) profileAgents(window string) {
 	if err := r.fleet.Profile(window); err != nil {
 		r.logf("pprof: %v", err)
 	}
+	if r.cfg.ProfiledAlready {
+		return
+	}
 	if file, err := r.selfProf.start(r.cfg.PprofDir, window); err != nil {
 		r.logf("pprof: %v", err)
 	} else {
