@@ -10,8 +10,9 @@ import (
 // the server writes in one fixed shape (api/eventjson.go): the keys in
 // client.Event's and client.Task's order, no spaces, the optional ones left
 // out when empty. A Decoder reads a line of exactly that shape itself, with
-// every string plain (printable ASCII, no escapes), and hands every other
-// line to the codec; either way ev ends as jsoncodec.Unmarshal makes it
+// every string plain (printable ASCII, no escapes; a task's message may
+// escape what JSON's short escapes write, as the server escapes the quotes
+// around a network's name), and hands every other line to the codec; either way ev ends as jsoncodec.Unmarshal makes it
 // (TestDecoderIsTheCodecs). The strings that repeat from line to line
 // (topic, type, service, node name, network, desired, state) are shared.
 
@@ -187,11 +188,14 @@ func (d *Decoder) task(p *parser, t *client.Task, key []byte, keyStr string) boo
 		}
 	}
 	if p.lit(`,"message":`) {
-		s, ok := p.str()
+		// A message often names something in quotes, which the server
+		// escapes; one message repeats over many tasks.
+		var buf [256]byte
+		s, ok := p.escaped(buf[:0])
 		if !ok {
 			return false
 		}
-		t.Message = string(s)
+		t.Message = d.name(s)
 	}
 	if !p.lit(`,"since":`) {
 		return false
@@ -260,6 +264,56 @@ func (p *parser) str() ([]byte, bool) {
 		return nil, false
 	}
 	return q[1 : len(q)-1], true
+}
+
+// escaped is str that also takes the escapes of a quote, a backslash, a
+// slash and the control characters \b \f \n \r \t (not \u), and returns
+// the string's bytes unescaped: appended to buf when it has escapes.
+func (p *parser) escaped(buf []byte) ([]byte, bool) {
+	if p.i >= len(p.b) || p.b[p.i] != '"' {
+		return nil, false
+	}
+	start, esc := p.i+1, false
+	for j := start; j < len(p.b); j++ {
+		c := p.b[j]
+		switch {
+		case c == '"':
+			p.i = j + 1
+			if !esc {
+				return p.b[start:j], true
+			}
+			return buf, true
+		case c == '\\':
+			if j+1 == len(p.b) {
+				return nil, false
+			}
+			if !esc {
+				buf, esc = append(buf, p.b[start:j]...), true
+			}
+			j++
+			switch p.b[j] {
+			case '"', '\\', '/':
+				buf = append(buf, p.b[j])
+			case 'b':
+				buf = append(buf, '\b')
+			case 'f':
+				buf = append(buf, '\f')
+			case 'n':
+				buf = append(buf, '\n')
+			case 'r':
+				buf = append(buf, '\r')
+			case 't':
+				buf = append(buf, '\t')
+			default:
+				return nil, false
+			}
+		case c < 0x20 || c >= 0x7f:
+			return nil, false
+		case esc:
+			buf = append(buf, c)
+		}
+	}
+	return nil, false
 }
 
 // quoted is str with the quotes.

@@ -69,7 +69,8 @@ func randEvent(rng *rand.Rand) client.Event {
 			t.ExitCode = int32(rng.Uint32())
 		}
 		if rng.IntN(4) == 0 {
-			t.Message = randString(rng, []string{"exited", "stopped by orchestrator", "x"})
+			t.Message = randString(rng, []string{"exited", "stopped by orchestrator", "x",
+				`waiting for an address: network "net-000" has no free address`, `a\b "c"`, "two\nlines\tand a tab"})
 		}
 		t.Since = time.Unix(rng.Int64N(4e9), rng.Int64N(1e9)*int64(rng.IntN(2))).UTC()
 		if rng.IntN(6) == 0 {
@@ -162,6 +163,22 @@ func TestDecoderIsTheCodecs(t *testing.T) {
 	// would hold only the codec to itself).
 	if fastLines < 15000 {
 		t.Fatalf("only %d lines took the decoder's own path", fastLines)
+	}
+}
+
+// Escapes written by hand (the codec writes only some of them) decode as
+// the codec decodes them.
+func TestDecoderTakesEscapesAsTheCodec(t *testing.T) {
+	const head = `{"index":"x","group":1,"raft":2,"topic":"task","type":"state","key":"7","task":{"id":"7","service":"s","slot":1,"spec_version":1,"desired":"running","state":"new","message":`
+	const tail = `,"since":"2026-11-28T01:47:23.781328452Z"}}`
+	for _, msg := range []string{`"a\"b"`, `"\/\b\f\n\r\t\\"`, `"\u0041"`, `"\ud83d\ude00"`, `"\x"`, `"\"`, `"ends\`, `"é"`, `""`, `"\""`} {
+		line := []byte(head + msg + tail)
+		var want, got client.Event
+		werr := jsoncodec.Unmarshal(line, &want)
+		gerr := NewDecoder().Decode(line, &got)
+		if (werr == nil) != (gerr == nil) || werr == nil && !reflect.DeepEqual(want, got) {
+			t.Errorf("message %s: codec %v %s, decoder %v %s", msg, werr, show(want), gerr, show(got))
+		}
 	}
 }
 
