@@ -11,10 +11,11 @@ import (
 // client.Event's and client.Task's order, no spaces, the optional ones left
 // out when empty. A Decoder reads a line of exactly that shape itself, with
 // every string plain (printable ASCII, no escapes; a task's message may
-// escape what JSON's short escapes write, as the server escapes the quotes
-// around a network's name), and hands every other line to the codec; either way ev ends as jsoncodec.Unmarshal makes it
-// (TestDecoderIsTheCodecs). The strings that repeat from line to line
-// (topic, type, service, node name, network, desired, state) are shared.
+// hold JSON's short escapes, as the server escapes the quotes around a
+// network's name), and hands every other line to the codec; either way ev
+// ends as jsoncodec.Unmarshal makes it (TestDecoderIsTheCodecs). The
+// strings that repeat from line to line (topic, type, service, node name,
+// network, desired, state, message) are shared.
 
 // Decoder decodes event lines; one per stream (it is not safe for
 // concurrent use).
@@ -25,8 +26,8 @@ type Decoder struct {
 // NewDecoder returns a decoder.
 func NewDecoder() *Decoder { return &Decoder{names: map[string]string{}} }
 
-// maxNames bounds the interned strings (services, node names, networks and
-// the enums' names are far fewer in every run).
+// maxNames bounds the interned strings (services, node names, networks,
+// messages and the enums' names are far fewer in every run).
 const maxNames = 1 << 17
 
 // Decode decodes line into ev (zero on entry), as the codec would.
