@@ -109,7 +109,7 @@ var edges = map[string]rule{
 	"loadgen/cluster":  {shoal: []string{"api/client", "security/tlsdir", "internal/freeport"}},
 	"loadgen/fleet":    {shoal: []string{"agent", "api/client", "wire", "statemachine", "security", "internal/*"}, third: []string{"github.com/valyala/fasthttp"}},
 	"loadgen/report":   {third: []string{"github.com/go-echarts/go-echarts/v2"}},
-	"loadgen/watch":    {shoal: []string{"api/client"}},
+	"loadgen/watch":    {shoal: []string{"api/client", "internal/jsoncodec"}},
 	"loadgen/workload": {shoal: []string{"api/client"}, third: []string{"golang.org/x/sync"}},
 	// One manager replica: engine + duties + API wired together (tests
 	// start several in one process), and its whole life as `shoal serve`

@@ -82,7 +82,11 @@ type Config struct {
 	Sim *agent.SimConfig
 
 	AgentLog string // the agents' log file (warnings and errors); "" : discarded
-	PprofDir string // fetch each replica's CPU profile (during the ramp) and heap (at the end) here
+	PprofDir string // fetch each replica's CPU profile (during the ramp) and heap (at the end) here; the loadgen profiles itself there too
+	// ProfiledAlready says the loadgen's own CPU is profiled over the whole
+	// run (loadgen --cpuprofile): PprofDir then gets no loadgen.*.cpu.prof
+	// (one CPU profile at a time per process).
+	ProfiledAlready bool
 	// CheckReplay starts the managers with serve --check-replay (each
 	// group's live state compared at every snapshot with one restored from
 	// the last snapshot; differences go to the managers' logs).

@@ -104,13 +104,23 @@ func (r *run) doRamp(ctx context.Context) {
 }
 
 // profileAgents starts the window of the agents' processes' CPU profiles
-// (with --pprof-dir).
+// and the loadgen's own (with --pprof-dir).
 func (r *run) profileAgents(window string) {
 	if r.cfg.PprofDir == "" {
 		return
 	}
 	if err := r.fleet.Profile(window); err != nil {
 		r.logf("pprof: %v", err)
+	}
+	if r.cfg.ProfiledAlready {
+		return
+	}
+	if file, err := r.selfProf.start(r.cfg.PprofDir, window); err != nil {
+		r.logf("pprof: %v", err)
+	} else {
+		r.profMu.Lock()
+		r.profiles = append(r.profiles, file)
+		r.profMu.Unlock()
 	}
 }
 
@@ -298,6 +308,7 @@ func (r *run) fetchHeaps(ctx context.Context, rep *report.Report) {
 	if r.cfg.PprofDir == "" {
 		return
 	}
+	r.selfProf.stop()
 	runtime.GC()
 	for _, rp := range r.cl.Replicas {
 		if !rp.Alive() {

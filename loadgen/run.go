@@ -58,6 +58,7 @@ type run struct {
 	phases   []report.Phase
 	profMu   sync.Mutex
 	profiles []string // profile files written (profMu)
+	selfProf selfProfile
 	counts   struct {
 		crashes, disconnects, vanishes, leaderKills atomic.Int64
 	}
@@ -113,8 +114,9 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 	if _, err := raiseFileLimit(); err != nil {
 		fmt.Fprintln(cfg.Out, "loadgen: cannot raise the open-file limit:", err)
 	}
-	r := &run{cfg: cfg, ctx: ctx, start: time.Now(), stats: newStats(), load: loadAvg()}
+	r := &run{cfg: cfg, ctx: ctx, start: time.Now(), stats: newStats(cfg.Tasks), load: loadAvg()}
 	r.checker = check.New(r.start)
+	r.checker.Expect(cfg.Tasks)
 	r.setPhase("setup")
 	tempDir := false
 	if cfg.DataDir == "" {

@@ -48,6 +48,11 @@ type Client struct {
 	// read arrived, and 503 without a quorum. Default: the answering
 	// replica's state as applied (its staleness in X-Shoal-Last-Contact).
 	Consistent bool
+	// DecodeEvent, if set, decodes each line of Events into a zero ev in
+	// place of the JSON codec, with the codec's outcome (a reader of a
+	// busy stream may parse the lines the server writes in a fixed shape
+	// itself, and leave the rest to jsoncodec.Unmarshal).
+	DecodeEvent func(line []byte, ev *Event) error
 }
 
 // BaseURL turns host:port or http(s)://host:port into a base URL (http
@@ -383,9 +388,14 @@ func (c *Client) Events(ctx context.Context, index string, topics []string, fn f
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	decode := c.DecodeEvent
+	if decode == nil {
+		decode = func(line []byte, ev *Event) error { return jsoncodec.Unmarshal(line, ev) }
+	}
+	var ev Event // one for the whole stream: fn gets a copy
 	for sc.Scan() {
-		var ev Event
-		if err := jsoncodec.Unmarshal(sc.Bytes(), &ev); err != nil {
+		ev = Event{}
+		if err := decode(sc.Bytes(), &ev); err != nil {
 			return fmt.Errorf("%w at %s: event is not valid JSON: %v", ErrUnreachable, c.base, err)
 		}
 		if ev.Error != nil {

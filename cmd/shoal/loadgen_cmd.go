@@ -95,7 +95,7 @@ prints) and runs the agents on them; see docs/loadgen-fleet.md.`,
 	f.StringVar(&o.reportFile, "report", "", "write a self-contained HTML report (charts, invariants; opens offline) to this file")
 	f.StringVar(&o.cpuProfile, "cpuprofile", "", "write the loadgen's own CPU profile to this file (its simulated agents run in a child process of their own, not in it)")
 	f.StringVar(&o.memProfile, "memprofile", "", "write the loadgen's own heap profile to this file")
-	f.StringVar(&c.PprofDir, "pprof-dir", "", "fetch each replica's CPU profiles (while the services are created, then while their tasks start: mN.cpu.prof, mN.ramp.cpu.prof; and for 15 s after each leader kill, the survivors: mN.killK.cpu.prof) and heap profile (at the end) into this directory; each simulated agents' process writes its CPU profiles there too: agentsN.setup.cpu.prof (its start until the ramp), agentsN.ramp.cpu.prof (the ramp), agentsN.rest.cpu.prof (after it)")
+	f.StringVar(&c.PprofDir, "pprof-dir", "", "fetch each replica's CPU profiles (while the services are created, then while their tasks start: mN.cpu.prof, mN.ramp.cpu.prof; and for 15 s after each leader kill, the survivors: mN.killK.cpu.prof) and heap profile (at the end) into this directory; each simulated agents' process writes its CPU profiles there too: agentsN.setup.cpu.prof (its start until the ramp), agentsN.ramp.cpu.prof (the ramp), agentsN.rest.cpu.prof (after it); and the loadgen its own, unless --cpuprofile: loadgen.ramp.cpu.prof, loadgen.rest.cpu.prof")
 	f.BoolVar(&c.CheckReplay, "check-replay", false, "start the managers with serve --check-replay (determinism check at every snapshot; doubles their apply cost)")
 	f.StringArrayVar(&c.Thresholds, "threshold", nil, "a pass/fail threshold, e.g. 'converge<20s' (repeatable)")
 	f.IntVar(&c.FleetWorkers, "fleet-workers", 0, "wait for this many fleet workers (shoal loadgen fleet, on other hosts) and run the agents on them (docs/loadgen-fleet.md)")
@@ -134,6 +134,7 @@ func runLoadgen(cmd *cobra.Command, o loadgenOptions) error {
 		}
 	}
 	if o.cpuProfile != "" {
+		cfg.ProfiledAlready = true
 		f, err := os.Create(o.cpuProfile)
 		if err != nil {
 			return err

@@ -93,7 +93,7 @@ func (c *Checker) desiredLocked(id uint64, was string, t *client.Task, group int
 	if was != "running" || t.Desired != "shutdown" || !c.mu.windowed[t.Service] {
 		return
 	}
-	c.mu.checked[HeldAside]++
+	c.mu.checked[ixHeldAside]++
 	n, ok := c.mu.nodes[nodeKey{group, t.Node}]
 	if !ok || n.raft != raft || n.status != "initializing" || t.State != "running" || !t.Since.Before(n.since) {
 		return

@@ -57,7 +57,7 @@ type Checker struct {
 		agentAdr map[string]holder   // address key → holder (agents)
 		held     map[uint64][]string // task → address keys it holds on an agent
 		handed   map[uint64]uint32   // task → node an agent got it on
-		checked  map[string]int64
+		checked  [nInvariants]int64  // per invariant, as ordered in Names
 		count    map[string]int
 		kept     []report.Violation
 		// own, when set, says which services' tasks the stream's view
@@ -96,12 +96,27 @@ func New(start time.Time) *Checker {
 	c.mu.agentAdr = map[string]holder{}
 	c.mu.held = map[uint64][]string{}
 	c.mu.handed = map[uint64]uint32{}
-	c.mu.checked = map[string]int64{}
 	c.mu.count = map[string]int{}
 	c.mu.released = map[string]holder{}
 	c.mu.nodes = map[nodeKey]nodeSeen{}
 	c.mu.windowed = map[string]bool{}
 	return c
+}
+
+// Expect sizes the checker's tables for a run of about tasks tasks (call
+// it before the first event): growing them a step at a time while the
+// stream's reader waited was a few per cent of its time in a ramp.
+func (c *Checker) Expect(tasks int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.mu.tasks) > 0 || tasks <= 0 {
+		return
+	}
+	c.mu.tasks = make(map[uint64]*view, tasks)
+	c.mu.liveAddr = make(map[string]uint64, tasks)
+	c.mu.agentAdr = make(map[string]holder, tasks)
+	c.mu.held = make(map[uint64][]string, tasks)
+	c.mu.handed = make(map[uint64]uint32, tasks)
 }
 
 // Only makes the stream's view keep the tasks of the services own accepts
@@ -176,24 +191,25 @@ func (c *Checker) Event(ev client.Event, conn int, now time.Time) {
 		c.deletedLocked(id, now)
 		return
 	}
+	v := c.mu.tasks[id]
 	if ev.Task == nil {
-		if v := c.mu.tasks[id]; v != nil {
+		if v != nil {
 			v.stale = true
 		}
 		return
 	}
 	was := ""
-	if v := c.mu.tasks[id]; v != nil && v.conn == conn {
+	if v != nil && v.conn == conn {
 		was = v.desired
 	}
-	if c.mergeLocked(id, ev.Task, conn, now) {
+	if c.mergeLocked(id, v, ev.Task, conn, now) {
 		c.desiredLocked(id, was, ev.Task, ev.Group, ev.Raft)
 	}
 }
 
 func (c *Checker) deletedLocked(id uint64, now time.Time) {
 	v := c.mu.tasks[id]
-	c.mu.checked[NoVanish]++
+	c.mu.checked[ixNoVanish]++
 	if v != nil && !v.stale && v.rank >= rankAssigned && v.rank < rankComplete {
 		c.violateLocked(now, NoVanish, fmt.Sprintf("task %d was deleted while %s on node %d (desired %s)",
 			id, States[v.rank], v.node, v.desired), describe(id, v))
@@ -206,14 +222,15 @@ func (c *Checker) deletedLocked(id uint64, now time.Time) {
 	delete(c.mu.handed, id)
 }
 
-// mergeLocked merges a rendered task object into the view and reports
-// whether it did (not an older rendering, not another's service).
-func (c *Checker) mergeLocked(id uint64, t *client.Task, conn int, now time.Time) bool {
+// mergeLocked merges a rendered task object into the view, where task id
+// is v (nil: not in it), and reports whether it did (not an older
+// rendering, not another's service).
+func (c *Checker) mergeLocked(id uint64, v *view, t *client.Task, conn int, now time.Time) bool {
 	if c.mu.own != nil && !c.mu.own(t.Service) {
 		return false
 	}
 	rank, ok := stateRank[t.State]
-	c.mu.checked[TaskShape]++
+	c.mu.checked[ixTaskShape]++
 	if !ok {
 		c.violateLocked(now, TaskShape, fmt.Sprintf("task %d has observed state %q", id, t.State), fmt.Sprintf("%+v", *t))
 		return false
@@ -221,12 +238,11 @@ func (c *Checker) mergeLocked(id uint64, t *client.Task, conn int, now time.Time
 	if rank >= rankAssigned && rank != rankRejected && t.Node == 0 {
 		c.violateLocked(now, TaskShape, fmt.Sprintf("task %d is %s without a node", id, t.State), fmt.Sprintf("%+v", *t))
 	}
-	v := c.mu.tasks[id]
 	if v == nil {
 		v = &view{rank: -1}
 		c.mu.tasks[id] = v
 	}
-	c.mu.checked[Monotone]++
+	c.mu.checked[ixMonotone]++
 	if rank < v.rank {
 		if conn == v.conn {
 			c.violateLocked(now, Monotone, fmt.Sprintf("task %d moved back from %s to %s", id, States[v.rank], t.State),
@@ -285,7 +301,7 @@ func (c *Checker) setLiveLocked(id uint64, v *view, live []string, now time.Time
 	}
 	v.live = live
 	for _, k := range live {
-		c.mu.checked[AddressLive]++
+		c.mu.checked[ixAddressLive]++
 		if other, ok := c.mu.liveAddr[k]; ok && other != id {
 			c.mu.suspects = append(c.mu.suspects, Suspect{Addr: k, Tasks: [2]uint64{other, id}, At: now,
 				Objects: []string{describe(other, c.mu.tasks[other]), describe(id, v)}})
@@ -328,7 +344,7 @@ func isAddrKey(k, network, addr string) bool {
 // another task is suspected again, one held by nobody is taken.
 func (c *Checker) recheckLiveLocked(id uint64, v *view, now time.Time) {
 	for _, k := range v.live {
-		c.mu.checked[AddressLive]++
+		c.mu.checked[ixAddressLive]++
 		other, ok := c.mu.liveAddr[k]
 		switch {
 		case !ok:
@@ -341,7 +357,7 @@ func (c *Checker) recheckLiveLocked(id uint64, v *view, now time.Time) {
 }
 
 func (c *Checker) checkNodeLocked(id uint64, v *view, node uint32, now time.Time) {
-	c.mu.checked[OwnNode]++
+	c.mu.checked[ixOwnNode]++
 	if v.node != node {
 		c.violateLocked(now, OwnNode, fmt.Sprintf("the agent of node %d was handed task %d, which is on node %d", node, id, v.node),
 			describe(id, v))
@@ -356,7 +372,7 @@ func (c *Checker) Handed(node uint32, id uint64, now time.Time) {
 	if prev, ok := c.mu.handed[id]; ok && prev == node {
 		return
 	} else if ok {
-		c.mu.checked[OwnNode]++
+		c.mu.checked[ixOwnNode]++
 		c.violateLocked(now, OwnNode, fmt.Sprintf("task %d was handed to the agents of nodes %d and %d", id, prev, node),
 			describe(id, c.mu.tasks[id]))
 		return
@@ -378,7 +394,7 @@ func (c *Checker) Hold(node uint32, id uint64, network, addrs []string, now time
 	keys := make([]string, 0, len(addrs))
 	for i := range addrs {
 		k := addrKey(network[i], addrs[i])
-		c.mu.checked[AddressAgents]++
+		c.mu.checked[ixAddressAgents]++
 		if h, ok := c.mu.agentAdr[k]; ok && h.task != id {
 			c.violateLocked(now, AddressAgents, fmt.Sprintf("address %s is held on the agents by task %d (node %d) and task %d (node %d)",
 				k, h.task, h.node, id, node), c.conflictLocked(k, h, holder{node, id, now})...)
@@ -443,7 +459,7 @@ func (c *Checker) Reset(tasks []client.Task, conn int, now time.Time) {
 		if err != nil {
 			continue
 		}
-		c.mergeLocked(id, &tasks[i], conn, now)
+		c.mergeLocked(id, c.mu.tasks[id], &tasks[i], conn, now)
 	}
 }
 
@@ -471,7 +487,7 @@ func (c *Checker) Quiesced(want map[string]int, now time.Time) {
 	sort.Strings(keys)
 	for _, k := range keys {
 		ids := slots[k]
-		c.mu.checked[OnePerSlot]++
+		c.mu.checked[ixOnePerSlot]++
 		if len(ids) > 1 {
 			sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
 			var objs []string
@@ -492,7 +508,7 @@ func (c *Checker) Quiesced(want map[string]int, now time.Time) {
 	}
 	sort.Strings(names)
 	for _, s := range names {
-		c.mu.checked[AsDesired]++
+		c.mu.checked[ixAsDesired]++
 		if running[s] != want[s] {
 			c.violateLocked(now, AsDesired, fmt.Sprintf("service %s has %d running tasks, desired %d", s, running[s], want[s]))
 		}
@@ -504,7 +520,7 @@ func (c *Checker) Quiesced(want map[string]int, now time.Time) {
 func (c *Checker) NotConverged(msg string, now time.Time, objs ...string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.mu.checked[AsDesired]++
+	c.mu.checked[ixAsDesired]++
 	c.violateLocked(now, AsDesired, msg, objs...)
 }
 
@@ -513,7 +529,7 @@ func (c *Checker) NotConverged(msg string, now time.Time, objs ...string) {
 func (c *Checker) ReplicasDisagree(msg string, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.mu.checked[ReplicasAgree]++
+	c.mu.checked[ixReplicasAgree]++
 	c.violateLocked(now, ReplicasAgree, msg)
 }
 
@@ -521,7 +537,7 @@ func (c *Checker) ReplicasDisagree(msg string, now time.Time) {
 func (c *Checker) ReplicasAgree() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.mu.checked[ReplicasAgree]++
+	c.mu.checked[ixReplicasAgree]++
 }
 
 // Running returns how many tasks run in the stream's view, by service.
@@ -569,9 +585,9 @@ func (c *Checker) Results() []report.Invariant {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var out []report.Invariant
-	for _, n := range Names {
+	for i, n := range Names {
 		out = append(out, report.Invariant{Name: n.Name, Description: n.Description,
-			Checked: c.mu.checked[n.Name], Violations: c.mu.count[n.Name]})
+			Checked: c.mu.checked[i], Violations: c.mu.count[n.Name]})
 	}
 	return out
 }

@@ -329,3 +329,18 @@ func TestRecheckInPlaceIsTheGeneralPath(t *testing.T) {
 		}
 	}
 }
+
+// The checker counts each invariant's checks at its place in Names.
+func TestInvariantPlacesAreNames(t *testing.T) {
+	places := map[int]string{ixAddressAgents: AddressAgents, ixAddressLive: AddressLive, ixNoVanish: NoVanish,
+		ixMonotone: Monotone, ixTaskShape: TaskShape, ixOwnNode: OwnNode, ixOnePerSlot: OnePerSlot,
+		ixAsDesired: AsDesired, ixReplicasAgree: ReplicasAgree, ixHeldAside: HeldAside}
+	if len(places) != nInvariants || len(Names) != nInvariants {
+		t.Fatalf("%d places, %d names, %d invariants", len(places), len(Names), nInvariants)
+	}
+	for i, n := range Names {
+		if places[i] != n.Name {
+			t.Errorf("place %d counts %q, Names has %q there", i, places[i], n.Name)
+		}
+	}
+}
