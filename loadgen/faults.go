@@ -216,7 +216,7 @@ func (f *faults) timeReconnect(ctx context.Context, killed time.Time, live []boo
 	back := map[int]time.Duration{} // agents timed: their first success since the kill
 	for ctx.Err() == nil && time.Since(killed) < time.Minute {
 		waiting := 0
-		beats := f.r.fleet.Heartbeats()
+		beats := f.r.fleet.FirstBeats(killed.UnixNano())
 		f.mu.Lock()
 		for i := range f.r.cfg.Agents {
 			connected := i < len(live) && live[i]

@@ -9,13 +9,13 @@ import (
 	"shoal/loadgen/report"
 )
 
-// beats is an agents fleet that only answers Heartbeats.
+// beats is an agents fleet that only answers FirstBeats.
 type beats struct {
 	agents
 	at []int64
 }
 
-func (b beats) Heartbeats() []int64 { return b.at }
+func (b beats) FirstBeats(int64) []int64 { return b.at }
 
 // The time for every agent to reach the new leader leaves out agents the
 // loadgen itself faulted at or after the kill and agents that were not

@@ -31,7 +31,7 @@ type agents interface {
 	Nodes() []uint32
 	Crash(i, n int) int
 	Probe(node uint32, task uint64) string
-	Heartbeats() []int64
+	FirstBeats(since int64) []int64
 	SyncNow(within time.Duration)
 	// Profile starts the named window of the agents' processes' CPU
 	// profiles (with --pprof-dir), ending the one under way.

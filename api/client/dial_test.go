@@ -170,3 +170,66 @@ func TestResumingConnectionsOfferX25519Only(t *testing.T) {
 		t.Errorf("second connection: resumed %v, key exchange %v; want a resumption with X25519", hs[1].DidResume, hs[1].CurveID)
 	}
 }
+
+// A heartbeat to the leader that runs out of time while its connection is
+// still being set up leaves the client on that leader: the next heartbeat
+// goes there again and takes the set-up over. Before, the client moved on
+// as from a dead manager: the retry went to another manager (which would
+// only name the leader back), and the set-up was left unused.
+func TestSlowSetUpKeepsTheLeader(t *testing.T) {
+	m := newTLSManager(t, true)
+	var open sync.Once
+	let := func() { open.Do(func() { close(m.gate) }) }
+	t.Cleanup(let) // before the server's shutdown, which waits for the held handshake
+	other, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	var dialled sync.WaitGroup
+	var mu sync.Mutex
+	otherConns := 0
+	dialled.Add(1)
+	go func() {
+		defer dialled.Done()
+		for {
+			c, err := other.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			otherConns++
+			mu.Unlock()
+			_ = c.Close()
+		}
+	}()
+	ac, err := NewAgentClient([]string{other.Addr().String(), m.addr}, AgentHTTPS(m.client, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ac.setLeader(m.addr)
+	leader := ac.current(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	_, err = ac.Heartbeat(ctx, &wire.Heartbeat{NodeID: 1})
+	cancel()
+	if !errors.Is(err, errSetupTimeout) {
+		t.Fatalf("the first heartbeat failed with %v, want its set-up still under way", err)
+	}
+	if got := ac.current(true); got != leader {
+		t.Fatalf("after a slow set-up at the leader the client heartbeats %s, want the leader %s still", got, leader)
+	}
+	let()
+	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := ac.Heartbeat(ctx, &wire.Heartbeat{NodeID: 1}); err != nil {
+		t.Fatalf("the next heartbeat: %v", err)
+	}
+	if n := len(m.handshakes()); n != 1 {
+		t.Errorf("the leader ran %d handshakes, want 1 (the second heartbeat takes the first's set-up over)", n)
+	}
+	_ = other.Close()
+	dialled.Wait()
+	if otherConns != 0 {
+		t.Errorf("the other manager was dialled %d times, want 0", otherConns)
+	}
+}

@@ -99,6 +99,7 @@ type Fleet struct {
 	ctx    context.Context
 	errs   atomic.Int64
 	stop   sync.Once
+	mark   atomic.Int64 // FirstBeats' since (unix ns by cfg.Clock; 0: none)
 	rng    struct {
 		sync.Mutex
 		r *rand.Rand
@@ -133,7 +134,7 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 	for i := range cfg.Agents {
 		g := cfg.First + i
 		a := &simAgent{idx: i, store: agent.NewMemStore(), managers: rotate(cfg.Managers, g)}
-		a.mgr = &manager{obs: cfg.Observer, node: &a.node, live: &a.live, clk: cfg.Clock}
+		a.mgr = &manager{obs: cfg.Observer, node: &a.node, live: &a.live, clk: cfg.Clock, mark: &f.mark}
 		if cfg.Token == "" {
 			ac, err := client.NewAgentClient(a.managers, f.hc)
 			if err != nil {
@@ -274,13 +275,27 @@ func (f *Fleet) Live() []bool {
 	return out
 }
 
-// Heartbeats reports, per agent, when its last heartbeat succeeded (Unix
-// nanoseconds by this process's clock; 0: none yet): one after a leader
-// kill reached the new leader.
-func (f *Fleet) Heartbeats() []int64 {
+// FirstBeats reports, per agent, when its first heartbeat at or after
+// since succeeded (Unix nanoseconds by this process's clock; 0: none
+// yet): after a leader kill, when it reached the new leader. The first
+// call with a new since starts the record there (a heartbeat that
+// succeeded between since and that call counts by its time, if it was
+// the agent's last). Reading the agents' last heartbeat instead timed a
+// later beat than the first whenever the read came more than a period
+// after it: on a loaded machine, by seconds.
+func (f *Fleet) FirstBeats(since int64) []int64 {
+	if f.mark.Swap(since) != since {
+		for _, a := range f.agents {
+			if ok, first := a.mgr.ok.Load(), a.mgr.first.Load(); ok >= since && first < since {
+				a.mgr.first.CompareAndSwap(first, ok)
+			}
+		}
+	}
 	out := make([]int64, len(f.agents))
 	for i, a := range f.agents {
-		out[i] = a.mgr.ok.Load()
+		if v := a.mgr.first.Load(); v >= since {
+			out[i] = v
+		}
 	}
 	return out
 }

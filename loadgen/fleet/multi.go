@@ -345,10 +345,17 @@ func (r *Remote) Profile(window string) error {
 // Live is per agent; the agents of a lost process are not.
 func (r *Remote) Live() []bool { return perAgent(r, each[[]bool](r, "Live", 0), nil) }
 
-// Heartbeats is per agent, by the loadgen's clock (a worker's corrected
+// FirstBeats is per agent, by the loadgen's clock (a worker's corrected
 // by its offset); 0 for the agents of a lost process.
-func (r *Remote) Heartbeats() []int64 {
-	return perAgent(r, each[[]int64](r, "Heartbeats", 0), func(k int, v int64) int64 {
+func (r *Remote) FirstBeats(since int64) []int64 {
+	parts := make([][]int64, len(r.kids))
+	var wg sync.WaitGroup
+	for k, c := range r.kids {
+		wg.Add(1)
+		go func() { defer wg.Done(); parts[k] = rpcCall[[]int64](c, "FirstBeats", since+r.off[k]) }()
+	}
+	wg.Wait()
+	return perAgent(r, parts, func(k int, v int64) int64 {
 		if v == 0 {
 			return 0
 		}

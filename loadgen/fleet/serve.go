@@ -374,7 +374,10 @@ func (s *Service) SyncNow(within time.Duration, _ *bool) error {
 	s.f.SyncNow(within)
 	return nil
 }
-func (s *Service) Heartbeats(_ int, out *[]int64) error { *out = s.f.Heartbeats(); return nil }
+func (s *Service) FirstBeats(since int64, out *[]int64) error {
+	*out = s.f.FirstBeats(since)
+	return nil
+}
 
 // CPU answers the CPU seconds the process has used (user and system).
 func (s *Service) CPU(_ int, out *float64) error {

@@ -31,6 +31,10 @@ type manager struct {
 	node  *atomic.Uint32
 	live  *atomic.Bool // the last heartbeat succeeded
 	ok    atomic.Int64 // when a heartbeat last succeeded (unix ns, by clk)
+	// first is when the first heartbeat at or after *mark succeeded
+	// (unix ns, by clk; below *mark: none yet): FirstBeats.
+	first atomic.Int64
+	mark  *atomic.Int64 // the fleet's, shared by its agents
 	clk   clock.Clock
 	mu    struct {
 		sync.Mutex
@@ -101,9 +105,29 @@ func (m *manager) Heartbeat(ctx context.Context, hb *wire.Heartbeat) (*wire.Hear
 	a, err := call(m, ctx, func(c context.Context) (*wire.HeartbeatAck, error) { return m.inner.Heartbeat(c, hb) })
 	m.live.Store(err == nil)
 	if err == nil {
-		m.ok.Store(m.clk.Now().UnixNano())
+		now := m.clk.Now().UnixNano()
+		m.ok.Store(now)
+		m.noteFirst(now)
 	}
 	return a, err
+}
+
+// noteFirst records a heartbeat that succeeded at now as the first since
+// the fleet's mark, unless one was recorded already.
+func (m *manager) noteFirst(now int64) {
+	if m.mark == nil {
+		return
+	}
+	mark := m.mark.Load()
+	if mark == 0 || now < mark {
+		return
+	}
+	for {
+		f := m.first.Load()
+		if f >= mark || m.first.CompareAndSwap(f, now) {
+			return
+		}
+	}
 }
 
 func (m *manager) Assignments(ctx context.Context, req *wire.AssignmentsRequest) (*wire.Assignments, error) {
