@@ -207,21 +207,28 @@ func (p *proposer) run() {
 // propose encodes one entry's calls and proposes it, and leaves a goroutine waiting
 // for its result.
 func (p *proposer) propose(calls []call, size int) {
+	now := p.cfg.Clock.Now()
+	deadline := now.Add(p.cfg.ProposeTimeout)
+	ent := p.entry(calls, size, now, deadline)
+	p.proposed.entries.Add(1)
+	p.proposed.commands.Add(uint64(len(calls)))
+	p.proposed.last.Store(now.UnixNano())
+	p.send(ent, calls, size, deadline)
+}
+
+// entry encodes the entry of calls taken together, stamped now and
+// refused after the earliest of deadline and the calls' own.
+func (p *proposer) entry(calls []call, size int, now, deadline time.Time) []byte {
 	cmds, encs := p.scratch[:0], p.scratchEnc[:0]
 	for i := range calls {
 		cmds = append(cmds, calls[i].cmd)
 		encs = append(encs, calls[i].enc)
 	}
-	now := p.cfg.Clock.Now()
-	deadline := now.Add(p.cfg.ProposeTimeout)
 	ent := encodeEntryEncoded(entryStamp{now: now.UnixNano(), notAfter: p.notAfter(deadline, calls)}, cmds, encs, size)
 	clear(cmds) // drop references to specs
 	clear(encs)
 	p.scratch, p.scratchEnc = cmds[:0], encs[:0]
-	p.proposed.entries.Add(1)
-	p.proposed.commands.Add(uint64(len(calls)))
-	p.proposed.last.Store(now.UnixNano())
-	p.send(ent, calls, size, deadline)
+	return ent
 }
 
 // send proposes a raw entry for calls (the test hook proposes garbage this
