@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"testing"
 	"time"
@@ -16,12 +17,7 @@ import (
 // per assignment submitted (the run's driver holds the commands already).
 func BenchmarkSubmitRamp(b *testing.B) {
 	const groups, n = 16, 100_000
-	e := &Engine{cfg: Config{Groups: groups}.withDefaults()}
-	for g := 0; g <= groups; g++ {
-		p := &proposer{cfg: &e.cfg, group: g, kick: make(chan struct{}, 1), stop: make(chan struct{})}
-		p.mu.space = make(chan struct{})
-		e.props = append(e.props, p)
-	}
+	e := unproposedEngine(groups)
 	cmds := make([]statemachine.Command, n)
 	for i := range cmds {
 		g := 1 + i%groups
@@ -58,4 +54,63 @@ func BenchmarkSubmitRamp(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/task")
 	b.ReportMetric(float64(bytes)/float64(entries), "B/entry")
+}
+
+// unproposedEngine is an engine of groups whose proposers queue and never
+// propose (no loop, no Raft): the caller takes the calls.
+func unproposedEngine(groups int) *Engine {
+	e := &Engine{cfg: Config{Groups: groups}.withDefaults()}
+	for g := 0; g <= groups; g++ {
+		p := &proposer{cfg: &e.cfg, group: g, kick: make(chan struct{}, 1), stop: make(chan struct{})}
+		p.mu.space = make(chan struct{})
+		e.props = append(e.props, p)
+	}
+	return e
+}
+
+// The entry SubmitMany's calls become is the one encodeEntry writes for the
+// group's commands in submission order (the bytes Raft carries are what
+// they were when every command was encoded with its entry); a command that
+// cannot be routed or encoded gets its rejection and the rest go on.
+func TestSubmitManyEntryIsTheBatchEncoding(t *testing.T) {
+	e := unproposedEngine(2)
+	task := func(g, n uint64) statemachine.TaskID { return statemachine.TaskID(g<<48 | n) }
+	cmds := []statemachine.Command{
+		{Kind: statemachine.CmdAssign, Task: task(1, 7), Node: 3},
+		{Kind: statemachine.CmdTaskStatus, Task: task(2, 8), Node: 3, State: statemachine.StateFailed, ExitCode: -9, Message: "oom"},
+		{Kind: statemachine.CmdAssign, Task: task(9, 1), Node: 3}, // no group 9
+		{Kind: statemachine.CmdUpsertNode, NodeSpec: &statemachine.Node{ID: 4, Name: "n4", Labels: map[string]string{"zone": "a"}}},
+		{Kind: statemachine.CmdCreateService, State: statemachine.TaskState(200), Spec: &statemachine.ServiceSpec{Name: "x"}},
+		{Kind: statemachine.CmdAssign, Task: task(1, 9), Node: 4},
+	}
+	want := map[int][]statemachine.Command{1: {cmds[0], cmds[5]}, 2: {cmds[1]}, 0: {cmds[3]}}
+	done := make(chan []route.Outcome)
+	go func() { done <- e.SubmitMany(context.Background(), cmds) }()
+	for g := range want {
+		<-e.props[g].kick
+	}
+	now := time.Unix(0, 42)
+	for g, batch := range want {
+		p := e.props[g]
+		calls, size, _ := p.take()
+		if rest, _, _ := p.take(); rest != nil {
+			t.Fatalf("group %d: a second entry of %d calls", g, len(rest))
+		}
+		got := p.entry(calls, size, now, now.Add(time.Second))
+		st := entryStamp{now: now.UnixNano(), notAfter: now.Add(time.Second).UnixNano() + int64(e.cfg.ClockBound)}
+		if w := encodeEntry(st, batch, 0); !bytes.Equal(got, w) {
+			t.Fatalf("group %d entry:\n%x\nwant\n%x", g, got, w)
+		}
+		p.finish(calls, size, func(i int) route.Outcome { return route.Outcome{Result: statemachine.Result{ID: uint64(10*g + i)}} })
+	}
+	out := <-done
+	for i, wantOut := range []struct {
+		code statemachine.Code
+		id   uint64
+	}{{statemachine.CodeOK, 10}, {statemachine.CodeOK, 20}, {statemachine.CodeNotFound, 0}, {statemachine.CodeOK, 0},
+		{statemachine.CodeInvalid, 0}, {statemachine.CodeOK, 11}} {
+		if o := out[i]; o.Failed != nil || o.Result.Code != wantOut.code || o.Result.ID != wantOut.id {
+			t.Errorf("command %d: %+v, want code %v id %d", i, o, wantOut.code, wantOut.id)
+		}
+	}
 }

@@ -27,26 +27,25 @@ func AppendBatch(dst []byte, batch []Command) []byte {
 	return e.b
 }
 
-// AppendBatchEncoded is AppendBatch for commands of which some were
-// encoded already: encoded[i], when not nil, is batch[i] as EncodeChecked
-// returned it, and is copied instead of encoded again.
-func AppendBatchEncoded(dst []byte, batch []Command, encoded [][]byte) []byte {
+// AppendBatchHeader appends the head of a batch of n commands to dst:
+// followed by n encodings from AppendChecked, it is what AppendBatch
+// writes for those commands.
+func AppendBatchHeader(dst []byte, n int) []byte {
 	e := encoder{b: dst}
 	e.byte1(batchVersion)
-	e.u(uint64(len(batch)))
-	for i := range batch {
-		if encoded[i] != nil {
-			e.b = append(e.b, encoded[i]...)
-			continue
-		}
-		encodeCommand(&e, &batch[i])
-	}
+	e.u(uint64(n))
 	return e.b
 }
 
 // DecodeBatch decodes a batch written by AppendBatch. Corrupt input yields an
 // error wrapping ErrCorrupt, never a panic.
-func DecodeBatch(b []byte) ([]Command, error) {
+func DecodeBatch(b []byte) ([]Command, error) { return DecodeBatchInto(nil, b) }
+
+// DecodeBatchInto is DecodeBatch into buf's array when it has room (each
+// command is zeroed first; the caller must be done with buf's old
+// commands); a replica decodes every entry into one buffer instead of
+// allocating a batch per entry.
+func DecodeBatchInto(buf []Command, b []byte) ([]Command, error) {
 	d := newDecoder(b)
 	v := d.byte1()
 	if d.Err() == nil && v > batchVersion && v <= batchVersion+NewerFormats {
@@ -57,7 +56,13 @@ func DecodeBatch(b []byte) ([]Command, error) {
 	}
 	d.specExt = v == batchVersion
 	n := d.count(1)
-	batch := make([]Command, n)
+	var batch []Command
+	if cap(buf) >= n {
+		batch = buf[:n]
+		clear(batch)
+	} else {
+		batch = make([]Command, n)
+	}
 	for i := range batch {
 		decodeCommand(&d, &batch[i])
 	}
@@ -149,7 +154,7 @@ func encodeLeaseFields(e *encoder, c *Command) {
 	e.bool(c.Entry != nil)
 	if c.Entry != nil {
 		if c.Entry.Cmd.Entry != nil {
-			panic("statemachine: an outbox entry cannot nest another") // CheckEncodable refuses it first
+			panic("statemachine: an outbox entry cannot nest another") // AppendChecked refuses it first
 		}
 		e.u(c.Entry.Seq)
 		e.u(c.Entry.Index)
@@ -432,28 +437,30 @@ func DecodeResults(b []byte) ([]Result, error) {
 // CheckEncodable rejects (CodeInvalid) a command that would not survive
 // the batch codec, before it joins a batch: one such command would make
 // the whole entry, everyone else's commands included, undecodable on the
-// replicas. See EncodeChecked.
+// replicas. See AppendChecked.
 func CheckEncodable(c *Command) Result {
-	_, r := EncodeChecked(c)
+	_, r := AppendChecked(nil, c)
 	return r
 }
 
-// EncodeChecked is CheckEncodable that keeps the encoding it checked, for
-// AppendBatchEncoded: the hot kinds (task status, assign) take a field
-// check and return no bytes (they are encoded with their batch); the rest
-// are encoded once and decoded back.
-func EncodeChecked(c *Command) ([]byte, Result) {
+// AppendChecked is CheckEncodable that appends the encoding it checked to
+// dst (after AppendBatchHeader, as AppendBatch writes it), so that a
+// command is encoded once on its way to Raft: the hot kinds (task status,
+// assign) take a field check and are encoded; the rest are encoded and
+// decoded back. A command refused leaves dst as it was.
+func AppendChecked(dst []byte, c *Command) ([]byte, Result) {
 	if c.Entry != nil && c.Entry.Cmd.Entry != nil {
-		return nil, Result{Code: CodeInvalid, Msg: "an outbox entry cannot carry another"}
+		return dst, Result{Code: CodeInvalid, Msg: "an outbox entry cannot carry another"}
 	}
+	e := encoder{b: dst}
 	if (c.Kind == CmdTaskStatus || c.Kind == CmdAssign) &&
-		c.Spec == nil && c.NodeSpec == nil && c.NetworkSpec == nil && c.State.Valid() &&
-		c.NodeStatus < numNodeStatuses && c.Availability < numAvailabilities {
-		return nil, Result{}
+		c.Spec == nil && c.NodeSpec == nil && c.NetworkSpec == nil && c.Settings == nil && c.Entry == nil &&
+		c.State.Valid() && c.NodeStatus < numNodeStatuses && c.Availability < numAvailabilities {
+		encodeCommand(&e, c)
+		return e.b, Result{}
 	}
-	e := encoder{}
 	encodeCommand(&e, c)
-	d := newDecoder(e.b)
+	d := newDecoder(e.b[len(dst):])
 	d.specExt = true // encodeCommand writes the current batch version's form
 	var back Command
 	decodeCommand(&d, &back)
@@ -461,7 +468,7 @@ func EncodeChecked(c *Command) ([]byte, Result) {
 		d.fail("trailing bytes")
 	}
 	if err := d.Err(); err != nil {
-		return nil, Result{Code: CodeInvalid, Msg: "command cannot be encoded: " + err.Error()}
+		return dst, Result{Code: CodeInvalid, Msg: "command cannot be encoded: " + err.Error()}
 	}
 	return e.b, Result{}
 }

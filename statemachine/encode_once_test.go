@@ -17,32 +17,34 @@ func encodeOnceBatch() []Command {
 	}
 }
 
-// A batch of commands encoded when they were checked is the batch
-// AppendBatch writes; the hot kinds keep no encoding (they are encoded
-// with their batch); a command the codec cannot carry is refused with
-// what CheckEncodable says.
-func TestEncodeCheckedIsTheBatchEncoding(t *testing.T) {
+// A batch of commands each appended by AppendChecked after
+// AppendBatchHeader is the batch AppendBatch writes, the hot kinds
+// included; a command the codec cannot carry is refused with what
+// CheckEncodable says and leaves the buffer as it was.
+func TestAppendCheckedIsTheBatchEncoding(t *testing.T) {
 	batch := encodeOnceBatch()
-	encs := make([][]byte, len(batch))
+	got := AppendBatchHeader([]byte("hdr"), len(batch))
 	for i := range batch {
 		var r Result
-		encs[i], r = EncodeChecked(&batch[i])
-		if r.Code != CodeOK {
+		if got, r = AppendChecked(got, &batch[i]); r.Code != CodeOK {
 			t.Fatalf("command %d refused: %s", i, r.Msg)
 		}
-		hot := batch[i].Kind == CmdTaskStatus || batch[i].Kind == CmdAssign
-		if hot != (encs[i] == nil) {
-			t.Fatalf("command %d (%v): encoding kept %v", i, batch[i].Kind, encs[i] != nil)
+	}
+	if want := AppendBatch([]byte("hdr"), batch); !bytes.Equal(got, want) {
+		t.Fatalf("batch appended command by command differs:\n%x\n%x", got, want)
+	}
+	bad := []Command{
+		{Kind: CmdCreateService, State: TaskState(200), Spec: &ServiceSpec{Name: "x"}},
+		// A hot kind carrying what only the round trip checks.
+		{Kind: CmdAssign, Task: 9, Node: 4, Settings: &ClusterSettings{TaskHistoryLimit: 1 << 20}},
+		{Kind: CmdTaskStatus, Task: 9, Node: 4, Entry: &OutboxEntry{Cmd: Command{Kind: CmdAssign, State: TaskState(200)}}},
+	}
+	for i := range bad {
+		before := []byte("kept")
+		buf, r := AppendChecked(before, &bad[i])
+		if r.Code != CodeInvalid || string(buf) != "kept" || CheckEncodable(&bad[i]) != r {
+			t.Fatalf("undecodable command %d: %v %q (buffer %q)", i, r.Code, r.Msg, buf)
 		}
-	}
-	want := AppendBatch([]byte("hdr"), batch)
-	if got := AppendBatchEncoded([]byte("hdr"), batch, encs); !bytes.Equal(got, want) {
-		t.Fatalf("pre-encoded batch differs:\n%x\n%x", got, want)
-	}
-	bad := Command{Kind: CmdCreateService, State: TaskState(200), Spec: &ServiceSpec{Name: "x"}}
-	enc, r := EncodeChecked(&bad)
-	if r.Code != CodeInvalid || enc != nil || CheckEncodable(&bad) != r {
-		t.Fatalf("an undecodable command: %v %q (kept %d bytes)", r.Code, r.Msg, len(enc))
 	}
 }
 
@@ -62,13 +64,11 @@ func BenchmarkEncodeOnTheWayToRaft(b *testing.B) {
 		}
 	})
 	b.Run("once", func(b *testing.B) {
-		encs := make([][]byte, 1)
 		for b.Loop() {
 			var r Result
-			if encs[0], r = EncodeChecked(&cmds[0]); r.Code != CodeOK {
+			if buf, r = AppendChecked(AppendBatchHeader(buf[:0], 1), &cmds[0]); r.Code != CodeOK {
 				b.Fatal("refused")
 			}
-			buf = AppendBatchEncoded(buf[:0], cmds, encs)
 		}
 	})
 }
