@@ -44,6 +44,12 @@ func encodeEntry(st entryStamp, batch []statemachine.Command, sizeHint int) []by
 // decodeEntry splits an entry into its stamp and its batch. Corrupt input
 // yields an error wrapping statemachine.ErrCorrupt, never a panic.
 func decodeEntry(b []byte) (st entryStamp, batch []statemachine.Command, err error) {
+	return decodeEntryInto(nil, b)
+}
+
+// decodeEntryInto is decodeEntry decoding the batch into buf's array when
+// it has room (statemachine.DecodeBatchInto).
+func decodeEntryInto(buf []statemachine.Command, b []byte) (st entryStamp, batch []statemachine.Command, err error) {
 	hdr := entryHeaderLen
 	if len(b) > 0 && b[0] == entryVersionV1 {
 		hdr = entryHeaderLenV1
@@ -62,7 +68,7 @@ func decodeEntry(b []byte) (st entryStamp, batch []statemachine.Command, err err
 	if hdr == entryHeaderLen {
 		st.notAfter = int64(binary.LittleEndian.Uint64(b[9:17]))
 	}
-	batch, err = statemachine.DecodeBatch(b[hdr:])
+	batch, err = statemachine.DecodeBatchInto(buf, b[hdr:])
 	if err != nil {
 		return entryStamp{}, nil, fmt.Errorf("engine: entry batch: %w", err)
 	}

@@ -26,10 +26,19 @@ type waiter struct {
 
 func (w *waiter) deliver(slot int, o route.Outcome) {
 	w.out[slot] = o
-	if w.left.Add(-1) == 0 {
+	w.settle(1)
+}
+
+// settle counts n outcomes delivered.
+func (w *waiter) settle(n int) {
+	if w.left.Add(-int32(n)) == 0 {
 		close(w.done)
 	}
 }
+
+// results holds decoded results' arrays for reuse (*[]statemachine.Result):
+// entries in flight are awaited concurrently.
+var results sync.Pool
 
 // call is one command queued for one group: its encoding, checked
 // (statemachine.AppendChecked), which the entry's encoding copies; its
@@ -434,7 +443,16 @@ func (p *proposer) await(sess *client.Session, rs *dragonboat.RequestState, term
 
 // deliver hands each call its result from an applied entry.
 func (p *proposer) deliver(calls []call, size int, res sm.Result) {
-	rs, err := statemachine.DecodeResults(res.Data)
+	buf, _ := results.Get().(*[]statemachine.Result)
+	if buf == nil {
+		buf = new([]statemachine.Result)
+	}
+	defer results.Put(buf)
+	rs, err := statemachine.DecodeResultsInto(*buf, res.Data)
+	if cap(rs) > cap(*buf) {
+		*buf = rs[:0]
+	}
+	defer clear(rs) // keep no messages
 	switch {
 	case err == nil && res.Value == resultCorrupt && len(rs) == 1:
 		// The whole entry was rejected as corrupt: every command shares why.
@@ -452,10 +470,16 @@ func (p *proposer) deliver(calls []call, size int, res sm.Result) {
 }
 
 // finish delivers an outcome to every call of an entry and frees its
-// in-flight bytes.
+// in-flight bytes. A run of calls of one submission settles its waiter
+// once.
 func (p *proposer) finish(calls []call, size int, outcome func(i int) route.Outcome) {
-	for i := range calls {
-		calls[i].w.deliver(calls[i].slot, outcome(i))
+	for i := 0; i < len(calls); {
+		w, j := calls[i].w, i
+		for ; j < len(calls) && calls[j].w == w; j++ {
+			w.out[calls[j].slot] = outcome(j)
+		}
+		w.settle(j - i)
+		i = j
 	}
 	p.mu.Lock()
 	p.mu.inflight -= size

@@ -419,10 +419,18 @@ func AppendResults(dst []byte, rs []Result) []byte {
 }
 
 // DecodeResults decodes what AppendResults wrote.
-func DecodeResults(b []byte) ([]Result, error) {
+func DecodeResults(b []byte) ([]Result, error) { return DecodeResultsInto(nil, b) }
+
+// DecodeResultsInto is DecodeResults into buf's array when it has room.
+func DecodeResultsInto(buf []Result, b []byte) ([]Result, error) {
 	d := newDecoder(b)
 	n := d.count(3)
-	rs := make([]Result, n)
+	var rs []Result
+	if cap(buf) >= n {
+		rs = buf[:n]
+	} else {
+		rs = make([]Result, n)
+	}
 	for i := range rs {
 		rs[i].Code = Code(d.un(uint64(numCodes)-1, "result code"))
 		rs[i].ID = d.u()
