@@ -262,7 +262,26 @@ func (e *Engine) Submit(ctx context.Context, cmd statemachine.Command) (statemac
 // delivers before it returns). If ctx ends first, the commands not yet
 // applied report ctx's error (they may still be applied later).
 func (e *Engine) SubmitMany(ctx context.Context, cmds []statemachine.Command) []route.Outcome {
-	out := make([]route.Outcome, len(cmds))
+	return e.submit(ctx, len(cmds), func(i int) *statemachine.Command { return &cmds[i] })
+}
+
+// SubmitAssigns is SubmitMany of n CmdAssign commands, the i-th moving
+// task at(i) to its node, for a caller that holds assignments rather than
+// commands (the scheduler's run: a hundred thousand commands of 200 bytes
+// each built only to be encoded).
+func (e *Engine) SubmitAssigns(ctx context.Context, n int, at func(i int) (statemachine.TaskID, statemachine.NodeID)) []route.Outcome {
+	var c statemachine.Command
+	return e.submit(ctx, n, func(i int) *statemachine.Command {
+		task, node := at(i)
+		c = statemachine.Command{Kind: statemachine.CmdAssign, Task: task, Node: node}
+		return &c
+	})
+}
+
+// submit is SubmitMany of the n commands cmd returns (each read once, in
+// order, and not kept past the next call).
+func (e *Engine) submit(ctx context.Context, n int, cmd func(i int) *statemachine.Command) []route.Outcome {
+	out := make([]route.Outcome, n)
 	w := &waiter{out: out, done: make(chan struct{})}
 	// The submitter's deadline, on the clock entries are stamped with
 	// (a context's deadline is the wall clock's).
@@ -275,22 +294,23 @@ func (e *Engine) SubmitMany(ctx context.Context, cmds []statemachine.Command) []
 	// holds only where its bytes are. A scheduler run's hundred thousand
 	// assignments were copied three times before as 250-byte calls.
 	var buf []byte
-	if len(cmds) > 1 {
-		buf = make([]byte, 0, 24*len(cmds))
+	if n > 1 {
+		buf = make([]byte, 0, 24*n)
 	}
 	type routed struct{ group, end int32 } // group -1: rejected
-	at := make([]routed, len(cmds))
+	at := make([]routed, n)
 	counts := make([]int32, e.cfg.Groups+1)
 	var rejected []int
 	var targets [1]int
-	for i := range cmds {
-		gs, rej := route.Groups(&cmds[i], e.cfg.Groups, targets[:0])
+	for i := range n {
+		c := cmd(i)
+		gs, rej := route.Groups(c, e.cfg.Groups, targets[:0])
 		if rej.Code == statemachine.CodeOK {
-			buf, rej = statemachine.AppendChecked(buf, &cmds[i])
+			buf, rej = statemachine.AppendChecked(buf, c)
 		}
 		if rej.Code != statemachine.CodeOK || len(gs) != 1 {
 			if rej.Code == statemachine.CodeOK {
-				rej = statemachine.Result{Code: statemachine.CodeInvalid, Msg: cmds[i].Kind.String() + " cannot be routed"}
+				rej = statemachine.Result{Code: statemachine.CodeInvalid, Msg: c.Kind.String() + " cannot be routed"}
 			}
 			out[i].Result = rej
 			at[i] = routed{group: -1, end: int32(len(buf))}
@@ -300,10 +320,10 @@ func (e *Engine) SubmitMany(ctx context.Context, cmds []statemachine.Command) []
 		at[i] = routed{group: int32(gs[0]), end: int32(len(buf))}
 		counts[gs[0]]++
 	}
-	if len(rejected) == len(cmds) {
+	if len(rejected) == n {
 		return out
 	}
-	w.left.Store(int32(len(cmds) - len(rejected)))
+	w.left.Store(int32(n - len(rejected)))
 	perGroup := make([][]call, e.cfg.Groups+1)
 	for g, n := range counts {
 		if n > 0 {
@@ -333,7 +353,7 @@ func (e *Engine) SubmitMany(ctx context.Context, cmds []statemachine.Command) []
 	case <-ctx.Done():
 		// out stays the waiter's (a late result may still land in it): the
 		// caller gets a copy with the rejections it read before.
-		late := make([]route.Outcome, len(cmds))
+		late := make([]route.Outcome, n)
 		for i := range late {
 			late[i] = route.Outcome{Failed: ctx.Err()}
 		}

@@ -11,10 +11,11 @@ import (
 )
 
 // BenchmarkSubmitRamp: a scheduler run's 100,000 assignments over 16
-// groups, from SubmitMany to the entries the proposers hand Raft, without
+// groups, from SubmitMany (commands built by the caller, untimed) or
+// SubmitAssigns to the entries the proposers hand Raft, without
 // Raft: once every group's queue holds its calls, each queue is drained
-// into entries at once and every call answered OK. ns/task and B/task are
-// per assignment submitted (the run's driver holds the commands already).
+// into entries at once and every call answered OK. ns/task is per
+// assignment submitted.
 func BenchmarkSubmitRamp(b *testing.B) {
 	const groups, n = 16, 100_000
 	e := unproposedEngine(groups)
@@ -26,34 +27,44 @@ func BenchmarkSubmitRamp(b *testing.B) {
 	}
 	ctx := context.Background()
 	ok := func(int) route.Outcome { return route.Outcome{} }
-	entries, bytes := 0, 0
-	b.ReportAllocs()
-	for b.Loop() {
-		done := make(chan []route.Outcome)
-		go func() { done <- e.SubmitMany(ctx, cmds) }()
-		for _, p := range e.props[1:] {
-			<-p.kick // its calls are queued (all at once: the queue has room)
-		}
-		now := time.Unix(0, 1)
-		for _, p := range e.props[1:] {
-			for {
-				calls, size, _ := p.take()
-				if calls == nil {
-					break
+	for _, how := range []string{"commands", "assigns"} {
+		b.Run(how, func(b *testing.B) {
+			entries, bytes := 0, 0
+			b.ReportAllocs()
+			for b.Loop() {
+				done := make(chan []route.Outcome)
+				go func() {
+					if how == "commands" {
+						done <- e.SubmitMany(ctx, cmds)
+						return
+					}
+					done <- e.SubmitAssigns(ctx, n, func(i int) (statemachine.TaskID, statemachine.NodeID) { return cmds[i].Task, cmds[i].Node })
+				}()
+				for _, p := range e.props[1:] {
+					<-p.kick // its calls are queued (all at once: the queue has room)
 				}
-				ent := p.entry(calls, size, now, now.Add(time.Second))
-				entries, bytes = entries+1, bytes+len(ent)
-				p.finish(calls, size, ok)
+				now := time.Unix(0, 1)
+				for _, p := range e.props[1:] {
+					for {
+						calls, size, _ := p.take()
+						if calls == nil {
+							break
+						}
+						ent := p.entry(calls, size, now, now.Add(time.Second))
+						entries, bytes = entries+1, bytes+len(ent)
+						p.finish(calls, size, ok)
+					}
+				}
+				for i, o := range <-done {
+					if o.Err() != nil {
+						b.Fatalf("command %d: %v", i, o.Err())
+					}
+				}
 			}
-		}
-		for i, o := range <-done {
-			if o.Err() != nil {
-				b.Fatalf("command %d: %v", i, o.Err())
-			}
-		}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/task")
+			b.ReportMetric(float64(bytes)/float64(entries), "B/entry")
+		})
 	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/task")
-	b.ReportMetric(float64(bytes)/float64(entries), "B/entry")
 }
 
 // unproposedEngine is an engine of groups whose proposers queue and never
@@ -143,5 +154,50 @@ func BenchmarkDecodeEntry(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/command")
 		})
+	}
+}
+
+// SubmitAssigns writes the entries SubmitMany writes for the same
+// assignments as commands, and answers each the same.
+func TestSubmitAssignsIsSubmitMany(t *testing.T) {
+	tasks := []statemachine.TaskID{1<<48 | 7, 2<<48 | 8, 9<<48 | 1, 1<<48 | 9} // no group 9
+	nodes := []statemachine.NodeID{3, 4, 5, 6}
+	entries := func(submit func(e *Engine) []route.Outcome) (map[int][]byte, []route.Outcome) {
+		e := unproposedEngine(2)
+		done := make(chan []route.Outcome)
+		go func() { done <- submit(e) }()
+		ents := map[int][]byte{}
+		for g := 1; g <= 2; g++ {
+			p := e.props[g]
+			<-p.kick
+			calls, size, _ := p.take()
+			ents[g] = p.entry(calls, size, time.Unix(0, 1), time.Unix(0, 2))
+			p.finish(calls, size, func(i int) route.Outcome { return route.Outcome{Result: statemachine.Result{ID: uint64(10*g + i)}} })
+		}
+		return ents, <-done
+	}
+	ctx := context.Background()
+	wantEnts, wantOut := entries(func(e *Engine) []route.Outcome {
+		cmds := make([]statemachine.Command, len(tasks))
+		for i := range cmds {
+			cmds[i] = statemachine.Command{Kind: statemachine.CmdAssign, Task: tasks[i], Node: nodes[i]}
+		}
+		return e.SubmitMany(ctx, cmds)
+	})
+	gotEnts, gotOut := entries(func(e *Engine) []route.Outcome {
+		return e.SubmitAssigns(ctx, len(tasks), func(i int) (statemachine.TaskID, statemachine.NodeID) { return tasks[i], nodes[i] })
+	})
+	for g := 1; g <= 2; g++ {
+		if !bytes.Equal(gotEnts[g], wantEnts[g]) {
+			t.Fatalf("group %d entry:\n%x\nwant\n%x", g, gotEnts[g], wantEnts[g])
+		}
+	}
+	for i := range wantOut {
+		if gotOut[i] != wantOut[i] {
+			t.Fatalf("assignment %d: %+v, want %+v", i, gotOut[i], wantOut[i])
+		}
+	}
+	if wantOut[2].Result.Code != statemachine.CodeNotFound || wantOut[3].Result.ID != 11 {
+		t.Fatalf("outcomes %+v", wantOut)
 	}
 }
