@@ -74,8 +74,9 @@ type Config struct {
 	// MaxBatchRecords is the most commands the proposer puts in one Raft
 	// entry. Default 4096.
 	MaxBatchRecords int
-	// MaxBatchBytes is the most encoded bytes (approximately) the proposer
-	// puts in one Raft entry. Default 256 KiB.
+	// MaxBatchBytes is the most bytes of encoded commands the proposer
+	// puts in one Raft entry (the entry's header aside; these limits all
+	// count commands' encodings). Default 256 KiB.
 	MaxBatchBytes int
 	// MaxInFlightBytes bounds, per group, the bytes proposed but not yet
 	// applied on this replica; the proposer waits while it is reached (one

@@ -42,7 +42,7 @@ func (p *proposer) beat() {
 	if every == 0 {
 		every = time.Duration(p.cfg.ElectionRTT) * p.cfg.RTT
 	}
-	tick := statemachine.Command{Kind: statemachine.CmdTick}
+	tick, _ := statemachine.AppendChecked(nil, &statemachine.Command{Kind: statemachine.CmdTick})
 	for {
 		select {
 		case <-p.cfg.Clock.After(every):
@@ -58,7 +58,7 @@ func (p *proposer) beat() {
 		w := &waiter{out: make([]route.Outcome, 1), done: make(chan struct{})}
 		w.left.Store(1)
 		ctx, cancel := context.WithTimeout(context.Background(), every)
-		_ = p.enqueue(ctx, []call{{cmd: tick, size: approxSize(&tick), w: w}}) // the next beat tries again
+		_ = p.enqueue(ctx, []call{{enc: tick, w: w}}) // the next beat tries again
 		cancel()
 	}
 }

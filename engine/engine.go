@@ -262,58 +262,81 @@ func (e *Engine) Submit(ctx context.Context, cmd statemachine.Command) (statemac
 // delivers before it returns). If ctx ends first, the commands not yet
 // applied report ctx's error (they may still be applied later).
 func (e *Engine) SubmitMany(ctx context.Context, cmds []statemachine.Command) []route.Outcome {
-	out := make([]route.Outcome, len(cmds))
-	type span struct{ first, n int }
-	spans := make([]span, len(cmds))
-	perGroup := make([][]call, e.cfg.Groups+1)
-	if len(cmds) > 64 {
-		// Each group's calls are sized once: a scheduler run's hundred
-		// thousand assignments grew them by copying 250-byte calls.
-		counts := make([]int, e.cfg.Groups+1)
-		var targets [1]int
-		for i := range cmds {
-			gs, _ := route.Groups(&cmds[i], e.cfg.Groups, targets[:0])
-			for _, g := range gs {
-				counts[g]++
-			}
-		}
-		for g, n := range counts {
-			if n > 0 {
-				perGroup[g] = make([]call, 0, n)
-			}
-		}
-	}
-	w := &waiter{done: make(chan struct{})}
+	return e.submit(ctx, len(cmds), func(i int) *statemachine.Command { return &cmds[i] })
+}
+
+// SubmitAssigns is SubmitMany of n CmdAssign commands, the i-th moving
+// task at(i) to its node, for a caller that holds assignments rather than
+// commands (the scheduler's run: a hundred thousand commands of 200 bytes
+// each built only to be encoded).
+func (e *Engine) SubmitAssigns(ctx context.Context, n int, at func(i int) (statemachine.TaskID, statemachine.NodeID)) []route.Outcome {
+	var c statemachine.Command
+	return e.submit(ctx, n, func(i int) *statemachine.Command {
+		task, node := at(i)
+		c = statemachine.Command{Kind: statemachine.CmdAssign, Task: task, Node: node}
+		return &c
+	})
+}
+
+// submit is SubmitMany of the n commands cmd returns (each read once, in
+// order, and not kept past the next call).
+func (e *Engine) submit(ctx context.Context, n int, cmd func(i int) *statemachine.Command) []route.Outcome {
+	out := make([]route.Outcome, n)
+	w := &waiter{out: out, done: make(chan struct{})}
 	// The submitter's deadline, on the clock entries are stamped with
 	// (a context's deadline is the wall clock's).
 	var notAfter int64
 	if d, ok := ctx.Deadline(); ok {
 		notAfter = e.cfg.Clock.Now().Add(time.Until(d)).UnixNano()
 	}
+	// Each command goes to one group (route.Groups) and is encoded once,
+	// checked, into buf, which the entry's encoding copies from; its call
+	// holds only where its bytes are. A scheduler run's hundred thousand
+	// assignments were copied three times before as 250-byte calls.
+	var buf []byte
+	if n > 1 {
+		buf = make([]byte, 0, 24*n)
+	}
+	type routed struct{ group, end int32 } // group -1: rejected
+	at := make([]routed, n)
+	counts := make([]int32, e.cfg.Groups+1)
+	var rejected []int
 	var targets [1]int
-	slots := 0
-	for i := range cmds {
-		gs, rej := route.Groups(&cmds[i], e.cfg.Groups, targets[:0])
-		var enc []byte
+	for i := range n {
+		c := cmd(i)
+		gs, rej := route.Groups(c, e.cfg.Groups, targets[:0])
 		if rej.Code == statemachine.CodeOK {
-			enc, rej = statemachine.EncodeChecked(&cmds[i])
+			buf, rej = statemachine.AppendChecked(buf, c)
 		}
-		if rej.Code != statemachine.CodeOK {
+		if rej.Code != statemachine.CodeOK || len(gs) != 1 {
+			if rej.Code == statemachine.CodeOK {
+				rej = statemachine.Result{Code: statemachine.CodeInvalid, Msg: c.Kind.String() + " cannot be routed"}
+			}
 			out[i].Result = rej
+			at[i] = routed{group: -1, end: int32(len(buf))}
+			rejected = append(rejected, i)
 			continue
 		}
-		size := approxSize(&cmds[i])
-		spans[i] = span{slots, len(gs)}
-		for _, g := range gs {
-			perGroup[g] = append(perGroup[g], call{cmd: cmds[i], enc: enc, size: size, w: w, slot: slots, notAfter: notAfter})
-			slots++
-		}
+		at[i] = routed{group: int32(gs[0]), end: int32(len(buf))}
+		counts[gs[0]]++
 	}
-	if slots == 0 {
+	if len(rejected) == n {
 		return out
 	}
-	w.out = make([]route.Outcome, slots)
-	w.left.Store(int32(slots))
+	w.left.Store(int32(n - len(rejected)))
+	perGroup := make([][]call, e.cfg.Groups+1)
+	for g, n := range counts {
+		if n > 0 {
+			perGroup[g] = make([]call, 0, n)
+		}
+	}
+	start := int32(0)
+	for i, a := range at {
+		if a.group >= 0 {
+			perGroup[a.group] = append(perGroup[a.group], call{enc: buf[start:a.end:a.end], w: w, slot: i, notAfter: notAfter})
+		}
+		start = a.end
+	}
 	for g, calls := range perGroup {
 		if len(calls) == 0 {
 			continue
@@ -326,27 +349,19 @@ func (e *Engine) SubmitMany(ctx context.Context, cmds []statemachine.Command) []
 	}
 	select {
 	case <-w.done:
-	case <-ctx.Done():
-		for i, sp := range spans {
-			if sp.n > 0 {
-				out[i] = route.Outcome{Failed: ctx.Err()}
-			}
-		}
 		return out
-	}
-	for i, sp := range spans {
-		if sp.n == 0 {
-			continue
+	case <-ctx.Done():
+		// out stays the waiter's (a late result may still land in it): the
+		// caller gets a copy with the rejections it read before.
+		late := make([]route.Outcome, n)
+		for i := range late {
+			late[i] = route.Outcome{Failed: ctx.Err()}
 		}
-		o := w.out[sp.first]
-		for _, x := range w.out[sp.first+1 : sp.first+sp.n] {
-			if o.Failed == nil && (x.Failed != nil || (o.Result.Code == statemachine.CodeOK && x.Result.Code != statemachine.CodeOK)) {
-				o = x
-			}
+		for _, i := range rejected {
+			late[i] = out[i]
 		}
-		out[i] = o
+		return late
 	}
-	return out
 }
 
 // Read runs fn over a group's state once this replica has applied

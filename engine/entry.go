@@ -41,16 +41,15 @@ func encodeEntry(st entryStamp, batch []statemachine.Command, sizeHint int) []by
 	return statemachine.AppendBatch(b, batch)
 }
 
-// encodeEntryEncoded is encodeEntry for commands of which some were
-// encoded when they were checked (statemachine.EncodeChecked).
-func encodeEntryEncoded(st entryStamp, batch []statemachine.Command, encoded [][]byte, sizeHint int) []byte {
-	b := appendEntryHeader(make([]byte, 0, entryHeaderLen+sizeHint), st)
-	return statemachine.AppendBatchEncoded(b, batch, encoded)
-}
-
 // decodeEntry splits an entry into its stamp and its batch. Corrupt input
 // yields an error wrapping statemachine.ErrCorrupt, never a panic.
 func decodeEntry(b []byte) (st entryStamp, batch []statemachine.Command, err error) {
+	return decodeEntryInto(nil, b)
+}
+
+// decodeEntryInto is decodeEntry decoding the batch into buf's array when
+// it has room (statemachine.DecodeBatchInto).
+func decodeEntryInto(buf []statemachine.Command, b []byte) (st entryStamp, batch []statemachine.Command, err error) {
 	hdr := entryHeaderLen
 	if len(b) > 0 && b[0] == entryVersionV1 {
 		hdr = entryHeaderLenV1
@@ -69,46 +68,9 @@ func decodeEntry(b []byte) (st entryStamp, batch []statemachine.Command, err err
 	if hdr == entryHeaderLen {
 		st.notAfter = int64(binary.LittleEndian.Uint64(b[9:17]))
 	}
-	batch, err = statemachine.DecodeBatch(b[hdr:])
+	batch, err = statemachine.DecodeBatchInto(buf, b[hdr:])
 	if err != nil {
 		return entryStamp{}, nil, fmt.Errorf("engine: entry batch: %w", err)
 	}
 	return st, batch, nil
-}
-
-// approxSize estimates a command's encoded size, for batch limits.
-func approxSize(c *statemachine.Command) int {
-	n := 24 + len(c.Name) + len(c.Message)
-	if s := c.Spec; s != nil {
-		n += 48 + len(s.Name) + len(s.Image) + len(s.Dir)
-		for _, a := range s.Command {
-			n += 2 + len(a)
-		}
-		for _, a := range s.Env {
-			n += 2 + len(a)
-		}
-		for _, x := range s.Placement.Preferences {
-			n += 2 + len(x)
-		}
-		n += 16 // the rollback configuration
-		for k, v := range s.Labels {
-			n += 4 + len(k) + len(v)
-		}
-		for _, x := range s.Constraints {
-			n += 2 + len(x)
-		}
-		for _, x := range s.Networks {
-			n += 2 + len(x)
-		}
-	}
-	if nd := c.NodeSpec; nd != nil {
-		n += 40 + len(nd.Name) + len(nd.Role.String())
-		for k, v := range nd.Labels {
-			n += 4 + len(k) + len(v)
-		}
-	}
-	if nw := c.NetworkSpec; nw != nil {
-		n += 8 + len(nw.Name) + len(nw.Subnet)
-	}
-	return n
 }

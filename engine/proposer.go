@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync"
@@ -16,8 +17,7 @@ import (
 	"shoal/statemachine"
 )
 
-// waiter collects the outcomes of one submission, one slot per (command,
-// group) pair.
+// waiter collects the outcomes of one submission, one slot per command.
 type waiter struct {
 	out  []route.Outcome
 	left atomic.Int32
@@ -26,18 +26,25 @@ type waiter struct {
 
 func (w *waiter) deliver(slot int, o route.Outcome) {
 	w.out[slot] = o
-	if w.left.Add(-1) == 0 {
+	w.settle(1)
+}
+
+// settle counts n outcomes delivered.
+func (w *waiter) settle(n int) {
+	if w.left.Add(-int32(n)) == 0 {
 		close(w.done)
 	}
 }
 
-// call is one command queued for one group.
+// results holds decoded results' arrays for reuse (*[]statemachine.Result):
+// entries in flight are awaited concurrently.
+var results sync.Pool
+
+// call is one command queued for one group: its encoding, checked
+// (statemachine.AppendChecked), which the entry's encoding copies; its
+// length counts against the batch, queue and in-flight byte limits.
 type call struct {
-	cmd statemachine.Command
-	// enc is cmd's encoding from its check (statemachine.EncodeChecked),
-	// nil for the kinds encoded with their entry.
 	enc  []byte
-	size int
 	w    *waiter
 	slot int
 	// notAfter is when the submitter stops waiting (its context's
@@ -66,8 +73,6 @@ type proposer struct {
 	reproposed atomic.Uint64
 	stop       chan struct{}
 	done       chan struct{}
-	scratch    []statemachine.Command // the loop goroutine's encoding buffer
-	scratchEnc [][]byte               // and the commands' encodings
 	// proposed counts the entries this replica proposed and the commands
 	// they carried (the mean batch size is their ratio); last is when it
 	// last proposed one (unix nanoseconds on the engine's clock).
@@ -106,11 +111,12 @@ func newProposer(nh *dragonboat.NodeHost, cfg *Config, group int, lead *leadersh
 	return p
 }
 
-// enqueue adds calls to the queue in order, waiting while the queue is full.
+// enqueue adds calls to the queue in order, waiting while the queue is
+// full; the queue may keep calls' array (the caller must not reuse it).
 func (p *proposer) enqueue(ctx context.Context, calls []call) error {
 	size := 0
 	for i := range calls {
-		size += calls[i].size
+		size += len(calls[i].enc)
 	}
 	p.mu.Lock()
 	for !p.mu.closed && p.mu.queued > 0 && p.mu.queued+size > p.cfg.MaxQueuedBytes {
@@ -128,7 +134,11 @@ func (p *proposer) enqueue(ctx context.Context, calls []call) error {
 		p.mu.Unlock()
 		return ErrClosed
 	}
-	p.mu.queue = append(p.mu.queue, calls...)
+	if len(p.mu.queue) == 0 {
+		p.mu.queue = calls // the caller's: no copy (a run's calls are queued at once)
+	} else {
+		p.mu.queue = append(p.mu.queue, calls...)
+	}
 	p.mu.queued += size
 	p.mu.Unlock()
 	select {
@@ -159,10 +169,10 @@ func (p *proposer) take() (calls []call, size int, wait <-chan struct{}) {
 	}
 	n := 0
 	for n < len(q) && n < p.cfg.MaxBatchRecords {
-		if n > 0 && size+q[n].size > p.cfg.MaxBatchBytes {
+		if n > 0 && size+len(q[n].enc) > p.cfg.MaxBatchBytes {
 			break
 		}
-		size += q[n].size
+		size += len(q[n].enc)
 		n++
 	}
 	calls = q[:n:n]
@@ -207,21 +217,26 @@ func (p *proposer) run() {
 // propose encodes one entry's calls and proposes it, and leaves a goroutine waiting
 // for its result.
 func (p *proposer) propose(calls []call, size int) {
-	cmds, encs := p.scratch[:0], p.scratchEnc[:0]
-	for i := range calls {
-		cmds = append(cmds, calls[i].cmd)
-		encs = append(encs, calls[i].enc)
-	}
 	now := p.cfg.Clock.Now()
 	deadline := now.Add(p.cfg.ProposeTimeout)
-	ent := encodeEntryEncoded(entryStamp{now: now.UnixNano(), notAfter: p.notAfter(deadline, calls)}, cmds, encs, size)
-	clear(cmds) // drop references to specs
-	clear(encs)
-	p.scratch, p.scratchEnc = cmds[:0], encs[:0]
+	ent := p.entry(calls, size, now, deadline)
 	p.proposed.entries.Add(1)
 	p.proposed.commands.Add(uint64(len(calls)))
 	p.proposed.last.Store(now.UnixNano())
 	p.send(ent, calls, size, deadline)
+}
+
+// entry encodes the entry of calls taken together (size bytes of
+// commands), stamped now and refused after the earliest of deadline and
+// the calls' own.
+func (p *proposer) entry(calls []call, size int, now, deadline time.Time) []byte {
+	st := entryStamp{now: now.UnixNano(), notAfter: p.notAfter(deadline, calls)}
+	b := appendEntryHeader(make([]byte, 0, entryHeaderLen+binary.MaxVarintLen64+1+size), st)
+	b = statemachine.AppendBatchHeader(b, len(calls))
+	for i := range calls {
+		b = append(b, calls[i].enc...)
+	}
+	return b
 }
 
 // send proposes a raw entry for calls (the test hook proposes garbage this
@@ -428,7 +443,16 @@ func (p *proposer) await(sess *client.Session, rs *dragonboat.RequestState, term
 
 // deliver hands each call its result from an applied entry.
 func (p *proposer) deliver(calls []call, size int, res sm.Result) {
-	rs, err := statemachine.DecodeResults(res.Data)
+	buf, _ := results.Get().(*[]statemachine.Result)
+	if buf == nil {
+		buf = new([]statemachine.Result)
+	}
+	defer results.Put(buf)
+	rs, err := statemachine.DecodeResultsInto(*buf, res.Data)
+	if cap(rs) > cap(*buf) {
+		*buf = rs[:0]
+	}
+	defer clear(rs) // keep no messages
 	switch {
 	case err == nil && res.Value == resultCorrupt && len(rs) == 1:
 		// The whole entry was rejected as corrupt: every command shares why.
@@ -446,10 +470,16 @@ func (p *proposer) deliver(calls []call, size int, res sm.Result) {
 }
 
 // finish delivers an outcome to every call of an entry and frees its
-// in-flight bytes.
+// in-flight bytes. A run of calls of one submission settles its waiter
+// once.
 func (p *proposer) finish(calls []call, size int, outcome func(i int) route.Outcome) {
-	for i := range calls {
-		calls[i].w.deliver(calls[i].slot, outcome(i))
+	for i := 0; i < len(calls); {
+		w, j := calls[i].w, i
+		for ; j < len(calls) && calls[j].w == w; j++ {
+			w.out[calls[j].slot] = outcome(j)
+		}
+		w.settle(j - i)
+		i = j
 	}
 	p.mu.Lock()
 	p.mu.inflight -= size

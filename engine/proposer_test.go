@@ -21,7 +21,7 @@ func TestProposerLimits(t *testing.T) {
 	calls := func(n, size int) []call {
 		cs := make([]call, n)
 		for i := range cs {
-			cs[i] = call{size: size, w: w}
+			cs[i] = call{enc: make([]byte, size), w: w}
 		}
 		return cs
 	}

@@ -16,7 +16,7 @@ func (e *Engine) proposeRaw(ctx context.Context, group int, ent []byte) route.Ou
 	p.mu.inflight += len(ent)
 	p.mu.entries++
 	p.mu.Unlock()
-	p.send(ent, []call{{w: w, size: len(ent)}}, len(ent), e.cfg.Clock.Now().Add(e.cfg.ProposeTimeout))
+	p.send(ent, []call{{w: w, enc: ent}}, len(ent), e.cfg.Clock.Now().Add(e.cfg.ProposeTimeout))
 	select {
 	case <-w.done:
 		return w.out[0]

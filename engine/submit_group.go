@@ -24,13 +24,13 @@ func (e *Engine) SubmitToGroup(ctx context.Context, group int, cmd statemachine.
 			Msg: cmd.Kind.String() + " is routed by its object: use Submit"}
 		return rej, rej.Err()
 	}
-	enc, rej := statemachine.EncodeChecked(&cmd)
+	enc, rej := statemachine.AppendChecked(nil, &cmd)
 	if rej.Code != statemachine.CodeOK {
 		return rej, rej.Err()
 	}
 	w := &waiter{out: make([]route.Outcome, 1), done: make(chan struct{})}
 	w.left.Store(1)
-	if err := e.props[group].enqueue(ctx, []call{{cmd: cmd, enc: enc, size: approxSize(&cmd), w: w}}); err != nil {
+	if err := e.props[group].enqueue(ctx, []call{{enc: enc, w: w}}); err != nil {
 		return statemachine.Result{}, err
 	}
 	select {

@@ -27,26 +27,25 @@ func AppendBatch(dst []byte, batch []Command) []byte {
 	return e.b
 }
 
-// AppendBatchEncoded is AppendBatch for commands of which some were
-// encoded already: encoded[i], when not nil, is batch[i] as EncodeChecked
-// returned it, and is copied instead of encoded again.
-func AppendBatchEncoded(dst []byte, batch []Command, encoded [][]byte) []byte {
+// AppendBatchHeader appends the head of a batch of n commands to dst:
+// followed by n encodings from AppendChecked, it is what AppendBatch
+// writes for those commands.
+func AppendBatchHeader(dst []byte, n int) []byte {
 	e := encoder{b: dst}
 	e.byte1(batchVersion)
-	e.u(uint64(len(batch)))
-	for i := range batch {
-		if encoded[i] != nil {
-			e.b = append(e.b, encoded[i]...)
-			continue
-		}
-		encodeCommand(&e, &batch[i])
-	}
+	e.u(uint64(n))
 	return e.b
 }
 
 // DecodeBatch decodes a batch written by AppendBatch. Corrupt input yields an
 // error wrapping ErrCorrupt, never a panic.
-func DecodeBatch(b []byte) ([]Command, error) {
+func DecodeBatch(b []byte) ([]Command, error) { return DecodeBatchInto(nil, b) }
+
+// DecodeBatchInto is DecodeBatch into buf's array when it has room (each
+// command is zeroed first; the caller must be done with buf's old
+// commands); a replica decodes every entry into one buffer instead of
+// allocating a batch per entry.
+func DecodeBatchInto(buf []Command, b []byte) ([]Command, error) {
 	d := newDecoder(b)
 	v := d.byte1()
 	if d.Err() == nil && v > batchVersion && v <= batchVersion+NewerFormats {
@@ -57,7 +56,13 @@ func DecodeBatch(b []byte) ([]Command, error) {
 	}
 	d.specExt = v == batchVersion
 	n := d.count(1)
-	batch := make([]Command, n)
+	var batch []Command
+	if cap(buf) >= n {
+		batch = buf[:n]
+		clear(batch)
+	} else {
+		batch = make([]Command, n)
+	}
 	for i := range batch {
 		decodeCommand(&d, &batch[i])
 	}
@@ -149,7 +154,7 @@ func encodeLeaseFields(e *encoder, c *Command) {
 	e.bool(c.Entry != nil)
 	if c.Entry != nil {
 		if c.Entry.Cmd.Entry != nil {
-			panic("statemachine: an outbox entry cannot nest another") // CheckEncodable refuses it first
+			panic("statemachine: an outbox entry cannot nest another") // AppendChecked refuses it first
 		}
 		e.u(c.Entry.Seq)
 		e.u(c.Entry.Index)
@@ -414,10 +419,18 @@ func AppendResults(dst []byte, rs []Result) []byte {
 }
 
 // DecodeResults decodes what AppendResults wrote.
-func DecodeResults(b []byte) ([]Result, error) {
+func DecodeResults(b []byte) ([]Result, error) { return DecodeResultsInto(nil, b) }
+
+// DecodeResultsInto is DecodeResults into buf's array when it has room.
+func DecodeResultsInto(buf []Result, b []byte) ([]Result, error) {
 	d := newDecoder(b)
 	n := d.count(3)
-	rs := make([]Result, n)
+	var rs []Result
+	if cap(buf) >= n {
+		rs = buf[:n]
+	} else {
+		rs = make([]Result, n)
+	}
 	for i := range rs {
 		rs[i].Code = Code(d.un(uint64(numCodes)-1, "result code"))
 		rs[i].ID = d.u()
@@ -432,36 +445,78 @@ func DecodeResults(b []byte) ([]Result, error) {
 // CheckEncodable rejects (CodeInvalid) a command that would not survive
 // the batch codec, before it joins a batch: one such command would make
 // the whole entry, everyone else's commands included, undecodable on the
-// replicas. See EncodeChecked.
+// replicas. See AppendChecked.
 func CheckEncodable(c *Command) Result {
-	_, r := EncodeChecked(c)
+	_, r := AppendChecked(nil, c)
 	return r
 }
 
-// EncodeChecked is CheckEncodable that keeps the encoding it checked, for
-// AppendBatchEncoded: the hot kinds (task status, assign) take a field
-// check and return no bytes (they are encoded with their batch); the rest
-// are encoded once and decoded back.
-func EncodeChecked(c *Command) ([]byte, Result) {
-	if c.Entry != nil && c.Entry.Cmd.Entry != nil {
-		return nil, Result{Code: CodeInvalid, Msg: "an outbox entry cannot carry another"}
+// AppendChecked is CheckEncodable that appends the encoding it checked to
+// dst (after AppendBatchHeader, as AppendBatch writes it), so that a
+// command is encoded once on its way to Raft and never decoded to be
+// checked: its fields are checked against what decodeCommand accepts
+// (unencodable). A command refused leaves dst as it was.
+func AppendChecked(dst []byte, c *Command) ([]byte, Result) {
+	if why := unencodable(c, false); why != "" {
+		return dst, Result{Code: CodeInvalid, Msg: "command cannot be encoded: " + why}
 	}
-	if (c.Kind == CmdTaskStatus || c.Kind == CmdAssign) &&
-		c.Spec == nil && c.NodeSpec == nil && c.NetworkSpec == nil && c.State.Valid() &&
-		c.NodeStatus < numNodeStatuses && c.Availability < numAvailabilities {
-		return nil, Result{}
-	}
-	e := encoder{}
+	e := encoder{b: dst}
 	encodeCommand(&e, c)
-	d := newDecoder(e.b)
-	d.specExt = true // encodeCommand writes the current batch version's form
-	var back Command
-	decodeCommand(&d, &back)
-	if d.Err() == nil && d.Len() != 0 {
-		d.fail("trailing bytes")
-	}
-	if err := d.Err(); err != nil {
-		return nil, Result{Code: CodeInvalid, Msg: "command cannot be encoded: " + err.Error()}
-	}
 	return e.b, Result{}
+}
+
+// unencodable says why decodeCommand would refuse c's encoding, "" when it
+// would not: the bounds it checks, field by field (every other field
+// decodes whatever it holds). TestUnencodableIsTheRoundTrip holds the two
+// together.
+func unencodable(c *Command, nested bool) string {
+	switch {
+	case c.Kind >= numCmdKinds:
+		return fmt.Sprintf("command kind %d out of range", c.Kind)
+	case !c.State.Valid():
+		return fmt.Sprintf("task state %d out of range", c.State)
+	case c.NodeStatus >= numNodeStatuses:
+		return fmt.Sprintf("node status %d out of range", c.NodeStatus)
+	case c.Availability >= numAvailabilities:
+		return fmt.Sprintf("availability %d out of range", c.Availability)
+	case c.Settings != nil && uint64(c.Settings.TaskHistoryLimit) > 1<<16:
+		return fmt.Sprintf("task history limit %d out of range", c.Settings.TaskHistoryLimit)
+	}
+	if s := c.Spec; s != nil {
+		switch {
+		case s.Mode > ModeGlobal:
+			return fmt.Sprintf("service mode %d out of range", s.Mode)
+		case s.Restart.Condition > RestartNone:
+			return fmt.Sprintf("restart condition %d out of range", s.Restart.Condition)
+		case s.Disconnect.Reconcile >= numReconcileModes:
+			return fmt.Sprintf("reconcile mode %d out of range", s.Disconnect.Reconcile)
+		case s.Placement.Strategy >= numStrategies:
+			return fmt.Sprintf("placement strategy %d out of range", s.Placement.Strategy)
+		}
+		for _, u := range []*UpdateConfig{&s.Update, &s.Rollback} {
+			switch {
+			case u.FailureAction >= numFailureActions:
+				return fmt.Sprintf("failure action %d out of range", u.FailureAction)
+			case u.Order > StartFirst:
+				return fmt.Sprintf("update order %d out of range", u.Order)
+			}
+		}
+	}
+	if n := c.NodeSpec; n != nil {
+		switch {
+		case n.Role >= numRoles:
+			return fmt.Sprintf("node role %d out of range", n.Role)
+		case n.Availability >= numAvailabilities:
+			return fmt.Sprintf("node availability %d out of range", n.Availability)
+		case n.Status >= numNodeStatuses:
+			return fmt.Sprintf("node status %d out of range", n.Status)
+		}
+	}
+	if c.Entry != nil {
+		if nested {
+			return "an outbox entry cannot carry another"
+		}
+		return unencodable(&c.Entry.Cmd, true)
+	}
+	return ""
 }

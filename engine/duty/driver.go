@@ -363,19 +363,27 @@ func (d *Driver) submit(ctx context.Context, p *plan, stats *RunStats) error {
 	if len(p.assigns) == 0 {
 		return nil
 	}
-	cmds := p.commands(d.cmdBuf)
-	defer func() {
+	var outs []route.Outcome
+	if a, ok := d.c.(assigner); ok {
+		// No command per task: the cluster encodes each assignment as it
+		// reads it.
+		outs = a.SubmitAssigns(ctx, len(p.assigns), func(i int) (statemachine.TaskID, statemachine.NodeID) {
+			return p.assigns[i].task, statemachine.NodeID(p.assigns[i].node)
+		})
+	} else {
+		cmds := p.commands(d.cmdBuf)
+		outs = d.c.SubmitMany(ctx, cmds)
 		clear(cmds) // keep no references
 		d.cmdBuf = keepBuffer(cmds)
-	}()
+	}
 	var first error
-	for i, o := range d.c.SubmitMany(ctx, cmds) {
+	for i, o := range outs {
 		switch {
 		case o.Failed != nil:
 			stats.Failed++
 			d.inc.valid = false // the task's record cannot say
 			if first == nil {
-				first = fmt.Errorf("engine: scheduler: assign task %d to node %d: %w", cmds[i].Task, cmds[i].Node, o.Failed)
+				first = fmt.Errorf("engine: scheduler: assign task %d to node %d: %w", p.assigns[i].task, p.assigns[i].node, o.Failed)
 			}
 		case o.Result.Code != statemachine.CodeOK:
 			stats.Rejected++

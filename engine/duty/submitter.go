@@ -77,6 +77,34 @@ func (s *Submitter) SubmitMany(ctx context.Context, cmds []statemachine.Command)
 	return out
 }
 
+// assigner is a Cluster that takes a scheduler run's assignments without
+// a command per task (*engine.Engine, and a Submitter over one).
+type assigner interface {
+	SubmitAssigns(ctx context.Context, n int, at func(i int) (statemachine.TaskID, statemachine.NodeID)) []route.Outcome
+}
+
+// SubmitAssigns is SubmitMany of n CmdAssign commands, the i-th moving
+// task at(i) to its node (nothing to check first, nothing to deliver):
+// handed to the cluster as they are when it takes them so, built into
+// commands when not.
+func (s *Submitter) SubmitAssigns(ctx context.Context, n int, at func(i int) (statemachine.TaskID, statemachine.NodeID)) []route.Outcome {
+	return submitAssigns(ctx, s.c, n, at)
+}
+
+// submitAssigns hands n assignments to c, as commands if it takes no
+// other form.
+func submitAssigns(ctx context.Context, c Cluster, n int, at func(i int) (statemachine.TaskID, statemachine.NodeID)) []route.Outcome {
+	if a, ok := c.(assigner); ok {
+		return a.SubmitAssigns(ctx, n, at)
+	}
+	cmds := make([]statemachine.Command, n)
+	for i := range cmds {
+		task, node := at(i)
+		cmds[i] = statemachine.Command{Kind: statemachine.CmdAssign, Task: task, Node: node}
+	}
+	return c.SubmitMany(ctx, cmds)
+}
+
 // SubmitBeforeFanout is Submit for a node or network command whose caller
 // needs only the cluster group to have applied it (a worker joining: no
 // service group places a task on a node before it knows the node). It
