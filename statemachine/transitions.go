@@ -314,6 +314,7 @@ func (s *State) deleteTask(t *Task, beyondRetention bool) {
 			}
 			if len(sl.tasks) == 0 {
 				svc.slots.del(t.Slot)
+				svc.walk.dropSlot(t.Slot)
 				svc.slotOrder = nil
 				s.markSlot(svc, t.Slot) // an empty slot may need a task, or the service may go
 			}
