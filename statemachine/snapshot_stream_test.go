@@ -2,6 +2,7 @@ package statemachine
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 )
@@ -17,9 +18,21 @@ func firstDiff(a, b []byte) int {
 	return min(len(a), len(b))
 }
 
+// randomPendingReason is the scheduler's reason for one service's pending
+// tasks, which randomCommand does not draw.
+func randomPendingReason(rng *rand.Rand, s *State) Command {
+	ids := s.ServiceIDs()
+	if len(ids) == 0 {
+		return Command{Kind: CmdTick}
+	}
+	svc := s.services[ids[rng.IntN(len(ids))]]
+	return Command{Kind: CmdPendingReason, Name: svc.Spec.Name, Seq: uint64(svc.SpecVersion),
+		Message: fmt.Sprintf("no node fits (%d)", rng.IntN(3))}
+}
+
 // Property: a snapshot streamed in parts while the state goes on applying
 // random entries (task reports, placements, syncs, node failures, service
-// updates and removals, ticks) is byte for byte the canonical encoding
+// updates and removals, pending reasons, ticks) is byte for byte the canonical encoding
 // the state had at the capture; and the state keeps nothing for it once
 // it is closed.
 func TestSnapshotStreamIsTheCapturedCanonical(t *testing.T) {
@@ -48,6 +61,9 @@ func TestSnapshotStreamIsTheCapturedCanonical(t *testing.T) {
 			batch := make([]Command, 1+rng.IntN(3))
 			for j := range batch {
 				batch[j] = randomCommand(rng, live)
+				if rng.IntN(10) == 0 {
+					batch[j] = randomPendingReason(rng, live)
+				}
 			}
 			live.Apply(batch, i, now, &out)
 			for k := rng.IntN(3); st != nil && k > 0; k-- {
