@@ -79,3 +79,36 @@ func TestSnapshotSavedWhileApplying(t *testing.T) {
 		t.Fatal("the snapshot does not restore the state at the prepare")
 	}
 }
+
+// The same while the save runs on a goroutine of its own beside Update
+// and reads, as dragonboat runs them (run it with -race).
+func TestSnapshotSavedBesideUpdates(t *testing.T) {
+	r := newReplica(2, 8, nil)
+	r.mu.st.Apply(mustDecode(t, encodeEntry(entryStamp{now: 42}, createServices("svc", 20, 2500), 0)), 7, 42, &r.mu.out)
+	var want bytes.Buffer
+	if err := statemachine.SaveCanonical(&want, r.mu.st.Canonical()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, err := r.PrepareSnapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got bytes.Buffer
+	done := make(chan error)
+	go func() { done <- r.SaveSnapshot(ctx, &got, nil, nil) }()
+	for i := range 20 {
+		cmd := statemachine.Command{Kind: statemachine.CmdRemoveService, Name: fmt.Sprintf("svc-%d", i)}
+		if _, err := r.Update([]sm.Entry{{Index: uint64(8 + i), Cmd: encodeEntry(entryStamp{now: 43 + int64(i)}, []statemachine.Command{cmd}, 0)}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.Lookup(readFunc(func(st *statemachine.State) { _ = st.NumTasks() })); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got.Bytes(), want.Bytes()) {
+		t.Fatalf("the snapshot saved (%d bytes) is not the state at the prepare (%d bytes)", got.Len(), want.Len())
+	}
+}
