@@ -113,9 +113,7 @@ func (st *SnapshotStream) tasks(buf []byte) ([]byte, bool, error) {
 			break
 		}
 		live = append(live, t)
-		if _, ok := st.kept[id]; !ok {
-			size += 64 // a guess: only the chunk's size depends on it
-		}
+		size += 64 // about a task's encoding: only the part's size depends on it
 	}
 	var kept []TaskID
 	for id := range st.kept {
