@@ -145,7 +145,11 @@ func (r *replica) PrepareSnapshot() (any, error) {
 	// lock (readers run in between, never beside it).
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.mu.st.CaptureSnapshot(), nil
+	st, err := r.mu.st.CaptureSnapshot()
+	if err != nil {
+		return nil, fmt.Errorf("engine: snapshot of group %d: %w", r.group, err)
+	}
+	return st, nil
 }
 
 // compareShadow compares what the entry at index did to the live state and

@@ -530,7 +530,7 @@ func BenchmarkSnapshotHeld1M(b *testing.B) {
 	b.Run("stream", func(b *testing.B) {
 		for b.Loop() {
 			p := &liveProbe{base: base()}
-			st := s.CaptureSnapshot()
+			st := mustCapture(b, s)
 			if err := SaveStream(p, st.Next); err != nil {
 				b.Fatal(err)
 			}

@@ -43,19 +43,22 @@ const streamChunk = flushAt
 
 // CaptureSnapshot starts a snapshot of the state as it is now. It ends
 // any stream captured before.
-func (s *State) CaptureSnapshot() *SnapshotStream {
+func (s *State) CaptureSnapshot() (*SnapshotStream, error) {
 	if s.capture != nil {
 		s.capture.end()
+		s.capture = nil
 	}
 	st := &SnapshotStream{s: s, chunk: streamChunk, count: s.tasks.len(), last: TaskID(uint64(s.cfg.Group)<<48 | s.nextTask)}
 	var e encoder
-	_ = s.encodeHead(&e, poolCodec{}) // the pools' own encoding never fails
+	if err := s.encodeHead(&e, poolCodec{}); err != nil {
+		return nil, fmt.Errorf("statemachine: snapshot: %w", err)
+	}
 	st.head = e.b
 	e = encoder{}
 	s.encodeTail(&e)
 	st.tail = e.b
 	s.capture = st
-	return st
+	return st, nil
 }
 
 // keepTask keeps t's encoding in the stream being written, if the stream

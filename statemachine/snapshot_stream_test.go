@@ -7,6 +7,16 @@ import (
 	"testing"
 )
 
+// mustCapture is s.CaptureSnapshot, failing tb on an error.
+func mustCapture(tb testing.TB, s *State) *SnapshotStream {
+	tb.Helper()
+	st, err := s.CaptureSnapshot()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return st
+}
+
 // firstDiff is the first offset where a and b differ (or the shorter's
 // length).
 func firstDiff(a, b []byte) int {
@@ -53,7 +63,7 @@ func TestSnapshotStreamIsTheCapturedCanonical(t *testing.T) {
 		for i := uint64(2); i < 400; i++ {
 			if st == nil && rng.IntN(8) == 0 {
 				want = live.Canonical()
-				st = live.CaptureSnapshot()
+				st = mustCapture(t, live)
 				st.chunk = 1 + rng.IntN(400)
 				got = nil
 			}
@@ -105,7 +115,7 @@ func TestSaveStreamEqualsSaveCanonical(t *testing.T) {
 		t.Fatal(err)
 	}
 	for k, chunk := range []int{1, 700, 1 << 14, streamChunk} {
-		st := s.CaptureSnapshot()
+		st := mustCapture(t, s)
 		st.chunk = chunk
 		var got bytes.Buffer
 		first := true
@@ -137,11 +147,11 @@ func TestSaveStreamEqualsSaveCanonical(t *testing.T) {
 // a mix of two states.
 func TestCaptureEndsTheStreamBefore(t *testing.T) {
 	s := buildRunning(t, 1, 10, 2)
-	old := s.CaptureSnapshot()
+	old := mustCapture(t, s)
 	if _, _, err := old.Next(nil); err != nil {
 		t.Fatal(err)
 	}
-	cur := s.CaptureSnapshot()
+	cur := mustCapture(t, s)
 	if _, _, err := old.Next(nil); err == nil {
 		t.Fatal("a stream ended by a later capture went on")
 	}
