@@ -40,9 +40,6 @@ type replica struct {
 	// applied is the index of the last entry applied (or of the snapshot
 	// recovered), readable without the lock.
 	applied atomic.Uint64
-	// snapRoom is the buffer the next snapshot capture reserves: the last
-	// capture's length and an eighth (statemachine.CanonicalSized).
-	snapRoom atomic.Int64
 }
 
 var _ sm.IConcurrentStateMachine = (*replica)(nil)
@@ -151,17 +148,26 @@ func (r *replica) Lookup(q any) (any, error) {
 	return nil, nil
 }
 
-// PrepareSnapshot captures the state's canonical encoding; dragonboat holds
-// Update off meanwhile, and compression happens later in SaveSnapshot.
+// PrepareSnapshot captures the state for SaveSnapshot, which writes it while
+// entries go on applying (dragonboat holds Update off only meanwhile): a
+// statemachine.SnapshotStream, which holds the encoding of everything but
+// the tasks and keeps a task's encoding only when an entry changes it
+// before it is written, instead of the whole canonical encoding (about a
+// hundred bytes a task). With the replay check on, the canonical encoding
+// itself, which the check compares.
 func (r *replica) PrepareSnapshot() (any, error) {
 	if r.onDiverge != nil {
 		return r.checkReplay()
 	}
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	raw := r.mu.st.CanonicalSized(int(r.snapRoom.Load()))
-	r.snapRoom.Store(int64(len(raw) + len(raw)/8))
-	return raw, nil
+	// The capture registers itself in the state, so it takes the write
+	// lock (readers run in between, never beside it).
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st, err := r.mu.st.CaptureSnapshot()
+	if err != nil {
+		return nil, fmt.Errorf("engine: snapshot of group %d: %w", r.group, err)
+	}
+	return st, nil
 }
 
 // compareShadow compares what the entry at index did to the live state and
@@ -212,14 +218,28 @@ func (r *replica) checkReplay() (any, error) {
 	return raw, nil
 }
 
-// SaveSnapshot writes the captured state with statemachine.SaveCanonical:
-// the format statemachine.State.Save writes and Load reads.
+// SaveSnapshot writes the captured state in the format
+// statemachine.State.Save writes and Load reads. A stream's parts are
+// encoded under the read lock, a megabyte at a time, and compressed and
+// written outside it; entries applied in between change nothing in it.
 func (r *replica) SaveSnapshot(ctx any, w io.Writer, _ sm.ISnapshotFileCollection, _ <-chan struct{}) error {
-	raw, ok := ctx.([]byte)
-	if !ok {
-		return fmt.Errorf("engine: snapshot context is %T, want []byte", ctx)
+	var err error
+	switch c := ctx.(type) {
+	case []byte:
+		err = statemachine.SaveCanonical(w, c)
+	case *statemachine.SnapshotStream:
+		err = statemachine.SaveStream(w, func(buf []byte) ([]byte, bool, error) {
+			r.mu.RLock()
+			defer r.mu.RUnlock()
+			return c.Next(buf)
+		})
+		r.mu.Lock()
+		c.Close()
+		r.mu.Unlock()
+	default:
+		return fmt.Errorf("engine: snapshot context is %T, want a captured state", ctx)
 	}
-	if err := statemachine.SaveCanonical(w, raw); err != nil {
+	if err != nil {
 		return fmt.Errorf("engine: save snapshot of group %d: %w", r.group, err)
 	}
 	return nil

@@ -188,6 +188,7 @@ func (s *State) allocateAddresses(t *Task) error {
 		}
 		atts = append(atts, Attachment{Network: nw.ID, Addr: addrU32(a)})
 	}
+	s.keepTask(t)
 	t.Attachments = atts
 	return nil
 }

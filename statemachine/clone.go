@@ -123,7 +123,6 @@ func (s *State) cloneReusing(old *State) *State {
 				csl = new(slot)
 			}
 			csl.tasks, csl.dirty, csl.live = tasksFor(csl.tasks, len(sl.tasks)), false, sl.live
-			csl.walk = slotWalk{}
 			for i, t := range sl.tasks {
 				csl.tasks[i] = c.tasks.get(t.ID)
 			}

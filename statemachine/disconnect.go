@@ -134,6 +134,7 @@ func (s *State) DisconnectWindowOpen(id NodeID, now int64) bool {
 }
 
 func (s *State) mark(t *Task, kind HistoryKind) {
+	s.keepTask(t)
 	s.touchTask(t)
 	t.History.add(HistoryEntry{At: s.now, State: t.Status.State, Kind: kind, By: CompNodeMonitor, Desired: t.Desired})
 	s.emit(Effect{Kind: EffTaskState, Node: t.Node, Task: t.ID, Service: t.Service})

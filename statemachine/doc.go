@@ -37,5 +37,8 @@
 //   - Save/Load round-trip the whole state (zstd-compressed canonical
 //     encoding); Hash is a digest of that canonical encoding, so equal hashes
 //     mean equal states. Load and DecodeBatch return errors on corrupt input,
-//     never panic.
+//     never panic. CaptureSnapshot captures the state at one entry and
+//     SaveStream writes Save's bytes for it while entries go on applying
+//     (snapshot_stream.go): a task changed before it is written keeps its
+//     encoding from the capture first (keepTask).
 package statemachine

@@ -43,6 +43,10 @@ type updateWalk struct {
 	stale []uint32
 	until dueSlots // by slotWalk.until
 	notes dueSlots // by slotWalk.note
+	// parts are the slots' parts, by slot number: only a service under
+	// update has them, so a slot does not carry room for one (40 of its
+	// 72 bytes, a slot per task).
+	parts map[uint32]slotWalk
 }
 
 // dueSlot names a slot's part by one of its times; an entry whose slot's
@@ -78,7 +82,7 @@ func (s *State) touchSlot(svc *Service, n uint32) {
 		return
 	}
 	if sl := svc.slots.get(n); sl != nil {
-		svc.walk.drop(sl, n)
+		svc.walk.drop(n)
 	}
 }
 
@@ -89,8 +93,8 @@ func (s *State) touchTask(t *Task) {
 
 // drop takes slot n's part out of the sums (a slot new to the walk has
 // none) and lists it stale.
-func (w *updateWalk) drop(sl *slot, n uint32) {
-	p := &sl.walk
+func (w *updateWalk) drop(n uint32) {
+	p := w.parts[n]
 	if p.gen == w.gen {
 		if p.stale {
 			return
@@ -109,14 +113,14 @@ func (w *updateWalk) drop(sl *slot, n uint32) {
 			}
 		}
 	}
-	*p = slotWalk{gen: w.gen, stale: true}
+	w.setPart(n, slotWalk{gen: w.gen, stale: true})
 	w.stale = append(w.stale, n)
 }
 
 // add counts slot n's fresh part p in the sums and its times in the heaps.
-func (w *updateWalk) add(sl *slot, n uint32, p slotWalk) {
+func (w *updateWalk) add(n uint32, p slotWalk) {
 	p.gen = w.gen
-	sl.walk = p
+	w.setPart(n, p)
 	w.inflight += int(p.inflight)
 	w.unsettled += int(p.unsettled)
 	if p.outdated {
@@ -138,6 +142,18 @@ func (w *updateWalk) add(sl *slot, n uint32, p slotWalk) {
 	}
 }
 
+// setPart sets slot n's part.
+func (w *updateWalk) setPart(n uint32, p slotWalk) {
+	if w.parts == nil {
+		w.parts = make(map[uint32]slotWalk)
+	}
+	w.parts[n] = p
+}
+
+// dropSlot forgets the part of slot n, which its service no longer has: a
+// slot of that number made later is new to the walk.
+func (w *updateWalk) dropSlot(n uint32) { delete(w.parts, n) }
+
 // keptWalk returns what walkUpdate would, and notes the same due times,
 // looking only at what changed since the last pass.
 func (s *State) keptWalk(svc *Service, u UpdateConfig) (inflight, outdated, unsettled int) {
@@ -147,26 +163,26 @@ func (s *State) keptWalk(svc *Service, u UpdateConfig) (inflight, outdated, unse
 		s.rebuildWalk(svc, u)
 	} else {
 		for _, n := range w.stale {
-			if sl := svc.slots.get(n); sl != nil && sl.walk.stale {
-				w.add(sl, n, s.walkSlot(svc, sl, u))
+			if sl := svc.slots.get(n); sl != nil && w.parts[n].stale {
+				w.add(n, s.walkSlot(svc, sl, u))
 			}
 		}
 		w.stale = w.stale[:0]
 		for len(w.until) > 0 && w.until[0].at <= s.now {
 			e := heap.Pop(&w.until).(dueSlot)
 			sl := svc.slots.get(e.slot)
-			if sl == nil || sl.walk.gen != w.gen || sl.walk.stale || sl.walk.until != e.at {
+			if p := w.parts[e.slot]; sl == nil || p.gen != w.gen || p.stale || p.until != e.at {
 				continue // void
 			}
-			w.drop(sl, e.slot)
-			w.add(sl, e.slot, s.walkSlot(svc, sl, u))
+			w.drop(e.slot)
+			w.add(e.slot, s.walkSlot(svc, sl, u))
 			w.stale = w.stale[:0]
 		}
 	}
 	w.at = s.now
 	for len(w.notes) > 0 {
 		e := w.notes[0]
-		if sl := svc.slots.get(e.slot); sl != nil && sl.walk.gen == w.gen && !sl.walk.stale && sl.walk.note == e.at {
+		if p := w.parts[e.slot]; svc.slots.get(e.slot) != nil && p.gen == w.gen && !p.stale && p.note == e.at {
 			s.noteDue(e.at)
 			break
 		}
@@ -182,10 +198,10 @@ func (s *State) keptWalk(svc *Service, u UpdateConfig) (inflight, outdated, unse
 func (s *State) rebuildWalk(svc *Service, u UpdateConfig) {
 	w := &svc.walk
 	*w = updateWalk{gen: w.gen + 1, version: svc.SpecVersion, modify: svc.ModifyIndex, nodes: s.nodeGen, cfg: u,
-		stale: w.stale[:0], until: w.until[:0], notes: w.notes[:0], olds: w.olds[:0]}
+		stale: w.stale[:0], until: w.until[:0], notes: w.notes[:0], olds: w.olds[:0], parts: w.parts}
+	clear(w.parts)
 	for _, n := range svc.slotKeys() {
-		sl := svc.slots.get(n)
-		w.add(sl, n, s.walkSlot(svc, sl, u))
+		w.add(n, s.walkSlot(svc, svc.slots.get(n), u))
 	}
 }
 
@@ -203,8 +219,13 @@ func (s *State) checkKeptWalks() error {
 		u := svc.updateConfig()
 		var inflight, outdated, unsettled, noteNow int
 		var olds []uint32
+		for n := range w.parts {
+			if svc.slots.get(n) == nil {
+				return fmt.Errorf("service %d: the kept walk holds a part of slot %d, which it does not have", id, n)
+			}
+		}
 		for _, n := range svc.slotKeys() {
-			p := svc.slots.get(n).walk
+			p := w.parts[n]
 			if p.gen != w.gen {
 				return fmt.Errorf("service %d: slot %d is neither in the kept walk nor listed stale", id, n)
 			}

@@ -53,6 +53,15 @@ func TestTaskFitsItsSizeClass(t *testing.T) {
 	}
 }
 
+// A slot (one per task of a replicated service) stays within the
+// allocator's 32-byte size class: its rolling-update part (40 bytes) is
+// its service's, and only while an update walks it.
+func TestSlotFitsItsSizeClass(t *testing.T) {
+	if sz := unsafe.Sizeof(slot{}); sz > 32 {
+		t.Fatalf("a slot takes %d bytes, more than 32", sz)
+	}
+}
+
 // An Output keeps room for the next entry's results and effects, but not
 // a huge batch's for good.
 func TestOutputDropsHugeRoom(t *testing.T) {

@@ -116,7 +116,7 @@ func mcClone(canon []byte, bug mcBug) *State { return mcDecode(canon, bug, poolC
 func (c *mcChecker) decode(canon []byte) *State { return mcDecode(canon, c.b.bug, c.pools.codec()) }
 
 // canonical is s.Canonical(), shared pools' encodings from the codec.
-func (c *mcChecker) canonical(s *State) []byte { return s.canonicalWith(c.pools.codec(), 0) }
+func (c *mcChecker) canonical(s *State) []byte { return s.canonicalWith(c.pools.codec()) }
 
 func mcDecode(canon []byte, bug mcBug, pc poolCodec) *State {
 	s, err := decodeCanonicalWith(canon, pc)

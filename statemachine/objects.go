@@ -164,7 +164,6 @@ type slot struct {
 	tasks []*Task
 	dirty bool  // listed in its service's dirtySlots
 	live  int32 // tasks not being stopped (counts.go)
-	walk  slotWalk
 }
 
 // TaskStatus is what was last observed of a task.

@@ -138,6 +138,7 @@ func (s *State) onDownNode(t *Task) bool {
 // it.
 func (s *State) stopTask(t *Task, why StopReason) {
 	if t.StopReason == StopNone {
+		s.keepTask(t)
 		s.touchTask(t)
 		t.StopReason = why
 	}
@@ -256,6 +257,7 @@ func (s *State) reconcileSlot(svc *Service, sl *slot, mode slotMode) {
 			s.recordRestart(svc, n)
 			t := s.newTask(svc, n)
 			if newest.Status.State == StateRejected && svc.Spec.Restart.Delay > 0 {
+				s.keepTask(t)
 				t.setHold(0, 0, true) // delayStart sets its times
 				t.Status.Message = rejectedMessage(svc, newest)
 				s.noteWaitMsg(t)

@@ -32,6 +32,7 @@ func (s *State) pendingReason(c *Command) Result {
 			uint64(t.SpecVersion) != c.Seq || t.Status.Message == c.Message {
 			return
 		}
+		s.keepTask(t)
 		t.Status.Message = c.Message
 		s.emit(Effect{Kind: EffTaskState, Task: t.ID, Service: t.Service})
 	}

@@ -87,6 +87,7 @@ func (s *State) delayStart(t *Task, delay int64) {
 // and the other tasks of its slot have stopped or are on a node gone for
 // them, or oldTaskTimeout after now.
 func (s *State) holdAtReady(t *Task, delay int64) {
+	s.keepTask(t)
 	s.touchTask(t)
 	t.Desired = DesiredReady
 	startAt := s.now + delay

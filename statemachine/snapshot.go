@@ -79,20 +79,10 @@ func (s *State) Hash() uint64 {
 // what SaveCanonical compresses into a snapshot (the engine captures it
 // under the replica's lock), and FromCanonical's input (the model
 // checker's state copies).
-func (s *State) Canonical() []byte { return s.canonicalWith(poolCodec{}, 0) }
+func (s *State) Canonical() []byte { return s.canonicalWith(poolCodec{}) }
 
-// CanonicalSized is Canonical with room for hint bytes reserved up front.
-// The engine passes what the group's last snapshot took: a state of a
-// million tasks encodes to tens of megabytes, and a buffer grown by
-// doubling copies itself at each step and ends with up to twice the room
-// it needs, all of it taken under the replica's lock at snapshot time.
-func (s *State) CanonicalSized(hint int) []byte { return s.canonicalWith(poolCodec{}, hint) }
-
-func (s *State) canonicalWith(pc poolCodec, hint int) []byte {
+func (s *State) canonicalWith(pc poolCodec) []byte {
 	var buf bytes.Buffer
-	if hint > 0 {
-		buf.Grow(hint)
-	}
 	_ = s.writeCanonicalWith(&buf, pc)
 	return buf.Bytes()
 }
@@ -121,6 +111,24 @@ func (s *State) writeCanonicalWith(w io.Writer, pc poolCodec) error {
 		e.b = e.b[:0]
 		return err
 	}
+	if err := s.encodeHead(&e, pc); err != nil {
+		return err
+	}
+	// Tasks in ID order: the store ranges over them in that order.
+	for _, t := range s.tasks.all() {
+		encodeTask(&e, t)
+		if err := flush(false); err != nil {
+			return err
+		}
+	}
+	s.encodeTail(&e)
+	return flush(true)
+}
+
+// encodeHead encodes everything before the tasks, ending with their count.
+// The snapshot stream (snapshot_stream.go) captures it whole: the tasks
+// are most of a state.
+func (s *State) encodeHead(e *encoder, pc poolCodec) error {
 	e.b = append(e.b, snapshotMagic...)
 	e.u(uint64(s.cfg.Group))
 	e.u(uint64(s.cfg.Groups))
@@ -151,12 +159,12 @@ func (s *State) writeCanonicalWith(w io.Writer, pc poolCodec) error {
 	nodes := s.NodeIDs()
 	e.u(uint64(len(nodes)))
 	for _, id := range nodes {
-		encodeNodeSpec(&e, s.nodes[id])
+		encodeNodeSpec(e, s.nodes[id])
 	}
 	nets := sortedKeys(s.networks)
 	e.u(uint64(len(nets)))
 	for _, id := range nets {
-		encodeNetwork(&e, s.networks[id])
+		encodeNetwork(e, s.networks[id])
 		var raw []byte
 		var err error
 		if pc.encode != nil {
@@ -174,13 +182,13 @@ func (s *State) writeCanonicalWith(w io.Writer, pc poolCodec) error {
 	for _, id := range svcs {
 		svc := s.services[id]
 		e.u(uint64(svc.ID))
-		encodeSpec(&e, &svc.Spec)
+		encodeSpec(e, &svc.Spec)
 		e.u(uint64(svc.SpecVersion))
 		e.bool(svc.Remove)
 		e.u(svc.ModifyIndex)
 		e.bool(svc.PrevSpec != nil)
 		if svc.PrevSpec != nil {
-			encodeSpec(&e, svc.PrevSpec)
+			encodeSpec(e, svc.PrevSpec)
 		}
 		e.byte1(uint8(svc.Update.State))
 		e.i(svc.Update.StartedAt)
@@ -199,18 +207,15 @@ func (s *State) writeCanonicalWith(w io.Writer, pc poolCodec) error {
 			}
 		}
 	}
-	// Tasks in ID order: the store ranges over them in that order.
 	e.u(uint64(s.tasks.len()))
-	for _, t := range s.tasks.all() {
-		encodeTask(&e, t)
-		if err := flush(false); err != nil {
-			return err
-		}
-	}
-	s.encodeRedrive(&e)
-	s.encodeJoinKeys(&e)
-	s.encodeRequests(&e)
-	return flush(true)
+	return nil
+}
+
+// encodeTail encodes everything after the tasks.
+func (s *State) encodeTail(e *encoder) {
+	s.encodeRedrive(e)
+	s.encodeJoinKeys(e)
+	s.encodeRequests(e)
 }
 
 func encodeTask(e *encoder, t *Task) {

@@ -52,7 +52,11 @@ type State struct {
 	nodeGen uint64
 	// walkAll makes rolling updates walk every slot at every pass instead
 	// of keeping the walk (the property test's reference).
-	walkAll   bool
+	walkAll bool
+	// capture is the snapshot being streamed (snapshot_stream.go), nil
+	// when none: a task changed or deleted before it is written keeps its
+	// encoding there first (not state: never cloned or encoded).
+	capture   *SnapshotStream
 	lastIndex uint64
 	// lastTime is the time of the last applied entry (unix nanoseconds)
 	// after clamping: an entry stamped earlier applies at lastTime, so the

@@ -99,6 +99,7 @@ func (s *State) markReleased(nw NetworkID, addrs []netip.Addr, owners map[netip.
 		}
 		for i := range t.Attachments {
 			if at := &t.Attachments[i]; at.Network == nw && at.Addr == addrU32(a) {
+				s.keepTask(t)
 				at.Released = true
 			}
 		}

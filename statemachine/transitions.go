@@ -41,6 +41,7 @@ func (s *State) transition(t *Task, to TaskState, by Component) {
 	if t.Status.State == StateNew {
 		s.unwait(t)
 	}
+	s.keepTask(t)
 	s.touchTask(t)
 	s.countTask(t, -1)
 	t.Status.State = to
@@ -67,6 +68,7 @@ func (s *State) setDesired(t *Task, d DesiredState) bool {
 	if s.observe != nil {
 		s.observe.desired(t, t.Desired, d)
 	}
+	s.keepTask(t)
 	s.touchTask(t)
 	s.countTask(t, -1)
 	if d.Stopping() && !t.Desired.Stopping() {
@@ -107,6 +109,7 @@ func (s *State) assign(id TaskID, node NodeID) Result {
 			id, svc.Spec.Name, t.Slot, node)
 	}
 	s.attach(t, n)
+	s.keepTask(t)
 	t.Status.Message = "" // it said why the task was not placed
 	s.transition(t, StateAssigned, CompScheduler)
 	s.nodeChanged(t, EffAssignments)
@@ -142,6 +145,7 @@ func (s *State) agentStatus(c *Command) Result {
 	if t.Desired == DesiredReady && (c.State == StateStarting || c.State == StateRunning) {
 		return reject(CodeNotAllowed, "task %d is held at ready (restart delay or update); it may not start yet", c.Task)
 	}
+	s.keepTask(t)
 	t.Status.ExitCode = c.ExitCode
 	t.Status.Message = c.Message
 	s.transition(t, c.State, CompAgent)
@@ -210,11 +214,13 @@ func (s *State) allocateTask(t *Task) {
 		return // the reaper deletes it; no resources for a task nobody wants
 	}
 	if err := s.allocateAddresses(t); err != nil {
+		s.keepTask(t)
 		t.Status.Message = s.allocationMessage(err)
 		s.noteWaitMsg(t)
 		return // stays new; retried when addresses are freed
 	}
 	if strings.HasPrefix(t.Status.Message, waitingPrefix) {
+		s.keepTask(t)
 		t.Status.Message = ""
 	}
 	s.transition(t, StatePending, CompAllocator)
@@ -256,6 +262,7 @@ func (s *State) newTask(svc *Service, slotNum uint32) *Task {
 
 // attach lists t on node n.
 func (s *State) attach(t *Task, n *Node) {
+	s.keepTask(t)
 	s.touchTask(t)
 	t.Node = n.ID
 	t.nodePos = int32(len(n.tasks))
@@ -280,6 +287,7 @@ func (s *State) detach(t *Task) {
 // deleteTask removes t from the store and every index. beyondRetention
 // says the reaper deletes it as surplus history (else it is reapable).
 func (s *State) deleteTask(t *Task, beyondRetention bool) {
+	s.keepTask(t)
 	if s.observe != nil {
 		s.observe.deleted(t, beyondRetention)
 	}
@@ -306,6 +314,7 @@ func (s *State) deleteTask(t *Task, beyondRetention bool) {
 			}
 			if len(sl.tasks) == 0 {
 				svc.slots.del(t.Slot)
+				svc.walk.dropSlot(t.Slot)
 				svc.slotOrder = nil
 				s.markSlot(svc, t.Slot) // an empty slot may need a task, or the service may go
 			}

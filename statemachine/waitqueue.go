@@ -189,6 +189,7 @@ func (s *State) noteWaitMsg(t *Task) {
 func (s *State) tellWaiting(svc *Service, pos int, msg string) {
 	for _, id := range svc.waitQ[pos:] {
 		if t := s.waitingTask(id); t != nil && !t.Desired.Stopping() {
+			s.keepTask(t)
 			t.Status.Message = msg
 		}
 	}
