@@ -329,24 +329,31 @@ func into(m wire.Message) func([]byte) error {
 	return func(f []byte) error { return wire.DecodeInto(f, m) }
 }
 
-// turn waits for the agent's turn at a short call; call the returned
-// function when the call is done.
-func (c *AgentClient) turn(ctx context.Context) (func(), error) {
+// turn waits for the agent's turn at a short call; call endTurn when the
+// call is done. A turn that is free is taken without asking ctx for its
+// Done channel (an agent's call context sets up its timer only then).
+func (c *AgentClient) turn(ctx context.Context) error {
 	select {
 	case c.short <- struct{}{}:
-		return func() { <-c.short }, nil
+		return nil
+	default:
+	}
+	select {
+	case c.short <- struct{}{}:
+		return nil
 	case <-ctx.Done():
-		return nil, fmt.Errorf("waiting for the agent's other call to the managers: %w", ctx.Err())
+		return fmt.Errorf("waiting for the agent's other call to the managers: %w", ctx.Err())
 	}
 }
 
+func (c *AgentClient) endTurn() { <-c.short }
+
 // shortCall is call for a short call: one at a time per agent.
 func (c *AgentClient) shortCall(ctx context.Context, path string, toLeader bool, req wire.Message, fn func(frame []byte) error) error {
-	done, err := c.turn(ctx)
-	if err != nil {
+	if err := c.turn(ctx); err != nil {
 		return err
 	}
-	defer done()
+	defer c.endTurn()
 	return c.call(ctx, path, toLeader, req, fn)
 }
 
