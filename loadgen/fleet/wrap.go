@@ -231,8 +231,9 @@ func (e *executor) Do(a agent.Action) {
 	switch a.Op {
 	case agent.OpPrepare, agent.OpStart:
 		if a.Run != nil && e.obs != nil {
-			nets := make([]string, len(a.Run.Addresses))
-			addrs := make([]string, len(a.Run.Addresses))
+			n := len(a.Run.Addresses)
+			both := make([]string, 2*n) // one allocation for both lists
+			nets, addrs := both[:n:n], both[n:]
 			for i, ad := range a.Run.Addresses {
 				nets[i], addrs[i] = ad.Network, ad.Addr
 			}
