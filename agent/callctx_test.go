@@ -103,3 +103,29 @@ func TestCallContextWithoutDoneSetsUpNothing(t *testing.T) {
 		t.Fatalf("%.0f allocations per call context, want 2 (the context and its cancel)", n)
 	}
 }
+
+// BenchmarkCallContext is one call's context that nothing waits on (a
+// heartbeat's), beside a session's context as its parent; the WithTimeout
+// sub-benchmark is what a call cost before.
+func BenchmarkCallContext(b *testing.B) {
+	parent, end := context.WithCancel(context.Background())
+	defer end()
+	_ = parent.Done()
+	a := &Agent{}
+	b.Run("callCtx", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			c, cancel := a.callCtx(parent, 30*time.Second)
+			_, _ = c.Deadline()
+			cancel()
+		}
+	})
+	b.Run("WithTimeout", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			c, cancel := context.WithTimeout(parent, 30*time.Second)
+			_, _ = c.Deadline()
+			cancel()
+		}
+	})
+}
