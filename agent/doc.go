@@ -30,7 +30,9 @@
 // listing every held task (even when nothing was owed); the same again on a
 // session whose heartbeat is answered with the node initializing (the
 // session outlived a disconnect). Assignments are a
-// long-poll from the persisted cursor; COMPLETE (or resync) replaces the set,
+// long-poll from the persisted cursor (an answer that comes after the poll's
+// session ended is dropped and asked again on the live session, which sends
+// every spec its frames need); COMPLETE (or resync) replaces the set,
 // and every task missing from it is stopped and forgotten. Statuses: the
 // latest per task; state changes go 200 ms after the last send, anything
 // else 1 s after it, and a failed send waits a full second; ReportRetry

@@ -41,6 +41,7 @@ type fakeManager struct {
 	pollErrs  []error         // answered (and consumed) to long-polls, also to one waiting
 	pollErrAt []time.Time     // when each of them was answered (fake clock)
 	down      bool            // every call fails with a transport error
+	stale     bool            // a parked poll is answered even if its session ended (a real manager's race)
 	results   func(r wire.StatusReport) wire.ReportResult
 	latest    map[sm.TaskID]wire.StatusReport // accepted statuses
 	batches   []*wire.StatusBatch
@@ -160,7 +161,7 @@ func (f *fakeManager) Assignments(ctx context.Context, req *wire.AssignmentsRequ
 		case <-ch:
 		}
 		f.mu.Lock()
-		if err := f.checkLocked(req.SessionID); err != nil {
+		if err := f.checkLocked(req.SessionID); err != nil && !f.stale {
 			f.mu.Unlock()
 			return nil, err
 		}

@@ -43,6 +43,7 @@ type Machine struct {
 	putSpecs   []wire.Spec
 	delSpecs   []SpecKey
 	metaDirty  bool
+	meta       Meta // Ready's Writes.Meta, rewritten at each Ready that has one
 	syncDirty  bool // the pending writes hold a new status or process identity
 	unackedSet map[sm.TaskID]struct{}
 
@@ -420,8 +421,8 @@ func (m *Machine) SessionOpened() {
 }
 
 // Ready returns and clears what the runner must persist and do. The task
-// records (Writes.Tasks) and the actions are the machine's own buffers,
-// valid until the next call: persist and carry them out before calling
+// records (Writes.Tasks), the position (Writes.Meta) and the actions are
+// the machine's own buffers, valid until the next call: persist and carry them out before calling
 // Ready again.
 func (m *Machine) Ready() Ready {
 	var rd Ready
@@ -449,7 +450,9 @@ func (m *Machine) Ready() Ready {
 	rd.Writes.Specs, m.putSpecs = m.putSpecs, nil
 	rd.Writes.DeletedSpecs, m.delSpecs = m.delSpecs, nil
 	if m.metaDirty {
-		rd.Writes.Meta = &Meta{Cursor: slices.Clone(m.cursor), Seqs: slices.Clone(m.seqs)}
+		m.meta.Cursor = append(m.meta.Cursor[:0], m.cursor...)
+		m.meta.Seqs = append(m.meta.Seqs[:0], m.seqs...)
+		rd.Writes.Meta = &m.meta
 		m.metaDirty = false
 	}
 	rd.Writes.Sync, m.syncDirty = m.syncDirty, false

@@ -64,7 +64,9 @@ func (s *MemStore) Apply(w *Writes) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if w.Meta != nil {
-		s.mu.meta = Meta{Cursor: slices.Clone(w.Meta.Cursor), Seqs: slices.Clone(w.Meta.Seqs)}
+		// Copied into the store's own slices: Load hands out copies.
+		s.mu.meta.Cursor = append(s.mu.meta.Cursor[:0], w.Meta.Cursor...)
+		s.mu.meta.Seqs = append(s.mu.meta.Seqs[:0], w.Meta.Seqs...)
 	}
 	for _, r := range w.Tasks {
 		old, ok := s.mu.tasks[r.Assignment.Task]

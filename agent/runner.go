@@ -175,9 +175,10 @@ func result(ctx context.Context) error {
 }
 
 // callCtx bounds one manager call (a transport deadline, on the real
-// clock like the HTTP client's own).
+// clock like the HTTP client's own). Its timer is set up only if the
+// manager's client waits on it (callContext).
 func (a *Agent) callCtx(parent context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(parent, d)
+	return withCallDeadline(parent, time.Now().Add(d))
 }
 
 // fail stops the agent with err.

@@ -41,7 +41,25 @@ func (a *Agent) assignmentsLoop(ctx context.Context) {
 		}
 		a.leaderNamed(&leader, f.Leader)
 		var aerr error
-		a.withMachine(func(m *Machine, now time.Time) { aerr = m.Apply(f, now) })
+		stale := false
+		a.withMachine(func(m *Machine, now time.Time) {
+			// A poll asked in a session that has ended since is
+			// dropped: a new session began with the machine dropping
+			// the specs no task used (SessionOpened), while the old
+			// session's answer leaves out every spec that session
+			// sent before, so a task in it found no spec and was
+			// rejected (the ramp then went round assigning it to
+			// node after node). The poll is asked again on the live
+			// session, which sends every spec its frames need.
+			if s.ctx.Err() != nil {
+				stale = true
+				return
+			}
+			aerr = m.Apply(f, now)
+		})
+		if stale {
+			continue
+		}
 		if aerr != nil {
 			a.cfg.Logger.Warn("agent: assignments frame refused; asking for the whole set", "err", aerr)
 		}

@@ -531,3 +531,42 @@ func TestRunnerBeatsWhenAPollNamesANewLeader(t *testing.T) {
 		t.Fatalf("the heartbeat came %v after a poll answer named a new leader, want within a tenth of the 5s period", d)
 	}
 }
+
+// A poll asked in a session that ended meanwhile is not applied: the new
+// session dropped the specs no task used, and the old session's answer
+// leaves out the specs that session sent before, so its task found no
+// spec and was rejected. Asked again on the new session, the task runs.
+func TestRunnerDropsAnAnswerToAnEndedSessionsPoll(t *testing.T) {
+	h := newHarness(t, SimConfig{})
+	h.start()
+	h.mgr.push(completeFrame(3, asg(1, sm.DesiredRunning)))
+	h.mgr.until(t, "task 1 running", func() bool { return h.acceptedState(1) == sm.StateRunning })
+	h.mgr.push(incFrame(3, 4, nil, 1)) // removed: the spec is no longer used
+	h.mgr.until(t, "a poll from cursor 4", func() bool {
+		n := len(h.mgr.polls)
+		return n > 0 && h.mgr.polls[n-1].Cursor.Get(0) == 4
+	})
+	// The session ends while that poll waits; the agent opens another.
+	h.mgr.do(func() { h.mgr.stale, h.mgr.session = true, 0 })
+	h.mgr.until(t, "a second session", func() bool { return h.mgr.sessionNo == 2 })
+	h.mgr.until(t, "the new session's first heartbeat", func() bool {
+		i := slices.Index(h.mgr.log, "open node=7")
+		return i >= 0 && slices.Contains(h.mgr.log[i:], "hb")
+	})
+	// The old session's poll is answered with a task of the spec it sent
+	// before (so not in this frame).
+	h.mgr.push(incFrame(4, 5, []wire.Assignment{asg(2, sm.DesiredRunning)}))
+	h.mgr.until(t, "the frame taken", func() bool { return len(h.mgr.frames) == 0 })
+	h.mgr.do(func() { h.mgr.stale = false })
+	// The new session answers from the same cursor with the spec.
+	fr := incFrame(4, 5, []wire.Assignment{asg(2, sm.DesiredRunning)})
+	fr.Specs = []wire.Spec{webSpec}
+	h.mgr.push(fr)
+	h.mgr.until(t, "task 2 running", func() bool {
+		st := h.acceptedState(2)
+		return st == sm.StateRunning || st == sm.StateRejected
+	})
+	if st := h.acceptedState(2); st != sm.StateRunning {
+		t.Fatalf("task 2 is %v, want running (%+v)", st, h.mgr.latest[2])
+	}
+}

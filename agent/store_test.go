@@ -191,3 +191,23 @@ func TestMemStoreKeepsItsOwnAddresses(t *testing.T) {
 		}
 	}
 }
+
+// The store keeps its own copy of the position: the machine rewrites the
+// Meta it hands to Apply at its next Ready.
+func TestMemStoreKeepsItsOwnMeta(t *testing.T) {
+	s := NewMemStore()
+	for _, c := range []uint64{5, 6} {
+		w := Writes{Meta: &Meta{Cursor: wire.Cursor{c, 1}, Seqs: []uint64{c}}}
+		if err := s.Apply(&w); err != nil {
+			t.Fatal(err)
+		}
+		w.Meta.Cursor[0], w.Meta.Seqs[0] = 99, 99
+		st, err := s.Load()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Meta.Cursor.Get(0) != c || st.Meta.Seqs[0] != c {
+			t.Fatalf("stored %+v after writing %d and rewriting the caller's", st.Meta, c)
+		}
+	}
+}

@@ -38,6 +38,33 @@ func BenchmarkAgentCall(b *testing.B) {
 	b.ReportMetric(float64(cpuNow()-cpu)/float64(b.N), "cpu-ns/op")
 }
 
+// BenchmarkAgentPoll is BenchmarkAgentCall for an assignments poll the
+// manager answers at once (nothing new): the poll runs on a goroutine of
+// its own, so that the agent can give it up, and that goroutine's set-up
+// and stack are part of its cost.
+func BenchmarkAgentPoll(b *testing.B) {
+	m := newTLSManager(b, false)
+	c, err := NewAgentClient([]string{m.addr}, AgentHTTPS(m.client, 0))
+	if err != nil {
+		b.Fatal(err)
+	}
+	req := &wire.AssignmentsRequest{NodeID: 7, SessionID: 42}
+	poll := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := c.Assignments(ctx, req); err != nil {
+			b.Fatal(err)
+		}
+	}
+	poll()
+	b.ReportAllocs()
+	cpu := cpuNow()
+	for b.Loop() {
+		poll()
+	}
+	b.ReportMetric(float64(cpuNow()-cpu)/float64(b.N), "cpu-ns/op")
+}
+
 // cpuNow is the CPU time this process used so far (user and system),
 // which a loaded machine stretches far less than wall time.
 func cpuNow() time.Duration {

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -74,7 +75,11 @@ func newTLSManager(t testing.TB, gated bool) *tlsManager {
 		t.Fatal(err)
 	}
 	srv := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) {
-		b, err := wire.Append(nil, &wire.HeartbeatAck{})
+		var m wire.Message = &wire.HeartbeatAck{}
+		if bytes.HasSuffix(ctx.Path(), []byte("/assignments")) {
+			m = &wire.Assignments{Kind: wire.FrameIncremental, Last: true}
+		}
+		b, err := wire.Append(nil, m)
 		if err != nil {
 			t.Error(err)
 		}

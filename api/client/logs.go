@@ -89,11 +89,10 @@ func (c *AgentClient) PublishLogs(ctx context.Context, addr string, b *wire.LogB
 	if err != nil {
 		return nil, err
 	}
-	done, err := c.turn(ctx)
-	if err != nil {
+	if err := c.turn(ctx); err != nil {
 		return nil, err
 	}
-	defer done()
+	defer c.endTurn()
 	body, err := wire.Append(nil, b)
 	if err != nil {
 		return nil, err

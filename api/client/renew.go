@@ -29,11 +29,10 @@ func (c *AgentClient) Renew(ctx context.Context) (certPEM []byte, keyPEM []byte,
 		return nil, nil, err
 	}
 	body, _ := json.Marshal(RenewRequest{CSR: string(csr)})
-	done, err := c.turn(ctx)
-	if err != nil {
+	if err := c.turn(ctx); err != nil {
 		return nil, nil, err
 	}
-	defer done()
+	defer c.endTurn()
 	base := c.current(false)
 	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
