@@ -2,6 +2,7 @@ package wire
 
 import (
 	"fmt"
+	"reflect"
 	"runtime"
 	"testing"
 
@@ -100,6 +101,51 @@ func TestLyingCountsAllocateLittle(t *testing.T) {
 		}
 		if n := after.TotalAlloc - before.TotalAlloc; n > 16<<10 {
 			t.Errorf("%s: decoding a %d-byte frame allocated %d bytes", name, len(frame), n)
+		}
+	}
+}
+
+// TestAssignmentsDecodeAllocs guards the agent's path: decoding a 10-task
+// incremental answer into a new value (as the agent does, keeping the
+// tasks) and into a reused one. A frame's addresses share one string and
+// one slab instead of two strings and a slice per task.
+func TestAssignmentsDecodeAllocs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocation counts")
+	}
+	frame, err := Append(nil, incrementalAssignments(10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(50, func() { _, _ = DecodeAs[Assignments](frame) }); n > 30 {
+		t.Errorf("decoding 10 tasks into a new value: %.0f allocations, want ≤ 30", n)
+	}
+	var into Assignments
+	if n := testing.AllocsPerRun(50, func() { _ = DecodeInto(frame, &into) }); n > 18 {
+		t.Errorf("decoding 10 tasks into a reused value: %.0f allocations, want ≤ 18", n)
+	}
+}
+
+// TestDecodedAddressesAreIndependent: the tasks of one frame share storage
+// for their addresses, yet appending to one task's addresses leaves every
+// other task's as decoded.
+func TestDecodedAddressesAreIndependent(t *testing.T) {
+	want := incrementalAssignments(10)
+	frame, err := Append(nil, want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := DecodeAs[Assignments](frame)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range got.Tasks {
+		got.Tasks[i].Addresses = append(got.Tasks[i].Addresses, Address{Network: "added", Addr: "10.9.9.9/8"})
+	}
+	for i := range got.Tasks {
+		as := got.Tasks[i].Addresses
+		if !reflect.DeepEqual(as[:len(as)-1], want.Tasks[i].Addresses) {
+			t.Fatalf("task %d: addresses %v after appending to every task's, want %v and the added one", i, as, want.Tasks[i].Addresses)
 		}
 	}
 }

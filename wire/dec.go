@@ -356,7 +356,17 @@ func (r *reader) assignments(m *Assignments) {
 		r.leave(rest)
 	}
 
+	// A task's addresses (unique in the frame, unlike its service and
+	// networks) are gathered in text, ends[k] closing the k-th, and become
+	// substrings of one string after the loop; tasks whose Addresses have
+	// no room share one slab. So a frame's addresses cost two allocations,
+	// not two per address and one per task.
+	var textBuf [512]byte
+	var endsBuf [64]int
+	text, ends := textBuf[:0], endsBuf[:0]
+	var slab []Address
 	n = r.count(1, "tasks")
+	left := r.v.Len() // bounds the number of addresses
 	m.Tasks = resize(m.Tasks, n)
 	for i := range m.Tasks {
 		a := &m.Tasks[i]
@@ -369,16 +379,50 @@ func (r *reader) assignments(m *Assignments) {
 		a.Desired = statemachine.DesiredState(r.enum(desiredNames, "desired state"))
 		a.State = statemachine.TaskState(r.enum(taskStateNames, "task state"))
 		na := r.count(1, "addresses")
-		a.Addresses = grow(a.Addresses, na)
+		if na <= cap(a.Addresses) || na == 0 {
+			a.Addresses = grow(a.Addresses, na)
+		} else {
+			if na > cap(slab)-len(slab) {
+				// Room for this task's addresses and as many for each task
+				// left, but no more than the bytes left could hold (an
+				// address takes at least one).
+				slab = make([]Address, 0, min(na*(n-i), max(na, r.v.Len())))
+			}
+			l := len(slab)
+			slab = slab[:l+na]
+			a.Addresses = slab[l : l+na : l+na]
+		}
 		for j := range a.Addresses {
 			ad := &a.Addresses[j]
 			r.more("addresses")
 			rest := r.enter("address")
 			ad.Network = r.name("network")
-			ad.Addr = r.string("addr")
+			b := r.bytes("addr")
+			if len(b) != 0 && !utf8.Valid(b) {
+				r.fail("addr is not UTF-8 text")
+				b = nil
+			}
+			text = append(text, b...)
+			if len(ends) == cap(ends) {
+				ends = slices.Grow(ends, min(na*(n-i), left))
+			}
+			ends = append(ends, len(text))
 			r.leave(rest)
 		}
 		r.leave(rest)
+	}
+	// Every address above closed one entry of ends, in this order.
+	all, k, from := string(text), 0, 0
+	for i := range m.Tasks {
+		as := m.Tasks[i].Addresses
+		for j := range as {
+			to := ends[k]
+			as[j].Addr = ""
+			if to > from {
+				as[j].Addr = all[from:to]
+			}
+			from, k = to, k+1
+		}
 	}
 	m.Removed = r.taskIDs(m.Removed, "removed")
 	m.Leader = r.string("leader") // "" from an older sender, which ends before it
