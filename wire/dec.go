@@ -28,6 +28,110 @@ type reader struct {
 	seen [1 << seenBits]string
 }
 
+// gatherer collects the strings of an Assignments frame, which become
+// substrings of one string when the frame is read (flush), so a frame's
+// strings cost one allocation. Its buffers are arrays, not slices of
+// itself, so a gatherer stays on its caller's stack.
+type gatherer struct {
+	buf  [1024]byte
+	n    int    // bytes in buf while big is nil
+	big  []byte // the bytes, once over len(buf)
+	pend [96]pendingString
+	np   int
+	more []pendingString // past len(pend)
+	// kept finds an earlier copy of a repeated string of the frame.
+	kept [1 << seenBits]span
+}
+
+// span is the gathered bytes [from, to).
+type span struct{ from, to int32 }
+
+// pendingString is a decoded string waiting for flush to be stored in dst.
+type pendingString struct {
+	dst *string
+	span
+}
+
+func (g *gatherer) text() []byte {
+	if g.big != nil {
+		return g.big
+	}
+	return g.buf[:g.n]
+}
+
+func (g *gatherer) add(p pendingString) {
+	if g.np < len(g.pend) {
+		g.pend[g.np] = p
+		g.np++
+		return
+	}
+	g.more = append(g.more, p)
+}
+
+// gather decodes a string into *dst, through flush; with cached, a repeat
+// of an earlier string of the frame shares its bytes.
+func (g *gatherer) gather(r *reader, dst *string, field string, cached bool) {
+	*dst = ""
+	b := r.bytes(field)
+	if len(b) == 0 {
+		return
+	}
+	var k *span
+	if cached {
+		k = &g.kept[stringSlot(b)]
+		if k.to > k.from && string(g.text()[k.from:k.to]) == string(b) {
+			g.add(pendingString{dst, *k})
+			return
+		}
+	}
+	if !utf8.Valid(b) {
+		r.fail("%s is not UTF-8 text", field)
+		return
+	}
+	from := len(g.text())
+	switch {
+	case g.big == nil && g.n+len(b) <= len(g.buf):
+		g.n += copy(g.buf[g.n:], b)
+	case g.big == nil:
+		g.big = append(append(make([]byte, 0, 2*(g.n+len(b))), g.buf[:g.n]...), b...)
+	default:
+		g.big = append(g.big, b...)
+	}
+	sp := span{int32(from), int32(from + len(b))}
+	g.add(pendingString{dst, sp})
+	if k != nil {
+		*k = sp
+	}
+}
+
+// strings decodes a string list like reader.strings, through gather.
+func (g *gatherer) strings(r *reader, dst []string, field string) []string {
+	n := r.count(1, field)
+	if n == 0 {
+		return nil
+	}
+	dst = slices.Grow(dst[:0], n)[:n]
+	for i := range dst {
+		r.more(field)
+		g.gather(r, &dst[i], field, true)
+	}
+	return dst
+}
+
+// flush stores every gathered string, all sharing one allocation.
+func (g *gatherer) flush() {
+	if g.np == 0 {
+		return
+	}
+	all := string(g.text())
+	for _, p := range g.pend[:g.np] {
+		*p.dst = all[p.from:p.to]
+	}
+	for _, p := range g.more {
+		*p.dst = all[p.from:p.to]
+	}
+}
+
 func (r *reader) fail(format string, args ...any) {
 	r.numbers()
 	if r.err == nil {
@@ -278,7 +382,8 @@ func decodePayload(p []byte, m Message) error {
 		m.Cursor = r.cursor(m.Cursor, "cursor")
 		m.Wait = r.varint()
 	case *Assignments:
-		r.assignments(m)
+		var g gatherer
+		r.assignments(m, &g)
 	case *StatusBatch:
 		m.NodeID = r.nodeID()
 		m.SessionID = r.uvarint()
@@ -333,7 +438,7 @@ func (r *reader) labels(m map[string]string) map[string]string {
 	return m
 }
 
-func (r *reader) assignments(m *Assignments) {
+func (r *reader) assignments(m *Assignments, g *gatherer) {
 	m.Kind = FrameKind(r.enum(frameKindNames, "frame kind"))
 	f := r.bounded(flagResync|flagLast, "flags")
 	m.Resync, m.Last = f&flagResync != 0, f&flagLast != 0
@@ -347,33 +452,27 @@ func (r *reader) assignments(m *Assignments) {
 		s := &m.Specs[i]
 		r.more("specs")
 		rest := r.enter("spec")
-		s.Service = r.name("service")
+		g.gather(r, &s.Service, "service", true)
 		s.Version = r.u32("spec version")
-		s.Command = r.strings(s.Command, "command", true)
-		s.Env = r.strings(s.Env, "env", true)
-		s.Dir = r.name("dir")
+		s.Command = g.strings(r, s.Command, "command")
+		s.Env = g.strings(r, s.Env, "env")
+		g.gather(r, &s.Dir, "dir", true)
 		s.StopGrace = r.varint()
 		r.leave(rest)
 	}
 
-	// A task's addresses (unique in the frame, unlike its service and
-	// networks) are gathered in text, ends[k] closing the k-th, and become
-	// substrings of one string after the loop; tasks whose Addresses have
-	// no room share one slab. So a frame's addresses cost two allocations,
-	// not two per address and one per task.
-	var textBuf [512]byte
-	var endsBuf [64]int
-	text, ends := textBuf[:0], endsBuf[:0]
+	// Tasks whose Addresses have no room share one slab: a frame's
+	// addresses cost one allocation, not one per task (and their strings
+	// none of their own, see gather).
 	var slab []Address
 	n = r.count(1, "tasks")
-	left := r.v.Len() // bounds the number of addresses
 	m.Tasks = resize(m.Tasks, n)
 	for i := range m.Tasks {
 		a := &m.Tasks[i]
 		r.more("tasks")
 		rest := r.enter("task")
 		a.Task = statemachine.TaskID(r.uvarint())
-		a.Service = r.name("service")
+		g.gather(r, &a.Service, "service", true)
 		a.Slot = r.u32("slot")
 		a.SpecVersion = r.u32("spec version")
 		a.Desired = statemachine.DesiredState(r.enum(desiredNames, "desired state"))
@@ -396,37 +495,16 @@ func (r *reader) assignments(m *Assignments) {
 			ad := &a.Addresses[j]
 			r.more("addresses")
 			rest := r.enter("address")
-			ad.Network = r.name("network")
-			b := r.bytes("addr")
-			if len(b) != 0 && !utf8.Valid(b) {
-				r.fail("addr is not UTF-8 text")
-				b = nil
-			}
-			text = append(text, b...)
-			if len(ends) == cap(ends) {
-				ends = slices.Grow(ends, min(na*(n-i), left))
-			}
-			ends = append(ends, len(text))
+			g.gather(r, &ad.Network, "network", true)
+			g.gather(r, &ad.Addr, "addr", false)
 			r.leave(rest)
 		}
 		r.leave(rest)
 	}
-	// Every address above closed one entry of ends, in this order.
-	all, k, from := string(text), 0, 0
-	for i := range m.Tasks {
-		as := m.Tasks[i].Addresses
-		for j := range as {
-			to := ends[k]
-			as[j].Addr = ""
-			if to > from {
-				as[j].Addr = all[from:to]
-			}
-			from, k = to, k+1
-		}
-	}
 	m.Removed = r.taskIDs(m.Removed, "removed")
-	m.Leader = r.string("leader") // "" from an older sender, which ends before it
+	g.gather(r, &m.Leader, "leader", false) // "" from an older sender, which ends before it
 	m.Logs = r.logSubscriptions(m.Logs)
+	g.flush()
 }
 
 func (r *reader) reports(dst []StatusReport) []StatusReport {
