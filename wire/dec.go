@@ -305,6 +305,33 @@ func (r *reader) uvarints(dst []uint64, field string) []uint64 {
 	return dst
 }
 
+// sharedUvarints reads a number list like uvarints into dst if it has
+// room, else into *shared, which it makes, when needed, with room for this
+// list and lists-1 more of its length (no more than the bytes left could
+// hold). The list it returns has no spare capacity, so appending to it
+// never writes over the next one.
+func (r *reader) sharedUvarints(dst []uint64, shared *[]uint64, lists int, field string) []uint64 {
+	n := r.count(1, field)
+	if n == 0 {
+		return nil
+	}
+	if n <= cap(dst) {
+		dst = dst[:0]
+	} else {
+		if n > cap(*shared)-len(*shared) {
+			*shared = make([]uint64, 0, min(n*lists, n+r.v.Len()))
+		}
+		l := len(*shared)
+		dst = (*shared)[l : l : l+n]
+		*shared = (*shared)[:l+n]
+	}
+	for range n {
+		r.more(field)
+		dst = append(dst, r.uvarint())
+	}
+	return dst
+}
+
 func (r *reader) cursor(dst Cursor, field string) Cursor {
 	c := Cursor(r.uvarints(dst, field))
 	if len(c) > maxCursorGroups {
@@ -442,9 +469,20 @@ func (r *reader) assignments(m *Assignments, g *gatherer) {
 	m.Kind = FrameKind(r.enum(frameKindNames, "frame kind"))
 	f := r.bounded(flagResync|flagLast, "flags")
 	m.Resync, m.Last = f&flagResync != 0, f&flagLast != 0
-	m.AppliesTo = r.cursor(m.AppliesTo, "applies_to")
-	m.ResultsIn = r.cursor(m.ResultsIn, "results_in")
-	m.Seqs = r.uvarints(m.Seqs, "seqs")
+	// The two cursors and the sequences have a number per group each:
+	// those without room of their own share one array.
+	var shared []uint64
+	m.AppliesTo = Cursor(r.sharedUvarints(m.AppliesTo, &shared, 3, "applies_to"))
+	m.ResultsIn = Cursor(r.sharedUvarints(m.ResultsIn, &shared, 2, "results_in"))
+	m.Seqs = r.sharedUvarints(m.Seqs, &shared, 1, "seqs")
+	for _, c := range []struct {
+		c     Cursor
+		field string
+	}{{m.AppliesTo, "applies_to"}, {m.ResultsIn, "results_in"}} {
+		if len(c.c) > maxCursorGroups {
+			r.fail("%s has %d groups, more than %d", c.field, len(c.c), maxCursorGroups)
+		}
+	}
 
 	n := r.count(1, "specs")
 	m.Specs = resize(m.Specs, n)
