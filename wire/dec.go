@@ -39,6 +39,7 @@ type gatherer struct {
 	pend [96]pendingString
 	np   int
 	more []pendingString // past len(pend)
+	end  int             // the payload's length, to size big and more
 	// kept finds an earlier copy of a repeated string of the frame.
 	kept [1 << seenBits]span
 }
@@ -59,13 +60,28 @@ func (g *gatherer) text() []byte {
 	return g.buf[:g.n]
 }
 
-func (g *gatherer) add(p pendingString) {
+func (g *gatherer) add(r *reader, p pendingString) {
 	if g.np < len(g.pend) {
 		g.pend[g.np] = p
 		g.np++
 		return
 	}
+	if g.more == nil {
+		// A string takes at least two bytes of the frame.
+		g.more = make([]pendingString, 0, 1+min(g.rest(r, g.np), (g.end-r.v.Off())/2))
+	}
 	g.more = append(g.more, p)
+}
+
+// rest estimates how many more of what the frame read so far holds had
+// (bytes, strings) its unread bytes hold, at the same rate; at most the
+// unread bytes.
+func (g *gatherer) rest(r *reader, had int) int {
+	read, left := r.v.Off(), g.end-r.v.Off()
+	if read <= 0 || left <= 0 {
+		return 0
+	}
+	return min(left, had*left/read+16)
 }
 
 // gather decodes a string into *dst, through flush; with cached, a repeat
@@ -80,7 +96,7 @@ func (g *gatherer) gather(r *reader, dst *string, field string, cached bool) {
 	if cached {
 		k = &g.kept[stringSlot(b)]
 		if k.to > k.from && string(g.text()[k.from:k.to]) == string(b) {
-			g.add(pendingString{dst, *k})
+			g.add(r, pendingString{dst, *k})
 			return
 		}
 	}
@@ -93,12 +109,13 @@ func (g *gatherer) gather(r *reader, dst *string, field string, cached bool) {
 	case g.big == nil && g.n+len(b) <= len(g.buf):
 		g.n += copy(g.buf[g.n:], b)
 	case g.big == nil:
-		g.big = append(append(make([]byte, 0, 2*(g.n+len(b))), g.buf[:g.n]...), b...)
+		// Room for what the frame's rest likely holds at the rate so far.
+		g.big = append(append(make([]byte, 0, g.n+len(b)+g.rest(r, g.n)), g.buf[:g.n]...), b...)
 	default:
 		g.big = append(g.big, b...)
 	}
 	sp := span{int32(from), int32(from + len(b))}
-	g.add(pendingString{dst, sp})
+	g.add(r, pendingString{dst, sp})
 	if k != nil {
 		*k = sp
 	}
@@ -409,7 +426,7 @@ func decodePayload(p []byte, m Message) error {
 		m.Cursor = r.cursor(m.Cursor, "cursor")
 		m.Wait = r.varint()
 	case *Assignments:
-		var g gatherer
+		g := gatherer{end: len(p)}
 		r.assignments(m, &g)
 	case *StatusBatch:
 		m.NodeID = r.nodeID()
