@@ -2,6 +2,7 @@ package wire
 
 import (
 	"fmt"
+	"reflect"
 	"runtime"
 	"testing"
 
@@ -100,6 +101,56 @@ func TestLyingCountsAllocateLittle(t *testing.T) {
 		}
 		if n := after.TotalAlloc - before.TotalAlloc; n > 16<<10 {
 			t.Errorf("%s: decoding a %d-byte frame allocated %d bytes", name, len(frame), n)
+		}
+	}
+}
+
+// TestAssignmentsDecodeAllocs guards the agent's path: decoding a 10-task
+// incremental answer into a new value (as the agent does, keeping the
+// tasks) and into a reused one. A frame's strings share one allocation and
+// its tasks' addresses one slab, instead of one per string and per task.
+func TestAssignmentsDecodeAllocs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocation counts")
+	}
+	frame, err := Append(nil, incrementalAssignments(10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(50, func() { _, _ = DecodeAs[Assignments](frame) }); n > 10 {
+		t.Errorf("decoding 10 tasks into a new value: %.0f allocations, want ≤ 10", n)
+	}
+	var into Assignments
+	if n := testing.AllocsPerRun(50, func() { _ = DecodeInto(frame, &into) }); n > 1 {
+		t.Errorf("decoding 10 tasks into a reused value: %.0f allocations, want ≤ 1", n)
+	}
+}
+
+// TestDecodedAddressesAreIndependent: the tasks of one frame share storage
+// for their addresses, and its cursors and sequences for their numbers, yet
+// appending to one list leaves every other as decoded.
+func TestDecodedAddressesAreIndependent(t *testing.T) {
+	want := incrementalAssignments(10)
+	frame, err := Append(nil, want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := DecodeAs[Assignments](frame)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got.AppliesTo = append(got.AppliesTo, 1)
+	got.ResultsIn = append(got.ResultsIn, 2)
+	if !reflect.DeepEqual(got.ResultsIn[:len(got.ResultsIn)-1], want.ResultsIn) || !reflect.DeepEqual(got.Seqs, want.Seqs) {
+		t.Fatalf("results_in %v and seqs %v after appending to the cursors, want %v and %v", got.ResultsIn, got.Seqs, want.ResultsIn, want.Seqs)
+	}
+	for i := range got.Tasks {
+		got.Tasks[i].Addresses = append(got.Tasks[i].Addresses, Address{Network: "added", Addr: "10.9.9.9/8"})
+	}
+	for i := range got.Tasks {
+		as := got.Tasks[i].Addresses
+		if !reflect.DeepEqual(as[:len(as)-1], want.Tasks[i].Addresses) {
+			t.Fatalf("task %d: addresses %v after appending to every task's, want %v and the added one", i, as, want.Tasks[i].Addresses)
 		}
 	}
 }

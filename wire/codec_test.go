@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"pgregory.net/rapid"
 
@@ -319,4 +320,30 @@ func TestEnumNames(t *testing.T) {
 	if _, err := ParseFrameKind(""); err == nil {
 		t.Error("an empty frame kind parses")
 	}
+}
+
+// TestAppendStringBytes: appendString writes the bytes it wrote before its
+// ASCII shortcut (the full UTF-8 check, invalid bytes replaced), for any
+// bytes, a non-ASCII one at any offset of an eight-byte word included.
+func TestAppendStringBytes(t *testing.T) {
+	before := func(b []byte, s string) []byte {
+		if !utf8.ValidString(s) {
+			s = strings.ToValidUTF8(s, "\uFFFD")
+		}
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		return append(b, s...)
+	}
+	rapid.Check(t, func(t *rapid.T) {
+		s := []byte(rapid.StringMatching(`[ -~]{0,40}`).Draw(t, "ascii"))
+		if len(s) > 0 && rapid.Bool().Draw(t, "non-ASCII") {
+			at := rapid.IntRange(0, len(s)-1).Draw(t, "at")
+			s[at] = rapid.ByteRange(0x80, 0xff).Draw(t, "byte")
+			if rapid.Bool().Draw(t, "valid") && at+1 < len(s) {
+				copy(s[at:], "é")
+			}
+		}
+		if got, want := appendString(nil, string(s)), before(nil, string(s)); !bytes.Equal(got, want) {
+			t.Fatalf("%q encodes as %x, before as %x", s, got, want)
+		}
+	})
 }

@@ -28,6 +28,127 @@ type reader struct {
 	seen [1 << seenBits]string
 }
 
+// gatherer collects the strings of an Assignments frame, which become
+// substrings of one string when the frame is read (flush), so a frame's
+// strings cost one allocation. Its buffers are arrays, not slices of
+// itself, so a gatherer stays on its caller's stack.
+type gatherer struct {
+	buf  [1024]byte
+	n    int    // bytes in buf while big is nil
+	big  []byte // the bytes, once over len(buf)
+	pend [96]pendingString
+	np   int
+	more []pendingString // past len(pend)
+	end  int             // the payload's length, to size big and more
+	// kept finds an earlier copy of a repeated string of the frame.
+	kept [1 << seenBits]span
+}
+
+// span is the gathered bytes [from, to).
+type span struct{ from, to int32 }
+
+// pendingString is a decoded string waiting for flush to be stored in dst.
+type pendingString struct {
+	dst *string
+	span
+}
+
+func (g *gatherer) text() []byte {
+	if g.big != nil {
+		return g.big
+	}
+	return g.buf[:g.n]
+}
+
+func (g *gatherer) add(r *reader, p pendingString) {
+	if g.np < len(g.pend) {
+		g.pend[g.np] = p
+		g.np++
+		return
+	}
+	if g.more == nil {
+		// A string takes at least two bytes of the frame.
+		g.more = make([]pendingString, 0, 1+min(g.rest(r, g.np), (g.end-r.v.Off())/2))
+	}
+	g.more = append(g.more, p)
+}
+
+// rest estimates how many more of what the frame read so far holds had
+// (bytes, strings) its unread bytes hold, at the same rate; at most the
+// unread bytes.
+func (g *gatherer) rest(r *reader, had int) int {
+	read, left := r.v.Off(), g.end-r.v.Off()
+	if read <= 0 || left <= 0 {
+		return 0
+	}
+	return min(left, had*left/read+16)
+}
+
+// gather decodes a string into *dst, through flush; with cached, a repeat
+// of an earlier string of the frame shares its bytes.
+func (g *gatherer) gather(r *reader, dst *string, field string, cached bool) {
+	*dst = ""
+	b := r.bytes(field)
+	if len(b) == 0 {
+		return
+	}
+	var k *span
+	if cached {
+		k = &g.kept[stringSlot(b)]
+		if k.to > k.from && string(g.text()[k.from:k.to]) == string(b) {
+			g.add(r, pendingString{dst, *k})
+			return
+		}
+	}
+	if !utf8.Valid(b) {
+		r.fail("%s is not UTF-8 text", field)
+		return
+	}
+	from := len(g.text())
+	switch {
+	case g.big == nil && g.n+len(b) <= len(g.buf):
+		g.n += copy(g.buf[g.n:], b)
+	case g.big == nil:
+		// Room for what the frame's rest likely holds at the rate so far.
+		g.big = append(append(make([]byte, 0, g.n+len(b)+g.rest(r, g.n)), g.buf[:g.n]...), b...)
+	default:
+		g.big = append(g.big, b...)
+	}
+	sp := span{int32(from), int32(from + len(b))}
+	g.add(r, pendingString{dst, sp})
+	if k != nil {
+		*k = sp
+	}
+}
+
+// strings decodes a string list like reader.strings, through gather.
+func (g *gatherer) strings(r *reader, dst []string, field string) []string {
+	n := r.count(1, field)
+	if n == 0 {
+		return nil
+	}
+	dst = slices.Grow(dst[:0], n)[:n]
+	for i := range dst {
+		r.more(field)
+		g.gather(r, &dst[i], field, true)
+	}
+	return dst
+}
+
+// flush stores every gathered string, all sharing one allocation.
+func (g *gatherer) flush() {
+	if g.np == 0 {
+		return
+	}
+	all := string(g.text())
+	for _, p := range g.pend[:g.np] {
+		*p.dst = all[p.from:p.to]
+	}
+	for _, p := range g.more {
+		*p.dst = all[p.from:p.to]
+	}
+}
+
 func (r *reader) fail(format string, args ...any) {
 	r.numbers()
 	if r.err == nil {
@@ -201,6 +322,33 @@ func (r *reader) uvarints(dst []uint64, field string) []uint64 {
 	return dst
 }
 
+// sharedUvarints reads a number list like uvarints into dst if it has
+// room, else into *shared, which it makes, when needed, with room for this
+// list and lists-1 more of its length (no more than the bytes left could
+// hold). The list it returns has no spare capacity, so appending to it
+// never writes over the next one.
+func (r *reader) sharedUvarints(dst []uint64, shared *[]uint64, lists int, field string) []uint64 {
+	n := r.count(1, field)
+	if n == 0 {
+		return nil
+	}
+	if n <= cap(dst) {
+		dst = dst[:0]
+	} else {
+		if n > cap(*shared)-len(*shared) {
+			*shared = make([]uint64, 0, min(n*lists, n+r.v.Len()))
+		}
+		l := len(*shared)
+		dst = (*shared)[l : l : l+n]
+		*shared = (*shared)[:l+n]
+	}
+	for range n {
+		r.more(field)
+		dst = append(dst, r.uvarint())
+	}
+	return dst
+}
+
 func (r *reader) cursor(dst Cursor, field string) Cursor {
 	c := Cursor(r.uvarints(dst, field))
 	if len(c) > maxCursorGroups {
@@ -278,7 +426,8 @@ func decodePayload(p []byte, m Message) error {
 		m.Cursor = r.cursor(m.Cursor, "cursor")
 		m.Wait = r.varint()
 	case *Assignments:
-		r.assignments(m)
+		g := gatherer{end: len(p)}
+		r.assignments(m, &g)
 	case *StatusBatch:
 		m.NodeID = r.nodeID()
 		m.SessionID = r.uvarint()
@@ -333,13 +482,24 @@ func (r *reader) labels(m map[string]string) map[string]string {
 	return m
 }
 
-func (r *reader) assignments(m *Assignments) {
+func (r *reader) assignments(m *Assignments, g *gatherer) {
 	m.Kind = FrameKind(r.enum(frameKindNames, "frame kind"))
 	f := r.bounded(flagResync|flagLast, "flags")
 	m.Resync, m.Last = f&flagResync != 0, f&flagLast != 0
-	m.AppliesTo = r.cursor(m.AppliesTo, "applies_to")
-	m.ResultsIn = r.cursor(m.ResultsIn, "results_in")
-	m.Seqs = r.uvarints(m.Seqs, "seqs")
+	// The two cursors and the sequences have a number per group each:
+	// those without room of their own share one array.
+	var shared []uint64
+	m.AppliesTo = Cursor(r.sharedUvarints(m.AppliesTo, &shared, 3, "applies_to"))
+	m.ResultsIn = Cursor(r.sharedUvarints(m.ResultsIn, &shared, 2, "results_in"))
+	m.Seqs = r.sharedUvarints(m.Seqs, &shared, 1, "seqs")
+	for _, c := range []struct {
+		c     Cursor
+		field string
+	}{{m.AppliesTo, "applies_to"}, {m.ResultsIn, "results_in"}} {
+		if len(c.c) > maxCursorGroups {
+			r.fail("%s has %d groups, more than %d", c.field, len(c.c), maxCursorGroups)
+		}
+	}
 
 	n := r.count(1, "specs")
 	m.Specs = resize(m.Specs, n)
@@ -347,15 +507,19 @@ func (r *reader) assignments(m *Assignments) {
 		s := &m.Specs[i]
 		r.more("specs")
 		rest := r.enter("spec")
-		s.Service = r.name("service")
+		g.gather(r, &s.Service, "service", true)
 		s.Version = r.u32("spec version")
-		s.Command = r.strings(s.Command, "command", true)
-		s.Env = r.strings(s.Env, "env", true)
-		s.Dir = r.name("dir")
+		s.Command = g.strings(r, s.Command, "command")
+		s.Env = g.strings(r, s.Env, "env")
+		g.gather(r, &s.Dir, "dir", true)
 		s.StopGrace = r.varint()
 		r.leave(rest)
 	}
 
+	// Tasks whose Addresses have no room share one slab: a frame's
+	// addresses cost one allocation, not one per task (and their strings
+	// none of their own, see gather).
+	var slab []Address
 	n = r.count(1, "tasks")
 	m.Tasks = resize(m.Tasks, n)
 	for i := range m.Tasks {
@@ -363,26 +527,39 @@ func (r *reader) assignments(m *Assignments) {
 		r.more("tasks")
 		rest := r.enter("task")
 		a.Task = statemachine.TaskID(r.uvarint())
-		a.Service = r.name("service")
+		g.gather(r, &a.Service, "service", true)
 		a.Slot = r.u32("slot")
 		a.SpecVersion = r.u32("spec version")
 		a.Desired = statemachine.DesiredState(r.enum(desiredNames, "desired state"))
 		a.State = statemachine.TaskState(r.enum(taskStateNames, "task state"))
 		na := r.count(1, "addresses")
-		a.Addresses = grow(a.Addresses, na)
+		if na <= cap(a.Addresses) || na == 0 {
+			a.Addresses = grow(a.Addresses, na)
+		} else {
+			if na > cap(slab)-len(slab) {
+				// Room for this task's addresses and as many for each task
+				// left, but no more than the bytes left could hold (an
+				// address takes at least one).
+				slab = make([]Address, 0, min(na*(n-i), max(na, r.v.Len())))
+			}
+			l := len(slab)
+			slab = slab[:l+na]
+			a.Addresses = slab[l : l+na : l+na]
+		}
 		for j := range a.Addresses {
 			ad := &a.Addresses[j]
 			r.more("addresses")
 			rest := r.enter("address")
-			ad.Network = r.name("network")
-			ad.Addr = r.string("addr")
+			g.gather(r, &ad.Network, "network", true)
+			g.gather(r, &ad.Addr, "addr", false)
 			r.leave(rest)
 		}
 		r.leave(rest)
 	}
 	m.Removed = r.taskIDs(m.Removed, "removed")
-	m.Leader = r.string("leader") // "" from an older sender, which ends before it
+	g.gather(r, &m.Leader, "leader", false) // "" from an older sender, which ends before it
 	m.Logs = r.logSubscriptions(m.Logs)
+	g.flush()
 }
 
 func (r *reader) reports(dst []StatusReport) []StatusReport {

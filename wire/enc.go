@@ -217,11 +217,26 @@ func endElem(b []byte, start int) []byte {
 // message copied from a process, say) is replaced by U+FFFD so that every
 // frame Append writes also decodes.
 func appendString(b []byte, s string) []byte {
-	if !utf8.ValidString(s) {
+	if !isASCII(s) && !utf8.ValidString(s) {
 		s = strings.ToValidUTF8(s, "\uFFFD")
 	}
 	b = binary.AppendUvarint(b, uint64(len(s)))
 	return append(b, s...)
+}
+
+// isASCII reports whether s is ASCII, eight bytes at a time: the protocol's
+// names and addresses are, and this is cheaper than the full UTF-8 check
+// that the rest (an exit message, an argument) still gets.
+func isASCII(s string) bool {
+	var hi uint64
+	for ; len(s) >= 8; s = s[8:] {
+		hi |= uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+			uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+	}
+	for i := 0; i < len(s); i++ {
+		hi |= uint64(s[i])
+	}
+	return hi&0x8080808080808080 == 0
 }
 
 func appendStrings(b []byte, ss []string) []byte {
