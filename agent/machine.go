@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	sm "shoal/statemachine"
@@ -173,8 +174,8 @@ func (m *Machine) Apply(f *wire.Assignments, now time.Time) error {
 		m.partial = nil
 	}
 	for _, sp := range specs {
-		k := SpecKey{sp.Service, sp.Version}
 		c := cloneSpec(sp)
+		k := SpecKey{c.Service, c.Version}
 		m.specs[k] = &c
 		m.putSpecs = append(m.putSpecs, c)
 	}
@@ -498,14 +499,35 @@ func sameCursor(a, b wire.Cursor) bool {
 	return true
 }
 
+// cloneSpec and cloneAssignment copy what the machine keeps out of a
+// decoded frame, strings included: a frame's strings share one backing
+// string, which a kept task would otherwise hold for the whole frame.
 func cloneSpec(s wire.Spec) wire.Spec {
-	s.Command = slices.Clone(s.Command)
-	s.Env = slices.Clone(s.Env)
+	s.Service = strings.Clone(s.Service)
+	s.Dir = strings.Clone(s.Dir)
+	s.Command = cloneStrings(s.Command)
+	s.Env = cloneStrings(s.Env)
 	return s
 }
 
 func cloneAssignment(a *wire.Assignment) wire.Assignment {
 	c := *a
+	c.Service = strings.Clone(a.Service)
 	c.Addresses = slices.Clone(a.Addresses)
+	for i := range c.Addresses {
+		c.Addresses[i].Network = strings.Clone(c.Addresses[i].Network)
+		c.Addresses[i].Addr = strings.Clone(c.Addresses[i].Addr)
+	}
 	return c
+}
+
+func cloneStrings(ss []string) []string {
+	if ss == nil {
+		return nil
+	}
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = strings.Clone(s)
+	}
+	return out
 }

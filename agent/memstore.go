@@ -84,7 +84,8 @@ func (s *MemStore) Apply(w *Writes) error {
 		delete(s.mu.tasks, id)
 	}
 	for _, sp := range w.Specs {
-		s.mu.specs[SpecKey{sp.Service, sp.Version}] = cloneSpec(sp)
+		c := cloneSpec(sp)
+		s.mu.specs[SpecKey{c.Service, c.Version}] = c
 	}
 	for _, k := range w.DeletedSpecs {
 		delete(s.mu.specs, k)

@@ -70,6 +70,7 @@ func DecodeBatchInto(buf []Command, b []byte) ([]Command, error) {
 		d.fail("trailing bytes")
 	}
 	if d.Err() != nil {
+		clear(batch) // buf may be a pooled array: keep nothing decoded from bad bytes
 		return nil, d.Err()
 	}
 	return batch, nil

@@ -125,10 +125,15 @@ func (st *SnapshotStream) tasks(buf []byte) ([]byte, bool, error) {
 		}
 	}
 	slices.Sort(kept)
+	// Tasks deleted since the capture are only in kept, so they count
+	// toward the part's size here: a part stops at its size even when a
+	// removal left many of them (the rest go in the next part).
+	start := len(e.b)
 	for len(live) > 0 || len(kept) > 0 {
+		var id TaskID
 		switch {
 		case len(kept) > 0 && (len(live) == 0 || kept[0] <= live[0].ID):
-			id := kept[0]
+			id = kept[0]
 			e.b = append(e.b, st.kept[id]...)
 			delete(st.kept, id)
 			kept = kept[1:]
@@ -136,10 +141,15 @@ func (st *SnapshotStream) tasks(buf []byte) ([]byte, bool, error) {
 				live = live[1:]
 			}
 		default:
+			id = live[0].ID
 			encodeTask(&e, live[0])
 			live = live[1:]
 		}
 		st.done++
+		if len(e.b)-start >= st.chunk && (len(live) > 0 || len(kept) > 0) {
+			end, full = id, true
+			break
+		}
 	}
 	if full {
 		st.next = end + 1

@@ -161,3 +161,52 @@ func TestCaptureEndsTheStreamBefore(t *testing.T) {
 	}
 	cur.Close()
 }
+
+// A part stays about its size when the tasks it covers were deleted after
+// the capture (their encodings are kept apart from the live tasks): a big
+// removal during a save does not make one part of every deleted task.
+func TestStreamPartsStayTheirSizeAfterDeletions(t *testing.T) {
+	s := buildRunning(t, 2, 400, 4)
+	want := s.Canonical()
+	st := mustCapture(t, s)
+	defer st.Close()
+	const chunk = 600
+	st.chunk = chunk
+	biggest := 0
+	var tasks []*Task
+	for _, tk := range s.tasks.all() {
+		tasks = append(tasks, tk)
+		var e encoder
+		encodeTask(&e, tk)
+		biggest = max(biggest, len(e.b))
+	}
+	for _, tk := range tasks {
+		s.deleteTask(tk, true)
+	}
+	var got []byte
+	parts := 0
+	for {
+		before, tasksPart := len(got), st.stage == 1
+		var last bool
+		var err error
+		got, last, err = st.Next(got)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(got) - before; tasksPart && n > chunk+biggest {
+			t.Fatalf("a part holds %d bytes of deleted tasks, want at most %d and one task (%d)", n, chunk, biggest)
+		}
+		if tasksPart {
+			parts++
+		}
+		if last {
+			break
+		}
+	}
+	if parts < 2 {
+		t.Fatalf("the tasks came in %d part(s): the test needs more than one", parts)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("the stream (%d bytes) differs from the encoding at its capture (%d bytes) from byte %d", len(got), len(want), firstDiff(got, want))
+	}
+}
