@@ -263,16 +263,6 @@ func (c *AgentClient) callAs(ctx context.Context, path string, toLeader, poll bo
 			continue
 		case errors.As(err, &we):
 			return err
-		case errors.Is(err, errSetupTimeout):
-			// The manager is there, only slow to set the connection
-			// up, and the set-up goes on for the next call: that call
-			// goes to it again (a leader stays the leader, a poll
-			// parked there stays). Moving on sent the retry to a
-			// manager that only named this one back (a handshake
-			// there for nothing), left the set-up to be closed unused,
-			// and moved polls away: when a fleet reached a new leader
-			// at once, each slow handshake there fed the storm.
-			return err
 		}
 		c.moveOn(base, !poll)
 		return err
@@ -308,9 +298,6 @@ func (c *AgentClient) post(ctx context.Context, rawURL []byte, body []byte, fn f
 		err = c.hc.DoDeadline(req, resp, dl)
 	} else {
 		err = c.hc.Do(req, resp)
-	}
-	if errors.Is(err, errSetupTimeout) {
-		return fmt.Errorf("%w at %s: %w", ErrUnreachable, url(), err)
 	}
 	if err != nil {
 		return fmt.Errorf("%w at %s: %v", ErrUnreachable, url(), err)
