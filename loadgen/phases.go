@@ -94,8 +94,10 @@ func (r *run) doRamp(ctx context.Context) {
 	if running >= r.cfg.Tasks {
 		ph.Note = fmt.Sprintf("%d tasks running %.1fs after the first create (creates took %.1fs)", running, ph.Seconds, created.Seconds())
 	} else if read {
+		r.rampShort = true
 		ph.Note = fmt.Sprintf("timed out with %d/%d running (creates took %.1fs)", running, r.cfg.Tasks, created.Seconds())
 	} else {
+		r.rampShort = true
 		ph.Note = fmt.Sprintf("timed out: the services' counts could not be read (%v; creates took %.1fs)", readErr, created.Seconds())
 	}
 	r.logf("%s", ph.Note)

@@ -41,25 +41,28 @@ type agents interface {
 
 // run is one loadgen run in progress.
 type run struct {
-	cfg      Config
-	ctx      context.Context
-	start    time.Time
-	load     string // the load average when the run began
-	cl       *cluster.Cluster
-	fleet    agents
-	checker  *check.Checker
-	stats    *stats
-	follower *watch.Follower
-	driver   *workload.Driver
-	plan     workload.Plan
-	sampler  *sampler
-	phaseMu  sync.Mutex
-	phaseNow string
-	phases   []report.Phase
-	profMu   sync.Mutex
-	profiles []string // profile files written (profMu)
-	selfProf selfProfile
-	counts   struct {
+	cfg   Config
+	ctx   context.Context
+	start time.Time
+	load  string // the load average when the run began
+	// rampShort: the ramp timed out before every task ran (its data is
+	// kept, see keepData).
+	rampShort bool
+	cl        *cluster.Cluster
+	fleet     agents
+	checker   *check.Checker
+	stats     *stats
+	follower  *watch.Follower
+	driver    *workload.Driver
+	plan      workload.Plan
+	sampler   *sampler
+	phaseMu   sync.Mutex
+	phaseNow  string
+	phases    []report.Phase
+	profMu    sync.Mutex
+	profiles  []string // profile files written (profMu)
+	selfProf  selfProfile
+	counts    struct {
 		crashes, disconnects, vanishes, leaderKills atomic.Int64
 	}
 	workers    *fleetHub // with fleet workers (FleetWorkers): their listener
@@ -263,13 +266,21 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 	r.fleet.Stop()
 	stopAll()
 	bg.Wait()
-	if tempDir && rep.Violations == 0 && (converged || !cfg.on("quiesce")) {
+	if tempDir && !keepData(rep.Violations, converged || !cfg.on("quiesce"), r.rampShort) {
 		r.cl.Close()
 		_ = os.RemoveAll(cfg.DataDir)
 	} else {
 		fmt.Fprintln(cfg.Out, "loadgen: managers' data and logs kept in", cfg.DataDir)
 	}
 	return rep, ctx.Err()
+}
+
+// keepData says whether a run keeps its temporary data directory (the
+// managers' data and logs) for a look afterwards: when it found a
+// violation, did not converge, or its ramp timed out short of its tasks
+// (a stuck tail is read from the tasks' messages in that data).
+func keepData(violations int, convergedOrNoQuiesce, rampShort bool) bool {
+	return violations > 0 || !convergedOrNoQuiesce || rampShort
 }
 
 // waitAgents waits (at most a minute) until the cluster lists every agent
