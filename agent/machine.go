@@ -174,7 +174,7 @@ func (m *Machine) Apply(f *wire.Assignments, now time.Time) error {
 		m.partial = nil
 	}
 	for _, sp := range specs {
-		c := cloneSpec(sp)
+		c := detachSpec(sp)
 		k := SpecKey{c.Service, c.Version}
 		m.specs[k] = &c
 		m.putSpecs = append(m.putSpecs, c)
@@ -230,7 +230,7 @@ func (m *Machine) upsert(a *wire.Assignment, now time.Time) {
 		t = &task{status: st, acked: st, released: a.State.Terminal()}
 		m.tasks[a.Task] = t
 	}
-	t.a = cloneAssignment(a)
+	t.a = detachAssignment(a)
 	t.inSet = true
 	switch {
 	case a.State > t.status.State:
@@ -499,10 +499,26 @@ func sameCursor(a, b wire.Cursor) bool {
 	return true
 }
 
-// cloneSpec and cloneAssignment copy what the machine keeps out of a
+// cloneSpec and cloneAssignment copy the slices of a spec or an
+// assignment, so a store or the machine keeps its own (strings are
+// immutable and shared).
+func cloneSpec(s wire.Spec) wire.Spec {
+	s.Command = slices.Clone(s.Command)
+	s.Env = slices.Clone(s.Env)
+	return s
+}
+
+func cloneAssignment(a *wire.Assignment) wire.Assignment {
+	c := *a
+	c.Addresses = slices.Clone(a.Addresses)
+	return c
+}
+
+// detachSpec and detachAssignment copy what the machine keeps out of a
 // decoded frame, strings included: a frame's strings share one backing
 // string, which a kept task would otherwise hold for the whole frame.
-func cloneSpec(s wire.Spec) wire.Spec {
+// What the machine hands its store is already detached.
+func detachSpec(s wire.Spec) wire.Spec {
 	s.Service = strings.Clone(s.Service)
 	s.Dir = strings.Clone(s.Dir)
 	s.Command = cloneStrings(s.Command)
@@ -510,10 +526,9 @@ func cloneSpec(s wire.Spec) wire.Spec {
 	return s
 }
 
-func cloneAssignment(a *wire.Assignment) wire.Assignment {
-	c := *a
+func detachAssignment(a *wire.Assignment) wire.Assignment {
+	c := cloneAssignment(a)
 	c.Service = strings.Clone(a.Service)
-	c.Addresses = slices.Clone(a.Addresses)
 	for i := range c.Addresses {
 		c.Addresses[i].Network = strings.Clone(c.Addresses[i].Network)
 		c.Addresses[i].Addr = strings.Clone(c.Addresses[i].Addr)

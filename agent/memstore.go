@@ -84,8 +84,7 @@ func (s *MemStore) Apply(w *Writes) error {
 		delete(s.mu.tasks, id)
 	}
 	for _, sp := range w.Specs {
-		c := cloneSpec(sp)
-		s.mu.specs[SpecKey{c.Service, c.Version}] = c
+		s.mu.specs[SpecKey{sp.Service, sp.Version}] = cloneSpec(sp)
 	}
 	for _, k := range w.DeletedSpecs {
 		delete(s.mu.specs, k)
