@@ -32,7 +32,10 @@
 // long-poll from the persisted cursor (an answer that comes after the poll's
 // session ended is dropped and asked again on the live session, which sends
 // every spec its frames need); COMPLETE (or resync) replaces the set,
-// and every task missing from it is stopped and forgotten. Statuses: the
+// and every task missing from it is stopped and forgotten; an INCREMENTAL
+// that does not follow the cursor, or that names a task to start whose
+// spec the agent was never sent, is refused and a COMPLETE asked for.
+// Statuses: the
 // latest per task; state changes go 200 ms after the last send, anything
 // else 1 s after it, and a failed send waits a full second; ReportRetry
 // leaves a status owed, ReportRejected drops it. Sync every interval ±50 %

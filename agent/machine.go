@@ -179,6 +179,12 @@ func (m *Machine) Apply(f *wire.Assignments, now time.Time) error {
 		m.specs[k] = &c
 		m.putSpecs = append(m.putSpecs, c)
 	}
+	if !complete {
+		if err := m.missingSpec(tasks); err != nil {
+			m.cursor, m.partial, m.metaDirty = nil, nil, true
+			return err
+		}
+	}
 	var seen map[sm.TaskID]struct{}
 	if complete {
 		seen = make(map[sm.TaskID]struct{}, len(tasks))
@@ -217,6 +223,25 @@ func (m *Machine) Apply(f *wire.Assignments, now time.Time) error {
 		m.current = true
 		for _, id := range m.sortedIDs() {
 			m.step(m.tasks[id], Observation{}, now)
+		}
+	}
+	return nil
+}
+
+// missingSpec returns an ErrGap for the first task of an INCREMENTAL that
+// is still to be started here but runs a spec neither this frame nor an
+// earlier one brought: the manager took the spec as sent with an answer
+// this agent never got. Asking for a COMPLETE, which carries every spec,
+// mends it; the task would otherwise be rejected ("no spec … was
+// received") and its replacements with it wherever they land here.
+func (m *Machine) missingSpec(tasks []wire.Assignment) error {
+	for i := range tasks {
+		a := &tasks[i]
+		if a.Service == "" || a.Desired > sm.DesiredRunning || a.State >= sm.StateRunning {
+			continue
+		}
+		if m.specs[SpecKey{a.Service, a.SpecVersion}] == nil {
+			return fmt.Errorf("%w: task %d runs service %q version %d, whose spec the agent was never sent", ErrGap, a.Task, a.Service, a.SpecVersion)
 		}
 	}
 	return nil

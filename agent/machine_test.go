@@ -135,6 +135,43 @@ func TestMachineGapDropsCursor(t *testing.T) {
 	expect(t, "late prepare answer", acts(m.Ready()), "prepare 1, prepare 2, forget 1")
 }
 
+// An INCREMENTAL whose task is to start here but runs a spec the agent
+// was never sent (the manager took it as sent with an answer this agent
+// lost) is a gap: the machine asks for a COMPLETE instead of rejecting the
+// task. A task already running, or one told to stop, needs no spec to go
+// on and is applied as usual.
+func TestMachineMissingSpecIsAGap(t *testing.T) {
+	m := NewMachine(MachineConfig{})
+	if err := m.Apply(completeFrame(5, asg(1, sm.DesiredRunning)), t0); err != nil {
+		t.Fatal(err)
+	}
+	acts(m.Ready())
+	api := asg(2, sm.DesiredRunning)
+	api.Service = "api"
+	err := m.Apply(incFrame(5, 7, []wire.Assignment{api}), t0)
+	if !errors.Is(err, ErrGap) || len(m.Cursor()) != 0 || m.tasks[2] != nil {
+		t.Fatalf("err %v, cursor %v, task 2 %v; want a gap, no cursor, task 2 not taken", err, m.Cursor(), m.tasks[2])
+	}
+	if got := acts(m.Ready()); got != "" {
+		t.Fatalf("actions %q after the gap, want none (no rejection)", got)
+	}
+	// The COMPLETE brings the spec: the task is prepared.
+	c := completeFrame(8, asg(1, sm.DesiredRunning), api)
+	c.Specs = append(c.Specs, wire.Spec{Service: "api", Version: 1, Command: []string{"serve"}})
+	if err := m.Apply(c, t0); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, "after the complete", acts(m.Ready()), "prepare 2")
+
+	stopping := asg(3, sm.DesiredShutdown)
+	stopping.Service = "db"
+	running := asg(4, sm.DesiredRunning)
+	running.Service, running.State = "db", sm.StateRunning
+	if err := m.Apply(incFrame(8, 9, []wire.Assignment{stopping, running}), t0); err != nil {
+		t.Fatalf("tasks that need no spec to go on: %v", err)
+	}
+}
+
 func TestMachineChunkedComplete(t *testing.T) {
 	m := NewMachine(MachineConfig{})
 	c1 := completeFrame(5, asg(1, sm.DesiredRunning))

@@ -154,9 +154,6 @@ func (s *Stream) Open(session uint64, node statemachine.NodeID) { s.sessions.ope
 // refused (no_quorum, naming the leader), and a waiting one ends so.
 func (s *Stream) Assignments(ctx context.Context, req *wire.AssignmentsRequest) (*wire.Assignments, error) {
 	ss := s.sessions.get(req.SessionID, req.NodeID)
-	ss.mu.Lock()
-	ss.beginLocked(req.Cursor)
-	ss.mu.Unlock()
 	if len(req.Cursor) == 0 {
 		return s.complete(ss, req.NodeID, false)
 	}
@@ -211,6 +208,7 @@ func (s *Stream) Assignments(ctx context.Context, req *wire.AssignmentsRequest) 
 		// Nothing changed (or only the leader): the agent asks again from
 		// the same place, told the leader as known now.
 		ss.mu.Lock()
+		ss.renderingLocked(req.Cursor) // an answer lost before this one took its specs along
 		ss.given = req.Cursor
 		ss.mu.Unlock()
 		now, _ := s.leaders.LeaderNotice(route.ClusterGroup)
@@ -325,8 +323,17 @@ type session struct {
 	given wire.Cursor
 }
 
-// beginLocked prepares an answer to a request from cursor.
-func (ss *session) beginLocked(cursor wire.Cursor) {
+// renderingLocked prepares the session's sent specs for an answer to a
+// request from cursor, rendered now under ss.mu: the specs already sent
+// are the ones the answer that brought the agent to cursor knew of. A
+// request from another cursor than the last answer gave (that answer was
+// lost, or the agent asked again while the manager still served its
+// earlier poll), or from none, sends its specs again. This is checked
+// where the answer is rendered, not where the request began: two polls
+// of one session from one cursor (the agent gave up on the first) are
+// rendered one after the other, and the second must not take the specs
+// as sent by the first, which the agent may never get.
+func (ss *session) renderingLocked(cursor wire.Cursor) {
 	if len(cursor) == 0 || !slices.Equal(cursor, ss.given) {
 		clear(ss.sent)
 	}
@@ -374,7 +381,8 @@ func (s *Stream) complete(ss *session, node statemachine.NodeID, resync bool) (*
 	sc := getScratch()
 	defer scratchPool.Put(sc)
 	ss.mu.Lock()
-	defer ss.mu.Unlock() // the session's sent specs
+	defer ss.mu.Unlock()    // the session's sent specs
+	ss.renderingLocked(nil) // a COMPLETE carries every spec its tasks run
 	g := 0
 	read := func(st *statemachine.State) {
 		a.ResultsIn[g] = st.LastIndex()
@@ -433,6 +441,7 @@ func (s *Stream) incremental(ss *session, node statemachine.NodeID, cursor wire.
 	sc.inc = incRead{s: s, ss: ss, node: node, cursor: cursor, a: a}
 	defer func() { sc.inc = incRead{} }()
 	ss.mu.Lock()
+	ss.renderingLocked(cursor)
 	for g := 1; g <= groups && !sc.inc.resync; g++ {
 		if sc.quiet[g] != 0 {
 			// Nothing for this node there: its cursor moves on without a
@@ -454,10 +463,8 @@ func (s *Stream) incremental(ss *session, node statemachine.NodeID, cursor wire.
 	}
 	ss.mu.Unlock()
 	if resync {
-		ss.mu.Lock()
-		clear(ss.sent) // a resync is a fresh start
-		ss.mu.Unlock()
-		return s.complete(ss, node, true)
+		return s.complete(ss, node, true) // a fresh start: every spec again
+
 	}
 	sc.r.finish(a)
 	a.Logs = s.logs.TakeNotices(node, s.clock.Now())

@@ -52,7 +52,9 @@
 //     are any; a cursor it does not reach, a COMPLETE marked Resync. A
 //     spec goes to a session once per service and version; the session's
 //     specs are sent again when the agent asks from another cursor than
-//     the last answer gave it (that answer was lost) or resyncs. A poll
+//     the last answer gave it (that answer was lost, or the agent asked
+//     again while its earlier poll was still served: checked as each
+//     answer is rendered) or resyncs. A poll
 //     with nothing new ends at its wait, at a change of the cluster
 //     group's leader to one this replica can name, or at its context's
 //     end, with an INCREMENTAL without changes naming the leader; without

@@ -11,8 +11,15 @@ package control
 //	                              (previous: the last answer was lost), or
 //	                              none (a COMPLETE); wait=0 by default
 //	                              (answer at once); async: the poll parks,
-//	                              and `await n1` prints its answer
-//	await n1                      the answer of n1's parked poll
+//	                              and `await n1` prints its answer; a
+//	                              second async poll while one is parked is
+//	                              the agent asking again after giving up
+//	                              on the first, which the manager still
+//	                              serves
+//	await n1 [lost]               the answer of n1's oldest parked poll;
+//	                              lost: the agent never got it (its
+//	                              cursors stay), printed once every parked
+//	                              poll of n1 answered, without the reads
 //	advance D                     the fake clock moves on by D
 //	manager N addr=A              replica N registers its API address
 //	leader N                      this replica learns that N leads the
@@ -52,11 +59,12 @@ import (
 )
 
 // scriptAgent is what the scripts remember of one agent: its session, the
-// cursor its last answer gave it and the one before, and its parked poll.
+// cursor its last answer gave it and the one before, and its parked polls
+// (oldest first).
 type scriptAgent struct {
 	session        uint64
 	last, previous wire.Cursor
-	parked         chan pollResult
+	parked         []chan pollResult
 }
 
 type pollResult struct {
@@ -128,6 +136,10 @@ func (w *scriptWorld) runStream(d *datadriven.TestData, pos []string, kv map[str
 	if d.Cmd == "poll" && len(pos) > 0 && pos[len(pos)-1] == "async" {
 		pos, async = pos[:len(pos)-1], true
 	}
+	lost := false
+	if d.Cmd == "await" && len(pos) > 0 && pos[len(pos)-1] == "lost" {
+		pos, lost = pos[:len(pos)-1], true
+	}
 	switch d.Cmd {
 	case "open":
 		n, err := w.node(pos[0])
@@ -161,20 +173,20 @@ func (w *scriptWorld) runStream(d *datadriven.TestData, pos []string, kv map[str
 			req.Wait = int64(dur)
 		}
 		if async {
-			if a.parked != nil {
-				return "", true, fmt.Errorf("%s has a parked poll already", pos[0])
-			}
 			if req.Wait <= 0 {
 				return "", true, errors.New("an async poll needs wait=D")
 			}
 			timers := w.clk.Waiters()
-			a.parked = make(chan pollResult, 1)
-			w.mu.Lock()
-			w.calls = map[int][]string{}
-			w.mu.Unlock()
+			ch := make(chan pollResult, 1)
+			a.parked = append(a.parked, ch)
+			if len(a.parked) == 1 {
+				w.mu.Lock()
+				w.calls = map[int][]string{}
+				w.mu.Unlock()
+			}
 			go func() {
 				f, err := w.stream.Assignments(context.Background(), req)
-				a.parked <- pollResult{f, err}
+				ch <- pollResult{f, err}
 			}()
 			// Parked: its timer is set (after it read the leader).
 			if err := w.clk.BlockUntil(timers+1, 10*time.Second); err != nil {
@@ -192,16 +204,28 @@ func (w *scriptWorld) runStream(d *datadriven.TestData, pos []string, kv map[str
 		if err != nil {
 			return "", true, err
 		}
-		if a.parked == nil {
+		if len(a.parked) == 0 {
 			return "", true, fmt.Errorf("%s has no parked poll", pos[0])
 		}
-		select {
-		case r := <-a.parked:
-			a.parked = nil
-			return w.answer(a, r.a, r.err), true, nil
-		case <-time.After(10 * time.Second):
-			return "", true, errors.New("the parked poll did not answer (still parked)")
+		got := make([]pollResult, len(a.parked))
+		for i, ch := range a.parked {
+			if i > 0 && !lost {
+				break
+			}
+			select {
+			case got[i] = <-ch:
+				ch <- got[i] // kept for its own await
+			case <-time.After(10 * time.Second):
+				return "", true, errors.New("the parked poll did not answer (still parked)")
+			}
 		}
+		r := <-a.parked[0]
+		a.parked = a.parked[1:]
+		if lost {
+			keep := *a // the agent's cursors stay
+			return strings.TrimSuffix(w.frameText(&keep, r.a, r.err), "\n"), true, nil
+		}
+		return w.answer(a, r.a, r.err), true, nil
 	case "advance":
 		if err := need(1); err != nil {
 			return "", true, err
@@ -329,6 +353,22 @@ func contains(s []string, v string) bool {
 // poll began, and moves the agent's cursors as the agent would.
 func (w *scriptWorld) answer(a *scriptAgent, f *wire.Assignments, err error) string {
 	var b strings.Builder
+	b.WriteString(w.frameText(a, f, err))
+	w.mu.Lock()
+	for g := route.ClusterGroup; g <= w.Groups(); g++ {
+		if c := w.calls[g]; len(c) > 0 {
+			fmt.Fprintf(&b, "group %d: %s\n", g, strings.Join(c, ", "))
+		}
+	}
+	w.calls = map[int][]string{}
+	w.mu.Unlock()
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// frameText prints a poll's answer (one line each, each ending in a
+// newline) and moves the agent's cursors as the agent would.
+func (w *scriptWorld) frameText(a *scriptAgent, f *wire.Assignments, err error) string {
+	var b strings.Builder
 	var we *wire.Error
 	switch {
 	case errors.As(err, &we):
@@ -384,15 +424,7 @@ func (w *scriptWorld) answer(a *scriptAgent, f *wire.Assignments, err error) str
 		}
 		a.previous, a.last = a.last, f.ResultsIn
 	}
-	w.mu.Lock()
-	for g := route.ClusterGroup; g <= w.Groups(); g++ {
-		if c := w.calls[g]; len(c) > 0 {
-			fmt.Fprintf(&b, "group %d: %s\n", g, strings.Join(c, ", "))
-		}
-	}
-	w.calls = map[int][]string{}
-	w.mu.Unlock()
-	return strings.TrimSuffix(b.String(), "\n")
+	return b.String()
 }
 
 // groupsOf prints a per-group vector's service groups: [g1 g2].
