@@ -322,8 +322,9 @@ func (d *Driver) Desired() map[string]int {
 }
 
 // Converged reads every service and reports the running and desired
-// totals of the plan's services, and whether every planned service runs
-// exactly its planned replicas. Services not in the plan (the owner's, in
+// totals of the plan's services (a service's running counted up to its
+// desired replicas), and whether every planned service runs exactly its
+// planned replicas. Services not in the plan (the owner's, in
 // a cluster the loadgen joined) are not counted.
 func (d *Driver) Converged(ctx context.Context) (running, desired int, ok bool, err error) {
 	want := d.Desired()
@@ -344,24 +345,38 @@ func (d *Driver) Converged(ctx context.Context) (running, desired int, ok bool, 
 		if err != nil {
 			return 0, 0, false, err
 		}
-		for _, s := range l.Items {
-			w, planned := want[s.Spec.Name]
-			if !planned {
-				continue // not the loadgen's (a cluster it joined)
-			}
-			running += s.Running
-			desired += s.Desired
-			if s.Removing || s.Running != w || s.Desired != w {
-				ok = false
-			}
-			seen++
-		}
+		pr, pd, pok, pn := tally(l.Items, want)
+		running, desired, ok, seen = running+pr, desired+pd, ok && pok, seen+pn
 		if l.NextToken == "" {
 			break
 		}
 		token = l.NextToken
 	}
 	return running, desired, ok && seen == len(want), nil
+}
+
+// tally counts one page of services against want (the plan's services and
+// their replicas): running and desired replicas, whether each runs exactly
+// as planned, and how many are the plan's. A service's running counts up
+// to its desired replicas: its count also holds the originals set aside on
+// a disconnected node (running as last known) beside their replacements,
+// and past its desired replicas one service would stand in for another's
+// tasks not running yet.
+func tally(items []client.Service, want map[string]int) (running, desired int, ok bool, seen int) {
+	ok = true
+	for _, s := range items {
+		w, planned := want[s.Spec.Name]
+		if !planned {
+			continue // not the loadgen's (a cluster it joined)
+		}
+		running += min(s.Running, s.Desired)
+		desired += s.Desired
+		if s.Removing || s.Running != w || s.Desired != w {
+			ok = false
+		}
+		seen++
+	}
+	return running, desired, ok, seen
 }
 
 // Lagging describes, for a run that did not converge, the services off the

@@ -78,3 +78,23 @@ func TestServicesCarryThePlansConstraints(t *testing.T) {
 		t.Fatalf("a plan without constraints gave %q", sp.Constraints)
 	}
 }
+
+// A service's running tasks count up to its desired replicas: a count
+// past them (originals set aside on a disconnected node beside their
+// replacements) does not stand in for another service's tasks not running
+// yet; services not in the plan are not counted.
+func TestTallyCountsRunningUpToDesired(t *testing.T) {
+	svc := func(name string, running, desired int) client.Service {
+		var s client.Service
+		s.Spec.Name, s.Running, s.Desired = name, running, desired
+		return s
+	}
+	want := map[string]int{"a": 10, "b": 10}
+	running, desired, ok, seen := tally([]client.Service{svc("a", 12, 10), svc("b", 8, 10), svc("owner", 5, 5)}, want)
+	if running != 18 || desired != 20 || ok || seen != 2 {
+		t.Fatalf("running %d, desired %d, ok %v, seen %d; want 18, 20, false, 2", running, desired, ok, seen)
+	}
+	if running, _, ok, _ := tally([]client.Service{svc("a", 10, 10), svc("b", 10, 10)}, want); running != 20 || !ok {
+		t.Fatalf("running %d, ok %v; want 20, true", running, ok)
+	}
+}
