@@ -1,7 +1,10 @@
 package agent
 
 import (
+	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"math/rand/v2"
 	"runtime"
 	"sync"
@@ -326,6 +329,79 @@ func BenchmarkSimRampOnTheRealClock(b *testing.B) {
 				}
 			}()
 		}
+		wg.Wait()
+	}
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+	cpu := ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano()
+	b.ReportMetric(float64(cpu)/float64(b.N*agents*perFrame), "cpu-ns/task")
+}
+
+// BenchmarkRunnerRampOnTheRealClock is 20 whole runners in a ramp, each
+// with an in-memory manager that answers at once, on the real clock with
+// the loadgen's stage delays: an op is a frame of 25 tasks to every agent,
+// until its manager has accepted every task running. cpu-ns/task is the
+// process's CPU per task: the runner's loops and their hand-overs, the
+// machine, the store and the simulated executor (and the in-memory
+// managers' bookkeeping, the same in every build).
+func BenchmarkRunnerRampOnTheRealClock(b *testing.B) {
+	const agents, perFrame = 20, 25
+	sim := SimConfig{Seed: 1, Prepare: SimStage{Delay: 20 * time.Millisecond, Jitter: 100 * time.Millisecond},
+		Start: SimStage{Delay: 20 * time.Millisecond, Jitter: 200 * time.Millisecond}}
+	ctx, cancel := context.WithCancel(context.Background())
+	var runs sync.WaitGroup
+	defer func() { cancel(); runs.Wait() }()
+	mgrs := make([]*fakeManager, agents)
+	for i := range mgrs {
+		mgrs[i] = newFakeManager(clock.NewFake(t0))
+		exec := NewSimExecutor(clock.Real{}, sim)
+		defer exec.Close()
+		a, err := New(Config{Manager: mgrs[i], Store: NewMemStore(), Clock: clock.Real{}, Seed: uint64(i + 1), Executor: exec,
+			Node: wire.NodeDescription{Hostname: fmt.Sprint("n", i)}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			b.Fatal(err)
+		}
+		runs.Add(1)
+		go func() { defer runs.Done(); _ = a.Run(ctx) }()
+		mgrs[i].push(completeFrame(1))
+	}
+	// running waits until m accepted every task from..to running.
+	running := func(m *fakeManager, from, to sm.TaskID) {
+		deadline := time.After(30 * time.Second)
+		for {
+			m.mu.Lock()
+			done, ch := true, m.ch
+			for id := from; id <= to && done; id++ {
+				done = m.latest[id].State == sm.StateRunning
+			}
+			m.mu.Unlock()
+			if done {
+				return
+			}
+			select {
+			case <-ch:
+			case <-deadline:
+				b.Errorf("tasks %d-%d not all running after 30 s", from, to)
+				return
+			}
+		}
+	}
+	seq, id := uint64(1), sm.TaskID(0)
+	var ru0, ru1 syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+	for b.Loop() {
+		var wg sync.WaitGroup
+		for _, m := range mgrs {
+			first := id + 1
+			id += perFrame
+			tasks := make([]wire.Assignment, 0, perFrame)
+			for t := first; t <= id; t++ {
+				tasks = append(tasks, asg(t, sm.DesiredRunning))
+			}
+			m.push(incFrame(seq, seq+1, tasks))
+			wg.Add(1)
+			go func() { defer wg.Done(); running(m, first, first+perFrame-1) }()
+		}
+		seq++
 		wg.Wait()
 	}
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)

@@ -71,18 +71,29 @@ type TaskRun struct {
 const DefaultStopGrace = 10 * time.Second
 
 // eventQueue is an unbounded queue in front of an Events channel, so that
-// Do can report without ever blocking.
+// Do can report without ever blocking. The channel has room for
+// eventRoom events: while the queue is empty and the pump idle, an event
+// goes straight into it, and the runner takes every event that arrived
+// together in one turn of its loop. Only when the runner falls behind do
+// events wait in the queue, for the pump to hand on in order. With an
+// unbuffered channel every event went through the pump goroutine and was
+// handed from it to the runner one at a time (two goroutine hand-overs per
+// event, and one turn of the runner's loop, with its store write, each).
 type eventQueue struct {
 	mu      sync.Mutex
 	q       []Event
+	pumping bool // the pump holds events not yet in out: new ones queue behind them
 	wake    chan struct{}
 	out     chan Event
 	done    chan struct{}
 	closeMu sync.Once
 }
 
+// eventRoom is the room of an executor's Events channel.
+const eventRoom = 256
+
 func newEventQueue() *eventQueue {
-	e := &eventQueue{wake: make(chan struct{}, 1), out: make(chan Event), done: make(chan struct{})}
+	e := &eventQueue{wake: make(chan struct{}, 1), out: make(chan Event, eventRoom), done: make(chan struct{})}
 	go e.pump()
 	return e
 }
@@ -104,6 +115,14 @@ func (e *eventQueue) take() []Event {
 
 func (e *eventQueue) push(ev Event) {
 	e.mu.Lock()
+	if e.out != nil && !e.pumping && len(e.q) == 0 {
+		select {
+		case e.out <- ev: // nothing ahead of it: straight to the runner
+			e.mu.Unlock()
+			return
+		default:
+		}
+	}
 	e.q = append(e.q, ev)
 	e.mu.Unlock()
 	select {
@@ -118,6 +137,7 @@ func (e *eventQueue) pump() {
 		e.mu.Lock()
 		batch := e.q
 		e.q = spare
+		e.pumping = len(batch) > 0
 		e.mu.Unlock()
 		for _, ev := range batch {
 			select {
@@ -130,6 +150,15 @@ func (e *eventQueue) pump() {
 		spare = batch[:0]
 		if cap(spare) > 1<<12 {
 			spare = nil // a burst's room is not kept for good
+		}
+		e.mu.Lock()
+		more := len(e.q) > 0
+		if !more {
+			e.pumping = false
+		}
+		e.mu.Unlock()
+		if more {
+			continue // queued behind the batch: hand them on before any new one goes straight
 		}
 		select {
 		case <-e.wake:

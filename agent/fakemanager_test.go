@@ -45,6 +45,7 @@ type fakeManager struct {
 	results   func(r wire.StatusReport) wire.ReportResult
 	latest    map[sm.TaskID]wire.StatusReport // accepted statuses
 	batches   []*wire.StatusBatch
+	batchAt   []time.Time // when each batch came (fake clock)
 	polls     []*wire.AssignmentsRequest
 	frames    []*wire.Assignments // answered to long-polls, in order
 	syncs     []*wire.SyncRequest
@@ -181,6 +182,7 @@ func (f *fakeManager) ReportStatus(ctx context.Context, b *wire.StatusBatch) (*w
 		return nil, err
 	}
 	f.batches = append(f.batches, b)
+	f.batchAt = append(f.batchAt, f.clk.Now())
 	ack := &wire.StatusAck{}
 	for _, r := range b.Reports {
 		res := wire.ReportAccepted

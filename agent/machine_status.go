@@ -63,6 +63,19 @@ func (m *Machine) FlushDue() (time.Time, bool) {
 	return m.st.lastEnd.Add(iv), true
 }
 
+// EarliestDue is the soonest FlushDue can answer until the next batch
+// ends: a change of what is owed moves the answer between this and later,
+// never before it (the interval counts from the last batch's end, and an
+// urgent change waits UrgentDelay at least, a full RoutineInterval after a
+// failure).
+func (m *Machine) EarliestDue() time.Time {
+	iv := m.st.cfg.RoutineInterval
+	if !m.st.lastFailed {
+		iv = min(iv, m.st.cfg.UrgentDelay)
+	}
+	return m.st.lastEnd.Add(iv)
+}
+
 // BeginBatch takes up to limit owed statuses (lowest task IDs first) for one
 // batch; the caller must answer with EndBatch, even for an empty batch.
 func (m *Machine) BeginBatch(limit int) []wire.StatusReport {

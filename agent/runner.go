@@ -46,6 +46,10 @@ type Agent struct {
 		changed chan struct{} // closed and replaced when sess or live changes
 	}
 	logs logSubs // task output asked for by the managers (logsend.go)
+	// statusQuiet: the status loop waits for a batch due at the
+	// machine's EarliestDue, which no change can bring forward, so the
+	// machine's work does not wake it (statusLoop).
+	statusQuiet atomic.Bool
 }
 
 // liveSession is one session with the managers. Its ctx ends when the
@@ -200,7 +204,9 @@ func (a *Agent) withMachine(f func(m *Machine, now time.Time)) {
 	for _, act := range rd.Actions {
 		a.cfg.Executor.Do(act)
 	}
-	a.wakeStatus()
+	if !a.statusQuiet.Load() {
+		a.wakeStatus()
+	}
 }
 
 // wakeStatus wakes the status loop.

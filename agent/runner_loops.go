@@ -95,6 +95,7 @@ func (a *Agent) statusLoop(ctx context.Context) {
 		}
 		a.mu.Lock()
 		due, ok := a.mu.m.FlushDue()
+		earliest := a.mu.m.EarliestDue()
 		a.mu.Unlock()
 		if !ok {
 			select { // nothing owed: wait for a change
@@ -106,16 +107,31 @@ func (a *Agent) statusLoop(ctx context.Context) {
 			continue
 		}
 		if d := due.Sub(a.cfg.Clock.Now()); d > 0 {
+			// A batch due at the earliest the machine allows cannot be
+			// brought forward: until then the runner's other loops change
+			// the machine without waking this one (in a ramp every
+			// executor event and assignments answer woke it, for nothing,
+			// while it waited out the urgent delay). What is owed is read
+			// again when the timer fires.
+			quiet := !due.After(earliest)
+			a.statusQuiet.Store(quiet)
 			t := a.cfg.Clock.NewTimer(d)
 			select {
 			case <-t.C():
+				a.statusQuiet.Store(false)
+				if quiet {
+					continue
+				}
 			case <-a.wake: // maybe something more urgent
+				a.statusQuiet.Store(false)
 				t.Stop()
 				continue
 			case <-s.ctx.Done():
+				a.statusQuiet.Store(false)
 				t.Stop()
 				continue
 			case <-ctx.Done():
+				a.statusQuiet.Store(false)
 				t.Stop()
 				return
 			}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"runtime"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -221,6 +222,61 @@ func TestRunnerRetriedStatusIsResent(t *testing.T) {
 	}
 	if len(at) != 4 {
 		t.Fatalf("running sent %d times, want 4", len(at))
+	}
+}
+
+// TestRunnerUrgentStatusCutsARoutineWaitShort: while the status loop waits
+// out the routine interval for a status the manager refused for now, a
+// task's new state (urgent) goes after the urgent delay, not with the
+// refused one a second later: the machine's work still wakes a loop whose
+// wait a change can bring forward.
+func TestRunnerUrgentStatusCutsARoutineWaitShort(t *testing.T) {
+	h := newHarness(t, SimConfig{})
+	refused := false
+	h.mgr.results = func(r wire.StatusReport) wire.ReportResult {
+		// A routine batch's, not the re-report's (whose refusal the
+		// loop waits out with a sleep of its own).
+		if b := h.mgr.batches[len(h.mgr.batches)-1]; !b.ReReport && r.Task == 1 && r.State == sm.StateRunning && !refused {
+			refused = true
+			return wire.ReportRetry
+		}
+		return wire.ReportAccepted
+	}
+	h.start()
+	h.mgr.until(t, "the session's re-report", func() bool {
+		return slices.ContainsFunc(h.mgr.batches, func(b *wire.StatusBatch) bool { return b.ReReport })
+	})
+	h.mgr.push(completeFrame(3, asg(1, sm.DesiredRunning)))
+	var lastEnd time.Time
+	h.mgr.until(t, "task 1's running refused for now", func() bool {
+		if refused {
+			lastEnd = h.mgr.batchAt[len(h.mgr.batchAt)-1]
+		}
+		return refused
+	})
+	// The loop now waits a routine interval from that batch.
+	routine := lastEnd.Add(time.Second)
+	deadline := time.Now().Add(10 * time.Second)
+	for !slices.Contains(h.clk.Pending(), routine.Sub(h.clk.Now())) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the status loop is not waiting a routine interval; timers in %v", h.clk.Pending())
+		}
+		runtime.Gosched()
+	}
+	h.mgr.push(incFrame(3, 4, []wire.Assignment{asg(2, sm.DesiredRunning)}))
+	var sent time.Time
+	h.mgr.until(t, "task 2 reported", func() bool {
+		for i, b := range h.mgr.batches {
+			for _, r := range b.Reports {
+				if r.Task == 2 && sent.IsZero() {
+					sent = h.mgr.batchAt[i]
+				}
+			}
+		}
+		return !sent.IsZero()
+	})
+	if !sent.Before(routine) {
+		t.Fatalf("task 2's first status went %v after the refused batch, want the urgent delay (200ms), not the routine interval", sent.Sub(lastEnd))
 	}
 }
 
