@@ -367,7 +367,7 @@ func (d *Driver) avoid(batches []*batch, now int64) int {
 	}
 	d.fails.sweep(now)
 	n := 0
-	logged := make(map[batchKey]string)
+	var logged map[batchKey]string // nil until a batch has nodes to avoid
 	for _, b := range batches {
 		if b.global {
 			continue
@@ -378,6 +378,9 @@ func (d *Driver) avoid(batches []*batch, now int64) int {
 		}
 		n += len(b.sg.Avoid)
 		msg := fmt.Sprint(b.sg.Avoid)
+		if logged == nil {
+			logged = make(map[batchKey]string)
+		}
 		logged[b.batchKey] = msg
 		if d.avoided[b.batchKey] != msg {
 			d.cfg.Logf("engine: scheduler: service %q (group %d, spec version %d): its tasks failed or were rejected %d times within %s on node(s) %s; its tasks go to other nodes first",
