@@ -158,3 +158,38 @@ func TestFailureLogKeepsNewest(t *testing.T) {
 		t.Fatal("a negative limit must turn the log off")
 	}
 }
+
+// TestNewLeaderRelearnsRetainedFailures: the counts are the leader's soft
+// state, but a new leader's driver (a fresh Driver and Tracker) learns
+// again, at its first scan, the failed tasks the slots still hold: node 1
+// rejected five tasks of web, so the five replacements go to node 2 even
+// though node 1 is the least loaded.
+func TestNewLeaderRelearnsRetainedFailures(t *testing.T) {
+	clk := newFakeClock()
+	e := newMem(t, 1, clk)
+	old := NewDriver(e, DriverConfig{Clock: clk})
+	mustSubmit(t, e, zoneNodes(2)...)
+	mustSubmit(t, e, createSpec(statemachine.ServiceSpec{Name: "web", Replicas: 10,
+		Restart: statemachine.RestartPolicy{Condition: statemachine.RestartAny, Delay: int64(time.Second)}}))
+	runOnce(t, old)
+	var cmds []statemachine.Command
+	for _, tk := range tasksWhere(t, e, func(tk *statemachine.Task) bool { return tk.Node == 1 }) {
+		cmds = append(cmds, statemachine.Command{Kind: statemachine.CmdTaskStatus, Task: tk.ID, Node: 1, State: statemachine.StateRejected})
+	}
+	if len(cmds) != DefaultFailureLimit {
+		t.Fatalf("node 1 got %d of web's 10 tasks, want %d", len(cmds), DefaultFailureLimit)
+	}
+	mustSubmit(t, e, cmds...)
+	clk.Advance(2 * time.Second) // past the restart delay
+
+	tr := NewTracker()
+	e.OnApply(tr.OnApply)
+	leader := NewDriver(e, DriverConfig{Clock: clk, Tracker: tr})
+	runOnce(t, leader)
+	if got := placement(t, e)["web"]; got[1] != 0 || got[2] != 10 {
+		t.Errorf("web's live tasks per node after the new leader's first run: %v, want all 10 on node 2", got)
+	}
+	if st := leader.LastRun(); st.Avoided != 1 || !st.Rebuilt {
+		t.Errorf("new leader's first run: avoided %d pairs (want 1), rebuilt %v (want true)", st.Avoided, st.Rebuilt)
+	}
+}
