@@ -36,9 +36,11 @@ func benchGroup(count int) Request {
 	}
 }
 
-func benchPlace(b *testing.B, count int) {
+func benchPlace(b *testing.B, count int) { benchPlaceRequest(b, benchGroup(count)) }
+
+func benchPlaceRequest(b *testing.B, g Request) {
+	count := g.Count
 	base := benchCluster(10_000)
-	g := benchGroup(count)
 	tb := base.Clone()
 	// Warm the scratch buffers once, as a long-lived scheduler would.
 	if p, err := tb.Place(g, 1); err != nil || p.Placed != count {
@@ -72,6 +74,28 @@ func (t *Table) reset(base *Table) {
 func BenchmarkPlace100kTasks10kNodes(b *testing.B) { benchPlace(b, 100_000) }
 
 func BenchmarkPlace1MTasks10kNodes(b *testing.B) { benchPlace(b, 1_000_000) }
+
+// BenchmarkPlace100kTasks10kNodesAvoid is BenchmarkPlace100kTasks10kNodes
+// with 100 of the 5,000 ssd nodes avoided (the others take every task).
+func BenchmarkPlace100kTasks10kNodesAvoid(b *testing.B) {
+	g := benchGroup(100_000)
+	for i := range 100 {
+		g.Avoid = append(g.Avoid, uint32(2*i*50+1)) // rows 0, 100, ...: ssd nodes in every zone
+	}
+	benchPlaceRequest(b, g)
+}
+
+// BenchmarkPlace100kTasks10kNodesAvoidNeeded: 20 tasks per node fill the
+// 5,000 ssd nodes exactly, so the 2,000 tasks the 100 avoided nodes do not
+// take in the first pass go to them in the second.
+func BenchmarkPlace100kTasks10kNodesAvoidNeeded(b *testing.B) {
+	g := benchGroup(100_000)
+	g.MaxPerNode = 20
+	for i := range 100 {
+		g.Avoid = append(g.Avoid, uint32(2*i*50+1))
+	}
+	benchPlaceRequest(b, g)
+}
 
 // BenchmarkPlace100kTasks10kNodesNoPrefs is the same without the zone
 // preference: one water-fill over all 5,000 ssd nodes.

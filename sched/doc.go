@@ -18,6 +18,12 @@
 //   - select: the per-node counts are committed to the table, so the next
 //     request placed in the same run sees the reservations.
 //
+// A request may name nodes to avoid (the caller's choice: the driver names
+// those where the service's tasks kept failing). They are ranked after
+// every other node: the batch is placed as if they had no room, and only
+// what that leaves over is placed on them, by the same stages. Avoiding
+// never changes how many tasks are placed.
+//
 // Contract:
 //
 //   - Pure: no I/O, no clock, no goroutines, no global randomness. The
@@ -26,6 +32,8 @@
 //     service, spec version, node ID or label value), never by row position
 //     or map order, so the same nodes, tasks, request and seed give the same
 //     placement even when the table was built in a different order.
+//   - An avoided node gets a task only if, after the placement, no other
+//     node that passes the filters has room for one more.
 //   - Place never violates a constraint, a reservation (free CPU and memory
 //     of a node never go below zero because of it) or max-replicas-per-node.
 //     When not every task fits, it places what fits and returns an

@@ -32,6 +32,14 @@ type Request struct {
 	// on down, paused or drained nodes are about to move.
 	Preferences []string
 	Strategy    Strategy // within a preference branch; default Spread
+	// Avoid lists nodes (IDs, any order) ranked after every other node:
+	// they take only the tasks no other node that passes the filters has
+	// room for, placed among them as the preferences and strategy say.
+	// The caller names the nodes where the service's tasks kept failing
+	// (SwarmKit ranks such a node last the same way). An avoided node is
+	// never refused, so a task never stays pending because of it. Eligible
+	// and CheckNode ignore it.
+	Avoid []uint32
 }
 
 // MaxRequestCount bounds Request.Count.
@@ -78,6 +86,7 @@ type scratch struct {
 	pairs []uint64        // node ID << 32 | count
 	nodes []uint32        // Placement.Nodes
 	count []uint32        // Placement.Counts
+	avoid []uint32        // rows of Request.Avoid that passed the filters
 
 	// The group being placed.
 	g    Request
@@ -106,10 +115,16 @@ func (t *Table) Place(g Request, seed uint64) (Placement, error) {
 	defer func() { p.g, p.col = Request{}, nil }()
 	t.filterRows()
 
-	// Score and select, committing as each leaf is filled.
+	// Score and select, committing as each leaf is filled: the nodes to
+	// avoid first take nothing, then only what the others had no room for.
 	p.pairs = p.pairs[:0]
 	t.prepareLevels()
-	placed := t.spread(0, 0, len(p.rows), p.n)
+	t.holdAvoided()
+	want := p.n
+	placed := t.spread(0, 0, len(p.rows), want)
+	if placed < want && len(p.avoid) > 0 {
+		placed += t.placeAvoided(want - placed)
+	}
 
 	slices.Sort(p.pairs)
 	p.nodes, p.count = p.nodes[:0], p.count[:0]
@@ -119,13 +134,45 @@ func (t *Table) Place(g Request, seed uint64) (Placement, error) {
 	}
 	pl := Placement{Placed: int(placed), Nodes: p.nodes, Counts: p.count}
 	var err error
-	if placed < p.n {
+	if placed < want {
 		err = &UnplacedError{Service: g.Service, Wanted: g.Count, Placed: pl.Placed, Why: t.explain(g)}
 	}
 	if p.col.tasks == 0 {
 		delete(t.services, g.Service)
 	}
 	return pl, err
+}
+
+// holdAvoided takes the room of the filtered rows of the request's Avoid
+// nodes away, remembering those rows in p.avoid: one map lookup per
+// avoided node, none per task or per row.
+func (t *Table) holdAvoided() {
+	p := &t.scratch
+	p.avoid = p.avoid[:0]
+	for _, id := range p.g.Avoid {
+		r, ok := t.row[id]
+		if !ok || !p.cand.Contains(uint32(r)) || p.room[r] == 0 {
+			continue
+		}
+		p.room[r] = 0
+		p.avoid = append(p.avoid, uint32(r))
+	}
+}
+
+// placeAvoided places n tasks the other rows had no room for on the
+// avoided rows, as spread would, and returns how many it placed. Every
+// other filtered row is full by now (a fill stops short only when each
+// row took its whole room), so it keeps no room.
+func (t *Table) placeAvoided(n int64) int64 {
+	p := &t.scratch
+	for _, r := range p.rows {
+		p.room[r] = 0
+	}
+	p.n = n
+	for _, r := range p.avoid {
+		p.room[r] = t.room(int32(r))
+	}
+	return t.spread(0, 0, len(p.rows), n)
 }
 
 // Eligible appends to dst the IDs of the nodes that can take one more task

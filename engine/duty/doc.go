@@ -31,6 +31,13 @@
 //     service group (Deliveries) before the submission returns, unless the
 //     caller asked for SubmitBeforeFanout; the outbox duty re-drives what
 //     a crash cut short.
+//   - The scheduler driver ranks a node last for a service's spec version
+//     once DefaultFailureLimit of its tasks ended rejected or failed there
+//     within DefaultFailureWindow (failures.go). Those counts are the
+//     leader's soft state, never replicated: a new leader starts without
+//     them and relearns what the groups' retained task history holds at
+//     its first scan. Losing the rest on failover is accepted: it costs a
+//     few more tries on the failing node, never a placement.
 //   - The loops hold no lock across a submission: a run's observable
 //     results (LastRun, Unschedulable, NodeStatus) are published under a
 //     short lock; a heartbeat never waits for a tick's round trip.

@@ -65,6 +65,14 @@ type DriverConfig struct {
 	// pending ones), not every task. Default: none (every run scans every
 	// task).
 	Tracker *Tracker
+	// FailureLimit and FailureWindow rank a node last for a service's
+	// spec version once FailureLimit of its tasks ended rejected or
+	// failed there within FailureWindow (failures.go): its tasks go to
+	// any other node that takes them first. Defaults DefaultFailureLimit
+	// and DefaultFailureWindow; a negative FailureLimit turns the
+	// penalty off.
+	FailureLimit  int
+	FailureWindow time.Duration
 	// Logf receives one line whenever a batch's reason for staying pending
 	// first appears or changes (a bad constraint, no suitable node), and
 	// run failures. Default: discard.
@@ -76,6 +84,8 @@ func (c DriverConfig) withDefaults() DriverConfig {
 	setDefault(&c.MinGap, 20*time.Millisecond)
 	setDefault(&c.Rest, 1)
 	setDefault(&c.ReasonRefresh, 10*time.Second)
+	setDefault(&c.FailureLimit, DefaultFailureLimit)
+	setDefault(&c.FailureWindow, DefaultFailureWindow)
 	defaults(&c.Clock, &c.Logf)
 	return c
 }
@@ -145,6 +155,9 @@ type RunStats struct {
 	Placed   int  // assignments committed
 	Rejected int  // assignments the groups rejected
 	Failed   int  // assignments whose outcome is unknown (timeout, ...)
+	// Avoided is how many (batch, node) pairs the run ranked last because
+	// the batch's tasks kept failing on the node (FailureLimit).
+	Avoided int
 	// Reasons is how many CmdPendingReason commands were proposed: batches
 	// (or a few of their tasks) whose reason for staying pending changed.
 	Reasons int
@@ -175,6 +188,10 @@ type Driver struct {
 	inc incremental
 	// cons keeps the parsed constraints of the spec versions met.
 	cons *consCache
+	// fails is the recent failures per batch and node (nil: no penalty),
+	// and avoided what the last run logged as ranked last, per batch.
+	fails   *failureLog
+	avoided map[batchKey]string
 
 	mu struct {
 		sync.Mutex
@@ -185,8 +202,9 @@ type Driver struct {
 
 // NewDriver returns a scheduler driver over c.
 func NewDriver(c Cluster, cfg DriverConfig) *Driver {
-	return &Driver{c: c, cfg: cfg.withDefaults(), problems: make(map[batchKey]string), reasonAt: make(map[batchKey]time.Time),
-		cons: newConsCache()}
+	cfg = cfg.withDefaults()
+	return &Driver{c: c, cfg: cfg, problems: make(map[batchKey]string), reasonAt: make(map[batchKey]time.Time),
+		cons: newConsCache(), fails: newFailureLog(cfg.FailureLimit, cfg.FailureWindow), avoided: make(map[batchKey]string)}
 }
 
 // Run places pending tasks until ctx ends: once at once, then whenever
@@ -246,6 +264,7 @@ func (d *Driver) RunOnce(ctx context.Context) (placed int, err error) {
 	}
 	d.table = table
 	d.cons.sweep()
+	stats.Avoided = d.avoid(batches, start.UnixNano())
 	stats.Scan = d.cfg.Clock.Now().Sub(start)
 
 	start = d.cfg.Clock.Now()
@@ -288,7 +307,7 @@ func (d *Driver) indexes() ([]uint64, bool, error) {
 // recording the index each group was read at.
 func (d *Driver) scan(indexes []uint64) (*sched.Table, []*batch, RunStats, error) {
 	sc := newScanner(d.cfg.Clock.Now().UnixNano())
-	sc.cons = d.cons
+	sc.cons, sc.fails = d.cons, d.fails
 	err := d.c.ReadLocal(route.ClusterGroup, func(s *statemachine.State) {
 		indexes[route.ClusterGroup] = s.LastIndex()
 		sc.scanNodes(s)
@@ -314,6 +333,7 @@ func (d *Driver) scan(indexes []uint64) (*sched.Table, []*batch, RunStats, error
 // pending batches, as scan would.
 func (d *Driver) scanIncremental([]uint64) (*sched.Table, []*batch, RunStats, error) {
 	in := &d.inc
+	in.fails, in.now = d.fails, d.cfg.Clock.Now().UnixNano()
 	touched, stale := d.cfg.Tracker.take()
 	ok := false
 	var err error
@@ -335,6 +355,40 @@ func (d *Driver) scanIncremental([]uint64) (*sched.Table, []*batch, RunStats, er
 	}
 	stats.Rebuilt = rebuilt
 	return in.table, batches, stats, nil
+}
+
+// avoid names, in each replicated batch's request, the nodes where its
+// tasks kept failing (Request.Avoid), logs the batches whose list is new
+// or changed, and returns how many (batch, node) pairs it named. A global
+// task has one possible node: nothing to rank.
+func (d *Driver) avoid(batches []*batch, now int64) int {
+	if d.fails == nil {
+		return 0
+	}
+	d.fails.sweep(now)
+	n := 0
+	var logged map[batchKey]string // nil until a batch has nodes to avoid
+	for _, b := range batches {
+		if b.global {
+			continue
+		}
+		b.sg.Avoid = d.fails.avoid(b.batchKey, now, nil)
+		if len(b.sg.Avoid) == 0 {
+			continue
+		}
+		n += len(b.sg.Avoid)
+		msg := fmt.Sprint(b.sg.Avoid)
+		if logged == nil {
+			logged = make(map[batchKey]string)
+		}
+		logged[b.batchKey] = msg
+		if d.avoided[b.batchKey] != msg {
+			d.cfg.Logf("engine: scheduler: service %q (group %d, spec version %d): its tasks failed or were rejected %d times within %s on node(s) %s; its tasks go to other nodes first",
+				b.name, b.group, b.version, d.cfg.FailureLimit, d.cfg.FailureWindow, msg)
+		}
+	}
+	d.avoided = logged
+	return n
 }
 
 // logReasons logs the reasons for staying pending that are new or changed

@@ -199,6 +199,10 @@ type incremental struct {
 	// resIdx their indexes: a handful of distinct specs.
 	res    []resources
 	resIdx map[resources]uint32
+	// fails notes the failed tasks update meets (nil: none), at now (unix
+	// nanoseconds, the run's start).
+	fails *failureLog
+	now   int64
 }
 
 // resIndex returns r's index in in.res, adding it if new.
@@ -259,6 +263,9 @@ func (in *incremental) rebuild(c Cluster) error {
 // update brings task id's record in group g up to date with t (nil: the
 // task is gone), moving its reservation in the table. s is read-locked.
 func (in *incremental) update(g int, s *statemachine.State, id statemachine.TaskID, t *statemachine.Task) {
+	if t != nil && t.Status.State >= statemachine.StateFailed {
+		in.fails.note(g, t, in.now)
+	}
 	gr := &in.groups[g]
 	old, had := gr.get(id)
 	var now record

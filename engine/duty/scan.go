@@ -79,6 +79,8 @@ type scanner struct {
 	// cons parses each spec version's constraints once (nil: at every
 	// batch).
 	cons *consCache
+	// fails notes the failed tasks met (nil: none).
+	fails *failureLog
 }
 
 func newScanner(now int64) *scanner {
@@ -153,6 +155,9 @@ func (sc *scanner) scanGroup(g int, s *statemachine.State) {
 		live := st >= statemachine.StateAssigned && st <= statemachine.StateRunning && t.Node != 0
 		pending := st == statemachine.StatePending && !t.Desired.Stopping() && (!t.AfterReject() || t.StartAt() <= sc.now)
 		if !live && !pending {
+			if st >= statemachine.StateFailed {
+				sc.fails.note(g, t, sc.now)
+			}
 			continue
 		}
 		inf := sc.service(g, s, t.Service)
