@@ -25,7 +25,6 @@ import (
 // replica far behind) no longer holds the next one back: the next starts
 // beside it, so reads wait no longer than they did when each asked alone.
 type barriers struct {
-	mu     sync.Mutex
 	groups []barrierGroup // index: group
 	// ask asks for b, a barrier of group g, and returns once it ended (it
 	// calls overlap past overlapAfter); spawn runs f in a goroutine unless
@@ -39,6 +38,7 @@ type barriers struct {
 }
 
 type barrierGroup struct {
+	mu sync.Mutex
 	// newest is the barrier asked last, while it is in flight; nil once it
 	// ended.
 	newest *barrier
@@ -64,9 +64,9 @@ func (e *Engine) newBarriers() *barriers {
 // asking for it if no barrier of the group is in flight (or the one in
 // flight is older than overlapAfter).
 func (bs *barriers) join(g int) *barrier {
-	bs.mu.Lock()
-	defer bs.mu.Unlock()
 	gr := &bs.groups[g]
+	gr.mu.Lock()
+	defer gr.mu.Unlock()
 	if gr.next != nil {
 		return gr.next
 	}
@@ -79,7 +79,7 @@ func (bs *barriers) join(g int) *barrier {
 	return b
 }
 
-// start asks for b in a goroutine of its own; bs.mu is held.
+// start asks for b in a goroutine of its own; gr.mu is held.
 func (bs *barriers) start(gr *barrierGroup, g int, b *barrier) {
 	b.asked = time.Now()
 	gr.newest = b
@@ -96,10 +96,10 @@ func (bs *barriers) run(g int, b *barrier) {
 	for b != nil {
 		bs.asked.Add(1)
 		err := bs.ask(g, b)
-		bs.mu.Lock()
+		gr := &bs.groups[g]
+		gr.mu.Lock()
 		b.err = err
 		close(b.done)
-		gr := &bs.groups[g]
 		next := (*barrier)(nil)
 		if gr.newest == b {
 			gr.newest = nil
@@ -109,7 +109,7 @@ func (bs *barriers) run(g int, b *barrier) {
 				gr.newest = next
 			}
 		}
-		bs.mu.Unlock()
+		gr.mu.Unlock()
 		b = next
 	}
 }
@@ -117,9 +117,9 @@ func (bs *barriers) run(g int, b *barrier) {
 // overlap starts the barrier waiting behind b, which has been in flight
 // for overlapAfter.
 func (bs *barriers) overlap(g int, b *barrier) {
-	bs.mu.Lock()
-	defer bs.mu.Unlock()
 	gr := &bs.groups[g]
+	gr.mu.Lock()
+	defer gr.mu.Unlock()
 	if gr.newest != b || gr.next == nil {
 		return // a later barrier was asked already, or none waits
 	}
