@@ -47,6 +47,10 @@
 //   - Reads run a function over a group's *statemachine.State: Read after a
 //     linearizable ReadIndex barrier, ReadLocal over this replica's state as
 //     applied so far. The function must not keep or modify what it sees.
+//     Reads of a group share barriers: a read waits for the first barrier
+//     asked after it began (one per group at a time, the next asked when it
+//     ends or has taken an election timeout), so many reads at once cost
+//     about one read index per group per round trip.
 //   - Leader-only Duties run while this replica leads the cluster group; the
 //     context passed to Run is cancelled when leadership is lost or the
 //     engine closes, and a new term's duties start only after the old ones

@@ -24,6 +24,8 @@ type Engine struct {
 	nh    *dragonboat.NodeHost
 	props []*proposer // index: group
 	lead  *leadership
+	// reads shares read-index barriers between concurrent reads.
+	reads *barriers
 	// seen is what this replica heard from its peers (the hand-over's
 	// choice of target, the commit index a transfer target waits for).
 	seen *heard
@@ -113,6 +115,7 @@ func start(cfg Config) (*Engine, error) {
 	e := &Engine{cfg: cfg, lead: newLeadership(cfg.ReplicaID, cfg.Groups, cfg.Clock.Now),
 		seen: newHeard(cfg.Groups+1, answerGap*time.Duration(cfg.HeartbeatRTT)*cfg.RTT, cfg.Clock.Now),
 		reps: make([]atomic.Pointer[replica], cfg.Groups+1), done: make(chan struct{})}
+	e.reads = e.newBarriers()
 	nhc := e.nodeHostConfig()
 	e.deployment = nhc.GetDeploymentID()
 	nh, err := dragonboat.NewNodeHost(nhc)
@@ -170,18 +173,20 @@ func (e *Engine) Close() {
 }
 
 // spawn runs f in a goroutine Close waits for, unless the engine is
-// closing (then f does not run). f must return soon after done closes.
-func (e *Engine) spawn(f func()) {
+// closing (then f does not run, and spawn returns false). f must return
+// soon after done closes.
+func (e *Engine) spawn(f func()) bool {
 	e.bgMu.Lock()
 	defer e.bgMu.Unlock()
 	if e.closing {
-		return
+		return false
 	}
 	e.bg.Add(1)
 	go func() {
 		defer e.bg.Done()
 		f()
 	}()
+	return true
 }
 
 // ReplicaID returns this replica's Raft ID.
@@ -370,6 +375,7 @@ func (e *Engine) submit(ctx context.Context, n int, cmd func(i int) *statemachin
 // keep or modify anything it sees. Without a deadline in ctx, Read gives up
 // after Config.ProposeTimeout. A read index asked of a leader that dies or
 // hands over is asked again of the new leader as soon as one is known.
+// Concurrent reads of a group share their barriers (see barriers).
 func (e *Engine) Read(ctx context.Context, group int, fn func(*statemachine.State)) error {
 	if err := e.checkGroup(group); err != nil {
 		return err
@@ -382,11 +388,11 @@ func (e *Engine) Read(ctx context.Context, group int, fn func(*statemachine.Stat
 	backoff := e.cfg.RTT
 	for {
 		err := e.readOnce(ctx, group, fn)
-		if err == nil || !dragonboat.IsTempError(err) || errors.Is(err, dragonboat.ErrClosed) || ctx.Err() != nil {
-			if err != nil {
-				return fmt.Errorf("engine: read group %d: %w", group, err)
-			}
+		if err == nil {
 			return nil
+		}
+		if ctx.Err() != nil || !temporary(err) || errors.Is(err, dragonboat.ErrClosed) {
+			return fmt.Errorf("engine: read group %d: %w", group, err)
 		}
 		if errors.Is(err, errLeaderChanged) {
 			continue
@@ -404,40 +410,21 @@ func (e *Engine) Read(ctx context.Context, group int, fn func(*statemachine.Stat
 // answer; it counts as temporary.
 var errLeaderChanged = fmt.Errorf("leader changed: %w", dragonboat.ErrAborted)
 
-// readOnce asks for one read index and, once it is applied here, runs fn.
+// readOnce waits for the group's next read-index barrier (see barriers)
+// and, once it is applied here, runs fn.
 func (e *Engine) readOnce(ctx context.Context, group int, fn func(*statemachine.State)) error {
-	deadline, _ := ctx.Deadline()
-	left := time.Until(deadline)
-	if left <= 0 {
+	b := e.reads.join(group)
+	select {
+	case <-b.done:
+	case <-ctx.Done():
 		return ctx.Err()
 	}
-	_, term := e.lead.leaderTerm(group)
-	rs, err := e.nh.ReadIndex(shardID(group), left)
-	if err != nil {
-		return err
+	if b.err != nil {
+		return b.err
 	}
-	for {
-		select {
-		case r := <-rs.ResultC():
-			defer rs.Release()
-			switch {
-			case r.Completed():
-				_, err := e.nh.ReadLocalNode(rs, readFunc(fn))
-				return err
-			case r.Dropped():
-				return dragonboat.ErrShardNotReady
-			case r.Terminated():
-				return dragonboat.ErrClosed
-			}
-			return dragonboat.ErrTimeout
-		case <-e.lead.notified(group):
-			if leader, now := e.lead.leaderTerm(group); leader != 0 && now > term {
-				return errLeaderChanged // rs is abandoned; dragonboat ends it
-			}
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+	// What is applied here now includes the barrier's index.
+	_, err := e.nh.StaleRead(shardID(group), readFunc(fn))
+	return err
 }
 
 // ReadLocal runs fn over this replica's state of a group as applied so far,

@@ -174,7 +174,7 @@ func (e *Engine) changeGroup(ctx context.Context, g int, id uint64, addr string)
 			}
 		case errors.Is(err, dragonboat.ErrClosed), errors.Is(err, dragonboat.ErrShardClosed):
 			return ErrClosed
-		case !dragonboat.IsTempError(err) && !errors.Is(err, context.DeadlineExceeded):
+		case !temporary(err) && !errors.Is(err, context.DeadlineExceeded):
 			return fmt.Errorf("engine: group %d: %s %d: %w", g, verb, id, err)
 		}
 		last = err

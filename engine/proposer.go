@@ -298,7 +298,7 @@ func (p *proposer) register(deadline time.Time) (*client.Session, error) {
 			return s, nil
 		case errors.Is(err, dragonboat.ErrClosed), errors.Is(err, dragonboat.ErrShardClosed):
 			return nil, ErrClosed
-		case !dragonboat.IsTempError(err) && !errors.Is(err, context.DeadlineExceeded):
+		case !temporary(err) && !errors.Is(err, context.DeadlineExceeded):
 			return nil, fmt.Errorf("engine: register a client session with group %d: %w", p.group, err)
 		}
 		select {
@@ -377,7 +377,7 @@ func (p *proposer) proposeRetry(sess *client.Session, ent []byte, deadline time.
 		switch {
 		case errors.Is(err, dragonboat.ErrClosed), errors.Is(err, dragonboat.ErrShardClosed):
 			return nil, ErrClosed
-		case !dragonboat.IsTempError(err):
+		case !temporary(err):
 			return nil, fmt.Errorf("engine: propose to group %d: %w", p.group, err)
 		}
 		select {
