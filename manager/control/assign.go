@@ -339,7 +339,12 @@ func (ss *session) renderingLocked(cursor wire.Cursor) {
 	}
 }
 
+// specKey names a spec as sent: by the service's ID as well as its name
+// and version, since a service removed and created again under the same
+// name starts again at version 1 with another spec, which the agent (its
+// specs keyed by name and version) must be sent to replace the old one.
 type specKey struct {
+	id      statemachine.ServiceID
 	service string
 	version uint32
 }
@@ -350,7 +355,7 @@ func addSpec(ss *session, st *statemachine.State, t *statemachine.Task, a *wire.
 	if svc == nil {
 		return
 	}
-	k := specKey{svc.Spec.Name, t.SpecVersion}
+	k := specKey{svc.ID, svc.Spec.Name, t.SpecVersion}
 	if ss.sent[k] {
 		return
 	}

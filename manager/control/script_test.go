@@ -314,12 +314,20 @@ func (w *scriptWorld) run(d *datadriven.TestData) (string, error) {
 		if v, ok := kv["networks"]; ok {
 			spec.Networks = strings.Split(v, ",")
 		}
+		if v, ok := kv["cmd"]; ok {
+			spec.Command = strings.Fields(v)
+		}
 		out := w.apply(sm.Command{Kind: sm.CmdCreateService, Spec: spec})
 		// The service's group leases its networks' address blocks.
 		if err := duty.NewOutboxDuty(w.lead, duty.OutboxConfig{}).RunOnce(ctx); err != nil {
 			return "", err
 		}
 		return out, nil
+	case "remove-service":
+		if err := need(1); err != nil {
+			return "", err
+		}
+		return w.apply(sm.Command{Kind: sm.CmdRemoveService, Name: pos[0]}), nil
 	case "assign":
 		if err := need(2); err != nil {
 			return "", err
@@ -411,7 +419,7 @@ func (w *scriptWorld) run(d *datadriven.TestData) (string, error) {
 // its own arguments).
 var scriptOptions = map[string][]string{
 	"session": {"host", "key", "node"}, "remove-node": nil, "node-status": nil, "deliver": nil,
-	"network": {"subnet"}, "create-service": {"replicas", "networks"}, "assign": nil,
+	"network": {"subnet"}, "create-service": {"replicas", "networks", "cmd"}, "remove-service": nil, "assign": nil,
 	"lag": {"group"}, "catch-up": {"group"}, "sync": {"seq", "held"},
 	"monitor": nil, "fail-submissions": {"kind", "err"}, "dump": nil,
 	"submit": {"subnet"}, "known": nil,
