@@ -403,6 +403,7 @@ func (s *Stream) complete(ss *session, node statemachine.NodeID, resync bool) (*
 	}
 	for g = 1; g <= groups; g++ {
 		if err := s.reads.ReadLocal(g, read); err != nil {
+			ss.given = nil // the specs rendered so far go nowhere
 			return nil, err
 		}
 	}
@@ -458,6 +459,9 @@ func (s *Stream) incremental(ss *session, node statemachine.NodeID, cursor wire.
 		}
 		sc.inc.g = g
 		if err := s.reads.ReadLocal(g, sc.read); err != nil {
+			// The specs rendered so far go nowhere: the next answer
+			// sends its specs again.
+			ss.given = nil
 			ss.mu.Unlock()
 			return nil, err
 		}

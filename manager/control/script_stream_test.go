@@ -75,7 +75,7 @@ type pollResult struct {
 var streamOptions = map[string][]string{
 	"open": nil, "poll": {"from", "wait"}, "await": nil, "advance": nil, "manager": {"addr"},
 	"leader": nil, "quorum": nil, "snapshot-restore": {"group"}, "assign-all": nil, "update": {"cmd"},
-	"log-notice": {"id"},
+	"log-notice": {"id"}, "local-reads-fail": {"group"},
 }
 
 // Leader, LeaderNotice and Contact: the cluster group's leader as this
@@ -226,6 +226,15 @@ func (w *scriptWorld) runStream(d *datadriven.TestData, pos []string, kv map[str
 			return strings.TrimSuffix(w.frameText(&keep, r.a, r.err), "\n"), true, nil
 		}
 		return w.answer(a, r.a, r.err), true, nil
+	case "local-reads-fail":
+		g, err := strconv.Atoi(kv["group"])
+		if err != nil {
+			return "", true, err
+		}
+		w.mu.Lock()
+		w.localFails = g
+		w.mu.Unlock()
+		return "ok", true, nil
 	case "advance":
 		if err := need(1); err != nil {
 			return "", true, err

@@ -105,7 +105,9 @@ type scriptWorld struct {
 	leader   uint64
 	notice   chan struct{}
 	noQuorum bool
-	agents   map[string]*scriptAgent
+	// localFails is the service group whose local reads fail (0: none).
+	localFails int
+	agents     map[string]*scriptAgent
 
 	commits    []string
 	monitoring bool
@@ -165,6 +167,10 @@ func (w *scriptWorld) record(g int, step string) {
 func (w *scriptWorld) ReadLocal(g int, fn func(*sm.State)) error {
 	w.record(g, "local read")
 	w.mu.Lock()
+	if g > 0 && g == w.localFails {
+		w.mu.Unlock()
+		return fmt.Errorf("group %d is not ready here", g)
+	}
 	st := w.frozen[g]
 	w.mu.Unlock()
 	if st != nil {
