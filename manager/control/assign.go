@@ -147,7 +147,7 @@ func (s *Stream) Open(session uint64, node statemachine.NodeID) { s.sessions.ope
 // An INCREMENTAL hands the node the log subscriptions' notices it was not
 // handed yet (LogBroker).
 //
-// Each spec goes to a session once per service and version, unless the
+// Each spec goes to a session once per service (by ID) and version, unless the
 // agent asks from another cursor than the last answer gave it (that
 // answer was lost) or resyncs: the session's specs are then sent again.
 // Without contact with the cluster group's quorum a poll with a cursor is
@@ -312,7 +312,7 @@ func (r *render) finish(a *wire.Assignments) {
 }
 
 // session is what this manager remembers of an agent's session: which
-// specs it already sent (each once per service and version).
+// specs it already sent (each once per service, by ID, and version).
 type session struct {
 	mu   sync.Mutex // guards sent and given
 	node statemachine.NodeID

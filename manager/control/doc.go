@@ -50,8 +50,9 @@
 //     must never be older than what it saw); a cursor the node's journal
 //     reaches back to, an INCREMENTAL of the node's changes once there
 //     are any; a cursor it does not reach, a COMPLETE marked Resync. A
-//     spec goes to a session once per service and version; the session's
-//     specs are sent again when the agent asks from another cursor than
+//     spec goes to a session once per service and version (the service
+//     by ID: one created again under its name starts again at version
+//     1); the session's specs are sent again when the agent asks from another cursor than
 //     the last answer gave it (that answer was lost, or the agent asked
 //     again while its earlier poll was still served: checked as each
 //     answer is rendered) or resyncs. A poll
