@@ -203,3 +203,37 @@ func BenchmarkLeaseBlocks(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*p.NumBlocks()), "ns/block")
 }
+
+// BenchmarkHeapPerPool reports the heap one group's copy of a loadgen
+// network holds: a /14 (the 1M/10k ramp's 100 networks of 10,000 tasks
+// over eight service groups, with headroom) cut into blocks of 64, of
+// X
+// replica keeps one such pool per network and group (1,000 of them).
+func BenchmarkHeapPerPool(b *testing.B) {
+	const pools, tasks = 50, 1250
+	var bytes float64
+	for b.Loop() {
+		before := heapInUse()
+		ps := make([]*Pool, pools)
+		for i := range ps {
+			p, err := New(Config{Subnet: netip.MustParsePrefix("10.0.0.0/14"), BlockSize: 64})
+			if err != nil {
+				b.Fatal(err)
+			}
+			for t := range tasks {
+				if !p.HasFree(1) {
+					if _, err := p.LeaseBlock(1); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if _, err := p.Allocate(1, uint64(t+1)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			ps[i] = p
+		}
+		bytes = float64(heapInUse()-before) / pools
+		runtime.KeepAlive(ps)
+	}
+	b.ReportMetric(bytes, "heap-bytes/pool")
+}

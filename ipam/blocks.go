@@ -8,7 +8,7 @@ import (
 )
 
 // NumBlocks returns how many blocks the subnet is cut into.
-func (p *Pool) NumBlocks() int { return len(p.blockOwner) }
+func (p *Pool) NumBlocks() int { return int(p.blockOwner.limit) }
 
 // BlockSize returns the number of addresses in a block.
 func (p *Pool) BlockSize() int { return 1 << p.blockShift }
@@ -35,7 +35,7 @@ func (p *Pool) BlockOwner(b BlockID) (uint32, error) {
 	if err := p.checkBlock(b); err != nil {
 		return 0, err
 	}
-	return p.blockOwner[b], nil
+	return p.blockOwner.get(uint32(b)), nil
 }
 
 // Blocks lists owner's leased blocks, ascending (nil for owner 0).
@@ -77,13 +77,13 @@ func (p *Pool) LeaseBlock(owner uint32) (BlockID, error) {
 	}
 	if p.leasable.IsEmpty() {
 		leased := 0
-		for _, o := range p.blockOwner {
+		for _, o := range p.blockOwner.v {
 			if o != 0 {
 				leased++
 			}
 		}
 		return 0, fmt.Errorf("%w: %w: network %s has %d of %d blocks leased and the rest in use (%d held, %d quarantined of %d); use a larger subnet",
-			ErrNoFreeBlock, ErrExhausted, p.label(), leased, len(p.blockOwner), p.nHeld, p.nQuar, p.usable)
+			ErrNoFreeBlock, ErrExhausted, p.label(), leased, p.NumBlocks(), p.nHeld, p.nQuar, p.usable)
 	}
 	b := BlockID(p.leasable.Minimum())
 	p.lease(b, owner)
@@ -101,10 +101,10 @@ func (p *Pool) LeaseBlockAt(owner uint32, b BlockID) error {
 		return err
 	}
 	switch {
-	case p.blockOwner[b] != 0:
-		return fmt.Errorf("%w: block %d of network %s is leased to owner %d", ErrBlockInUse, b, p.label(), p.blockOwner[b])
-	case p.used[b] != 0:
-		return fmt.Errorf("%w: block %d of network %s has %d held or quarantined addresses", ErrBlockInUse, b, p.label(), p.used[b])
+	case p.blockOwner.get(uint32(b)) != 0:
+		return fmt.Errorf("%w: block %d of network %s is leased to owner %d", ErrBlockInUse, b, p.label(), p.blockOwner.get(uint32(b)))
+	case p.used.get(uint32(b)) != 0:
+		return fmt.Errorf("%w: block %d of network %s has %d held or quarantined addresses", ErrBlockInUse, b, p.label(), p.used.get(uint32(b)))
 	case p.blockUsable(b) == 0:
 		return fmt.Errorf("%w: block %d of network %s has no usable address", ErrInvalidBlock, b, p.label())
 	}
@@ -118,11 +118,11 @@ func (p *Pool) ReleaseBlock(owner uint32, b BlockID) error {
 	if err := p.checkBlock(b); err != nil {
 		return err
 	}
-	if owner == 0 || p.blockOwner[b] != owner {
-		return fmt.Errorf("%w: block %d of network %s is leased to owner %d, not %d", ErrNotLeased, b, p.label(), p.blockOwner[b], owner)
+	if owner == 0 || p.blockOwner.get(uint32(b)) != owner {
+		return fmt.Errorf("%w: block %d of network %s is leased to owner %d, not %d", ErrNotLeased, b, p.label(), p.blockOwner.get(uint32(b)), owner)
 	}
-	if p.used[b] != 0 {
-		return fmt.Errorf("%w: block %d of network %s still has %d held or quarantined addresses", ErrBlockInUse, b, p.label(), p.used[b])
+	if p.used.get(uint32(b)) != 0 {
+		return fmt.Errorf("%w: block %d of network %s still has %d held or quarantined addresses", ErrBlockInUse, b, p.label(), p.used.get(uint32(b)))
 	}
 	os := p.owners[owner]
 	lo, hi := p.blockRange(b)
@@ -132,7 +132,7 @@ func (p *Pool) ReleaseBlock(owner uint32, b BlockID) error {
 		delete(p.owners, owner)
 	}
 	p.addUsable(p.unleased.free, b)
-	p.blockOwner[b] = 0
+	p.blockOwner.set(uint32(b), 0)
 	p.leasable.Add(uint32(b))
 	return nil
 }
@@ -149,13 +149,13 @@ func (p *Pool) lease(b BlockID, owner uint32) {
 	p.unleased.free.RemoveRange(lo, hi)
 	p.addUsable(os.free, b)
 	os.blocks.Add(uint32(b))
-	p.blockOwner[b] = owner
+	p.blockOwner.set(uint32(b), owner)
 	p.leasable.Remove(uint32(b))
 }
 
 func (p *Pool) checkBlock(b BlockID) error {
-	if int(b) >= len(p.blockOwner) {
-		return fmt.Errorf("%w: block %d is past the %d blocks of network %s", ErrInvalidBlock, b, len(p.blockOwner), p.label())
+	if int(b) >= p.NumBlocks() {
+		return fmt.Errorf("%w: block %d is past the %d blocks of network %s", ErrInvalidBlock, b, p.NumBlocks(), p.label())
 	}
 	return nil
 }
@@ -206,7 +206,7 @@ func (p *Pool) EmptyBlocks(owner uint32) []BlockID {
 	}
 	var out []BlockID
 	for b := range roaring.Values(os.blocks) {
-		if p.used[b] == 0 {
+		if p.used.get(b) == 0 {
 			out = append(out, BlockID(b))
 		}
 	}

@@ -16,15 +16,15 @@ func (p *Pool) Clone() *Pool {
 	c.held = cloneBitmap(p.held)
 	c.vips = cloneBitmap(p.vips)
 	c.quarantined = cloneBitmap(p.quarantined)
-	c.holders = holderTable{chunks: make([]*[chunkSize]uint64, len(p.holders.chunks)), live: slices.Clone(p.holders.live)}
+	c.holders = holderTable{chunks: make([]*[chunkSize]uint64, len(p.holders.chunks)), live: slices.Clone(p.holders.live), limit: p.holders.limit}
 	for i, ch := range p.holders.chunks {
 		if ch != nil {
 			cp := *ch
 			c.holders.chunks[i] = &cp
 		}
 	}
-	c.used = slices.Clone(p.used)
-	c.blockOwner = slices.Clone(p.blockOwner)
+	c.used = p.used.clone()
+	c.blockOwner = p.blockOwner.clone()
 	c.leasable = cloneBitmap(p.leasable)
 	c.unleased = cloneOwner(p.unleased)
 	c.owners = make(map[uint32]*ownerState, len(p.owners))

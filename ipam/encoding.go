@@ -52,13 +52,13 @@ func (p *Pool) MarshalBinary() ([]byte, error) {
 	}
 
 	leased := 0
-	for _, o := range p.blockOwner {
+	for _, o := range p.blockOwner.v {
 		if o != 0 {
 			leased++
 		}
 	}
 	b = binary.AppendUvarint(b, uint64(leased))
-	for blk, o := range p.blockOwner {
+	for blk, o := range p.blockOwner.v {
 		if o != 0 {
 			b = binary.AppendUvarint(b, uint64(blk))
 			b = binary.AppendUvarint(b, uint64(o))
@@ -206,7 +206,7 @@ func (d *decoder) decode() *Pool {
 	nl := d.count("lease count")
 	next := uint64(0)
 	for range nl {
-		b := d.bounded(uint64(len(p.blockOwner)-1), "leased block")
+		b := d.bounded(uint64(p.NumBlocks()-1), "leased block")
 		o := d.bounded(1<<32-1, "lease owner")
 		switch {
 		case d.Err() != nil:
@@ -264,7 +264,7 @@ func (d *decoder) decode() *Pool {
 			return nil
 		}
 		p.holders.set(off, id)
-		p.used[off>>p.blockShift]++
+		p.used.inc(off >> p.blockShift)
 		if vips.Contains(off) {
 			p.services[id] = append(p.services[id], off)
 		}
@@ -298,7 +298,7 @@ func (d *decoder) decode() *Pool {
 			q.entries = append(q.entries, e)
 			p.quarantined.Add(e.off)
 			p.holders.set(e.off, id)
-			p.used[e.off>>p.blockShift]++
+			p.used.inc(e.off >> p.blockShift)
 		}
 		p.nodes[uint32(n)] = q
 	}
@@ -310,8 +310,8 @@ func (d *decoder) decode() *Pool {
 	}
 
 	occupied := roaring.Or(p.held, p.quarantined)
-	for b, u := range p.used {
-		if u != 0 && p.blockOwner[b] == 0 {
+	for b, u := range p.used.v {
+		if u != 0 && p.blockOwner.get(uint32(b)) == 0 {
 			p.leasable.Remove(uint32(b))
 		}
 	}

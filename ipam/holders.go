@@ -8,28 +8,35 @@ const (
 
 // holderTable maps offsets to holder IDs (0 = none). Memory is allocated per
 // chunk of chunkSize offsets while the chunk has an occupied slot, so a
-// sparse pool costs little and a dense one 8 bytes an address.
+// sparse pool costs little and a dense one 8 bytes an address. The chunk
+// index reaches only as far as the highest chunk ever occupied (addresses
+// are handed out lowest first): a group's copy of a /14 indexed all 1,024
+// chunks of it, 10 kB, for the five its 1,250 addresses filled.
 type holderTable struct {
 	chunks []*[chunkSize]uint64
 	live   []uint16 // occupied slots per chunk
+	limit  uint32   // chunks the subnet has: the index never grows past it
 }
 
 func newHolderTable(size uint32) holderTable {
-	n := (size + chunkSize - 1) >> chunkBits
-	return holderTable{chunks: make([]*[chunkSize]uint64, n), live: make([]uint16, n)}
+	return holderTable{limit: (size + chunkSize - 1) >> chunkBits}
 }
 
 func (t *holderTable) get(off uint32) uint64 {
-	c := t.chunks[off>>chunkBits]
-	if c == nil {
+	i := off >> chunkBits
+	if int(i) >= len(t.chunks) || t.chunks[i] == nil {
 		return 0
 	}
-	return c[off&(chunkSize-1)]
+	return t.chunks[i][off&(chunkSize-1)]
 }
 
 // set records id (not 0) at an unoccupied offset.
 func (t *holderTable) set(off uint32, id uint64) {
 	i := off >> chunkBits
+	if int(i) >= len(t.chunks) {
+		t.chunks = growZeroed(t.chunks, int(i)+1, int(t.limit))
+		t.live = growZeroed(t.live, int(i)+1, int(t.limit))
+	}
 	c := t.chunks[i]
 	if c == nil {
 		c = new([chunkSize]uint64)

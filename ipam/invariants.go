@@ -56,6 +56,12 @@ func (p *Pool) CheckInvariants() error {
 			return fail("chunk %d: live count %d, actual %d", c, p.holders.live[c], live)
 		}
 	}
+	if !occupied.IsEmpty() && int(occupied.Maximum()) >= len(p.holders.chunks)*chunkSize {
+		return fail("offset %d is occupied past the holder index (%d chunks)", occupied.Maximum(), len(p.holders.chunks))
+	}
+	if len(p.holders.chunks) > int(p.holders.limit) || len(p.used.v) > p.NumBlocks() || len(p.blockOwner.v) > p.NumBlocks() {
+		return fail("a table is longer than the subnet")
+	}
 
 	if err := p.checkVIPs(); err != nil {
 		return fail("%w", err)
@@ -129,24 +135,26 @@ func (p *Pool) checkBlocks(occupied *roaring.Bitmap) error {
 		leased += os.blocks.GetCardinality()
 	}
 	leasable := roaring.New()
-	for i, o := range p.blockOwner {
+	for i := range p.NumBlocks() {
+		o := p.blockOwner.get(uint32(i))
 		if o != 0 {
 			leased--
 		}
 		b := BlockID(i)
 		lo, hi := p.blockRange(b)
-		if u := occupied.CardinalityInRange(lo, hi); u != uint64(p.used[b]) {
-			return fmt.Errorf("block %d: used %d, actual %d", b, p.used[b], u)
+		used := p.used.get(uint32(b))
+		if u := occupied.CardinalityInRange(lo, hi); u != uint64(used) {
+			return fmt.Errorf("block %d: used %d, actual %d", b, used, u)
 		}
 		os := p.ownerOf(o)
 		if os == nil || (o != 0 && !os.blocks.Contains(uint32(b))) {
 			return fmt.Errorf("block %d: owner %d does not list it", b, o)
 		}
 		free := os.free.CardinalityInRange(lo, hi)
-		if int(free)+int(p.used[b]) != p.blockUsable(b) {
-			return fmt.Errorf("block %d: %d free + %d used != %d usable in owner %d's set", b, free, p.used[b], p.blockUsable(b), o)
+		if int(free)+int(used) != p.blockUsable(b) {
+			return fmt.Errorf("block %d: %d free + %d used != %d usable in owner %d's set", b, free, used, p.blockUsable(b), o)
 		}
-		if o == 0 && p.used[b] == 0 && p.blockUsable(b) > 0 {
+		if o == 0 && used == 0 && p.blockUsable(b) > 0 {
 			leasable.Add(uint32(b))
 		}
 	}

@@ -97,8 +97,8 @@ type Pool struct {
 	nHeld       int
 	nQuar       int
 
-	used       []uint32        // held+quarantined addresses per block
-	blockOwner []uint32        // 0 = unleased
+	used       blockTable      // held+quarantined addresses per block
+	blockOwner blockTable      // 0 = unleased
 	leasable   *roaring.Bitmap // unleased blocks with no used and some usable address
 	unleased   ownerState      // owner 0
 	owners     map[uint32]*ownerState
@@ -142,8 +142,8 @@ func New(c Config) (*Pool, error) {
 	p.unleased.free.RunOptimize()
 
 	nb := l.size >> l.blockShift
-	p.used = make([]uint32, nb)
-	p.blockOwner = make([]uint32, nb)
+	p.used = newBlockTable(nb)
+	p.blockOwner = newBlockTable(nb)
 	p.leasable = roaring.New()
 	for b := range nb {
 		if p.blockUsable(BlockID(b)) > 0 {
@@ -307,7 +307,7 @@ func (p *Pool) allocateAt(owner uint32, a netip.Addr, h Holder) error {
 			ErrQuarantined, a, p.label(), p.holderAt(off))
 	}
 	b := off >> p.blockShift
-	if o := p.blockOwner[b]; o != owner {
+	if o := p.blockOwner.get(b); o != owner {
 		if o == 0 {
 			return fmt.Errorf("%w: %s is in block %d of network %s, which is not leased to group %d",
 				ErrNotLeased, a, b, p.label(), owner)
@@ -329,10 +329,10 @@ func (p *Pool) hold(off uint32, h Holder) {
 	}
 	p.holders.set(off, h.ID)
 	b := off >> p.blockShift
-	if p.used[b] == 0 && p.blockOwner[b] == 0 {
+	if p.used.get(b) == 0 && p.blockOwner.get(b) == 0 {
 		p.leasable.Remove(b)
 	}
-	p.used[b]++
+	p.used.inc(b)
 	p.nFree--
 	p.nHeld++
 }
@@ -342,10 +342,10 @@ func (p *Pool) hold(off uint32, h Holder) {
 func (p *Pool) release(off uint32) {
 	p.holders.clear(off)
 	b := off >> p.blockShift
-	p.used[b]--
-	o := p.blockOwner[b]
+	p.used.dec(b)
+	o := p.blockOwner.get(b)
 	p.ownerOf(o).free.Add(off)
-	if o == 0 && p.used[b] == 0 {
+	if o == 0 && p.used.get(b) == 0 {
 		p.leasable.Add(b)
 	}
 	p.nFree++
@@ -357,7 +357,7 @@ func (p *Pool) exhausted(owner uint32) error {
 	nBlocks := 0
 	if owner == 0 {
 		region.AddRange(0, uint64(p.size))
-		for b, o := range p.blockOwner {
+		for b, o := range p.blockOwner.v {
 			if o != 0 {
 				region.RemoveRange(uint64(b)<<p.blockShift, uint64(b+1)<<p.blockShift)
 			}

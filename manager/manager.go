@@ -33,7 +33,7 @@ type Options struct {
 	Pprof        bool
 	SyncInterval time.Duration // pushed to agents; default 1m
 	// EventHistory is how many recent changes the event stream can resume
-	// from; default 1,048,576 (at least 1,024): at 32 bytes each, 32 MB
+	// from; default 1,048,576 (at least 1,024): at 24 bytes each, 24 MB
 	// once full. A stream that falls further behind than this must read
 	// the state again, which at a million tasks costs more than the ring.
 	EventHistory int

@@ -28,7 +28,7 @@ type Feed struct {
 		sync.RWMutex
 		applied []uint64      // per group
 		changed chan struct{} // closed on every change, then replaced
-		ring    []Change      // events, a circular buffer
+		ring    []event       // events, a circular buffer
 		next    uint64        // sequence number of the next event
 		floor   []uint64      // per group: events at or below are gone
 	}
@@ -39,9 +39,8 @@ type Feed struct {
 	journalSize int
 }
 
-// Change is one event of the ring, in 32 bytes (a million of them are
-// 32 MB): its sequence number is its place in the ring, and the fields are
-// ordered largest first so that none is padded.
+// Change is one event of the ring (which keeps it packed: event). Its
+// sequence number is its place in the ring.
 type Change struct {
 	Index   uint64
 	Task    statemachine.TaskID
@@ -49,6 +48,42 @@ type Change struct {
 	Service statemachine.ServiceID
 	Group   int32
 	Kind    statemachine.EffectKind
+}
+
+// event is a Change as the ring keeps it, in 24 bytes (a full ring of
+// 1,048,576 is 24 MB per replica, not 32): the entry's index (43 bits), its
+// group (16 bits) and the kind (5 bits) share one word. An event that does
+// not fit (an index past 2^43, a group past 65,535) is not kept: the ring's
+// floor for its group rises past it instead, so a reader before it resyncs.
+type event struct {
+	task    statemachine.TaskID
+	node    statemachine.NodeID
+	service statemachine.ServiceID
+	key     uint64
+}
+
+const (
+	evIndexBits = 43
+	evIndexMax  = 1<<evIndexBits - 1
+	evGroupBits = 16
+	evKindBits  = 64 - evIndexBits - evGroupBits
+)
+
+// packEvent returns c as the ring keeps it; ok is false if it does not fit.
+func packEvent(c Change) (e event, ok bool) {
+	if c.Index > evIndexMax || c.Group < 0 || c.Group >= 1<<evGroupBits || uint64(c.Kind) >= 1<<evKindBits {
+		return event{}, false
+	}
+	key := c.Index | uint64(c.Group)<<evIndexBits | uint64(c.Kind)<<(evIndexBits+evGroupBits)
+	return event{task: c.Task, node: c.Node, service: c.Service, key: key}, true
+}
+
+func (e event) index() uint64 { return e.key & evIndexMax }
+func (e event) group() int32  { return int32(e.key >> evIndexBits & (1<<evGroupBits - 1)) }
+
+func (e event) change() Change {
+	return Change{Index: e.index(), Task: e.task, Node: e.node, Service: e.service, Group: e.group(),
+		Kind: statemachine.EffectKind(e.key >> (evIndexBits + evGroupBits))}
 }
 
 // journal is one node's recent assignment changes, under its own lock.
@@ -141,16 +176,21 @@ func (f *Feed) OnApply(group int, index uint64, effects []statemachine.Effect) {
 }
 
 func (f *Feed) pushLocked(c Change) {
+	e, ok := packEvent(c)
+	if !ok {
+		f.mu.floor[c.Group] = max(f.mu.floor[c.Group], c.Index)
+		return
+	}
 	seq := f.mu.next
 	f.mu.next++
 	if len(f.mu.ring) < f.ringSize {
-		f.mu.ring = appendBounded(f.mu.ring, c, f.ringSize)
+		f.mu.ring = appendBounded(f.mu.ring, e, f.ringSize)
 		return
 	}
 	i := int(seq % uint64(f.ringSize))
 	old := f.mu.ring[i]
-	f.mu.floor[old.Group] = max(f.mu.floor[old.Group], old.Index)
-	f.mu.ring[i] = c
+	f.mu.floor[old.group()] = max(f.mu.floor[old.group()], old.index())
+	f.mu.ring[i] = e
 }
 
 // journalLocked returns node n's journal, made now if it has none; the
@@ -362,11 +402,13 @@ func (f *Feed) PageInto(buf []Change, cursor []uint64, limit int, from uint64) (
 	}
 	seq := max(first, from)
 	for ; seq < f.mu.next && limit > 0; seq++ {
-		c := f.mu.ring[seq%uint64(f.ringSize)]
-		if len(out) > 0 && len(out) >= limit && (c.Group != out[len(out)-1].Group || c.Index != out[len(out)-1].Index) {
+		e := f.mu.ring[seq%uint64(f.ringSize)]
+		group, index := e.group(), e.index()
+		if len(out) > 0 && len(out) >= limit && (group != out[len(out)-1].Group || index != out[len(out)-1].Index) {
 			break // never split one entry's events across pages
 		}
-		if g := int(c.Group); c.Index > at(cursor, g) {
+		if g := int(group); index > at(cursor, g) {
+			c := e.change()
 			out = append(out, c)
 			next[g] = max(next[g], c.Index)
 		}

@@ -55,11 +55,48 @@ func TestFeedRingWrapsAndRefusesWhatItLost(t *testing.T) {
 	})
 }
 
-// The ring's entries stay 32 bytes: the default ring of 1,048,576 of them
-// is 32 MB per replica once full.
-func TestChangeIsThirtyTwoBytes(t *testing.T) {
-	if n := unsafe.Sizeof(Change{}); n > 32 {
-		t.Fatalf("a ring entry takes %d bytes, want at most 32", n)
+// The ring's entries stay 24 bytes: the default ring of 1,048,576 of them
+// is 24 MB per replica once full (32 MB as Changes).
+func TestRingEventIsTwentyFourBytes(t *testing.T) {
+	if n := unsafe.Sizeof(event{}); n > 24 {
+		t.Fatalf("a ring entry takes %d bytes, want at most 24", n)
+	}
+}
+
+// An event keeps every field of its change at the ends of their ranges; a
+// change that does not fit (an index past 2^43, a group past 65,535) is not
+// kept, and a reader before it is refused (it resyncs) while one at it
+// reads on.
+func TestRingEventsKeepTheirChange(t *testing.T) {
+	for _, c := range []Change{
+		{Index: 1, Task: 1, Node: 1, Service: 1, Group: 0, Kind: statemachine.EffAssignments},
+		{Index: evIndexMax, Task: 1<<64 - 1, Node: 1<<32 - 1, Service: 1<<32 - 1, Group: 1<<16 - 1, Kind: 1<<evKindBits - 1},
+		{Index: 1 << 42, Task: 7 << 48, Node: 3, Service: 9, Group: 1 << 15, Kind: statemachine.EffTaskDesired},
+	} {
+		e, ok := packEvent(c)
+		if !ok || e.change() != c {
+			t.Fatalf("%+v kept as %+v (ok %v)", c, e.change(), ok)
+		}
+	}
+	for _, c := range []Change{{Index: evIndexMax + 1}, {Index: 1, Group: 1 << 16}, {Index: 1, Group: -1}, {Index: 1, Kind: 1 << evKindBits}} {
+		if _, ok := packEvent(c); ok {
+			t.Fatalf("%+v fits, want not", c)
+		}
+	}
+
+	f := NewFeed(1, nil, 1024, 16)
+	f.OnApply(1, 5, []statemachine.Effect{{Kind: statemachine.EffTaskState, Task: 1}})
+	f.OnApply(1, evIndexMax+2, []statemachine.Effect{{Kind: statemachine.EffTaskState, Task: 2}})
+	if _, _, ok := f.Since([]uint64{0, 5}, 10); ok {
+		t.Fatal("a reader before the event the ring could not keep reads on; want a refusal")
+	}
+	page, _, ok := f.Since([]uint64{0, evIndexMax + 2}, 10)
+	if !ok || len(page) != 0 {
+		t.Fatalf("a reader at the unkept event got %v (ok %v), want nothing more", page, ok)
+	}
+	page, _, ok = f.Since([]uint64{0, 4}, 10)
+	if ok {
+		t.Fatalf("a reader before both events got %v, want a refusal", page)
 	}
 }
 
