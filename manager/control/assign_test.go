@@ -31,7 +31,7 @@ func TestAgentIsSentTheSpecTheSchedulerReserves(t *testing.T) {
 	if kept || reserved.CPU != 400 {
 		t.Fatalf("SpecAt(1) = cpu %d, kept %v; want the current spec (cpu 400), not kept", reserved.CPU, kept)
 	}
-	ss := &session{sent: map[specKey]bool{}}
+	ss := &session{}
 	var a wire.Assignments
 	addSpec(ss, st, task, &a)
 	if len(a.Specs) != 1 || a.Specs[0].Version != 1 || !slices.Equal(a.Specs[0].Command, reserved.Command) {

@@ -33,7 +33,7 @@ func (t *sessionTable) open(id uint64, node statemachine.NodeID) *session {
 	if v, ok := t.byID.Load(id); ok && v.(*session).node == node {
 		return v.(*session) // made meanwhile by another request of the session
 	}
-	ss := &session{node: node, sent: map[specKey]bool{}}
+	ss := &session{node: node}
 	t.byID.Store(id, ss)
 	if t.last == nil {
 		t.last = make(map[statemachine.NodeID]uint64)
