@@ -1,8 +1,10 @@
 package client
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -201,6 +203,15 @@ func (d *tlsDialer) start(addr string) *setup {
 			s.err = err
 			return
 		}
+		turn, cancel := context.WithDeadline(context.Background(), end)
+		release, err := acquireSetup(turn, setupAgent) // LimitSetups
+		cancel()
+		if err != nil {
+			_ = raw.Close()
+			s.err = fmt.Errorf("TLS set-up not started in time: %w", err)
+			return
+		}
+		defer release()
 		c := tls.Client(raw, cfg)
 		_ = c.SetDeadline(end)
 		if err := c.Handshake(); err != nil {

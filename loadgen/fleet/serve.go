@@ -11,12 +11,14 @@ import (
 	"math"
 	"net/rpc"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"sync"
 	"syscall"
 	"time"
 
 	"shoal/agent"
+	"shoal/api/client"
 )
 
 // The fleet in a process of its own. The simulated agents take most of a
@@ -390,6 +392,12 @@ func (s *Service) CPU(_ int, out *float64) error {
 	return nil
 }
 
+// SetupsPerCPU is how many connection set-ups (a join, a TLS handshake) a
+// fleet process runs at once per CPU it may use: enough to cover the
+// round trips to the managers, few enough that each finishes well within
+// its deadline when the process gets a small share of the machine.
+const SetupsPerCPU = 32
+
 // Serve runs a fleet child: the fleet cfg describes, driven by calls read
 // from in (answers to out), its observations written to obsOut, until in
 // closes (the loadgen ended or died).
@@ -406,6 +414,9 @@ func Serve(ctx context.Context, cfg ChildConfig, in io.Reader, out io.WriteClose
 	defer func() { _ = prof.stop() }()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// Its agents set up their connections (joins, TLS handshakes) a few
+	// at a time, as agents on hosts of their own do (client.LimitSetups).
+	client.LimitSetups(SetupsPerCPU * runtime.GOMAXPROCS(0))
 	f, err := Start(ctx, fc)
 	if err != nil {
 		return err
