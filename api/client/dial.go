@@ -198,20 +198,21 @@ func (d *tlsDialer) start(addr string) *setup {
 	go func() {
 		defer close(s.done)
 		end := time.Now().Add(handshakeLimit)
-		raw, err := fasthttp.DialTimeout(addr, handshakeLimit)
-		if err != nil {
-			s.err = err
-			return
-		}
+		// The turn comes before the dial: a manager waits for a client's
+		// hello only so long once it accepted the connection.
 		turn, cancel := context.WithDeadline(context.Background(), end)
 		release, err := acquireSetup(turn, setupAgent) // LimitSetups
 		cancel()
 		if err != nil {
-			_ = raw.Close()
 			s.err = fmt.Errorf("TLS set-up not started in time: %w", err)
 			return
 		}
 		defer release()
+		raw, err := fasthttp.DialTimeout(addr, time.Until(end))
+		if err != nil {
+			s.err = err
+			return
+		}
 		c := tls.Client(raw, cfg)
 		_ = c.SetDeadline(end)
 		if err := c.Handshake(); err != nil {

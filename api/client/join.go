@@ -142,16 +142,17 @@ func (j *joiner) join(ctx context.Context, addrs []string) (*Joined, error) {
 // (LimitSetups), after every agent's own set-ups waiting.
 func limitedTLSDial(cfg *tls.Config) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		// The turn comes before the dial: a manager waits for a client's
+		// hello only so long once it accepted the connection.
+		release, err := acquireSetup(ctx, setupJoin)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
 		raw, err := (&net.Dialer{}).DialContext(ctx, network, addr)
 		if err != nil {
 			return nil, err
 		}
-		release, err := acquireSetup(ctx, setupJoin)
-		if err != nil {
-			_ = raw.Close()
-			return nil, err
-		}
-		defer release()
 		c := tls.Client(raw, cfg)
 		if err := c.HandshakeContext(ctx); err != nil {
 			_ = raw.Close()

@@ -17,7 +17,8 @@ import (
 // deadline) in order, so a set-up that starts finishes in time. Set-ups of
 // an agent that joined already (its dialer) go before joins, so a node
 // the join just created gets its session before its first heartbeat is
-// due, rather than after every other agent's join.
+// due, rather than after every other agent's join (but a join gets every
+// joinEvery-th turn when both wait).
 
 // Set-up priorities: an agent's own connection before a join's.
 const (
@@ -28,6 +29,7 @@ const (
 var setups struct {
 	sync.Mutex
 	limit, running int
+	handed         int                // turns handed to waiters
 	waiting        [2][]chan struct{} // by priority, oldest first
 }
 
@@ -95,16 +97,27 @@ func releaseLocked() {
 	}
 }
 
-// handOnLocked gives a turn to the oldest waiter of the first priority
-// that has one; false if none waits.
+// joinEvery: when both agents' set-ups and joins wait, every joinEvery-th
+// turn goes to a join. Strict priority starved the joins: at a machine
+// load of 40 the joined agents' heartbeats timed out, each timeout cost
+// a connection and its set-up, and no join got a turn for minutes.
+const joinEvery = 4
+
+// handOnLocked gives a turn to the oldest waiter of the priority whose
+// turn it is (an agent's, but every joinEvery-th a join's when both
+// wait); false if none waits.
 func handOnLocked() bool {
-	for p := range setups.waiting {
-		if l := setups.waiting[p]; len(l) > 0 {
-			setups.waiting[p] = l[1:]
-			setups.running++
-			close(l[0])
-			return true
-		}
+	p := setupAgent
+	setups.handed++
+	if len(setups.waiting[setupAgent]) == 0 || len(setups.waiting[setupJoin]) > 0 && setups.handed%joinEvery == 0 {
+		p = setupJoin
 	}
-	return false
+	l := setups.waiting[p]
+	if len(l) == 0 {
+		return false
+	}
+	setups.waiting[p] = l[1:]
+	setups.running++
+	close(l[0])
+	return true
 }

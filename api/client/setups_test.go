@@ -6,6 +6,17 @@ import (
 	"time"
 )
 
+// freshSetups starts a test with a bound of n and no set-up running.
+func freshSetups(t *testing.T, n int) {
+	reset := func(n int) {
+		setups.Lock()
+		setups.limit, setups.running, setups.handed, setups.waiting = n, 0, 0, [2][]chan struct{}{}
+		setups.Unlock()
+	}
+	reset(n)
+	t.Cleanup(func() { reset(0) })
+}
+
 // waiting counts the set-ups waiting at priority p.
 func waiting(p int) int {
 	setups.Lock()
@@ -29,8 +40,7 @@ func awaitWaiting(t *testing.T, p, n int) {
 // agent's own set-up before any join, oldest first; a waiter whose context
 // ends leaves the queue; lifting the bound lets every waiter go.
 func TestSetupTurnsBoundAndPriority(t *testing.T) {
-	LimitSetups(2)
-	defer LimitSetups(0)
+	freshSetups(t, 2)
 	ctx := context.Background()
 	r1, _ := acquireSetup(ctx, setupAgent)
 	r2, _ := acquireSetup(ctx, setupJoin)
@@ -73,5 +83,41 @@ func TestSetupTurnsBoundAndPriority(t *testing.T) {
 	LimitSetups(0)
 	if g := <-got; g != "join2" {
 		t.Fatalf("after the bound was lifted %s went, want join2", g)
+	}
+}
+
+// While agents' set-ups and joins both wait, every joinEvery-th turn goes
+// to a join: joins are not starved by agents that keep dialling.
+func TestSetupTurnsJoinsNotStarved(t *testing.T) {
+	freshSetups(t, 1)
+	ctx := context.Background()
+	release, _ := acquireSetup(ctx, setupAgent)
+	got := make(chan string, 16)
+	var releases = make(chan func(), 16)
+	queue := func(name string, p, n int) {
+		go func() {
+			r, _ := acquireSetup(ctx, p)
+			got <- name
+			releases <- r
+		}()
+		awaitWaiting(t, p, n)
+	}
+	for i := range 5 {
+		queue("agent", setupAgent, i+1)
+	}
+	queue("join", setupJoin, 1)
+	queue("join", setupJoin, 2)
+	var order []string
+	for range 7 {
+		release()
+		order = append(order, <-got)
+		release = <-releases
+	}
+	release()
+	want := []string{"agent", "agent", "agent", "join", "agent", "agent", "join"}
+	for i := range want {
+		if order[i] != want[i] {
+			t.Fatalf("turns went to %v, want %v", order, want)
+		}
 	}
 }
