@@ -213,7 +213,7 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 		r.logf("starting %d simulated agents (in a process of their own)", cfg.Agents)
 	}
 	cc := fleet.ChildConfig{Managers: apis, Agents: cfg.Agents, Seed: cfg.Seed, Sim: *cfg.Sim,
-		Token: r.cl.Access.WorkerToken, AgentLog: cfg.AgentLog}
+		Token: r.cl.Access.WorkerToken, AgentLog: cfg.AgentLog, Setups: cfg.AgentSetups}
 	if cfg.PprofDir != "" {
 		if err := os.MkdirAll(cfg.PprofDir, 0o755); err != nil {
 			return nil, err

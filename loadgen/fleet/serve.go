@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/gob"
 	"encoding/json"
@@ -45,6 +46,10 @@ type ChildConfig struct {
 	Seed     uint64
 	Sim      agent.SimConfig
 	AgentLog string // the agents' warnings and errors go here ("": discarded)
+	// Setups is how many connection set-ups the child's agents run at
+	// once per CPU (client.LimitSetups): 0 takes SetupsPerCPU, below 0
+	// none is bounded.
+	Setups int
 	// CPUProfile, if set, is where the child writes its CPU profiles, one
 	// per window of the run: "%d" in it becomes the child's number (Remote
 	// does that), then "%s" the window's name: "setup" from the child's
@@ -416,7 +421,9 @@ func Serve(ctx context.Context, cfg ChildConfig, in io.Reader, out io.WriteClose
 	defer cancel()
 	// Its agents set up their connections (joins, TLS handshakes) a few
 	// at a time, as agents on hosts of their own do (client.LimitSetups).
-	client.LimitSetups(SetupsPerCPU * runtime.GOMAXPROCS(0))
+	if per := cmp.Or(cfg.Setups, SetupsPerCPU); per > 0 {
+		client.LimitSetups(per * runtime.GOMAXPROCS(0))
+	}
 	f, err := Start(ctx, fc)
 	if err != nil {
 		return err
