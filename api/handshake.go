@@ -3,11 +3,14 @@ package api
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -43,6 +46,45 @@ type Handshake struct {
 	Resumed    bool
 	Err        error
 	Unused     bool
+	// Hello: the client's hello had come (a failed handshake that timed
+	// out after it was slow, not silent).
+	Hello bool
+}
+
+// HandshakeFailure is why a handshake failed, as the replica's metrics
+// tell it: a failure after the hello is work both sides threw away.
+type HandshakeFailure int
+
+const (
+	FailedTurn    HandshakeFailure = iota // waited for a turn past the timeout
+	FailedNoHello                         // no client hello within the timeout
+	FailedSlow                            // timed out after the hello
+	FailedClosed                          // the client closed the connection
+	FailedRefused                         // anything else: a bad certificate, a protocol error
+	numHandshakeFailures
+)
+
+func (f HandshakeFailure) String() string {
+	return [...]string{"turn", "no_hello", "slow", "closed", "refused"}[f]
+}
+
+// failureOf tells why a handshake failed with err (hello: the client's
+// hello had come).
+func failureOf(err error, hello bool) HandshakeFailure {
+	var ne net.Error
+	switch {
+	case errors.Is(err, errHandshakeWait):
+		return FailedTurn
+	case errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout():
+		if hello {
+			return FailedSlow
+		}
+		return FailedNoHello
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE):
+		return FailedClosed
+	}
+	return FailedRefused
 }
 
 // LimitHandshakes returns a listener serving TLS with cfg over ln that runs
@@ -73,6 +115,9 @@ func LimitHandshakes(ln net.Listener, cfg *tls.Config, concurrent int, timeout t
 		// hello.Conn is the connection under TLS; the handshake's own
 		// deadline is set on it, and the server's are restored after.
 		_ = hello.Conn.SetDeadline(time.Now().Add(HelloGrace * timeout))
+		if h, ok := hello.Conn.(*helloConn); ok {
+			h.hello.Store(true)
+		}
 		if next != nil {
 			return next(hello)
 		}
@@ -98,8 +143,19 @@ func (l *handshakeListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &admittedConn{Conn: tls.Server(c, l.cfg), l: l, closed: make(chan struct{})}, nil
+	h := &helloConn{Conn: c}
+	return &admittedConn{Conn: tls.Server(h, l.cfg), l: l, hc: h, closed: make(chan struct{})}, nil
 }
+
+// helloConn is the connection under a server TLS connection; it notes
+// when the client's hello came.
+type helloConn struct {
+	net.Conn
+	hello atomic.Bool
+}
+
+// NetConn returns the connection below (TrackIdle finds the guarded one).
+func (h *helloConn) NetConn() net.Conn { return h.Conn }
 
 // admittedConn is a server TLS connection whose handshake waits for its
 // turn. It keeps the deadlines its server sets while the handshake runs
@@ -109,6 +165,7 @@ func (l *handshakeListener) Accept() (net.Conn, error) {
 type admittedConn struct {
 	*tls.Conn
 	l      *handshakeListener
+	hc     *helloConn
 	once   sync.Once
 	err    error
 	closed chan struct{} // closed by Close: a wait for a turn ends
@@ -159,7 +216,8 @@ func (c *admittedConn) admitted() (err error) {
 	defer func() { <-c.l.turns }()
 	begun := time.Now()
 	defer func() {
-		c.l.observe(Handshake{Wait: begun.Sub(start), Took: time.Since(begun), Resumed: c.ConnectionState().DidResume, Err: err})
+		c.l.observe(Handshake{Wait: begun.Sub(start), Took: time.Since(begun), Resumed: c.ConnectionState().DidResume, Err: err,
+			Hello: c.hc.hello.Load()})
 	}()
 	c.mu.Lock()
 	c.shaking = true

@@ -197,3 +197,73 @@ func TestHandshakeAfterItsHelloOutlivesTheTimeout(t *testing.T) {
 	}
 	c.Close()
 }
+
+// firstWriteOnly sends its first write (a TLS client's hello) and then
+// nothing: later writes are dropped, or close the connection (hangUp).
+type firstWriteOnly struct {
+	net.Conn
+	wrote  bool
+	hangUp bool
+}
+
+func (c *firstWriteOnly) Write(b []byte) (int, error) {
+	if !c.wrote {
+		c.wrote = true
+		return c.Conn.Write(b)
+	}
+	if c.hangUp {
+		_ = c.Conn.Close()
+	}
+	return len(b), nil
+}
+
+// A failed handshake is told apart by why it failed: a client that never
+// sent its hello, one that sent it and then stalled, one that hung up.
+func TestFailedHandshakesTellWhy(t *testing.T) {
+	cert := selfSigned(t)
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := make(chan HandshakeFailure, 8)
+	ln := LimitHandshakes(raw, &tls.Config{Certificates: []tls.Certificate{cert}}, 4, 300*time.Millisecond, func(h Handshake) {
+		if h.Err != nil {
+			failed <- failureOf(h.Err, h.Hello)
+		}
+	})
+	defer ln.Close()
+	go serveEcho(ln)
+	next := func() HandshakeFailure {
+		select {
+		case f := <-failed:
+			return f
+		case <-time.After(20 * time.Second):
+			t.Fatal("no failed handshake observed")
+			return 0
+		}
+	}
+	silent, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	if f := next(); f != FailedNoHello {
+		t.Errorf("a silent client: %v, want %v", f, FailedNoHello)
+	}
+	for _, hangUp := range []bool{false, true} {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		tc := tls.Client(&firstWriteOnly{Conn: c, hangUp: hangUp}, &tls.Config{InsecureSkipVerify: true})
+		_ = tc.Handshake() // its Finished never reaches the server
+		want := FailedSlow
+		if hangUp {
+			want = FailedClosed
+		}
+		if f := next(); f != want {
+			t.Errorf("a client that sent its hello (hang up %v): %v, want %v", hangUp, f, want)
+		}
+		c.Close()
+	}
+}

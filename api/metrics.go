@@ -39,8 +39,9 @@ type metrics struct {
 	// TLS handshakes this server completed, resumed (a session ticket of
 	// any manager) or full.
 	handshakes struct {
-		resumed, full, failed, unused *vm.Counter
-		wait, took                    *vm.Histogram
+		resumed, full, unused *vm.Counter
+		failed                [numHandshakeFailures]*vm.Counter // by HandshakeFailure
+		wait, took            *vm.Histogram
 	}
 	// The per-request counters and histograms, by endpoint and status: a
 	// request finds its own without formatting a name or taking the set's
@@ -71,7 +72,9 @@ func newMetrics(s *Server) *metrics {
 	m.renewals = m.set.NewCounter("shoal_cert_renewals_total")
 	m.handshakes.resumed = m.set.NewCounter(`shoal_tls_handshakes_total{resumed="true"}`)
 	m.handshakes.full = m.set.NewCounter(`shoal_tls_handshakes_total{resumed="false"}`)
-	m.handshakes.failed = m.set.NewCounter(`shoal_tls_handshakes_failed_total`)
+	for f := range m.handshakes.failed {
+		m.handshakes.failed[f] = m.set.NewCounter(`shoal_tls_handshakes_failed_total{reason="` + HandshakeFailure(f).String() + `"}`)
+	}
 	m.handshakes.unused = m.set.NewCounter(`shoal_tls_connections_unused_total`)
 	m.handshakes.wait = m.set.NewHistogram(`shoal_tls_handshake_wait_seconds`)
 	m.handshakes.took = m.set.NewHistogram(`shoal_tls_handshake_seconds`)
@@ -196,7 +199,7 @@ func (s *Server) ObserveHandshake(h Handshake) {
 		m.handshakes.unused.Inc()
 		return
 	case h.Err != nil:
-		m.handshakes.failed.Inc()
+		m.handshakes.failed[failureOf(h.Err, h.Hello)].Inc()
 	case h.Resumed:
 		m.handshakes.resumed.Inc()
 	default:

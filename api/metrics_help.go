@@ -18,7 +18,7 @@ var metricHelp = map[string]string{
 	"shoal_joins_refused_total":           "Joins this manager refused (bad or expired token).",
 	"shoal_cert_renewals_total":           "Certificates this manager renewed.",
 	"shoal_tls_handshakes_total":          "TLS handshakes this manager's API completed, by whether they resumed a session.",
-	"shoal_tls_handshakes_failed_total":   "TLS handshakes of this manager's API that failed.",
+	"shoal_tls_handshakes_failed_total":   "TLS handshakes of this manager's API that failed, by reason: turn (waited for a turn past the timeout), no_hello (no client hello in time), slow (timed out after the hello), closed (the client closed the connection), refused (anything else).",
 	"shoal_tls_connections_unused_total":  "Connections to this manager's API closed after their TLS handshake without a request: set-up work their client threw away.",
 	"shoal_tls_handshake_wait_seconds":    "Time a TLS handshake waited for its turn (handshakes run a few at a time).",
 	"shoal_tls_handshake_seconds":         "Time a TLS handshake took once it ran.",

@@ -2,9 +2,15 @@ package api
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -86,12 +92,21 @@ func TestObserveHandshakeCountsByOutcome(t *testing.T) {
 	s.ObserveHandshake(Handshake{Took: time.Millisecond, Resumed: true})
 	s.ObserveHandshake(Handshake{Took: time.Millisecond})
 	s.ObserveHandshake(Handshake{Wait: time.Second, Err: errHandshakeWait})
+	s.ObserveHandshake(Handshake{Took: time.Second, Err: fmt.Errorf("read: %w", os.ErrDeadlineExceeded)})
+	s.ObserveHandshake(Handshake{Took: time.Second, Err: fmt.Errorf("read: %w", os.ErrDeadlineExceeded), Hello: true})
+	s.ObserveHandshake(Handshake{Took: time.Second, Err: io.EOF, Hello: true})
+	s.ObserveHandshake(Handshake{Took: time.Second, Err: &net.OpError{Op: "read", Err: syscall.ECONNRESET}, Hello: true})
+	s.ObserveHandshake(Handshake{Took: time.Second, Err: errors.New("tls: bad certificate"), Hello: true})
 	for name, want := range map[string]float64{
-		`shoal_tls_handshakes_total{resumed="true"}`:  2,
-		`shoal_tls_handshakes_total{resumed="false"}`: 1,
-		`shoal_tls_handshakes_failed_total`:           1,
-		`shoal_tls_handshake_wait_seconds_count`:      4,
-		`shoal_tls_handshake_seconds_count`:           3,
+		`shoal_tls_handshakes_total{resumed="true"}`:           2,
+		`shoal_tls_handshakes_total{resumed="false"}`:          1,
+		`shoal_tls_handshakes_failed_total{reason="turn"}`:     1,
+		`shoal_tls_handshakes_failed_total{reason="no_hello"}`: 1,
+		`shoal_tls_handshakes_failed_total{reason="slow"}`:     1,
+		`shoal_tls_handshakes_failed_total{reason="closed"}`:   2,
+		`shoal_tls_handshakes_failed_total{reason="refused"}`:  1,
+		`shoal_tls_handshake_wait_seconds_count`:               9,
+		`shoal_tls_handshake_seconds_count`:                    8,
 	} {
 		if got := metricValue(t, s.metrics, name); got != want {
 			t.Errorf("%s = %v, want %v", name, got, want)

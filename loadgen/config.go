@@ -82,7 +82,11 @@ type Config struct {
 	Sim *agent.SimConfig
 
 	AgentLog string // the agents' log file (warnings and errors); "" : discarded
-	PprofDir string // fetch each replica's CPU profile (during the ramp) and heap (at the end) here; the loadgen profiles itself there too
+	// AgentSetups is how many connection set-ups (joins, TLS handshakes)
+	// each agents' process runs at once per CPU: 0 takes
+	// fleet.SetupsPerCPU, below 0 none is bounded.
+	AgentSetups int
+	PprofDir    string // fetch each replica's CPU profile (during the ramp) and heap (at the end) here; the loadgen profiles itself there too
 	// ProfiledAlready says the loadgen's own CPU is profiled over the whole
 	// run (loadgen --cpuprofile): PprofDir then gets no loadgen.*.cpu.prof
 	// (one CPU profile at a time per process).

@@ -213,7 +213,7 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 		r.logf("starting %d simulated agents (in a process of their own)", cfg.Agents)
 	}
 	cc := fleet.ChildConfig{Managers: apis, Agents: cfg.Agents, Seed: cfg.Seed, Sim: *cfg.Sim,
-		Token: r.cl.Access.WorkerToken, AgentLog: cfg.AgentLog}
+		Token: r.cl.Access.WorkerToken, AgentLog: cfg.AgentLog, Setups: cfg.AgentSetups}
 	if cfg.PprofDir != "" {
 		if err := os.MkdirAll(cfg.PprofDir, 0o755); err != nil {
 			return nil, err
@@ -221,9 +221,13 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 		cc.CPUProfile = filepath.Join(cfg.PprofDir, "agents%d.%%s.cpu.prof")
 		cc.AllocsProfile = filepath.Join(cfg.PprofDir, "agents%d.%%s.allocs.prof")
 	}
+	agentsStart := time.Now()
 	r.fleet, err = r.startAgents(runCtx, bin, cc, per)
 	if err != nil {
 		return nil, err
+	}
+	if r.workers != nil {
+		agentsStart = time.Now() // not the wait for the workers
 	}
 	r.checker.SetProbe(r.fleet.Probe)
 	r.sampler = newSampler(r)
@@ -235,10 +239,7 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 
 	bg.Add(1)
 	go func() { defer bg.Done(); r.confirmSuspects(runCtx) }()
-	if err := r.waitAgents(runCtx); err != nil {
-		r.logf("%v", err)
-	}
-	r.phases = nil
+	r.phases = []report.Phase{r.waitAgents(runCtx, agentsStart)}
 	r.doRamp(runCtx)
 	r.timed(runCtx, "churn", cfg.Churn, func(c context.Context) { r.churn(c) })
 	r.timed(runCtx, "faults", cfg.Faults, func(c context.Context) {
@@ -281,28 +282,6 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 // (a stuck tail is read from the tasks' messages in that data).
 func keepData(violations int, convergedOrNoQuiesce, rampShort bool) bool {
 	return violations > 0 || !convergedOrNoQuiesce || rampShort
-}
-
-// waitAgents waits (at most a minute) until the cluster lists every agent
-// as a node.
-func (r *run) waitAgents(ctx context.Context) error {
-	deadline := time.Now().Add(time.Minute)
-	for {
-		if r.fleet.Connected() >= r.cfg.Agents {
-			st, err := r.cl.Access.Status(ctx, r.cl.APIs()[0])
-			if err == nil && st.Nodes >= r.cfg.Agents {
-				r.logf("%d agents connected", r.cfg.Agents)
-				return nil
-			}
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("only %d of %d agents connected after a minute; going on", r.fleet.Connected(), r.cfg.Agents)
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
 }
 
 // timed runs one phase for d (if switched on).

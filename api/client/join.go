@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -74,6 +75,25 @@ func Join(ctx context.Context, addrs []string, token string, req JoinRequest) (*
 // same key and hostname (its answer was lost, or it timed out while the
 // manager went on) gets the node of the first back instead of a second one.
 func JoinKeyed(ctx context.Context, addrs []string, token string, req JoinRequest, key *ecdsa.PrivateKey) (*Joined, error) {
+	j, err := newJoiner(token, req, key)
+	if err != nil {
+		return nil, err
+	}
+	defer j.hc.CloseIdleConnections()
+	return j.join(ctx, addrs)
+}
+
+// joiner is one join's request, signed once, and its HTTP client (kept
+// over the attempts of JoinRetrying: a retry after a busy answer reuses
+// the connection instead of a new handshake).
+type joiner struct {
+	tok  security.Token
+	key  *ecdsa.PrivateKey
+	body []byte
+	hc   *http.Client
+}
+
+func newJoiner(token string, req JoinRequest, key *ecdsa.PrivateKey) (*joiner, error) {
 	tok, err := security.ParseToken(token)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrJoinRefused, err)
@@ -87,8 +107,15 @@ func JoinKeyed(ctx context.Context, addrs []string, token string, req JoinReques
 	if err != nil {
 		return nil, err
 	}
-	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: security.PinnedTLS(tok.Digest)}, Timeout: 30 * time.Second}
-	defer hc.CloseIdleConnections()
+	cfg := security.PinnedTLS(tok.Digest)
+	tr := &http.Transport{TLSClientConfig: cfg}
+	if setupsLimited() {
+		tr.DialTLSContext = limitedTLSDial(cfg)
+	}
+	return &joiner{tok: tok, key: key, body: body, hc: &http.Client{Transport: tr, Timeout: 30 * time.Second}}, nil
+}
+
+func (j *joiner) join(ctx context.Context, addrs []string) (*Joined, error) {
 	var lastErr error
 	for _, addr := range addrs {
 		base, err := baseURL(strings.TrimSpace(addr), true)
@@ -96,12 +123,12 @@ func JoinKeyed(ctx context.Context, addrs []string, token string, req JoinReques
 			return nil, err
 		}
 		var ans JoinAnswer
-		err = joinOnce(ctx, hc, base, body, &ans)
+		err = joinOnce(ctx, j.hc, base, j.body, &ans)
 		if err == nil {
-			if cs, err := security.ParseCerts([]byte(ans.CA)); err != nil || security.DigestOf(cs[0].Raw) != tok.Digest {
+			if cs, err := security.ParseCerts([]byte(ans.CA)); err != nil || security.DigestOf(cs[0].Raw) != j.tok.Digest {
 				return nil, fmt.Errorf("%w: the manager at %s answered with a CA that does not match the token", ErrJoinRefused, base)
 			}
-			return &Joined{Key: key, Answer: ans}, nil
+			return &Joined{Key: j.key, Answer: ans}, nil
 		}
 		if errors.Is(err, ErrJoinRefused) || ctx.Err() != nil {
 			return nil, err
@@ -109,6 +136,34 @@ func JoinKeyed(ctx context.Context, addrs []string, token string, req JoinReques
 		lastErr = err
 	}
 	return nil, lastErr
+}
+
+// limitedTLSDial sets up a join's TLS connection in a set-up turn
+// (LimitSetups), after every agent's own set-ups waiting.
+func limitedTLSDial(cfg *tls.Config) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		// The turn comes before the dial: a manager waits for a client's
+		// hello only so long once it accepted the connection.
+		release, err := acquireSetup(ctx, setupJoin)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+		raw, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		c := tls.Client(raw, cfg)
+		if err := c.HandshakeContext(ctx); err != nil {
+			_ = raw.Close()
+			var re tls.RecordHeaderError
+			if errors.As(err, &re) && string(re.RecordHeader[:]) == "HTTP/" {
+				return nil, errors.New("server gave HTTP response to HTTPS client")
+			}
+			return nil, err
+		}
+		return c, nil
+	}
 }
 
 func joinOnce(ctx context.Context, hc *http.Client, base string, body []byte, out *JoinAnswer) error {
@@ -194,13 +249,18 @@ func JoinRetrying(ctx context.Context, addrs []string, token string, req JoinReq
 	if err != nil {
 		return nil, err
 	}
+	j, err := newJoiner(token, req, key)
+	if err != nil {
+		return nil, err
+	}
+	defer j.hc.CloseIdleConnections()
 	for {
 		c, cancel := context.WithTimeout(ctx, 30*time.Second)
-		j, err := JoinKeyed(c, addrs, token, req, key)
+		joined, err := j.join(c, addrs)
 		cancel()
 		switch {
 		case err == nil:
-			return j, nil
+			return joined, nil
 		case errors.Is(err, ErrJoinRefused):
 			return nil, err
 		case ctx.Err() != nil:

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/gob"
 	"encoding/json"
@@ -11,12 +12,14 @@ import (
 	"math"
 	"net/rpc"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"sync"
 	"syscall"
 	"time"
 
 	"shoal/agent"
+	"shoal/api/client"
 )
 
 // The fleet in a process of its own. The simulated agents take most of a
@@ -43,6 +46,10 @@ type ChildConfig struct {
 	Seed     uint64
 	Sim      agent.SimConfig
 	AgentLog string // the agents' warnings and errors go here ("": discarded)
+	// Setups is how many connection set-ups the child's agents run at
+	// once per CPU (client.LimitSetups): 0 takes SetupsPerCPU, below 0
+	// none is bounded.
+	Setups int
 	// CPUProfile, if set, is where the child writes its CPU profiles, one
 	// per window of the run: "%d" in it becomes the child's number (Remote
 	// does that), then "%s" the window's name: "setup" from the child's
@@ -390,6 +397,12 @@ func (s *Service) CPU(_ int, out *float64) error {
 	return nil
 }
 
+// SetupsPerCPU is how many connection set-ups (a join, a TLS handshake) a
+// fleet process runs at once per CPU it may use: enough to cover the
+// round trips to the managers, few enough that each finishes well within
+// its deadline when the process gets a small share of the machine.
+const SetupsPerCPU = 32
+
 // Serve runs a fleet child: the fleet cfg describes, driven by calls read
 // from in (answers to out), its observations written to obsOut, until in
 // closes (the loadgen ended or died).
@@ -406,6 +419,11 @@ func Serve(ctx context.Context, cfg ChildConfig, in io.Reader, out io.WriteClose
 	defer func() { _ = prof.stop() }()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// Its agents set up their connections (joins, TLS handshakes) a few
+	// at a time, as agents on hosts of their own do (client.LimitSetups).
+	if per := cmp.Or(cfg.Setups, SetupsPerCPU); per > 0 {
+		client.LimitSetups(per * runtime.GOMAXPROCS(0))
+	}
 	f, err := Start(ctx, fc)
 	if err != nil {
 		return err
