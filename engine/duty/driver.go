@@ -387,8 +387,31 @@ func (d *Driver) avoid(batches []*batch, now int64) int {
 				b.name, b.group, b.version, d.cfg.FailureLimit, d.cfg.FailureWindow, msg)
 		}
 	}
+	// A batch absent from this run (its task held for its restart delay)
+	// keeps its line while its nodes are still ranked last: logged again
+	// when it comes back, the line repeated at every failure on a node
+	// with no other to take the task.
+	for k, msg := range d.avoided {
+		if _, ok := logged[k]; ok || present(batches, k) || len(d.fails.avoid(k, now, nil)) == 0 {
+			continue
+		}
+		if logged == nil {
+			logged = make(map[batchKey]string)
+		}
+		logged[k] = msg
+	}
 	d.avoided = logged
 	return n
+}
+
+// present reports whether a batch of batches is k.
+func present(batches []*batch, k batchKey) bool {
+	for _, b := range batches {
+		if b.batchKey == k {
+			return true
+		}
+	}
+	return false
 }
 
 // logReasons logs the reasons for staying pending that are new or changed

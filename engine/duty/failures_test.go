@@ -83,6 +83,35 @@ func TestFailingNodeRankedLast(t *testing.T) {
 	}
 }
 
+// On a node with no other to take its tasks the service keeps failing
+// there; its ranking is logged once, not again each time its task comes
+// back from the restart delay (a run without the batch in between).
+func TestRankingLoggedOnceWhileItLasts(t *testing.T) {
+	clk := newFakeClock()
+	e := newMem(t, 1, clk)
+	var logs []string
+	d := NewDriver(e, DriverConfig{Clock: clk, Logf: func(f string, args ...any) { logs = append(logs, f) }})
+	mustSubmit(t, e, zoneNodes(1)...)
+	mustSubmit(t, e, createSpec(statemachine.ServiceSpec{Name: "web", Replicas: 1,
+		Restart: statemachine.RestartPolicy{Condition: statemachine.RestartAny}}))
+	for range 4 * DefaultFailureLimit {
+		runOnce(t, d)
+		var cmds []statemachine.Command
+		for _, tk := range tasksWhere(t, e, func(tk *statemachine.Task) bool {
+			return tk.Node == 1 && tk.Status.State == statemachine.StateAssigned
+		}) {
+			cmds = append(cmds, statemachine.Command{Kind: statemachine.CmdTaskStatus, Task: tk.ID, Node: 1,
+				State: statemachine.StateRejected, Message: "no such image"})
+		}
+		mustSubmit(t, e, cmds...)
+		runOnce(t, d) // the replacement is held for its restart delay: no batch for web
+		clk.Advance(time.Second)
+	}
+	if n := countContaining(logs, "its tasks go to other nodes first"); n != 1 {
+		t.Errorf("logged the ranking %d times, want once", n)
+	}
+}
+
 func countContaining(lines []string, s string) int {
 	n := 0
 	for _, l := range lines {
