@@ -189,7 +189,7 @@ type Driver struct {
 	// cons keeps the parsed constraints of the spec versions met.
 	cons *consCache
 	// fails is the recent failures per batch and node (nil: no penalty),
-	// and avoided what the last run logged as ranked last, per batch.
+	// and avoided the nodes logged as ranked last, per batch, while they are.
 	fails   *failureLog
 	avoided map[batchKey]string
 
@@ -367,51 +367,31 @@ func (d *Driver) avoid(batches []*batch, now int64) int {
 	}
 	d.fails.sweep(now)
 	n := 0
-	var logged map[batchKey]string // nil until a batch has nodes to avoid
 	for _, b := range batches {
 		if b.global {
 			continue
 		}
 		b.sg.Avoid = d.fails.avoid(b.batchKey, now, nil)
 		if len(b.sg.Avoid) == 0 {
+			delete(d.avoided, b.batchKey)
 			continue
 		}
 		n += len(b.sg.Avoid)
-		msg := fmt.Sprint(b.sg.Avoid)
-		if logged == nil {
-			logged = make(map[batchKey]string)
-		}
-		logged[b.batchKey] = msg
-		if d.avoided[b.batchKey] != msg {
+		if msg := fmt.Sprint(b.sg.Avoid); d.avoided[b.batchKey] != msg {
+			d.avoided[b.batchKey] = msg
 			d.cfg.Logf("engine: scheduler: service %q (group %d, spec version %d): its tasks failed or were rejected %d times within %s on node(s) %s; its tasks go to other nodes first",
 				b.name, b.group, b.version, d.cfg.FailureLimit, d.cfg.FailureWindow, msg)
 		}
 	}
 	// A batch absent from this run (its task held for its restart delay)
-	// keeps its line while its nodes are still ranked last: logged again
-	// when it comes back, the line repeated at every failure on a node
-	// with no other to take the task.
-	for k, msg := range d.avoided {
-		if _, ok := logged[k]; ok || present(batches, k) || len(d.fails.avoid(k, now, nil)) == 0 {
-			continue
+	// keeps its line while its nodes are still ranked last, so the line is
+	// not repeated at every failure on a node with no other to take it.
+	for k := range d.avoided {
+		if len(d.fails.avoid(k, now, nil)) == 0 {
+			delete(d.avoided, k)
 		}
-		if logged == nil {
-			logged = make(map[batchKey]string)
-		}
-		logged[k] = msg
 	}
-	d.avoided = logged
 	return n
-}
-
-// present reports whether a batch of batches is k.
-func present(batches []*batch, k batchKey) bool {
-	for _, b := range batches {
-		if b.batchKey == k {
-			return true
-		}
-	}
-	return false
 }
 
 // logReasons logs the reasons for staying pending that are new or changed

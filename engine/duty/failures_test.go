@@ -42,15 +42,7 @@ func TestFailingNodeRankedLast(t *testing.T) {
 			for range 3 * DefaultFailureLimit {
 				runOnce(t, d)
 				avoided = max(avoided, d.LastRun().Avoided)
-				var cmds []statemachine.Command
-				for _, tk := range tasksWhere(t, e, func(tk *statemachine.Task) bool {
-					return tk.Node == 1 && tk.Status.State == statemachine.StateAssigned
-				}) {
-					cmds = append(cmds, statemachine.Command{Kind: statemachine.CmdTaskStatus, Task: tk.ID, Node: 1,
-						State: statemachine.StateRejected, Message: "no such image"})
-				}
-				mustSubmit(t, e, cmds...)
-				rejected += len(cmds)
+				rejected += rejectAssigned(t, e, 1)
 				clk.Advance(time.Second)
 			}
 			if rejected != DefaultFailureLimit {
@@ -96,20 +88,28 @@ func TestRankingLoggedOnceWhileItLasts(t *testing.T) {
 		Restart: statemachine.RestartPolicy{Condition: statemachine.RestartAny}}))
 	for range 4 * DefaultFailureLimit {
 		runOnce(t, d)
-		var cmds []statemachine.Command
-		for _, tk := range tasksWhere(t, e, func(tk *statemachine.Task) bool {
-			return tk.Node == 1 && tk.Status.State == statemachine.StateAssigned
-		}) {
-			cmds = append(cmds, statemachine.Command{Kind: statemachine.CmdTaskStatus, Task: tk.ID, Node: 1,
-				State: statemachine.StateRejected, Message: "no such image"})
-		}
-		mustSubmit(t, e, cmds...)
+		rejectAssigned(t, e, 1)
 		runOnce(t, d) // the replacement is held for its restart delay: no batch for web
 		clk.Advance(time.Second)
 	}
 	if n := countContaining(logs, "its tasks go to other nodes first"); n != 1 {
 		t.Errorf("logged the ranking %d times, want once", n)
 	}
+}
+
+// rejectAssigned has node reject every task assigned to it and returns
+// how many.
+func rejectAssigned(t *testing.T, e *Memory, node statemachine.NodeID) int {
+	t.Helper()
+	var cmds []statemachine.Command
+	for _, tk := range tasksWhere(t, e, func(tk *statemachine.Task) bool {
+		return tk.Node == node && tk.Status.State == statemachine.StateAssigned
+	}) {
+		cmds = append(cmds, statemachine.Command{Kind: statemachine.CmdTaskStatus, Task: tk.ID, Node: node,
+			State: statemachine.StateRejected, Message: "no such image"})
+	}
+	mustSubmit(t, e, cmds...)
+	return len(cmds)
 }
 
 func countContaining(lines []string, s string) int {
