@@ -187,3 +187,63 @@ func quietOf(f *Feed, node statemachine.NodeID, cursor []uint64, groups int) []u
 	f.quietGroups(node, cursor, quiet, make([]bool, groups+1))
 	return quiet
 }
+
+// A poll that parks with a cursor past every entry of its node's journal
+// empties it (its agent has them all); a later request from that cursor
+// still gets what comes after, and one from an older cursor gets a
+// resync, never an incremental frame missing the dropped changes. A
+// cursor that does not cover the journal drops nothing.
+func TestParkedPollEmptiesTheJournalItCovers(t *testing.T) {
+	f := NewFeed(2, nil, 1024, 512)
+	assign := func(g int, index uint64) {
+		f.OnApply(g, index, []statemachine.Effect{{Kind: statemachine.EffAssignments, Node: 7, Task: statemachine.TaskID(g<<8) + statemachine.TaskID(index)}})
+	}
+	for i := uint64(1); i <= 40; i++ {
+		assign(1, i)
+	}
+	for i := uint64(1); i <= 5; i++ {
+		assign(2, i)
+	}
+	entries := func() int {
+		v, _ := f.nodes.Load(statemachine.NodeID(7))
+		j := v.(*journal)
+		j.mu.Lock()
+		defer j.mu.Unlock()
+		if cap(j.entries) > keptJournalRoom {
+			return -1 // room kept past what an emptied journal keeps
+		}
+		return len(j.entries)
+	}
+	if pending, _, _ := f.nodePending(7, []uint64{0, 30, 5}, nil); !pending {
+		t.Fatal("a cursor behind the journal is not pending")
+	}
+	if pending, _, _ := f.nodePending(7, []uint64{0, 40, 4}, nil); !pending {
+		t.Fatal("a cursor behind the journal in group 2 is not pending")
+	}
+	if es, ok := f.nodeChanges(nil, 7, 1, 30); !ok || len(es) != 10 {
+		t.Fatalf("an uncovering cursor dropped entries: %d changes past 30, ok=%v", len(es), ok)
+	}
+	if pending, _, _ := f.nodePending(7, []uint64{0, 40, 5}, nil); pending {
+		t.Fatal("an up-to-date cursor is pending")
+	}
+	if n := entries(); n != 0 {
+		t.Fatalf("the journal of a node whose poll parked up to date holds %d entries (-1: its room), want 0", n)
+	}
+	if es, ok := f.nodeChanges(nil, 7, 1, 30); ok {
+		t.Fatalf("a cursor older than the dropped entries was served incrementally (%d changes, without 31..40)", len(es))
+	}
+	if _, ok := f.nodeChanges(nil, 7, 2, 4); ok {
+		t.Fatal("a cursor older than the dropped entries of group 2 was served incrementally")
+	}
+	assign(1, 41)
+	if pending, _, _ := f.nodePending(7, []uint64{0, 40, 5}, nil); !pending {
+		t.Fatal("a change after the drop is not pending")
+	}
+	es, ok := f.nodeChanges(nil, 7, 1, 40)
+	if !ok || len(es) != 1 || es[0].index() != 41 {
+		t.Fatalf("from the parked cursor: %v, ok=%v; want the one change at 41", es, ok)
+	}
+	if es, ok := f.nodeChanges(nil, 7, 2, 5); !ok || len(es) != 0 {
+		t.Fatalf("group 2 from the parked cursor: %v, ok=%v; want nothing, incrementally", es, ok)
+	}
+}
