@@ -39,7 +39,7 @@ import (
 const (
 	connMemEnv    = "SHOAL_CONNMEM" // the clients' mode: address, directory, agents, calls
 	connMemAgents = 300
-	connMemCalls  = 20 // heartbeats per agent after the set-up, for the CPU figure
+	connMemCalls  = 100 // heartbeats per agent after the set-up, for the CPU figure
 )
 
 // BenchmarkHeapPerAgent reports the server's live heap per connected
