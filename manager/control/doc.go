@@ -50,6 +50,9 @@
 //     must never be older than what it saw); a cursor the node's journal
 //     reaches back to, an INCREMENTAL of the node's changes once there
 //     are any; a cursor it does not reach, a COMPLETE marked Resync. A
+//     poll that parks with a cursor past every entry of its node's journal
+//     empties the journal, whose floors rise to the entries dropped (an
+//     older cursor then gets the resync). A
 //     spec goes to a session once per service and version (the service
 //     by ID: one created again under its name starts again at version
 //     1); the session's specs are sent again when the agent asks from another cursor than
