@@ -370,7 +370,9 @@ const keptJournalRoom = 8
 // it: a poll parks up to date, so its agent has them all. A journal kept
 // its entries (up to 512, 16 bytes each) until newer ones pushed them
 // out: about 2 kB per node at 1M tasks / 10,000 agents, on every replica,
-// for changes the agents had long had. The floors rise to the entries
+// for changes the agents had long had. (Only the replica a node polls
+// sees its cursor: the others keep its journal, and a poll that moves
+// there is still answered incrementally.) The floors rise to the entries
 // dropped, so a later request from an older cursor gets a resync, never
 // an incremental frame without them. The caller holds j.mu.
 func (j *journal) dropCoveredLocked(cursor []uint64) {
