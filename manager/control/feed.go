@@ -31,9 +31,15 @@ type Feed struct {
 		ring    []event       // events, a circular buffer
 		next    uint64        // sequence number of the next event
 		floor   []uint64      // per group: events at or below are gone
+		// journals is nodes as the apply path reads it, under mu's write
+		// lock: a lookup in a map keyed by the node itself instead of
+		// sync.Map's walk of its hash trie through an interface, once per
+		// assignment change.
+		journals map[statemachine.NodeID]*journal
 	}
-	// nodes maps a node to its *journal; journals are added under mu's
-	// write lock and never removed.
+	// nodes maps a node to its *journal, for readers that do not take mu;
+	// journals are added under mu's write lock (to both maps) and never
+	// removed.
 	nodes       sync.Map
 	ringSize    int
 	journalSize int
@@ -144,6 +150,7 @@ func NewFeed(groups int, start []uint64, ringSize, journalSize int) *Feed {
 	copy(f.mu.applied, start)
 	f.mu.floor = append([]uint64(nil), f.mu.applied...)
 	f.mu.changed = make(chan struct{})
+	f.mu.journals = make(map[statemachine.NodeID]*journal)
 	return f
 }
 
@@ -196,12 +203,13 @@ func (f *Feed) pushLocked(c Change) {
 // journalLocked returns node n's journal, made now if it has none; the
 // caller holds mu's write lock.
 func (f *Feed) journalLocked(n statemachine.NodeID) *journal {
-	if j, ok := f.nodes.Load(n); ok {
-		return j.(*journal)
+	if j := f.mu.journals[n]; j != nil {
+		return j
 	}
 	j := &journal{floor: append([]uint64(nil), f.mu.floor...)}
 	// A journal started now knows nothing before now.
 	copy(j.floor, f.mu.applied)
+	f.mu.journals[n] = j
 	f.nodes.Store(n, j)
 	return j
 }
