@@ -48,7 +48,7 @@ func appendStatusCommands(cmds []statemachine.Command, b *wire.StatusBatch) []st
 // statusCmds holds status batches' command arrays (*[]Command, cleared)
 // between submissions: a submitter keeps nothing of the commands it was
 // handed once it returns (the engine encodes them as it takes them), and
-// a 184-byte command per report was a fifth of what a replica allocated
+// a 184-byte command per report was a third of what a replica allocated
 // on its agents' status calls in a 1M ramp.
 var statusCmds sync.Pool
 
