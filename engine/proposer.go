@@ -83,7 +83,15 @@ type proposer struct {
 
 	mu struct {
 		sync.Mutex
-		queue      []call
+		// queue is the queued calls: the submissions' own slices in
+		// order (never an empty one), the first from head on. Appending
+		// every submission's calls to one slice copied them as it grew
+		// and allocated each entry's calls about twice (133 MB of a
+		// follower's 5.7 GB in 20 s of a 1M ramp); take copies an entry's
+		// calls once, into an array of its size, only when they span
+		// submissions.
+		queue      [][]call
+		head       int // calls of queue[0] already taken
 		queued     int // bytes in queue
 		inflight   int // bytes proposed, not yet applied here
 		entries    int // entries proposed, not yet applied here
@@ -134,10 +142,8 @@ func (p *proposer) enqueue(ctx context.Context, calls []call) error {
 		p.mu.Unlock()
 		return ErrClosed
 	}
-	if len(p.mu.queue) == 0 {
-		p.mu.queue = calls // the caller's: no copy (a run's calls are queued at once)
-	} else {
-		p.mu.queue = append(p.mu.queue, calls...)
+	if len(calls) > 0 {
+		p.mu.queue = append(p.mu.queue, calls) // the caller's: no copy
 	}
 	p.mu.queued += size
 	p.mu.Unlock()
@@ -146,6 +152,33 @@ func (p *proposer) enqueue(ctx context.Context, calls []call) error {
 	default:
 	}
 	return nil
+}
+
+// eachQueued calls fn with each queued call in order until it returns
+// false; the caller holds mu.
+func (p *proposer) eachQueued(fn func(*call) bool) {
+	for i, cs := range p.mu.queue {
+		from := 0
+		if i == 0 {
+			from = p.mu.head
+		}
+		for j := from; j < len(cs); j++ {
+			if !fn(&cs[j]) {
+				return
+			}
+		}
+	}
+}
+
+// advanceLocked drops the first k queued calls (k ≤ those of queue[0]
+// from head).
+func (p *proposer) advanceLocked(k int) {
+	p.mu.head += k
+	if p.mu.head == len(p.mu.queue[0]) {
+		p.mu.queue[0] = nil // pin nothing taken
+		p.mu.queue = p.mu.queue[1:]
+		p.mu.head = 0
+	}
 }
 
 // freeLocked wakes everyone waiting for queue or in-flight space.
@@ -160,26 +193,35 @@ func (p *proposer) freeLocked() {
 func (p *proposer) take() (calls []call, size int, wait <-chan struct{}) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	q := p.mu.queue
-	if len(q) == 0 {
+	if len(p.mu.queue) == 0 {
 		return nil, 0, nil
 	}
 	if p.mu.inflight >= p.cfg.MaxInFlightBytes || p.mu.entries >= p.cfg.MaxInFlightEntries {
 		return nil, 0, p.mu.space
 	}
 	n := 0
-	for n < len(q) && n < p.cfg.MaxBatchRecords {
-		if n > 0 && size+len(q[n].enc) > p.cfg.MaxBatchBytes {
-			break
+	p.eachQueued(func(c *call) bool {
+		if n >= p.cfg.MaxBatchRecords || n > 0 && size+len(c.enc) > p.cfg.MaxBatchBytes {
+			return false
 		}
-		size += len(q[n].enc)
+		size += len(c.enc)
 		n++
-	}
-	calls = q[:n:n]
-	if n == len(q) {
-		p.mu.queue = nil
+		return true
+	})
+	if first := p.mu.queue[0][p.mu.head:]; n <= len(first) {
+		calls = first[:n:n] // within one submission's calls: no copy
+		p.advanceLocked(n)
 	} else {
-		p.mu.queue = q[n:]
+		calls = make([]call, 0, n)
+		for len(calls) < n {
+			first := p.mu.queue[0][p.mu.head:]
+			k := min(n-len(calls), len(first))
+			calls = append(calls, first[:k]...)
+			p.advanceLocked(k)
+		}
+	}
+	if len(p.mu.queue) == 0 {
+		p.mu.queue = nil
 	}
 	p.mu.queued -= size
 	p.mu.inflight += size
@@ -501,8 +543,9 @@ func (p *proposer) close() {
 	p.mu.Unlock()
 	<-p.done
 	p.mu.Lock()
-	q := p.mu.queue
-	p.mu.queue, p.mu.queued = nil, 0
+	var q []call
+	p.eachQueued(func(c *call) bool { q = append(q, *c); return true })
+	p.mu.queue, p.mu.head, p.mu.queued = nil, 0, 0
 	p.mu.Unlock()
 	for i := range q {
 		q[i].w.deliver(q[i].slot, route.Outcome{Failed: ErrClosed})

@@ -125,7 +125,7 @@ func (r *replica) applyLocked(e *sm.Entry, buf *[]statemachine.Command) {
 		r.shadow.ApplyEntry(batch, e.Index, st.now, st.notAfter, &r.shadowOut)
 		r.compareShadow(e.Index, batch)
 	}
-	data := statemachine.AppendResults(make([]byte, 0, 4+4*len(out.Results)), out.Results)
+	data := statemachine.AppendResults(nil, out.Results)
 	e.Result = sm.Result{Value: uint64(len(out.Results)), Data: data}
 	if r.onApply != nil && len(out.Effects) > 0 {
 		r.onApply(r.group, e.Index, out.Effects)

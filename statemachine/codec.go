@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"math/bits"
 	"slices"
 )
 
@@ -408,8 +409,16 @@ func decodeNetwork(d *decoder, n *Network) {
 }
 
 // AppendResults appends the encoding of a batch's results to dst.
+//
+// dst grows once, to exactly what the results take (an entry's results
+// are kept by Raft's client sessions, so every replica allocates them
+// anew: 4+4n bytes for 3n+2 was a quarter more than needed).
 func AppendResults(dst []byte, rs []Result) []byte {
-	e := encoder{b: dst}
+	size := uvarintLen(uint64(len(rs)))
+	for _, r := range rs {
+		size += 1 + uvarintLen(r.ID) + uvarintLen(uint64(len(r.Msg))) + len(r.Msg)
+	}
+	e := encoder{b: slices.Grow(dst, size)}
 	e.u(uint64(len(rs)))
 	for _, r := range rs {
 		e.byte1(uint8(r.Code))
@@ -520,4 +529,9 @@ func unencodable(c *Command, nested bool) string {
 		return unencodable(&c.Entry.Cmd, true)
 	}
 	return ""
+}
+
+// uvarintLen is the length of v's uvarint encoding.
+func uvarintLen(v uint64) int {
+	return (bits.Len64(v|1) + 6) / 7
 }

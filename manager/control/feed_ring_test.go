@@ -109,7 +109,11 @@ func TestFeedRoomIsBounded(t *testing.T) {
 		f.OnApply(1, i, []statemachine.Effect{{Kind: statemachine.EffAssignments, Node: 7, Task: statemachine.TaskID(i)}})
 	}
 	v, _ := f.nodes.Load(statemachine.NodeID(7))
-	if r, j := cap(f.mu.ring), cap(v.(*journal).entries); r != 3000 || j != 100 {
+	room := 0
+	for _, b := range v.(*journal).blocks {
+		room += cap(b)
+	}
+	if r, j := cap(f.mu.ring), room; r != 3000 || j != 100 {
 		t.Fatalf("room for %d events and %d journal entries; want 3000 and 100", r, j)
 	}
 }

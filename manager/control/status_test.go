@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"testing"
 
+	"pgregory.net/rapid"
+
 	"shoal/cluster"
 	"shoal/engine/duty"
 	"shoal/route"
@@ -244,4 +246,41 @@ func TestSubmitStatusReReport(t *testing.T) {
 	if _, err := SubmitStatus(context.Background(), sub, nil, b); err != nil {
 		t.Errorf("plain batch without a monitor: %v", err)
 	}
+}
+
+// copySubmitter keeps a copy of every batch of commands it is handed.
+type copySubmitter struct{ got [][]sm.Command }
+
+func (c *copySubmitter) SubmitMany(_ context.Context, cmds []sm.Command) []route.Outcome {
+	c.got = append(c.got, append([]sm.Command(nil), cmds...))
+	return make([]route.Outcome, len(cmds))
+}
+
+// SubmitStatus reuses its command arrays between batches: each batch
+// still submits exactly its own reports' commands, whatever the batches
+// before it held (longer, shorter, with messages).
+func TestSubmitStatusCommandsAreTheBatchs(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		sub := &copySubmitter{}
+		var want [][]sm.Command
+		for i := range rapid.IntRange(1, 12).Draw(t, "batches") {
+			b := &wire.StatusBatch{NodeID: sm.NodeID(1 + i%3)}
+			for range rapid.IntRange(0, 40).Draw(t, "reports") {
+				b.Reports = append(b.Reports, wire.StatusReport{
+					Task:     sm.TaskID(rapid.Uint64Range(1, 1<<20).Draw(t, "task")),
+					State:    sm.TaskState(rapid.IntRange(int(sm.StateAccepted), int(sm.StateFailed)).Draw(t, "state")),
+					ExitCode: rapid.Int32Range(-2, 2).Draw(t, "exit"),
+					Message:  rapid.SampledFrom([]string{"", "oom", "exit 1"}).Draw(t, "message")})
+			}
+			if _, err := SubmitStatus(context.Background(), sub, nil, b); err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, StatusCommands(b))
+		}
+		for i := range want {
+			if !reflect.DeepEqual(sub.got[i], want[i]) && (len(sub.got[i]) > 0 || len(want[i]) > 0) {
+				t.Fatalf("batch %d submitted\n%+v\nwant\n%+v", i, sub.got[i], want[i])
+			}
+		}
+	})
 }
