@@ -397,10 +397,6 @@ func (f *Feed) nodePending(node statemachine.NodeID, cursor []uint64, changed []
 	return false, j.wake, changed
 }
 
-// keptJournalRoom is the room (entries) an emptied journal keeps: a busy
-// node's next changes reuse it instead of growing a slice from nothing.
-const keptJournalRoom = 8
-
 // dropCoveredLocked empties the journal when cursor covers every entry in
 // it: a poll parks up to date, so its agent has them all. A journal kept
 // its entries (up to 512, 16 bytes each) until newer ones pushed them
@@ -409,26 +405,26 @@ const keptJournalRoom = 8
 // sees its cursor: the others keep its journal, and a poll that moves
 // there is still answered incrementally.) The floors rise to the entries
 // dropped, so a later request from an older cursor gets a resync, never
-// an incremental frame without them. The caller holds j.mu.
+// an incremental frame without them. Its blocks go too: a busy node's
+// next change makes one block (1 kB) again. The caller holds j.mu.
 func (j *journal) dropCoveredLocked(cursor []uint64) {
-	if len(j.entries) == 0 {
+	if j.n == 0 {
 		return
 	}
-	for _, e := range j.entries {
+	covered := true
+	j.each(func(e jentry) {
 		if e.index() > at(cursor, e.group()) {
-			return
+			covered = false
 		}
+	})
+	if !covered {
+		return
 	}
-	for _, e := range j.entries {
+	j.each(func(e jentry) {
 		g := e.group()
 		j.floor[g] = max(j.floor[g], e.index())
-	}
-	if cap(j.entries) > keptJournalRoom {
-		j.entries = nil
-	} else {
-		j.entries = j.entries[:0]
-	}
-	j.start = 0
+	})
+	j.blocks, j.n, j.start = nil, 0, 0
 }
 
 // Since returns up to limit events after cursor (per group) in the order
