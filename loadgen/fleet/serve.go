@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"cmp"
 	"context"
-	"encoding/gob"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -34,7 +33,7 @@ import (
 // The loadgen drives the child over its stdin and stdout with net/rpc
 // (Remote calls, Service answers), and the child streams what its agents
 // observe (Observer calls) to file descriptor 3, in the order they
-// happened, in gob-encoded batches.
+// happened, in batches (obscodec.go).
 
 // ChildConfig is what the loadgen hands a fleet child (as JSON in the
 // environment variable ConfigEnv: it holds the worker token).
@@ -213,7 +212,7 @@ func (f obsSink) Release(task uint64, now time.Time) {
 func (o *obsWriter) flush(w io.Writer) {
 	defer close(o.flushed)
 	bw := bufio.NewWriterSize(w, 256<<10)
-	enc := gob.NewEncoder(bw)
+	enc := newObsEncoder(bw)
 	var chunks [][]obs // the chunks being sent; their slice is reused
 	for {
 		time.Sleep(10 * time.Millisecond)
@@ -234,12 +233,12 @@ func (o *obsWriter) flush(w io.Writer) {
 			if i < len(chunks)-1 {
 				b.Upto = c[len(c)-1].Stamp
 			}
-			if err = enc.Encode(b); err != nil {
+			if err = enc.encode(b); err != nil {
 				break
 			}
 		}
 		if len(chunks) == 0 {
-			err = enc.Encode(obsBatch{Upto: upto})
+			err = enc.encode(obsBatch{Upto: upto})
 		}
 		if err != nil || bw.Flush() != nil {
 			o.close()
