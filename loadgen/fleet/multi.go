@@ -98,6 +98,7 @@ func StartFleet(binary string, cfg ChildConfig, per, local int, workers []*Worke
 		cc := cfg
 		cc.First = cfg.First + lo
 		cc.Agents = min(per, local-lo)
+		cc.Shares = nLocal // the local processes share this machine's set-up turns
 		if cfg.CPUProfile != "" {
 			cc.CPUProfile = fmt.Sprintf(cfg.CPUProfile, k+1)
 			if cfg.AllocsProfile != "" {
@@ -117,6 +118,7 @@ func StartFleet(binary string, cfg ChildConfig, per, local int, workers []*Worke
 		k := nLocal + j
 		cc := cfg
 		cc.CPUProfile, cc.AllocsProfile, cc.AgentLog = "", "", ""
+		cc.Shares = 1 // a worker's host is its own
 		cc.Agents = rest / len(workers)
 		if j < rest%len(workers) {
 			cc.Agents++
