@@ -25,7 +25,7 @@ func randomBatches(rng *rand.Rand) []obsBatch {
 		b := obsBatch{Upto: pick(0, -1, math.MaxInt64, math.MinInt64, rng.Int64())}
 		for range rng.IntN(200) {
 			o := obs{Kind: uint8(rng.IntN(3)), Node: uint32(pick(0, 1, math.MaxUint32, rng.Int64N(10000))),
-				Task: uint64(pick(0, 1, math.MaxInt64, rng.Int64())) * uint64(1+rng.IntN(2)),
+				Task:  uint64(pick(0, 1, math.MaxInt64, rng.Int64())) * uint64(1+rng.IntN(2)),
 				Stamp: pick(0, math.MaxInt64, math.MinInt64, 1_700_000_000_000_000_000+rng.Int64N(1e12)),
 				At:    pick(0, math.MaxInt64, math.MinInt64, 1_700_000_000_000_000_000+rng.Int64N(1e12))}
 			if o.Kind == obsHold {
