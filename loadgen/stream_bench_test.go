@@ -28,7 +28,7 @@ func BenchmarkStreamChecksAndStats(b *testing.B) {
 			id := strconv.Itoa(1688849860263936 + i)
 			evs = append(evs, client.Event{Topic: "task", Type: "state", Key: id, Task: &client.Task{ID: id,
 				Service: "svc-" + strconv.Itoa(i%100), Slot: uint32(i/100 + 1), Node: node, Desired: "running", State: st,
-				Since: base.Add(time.Duration(k*1000+i) * time.Microsecond),
+				Since:     base.Add(time.Duration(k*1000+i) * time.Microsecond),
 				Addresses: []client.TaskAddress{{Network: "net-" + strconv.Itoa(i%100), Addr: fmt.Sprintf("10.%d.%d.%d/16", i%100, i/256%256, i%256)}}}})
 		}
 	}
@@ -53,4 +53,3 @@ func cpuNs() int64 {
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return ru.Utime.Nano() + ru.Stime.Nano()
 }
-
