@@ -30,6 +30,10 @@ type view struct {
 	// it): the decoded object's own slice, not a copy of the object.
 	addrs  []client.TaskAddress
 	timing Timing // the statistics' (OnTiming)
+	// handedTo is handed's entry for the task while handedOK (kept here
+	// too, so that merging an event does not read handed again).
+	handedTo uint32
+	handedOK bool
 }
 
 // Timing is what the loadgen's statistics keep of a task, kept in the
@@ -271,6 +275,7 @@ func (c *Checker) mergeLocked(id uint64, v *view, t *client.Task, conn int, now 
 	}
 	if v == nil {
 		v = &view{rank: -1}
+		v.handedTo, v.handedOK = c.mu.handed[id]
 		c.mu.tasks[id] = v
 	}
 	c.mu.checked[ixMonotone]++
@@ -291,8 +296,8 @@ func (c *Checker) mergeLocked(id uint64, v *view, t *client.Task, conn int, now 
 		// instead of letting go of it and taking it anew.
 		v.addrs = t.Addresses
 		c.recheckLiveLocked(id, v, now)
-		if n, ok := c.mu.handed[id]; ok && v.node != 0 {
-			c.checkNodeLocked(id, v, n, now)
+		if v.handedOK && v.node != 0 {
+			c.checkNodeLocked(id, v, v.handedTo, now)
 		}
 		return v, true
 	}
@@ -306,8 +311,8 @@ func (c *Checker) mergeLocked(id uint64, v *view, t *client.Task, conn int, now 
 		}
 	}
 	c.setLiveLocked(id, v, live, now)
-	if n, ok := c.mu.handed[id]; ok && v.node != 0 {
-		c.checkNodeLocked(id, v, n, now)
+	if v.handedOK && v.node != 0 {
+		c.checkNodeLocked(id, v, v.handedTo, now)
 	}
 	return v, true
 }
@@ -409,8 +414,11 @@ func (c *Checker) Handed(node uint32, id uint64, now time.Time) {
 		return
 	}
 	c.mu.handed[id] = node
-	if v := c.mu.tasks[id]; v != nil && v.node != 0 {
-		c.checkNodeLocked(id, v, node, now)
+	if v := c.mu.tasks[id]; v != nil {
+		v.handedTo, v.handedOK = node, true
+		if v.node != 0 {
+			c.checkNodeLocked(id, v, node, now)
+		}
 	}
 }
 
