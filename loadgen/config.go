@@ -83,8 +83,8 @@ type Config struct {
 
 	AgentLog string // the agents' log file (warnings and errors); "" : discarded
 	// AgentSetups is how many connection set-ups (joins, TLS handshakes)
-	// each agents' process runs at once per CPU: 0 takes
-	// fleet.SetupsPerCPU, below 0 none is bounded.
+	// the agents' processes on this machine run at once per CPU, shared
+	// among them: 0 takes fleet.SetupsPerCPU, below 0 none is bounded.
 	AgentSetups int
 	PprofDir    string // fetch each replica's CPU profile (during the ramp) and heap (at the end) here; the loadgen profiles itself there too
 	// ProfiledAlready says the loadgen's own CPU is profiled over the whole

@@ -120,6 +120,7 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 	r := &run{cfg: cfg, ctx: ctx, start: time.Now(), stats: newStats(cfg.Tasks), load: loadAvg()}
 	r.checker = check.New(r.start)
 	r.checker.Expect(cfg.Tasks)
+	r.checker.OnTiming(r.stats.timing) // each task's timing kept in its view
 	r.setPhase("setup")
 	tempDir := false
 	if cfg.DataDir == "" {

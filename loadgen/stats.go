@@ -1,32 +1,23 @@
 package loadgen
 
 import (
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 
 	"shoal/api/client"
+	"shoal/loadgen/check"
 	"shoal/loadgen/report"
 )
 
-// timing is what the stream showed of one task's start.
-type timing struct {
-	created  int64 // unix ms; 0 unknown
-	assigned int64
-	done     bool // running seen (latencies recorded)
-}
-
 // stats measures latencies and transitions from the event stream. Times
 // come from the tasks' Since (the manager's clock, on the same machine).
+// Each task's timing is kept in the checker's view of it
+// (check.Checker.OnTiming: one table per task, not two).
 type stats struct {
 	mu struct {
 		sync.Mutex
-		// tasks holds each task's timing in place: one map read per
-		// event, no object of its own to reach (the stream's reader
-		// spent most of its statistics in these reads).
-		tasks       map[uint64]timing
 		c2a, a2r    *hdrhistogram.Histogram
 		c2r         *hdrhistogram.Histogram
 		transitions int64
@@ -36,72 +27,61 @@ type stats struct {
 	}
 }
 
-// newStats returns the statistics of a run of about tasks tasks.
-func newStats(tasks int) *stats {
+// newStats returns the statistics of a run; tasks (about how many it has)
+// sizes nothing now that each task's timing is the checker's to keep.
+func newStats(int) *stats {
 	s := &stats{}
-	s.mu.tasks = make(map[uint64]timing, max(tasks, 0))
 	s.mu.c2a = hdrhistogram.New(1, 3_600_000, 3)
 	s.mu.a2r = hdrhistogram.New(1, 3_600_000, 3)
 	s.mu.c2r = hdrhistogram.New(1, 3_600_000, 3)
 	return s
 }
 
+// event counts the stream's transitions.
 func (s *stats) event(ev client.Event) {
-	if ev.Topic != "task" {
-		return
-	}
-	id, err := strconv.ParseUint(ev.Key, 10, 64)
-	if err != nil {
+	if ev.Topic != "task" || ev.Type != "state" {
 		return
 	}
 	s.mu.Lock()
+	s.mu.transitions++
+	s.mu.Unlock()
+}
+
+// timing is the checker's TimingFunc: each rendering of a task, with its
+// timing tm to update; first: the task has just entered the view.
+func (s *stats) timing(t *client.Task, tm *check.Timing, first bool) {
+	s.mu.Lock()
 	defer s.mu.Unlock()
-	if ev.Type == "deleted" {
-		delete(s.mu.tasks, id)
-		return
-	}
-	if ev.Type == "state" {
-		s.mu.transitions++
-	}
-	t := ev.Task
-	if t == nil {
-		return
-	}
-	tm, ok := s.mu.tasks[id]
-	if !ok {
+	if first {
 		s.mu.seen++
 	}
-	if tm.done {
+	if tm.Done {
 		return
 	}
-	was := tm
 	at := t.Since.UnixMilli()
 	switch t.State {
 	case "new", "pending":
-		if tm.created == 0 {
-			tm.created = at
+		if tm.Created == 0 {
+			tm.Created = at
 		}
 	case "assigned":
-		if tm.assigned == 0 {
-			tm.assigned = at
-			if tm.created != 0 {
-				_ = s.mu.c2a.RecordValue(max(at-tm.created, 1))
+		if tm.Assigned == 0 {
+			tm.Assigned = at
+			if tm.Created != 0 {
+				_ = s.mu.c2a.RecordValue(max(at-tm.Created, 1))
 			}
 		}
 	case "accepted", "preparing", "ready", "starting":
 	case "running":
-		tm.done = true
-		if tm.created != 0 {
-			_ = s.mu.c2r.RecordValue(max(at-tm.created, 1))
+		tm.Done = true
+		if tm.Created != 0 {
+			_ = s.mu.c2r.RecordValue(max(at-tm.Created, 1))
 		}
-		if tm.assigned != 0 {
-			_ = s.mu.a2r.RecordValue(max(at-tm.assigned, 1))
+		if tm.Assigned != 0 {
+			_ = s.mu.a2r.RecordValue(max(at-tm.Assigned, 1))
 		}
 	default:
-		tm.done = true // ended before it ran
-	}
-	if !ok || tm != was {
-		s.mu.tasks[id] = tm
+		tm.Done = true // ended before it ran
 	}
 }
 

@@ -91,7 +91,7 @@ prints) and runs the agents on them; see docs/loadgen-fleet.md.`,
 	f.Float64Var(&c.FaultShare, "fault-share", 0, "most agents faulted at once, as a share of --agents (default 0.1)")
 	f.DurationVar(&c.LeaderKillEvery, "leader-kill-every", 0, "SIGKILL the leader replica this often in the fault phase (default 10s; negative: never)")
 	f.StringVar(&c.AgentLog, "agent-log", "", "write the simulated agents' warnings and errors to this file (default: discarded)")
-	f.IntVar(&c.AgentSetups, "agent-setups", 0, "connection set-ups (joins, TLS handshakes) each simulated agents' process runs at once per CPU, the rest wait their turn as agents on hosts of their own would (default 32; -1: no bound, every agent's at once)")
+	f.IntVar(&c.AgentSetups, "agent-setups", 0, "connection set-ups (joins, TLS handshakes) the simulated agents' processes on this machine run at once per CPU, shared among them; the rest wait their turn as agents on hosts of their own would (default 128; -1: no bound, every agent's at once)")
 	f.StringVar(&o.jsonFile, "json", "", "write the machine-readable report (loadgen/report) to this file")
 	f.StringVar(&o.reportFile, "report", "", "write a self-contained HTML report (charts, invariants; opens offline) to this file")
 	f.StringVar(&o.cpuProfile, "cpuprofile", "", "write the loadgen's own CPU profile to this file (its simulated agents run in a child process of their own, not in it)")

@@ -344,3 +344,42 @@ func TestInvariantPlacesAreNames(t *testing.T) {
 		}
 	}
 }
+
+// A task's view keeps the node its agent was handed it on in step with the
+// handed table, whichever comes first (the hand-over or the stream's
+// event), across deletions and resyncs.
+func TestViewKeepsHandedInStep(t *testing.T) {
+	states := []string{"pending", "assigned", "starting", "running", "shutdown"}
+	for seed := range uint64(200) {
+		rng := rand.New(rand.NewPCG(seed, 3))
+		c := New(t0)
+		for step := range 300 {
+			id := strconv.Itoa(1 + rng.IntN(12))
+			node := uint32(1 + rng.IntN(3))
+			switch rng.IntN(10) {
+			case 0, 1, 2:
+				n, _ := strconv.ParseUint(id, 10, 64)
+				c.Handed(node, n, t0)
+			case 3:
+				c.Event(deleted(id), 1, t0)
+			case 4:
+				var list []client.Task
+				for range rng.IntN(6) {
+					list = append(list, *taskEv(strconv.Itoa(1+rng.IntN(12)), "svc", 1, node, "running", states[rng.IntN(len(states))]).Task)
+				}
+				c.Reset(list, 1+step, t0)
+			default:
+				c.Event(taskEv(id, "svc", 1, node, "running", states[rng.IntN(len(states))]), 1+step/50, t0)
+			}
+			c.mu.Lock()
+			for tid, v := range c.mu.tasks {
+				n, ok := c.mu.handed[tid]
+				if v.handedTo != n || v.handedOK != ok {
+					c.mu.Unlock()
+					t.Fatalf("seed %d step %d: task %d's view says handed (%d, %v), the table (%d, %v)", seed, step, tid, v.handedTo, v.handedOK, n, ok)
+				}
+			}
+			c.mu.Unlock()
+		}
+	}
+}

@@ -98,6 +98,7 @@ func StartFleet(binary string, cfg ChildConfig, per, local int, workers []*Worke
 		cc := cfg
 		cc.First = cfg.First + lo
 		cc.Agents = min(per, local-lo)
+		cc.Shares = nLocal // the local processes share this machine's set-up turns
 		if cfg.CPUProfile != "" {
 			cc.CPUProfile = fmt.Sprintf(cfg.CPUProfile, k+1)
 			if cfg.AllocsProfile != "" {
@@ -117,6 +118,7 @@ func StartFleet(binary string, cfg ChildConfig, per, local int, workers []*Worke
 		k := nLocal + j
 		cc := cfg
 		cc.CPUProfile, cc.AllocsProfile, cc.AgentLog = "", "", ""
+		cc.Shares = 1 // a worker's host is its own
 		cc.Agents = rest / len(workers)
 		if j < rest%len(workers) {
 			cc.Agents++
@@ -192,6 +194,9 @@ func (r *Remote) merge(k int, b obsBatch) {
 	if n := len(b.Obs); n > 0 {
 		r.last[k] = max(r.last[k], b.Obs[n-1].Stamp)
 	}
+	if r.direct(k, b) {
+		return
+	}
 	r.q[k] = append(r.q[k], b.Obs...)
 	if b.Upto == math.MaxInt64 {
 		// The stream ended: a child that was not stopped is lost. Its
@@ -226,6 +231,35 @@ func (r *Remote) merge(k int, b obsBatch) {
 		}
 		r.deliver(next, o)
 	}
+}
+
+// direct hands on child k's batch b straight from it, without queueing,
+// when nothing is queued and no other child can precede any of it: every
+// other child has promised past its last stamp (always so with one
+// child). It reports whether it did; if not, merge queues and merges.
+func (r *Remote) direct(k int, b obsBatch) bool {
+	if b.Upto == math.MaxInt64 {
+		return false // the end of a stream: merge's own path
+	}
+	upto := b.Upto - r.off[k]
+	low := upto
+	for j, u := range r.upto {
+		if len(r.q[j]) > 0 {
+			return false
+		}
+		if j != k {
+			low = min(low, u)
+		}
+	}
+	if n := len(b.Obs); n > 0 && b.Obs[n-1].Stamp > low {
+		return false
+	}
+	r.upto[k] = upto
+	r.last[k] = max(r.last[k], upto)
+	for i := range b.Obs {
+		r.deliver(k, b.Obs[i])
+	}
+	return true
 }
 
 func (r *Remote) deliver(k int, o obs) {

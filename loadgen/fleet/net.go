@@ -42,7 +42,7 @@ import (
 
 const (
 	tokenPrefix  = "shoal-lg-"
-	protoVersion = 1
+	protoVersion = 2 // 2: observations in their own framing (obscodec.go), not gob
 	clockProbes  = 8
 	lineMax      = 1 << 20
 )

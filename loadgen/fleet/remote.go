@@ -1,7 +1,6 @@
 package fleet
 
 import (
-	"encoding/gob"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,7 +22,7 @@ type child struct {
 	w      *Worker   // a worker; nil for a local child
 	name   string
 	rpc    *rpc.Client
-	sink   func(obsBatch) // each batch of observations, in order
+	sink   func(obsBatch) // each batch of observations, in order (b.Obs is reused after it returns)
 	done   chan struct{}  // the observations stream ended
 	lo     int            // its first agent's index in the Remote
 	agents int
@@ -119,13 +118,13 @@ func (c *child) readObs(rd io.ReadCloser) {
 	defer close(c.done)
 	defer rd.Close()
 	defer c.sink(obsBatch{Upto: math.MaxInt64})
-	dec := gob.NewDecoder(rd)
+	dec := newObsDecoder(rd)
 	for {
-		var b obsBatch
-		if err := dec.Decode(&b); err != nil {
+		b, err := dec.decode()
+		if err != nil {
 			return
 		}
-		c.sink(b)
+		c.sink(b) // copies what it keeps: the next decode reuses b.Obs
 	}
 }
 

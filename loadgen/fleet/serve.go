@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"cmp"
 	"context"
-	"encoding/gob"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -34,7 +33,7 @@ import (
 // The loadgen drives the child over its stdin and stdout with net/rpc
 // (Remote calls, Service answers), and the child streams what its agents
 // observe (Observer calls) to file descriptor 3, in the order they
-// happened, in gob-encoded batches.
+// happened, in batches (obscodec.go).
 
 // ChildConfig is what the loadgen hands a fleet child (as JSON in the
 // environment variable ConfigEnv: it holds the worker token).
@@ -46,10 +45,12 @@ type ChildConfig struct {
 	Seed     uint64
 	Sim      agent.SimConfig
 	AgentLog string // the agents' warnings and errors go here ("": discarded)
-	// Setups is how many connection set-ups the child's agents run at
-	// once per CPU (client.LimitSetups): 0 takes SetupsPerCPU, below 0
-	// none is bounded.
-	Setups int
+	// Setups is how many connection set-ups the agents of every fleet
+	// process on this machine run at once per CPU, together
+	// (client.LimitSetups): 0 takes SetupsPerCPU, below 0 none is
+	// bounded. Shares is how many fleet processes share them (0: one):
+	// each process takes its share.
+	Setups, Shares int
 	// CPUProfile, if set, is where the child writes its CPU profiles, one
 	// per window of the run: "%d" in it becomes the child's number (Remote
 	// does that), then "%s" the window's name: "setup" from the child's
@@ -213,7 +214,7 @@ func (f obsSink) Release(task uint64, now time.Time) {
 func (o *obsWriter) flush(w io.Writer) {
 	defer close(o.flushed)
 	bw := bufio.NewWriterSize(w, 256<<10)
-	enc := gob.NewEncoder(bw)
+	enc := newObsEncoder(bw)
 	var chunks [][]obs // the chunks being sent; their slice is reused
 	for {
 		time.Sleep(10 * time.Millisecond)
@@ -234,12 +235,12 @@ func (o *obsWriter) flush(w io.Writer) {
 			if i < len(chunks)-1 {
 				b.Upto = c[len(c)-1].Stamp
 			}
-			if err = enc.Encode(b); err != nil {
+			if err = enc.encode(b); err != nil {
 				break
 			}
 		}
 		if len(chunks) == 0 {
-			err = enc.Encode(obsBatch{Upto: upto})
+			err = enc.encode(obsBatch{Upto: upto})
 		}
 		if err != nil || bw.Flush() != nil {
 			o.close()
@@ -397,11 +398,28 @@ func (s *Service) CPU(_ int, out *float64) error {
 	return nil
 }
 
-// SetupsPerCPU is how many connection set-ups (a join, a TLS handshake) a
-// fleet process runs at once per CPU it may use: enough to cover the
-// round trips to the managers, few enough that each finishes well within
-// its deadline when the process gets a small share of the machine.
-const SetupsPerCPU = 32
+// SetupsPerCPU is how many connection set-ups (a join, a TLS handshake)
+// the fleet processes of a machine run at once per CPU, together: enough
+// to cover the round trips to the managers, few enough that each finishes
+// well within its deadline when a process gets a small share of the
+// machine. The bound is the machine's, not each process's: the set-ups
+// of all of them share its CPUs and the managers. 32 per process per
+// CPU, which is what four processes of 2,500 agents each take now, took a
+// 10,000-agent failover from 40 to 12 s; but one process of 1,000 agents
+// then had 64 turns for its reconnects, which wait on round trips more
+// than on CPU, and they took 14 s instead of 6 (perf/NOTEBOOK.md).
+const SetupsPerCPU = 128
+
+// setupTurns is how many set-ups a process runs at once: its share of the
+// machine's (per per CPU, cpus CPUs, shares processes), at least one;
+// per < 0: no bound (0).
+func setupTurns(per, cpus, shares int) int {
+	per = cmp.Or(per, SetupsPerCPU)
+	if per < 0 {
+		return 0
+	}
+	return max(per*cpus/max(shares, 1), 1)
+}
 
 // Serve runs a fleet child: the fleet cfg describes, driven by calls read
 // from in (answers to out), its observations written to obsOut, until in
@@ -421,8 +439,8 @@ func Serve(ctx context.Context, cfg ChildConfig, in io.Reader, out io.WriteClose
 	defer cancel()
 	// Its agents set up their connections (joins, TLS handshakes) a few
 	// at a time, as agents on hosts of their own do (client.LimitSetups).
-	if per := cmp.Or(cfg.Setups, SetupsPerCPU); per > 0 {
-		client.LimitSetups(per * runtime.GOMAXPROCS(0))
+	if n := setupTurns(cfg.Setups, runtime.GOMAXPROCS(0), cfg.Shares); n > 0 {
+		client.LimitSetups(n)
 	}
 	f, err := Start(ctx, fc)
 	if err != nil {
