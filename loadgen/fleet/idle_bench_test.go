@@ -62,7 +62,7 @@ func benchIdleAgents(b *testing.B, n int) {
 	addr, creds := startIdleManager(b)
 	ctx, cancel := context.WithCancel(context.Background())
 	var beats atomic.Int64
-	var hcs []*fasthttp.Client
+	var clients []*client.AgentClient
 	done := make(chan struct{}, n)
 	for i := range n {
 		hc := client.AgentHTTPS(creds.TLS(), 90*24*time.Hour)
@@ -70,7 +70,7 @@ func benchIdleAgents(b *testing.B, n int) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		hcs = append(hcs, hc)
+		clients = append(clients, ac)
 		ag, err := agent.New(agent.Config{Manager: &countingManager{AgentClient: ac, beats: &beats},
 			Executor: agent.NewSimExecutor(clock.Real{}, agent.SimConfig{Seed: uint64(i + 1)}), Store: agent.NewMemStore(),
 			Logger: slog.New(slog.DiscardHandler), Seed: uint64(i + 1), Node: wire.NodeDescription{Hostname: fmt.Sprintf("idle-%04d", i), CPU: 64_000, Memory: 256 << 30}})
@@ -87,8 +87,8 @@ func benchIdleAgents(b *testing.B, n int) {
 		for range n {
 			<-done
 		}
-		for _, hc := range hcs {
-			hc.CloseIdleConnections()
+		for _, ac := range clients {
+			ac.CloseIdleConnections()
 		}
 	})
 	// Every agent beats and polls within a few periods; then its first
