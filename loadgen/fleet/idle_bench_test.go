@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/metrics"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -51,9 +52,10 @@ const (
 // is the agents' only. One op is one second of wall time once every agent
 // holds a session and has made its first calls; reported: CPU-µs per
 // agent-second and per heartbeat, heartbeats per agent-second (the calls
-// must not fall), the process's context switches per agent-second (its
-// threads put to sleep and woken: timers firing, connections turning
-// readable), and the handshakes the agents' dialers started in the
+// must not fall), the process's voluntary context switches per agent-second
+// (its threads put to sleep and woken: timers firing, connections turning
+// readable), the heap objects allocated per heartbeat (with everything
+// else the agents did meanwhile), and the handshakes the agents' dialers started in the
 // window (an idle agent's connections are kept).
 func BenchmarkIdleAgents(b *testing.B) {
 	for _, n := range []int{200} {
@@ -105,27 +107,35 @@ func benchIdleAgents(b *testing.B, n int) {
 	}
 	time.Sleep(2 * idleSync)
 	dials := client.Dials.Started.Load()
-	cpu, sw, beat0, start := cpuNow(), switches(), beats.Load(), time.Now()
+	cpu, sw, al, beat0, start := cpuNow(), switches(), allocs(), beats.Load(), time.Now()
 	for b.Loop() {
 		time.Sleep(time.Second)
 	}
-	used, wall, hb, sws := cpuNow()-cpu, time.Since(start), beats.Load()-beat0, switches()-sw
+	used, wall, hb, sws, als := cpuNow()-cpu, time.Since(start), beats.Load()-beat0, switches()-sw, allocs()-al
 	agentSeconds := float64(n) * wall.Seconds()
 	b.ReportMetric(float64(used.Microseconds())/agentSeconds, "cpu-µs/agent-s")
 	b.ReportMetric(float64(used.Microseconds())/float64(max(hb, 1)), "cpu-µs/heartbeat")
 	b.ReportMetric(float64(hb)/agentSeconds, "beats/agent-s")
-	b.ReportMetric(float64(sws)/agentSeconds, "ctxsw/agent-s")
+	b.ReportMetric(float64(sws)/agentSeconds, "vcsw/agent-s")
+	b.ReportMetric(float64(als)/float64(max(hb, 1)), "allocs/heartbeat")
 	b.ReportMetric(float64(client.Dials.Started.Load()-dials), "dials")
 }
 
-// switches is the context switches of this process's threads so far
-// (voluntary and not): a thread that sleeps and is woken again, as the Go
+// switches is the voluntary context switches of this process's threads
+// so far: a thread that went to sleep and was woken again, as the Go
 // runtime's are when a timer fires or a connection turns readable in an
-// otherwise idle process.
+// otherwise idle process (the involuntary ones follow the machine's load).
 func switches() int64 {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return ru.Nvcsw + ru.Nivcsw
+	return ru.Nvcsw
+}
+
+// allocs is the heap objects this process allocated so far.
+func allocs() uint64 {
+	s := []metrics.Sample{{Name: "/gc/heap/allocs:objects"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
 }
 
 // countingManager counts an agent's heartbeats that were answered.
