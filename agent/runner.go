@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"shoal/internal/clock"
 	sm "shoal/statemachine"
 	"shoal/wire"
 )
@@ -259,20 +260,47 @@ func (a *Agent) waitLive(ctx context.Context) (*liveSession, error) {
 // sleep waits d on the agent's clock; it returns false if ctx or the
 // session (when s is not nil) ended first.
 func (a *Agent) sleep(ctx context.Context, s *liveSession, d time.Duration) bool {
-	on, _ := a.sleepUnless(ctx, s, d, nil)
+	on, _ := a.sleepUnless(ctx, s, d, nil, nil)
 	return on
 }
 
-// sleepUnless is sleep that also ends early when wake fires (woken).
-func (a *Agent) sleepUnless(ctx context.Context, s *liveSession, d time.Duration, wake <-chan struct{}) (on, woken bool) {
-	t := a.cfg.Clock.NewTimer(d)
-	defer t.Stop()
+// loopTimer is the timer a loop keeps between its waits (a heartbeat's
+// wait for the next beat, a sync's for the next sync, the status loop's
+// for its next batch): one timer per loop instead of a new one at every
+// wait, which idle agents made at every heartbeat.
+type loopTimer struct{ t clock.Timer }
+
+// after starts the timer to fire after d and returns its channel.
+func (l *loopTimer) after(c clock.Clock, d time.Duration) <-chan time.Time {
+	if l.t == nil {
+		l.t = c.NewTimer(d)
+	} else {
+		l.t.Reset(d)
+	}
+	return l.t.C()
+}
+
+// stop stops the timer, if it runs.
+func (l *loopTimer) stop() {
+	if l.t != nil {
+		l.t.Stop()
+	}
+}
+
+// sleepUnless is sleep that also ends early when wake fires (woken); it
+// waits on lt (nil: a timer of its own).
+func (a *Agent) sleepUnless(ctx context.Context, s *liveSession, d time.Duration, wake <-chan struct{}, lt *loopTimer) (on, woken bool) {
+	if lt == nil {
+		lt = new(loopTimer)
+	}
+	fired := lt.after(a.cfg.Clock, d)
+	defer lt.stop()
 	var lost <-chan struct{}
 	if s != nil {
 		lost = s.ctx.Done()
 	}
 	select {
-	case <-t.C():
+	case <-fired:
 		return true, false
 	case <-wake:
 		return true, true

@@ -75,6 +75,7 @@ func (a *Agent) assignmentsLoop(ctx context.Context) {
 func (a *Agent) statusLoop(ctx context.Context) {
 	var reported uint64 // epoch of the last session re-reported on
 	var asked uint64    // on it, the initializing answers the last re-report covered
+	var lt loopTimer
 	for {
 		s, err := a.waitLive(ctx)
 		if err != nil {
@@ -115,24 +116,24 @@ func (a *Agent) statusLoop(ctx context.Context) {
 			// again when the timer fires.
 			quiet := !due.After(earliest)
 			a.statusQuiet.Store(quiet)
-			t := a.cfg.Clock.NewTimer(d)
+			fired := lt.after(a.cfg.Clock, d)
 			select {
-			case <-t.C():
+			case <-fired:
 				a.statusQuiet.Store(false)
 				if quiet {
 					continue
 				}
 			case <-a.wake: // maybe something more urgent
 				a.statusQuiet.Store(false)
-				t.Stop()
+				lt.stop()
 				continue
 			case <-s.ctx.Done():
 				a.statusQuiet.Store(false)
-				t.Stop()
+				lt.stop()
 				continue
 			case <-ctx.Done():
 				a.statusQuiet.Store(false)
-				t.Stop()
+				lt.stop()
 				return
 			}
 		}
@@ -212,13 +213,14 @@ func (a *Agent) reReport(ctx context.Context, s *liveSession) (done bool, err er
 // the last applied sequence numbers and every held task, and destroys
 // what the answer lists.
 func (a *Agent) syncLoop(ctx context.Context) {
+	var lt loopTimer
 	for {
 		s, err := a.waitLive(ctx)
 		if err != nil {
 			return
 		}
 		d := a.draw(func(r *rand.Rand) time.Duration { return jitter(s.sync, 0.5, r) })
-		if on, _ := a.sleepUnless(ctx, s, d, a.syncNow); !on {
+		if on, _ := a.sleepUnless(ctx, s, d, a.syncNow, &lt); !on {
 			continue
 		}
 		a.mu.Lock()

@@ -99,6 +99,7 @@ func (a *Agent) heartbeat(ctx context.Context, s *liveSession, period time.Durat
 		period = a.period()
 	}
 	failures := 0
+	var lt loopTimer
 	for {
 		c, cancel := a.callCtx(s.ctx, heartbeatTimeout(failures, period, a.cfg.CallTimeout))
 		ack, err := a.cfg.Manager.Heartbeat(c, &wire.Heartbeat{NodeID: s.node, SessionID: s.id})
@@ -124,7 +125,7 @@ func (a *Agent) heartbeat(ctx context.Context, s *liveSession, period time.Durat
 			}
 			a.ss.Unlock()
 			d = a.draw(func(r *rand.Rand) time.Duration { return jitter(period, 0.1, r) })
-			if !a.beatWait(ctx, s, d, period) {
+			if !a.beatWait(ctx, s, d, period, &lt) {
 				return
 			}
 			continue
@@ -147,12 +148,12 @@ func (a *Agent) heartbeat(ctx context.Context, s *liveSession, period time.Durat
 // jitter of up to a tenth of the period, so a fleet that lost its leader
 // does not dial the next one in one instant. It reports whether the
 // session is still on.
-func (a *Agent) beatWait(ctx context.Context, s *liveSession, d, period time.Duration) bool {
+func (a *Agent) beatWait(ctx context.Context, s *liveSession, d, period time.Duration, lt *loopTimer) bool {
 	select {
 	case <-a.nudge: // from before this beat succeeded: nothing new
 	default:
 	}
-	on, woken := a.sleepUnless(ctx, s, d, a.nudge)
+	on, woken := a.sleepUnless(ctx, s, d, a.nudge, lt)
 	if woken {
 		return a.sleep(ctx, s, a.draw(func(r *rand.Rand) time.Duration { return uniform(r, 0, period/10) }))
 	}

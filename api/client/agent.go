@@ -24,7 +24,10 @@ import (
 // to another one on a transport error. It is safe for concurrent use; many
 // simulated agents may share one fasthttp.Client.
 type AgentClient struct {
-	hc *fasthttp.Client
+	hc *fasthttp.Client // the settings of hosts
+	// hosts holds a host client per manager, shared with every
+	// AgentClient of hc (hosts.go).
+	hosts *hostSet
 	// short is the agent's turn for a short call (session, status report,
 	// sync, renewal): one at a time, so that beside its long poll and its
 	// heartbeat an agent needs one more connection, and neither of those
@@ -138,7 +141,7 @@ func NewAgentClient(addrs []string, hc *fasthttp.Client) (*AgentClient, error) {
 	if hc == nil {
 		hc = SharedHTTP(64)
 	}
-	c := &AgentClient{hc: hc, short: make(chan struct{}, 1), polls: make(chan pollJob)}
+	c := &AgentClient{hc: hc, hosts: hostSetOf(hc), short: make(chan struct{}, 1), polls: make(chan pollJob)}
 	if err := c.setManagers(addrs); err != nil {
 		return nil, err
 	}
@@ -241,7 +244,7 @@ func (c *AgentClient) callAs(ctx context.Context, path string, toLeader, poll bo
 	for attempt := 0; ; attempt++ {
 		base := c.current(toLeader)
 		bufs.url = append(append(bufs.url[:0], base...), path...)
-		err := c.post(ctx, bufs.url, body, fn)
+		err := c.post(ctx, base, bufs.url, body, fn)
 		var we *wire.Error
 		switch {
 		case err == nil:
@@ -284,7 +287,9 @@ func (b *callBufs) put() {
 	}
 }
 
-func (c *AgentClient) post(ctx context.Context, rawURL []byte, body []byte, fn func([]byte) error) error {
+// post sends body to rawURL, on base's host client, and decodes every
+// frame of the answer with fn.
+func (c *AgentClient) post(ctx context.Context, base string, rawURL []byte, body []byte, fn func([]byte) error) error {
 	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)
@@ -293,11 +298,12 @@ func (c *AgentClient) post(ctx context.Context, rawURL []byte, body []byte, fn f
 	req.Header.SetMethod("POST")
 	req.Header.SetContentType("application/x-shoal-wire")
 	req.SetBodyRaw(body)
+	hc := c.hosts.get(base)
 	var err error
 	if dl, ok := ctx.Deadline(); ok {
-		err = c.hc.DoDeadline(req, resp, dl)
+		err = hc.DoDeadline(req, resp, dl)
 	} else {
-		err = c.hc.Do(req, resp)
+		err = hc.Do(req, resp)
 	}
 	if err != nil {
 		return fmt.Errorf("%w at %s: %v", ErrUnreachable, url(), err)
@@ -324,6 +330,11 @@ func (c *AgentClient) post(ctx context.Context, rawURL []byte, body []byte, fn f
 	}
 	return nil
 }
+
+// CloseIdleConnections closes the client's idle connections (and those of
+// every AgentClient sharing its HTTP client); connections in use are left
+// alone.
+func (c *AgentClient) CloseIdleConnections() { c.hosts.closeIdle() }
 
 func into(m wire.Message) func([]byte) error {
 	return func(f []byte) error { return wire.DecodeInto(f, m) }

@@ -218,7 +218,7 @@ func (d *tlsDialer) start(addr string) *setup {
 			s.err = err
 			return
 		}
-		c := tls.Client(raw, cfg)
+		c := tls.Client(&callConn{Conn: raw}, cfg) // deadlines armed only in a call
 		_ = c.SetDeadline(end)
 		if err := c.Handshake(); err != nil {
 			_ = raw.Close()

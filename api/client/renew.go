@@ -45,7 +45,7 @@ func (c *AgentClient) Renew(ctx context.Context) (certPEM []byte, keyPEM []byte,
 	if !ok {
 		dl = time.Now().Add(30 * time.Second)
 	}
-	if err := c.hc.DoDeadline(req, resp, dl); err != nil {
+	if err := c.hosts.get(base).DoDeadline(req, resp, dl); err != nil {
 		c.failed(base)
 		return nil, nil, fmt.Errorf("%w at %s: %v", ErrUnreachable, base, err)
 	}
@@ -135,7 +135,7 @@ func (r *Renewer) Run(ctx context.Context) error {
 			r.Logf("the renewed certificate could not be stored (it is used until the agent restarts): %v", err)
 		}
 		r.Creds.Set(kp)
-		r.Client.hc.CloseIdleConnections()
+		r.Client.CloseIdleConnections()
 		if r.OnNew != nil {
 			r.OnNew(kp.Leaf.NotBefore, kp.Leaf.NotAfter)
 		}

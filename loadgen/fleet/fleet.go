@@ -422,12 +422,9 @@ func (f *Fleet) stopAll() {
 		}()
 	}
 	wg.Wait()
-	if f.hc != nil {
-		f.hc.CloseIdleConnections()
-	}
 	for _, a := range f.agents {
-		if a.hc != nil {
-			a.hc.CloseIdleConnections()
+		if a.mgr.inner != nil {
+			a.mgr.inner.CloseIdleConnections()
 		}
 	}
 }
