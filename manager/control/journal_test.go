@@ -28,6 +28,26 @@ func (j *sliceJournal) add(size int, e jentry) {
 	j.start = (j.start + 1) % len(j.entries)
 }
 
+// drop is a parked poll's: a poll that does not return at once (no
+// service group has a change past cursor, or a floor above it) empties
+// the journal when cursor covers every entry, the floors rising to them.
+func (j *sliceJournal) drop(cursor []uint64) {
+	for g := 1; g < len(j.floor); g++ {
+		if es, ok := j.changes(g, at(cursor, g)); !ok || len(es) > 0 {
+			return
+		}
+	}
+	for _, e := range j.entries {
+		if e.index() > at(cursor, e.group()) {
+			return
+		}
+	}
+	for _, e := range j.entries {
+		j.floor[e.group()] = max(j.floor[e.group()], e.index())
+	}
+	j.entries, j.start = nil, 0
+}
+
 func (j *sliceJournal) changes(g int, after uint64) ([]jentry, bool) {
 	if after < j.floor[g] {
 		return nil, false
@@ -44,7 +64,8 @@ func (j *sliceJournal) changes(g int, after uint64) ([]jentry, bool) {
 // Property: a journal's blocks list the same changes, in the same order,
 // with the same floors, as one circular slice of the journal's size would,
 // after every step of a random history of changes over a few groups (some
-// not listable) and raised floors, for journal sizes below, at and past a
+// not listable), raised floors and polls parking (which empty a journal
+// their cursor covers), for journal sizes below, at and past a
 // block's; and the room taken never exceeds the size.
 func TestJournalBlocksAreACircularSlice(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
@@ -56,10 +77,22 @@ func TestJournalBlocksAreACircularSlice(t *testing.T) {
 		j := f.journalLocked(node)
 		f.mu.Unlock()
 		model := &sliceJournal{floor: slices.Clone(j.floor)}
+		// Polls park seldom or often: a journal wraps between them, or
+		// never fills.
+		parkOdds := rapid.SampledFrom([]int{3, 30, 300}).Draw(t, "parkOdds")
 		index := make([]uint64, groups+1)
 		for step := range rapid.IntRange(1, 3*size).Draw(t, "steps") {
 			g := rapid.IntRange(0, groups).Draw(t, "group")
 			index[g] += rapid.Uint64Range(1, 3).Draw(t, "gap")
+			if rapid.IntRange(0, parkOdds).Draw(t, "park") == 0 {
+				// A poll parks at a cursor (most often up to date).
+				cursor := slices.Clone(index)
+				if rapid.Bool().Draw(t, "behind") {
+					cursor[g] = rapid.Uint64Range(0, index[g]).Draw(t, "parked")
+				}
+				f.nodePending(node, cursor, nil)
+				model.drop(cursor)
+			}
 			switch rapid.IntRange(0, 19).Draw(t, "op") {
 			case 0: // a floor raised (a snapshot)
 				f.Raise(g, index[g])
