@@ -8,15 +8,24 @@ package statemachine
 // the counts with a walk (countServiceTasks).
 
 // runningCounted reports whether t counts in its service's Running: it
-// runs, is meant to, and at the service's current spec version.
+// runs, is meant to, and at the service's current spec version, and it is
+// not held aside (see runningAny).
 func runningCounted(t *Task, svc *Service) bool {
 	return runningAny(t) && t.SpecVersion == svc.SpecVersion
 }
 
 // runningAny reports whether t counts in its service's RunningAny: it runs
-// and is meant to, at whatever spec version.
+// and is meant to, at whatever spec version, and its node is not away. An
+// original left unknown by a disconnect (its last connectivity entry;
+// DESIGN.md "Disconnects and reconnects") is not known to run: its
+// replacement fills the slot, so counting both would show a service above
+// its replicas while the node is away. It counts again once its node is
+// back and ready (reconciliation keeps one task per slot in the same
+// entry) and never once it is lost. The rule reads the task alone, so the
+// counts stay exact as long as every change of a task's history is
+// bracketed by countTask (mark, transition, setDesired).
 func runningAny(t *Task) bool {
-	return t.Status.State == StateRunning && t.Desired == DesiredRunning
+	return t.Status.State == StateRunning && t.Desired == DesiredRunning && !NeedsReconnect(t)
 }
 
 // countTask adds (sign 1) or takes away (sign -1) t's part of its

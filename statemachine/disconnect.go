@@ -136,7 +136,9 @@ func (s *State) DisconnectWindowOpen(id NodeID, now int64) bool {
 func (s *State) mark(t *Task, kind HistoryKind) {
 	s.keepTask(t)
 	s.touchTask(t)
+	s.countTask(t, -1) // the entry may change whether t counts as running
 	t.History.add(HistoryEntry{At: s.now, State: t.Status.State, Kind: kind, By: CompNodeMonitor, Desired: t.Desired})
+	s.countTask(t, 1)
 	s.emit(Effect{Kind: EffTaskState, Node: t.Node, Task: t.ID, Service: t.Service})
 }
 

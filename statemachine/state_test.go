@@ -388,7 +388,7 @@ func TestCountServiceTasksAgreesWithItsSlots(t *testing.T) {
 			active := false
 			for _, t := range slot {
 				want.ByState[t.Status.State]++
-				if t.Status.State == StateRunning && t.Desired == DesiredRunning {
+				if t.Status.State == StateRunning && t.Desired == DesiredRunning && !NeedsReconnect(t) {
 					want.RunningAny++
 					if t.SpecVersion == svc.SpecVersion {
 						want.Running++

@@ -45,9 +45,11 @@ func (s *State) transition(t *Task, to TaskState, by Component) {
 	s.touchTask(t)
 	s.countTask(t, -1)
 	t.Status.State = to
-	s.countTask(t, 1)
 	t.Status.Timestamp = s.now
+	// Counted again after the entry: the ring may drop the task's oldest
+	// entry, its connectivity marker with it (runningAny reads it).
 	t.History.add(HistoryEntry{At: s.now, State: to, Kind: HistTransition, By: by, Desired: t.Desired})
+	s.countTask(t, 1)
 	s.emit(Effect{Kind: EffTaskState, Node: t.Node, Task: t.ID, Service: t.Service})
 	if to.Terminal() {
 		s.releaseAddresses(t)
@@ -75,8 +77,8 @@ func (s *State) setDesired(t *Task, d DesiredState) bool {
 		s.countLive(t, -1)
 	}
 	t.Desired = d
-	s.countTask(t, 1)
 	t.History.add(HistoryEntry{At: s.now, State: t.Status.State, Kind: HistDesired, By: CompOrchestrator, Desired: d})
+	s.countTask(t, 1)
 	if t.Node != 0 {
 		s.nodeChanged(t, EffAssignments)
 	} else {

@@ -117,7 +117,9 @@ type Service struct {
 	// nodes for a global service as far as tasks exist). Running counts
 	// tasks running at the current spec version only; RunningAny counts
 	// those of any version, so during a rolling update it also counts the
-	// old version's tasks still serving.
+	// old version's tasks still serving. Neither counts a task held aside
+	// on a disconnected node (not known to run; its replacement fills the
+	// slot), so neither exceeds the slots while a node is away.
 	Tasks      map[string]int `json:"tasks"`
 	Running    int            `json:"running"`
 	RunningAny int            `json:"running_any"`
