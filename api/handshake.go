@@ -177,7 +177,8 @@ type admittedConn struct {
 	readDL, writeDL time.Time // what the server asked for
 	shaking         bool      // the handshake's own deadline is on
 
-	peer peerOnce // the client certificate's identity (auth.go)
+	peer    peerOnce     // the client certificate's identity (auth.go)
+	removed removedCheck // whether its node was removed (auth.go)
 }
 
 func (c *admittedConn) Handshake() error {
