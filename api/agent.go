@@ -9,6 +9,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"shoal/internal/callctx"
 	routing "shoal/route"
 	"shoal/statemachine"
 	"shoal/wire"
@@ -203,7 +204,9 @@ func (s *Server) agentHeartbeat(ctx *fasthttp.RequestCtx, _ []string) error {
 		if hb.NodeID, err = s.callerNode(ctx, hb.NodeID); err != nil {
 			return err
 		}
-		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		// The deadline's timer starts only if the heartbeat waits (a
+		// status change proposed, a monitor starting): most do not.
+		c, cancel := callctx.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		ack, err := s.agents.Heartbeat(c, &hb)
 		if err != nil {
