@@ -206,8 +206,8 @@ func (s *Server) agentHeartbeat(ctx *fasthttp.RequestCtx, _ []string) error {
 		}
 		// The deadline's timer starts only if the heartbeat waits (a
 		// status change proposed, a monitor starting): most do not.
-		c, cancel := callctx.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
+		c := callctx.New(context.Background(), time.Now().Add(10*time.Second))
+		defer c.Cancel()
 		ack, err := s.agents.Heartbeat(c, &hb)
 		if err != nil {
 			return err

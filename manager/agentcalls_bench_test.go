@@ -169,6 +169,23 @@ func cpuNow() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
+// syscallsNow is the process's read and write system calls so far
+// (/proc/self/io: syscr, syscw; zeros where there is none).
+func syscallsNow() (reads, writes int64) {
+	b, _ := os.ReadFile("/proc/self/io")
+	for _, l := range strings.Split(string(b), "\n") {
+		k, v, _ := strings.Cut(l, ": ")
+		n, _ := strconv.ParseInt(v, 10, 64)
+		switch k {
+		case "syscr":
+			reads = n
+		case "syscw":
+			writes = n
+		}
+	}
+	return reads, writes
+}
+
 func allocsNow() uint64 {
 	s := []metrics.Sample{{Name: "/gc/heap/allocs:objects"}}
 	metrics.Read(s)
@@ -197,6 +214,7 @@ func BenchmarkAgentCallsTLS(b *testing.B) {
 			f := fixture
 			runtime.GC()
 			cpu0, allocs0 := cpuNow(), allocsNow()
+			r0, w0 := syscallsNow()
 			start := time.Now()
 			if _, err := fmt.Fprintf(f.in, "run %s %d %d\n", kind, b.N, rate); err != nil {
 				b.Fatal(err)
@@ -206,6 +224,7 @@ func BenchmarkAgentCallsTLS(b *testing.B) {
 				b.Fatal(err)
 			}
 			cpu, allocs, wall := cpuNow()-cpu0, allocsNow()-allocs0, time.Since(start)
+			r1, w1 := syscallsNow()
 			if len(got) < 1 || got[0] != "0" {
 				b.Fatalf("fleet: %v calls failed", got)
 			}
@@ -214,6 +233,8 @@ func BenchmarkAgentCallsTLS(b *testing.B) {
 			b.ReportMetric(float64(b.N)/wall.Seconds(), "calls/s")
 			b.ReportMetric(cpu.Seconds()/wall.Seconds(), "cores")
 			b.ReportMetric(f.idleCores, "idle-cores")
+			b.ReportMetric(float64(r1-r0)/float64(b.N), "reads/call")
+			b.ReportMetric(float64(w1-w0)/float64(b.N), "writes/call")
 		})
 	}
 }

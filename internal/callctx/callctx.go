@@ -30,13 +30,19 @@ type Context struct {
 // WithDeadline returns a context of parent that ends at deadline, and the
 // function that ends it sooner (call it when the call is done).
 func WithDeadline(parent context.Context, deadline time.Time) (*Context, context.CancelFunc) {
-	c := &Context{parent: parent, deadline: deadline}
-	return c, c.cancel
+	c := New(parent, deadline)
+	return c, c.Cancel
 }
 
 // WithTimeout is WithDeadline(parent, time.Now().Add(d)).
 func WithTimeout(parent context.Context, d time.Duration) (*Context, context.CancelFunc) {
 	return WithDeadline(parent, time.Now().Add(d))
+}
+
+// New is WithDeadline's context alone, in one allocation: call its Cancel
+// when the call is done.
+func New(parent context.Context, deadline time.Time) *Context {
+	return &Context{parent: parent, deadline: deadline}
 }
 
 // Deadline is the earlier of the parent's and the context's own.
@@ -92,7 +98,8 @@ func (c *Context) Value(key any) any {
 	return c.parent.Value(key)
 }
 
-func (c *Context) cancel() {
+// Cancel ends the context (if it has not ended).
+func (c *Context) Cancel() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.canceled = true

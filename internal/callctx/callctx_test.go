@@ -103,6 +103,16 @@ func TestWithoutDoneSetsUpNothing(t *testing.T) {
 	if n > 2 {
 		t.Fatalf("%.0f allocations per context, want 2 (the context and its cancel)", n)
 	}
+	n = testing.AllocsPerRun(1000, func() {
+		c := New(context.Background(), time.Now().Add(30*time.Second))
+		if _, ok := c.Deadline(); !ok || c.Err() != nil {
+			t.Fatal("no deadline")
+		}
+		c.Cancel()
+	})
+	if n > 1 {
+		t.Fatalf("%.0f allocations per context made with New, want 1", n)
+	}
 }
 
 // BenchmarkContext is a call's context that nothing waits on; the
