@@ -249,6 +249,7 @@ type route struct {
 	name    string   // metrics label
 	h       handlerFunc
 	access  access // which certificates may call it (with Security)
+	metrics *routeMetrics
 }
 
 func (s *Server) routes() []route {
@@ -264,7 +265,7 @@ func (s *Server) routes() []route {
 		case path == "/metrics":
 			a = accessObserve
 		}
-		return route{method, strings.Split(strings.Trim(path, "/"), "/"), name, h, a}
+		return route{method, strings.Split(strings.Trim(path, "/"), "/"), name, h, a, &routeMetrics{}}
 	}
 	return []route{
 		r("GET", "/v1/status", "status", s.getStatus),
@@ -348,13 +349,13 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		start := time.Now()
 		if d := s.authorize(ctx, rt.access); d != nil {
 			s.deny(ctx, rt.access, d)
-			s.metrics.observe(rt.name, ctx.Response.StatusCode(), time.Since(start))
+			s.metrics.observeRoute(rt.metrics, rt.name, ctx.Response.StatusCode(), time.Since(start))
 			return
 		}
 		if err := rt.h(ctx, args); err != nil {
 			s.fail(ctx, fromErr(err))
 		}
-		s.metrics.observe(rt.name, ctx.Response.StatusCode(), time.Since(start))
+		s.metrics.observeRoute(rt.metrics, rt.name, ctx.Response.StatusCode(), time.Since(start))
 		return
 	}
 	if pathMatched {
