@@ -239,7 +239,7 @@ func (c *admittedConn) Read(b []byte) (int, error) {
 		return 0, err
 	}
 	n, err := c.Conn.Read(b)
-	if n > 0 {
+	if n > 0 && !c.read.Load() { // a store (a locked exchange) at the first read only
 		c.read.Store(true)
 	}
 	return n, err
