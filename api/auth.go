@@ -175,8 +175,8 @@ func wantCert(a access) string {
 // the certificate a TLS 1.3 connection verified does not change (there is
 // no renegotiation), and reading it again at every request (a copy of the
 // connection's state, then the certificate's names) was a share of the
-// agents' calls on the leader. The expiry and the node's removal are still
-// checked at every request.
+// agents' calls on the leader. The expiry is still checked at every
+// request, and the node's removal as nodeRemoved says.
 type peerOnce struct {
 	once    sync.Once
 	cluster string
