@@ -79,11 +79,34 @@ func envInt(name string, def int) int {
 	return def
 }
 
+// TestMain closes the fixture, if a benchmark made one: its manager, its
+// fleet, their directories.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if fixture != nil {
+		fixture.close()
+	}
+	for _, d := range fixtureDirs {
+		_ = os.RemoveAll(d)
+	}
+	os.Exit(code)
+}
+
+// fixtureDirs are the directories the fixture made.
+var fixtureDirs []string
+
+func (f *callsFixture) close() {
+	_ = f.in.Close() // the fleet ends at the end of its input
+	_ = f.child.Wait()
+	f.m.Close()
+}
+
 func startCallsFixture() (*callsFixture, error) {
 	dir, err := os.MkdirTemp("", "agentcalls")
 	if err != nil {
 		return nil, err
 	}
+	fixtureDirs = append(fixtureDirs, dir)
 	tb := &fixtureTB{}
 	c := startSecureTB(tb, secureOpts{n: 1, minHeartbeat: 30 * time.Second}, dir)
 	if tb.err != nil {
@@ -153,6 +176,7 @@ func (t *fixtureTB) TempDir() string {
 	if err != nil {
 		t.fail(err.Error())
 	}
+	fixtureDirs = append(fixtureDirs, d)
 	return d
 }
 func (t *fixtureTB) fail(msg string) {
