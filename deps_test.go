@@ -51,9 +51,11 @@ var edges = map[string]rule{
 	"security/tlsdir": {shoal: []string{"security"}},
 
 	// Leaf vocabulary packages: the standard library only.
-	"internal/clock":  {},
-	"internal/mix":    {pure: true},
-	"internal/varint": {pure: true},
+	"internal/clock": {},
+	// A call's context whose deadline timer starts only when waited on.
+	"internal/callctx": {},
+	"internal/mix":     {pure: true},
+	"internal/varint":  {pure: true},
 	// Whether this build asserts internal invariants (-tags shoal_invariants).
 	"internal/invariants": {pure: true},
 	// The one reader of /proc/PID/stat (the agent's executor, the loadgen).

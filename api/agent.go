@@ -9,6 +9,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"shoal/internal/callctx"
 	routing "shoal/route"
 	"shoal/statemachine"
 	"shoal/wire"
@@ -203,8 +204,10 @@ func (s *Server) agentHeartbeat(ctx *fasthttp.RequestCtx, _ []string) error {
 		if hb.NodeID, err = s.callerNode(ctx, hb.NodeID); err != nil {
 			return err
 		}
-		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
+		// The deadline's timer starts only if the heartbeat waits (a
+		// status change proposed, a monitor starting): most do not.
+		c := callctx.New(context.Background(), time.Now().Add(10*time.Second))
+		defer c.Cancel()
 		ack, err := s.agents.Heartbeat(c, &hb)
 		if err != nil {
 			return err

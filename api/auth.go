@@ -8,6 +8,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -67,7 +68,8 @@ const (
 	accessObserve               // admin or manager certificates: /metrics
 )
 
-// peerKey is the request user value holding the caller's identity.
+// peerKey is the request user value holding the caller's identity (a
+// *security.Identity: the connection's own, not to be changed).
 const peerKey = "shoal.peer"
 
 // denial is a refused request: why (a metrics label) and what to tell.
@@ -113,18 +115,48 @@ func (s *Server) authorize(ctx *fasthttp.RequestCtx, a access) *denial {
 		return &denial{fasthttp.StatusForbidden, "wrong_role",
 			fmt.Sprintf("a %s certificate may not use this endpoint: %s", id.Role, wantCert(a))}
 	}
-	if id.Role == security.RoleWorker {
-		removed := false
-		_ = s.reads.ReadLocal(routing.ClusterGroup, func(st *statemachine.State) {
-			removed = st.NodeRemoved(statemachine.NodeID(id.NodeID()))
-		})
-		if removed {
-			return &denial{fasthttp.StatusGone, "removed_node", removedMsg}
-		}
+	if id.Role == security.RoleWorker && s.nodeRemoved(ctx, id.NodeID()) {
+		return &denial{fasthttp.StatusGone, "removed_node", removedMsg}
 	}
 	ctx.SetUserValue(peerKey, id)
 	return nil
 }
+
+// nodeRemoved reports whether the cluster removed node, as this replica's
+// state says. A connection keeps the answer with the feed's NodeGen it
+// was read at, both taken in one read of the cluster group's state (under
+// its lock, as the feed counts each node change), and reads the state
+// again only once NodeGen moved: a node removed after the last read
+// changes NodeGen before its removal can be read, so it is refused from
+// then on as before. (A read of the state at every request, a dragonboat
+// StaleRead, was a share of every agent call on the leader.)
+func (s *Server) nodeRemoved(ctx *fasthttp.RequestCtx, node uint64) bool {
+	var kept *removedCheck
+	if c, ok := ctx.Conn().(*admittedConn); ok {
+		kept = &c.removed
+		if v := kept.v.Load(); v != 0 && v>>1 == s.cfg.Feed.NodeGen()+1 {
+			return v&1 == 1
+		}
+	}
+	removed := false
+	var gen uint64
+	_ = s.reads.ReadLocal(routing.ClusterGroup, func(st *statemachine.State) {
+		gen = s.cfg.Feed.NodeGen()
+		removed = st.NodeRemoved(statemachine.NodeID(node))
+	})
+	if kept != nil {
+		v := (gen + 1) << 1
+		if removed {
+			v |= 1
+		}
+		kept.v.Store(v)
+	}
+	return removed
+}
+
+// removedCheck is a connection's last answer of nodeRemoved: (NodeGen+1)<<1
+// | removed, 0 before the first.
+type removedCheck struct{ v atomic.Uint64 }
 
 const removedMsg = "this node was removed from the cluster; its certificate is no longer accepted: clear the agent's data directory to join as a new node"
 
@@ -143,8 +175,8 @@ func wantCert(a access) string {
 // the certificate a TLS 1.3 connection verified does not change (there is
 // no renegotiation), and reading it again at every request (a copy of the
 // connection's state, then the certificate's names) was a share of the
-// agents' calls on the leader. The expiry and the node's removal are still
-// checked at every request.
+// agents' calls on the leader. The expiry is still checked at every
+// request, and the node's removal as nodeRemoved says.
 type peerOnce struct {
 	once    sync.Once
 	cluster string
@@ -155,25 +187,31 @@ type peerOnce struct {
 
 // peerIdentity returns the identity the request's client certificate names
 // in cluster, hasLeaf false when the request came without one.
-func peerIdentity(ctx *fasthttp.RequestCtx, cluster string) (id security.Identity, hasLeaf bool, err error) {
-	identify := func() (security.Identity, bool, error) {
+// The identity is the connection's own (not to be changed), or a new one
+// on a connection that keeps none.
+func peerIdentity(ctx *fasthttp.RequestCtx, cluster string) (id *security.Identity, hasLeaf bool, err error) {
+	identify := func() (*security.Identity, bool, error) {
 		leaf := peerLeaf(ctx)
 		if leaf == nil {
-			return security.Identity{}, false, nil
+			return &security.Identity{}, false, nil
 		}
 		id, err := security.Identify(leaf, cluster)
-		return id, true, err
+		return &id, true, err
 	}
 	c, ok := ctx.Conn().(*admittedConn)
 	if !ok {
 		return identify()
 	}
 	p := &c.peer
-	p.once.Do(func() { p.id, p.hasLeaf, p.err = identify(); p.cluster = cluster })
+	p.once.Do(func() {
+		var id *security.Identity
+		id, p.hasLeaf, p.err = identify()
+		p.id, p.cluster = *id, cluster
+	})
 	if p.cluster != cluster {
 		return identify()
 	}
-	return p.id, p.hasLeaf, p.err
+	return &p.id, p.hasLeaf, p.err
 }
 
 func peerLeaf(ctx *fasthttp.RequestCtx) *x509.Certificate {
@@ -210,7 +248,7 @@ func (s *Server) deny(ctx *fasthttp.RequestCtx, a access, d *denial) {
 // certificate names. A body naming another node is refused (and counted);
 // without security the body's node is taken as is.
 func (s *Server) callerNode(ctx *fasthttp.RequestCtx, body statemachine.NodeID) (statemachine.NodeID, error) {
-	id, ok := ctx.UserValue(peerKey).(security.Identity)
+	id, ok := ctx.UserValue(peerKey).(*security.Identity)
 	if !ok {
 		return body, nil
 	}

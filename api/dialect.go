@@ -1,9 +1,9 @@
 package api
 
 import (
+	"bytes"
 	"fmt"
 	"mime"
-	"strings"
 
 	"github.com/valyala/fasthttp"
 
@@ -29,11 +29,22 @@ const (
 
 // settleDialect reads Content-Type and Accept and records the dialect.
 func settleDialect(ctx *fasthttp.RequestCtx) *wire.Error {
-	ct, _, _ := mime.ParseMediaType(string(ctx.Request.Header.ContentType()))
-	accept := string(ctx.Request.Header.Peek("Accept"))
+	raw := ctx.Request.Header.ContentType()
+	// What agents send is taken as ParseMediaType would give it, without
+	// the string it makes and parses at every request.
+	var ct string
+	switch {
+	case string(raw) == wireContentType:
+		ct = wireContentType
+	case string(raw) == jsonContentType:
+		ct = jsonContentType
+	default:
+		ct, _, _ = mime.ParseMediaType(string(raw))
+	}
+	accept := ctx.Request.Header.Peek("Accept")
 	switch ct {
 	case wireContentType:
-		ctx.SetUserValue(dialectKey, strings.Contains(accept, jsonContentType))
+		ctx.SetUserValue(dialectKey, bytes.Contains(accept, []byte(jsonContentType)))
 		return nil
 	case jsonContentType:
 		ctx.SetUserValue(dialectKey, true)

@@ -177,7 +177,8 @@ type admittedConn struct {
 	readDL, writeDL time.Time // what the server asked for
 	shaking         bool      // the handshake's own deadline is on
 
-	peer peerOnce // the client certificate's identity (auth.go)
+	peer    peerOnce     // the client certificate's identity (auth.go)
+	removed removedCheck // whether its node was removed (auth.go)
 }
 
 func (c *admittedConn) Handshake() error {
@@ -238,7 +239,7 @@ func (c *admittedConn) Read(b []byte) (int, error) {
 		return 0, err
 	}
 	n, err := c.Conn.Read(b)
-	if n > 0 {
+	if n > 0 && !c.read.Load() { // a store (a locked exchange) at the first read only
 		c.read.Store(true)
 	}
 	return n, err

@@ -196,7 +196,7 @@ func (s *Server) agentRenew(ctx *fasthttp.RequestCtx, _ []string) error {
 	if sec == nil {
 		return errNoTLS()
 	}
-	id, ok := ctx.UserValue(peerKey).(security.Identity)
+	id, ok := ctx.UserValue(peerKey).(*security.Identity)
 	if !ok {
 		return errorf(fasthttp.StatusUnauthorized, client.CodeUnauthorized, "renewal needs the current node certificate")
 	}

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"container/list"
 	"errors"
 	"net"
 	"sync"
@@ -69,11 +68,15 @@ type guardedListener struct {
 	mu       sync.Mutex
 	loggedAt map[string]time.Time // by kind of trouble
 
-	// idle lists the connections waiting between requests, idle longest
-	// first; every request moves its connection off and back on, so it
-	// has a lock of its own (not the one of the rare log lines above).
-	idleMu sync.Mutex
-	idle   list.List // of *countedConn
+	// Every request marks its connection busy, then idle again: each
+	// connection keeps when it went idle itself (a turn of idleSeq, 0 while
+	// busy), so that a request takes no lock. Only a new connection at the
+	// cap looks through every open one (conns, changed at accept and
+	// close only) for the one idle longest. (A list of the idle ones under
+	// one lock, taken twice per request, was a share of every agent call.)
+	idleSeq atomic.Int64
+	connsMu sync.Mutex
+	conns   map[*countedConn]struct{}
 }
 
 // Accept returns the next connection, waiting out a shortage of
@@ -98,42 +101,60 @@ func (l *guardedListener) Accept() (net.Conn, error) {
 				_ = idle.Close() // gives its slot back
 				l.note("evict", "api: %d connections are open, the most this manager takes; closing the longest idle ones to make room", l.max)
 				l.open.Add(1)
-				return &countedConn{Conn: c, l: l}, nil
+				return l.counted(c), nil
 			}
 			_ = c.Close()
 			l.note("full", "api: %d connections are open, the most this manager takes, none of them idle; refusing new ones until some close", l.max)
 			continue
 		}
-		return &countedConn{Conn: c, l: l}, nil
+		return l.counted(c), nil
 	}
 }
 
-// oldestIdle takes the connection idle longest off the idle list; nil if
-// none is idle.
+// oldestIdle takes the connection idle longest (marking it busy, so no
+// other takes it); nil if none is idle.
 func (l *guardedListener) oldestIdle() *countedConn {
-	l.idleMu.Lock()
-	defer l.idleMu.Unlock()
-	e := l.idle.Front()
-	if e == nil {
-		return nil
+	l.connsMu.Lock()
+	defer l.connsMu.Unlock()
+	for {
+		var oldest *countedConn
+		var since int64
+		for c := range l.conns {
+			if s := c.idleSince.Load(); s != 0 && (oldest == nil || s < since) {
+				oldest, since = c, s
+			}
+		}
+		if oldest == nil {
+			return nil
+		}
+		if oldest.idleSince.CompareAndSwap(since, 0) {
+			return oldest
+		}
+		// It began a request (or went idle again) meanwhile: look again.
 	}
-	c := e.Value.(*countedConn)
-	l.idle.Remove(e)
-	c.idleAt = nil
-	return c
 }
 
-// setIdle puts c at the back of the idle list, or takes it off.
+// track adds c to the open connections, or takes it off.
+func (l *guardedListener) track(c *countedConn, open bool) {
+	l.connsMu.Lock()
+	defer l.connsMu.Unlock()
+	if l.conns == nil {
+		l.conns = map[*countedConn]struct{}{}
+	}
+	if open {
+		l.conns[c] = struct{}{}
+	} else {
+		delete(l.conns, c)
+	}
+}
+
+// setIdle marks c idle from now on, or busy.
 func (l *guardedListener) setIdle(c *countedConn, idle bool) {
-	l.idleMu.Lock()
-	defer l.idleMu.Unlock()
-	if c.idleAt != nil {
-		l.idle.Remove(c.idleAt)
-		c.idleAt = nil
-	}
 	if idle && !c.closed.Load() {
-		c.idleAt = l.idle.PushBack(c)
+		c.idleSince.Store(l.idleSeq.Add(1))
+		return
 	}
+	c.idleSince.Store(0)
 }
 
 // TrackIdle is the API server's connection-state hook: it tells a guarded
@@ -179,17 +200,25 @@ func descriptorShortage(err error) bool {
 		errors.Is(err, syscall.ENOBUFS) || errors.Is(err, syscall.ENOMEM)
 }
 
+// counted returns c counted open and tracked.
+func (l *guardedListener) counted(c net.Conn) *countedConn {
+	cc := &countedConn{Conn: c, l: l}
+	l.track(cc, true)
+	return cc
+}
+
 // countedConn gives its slot back when closed (once).
 type countedConn struct {
 	net.Conn
-	l      *guardedListener
-	closed atomic.Bool
-	idleAt *list.Element // on l.idle while idle (l.idleMu)
+	l         *guardedListener
+	closed    atomic.Bool
+	idleSince atomic.Int64 // the turn of l.idleSeq it went idle at; 0 while busy
 }
 
 func (c *countedConn) Close() error {
 	if c.closed.CompareAndSwap(false, true) {
 		c.l.setIdle(c, false)
+		c.l.track(c, false)
 		c.l.open.Add(-1)
 	}
 	return c.Conn.Close()

@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -221,4 +222,25 @@ func TestServerLogSkipsConnectionsItClosed(t *testing.T) {
 	if len(lines) != 1 || !strings.Contains(lines[0], `"b"`) {
 		t.Fatalf("logged %q, want only the reset connection's line", lines)
 	}
+}
+
+// BenchmarkTrackIdle is a request's two state changes (busy, then idle
+// again) on connections of one guarded listener, from parallel servers'
+// goroutines, 1,000 connections open.
+func BenchmarkTrackIdle(b *testing.B) {
+	ln := Guard(newScripted(), 1<<20, nil, nil).(*guardedListener)
+	conns := make([]net.Conn, 1000)
+	for i := range conns {
+		conns[i] = ln.counted(newWatched())
+		TrackIdle(conns[i], fasthttp.StateIdle)
+	}
+	var next atomic.Int64
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		c := conns[int(next.Add(1))%len(conns)]
+		for pb.Next() {
+			TrackIdle(c, fasthttp.StateActive)
+			TrackIdle(c, fasthttp.StateIdle)
+		}
+	})
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	rtmetrics "runtime/metrics"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	vm "github.com/VictoriaMetrics/metrics"
@@ -90,17 +91,55 @@ func newMetrics(s *Server) *metrics {
 
 // observe counts one request and its latency.
 func (m *metrics) observe(endpoint string, status int, d time.Duration) {
+	m.counter(endpoint, status).Inc()
+	m.histogram(endpoint).Update(d.Seconds())
+}
+
+// observeRoute is observe of a route's request: its histogram and its
+// counter of status 200 are kept in rm once made (a sync.Map lookup of
+// each, by a key hashed at every request, was a share of an agent call).
+func (m *metrics) observeRoute(rm *routeMetrics, endpoint string, status int, d time.Duration) {
+	if status == fasthttp.StatusOK {
+		c := rm.ok.Load()
+		if c == nil {
+			c = m.counter(endpoint, status)
+			rm.ok.Store(c)
+		}
+		c.Inc()
+	} else {
+		m.counter(endpoint, status).Inc()
+	}
+	h := rm.hist.Load()
+	if h == nil {
+		h = m.histogram(endpoint)
+		rm.hist.Store(h)
+	}
+	h.Update(d.Seconds())
+}
+
+// routeMetrics is a route's own of the per-request metrics, once made.
+type routeMetrics struct {
+	hist atomic.Pointer[vm.Histogram]
+	ok   atomic.Pointer[vm.Counter]
+}
+
+// counter returns the requests counter of endpoint and status.
+func (m *metrics) counter(endpoint string, status int) *vm.Counter {
 	k := endpointStatus{endpoint, status}
 	c, ok := m.requests.Load(k)
 	if !ok {
 		c, _ = m.requests.LoadOrStore(k, m.set.GetOrCreateCounter(fmt.Sprintf(`shoal_http_requests_total{endpoint=%q,code="%d"}`, endpoint, status)))
 	}
-	c.(*vm.Counter).Inc()
+	return c.(*vm.Counter)
+}
+
+// histogram returns the duration histogram of endpoint.
+func (m *metrics) histogram(endpoint string) *vm.Histogram {
 	h, ok := m.durations.Load(endpoint)
 	if !ok {
 		h, _ = m.durations.LoadOrStore(endpoint, m.set.GetOrCreateHistogram(fmt.Sprintf(`shoal_http_request_duration_seconds{endpoint=%q}`, endpoint)))
 	}
-	h.(*vm.Histogram).Update(d.Seconds())
+	return h.(*vm.Histogram)
 }
 
 // denied counts a request refused by authorization, by reason.

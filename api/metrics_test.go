@@ -13,6 +13,11 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"shoal/cluster"
+	"shoal/manager/control"
+	"shoal/statemachine"
+	"shoal/wire"
 )
 
 // Each request's count and duration land under its endpoint and status.
@@ -111,5 +116,40 @@ func TestObserveHandshakeCountsByOutcome(t *testing.T) {
 		if got := metricValue(t, s.metrics, name); got != want {
 			t.Errorf("%s = %v, want %v", name, got, want)
 		}
+	}
+}
+
+// A route's requests are counted in the same series observe counts in,
+// by status (a route keeps its 200 counter and its histogram); a status
+// a route never answered has no series.
+func TestRouteRequestsCounted(t *testing.T) {
+	st := statemachine.New(statemachine.Config{})
+	for _, c := range []struct {
+		mon  beats
+		code int
+	}{{beats{ttl: time.Second}, 200}, {beats{err: fmt.Errorf("x: %w", cluster.ErrNotProposed)}, 503}} {
+		r := &replica{st: st, leader: 1}
+		s, err := New(Config{Reads: r, Leaders: r, Self: r, Replicas: r, Stats: r, ToGroup: r, Submitter: r,
+			Feed: control.NewFeed(1, nil, 16, 16), Monitor: c.mon})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			postAgent(t, s, "/v1/agent/heartbeat", &wire.Heartbeat{NodeID: 5})
+		}
+		var b bytes.Buffer
+		s.metrics.set.WritePrometheus(&b)
+		out := b.String()
+		want := fmt.Sprintf(`shoal_http_requests_total{endpoint="agent_heartbeat",code="%d"} 3`, c.code)
+		if !strings.Contains(out, want+"\n") {
+			t.Errorf("status %d: no line %q in\n%s", c.code, want, out)
+		}
+		if c.code != 200 && strings.Contains(out, `shoal_http_requests_total{endpoint="agent_heartbeat",code="200"}`) {
+			t.Errorf("a series for status 200, which no request got")
+		}
+		if !strings.Contains(out, `shoal_http_request_duration_seconds_count{endpoint="agent_heartbeat"} 3`+"\n") {
+			t.Errorf("status %d: the duration histogram does not count 3 requests:\n%s", c.code, out)
+		}
+		s.Close()
 	}
 }

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -252,6 +253,7 @@ type route struct {
 	name    string   // metrics label
 	h       handlerFunc
 	access  access // which certificates may call it (with Security)
+	metrics *routeMetrics
 }
 
 func (s *Server) routes() []route {
@@ -267,7 +269,7 @@ func (s *Server) routes() []route {
 		case path == "/metrics":
 			a = accessObserve
 		}
-		return route{method, strings.Split(strings.Trim(path, "/"), "/"), name, h, a}
+		return route{method, strings.Split(strings.Trim(path, "/"), "/"), name, h, a, &routeMetrics{}}
 	}
 	return []route{
 		r("GET", "/v1/status", "status", s.getStatus),
@@ -320,8 +322,8 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 			s.fail(ctx, errorf(fasthttp.StatusInternalServerError, client.CodeInternalFail, "internal error; the manager logged it"))
 		}
 	}()
-	path := string(ctx.Path())
-	if strings.HasPrefix(path, "/debug/pprof") {
+	path := ctx.Path()
+	if bytes.HasPrefix(path, []byte("/debug/pprof")) {
 		if d := s.authorize(ctx, accessAdmin); d != nil {
 			s.deny(ctx, accessAdmin, d)
 			return
@@ -333,28 +335,31 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		servePprof(ctx)
 		return
 	}
-	segs := strings.Split(strings.Trim(path, "/"), "/")
-	method := string(ctx.Method())
+	method := ctx.Method()
 	pathMatched := false
-	for _, rt := range s.table() {
+	table := s.table()
+	var buf [maxSegments][]byte
+	segs := splitPath(path, buf[:0])
+	for i := range table {
+		rt := &table[i]
 		args, ok := match(rt.pattern, segs)
 		if !ok {
 			continue
 		}
 		pathMatched = true
-		if rt.method != method {
+		if rt.method != string(method) {
 			continue
 		}
 		start := time.Now()
 		if d := s.authorize(ctx, rt.access); d != nil {
 			s.deny(ctx, rt.access, d)
-			s.metrics.observe(rt.name, ctx.Response.StatusCode(), time.Since(start))
+			s.metrics.observeRoute(rt.metrics, rt.name, ctx.Response.StatusCode(), time.Since(start))
 			return
 		}
 		if err := rt.h(ctx, args); err != nil {
 			s.fail(ctx, fromErr(err))
 		}
-		s.metrics.observe(rt.name, ctx.Response.StatusCode(), time.Since(start))
+		s.metrics.observeRoute(rt.metrics, rt.name, ctx.Response.StatusCode(), time.Since(start))
 		return
 	}
 	if pathMatched {
@@ -369,7 +374,31 @@ func (s *Server) table() []route {
 	return s.routeTable
 }
 
-func match(pattern, segs []string) ([]string, bool) {
+// maxSegments is more segments than any route's path has.
+const maxSegments = 8
+
+// splitPath appends to segs the segments of path, its slashes at either
+// end left out (as strings.Split of strings.Trim), without copying them;
+// nil if there are more than maxSegments (no route has that many). A
+// request's path is split once into a buffer on the stack and matched
+// against every route where it lies.
+func splitPath(path []byte, segs [][]byte) [][]byte {
+	rest := bytes.Trim(path, "/")
+	for {
+		if len(segs) == maxSegments {
+			return nil
+		}
+		i := bytes.IndexByte(rest, '/')
+		if i < 0 {
+			return append(segs, rest)
+		}
+		segs, rest = append(segs, rest[:i]), rest[i+1:]
+	}
+}
+
+// match matches a path's segments against pattern and returns the
+// segments "*" matched (only those are copied).
+func match(pattern []string, segs [][]byte) ([]string, bool) {
 	if len(pattern) != len(segs) {
 		return nil, false
 	}
@@ -377,11 +406,11 @@ func match(pattern, segs []string) ([]string, bool) {
 	for i, p := range pattern {
 		switch {
 		case p == "*":
-			if segs[i] == "" {
+			if len(segs[i]) == 0 {
 				return nil, false
 			}
-			args = append(args, segs[i])
-		case p != segs[i]:
+			args = append(args, string(segs[i]))
+		case p != string(segs[i]):
 			return nil, false
 		}
 	}

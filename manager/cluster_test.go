@@ -20,7 +20,7 @@ type cluster struct {
 	ms    []*Manager // index: replica ID - 1; nil while stopped
 }
 
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	a, err := freeport.Addr()
 	if err != nil {

@@ -20,7 +20,7 @@ import (
 
 // newTokens returns the cluster's join secrets in a token file of the
 // test's own, as a manager keeps them.
-func newTokens(t *testing.T) *tlsdir.TokenFile {
+func newTokens(t testing.TB) *tlsdir.TokenFile {
 	t.Helper()
 	w, err1 := security.NewSecret(rand.Reader)
 	m, err2 := security.NewSecret(rand.Reader)
@@ -34,7 +34,7 @@ func newTokens(t *testing.T) *tlsdir.TokenFile {
 	return f
 }
 
-func newTestCA(t *testing.T) *security.CA {
+func newTestCA(t testing.TB) *security.CA {
 	t.Helper()
 	ca, err := security.NewCA(rand.Reader, time.Now())
 	if err != nil {
@@ -44,7 +44,7 @@ func newTestCA(t *testing.T) *security.CA {
 }
 
 // issuePair issues a certificate of ca and returns it with its key.
-func issuePair(t *testing.T, ca *security.CA, req security.Request) tls.Certificate {
+func issuePair(t testing.TB, ca *security.CA, req security.Request) tls.Certificate {
 	t.Helper()
 	c, k := issuePEM(t, ca, req)
 	pair, err := security.KeyPair(c, k)
@@ -55,7 +55,7 @@ func issuePair(t *testing.T, ca *security.CA, req security.Request) tls.Certific
 }
 
 // issuePEM issues a certificate of ca and returns its chain and key in PEM.
-func issuePEM(t *testing.T, ca *security.CA, req security.Request) (certPEM, keyPEM []byte) {
+func issuePEM(t testing.TB, ca *security.CA, req security.Request) (certPEM, keyPEM []byte) {
 	t.Helper()
 	key, err := security.NewKey(rand.Reader)
 	if err != nil {
@@ -76,7 +76,7 @@ func issuePEM(t *testing.T, ca *security.CA, req security.Request) (certPEM, key
 // secureCluster is n replicas with TLS everywhere; replica id's
 // certificates come from cas[id-1].
 type secureCluster struct {
-	t      *testing.T
+	t      testing.TB
 	cas    []*security.CA
 	tokens *tlsdir.TokenFile
 	ms     []*Manager
@@ -87,9 +87,16 @@ type secureOpts struct {
 	n              int
 	workerLifetime time.Duration
 	noWait         bool
+	minHeartbeat   time.Duration // Options.MinHeartbeat
 }
 
 func startSecure(t *testing.T, o secureOpts) *secureCluster {
+	t.Helper()
+	return startSecureTB(t, o, t.TempDir())
+}
+
+// startSecureTB is startSecure with the replicas' data under root.
+func startSecureTB(t testing.TB, o secureOpts, root string) *secureCluster {
 	t.Helper()
 	if o.cas == nil {
 		ca := newTestCA(t)
@@ -97,7 +104,6 @@ func startSecure(t *testing.T, o secureOpts) *secureCluster {
 			o.cas = append(o.cas, ca)
 		}
 	}
-	root := t.TempDir()
 	c := &secureCluster{t: t, cas: o.cas, tokens: newTokens(t), ms: make([]*Manager, o.n)}
 	peers := map[uint64]string{}
 	for id := uint64(1); id <= uint64(o.n); id++ {
@@ -130,7 +136,7 @@ func startSecure(t *testing.T, o secureOpts) *secureCluster {
 			t.Fatal(err)
 		}
 		m, err := Start(Options{DataDir: dataDir, ReplicaID: id, RaftAddr: peers[id], Peers: peers, Groups: 2,
-			RaftLogLevel: "critical", APIAddr: "127.0.0.1:0", FailoverGrace: time.Second,
+			RaftLogLevel: "critical", APIAddr: "127.0.0.1:0", FailoverGrace: time.Second, MinHeartbeat: o.minHeartbeat,
 			Engine: engine.Config{RTT: 20 * time.Millisecond, HeartbeatRTT: 3, ElectionRTT: 40},
 			TLS: &TLS{CA: ca, Cert: cert, Tokens: c.tokens, WorkerLifetime: o.workerLifetime,
 				RaftCAFile: dir.Path(tlsdir.ManagersCert), RaftCertFile: dir.Path(tlsdir.Node + ".crt"),

@@ -3,6 +3,7 @@ package control
 import (
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"shoal/statemachine"
 )
@@ -43,6 +44,9 @@ type Feed struct {
 	nodes       sync.Map
 	ringSize    int
 	journalSize int
+	// nodeGen counts the entries that changed a node (added, changed or
+	// removed one) and the states replaced by a snapshot (NodeGen).
+	nodeGen atomic.Uint64
 }
 
 // Change is one event of the ring (which keeps it packed: event). Its
@@ -185,6 +189,9 @@ func (f *Feed) OnApply(group int, index uint64, effects []statemachine.Effect) {
 	}
 	f.mu.applied[group] = index
 	for _, e := range effects {
+		if e.Kind == statemachine.EffNodeChanged {
+			f.nodeGen.Add(1)
+		}
 		switch e.Kind {
 		case statemachine.EffAssignments, statemachine.EffSeqAdvanced:
 			j := f.journalLocked(e.Node)
@@ -294,6 +301,14 @@ func (f *Feed) Applied() []uint64 {
 	defer f.mu.RUnlock()
 	return append([]uint64(nil), f.mu.applied...)
 }
+
+// NodeGen changes whenever a node may have changed in a group's state: an
+// applied entry changed a node (EffNodeChanged; a removal is one), or a
+// snapshot replaced the state (Raise). OnApply and Raise run under the
+// group's write lock, so NodeGen read in a read of a group's state
+// (ReadLocal) goes with that state: while it stays the same, so does
+// every node of that state (what the API keeps of a connection's node).
+func (f *Feed) NodeGen() uint64 { return f.nodeGen.Load() }
 
 // Changed returns the applied indexes and a channel closed at the next
 // change.
@@ -498,6 +513,7 @@ func (f *Feed) Raise(g int, index uint64) {
 	if g >= len(f.mu.applied) {
 		return
 	}
+	f.nodeGen.Add(1)
 	f.mu.applied[g] = max(f.mu.applied[g], index)
 	f.mu.floor[g] = max(f.mu.floor[g], index)
 	f.nodes.Range(func(_, v any) bool {

@@ -1,0 +1,111 @@
+// Package callctx is a context with a deadline whose timer is set up only
+// when something waits on it.
+//
+// A call served or made in a few microseconds (an agent's heartbeat) reads
+// its context's deadline, if anything, and rarely waits on Done; a
+// context.WithTimeout per call still starts a timer and stops it again,
+// a share of every such call's CPU. WithDeadline keeps everything a
+// context promises: Done is closed at the deadline, when the parent ends
+// or at cancel, whichever comes first, and Err says which. (Until Done was
+// asked for, context.Cause tells the parent's cause only.)
+package callctx
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Context is parent's context ending at a deadline.
+type Context struct {
+	parent   context.Context
+	deadline time.Time
+
+	mu       sync.Mutex
+	real     context.Context // set up by the first Done
+	stop     context.CancelFunc
+	canceled bool
+}
+
+// WithDeadline returns a context of parent that ends at deadline, and the
+// function that ends it sooner (call it when the call is done).
+func WithDeadline(parent context.Context, deadline time.Time) (*Context, context.CancelFunc) {
+	c := New(parent, deadline)
+	return c, c.Cancel
+}
+
+// WithTimeout is WithDeadline(parent, time.Now().Add(d)).
+func WithTimeout(parent context.Context, d time.Duration) (*Context, context.CancelFunc) {
+	return WithDeadline(parent, time.Now().Add(d))
+}
+
+// New is WithDeadline's context alone, in one allocation: call its Cancel
+// when the call is done.
+func New(parent context.Context, deadline time.Time) *Context {
+	return &Context{parent: parent, deadline: deadline}
+}
+
+// Deadline is the earlier of the parent's and the context's own.
+func (c *Context) Deadline() (time.Time, bool) {
+	if d, ok := c.parent.Deadline(); ok && d.Before(c.deadline) {
+		return d, true
+	}
+	return c.deadline, true
+}
+
+// Done sets up, at its first call, a context.WithDeadline whose Done it
+// returns from then on.
+func (c *Context) Done() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.real == nil {
+		c.real, c.stop = context.WithDeadline(c.parent, c.deadline)
+		if c.canceled {
+			c.stop()
+		}
+	}
+	return c.real.Done()
+}
+
+// Err is nil until the context ends, then why.
+func (c *Context) Err() error {
+	c.mu.Lock()
+	real, canceled := c.real, c.canceled
+	c.mu.Unlock()
+	switch {
+	case real != nil:
+		return real.Err()
+	case canceled:
+		return context.Canceled
+	case c.parent.Err() != nil:
+		return c.parent.Err()
+	case !time.Now().Before(c.deadline):
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+// Value is the parent's, or the set-up context's once there is one (the
+// context package finds a parent it can cancel through Value: a context
+// derived from this one is then canceled with it, without a goroutine).
+func (c *Context) Value(key any) any {
+	c.mu.Lock()
+	real := c.real
+	c.mu.Unlock()
+	if real != nil {
+		return real.Value(key)
+	}
+	return c.parent.Value(key)
+}
+
+// Cancel ends the context (if it has not ended).
+func (c *Context) Cancel() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.canceled = true
+	if c.stop != nil {
+		c.stop()
+	}
+}
+
+func (c *Context) String() string { return "call context" }
