@@ -140,11 +140,11 @@ func (s *Server) nodeRemoved(ctx *fasthttp.RequestCtx, node uint64) bool {
 	}
 	removed := false
 	var gen uint64
-	_ = s.reads.ReadLocal(routing.ClusterGroup, func(st *statemachine.State) {
+	err := s.reads.ReadLocal(routing.ClusterGroup, func(st *statemachine.State) {
 		gen = s.cfg.Feed.NodeGen()
 		removed = st.NodeRemoved(statemachine.NodeID(node))
 	})
-	if kept != nil {
+	if err == nil && kept != nil { // a failed read tells nothing to keep
 		v := (gen + 1) << 1
 		if removed {
 			v |= 1

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -81,5 +82,48 @@ func TestRemovedNodeKeptPerConnection(t *testing.T) {
 	var plain fasthttp.RequestCtx
 	if !s.nodeRemoved(&plain, 3) {
 		t.Fatal("node 3 was removed, and a request with no kept answer passes it")
+	}
+}
+
+// failingReads is a replica whose local reads fail while down.
+type failingReads struct {
+	*replica
+	down bool
+}
+
+func (f *failingReads) ReadLocal(g int, fn func(*statemachine.State)) error {
+	if f.down {
+		return errors.New("the group is not ready on this replica")
+	}
+	return f.replica.ReadLocal(g, fn)
+}
+
+// A read of the state that failed tells nothing: the connection keeps no
+// answer from it, and reads again at its next request (even while the
+// feed's NodeGen has not moved).
+func TestRemovedNodeNotKeptFromAFailedRead(t *testing.T) {
+	st := statemachine.New(statemachine.Config{})
+	var out statemachine.Output
+	st.Apply([]statemachine.Command{
+		{Kind: statemachine.CmdUpsertNode, NodeSpec: &statemachine.Node{ID: 1, Name: "n1", Status: statemachine.NodeDown}},
+	}, 1, 1_700_000_000e9, &out)
+	st.Apply([]statemachine.Command{{Kind: statemachine.CmdRemoveNode, Node: 1}}, 2, 1_700_000_000e9, &out)
+	if !st.NodeRemoved(1) {
+		t.Fatal("node 1 is not removed in the state")
+	}
+	r := &failingReads{replica: &replica{st: st, leader: 1}, down: true}
+	feed := control.NewFeed(1, nil, 16, 16)
+	s, err := New(Config{Reads: r, Leaders: r, Self: r, Replicas: r, Stats: r, ToGroup: r, Submitter: r,
+		Feed: feed, Monitor: beats{ttl: time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var ctx fasthttp.RequestCtx
+	ctx.Init2(&admittedConn{}, nil, false)
+	s.nodeRemoved(&ctx, 1) // the read fails
+	r.down = false
+	if !s.nodeRemoved(&ctx, 1) {
+		t.Fatal("a removed node passes on a connection that kept the answer of a failed read")
 	}
 }

@@ -25,6 +25,7 @@ type Context struct {
 	real     context.Context // set up by the first Done
 	stop     context.CancelFunc
 	canceled bool
+	err      error // what Err said first, said from then on
 }
 
 // WithDeadline returns a context of parent that ends at deadline, and the
@@ -59,30 +60,40 @@ func (c *Context) Done() <-chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.real == nil {
-		c.real, c.stop = context.WithDeadline(c.parent, c.deadline)
-		if c.canceled {
+		if c.err == context.Canceled || c.err == nil && c.canceled {
+			// Ended by its cancel: so says the set-up context too, even
+			// past the deadline.
+			c.real, c.stop = context.WithCancel(c.parent)
 			c.stop()
+		} else {
+			c.real, c.stop = context.WithDeadline(c.parent, c.deadline)
+			if c.canceled {
+				c.stop()
+			}
 		}
 	}
 	return c.real.Done()
 }
 
-// Err is nil until the context ends, then why.
+// Err is nil until the context ends, then why (the first answer stands:
+// a cancel after the deadline passed does not change it).
 func (c *Context) Err() error {
 	c.mu.Lock()
-	real, canceled := c.real, c.canceled
-	c.mu.Unlock()
-	switch {
-	case real != nil:
-		return real.Err()
-	case canceled:
-		return context.Canceled
-	case c.parent.Err() != nil:
-		return c.parent.Err()
-	case !time.Now().Before(c.deadline):
-		return context.DeadlineExceeded
+	defer c.mu.Unlock()
+	if c.err != nil {
+		return c.err
 	}
-	return nil
+	switch {
+	case c.real != nil:
+		c.err = c.real.Err()
+	case c.canceled:
+		c.err = context.Canceled
+	case c.parent.Err() != nil:
+		c.err = c.parent.Err()
+	case !time.Now().Before(c.deadline):
+		c.err = context.DeadlineExceeded
+	}
+	return c.err
 }
 
 // Value is the parent's, or the set-up context's once there is one (the

@@ -135,3 +135,37 @@ func BenchmarkContext(b *testing.B) {
 		}
 	})
 }
+
+// Err, once it said why the context ended, says the same from then on (as
+// the context package promises), whatever ends it again afterwards: a
+// cancel or the parent's end after the deadline passed, or Done asked for
+// after a cancel.
+func TestErrStaysOnceSet(t *testing.T) {
+	t.Run("cancel after the deadline", func(t *testing.T) {
+		c := New(context.Background(), time.Now().Add(-time.Millisecond))
+		first := c.Err()
+		c.Cancel()
+		if err := c.Err(); err != first {
+			t.Fatalf("Err %v after a cancel, was %v", err, first)
+		}
+	})
+	t.Run("parent ends after the deadline", func(t *testing.T) {
+		parent, stop := context.WithCancel(context.Background())
+		c := New(parent, time.Now().Add(-time.Millisecond))
+		defer c.Cancel()
+		first := c.Err()
+		stop()
+		if err := c.Err(); err != first {
+			t.Fatalf("Err %v after the parent ended, was %v", err, first)
+		}
+	})
+	t.Run("Done after a cancel past the deadline", func(t *testing.T) {
+		c := New(context.Background(), time.Now().Add(-time.Millisecond))
+		c.Cancel()
+		first := c.Err()
+		within(t, c.Done(), "canceled")
+		if err := c.Err(); err != first {
+			t.Fatalf("Err %v once Done was asked for, was %v", err, first)
+		}
+	})
+}
