@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"shoal/internal/callctx"
 	"shoal/internal/clock"
 	sm "shoal/statemachine"
 	"shoal/wire"
@@ -181,9 +182,9 @@ func result(ctx context.Context) error {
 
 // callCtx bounds one manager call (a transport deadline, on the real
 // clock like the HTTP client's own). Its timer is set up only if the
-// manager's client waits on it (callContext).
+// manager's client waits on it (internal/callctx).
 func (a *Agent) callCtx(parent context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	return withCallDeadline(parent, time.Now().Add(d))
+	return callctx.WithDeadline(parent, time.Now().Add(d))
 }
 
 // fail stops the agent with err.
