@@ -100,7 +100,7 @@ var edges = map[string]rule{
 	// The agent knows wire/, the state machine's enums and IDs, a clock,
 	// /proc and its store, never a manager's insides (see walls).
 	"agent": {
-		shoal: []string{"wire", "statemachine", "internal/clock", "internal/procstat", "internal/meminfo", "internal/varint"},
+		shoal: []string{"wire", "statemachine", "internal/clock", "internal/procstat", "internal/meminfo", "internal/varint", "internal/callctx"},
 		third: []string{"github.com/cockroachdb/pebble"}},
 	"loadgen": {
 		shoal: []string{"agent", "api/client", "internal/*", "loadgen/*"},
