@@ -39,9 +39,12 @@ type Machine struct {
 	// slice and a flag rather than a set, since every change of a task's
 	// status writes it, and a map's inserts, walk and clear at every Ready
 	// cost more than the records.
-	putTasks   []*task
-	delTasks   []sm.TaskID
-	putSpecs   []wire.Spec
+	putTasks []*task
+	delTasks []sm.TaskID
+	// putSpecs are the specs to write at the next Ready: the machine's
+	// own (m.specs' values, never written through), copied into specRecs
+	// by Ready.
+	putSpecs   []*wire.Spec
 	delSpecs   []SpecKey
 	metaDirty  bool
 	meta       Meta // Ready's Writes.Meta, rewritten at each Ready that has one
@@ -52,6 +55,15 @@ type Machine struct {
 	// written at each change of its status, and a new slice of records per
 	// Ready was most of the bytes an agent allocated per task.
 	recs []TaskRecord
+	// specRecs is Ready's buffer for Writes.Specs, kept like recs: a new
+	// slice grown by appending at every frame that brought specs was a
+	// tenth of the bytes a simulated agent allocated in a ramp.
+	specRecs []wire.Spec
+	// runs and spareRuns hold the TaskRuns of the actions issued since the
+	// last Ready and of the actions that Ready gave (valid until the next
+	// Ready, like the actions): one allocation per prepare and per start
+	// otherwise.
+	runs, spareRuns []TaskRun
 }
 
 // SpecKey names one version of one service's spec.
@@ -177,7 +189,7 @@ func (m *Machine) Apply(f *wire.Assignments, now time.Time) error {
 		c := detachSpec(sp)
 		k := SpecKey{c.Service, c.Version}
 		m.specs[k] = &c
-		m.putSpecs = append(m.putSpecs, c)
+		m.putSpecs = append(m.putSpecs, &c)
 	}
 	if !complete {
 		if err := m.missingSpec(tasks); err != nil {
@@ -255,7 +267,7 @@ func (m *Machine) upsert(a *wire.Assignment, now time.Time) {
 		t = &task{status: st, acked: st, released: a.State.Terminal()}
 		m.tasks[a.Task] = t
 	}
-	t.a = detachAssignment(a)
+	t.a = m.detachAssignment(a, &t.a)
 	t.inSet = true
 	switch {
 	case a.State > t.status.State:
@@ -362,7 +374,11 @@ func (m *Machine) issue(t *task, op Op, now time.Time) {
 				"agent: no spec for service %q version %d was received", t.a.Service, t.a.SpecVersion)}, now)
 			return
 		}
-		a.Run = &TaskRun{Task: t.a.Task, Service: t.a.Service, Slot: t.a.Slot, Addresses: t.a.Addresses, Spec: sp}
+		m.runs = append(m.runs, TaskRun{Task: t.a.Task, Service: t.a.Service, Slot: t.a.Slot, Addresses: t.a.Addresses, Spec: sp})
+		// A pointer into runs: when a later append moves runs, the
+		// actions issued before keep pointing at the old array, whose
+		// TaskRuns are never written again.
+		a.Run = &m.runs[len(m.runs)-1]
 	case OpStop:
 		a.Grace = DefaultStopGrace
 		if sp := m.specs[SpecKey{t.a.Service, t.a.SpecVersion}]; sp != nil && sp.StopGrace > 0 {
@@ -447,9 +463,10 @@ func (m *Machine) SessionOpened() {
 }
 
 // Ready returns and clears what the runner must persist and do. The task
-// records (Writes.Tasks), the position (Writes.Meta) and the actions are
-// the machine's own buffers, valid until the next call: persist and carry them out before calling
-// Ready again.
+// records (Writes.Tasks), the specs (Writes.Specs), the position
+// (Writes.Meta), the actions and the TaskRuns they point to are the
+// machine's own buffers, valid until the next call: persist and carry them
+// out before calling Ready again.
 func (m *Machine) Ready() Ready {
 	var rd Ready
 	clear(m.recs) // the last call's records: keep no references for the collector
@@ -473,7 +490,19 @@ func (m *Machine) Ready() Ready {
 		}
 	}
 	rd.Writes.Deleted, m.delTasks = m.delTasks, nil
-	rd.Writes.Specs, m.putSpecs = m.putSpecs, nil
+	clear(m.specRecs) // the last call's specs: keep no references for the collector
+	m.specRecs = m.specRecs[:0]
+	if len(m.putSpecs) > 0 {
+		for _, sp := range m.putSpecs {
+			m.specRecs = append(m.specRecs, *sp)
+		}
+		rd.Writes.Specs = m.specRecs
+		clear(m.putSpecs)
+		m.putSpecs = m.putSpecs[:0]
+		if cap(m.specRecs) > 256 {
+			m.specRecs, m.putSpecs = nil, nil // a COMPLETE's room is not kept for good
+		}
+	}
 	rd.Writes.DeletedSpecs, m.delSpecs = m.delSpecs, nil
 	if m.metaDirty {
 		m.meta.Cursor = append(m.meta.Cursor[:0], m.cursor...)
@@ -487,6 +516,11 @@ func (m *Machine) Ready() Ready {
 	m.actions, m.spare = m.spare[:0], m.actions
 	if cap(m.spare) > 1024 {
 		m.spare = nil // a big frame's room is not kept for good
+	}
+	clear(m.spareRuns) // the TaskRuns of the last call's actions
+	m.runs, m.spareRuns = m.spareRuns[:0], m.runs
+	if cap(m.spareRuns) > 1024 {
+		m.spareRuns = nil
 	}
 	return rd
 }
@@ -542,32 +576,95 @@ func cloneAssignment(a *wire.Assignment) wire.Assignment {
 // detachSpec and detachAssignment copy what the machine keeps out of a
 // decoded frame, strings included: a frame's strings share one backing
 // string, which a kept task would otherwise hold for the whole frame.
-// What the machine hands its store is already detached.
+// What the machine hands its store is already detached. Each copies a
+// spec's or a task's strings into one new string (its parts are
+// substrings of it) rather than one allocation per string.
 func detachSpec(s wire.Spec) wire.Spec {
-	s.Service = strings.Clone(s.Service)
-	s.Dir = strings.Clone(s.Dir)
-	s.Command = cloneStrings(s.Command)
-	s.Env = cloneStrings(s.Env)
+	n := len(s.Service) + len(s.Dir)
+	for _, c := range s.Command {
+		n += len(c)
+	}
+	for _, e := range s.Env {
+		n += len(e)
+	}
+	var b strings.Builder
+	b.Grow(n)
+	b.WriteString(s.Service)
+	b.WriteString(s.Dir)
+	for _, c := range s.Command {
+		b.WriteString(c)
+	}
+	for _, e := range s.Env {
+		b.WriteString(e)
+	}
+	all, at := b.String(), 0
+	next := func(x string) string {
+		at += len(x)
+		return all[at-len(x) : at]
+	}
+	s.Service = next(s.Service)
+	s.Dir = next(s.Dir)
+	var strs []string // Command's then Env's, one allocation
+	if s.Command != nil || s.Env != nil {
+		strs = make([]string, len(s.Command)+len(s.Env))
+	}
+	if s.Command != nil {
+		cmd := strs[:len(s.Command):len(s.Command)]
+		for i, c := range s.Command {
+			cmd[i] = next(c)
+		}
+		s.Command = cmd
+	}
+	if s.Env != nil {
+		env := strs[len(strs)-len(s.Env):]
+		for i, e := range s.Env {
+			env[i] = next(e)
+		}
+		s.Env = env
+	}
 	return s
 }
 
-func detachAssignment(a *wire.Assignment) wire.Assignment {
-	c := cloneAssignment(a)
-	c.Service = strings.Clone(a.Service)
-	for i := range c.Addresses {
-		c.Addresses[i].Network = strings.Clone(c.Addresses[i].Network)
-		c.Addresses[i].Addr = strings.Clone(c.Addresses[i].Addr)
+// detachAssignment returns a detached copy of a. It takes from old (the
+// task's assignment as the machine holds it) what did not change, and the
+// service's name from the spec the machine holds for it, when it has one.
+func (m *Machine) detachAssignment(a, old *wire.Assignment) wire.Assignment {
+	c := *a
+	switch {
+	case c.Service == old.Service:
+		c.Service = old.Service
+	default:
+		if sp := m.specs[SpecKey{a.Service, a.SpecVersion}]; sp != nil {
+			c.Service = sp.Service
+		} else {
+			c.Service = strings.Clone(a.Service)
+		}
+	}
+	switch {
+	case a.Addresses == nil:
+	case len(a.Addresses) == 0:
+		c.Addresses = []wire.Address{}
+	case slices.Equal(a.Addresses, old.Addresses):
+		c.Addresses = old.Addresses
+	default:
+		n := 0
+		for _, ad := range a.Addresses {
+			n += len(ad.Network) + len(ad.Addr)
+		}
+		var b strings.Builder
+		b.Grow(n)
+		for _, ad := range a.Addresses {
+			b.WriteString(ad.Network)
+			b.WriteString(ad.Addr)
+		}
+		all, at := b.String(), 0
+		c.Addresses = make([]wire.Address, len(a.Addresses))
+		for i, ad := range a.Addresses {
+			c.Addresses[i].Network = all[at : at+len(ad.Network)]
+			at += len(ad.Network)
+			c.Addresses[i].Addr = all[at : at+len(ad.Addr)]
+			at += len(ad.Addr)
+		}
 	}
 	return c
-}
-
-func cloneStrings(ss []string) []string {
-	if ss == nil {
-		return nil
-	}
-	out := make([]string, len(ss))
-	for i, s := range ss {
-		out[i] = strings.Clone(s)
-	}
-	return out
 }
