@@ -51,7 +51,7 @@ type SimExecutor struct {
 	// stepped: no goroutine (NewSteppedSimExecutor); deferred holds the
 	// operations that end at once, run by TakeEvents (under world.mu).
 	stepped  bool
-	deferred []func()
+	deferred []*simOp
 	watch    func(Event) // Watch's; nil: none
 }
 
@@ -75,6 +75,10 @@ type simWorld struct {
 	// each (roll); kept to spare two allocations per draw.
 	pcg rand.PCG
 	rng *rand.Rand
+	// free holds operations done or cancelled, for the next ones (an
+	// executor on the real clock's: a stepped one's have timers that may
+	// still name them).
+	free []*simOp
 }
 
 type simProc struct {
@@ -108,14 +112,14 @@ func NewSteppedSimExecutor(clk clock.Clock, cfg SimConfig) *SimExecutor {
 func (e *SimExecutor) TakeEvents() []Event {
 	for {
 		e.world.mu.Lock()
-		fns := e.deferred
+		ops := e.deferred
 		e.deferred = nil
 		e.world.mu.Unlock()
-		if len(fns) == 0 {
+		if len(ops) == 0 {
 			return e.q.take()
 		}
-		for _, f := range fns {
-			f()
+		for _, op := range ops {
+			op.run()
 		}
 	}
 }
@@ -214,19 +218,27 @@ func (e *SimExecutor) roll(id sm.TaskID, stage int, s *SimStage) (time.Duration,
 	return d, SimOutcome{}
 }
 
-// after runs f after d as the task's pending operation (at once for d ≤ 0).
-// Callers hold w.mu; f runs without it and takes it itself.
-func (e *SimExecutor) afterLocked(id sm.TaskID, d time.Duration, f func()) {
+// afterLocked runs the stage's end (simOp.run) after d as the task's
+// pending operation (at once for d ≤ 0). Callers hold w.mu; the end runs
+// without it and takes it itself.
+func (e *SimExecutor) afterLocked(id sm.TaskID, d time.Duration, stage int, o SimOutcome) {
 	w := e.world
+	var op *simOp
+	if n := len(w.free); n > 0 && !e.stepped {
+		op, w.free[n-1] = w.free[n-1], nil
+		w.free = w.free[:n-1]
+	} else {
+		op = new(simOp)
+	}
+	*op = simOp{e: e, id: id, stage: stage, o: o, idx: -1}
 	if d <= 0 {
 		if e.stepped {
-			e.deferred = append(e.deferred, f)
+			e.deferred = append(e.deferred, op)
 			return
 		}
-		go f()
+		go op.run()
 		return
 	}
-	op := &simOp{id: id, f: f, idx: -1}
 	if e.stepped {
 		op.t = e.clk.AfterFunc(d, func() {
 			w.mu.Lock()
@@ -236,7 +248,7 @@ func (e *SimExecutor) afterLocked(id sm.TaskID, d time.Duration, f func()) {
 			}
 			delete(w.pending, id)
 			w.mu.Unlock()
-			f()
+			op.run()
 		})
 		w.pending[id] = op
 		return
@@ -252,13 +264,36 @@ func (e *SimExecutor) afterLocked(id sm.TaskID, d time.Duration, f func()) {
 	}
 }
 
-// simOp is an operation in progress: f runs at `at` unless cancelled.
+// simOp is an operation in progress: its stage ends at `at` unless
+// cancelled. It names its stage and outcome rather than holding a
+// function: a closure per stage was one more allocation per operation.
 type simOp struct {
-	at  time.Time
-	id  sm.TaskID
-	f   func()
-	idx int         // in simWorld.due; -1 when not there
-	t   clock.Timer // a stepped executor's
+	at    time.Time
+	e     *SimExecutor
+	id    sm.TaskID
+	stage int
+	o     SimOutcome
+	idx   int         // in simWorld.due; -1 when not there
+	t     clock.Timer // a stepped executor's
+}
+
+// run ends op's stage: what the executor observes then. It runs without
+// w.mu.
+func (op *simOp) run() {
+	e, id, o := op.e, op.id, op.o
+	switch op.stage {
+	case stagePrepare, stageStart:
+		switch {
+		case o.Reject != "":
+			e.report(Event{id, Observation{Kind: ObsRejected, Message: o.Reject}})
+		case op.stage == stagePrepare:
+			e.report(Event{id, Observation{Kind: ObsPrepared}})
+		default:
+			e.startProc(id)
+		}
+	case stageStop:
+		e.endProc(id, 0)
+	}
 }
 
 // cancelLocked drops op (w.mu held; the caller deletes it from pending).
@@ -268,6 +303,17 @@ func (w *simWorld) cancelLocked(op *simOp) {
 	}
 	if op.idx >= 0 {
 		heap.Remove(&w.due, op.idx)
+		w.recycleLocked(op)
+	}
+}
+
+// recycleLocked keeps op, done or cancelled, for a later operation (an
+// executor on the real clock's only, whose operations nothing names once
+// they left the heap; up to a frame's worth).
+func (w *simWorld) recycleLocked(op *simOp) {
+	if op.t == nil && len(w.free) < 256 {
+		*op = simOp{}
+		w.free = append(w.free, op)
 	}
 }
 
@@ -303,8 +349,9 @@ func (w *simWorld) fire(clk clock.Clock) {
 		heap.Pop(&w.due)
 		delete(w.pending, op.id)
 		w.mu.Unlock()
-		op.f()
+		op.run()
 		w.mu.Lock()
+		w.recycleLocked(op)
 	}
 }
 
@@ -340,25 +387,13 @@ func (e *SimExecutor) Do(a Action) {
 	switch a.Op {
 	case OpPrepare:
 		d, o := e.roll(id, stagePrepare, &e.cfg.Prepare)
-		e.afterLocked(id, d, func() {
-			if o.Reject != "" {
-				e.report(Event{id, Observation{Kind: ObsRejected, Message: o.Reject}})
-				return
-			}
-			e.report(Event{id, Observation{Kind: ObsPrepared}})
-		})
+		e.afterLocked(id, d, stagePrepare, o)
 	case OpStart:
 		d, o := e.roll(id, stageStart, &e.cfg.Start)
-		e.afterLocked(id, d, func() {
-			if o.Reject != "" {
-				e.report(Event{id, Observation{Kind: ObsRejected, Message: o.Reject}})
-				return
-			}
-			e.startProc(id)
-		})
+		e.afterLocked(id, d, stageStart, o)
 	case OpStop:
 		d, _ := e.roll(id, stageStop, &e.cfg.Stop)
-		e.afterLocked(id, d, func() { e.endProc(id, 0) })
+		e.afterLocked(id, d, stageStop, SimOutcome{})
 	case OpAttach:
 		p := w.procs[id]
 		if p == nil || (!a.Handle.IsZero() && p.handle != a.Handle) {

@@ -2,9 +2,12 @@ package agent
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
+
+	"pgregory.net/rapid"
 
 	"shoal/internal/clock"
 	sm "shoal/statemachine"
@@ -144,4 +147,118 @@ func TestSimOperationsShareATimer(t *testing.T) {
 	if len(e.world.due) != 0 || len(e.world.pending) != 0 {
 		t.Fatalf("operations still in progress: %d due, %d pending", len(e.world.due), len(e.world.pending))
 	}
+}
+
+// The simulated executor on a clock against a model: tasks prepared,
+// started, stopped and forgotten at random while time passes; each
+// operation not forgotten ends once, at its rolled deadline, with its
+// rolled outcome, and a forgotten one never ends. The executor keeps its
+// operations for reuse once they ended or were cancelled: an operation
+// reused while still pending, or ended with another's stage, breaks it.
+func TestSimOperationsMatchAModel(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		clk := clock.NewFake(t0)
+		cfg := SimConfig{Seed: rapid.Uint64().Draw(t, "seed"),
+			Prepare: SimStage{Delay: 100 * time.Millisecond, Jitter: time.Second, Outcomes: []SimOutcome{{Weight: 1, Reject: "no image"}, {Weight: 3}}},
+			Start:   SimStage{Delay: 100 * time.Millisecond, Jitter: time.Second, Outcomes: []SimOutcome{{Weight: 1, Reject: "no port"}, {Weight: 3}}},
+			Stop:    SimStage{Delay: 100 * time.Millisecond, Jitter: 500 * time.Millisecond}}
+		e := NewSimExecutor(clk, cfg)
+		defer e.Close()
+		type pend struct {
+			stage int
+			at    time.Time
+			want  ObsKind
+		}
+		pending := map[sm.TaskID]pend{}
+		running := map[sm.TaskID]bool{}
+		next := func() Event {
+			select {
+			case ev := <-e.Events():
+				return ev
+			case <-time.After(2 * time.Second): // they come at once: a goroutine's hand-over
+				t.Fatalf("no executor event within 2s")
+				return Event{}
+			}
+		}
+		const tasks = 6
+		for step := range rapid.IntRange(1, 60).Draw(t, "steps") {
+			id := sm.TaskID(rapid.IntRange(1, tasks).Draw(t, fmt.Sprint("task", step)))
+			_, busy := pending[id]
+			switch rapid.IntRange(0, 4).Draw(t, fmt.Sprint("what", step)) {
+			case 0: // prepare
+				if busy || running[id] {
+					continue
+				}
+				d, o := e.roll(id, stagePrepare, &cfg.Prepare)
+				want := ObsPrepared
+				if o.Reject != "" {
+					want = ObsRejected
+				}
+				pending[id] = pend{stagePrepare, clk.Now().Add(d), want}
+				e.Do(Action{Op: OpPrepare, Task: id, Run: simRun(id)})
+			case 1: // start
+				if busy || running[id] {
+					continue
+				}
+				d, o := e.roll(id, stageStart, &cfg.Start)
+				want := ObsStarted
+				if o.Reject != "" {
+					want = ObsRejected
+				}
+				pending[id] = pend{stageStart, clk.Now().Add(d), want}
+				e.Do(Action{Op: OpStart, Task: id, Run: simRun(id)})
+			case 2: // stop
+				if busy || !running[id] {
+					continue
+				}
+				d, _ := e.roll(id, stageStop, &cfg.Stop)
+				pending[id] = pend{stageStop, clk.Now().Add(d), ObsExited}
+				e.Do(Action{Op: OpStop, Task: id})
+			case 3: // forget
+				delete(pending, id)
+				delete(running, id)
+				e.Do(Action{Op: OpForget, Task: id})
+			case 4: // time passes
+				clk.Advance(time.Duration(rapid.Int64Range(0, int64(1500*time.Millisecond)).Draw(t, fmt.Sprint("advance", step))))
+				now := clk.Now()
+				var want []string
+				for id, p := range pending {
+					if !p.at.After(now) {
+						want = append(want, fmt.Sprintf("%d %v", id, p.want))
+						delete(pending, id)
+						switch {
+						case p.want == ObsStarted:
+							running[id] = true
+						case p.want == ObsExited:
+							delete(running, id)
+						}
+					}
+				}
+				var got []string
+				for range want {
+					ev := next()
+					got = append(got, fmt.Sprintf("%d %v", ev.Task, ev.Obs.Kind))
+				}
+				slices.Sort(want)
+				slices.Sort(got)
+				if !slices.Equal(got, want) {
+					t.Fatalf("at %v the executor observed %v, want %v", now.Sub(t0), got, want)
+				}
+			}
+		}
+		clk.Advance(time.Hour)
+		for len(pending) > 0 {
+			ev := next()
+			p, ok := pending[ev.Task]
+			if !ok || p.want != ev.Obs.Kind {
+				t.Fatalf("event %d %v at the end, want %+v", ev.Task, ev.Obs.Kind, pending)
+			}
+			delete(pending, ev.Task)
+		}
+		select {
+		case ev := <-e.Events():
+			t.Fatalf("event %+v for nothing in progress", ev)
+		default:
+		}
+	})
 }
