@@ -240,47 +240,72 @@ type executor struct {
 	node  *atomic.Uint32
 	mu    struct {
 		sync.Mutex
-		running map[sm.TaskID]bool // started, no operation since
+		tasks map[sm.TaskID]taskMarks
 	}
 }
 
+// taskMarks is what the harness knows of one task of its agent.
+type taskMarks uint8
+
+const (
+	// markRunning: started, no operation since.
+	markRunning taskMarks = 1 << iota
+	// markHeld: the observer was told the task's addresses are held (a
+	// prepare or a start), and not told since that they are let go (a
+	// forget). The checker takes a Hold for a task it holds as no change
+	// (check.Checker.Hold), so the start after a prepare tells it
+	// nothing: a second observation per task on its way to the loadgen,
+	// and a lookup in a table of every task there, for nothing.
+	markHeld
+)
+
 func newExecutor(inner *agent.SimExecutor, obs Observer, node *atomic.Uint32, clk clock.Clock) *executor {
 	e := &executor{inner: inner, obs: obs, node: node, clk: clk}
-	e.mu.running = map[sm.TaskID]bool{}
+	e.mu.tasks = map[sm.TaskID]taskMarks{}
 	inner.Watch(e.saw)
 	return e
 }
 
 func (e *executor) Do(a agent.Action) {
-	switch a.Op {
-	case agent.OpPrepare, agent.OpStart:
-		if a.Run != nil && e.obs != nil {
-			n := len(a.Run.Addresses)
-			both := make([]string, 2*n) // one allocation for both lists
-			nets, addrs := both[:n:n], both[n:]
-			for i, ad := range a.Run.Addresses {
-				nets[i], addrs[i] = ad.Network, ad.Addr
-			}
-			e.obs.Hold(e.node.Load(), uint64(a.Task), nets, addrs, e.clk.Now())
-		}
-	case agent.OpForget:
-		if e.obs != nil {
-			e.obs.Release(uint64(a.Task), e.clk.Now())
-		}
-	}
+	hold := false
 	e.mu.Lock()
-	delete(e.mu.running, a.Task)
+	m, ok := e.mu.tasks[a.Task]
+	switch {
+	case a.Op == agent.OpForget:
+		if ok {
+			delete(e.mu.tasks, a.Task)
+		}
+	case (a.Op == agent.OpPrepare || a.Op == agent.OpStart) && a.Run != nil && e.obs != nil:
+		hold = m&markHeld == 0
+		e.mu.tasks[a.Task] = m&^markRunning | markHeld
+	case m&markRunning != 0:
+		e.mu.tasks[a.Task] = m &^ markRunning
+	}
 	e.mu.Unlock()
+	switch {
+	case hold:
+		n := len(a.Run.Addresses)
+		both := make([]string, 2*n) // one allocation for both lists
+		nets, addrs := both[:n:n], both[n:]
+		for i, ad := range a.Run.Addresses {
+			nets[i], addrs[i] = ad.Network, ad.Addr
+		}
+		e.obs.Hold(e.node.Load(), uint64(a.Task), nets, addrs, e.clk.Now())
+	case a.Op == agent.OpForget && e.obs != nil:
+		e.obs.Release(uint64(a.Task), e.clk.Now())
+	}
 	e.inner.Do(a)
 }
 
 // saw follows an event of the simulated executor on its way to the runner.
 func (e *executor) saw(ev agent.Event) {
 	e.mu.Lock()
-	if ev.Obs.Kind == agent.ObsStarted {
-		e.mu.running[ev.Task] = true
-	} else {
-		delete(e.mu.running, ev.Task)
+	m, ok := e.mu.tasks[ev.Task]
+	switch {
+	case ev.Obs.Kind == agent.ObsStarted:
+		e.mu.tasks[ev.Task] = m | markRunning
+	case ok && m&markRunning != 0:
+		e.mu.tasks[ev.Task] = m &^ markRunning
 	}
 	e.mu.Unlock()
 }
@@ -289,9 +314,11 @@ func (e *executor) saw(ev agent.Event) {
 // many.
 func (e *executor) crash(n int, r *rand.Rand) int {
 	e.mu.Lock()
-	ids := make([]sm.TaskID, 0, len(e.mu.running))
-	for id := range e.mu.running {
-		ids = append(ids, id)
+	var ids []sm.TaskID
+	for id, m := range e.mu.tasks {
+		if m&markRunning != 0 {
+			ids = append(ids, id)
+		}
 	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
 	r.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
@@ -299,7 +326,7 @@ func (e *executor) crash(n int, r *rand.Rand) int {
 		ids = ids[:n]
 	}
 	for _, id := range ids {
-		delete(e.mu.running, id)
+		e.mu.tasks[id] &^= markRunning
 	}
 	e.mu.Unlock()
 	for _, id := range ids { // outside e.mu: the executor tells saw

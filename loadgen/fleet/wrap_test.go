@@ -1,16 +1,23 @@
 package fleet
 
 import (
+	"fmt"
 	"io"
 	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"pgregory.net/rapid"
+
 	"shoal/agent"
 	"shoal/internal/clock"
 	sm "shoal/statemachine"
+	"shoal/wire"
 )
 
 // next reads the runner's next event, failing after a while.
@@ -140,4 +147,102 @@ func BenchmarkObservationsToASlowLoadgen(b *testing.B) {
 	}
 	w.close()
 	<-w.flushed
+}
+
+// holdLog is an Observer that writes down the holds and releases it is
+// told.
+type holdLog struct {
+	mu  sync.Mutex
+	log []string
+}
+
+func (h *holdLog) Handed(node uint32, task uint64, now time.Time) {}
+func (h *holdLog) Hold(node uint32, task uint64, nets, addrs []string, now time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.log = append(h.log, fmt.Sprintf("hold %d %v %v", task, nets, addrs))
+}
+func (h *holdLog) Release(task uint64, now time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.log = append(h.log, fmt.Sprintf("release %d", task))
+}
+
+// effective is what a log of holds and releases changes in the checker,
+// which takes a hold of a task it holds as no change (check.Checker.Hold).
+func effective(log []string) []string {
+	held := map[string]bool{}
+	var out []string
+	for _, l := range log {
+		f := strings.Fields(l)
+		if f[0] == "hold" {
+			if held[f[1]] {
+				continue
+			}
+			held[f[1]] = true
+		} else {
+			delete(held, f[1])
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+// The harness tells the checker what each agent holds as it did when it
+// told every prepare and start: the same holds and releases take effect,
+// and it tells no hold the checker would take as no change.
+func TestHoldsTellTheCheckerWhatItWouldKeep(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		obs := &holdLog{}
+		ex := newExecutor(agent.NewSimExecutor(clock.Real{}, agent.SimConfig{Seed: 1}), obs, new(atomic.Uint32), clock.Real{})
+		defer ex.Close()
+		var every []string // what the harness told before: every prepare's and start's hold
+		ops := []agent.Op{agent.OpPrepare, agent.OpStart, agent.OpStop, agent.OpForget, agent.OpAttach}
+		for i := range rapid.IntRange(1, 50).Draw(t, "steps") {
+			id := sm.TaskID(rapid.IntRange(1, 4).Draw(t, fmt.Sprint("task", i)))
+			op := rapid.SampledFrom(ops).Draw(t, fmt.Sprint("op", i))
+			a := agent.Action{Op: op, Task: id}
+			if op == agent.OpPrepare || op == agent.OpStart {
+				a.Run = &agent.TaskRun{Task: id, Addresses: []wire.Address{{Network: "front", Addr: fmt.Sprintf("10.0.0.%d/16", id)}}}
+				every = append(every, fmt.Sprintf("hold %d [front] [10.0.0.%d/16]", id, id))
+			}
+			if op == agent.OpForget {
+				every = append(every, fmt.Sprintf("release %d", id))
+			}
+			ex.Do(a)
+		}
+		obs.mu.Lock()
+		got := slices.Clone(obs.log)
+		obs.mu.Unlock()
+		if want := effective(every); !slices.Equal(effective(got), want) {
+			t.Fatalf("the checker keeps %v, want %v", effective(got), want)
+		}
+		if !slices.Equal(got, effective(got)) {
+			t.Fatalf("told %v, of which only %v changes anything", got, effective(got))
+		}
+	})
+}
+
+// BenchmarkSimTaskToTheLoadgen is one task of a simulated agent prepared,
+// started and forgotten through the harness, with what the harness tells
+// the loadgen (the holds and the release, queued, batched and encoded to
+// nowhere).
+func BenchmarkSimTaskToTheLoadgen(b *testing.B) {
+	w := newObsWriter(io.Discard, obsQueueMax)
+	defer func() { w.close(); <-w.flushed }()
+	ex := newExecutor(agent.NewSimExecutor(clock.Real{}, agent.SimConfig{Seed: 1}), obsSink(w.add), new(atomic.Uint32), clock.Real{})
+	defer ex.Close()
+	id := sm.TaskID(0)
+	b.ReportAllocs()
+	cpu := cpuNow()
+	for b.Loop() {
+		id++
+		run := &agent.TaskRun{Task: id, Service: "web", Addresses: []wire.Address{{Network: "front", Addr: "10.0.0.5/16"}}}
+		ex.Do(agent.Action{Op: agent.OpPrepare, Task: id, Run: run})
+		next(b, ex)
+		ex.Do(agent.Action{Op: agent.OpStart, Task: id, Run: run})
+		next(b, ex)
+		ex.Do(agent.Action{Op: agent.OpForget, Task: id})
+	}
+	b.ReportMetric(float64(cpuNow()-cpu)/float64(b.N), "cpu-ns/op")
 }
