@@ -19,6 +19,7 @@ import (
 
 	"shoal/agent"
 	"shoal/api/client"
+	"shoal/wire"
 )
 
 // The fleet in a process of its own. The simulated agents take most of a
@@ -160,7 +161,31 @@ func (o *obsWriter) add(x obs) {
 	if o.closed {
 		return
 	}
-	x.Stamp = o.stampLocked()
+	x.Stamp = o.stampLocked(o.now().UnixNano())
+	o.queueLocked(x)
+}
+
+// addHanded queues that the agent of node was handed tasks, in order,
+// under one lock and one reading of the clock: an assignments answer
+// hands over several tasks, and an observation each taking the lock that
+// every agent of the process shares was a contended lock per task.
+func (o *obsWriter) addHanded(node uint32, tasks []wire.Assignment, at int64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	now := o.now().UnixNano()
+	for i := range tasks {
+		for o.n >= o.limit && !o.closed {
+			o.cond.Wait()
+		}
+		if o.closed {
+			return
+		}
+		o.queueLocked(obs{Kind: obsHanded, Node: node, Task: uint64(tasks[i].Task), At: at, Stamp: o.stampLocked(now)})
+	}
+}
+
+// queueLocked appends x, stamped, to the queue.
+func (o *obsWriter) queueLocked(x obs) {
 	if k := len(o.queue); k == 0 || len(o.queue[k-1]) == cap(o.queue[k-1]) {
 		var c []obs
 		if f := len(o.free); f > 0 {
@@ -188,9 +213,10 @@ func (o *obsWriter) waitFull() {
 	}
 }
 
-// stampLocked returns the wall clock, never below a stamp already given.
-func (o *obsWriter) stampLocked() int64 {
-	o.last = max(o.last+1, o.now().UnixNano())
+// stampLocked returns now, the wall clock, above every stamp already
+// given.
+func (o *obsWriter) stampLocked(now int64) int64 {
+	o.last = max(o.last+1, now)
 	return o.last
 }
 
@@ -209,6 +235,20 @@ func (f obsSink) Release(task uint64, now time.Time) {
 	f(obs{Kind: obsRelease, Task: task, At: now.UnixNano()})
 }
 
+// writerSink is the Observer of a child's agents: its observations go to
+// the child's queue, an assignments answer's hand-overs together
+// (handedAll).
+type writerSink struct {
+	obsSink
+	w *obsWriter
+}
+
+func newWriterSink(w *obsWriter) writerSink { return writerSink{obsSink(w.add), w} }
+
+func (s writerSink) HandedAll(node uint32, tasks []wire.Assignment, now time.Time) {
+	s.w.addHanded(node, tasks, now.UnixNano())
+}
+
 // flush sends the queue every few milliseconds until close: a batch per
 // chunk, each but the last promising no more than its own last stamp.
 func (o *obsWriter) flush(w io.Writer) {
@@ -222,7 +262,7 @@ func (o *obsWriter) flush(w io.Writer) {
 		chunks = append(chunks[:0], o.queue...)
 		clear(o.queue)
 		o.queue, o.n = o.queue[:0], 0
-		upto := o.stampLocked()
+		upto := o.stampLocked(o.now().UnixNano())
 		closed := o.closed
 		if closed {
 			upto = math.MaxInt64 // nothing follows
@@ -429,7 +469,7 @@ func Serve(ctx context.Context, cfg ChildConfig, in io.Reader, out io.WriteClose
 	if fc.Clock != nil {
 		ow.now = fc.Clock.Now
 	}
-	fc.Managers, fc.Token, fc.First, fc.Agents, fc.Seed, fc.Sim, fc.Observer = cfg.Managers, cfg.Token, cfg.First, cfg.Agents, cfg.Seed, cfg.Sim, obsSink(ow.add)
+	fc.Managers, fc.Token, fc.First, fc.Agents, fc.Seed, fc.Sim, fc.Observer = cfg.Managers, cfg.Token, cfg.First, cfg.Agents, cfg.Seed, cfg.Sim, newWriterSink(ow)
 	prof := &cpuProfile{pattern: cfg.CPUProfile, allocs: cfg.AllocsProfile}
 	if err := prof.start("setup"); err != nil {
 		return err

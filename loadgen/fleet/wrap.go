@@ -23,6 +23,12 @@ type Observer interface {
 	Release(task uint64, now time.Time)
 }
 
+// handedAll is an Observer told an assignments answer's tasks at once, in
+// order: the same as Handed for each.
+type handedAll interface {
+	HandedAll(node uint32, tasks []wire.Assignment, now time.Time)
+}
+
 // manager wraps the shared agent client of one simulated agent: it can be
 // partitioned, and reports what the agent is handed.
 type manager struct {
@@ -210,10 +216,14 @@ func (m *manager) noteFirst(now int64) {
 
 func (m *manager) Assignments(ctx context.Context, req *wire.AssignmentsRequest) (*wire.Assignments, error) {
 	a, err := call(m, ctx, func(c context.Context) (*wire.Assignments, error) { return m.inner.Assignments(c, req) })
-	if err == nil && m.obs != nil {
+	if err == nil && m.obs != nil && len(a.Tasks) > 0 {
 		now := m.clk.Now()
-		for i := range a.Tasks {
-			m.obs.Handed(uint32(req.NodeID), uint64(a.Tasks[i].Task), now)
+		if all, ok := m.obs.(handedAll); ok {
+			all.HandedAll(uint32(req.NodeID), a.Tasks, now)
+		} else {
+			for i := range a.Tasks {
+				m.obs.Handed(uint32(req.NodeID), uint64(a.Tasks[i].Task), now)
+			}
 		}
 	}
 	return a, err

@@ -246,3 +246,84 @@ func BenchmarkSimTaskToTheLoadgen(b *testing.B) {
 	}
 	b.ReportMetric(float64(cpuNow()-cpu)/float64(b.N), "cpu-ns/op")
 }
+
+// unflushed returns a child's queue of observations with no flusher, on a
+// clock that reads now().
+func unflushed(now func() time.Time) *obsWriter {
+	o := &obsWriter{flushed: make(chan struct{}), limit: 1 << 20, now: now}
+	o.cond = sync.NewCond(&o.mu)
+	return o
+}
+
+// An assignments answer's tasks told at once queue what telling each
+// would: the same observations in the same order, stamps rising.
+func TestHandedAllIsHandedForEach(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		var clockNow int64 = 1_700_000_000_000_000_000
+		now := func() time.Time { return time.Unix(0, clockNow) }
+		each, all := unflushed(now), unflushed(now)
+		eachSink, allSink := obsSink(each.add), newWriterSink(all)
+		for i := range rapid.IntRange(1, 20).Draw(t, "answers") {
+			// The clock may stand still or step back between answers.
+			clockNow += rapid.Int64Range(-5, 5).Draw(t, fmt.Sprint("tick", i))
+			node := rapid.Uint32Range(1, 3).Draw(t, fmt.Sprint("node", i))
+			at := time.Unix(0, rapid.Int64Range(0, 1e18).Draw(t, fmt.Sprint("at", i)))
+			var tasks []wire.Assignment
+			for range rapid.IntRange(0, 6).Draw(t, fmt.Sprint("tasks", i)) {
+				tasks = append(tasks, wire.Assignment{Task: sm.TaskID(rapid.Uint64Range(1, 1<<40).Draw(t, "task"))})
+			}
+			for _, a := range tasks {
+				eachSink.Handed(node, uint64(a.Task), at)
+			}
+			allSink.HandedAll(node, tasks, at)
+		}
+		flat := func(o *obsWriter) []obs {
+			var out []obs
+			for _, c := range o.queue {
+				out = append(out, c...)
+			}
+			return out
+		}
+		got, want := flat(all), flat(each)
+		if !slices.EqualFunc(got, want, func(a, b obs) bool {
+			return a.Kind == b.Kind && a.Node == b.Node && a.Task == b.Task && a.At == b.At
+		}) {
+			t.Fatalf("queued %+v, want %+v", got, want)
+		}
+		for i := 1; i < len(got); i++ {
+			if got[i].Stamp <= got[i-1].Stamp {
+				t.Fatalf("stamp %d after %d", got[i].Stamp, got[i-1].Stamp)
+			}
+		}
+	})
+}
+
+// BenchmarkHandedToTheLoadgen is the hand-overs of assignments answers of
+// five tasks, from eight agents at once, on their way to the loadgen:
+// told one by one, as before, and per answer.
+func BenchmarkHandedToTheLoadgen(b *testing.B) {
+	for _, per := range []string{"each", "answer"} {
+		b.Run(per, func(b *testing.B) {
+			w := newObsWriter(io.Discard, obsQueueMax)
+			defer func() { w.close(); <-w.flushed }()
+			sink := newWriterSink(w)
+			tasks := make([]wire.Assignment, 5)
+			now := time.Now()
+			b.ReportAllocs()
+			cpu := cpuNow()
+			b.SetParallelism(4) // 8 agents on 2 CPUs
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if per == "each" {
+						for i := range tasks {
+							sink.Handed(7, uint64(tasks[i].Task), now)
+						}
+					} else {
+						sink.HandedAll(7, tasks, now)
+					}
+				}
+			})
+			b.ReportMetric(float64(cpuNow()-cpu)/float64(b.N*len(tasks)), "cpu-ns/task")
+		})
+	}
+}
