@@ -44,12 +44,17 @@ type Machine struct {
 	// putSpecs are the specs to write at the next Ready: the machine's
 	// own (m.specs' values, never written through), copied into specRecs
 	// by Ready.
-	putSpecs   []*wire.Spec
-	delSpecs   []SpecKey
-	metaDirty  bool
-	meta       Meta // Ready's Writes.Meta, rewritten at each Ready that has one
-	syncDirty  bool // the pending writes hold a new status or process identity
-	unackedSet map[sm.TaskID]struct{}
+	putSpecs  []*wire.Spec
+	delSpecs  []SpecKey
+	metaDirty bool
+	meta      Meta // Ready's Writes.Meta, rewritten at each Ready that has one
+	syncDirty bool // the pending writes hold a new status or process identity
+	// owed lists the tasks whose status the manager has not acknowledged
+	// (task.owed; nOwed of them), and tasks that were owed since the last
+	// walk (pruned by owedTasks): a flag and a slice rather than a set,
+	// which took an insert or a delete at every change of a status.
+	owed  []*task
+	nOwed int
 
 	// recs is Ready's buffer, kept from one Ready to the next: a task is
 	// written at each change of its status, and a new slice of records per
@@ -86,6 +91,8 @@ type task struct {
 	sending  bool              // its status is in an unanswered batch
 	urgent   bool              // its state changed since the last batch took it
 	dirty    bool              // in Machine.putTasks: written at the next Ready
+	owed     bool              // its status is owed to the manager (counted in Machine.nOwed)
+	inOwed   bool              // in Machine.owed
 }
 
 // Ready is what the machine asks the runner to do: write Writes to the store
@@ -115,9 +122,8 @@ func (c *MachineConfig) withDefaults() MachineConfig {
 // NewMachine returns an empty machine.
 func NewMachine(cfg MachineConfig) *Machine {
 	m := &Machine{
-		specs:      map[SpecKey]*wire.Spec{},
-		tasks:      map[sm.TaskID]*task{},
-		unackedSet: map[sm.TaskID]struct{}{},
+		specs: map[SpecKey]*wire.Spec{},
+		tasks: map[sm.TaskID]*task{},
 	}
 	m.st.cfg = cfg.withDefaults()
 	return m
@@ -398,7 +404,10 @@ func (m *Machine) forget(t *task) {
 	if !t.inSet {
 		delete(m.tasks, t.a.Task)
 		t.dirty = false // Ready skips it
-		delete(m.unackedSet, t.a.Task)
+		if t.owed {
+			t.owed = false
+			m.nOwed--
+		}
 		m.delTasks = append(m.delTasks, t.a.Task)
 		return
 	}

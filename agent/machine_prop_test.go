@@ -21,7 +21,10 @@ import (
 //   - P2: an executor never gets a second operation for a task before the
 //     first one answered;
 //   - P3: the states the agent reports for a task never go down in rank;
-//   - P4: the agent never forgets a task whose process still runs.
+//   - P4: the agent never forgets a task whose process still runs;
+//   - P5: the statuses owed are those of the tasks in the set whose latest
+//     status the manager has not acknowledged, and a batch takes the
+//     lowest task IDs among those not in a batch already.
 
 type propModel struct {
 	t        *rapid.T
@@ -44,6 +47,7 @@ func (p *propModel) now() time.Time { return t0 }
 // drain takes the machine's Ready, persists it, checks every action and
 // plays the model executor's side of it.
 func (p *propModel) drain() {
+	p.checkOwed()
 	rd := p.m.Ready()
 	if err := p.store.Apply(&rd.Writes); err != nil {
 		p.t.Fatal(err)
@@ -157,8 +161,38 @@ func (p *propModel) exit(t *rapid.T) {
 	}
 }
 
+// owedNow is what the machine owes the manager, by a scan of its tasks:
+// every owed task, and those not in an unanswered batch, in ID order.
+func (p *propModel) owedNow() (owed int, idle []sm.TaskID) {
+	for _, id := range sortedKeys(p.m.tasks) {
+		if t := p.m.tasks[id]; t.inSet && t.status != t.acked {
+			owed++
+			if !t.sending {
+				idle = append(idle, id)
+			}
+		}
+	}
+	return owed, idle
+}
+
+func (p *propModel) checkOwed() {
+	owed, idle := p.owedNow()
+	if p.m.Unacked() != owed || p.m.owedIdle() != len(idle) {
+		p.t.Fatalf("P5: the machine owes %d statuses (%d not in a batch), a scan of its tasks %d (%v)", p.m.Unacked(), p.m.owedIdle(), owed, idle)
+	}
+}
+
 func (p *propModel) statuses(t *rapid.T) {
-	reps := p.m.BeginBatch(rapid.IntRange(1, propTasks).Draw(t, "limit"))
+	limit := rapid.IntRange(1, propTasks).Draw(t, "limit")
+	_, idle := p.owedNow()
+	reps := p.m.BeginBatch(limit)
+	var took []sm.TaskID
+	for _, r := range reps {
+		took = append(took, r.Task)
+	}
+	if want := idle[:min(limit, len(idle))]; fmt.Sprint(took) != fmt.Sprint(want) {
+		t.Fatalf("P5: a batch of at most %d took %v, owed and not in a batch %v", limit, took, idle)
+	}
 	for _, r := range reps {
 		if r.State < p.reported[r.Task] {
 			t.Fatalf("P3: task %d reported %v after %v", r.Task, r.State, p.reported[r.Task])

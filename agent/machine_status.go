@@ -1,10 +1,10 @@
 package agent
 
 import (
+	"cmp"
 	"slices"
 	"time"
 
-	sm "shoal/statemachine"
 	"shoal/wire"
 )
 
@@ -21,15 +21,42 @@ type statusState struct {
 // noteStatus keeps the set of owed statuses in step with t. Only tasks in
 // the assignment set are reported: the manager has forgotten the others.
 func (m *Machine) noteStatus(t *task) {
-	if t.inSet && t.status != t.acked {
-		m.unackedSet[t.a.Task] = struct{}{}
-	} else {
-		delete(m.unackedSet, t.a.Task)
+	owed := t.inSet && t.status != t.acked
+	if owed != t.owed {
+		t.owed = owed
+		if owed {
+			m.nOwed++
+		} else {
+			m.nOwed--
+		}
+	}
+	if owed && !t.inOwed {
+		if len(m.owed) >= 2*m.nOwed+64 {
+			m.owedTasks() // acknowledged since the last walk: keep the list short
+		}
+		t.inOwed = true
+		m.owed = append(m.owed, t)
 	}
 }
 
+// owedTasks returns the tasks whose status is owed, in no order, pruning
+// the list of those no longer owed.
+func (m *Machine) owedTasks() []*task {
+	kept := m.owed[:0]
+	for _, t := range m.owed {
+		if t.owed {
+			kept = append(kept, t)
+		} else {
+			t.inOwed = false
+		}
+	}
+	clear(m.owed[len(kept):]) // keep no references for the collector
+	m.owed = kept
+	return kept
+}
+
 // Unacked returns how many statuses the manager has not acknowledged.
-func (m *Machine) Unacked() int { return len(m.unackedSet) }
+func (m *Machine) Unacked() int { return m.nOwed }
 
 // FlushDue returns when the next status batch should go out, or false when
 // nothing is owed or a batch is still unanswered. Urgent changes (a task's
@@ -42,8 +69,7 @@ func (m *Machine) FlushDue() (time.Time, bool) {
 		return time.Time{}, false
 	}
 	owed, urgent := false, false
-	for id := range m.unackedSet {
-		t := m.tasks[id]
+	for _, t := range m.owedTasks() {
 		if t.sending {
 			continue
 		}
@@ -80,19 +106,18 @@ func (m *Machine) EarliestDue() time.Time {
 // batch; the caller must answer with EndBatch, even for an empty batch.
 func (m *Machine) BeginBatch(limit int) []wire.StatusReport {
 	m.st.inflight = true
-	ids := make([]sm.TaskID, 0, len(m.unackedSet))
-	for id := range m.unackedSet {
-		if !m.tasks[id].sending {
-			ids = append(ids, id)
+	ts := make([]*task, 0, m.nOwed)
+	for _, t := range m.owedTasks() {
+		if !t.sending {
+			ts = append(ts, t)
 		}
 	}
-	slices.Sort(ids)
-	if len(ids) > limit {
-		ids = ids[:limit]
+	slices.SortFunc(ts, func(a, b *task) int { return cmp.Compare(a.a.Task, b.a.Task) })
+	if len(ts) > limit {
+		ts = ts[:limit]
 	}
-	out := make([]wire.StatusReport, len(ids))
-	for i, id := range ids {
-		t := m.tasks[id]
+	out := make([]wire.StatusReport, len(ts))
+	for i, t := range ts {
 		t.sending, t.urgent = true, false
 		out[i] = t.status
 	}
@@ -131,8 +156,8 @@ func (m *Machine) EndBatch(reports []wire.StatusReport, ack *wire.StatusAck, now
 // owedIdle returns how many owed statuses are not in an unanswered batch.
 func (m *Machine) owedIdle() int {
 	n := 0
-	for id := range m.unackedSet {
-		if !m.tasks[id].sending {
+	for _, t := range m.owedTasks() {
+		if !t.sending {
 			n++
 		}
 	}
