@@ -19,9 +19,12 @@ import (
 )
 
 // AgentClient speaks the agent protocol (wire/ frames over HTTP) to a list
-// of managers. Heartbeats and re-reports go to the cluster leader (learned
-// from not_leader answers); everything else to the current manager, moving
-// to another one on a transport error. It is safe for concurrent use; many
+// of managers. Re-reports go to the cluster leader (learned from
+// not_leader answers and from polls); everything else, heartbeats too, to
+// the current manager, moving to another one on a transport error. A
+// follower relays heartbeats to the leader; one that cannot answers
+// not_leader naming the leader, and that heartbeat goes to the leader
+// directly. It is safe for concurrent use; many
 // simulated agents may share one fasthttp.Client.
 type AgentClient struct {
 	hc *fasthttp.Client // the settings of hosts
@@ -90,8 +93,9 @@ func connLost(err error) bool {
 }
 
 // AgentConnsPerManager is how many connections one agent holds to each
-// manager at most: its long poll, its heartbeats (to the leader) and one
-// its short calls take turns on (AgentClient.short). With a connection for
+// manager at most: its long poll, its heartbeats (to its current manager,
+// which relays them to the leader; to the leader itself only when that
+// relay fails) and one its short calls take turns on (AgentClient.short). With a connection for
 // each of its loops and idle ones kept, 10,000 agents held about 37,000
 // connections, and after a leader kill one replica reached its cap
 // (api.Guard). Two, with heartbeats taking turns with the reports, let a
@@ -374,10 +378,18 @@ func (c *AgentClient) OpenSession(ctx context.Context, req *wire.SessionRequest)
 	return &s, c.shortCall(ctx, "/v1/agent/session", false, req, into(&s))
 }
 
-// Heartbeat sends a heartbeat to the leader.
+// Heartbeat sends a heartbeat to the current manager, on a connection of
+// its own (never behind a short call waiting for a commit). A follower
+// relays it to the leader and answers what the leader said; a follower
+// that could not (it knows no leader, or the relay failed) answers
+// not_leader naming the leader, and the heartbeat goes to the leader
+// directly. Each heartbeat starts at the current manager again: before
+// the relay, every agent held a connection to the leader for its
+// heartbeats, and after a leader kill the whole fleet dialled the new one
+// at once.
 func (c *AgentClient) Heartbeat(ctx context.Context, hb *wire.Heartbeat) (*wire.HeartbeatAck, error) {
 	var a wire.HeartbeatAck
-	return &a, c.call(ctx, "/v1/agent/heartbeat", true, hb, into(&a))
+	return &a, c.call(ctx, "/v1/agent/heartbeat", false, hb, into(&a))
 }
 
 // Assignments long-polls for the node's assignments; a COMPLETE sent in
@@ -481,7 +493,7 @@ func (c *AgentClient) managers() int {
 }
 
 // pollTarget is the manager a poll starts at now, and a channel closed
-// when a call to it fails (a heartbeat to it, when it leads, most often):
+// when a call to it fails (a heartbeat to it, most often):
 // a poll parked on a manager cut off from the agent would otherwise wait
 // out its whole deadline (the poll's wait and the call timeout: a minute
 // by default) while new work is given out elsewhere.
@@ -519,8 +531,9 @@ func (c *AgentClient) assignments(ctx context.Context, req *wire.AssignmentsRequ
 		err = fmt.Errorf("%w: the assignments answer held no frame", ErrUnreachable)
 	}
 	if err == nil && whole.Leader != "" {
-		// The manager holding this poll names the cluster's leader: the
-		// next heartbeat goes there.
+		// The manager holding this poll names the cluster's leader:
+		// re-reports (and a heartbeat the current manager could not
+		// relay) go there.
 		c.setLeader(whole.Leader)
 	}
 	return whole, err
