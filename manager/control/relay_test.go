@@ -273,6 +273,9 @@ func TestRelayFallsBack(t *testing.T) {
 // (never relayed again).
 func TestRelayedHeartbeatNotRelayedAgain(t *testing.T) {
 	w := newRelayWorld(t, true, RelayConfig{})
+	// On the wall clock: a relay loop started by mistake sends its batch.
+	w.follower = agentsWith(t, AgentsConfig{Leaders: seat{2}, Self: seat{2}, Link: w.link,
+		Monitor: beat{err: fmt.Errorf("node: %w", cluster.ErrNotMonitoring)}})
 	out := w.follower.RelayedHeartbeats(context.Background(), []wire.Heartbeat{{NodeID: 5}, {NodeID: 6}})
 	for i, a := range out {
 		if code(a.Err) != wire.CodeNotLeader || a.Ack != nil {
