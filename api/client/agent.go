@@ -232,12 +232,29 @@ func (c *AgentClient) setLeader(addr string) {
 
 // call posts req to path and decodes every frame of the answer with fn.
 func (c *AgentClient) call(ctx context.Context, path string, toLeader bool, req wire.Message, fn func(frame []byte) error) error {
-	return c.callAs(ctx, path, toLeader, false, req, fn)
+	return c.callAs(ctx, path, toLeader, callPlain, req, fn)
 }
 
-// callAs is call; poll says the call is the assignments poll (whose own
-// failure does not abandon it).
-func (c *AgentClient) callAs(ctx context.Context, path string, toLeader, poll bool, req wire.Message, fn func(frame []byte) error) error {
+// callKind says how callAs treats a call.
+type callKind uint8
+
+const (
+	callPlain callKind = iota
+	// callPoll is the assignments poll, whose own failure does not
+	// abandon it.
+	callPoll
+	// callOnce is a rare call (a re-report) whose connection is closed
+	// after it when it went to a manager other than the current one (the
+	// leader): kept, each agent whose current manager follows held an
+	// idle connection to the leader for a minute and a half after every
+	// session start, about as many as the heartbeats held before they
+	// went to the current manager.
+	callOnce
+)
+
+// callAs is call as kind says.
+func (c *AgentClient) callAs(ctx context.Context, path string, toLeader bool, kind callKind, req wire.Message, fn func(frame []byte) error) error {
+	poll := kind == callPoll
 	bufs := callBuffers.Get().(*callBufs)
 	defer bufs.put()
 	body, err := wire.Append(bufs.body[:0], req)
@@ -248,7 +265,7 @@ func (c *AgentClient) callAs(ctx context.Context, path string, toLeader, poll bo
 	for attempt := 0; ; attempt++ {
 		base := c.current(toLeader)
 		bufs.url = append(append(bufs.url[:0], base...), path...)
-		err := c.post(ctx, base, bufs.url, body, fn)
+		err := c.post(ctx, base, bufs.url, body, kind == callOnce && base != c.current(false), fn)
 		var we *wire.Error
 		switch {
 		case err == nil:
@@ -292,8 +309,9 @@ func (b *callBufs) put() {
 }
 
 // post sends body to rawURL, on base's host client, and decodes every
-// frame of the answer with fn.
-func (c *AgentClient) post(ctx context.Context, base string, rawURL []byte, body []byte, fn func([]byte) error) error {
+// frame of the answer with fn; closeConn asks for the connection to be
+// closed after the answer.
+func (c *AgentClient) post(ctx context.Context, base string, rawURL []byte, body []byte, closeConn bool, fn func([]byte) error) error {
 	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)
@@ -302,6 +320,9 @@ func (c *AgentClient) post(ctx context.Context, base string, rawURL []byte, body
 	req.Header.SetMethod("POST")
 	req.Header.SetContentType("application/x-shoal-wire")
 	req.SetBodyRaw(body)
+	if closeConn {
+		req.SetConnectionClose()
+	}
 	hc := c.hosts.get(base)
 	var err error
 	if dl, ok := ctx.Deadline(); ok {
@@ -515,7 +536,7 @@ func (c *AgentClient) pollTarget() (string, <-chan struct{}) {
 // assignments is one assignments poll, answered or failed.
 func (c *AgentClient) assignments(ctx context.Context, req *wire.AssignmentsRequest) (*wire.Assignments, error) {
 	var whole *wire.Assignments
-	err := c.callAs(ctx, "/v1/agent/assignments", false, true, req, func(f []byte) error {
+	err := c.callAs(ctx, "/v1/agent/assignments", false, callPoll, req, func(f []byte) error {
 		var part wire.Assignments
 		if err := wire.DecodeInto(f, &part); err != nil {
 			return err
@@ -540,10 +561,18 @@ func (c *AgentClient) assignments(ctx context.Context, req *wire.AssignmentsRequ
 }
 
 // ReportStatus sends a batch of task statuses (a re-report goes to the
-// leader).
+// leader, on a connection closed after it unless the leader is the
+// current manager).
 func (c *AgentClient) ReportStatus(ctx context.Context, b *wire.StatusBatch) (*wire.StatusAck, error) {
 	var a wire.StatusAck
-	return &a, c.shortCall(ctx, "/v1/agent/status", b.ReReport, b, into(&a))
+	if !b.ReReport {
+		return &a, c.shortCall(ctx, "/v1/agent/status", false, b, into(&a))
+	}
+	if err := c.turn(ctx); err != nil {
+		return &a, err
+	}
+	defer c.endTurn()
+	return &a, c.callAs(ctx, "/v1/agent/status", true, callOnce, b, into(&a))
 }
 
 // Sync reports what the node holds and learns what to destroy.
