@@ -103,8 +103,16 @@ type relay struct {
 		sync.Mutex
 		queue   []*queuedBeat
 		running bool // the loop runs
+		// logged is when a failed batch was last logged; unlogged
+		// counts those failed since (one line per relayLogEvery).
+		logged   time.Time
+		unlogged int
 	}
 }
+
+// relayLogEvery is the most often a failed relay is logged: while the
+// leader is unreachable every batch fails.
+const relayLogEvery = 10 * time.Second
 
 // queuedBeat is one agent's heartbeat waiting for the leader's answer.
 type queuedBeat struct {
@@ -247,8 +255,8 @@ func (r *relay) send(batch []*queuedBeat) {
 	defer cancel()
 	answers, err := r.link.RelayHeartbeats(ctx, leader, beats)
 	if err != nil || len(answers) != len(batch) {
-		if err != nil && r.a.cfg.Logf != nil {
-			r.a.cfg.Logf("control: relaying %d heartbeats to the leader at %s: %v", len(batch), leader, err)
+		if err != nil {
+			r.logFailure(len(batch), leader, err)
 		}
 		fail()
 		return
@@ -256,6 +264,26 @@ func (r *relay) send(batch []*queuedBeat) {
 	for i, q := range batch {
 		q.done <- relayed{ans: answers[i]}
 	}
+}
+
+// logFailure logs a batch the leader did not answer, at most once per
+// relayLogEvery, saying how many others failed since the last line.
+func (r *relay) logFailure(n int, leader string, err error) {
+	if r.a.cfg.Logf == nil {
+		return
+	}
+	now := r.a.cfg.Clock.Now()
+	r.mu.Lock()
+	if now.Sub(r.mu.logged) < relayLogEvery {
+		r.mu.unlogged++
+		r.mu.Unlock()
+		return
+	}
+	others := r.mu.unlogged
+	r.mu.logged, r.mu.unlogged = now, 0
+	r.mu.Unlock()
+	r.a.cfg.Logf("heartbeat relay: %d heartbeats got no answer from the leader at %s (their agents send them to it directly): %v (%d other batches failed since the last line)",
+		n, leader, err, others)
 }
 
 // RelayedHeartbeats is the leader's side of the relay: it records each
