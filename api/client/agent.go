@@ -49,6 +49,10 @@ type AgentClient struct {
 		// fails at the transport (see failed): the poll parked there is
 		// given up.
 		gone map[string]chan struct{}
+		// beatLate is the current manager at which the last heartbeat
+		// ran out of time ("" after one that did not): the next one
+		// that runs out of time there moves the agent on (callBeat).
+		beatLate string
 	}
 }
 
@@ -243,6 +247,15 @@ const (
 	// callPoll is the assignments poll, whose own failure does not
 	// abandon it.
 	callPoll
+	// callBeat is a heartbeat: one that runs out of time at the current
+	// manager moves the agent on only when the heartbeat before it did
+	// too. A heartbeat goes through the current manager, which relays it
+	// to the leader: a late answer there is a busy manager or a slow
+	// relay, and during a join storm the agents that moved on at every
+	// late heartbeat wandered between managers, leaving connections
+	// behind on each (kept 90 s). A manager that is gone (refused, reset)
+	// is left at once, as by every call.
+	callBeat
 	// callOnce is a rare call (a re-report) whose connection is closed
 	// after it when it went to a manager other than the current one (the
 	// leader): kept, each agent whose current manager follows held an
@@ -288,9 +301,46 @@ func (c *AgentClient) callAs(ctx context.Context, path string, toLeader bool, ki
 		case errors.As(err, &we):
 			return err
 		}
+		if kind == callBeat && c.lateOnce(base, err) {
+			return err
+		}
 		c.moveOn(base, !poll)
 		return err
 	}
+}
+
+// lateOnce reports whether err is a heartbeat's first in a row to run out
+// of time at base, the current manager (then the agent stays with it).
+func (c *AgentClient) lateOnce(base string, err error) bool {
+	var late lateCall
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !errors.As(err, &late) || base != c.mu.addrs[c.mu.cur] || c.mu.beatLate == base {
+		c.mu.beatLate = ""
+		return false
+	}
+	c.mu.beatLate = base
+	return true
+}
+
+// beatOK records a heartbeat answered by base.
+func (c *AgentClient) beatOK() {
+	c.mu.Lock()
+	c.mu.beatLate = ""
+	c.mu.Unlock()
+}
+
+// lateCall is a call that ran out of time (its answer, or its connection's
+// set-up, was not there by its deadline) rather than one refused or cut.
+type lateCall struct{ error }
+
+func (l lateCall) Unwrap() error { return l.error }
+
+// ranOutOfTime reports whether err, the HTTP client's, says the call's
+// time ran out.
+func ranOutOfTime(err error) bool {
+	return errors.Is(err, fasthttp.ErrTimeout) || errors.Is(err, errSetupTimeout) ||
+		errors.Is(err, fasthttp.ErrNoFreeConns) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // callBufs are one call's request body and URL, kept between calls (the
@@ -331,6 +381,9 @@ func (c *AgentClient) post(ctx context.Context, base string, rawURL []byte, body
 		err = hc.Do(req, resp)
 	}
 	if err != nil {
+		if ranOutOfTime(err) {
+			return lateCall{fmt.Errorf("%w at %s: %v", ErrUnreachable, url(), err)}
+		}
 		return fmt.Errorf("%w at %s: %v", ErrUnreachable, url(), err)
 	}
 	rest := resp.Body()
@@ -410,7 +463,11 @@ func (c *AgentClient) OpenSession(ctx context.Context, req *wire.SessionRequest)
 // at once.
 func (c *AgentClient) Heartbeat(ctx context.Context, hb *wire.Heartbeat) (*wire.HeartbeatAck, error) {
 	var a wire.HeartbeatAck
-	return &a, c.call(ctx, "/v1/agent/heartbeat", false, hb, into(&a))
+	if err := c.callAs(ctx, "/v1/agent/heartbeat", false, callBeat, hb, into(&a)); err != nil {
+		return &a, err
+	}
+	c.beatOK()
+	return &a, nil
 }
 
 // Assignments long-polls for the node's assignments; a COMPLETE sent in

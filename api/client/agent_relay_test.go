@@ -91,3 +91,42 @@ func TestHeartbeatsGoToTheCurrentManager(t *testing.T) {
 		}
 	}
 }
+
+// A heartbeat that runs out of time at the current manager keeps the
+// agent there once; a second in a row moves it on (a manager that
+// refuses or cuts the connection is left at once, as before).
+func TestLateHeartbeatMovesOnWhenRepeated(t *testing.T) {
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	slow := fakeManager(t, func(ctx *fasthttp.RequestCtx, p string) {
+		<-release
+	})
+	other := fakeManager(t, func(ctx *fasthttp.RequestCtx, p string) {
+		replyWire(t, ctx, &wire.HeartbeatAck{Period: int64(time.Second)})
+	})
+	ac, err := NewAgentClient([]string{slow, other}, AgentHTTPS(nil, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	beat := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		_, err := ac.Heartbeat(ctx, &wire.Heartbeat{NodeID: 1, SessionID: 1})
+		return err
+	}
+	if err := beat(); err == nil {
+		t.Fatal("a heartbeat to a manager that never answers succeeded")
+	}
+	if cur := ac.current(false); !strings.HasSuffix(cur, slow) {
+		t.Fatalf("after one late heartbeat the agent moved to %s; want it still at %s", cur, slow)
+	}
+	if err := beat(); err == nil {
+		t.Fatal("a heartbeat to a manager that never answers succeeded")
+	}
+	if cur := ac.current(false); !strings.HasSuffix(cur, other) {
+		t.Fatalf("after two late heartbeats in a row the agent is at %s; want %s", cur, other)
+	}
+	if err := beat(); err != nil {
+		t.Fatalf("the heartbeat at the next manager: %v", err)
+	}
+}
