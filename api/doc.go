@@ -41,9 +41,13 @@
 //   - Blocking reads: ?index=TOKEN&wait=DURATION on every list and inspect
 //     returns once some group applied past its part of TOKEN (or the wait,
 //     capped at 5 minutes with a little jitter, ends).
-//   - Heartbeats are answered only by the replica that leads the cluster
-//     group (it holds them in memory); others answer not_leader with the
-//     leader's API address.
+//   - Heartbeats are recorded only by the replica that leads the cluster
+//     group (it holds them in memory). Any replica takes an agent's
+//     heartbeat: a follower relays it to the leader, batched with others
+//     (manager/control's relay; relay.go carries the batches on POST
+//     /v1/heartbeats/peer, managers only), and answers what the leader
+//     answered; where it cannot, not_leader with the leader's API address
+//     (unavailable when it knows no leader).
 //   - Status reports of many agents share Raft entries: each request is
 //     submitted as it comes, and the engine's proposer puts whatever is
 //     queued for a group into its next entry (engine.Config's

@@ -30,6 +30,7 @@ type metrics struct {
 	set        *vm.Set
 	sessions   *vm.Counter
 	heartbeats *vm.Counter
+	relayed    *vm.Counter
 	reports    *vm.Counter
 	syncs      *vm.Counter
 	frames     struct{ complete, incremental *vm.Counter }
@@ -64,6 +65,7 @@ func newMetrics(s *Server) *metrics {
 	m := &metrics{s: s, set: vm.NewSet()}
 	m.sessions = m.set.NewCounter("shoal_agent_sessions_total")
 	m.heartbeats = m.set.NewCounter("shoal_agent_heartbeats_total")
+	m.relayed = m.set.NewCounter("shoal_agent_heartbeats_relayed_total")
 	m.reports = m.set.NewCounter("shoal_agent_status_reports_total")
 	m.syncs = m.set.NewCounter("shoal_agent_syncs_total")
 	m.frames.complete = m.set.NewCounter(`shoal_assignment_frames_total{kind="complete"}`)

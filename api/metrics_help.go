@@ -42,6 +42,9 @@ var metricHelp = map[string]string{
 	"shoal_nodes":                         "Nodes by status, in this replica's copy of the state.",
 	"shoal_services":                      "Services, in this replica's copy of the state.",
 	"shoal_leading":                       "1 if this replica leads the cluster group, else 0.",
+
+	// The heartbeat relay (relay.go).
+	"shoal_agent_heartbeats_relayed_total": "Agent heartbeats other managers relayed that this manager accepted as the leader.",
 }
 
 // libraryHelp is the # HELP text of the Go runtime and process families

@@ -84,20 +84,27 @@ func TestHeartbeatAnswers(t *testing.T) {
 		leader uint64
 		node   statemachine.NodeID
 		mon    beats
-		want   wire.Message
+		// relay: the follower relays (NoRelay false); the relay's
+		// own tests are control's TestRelay* and manager's
+		// TestHeartbeatRelayed*.
+		relay bool
+		want  wire.Message
 	}{
 		{name: "ack", leader: 1, node: 5, mon: beats{ttl: 3 * time.Second},
 			want: &wire.HeartbeatAck{Period: int64(3 * time.Second), Status: statemachine.NodeReady}},
 		{name: "not the leader", leader: 2, node: 5, mon: beats{err: fmt.Errorf("node 5: %w", cluster.ErrNotMonitoring)},
 			want: &wire.Error{Code: wire.CodeNotLeader, RetryAfter: int64(200 * time.Millisecond),
 				Message: "this manager does not lead the cluster; send heartbeats to the leader"}},
+		{name: "no leader address to relay to", leader: 2, node: 5, mon: beats{err: fmt.Errorf("node 5: %w", cluster.ErrNotMonitoring)},
+			relay: true, want: &wire.Error{Code: wire.CodeUnavailable, RetryAfter: int64(500 * time.Millisecond),
+				Message: "this manager does not know the cluster's leader right now; retry"}},
 		{name: "no quorum", leader: 1, node: 5, mon: beats{err: fmt.Errorf("node 5 down: %w", cluster.ErrNotProposed)},
 			want: &wire.Error{Code: wire.CodeUnavailable, Message: "the cluster cannot take this right now; retry", RetryAfter: int64(time.Second)}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := &replica{st: st, leader: c.leader}
 			s, err := New(Config{Reads: r, Leaders: r, Self: r, Replicas: r, Stats: r, ToGroup: r, Submitter: r,
-				Feed: control.NewFeed(1, nil, 16, 16), Monitor: c.mon})
+				Feed: control.NewFeed(1, nil, 16, 16), Monitor: c.mon, NoRelay: !c.relay})
 			if err != nil {
 				t.Fatal(err)
 			}

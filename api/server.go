@@ -85,6 +85,10 @@ type Config struct {
 	// Logs bounds the log broker (task output on its way to users,
 	// docs/logs.md). Zero values take control.LogConfig's defaults.
 	Logs control.LogConfig
+	// Relay tunes the heartbeat relay of a follower (relay.go); NoRelay
+	// turns it off: a follower refuses heartbeats, naming the leader.
+	Relay   control.RelayConfig
+	NoRelay bool
 	// Logf receives one line per notable event. Default: discard.
 	Logf func(format string, args ...any)
 }
@@ -177,9 +181,10 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Monitor != nil {
 		mon = cfg.Monitor
 	}
+	link := relayLink(cfg) // nil: no relay
 	s.agents = control.NewAgents(control.AgentsConfig{Cluster: agentCluster{cfg.Reads, cfg.ToGroup, cfg.Submitter},
 		Leaders: cfg.Leaders, Self: cfg.Self, Feed: cfg.Feed, Monitor: mon, Logs: s.logs, Clock: cfg.Clock,
-		SyncInterval: cfg.SyncInterval, Logf: cfg.Logf})
+		SyncInterval: cfg.SyncInterval, Logf: cfg.Logf, Link: link, Relay: cfg.Relay})
 	s.stream = s.agents.Stream()
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.metrics = newMetrics(s)
@@ -264,7 +269,7 @@ func (s *Server) routes() []route {
 			a = accessAgent
 		case path == "/v1/join":
 			a = accessOpen
-		case path == "/v1/tokens/peer", path == "/v1/logs/peer":
+		case path == "/v1/tokens/peer", path == "/v1/logs/peer", path == relayPath:
 			a = accessManager
 		case path == "/metrics":
 			a = accessObserve
@@ -306,6 +311,7 @@ func (s *Server) routes() []route {
 		r("POST", "/v1/agent/sync", "agent_sync", s.agentSync),
 		r("POST", "/v1/agent/logs", "agent_logs", s.agentLogs),
 		r("POST", "/v1/logs/peer", "logs_peer", s.peerLogs),
+		r("POST", relayPath, "heartbeats_peer", s.relayedHeartbeats),
 		r("POST", "/v1/renew", "renew", s.agentRenew),
 		r("POST", "/v1/join", "join", s.join),
 		r("GET", "/v1/tokens/*", "tokens_show", s.showToken),

@@ -19,9 +19,12 @@ import (
 )
 
 // AgentClient speaks the agent protocol (wire/ frames over HTTP) to a list
-// of managers. Heartbeats and re-reports go to the cluster leader (learned
-// from not_leader answers); everything else to the current manager, moving
-// to another one on a transport error. It is safe for concurrent use; many
+// of managers. Re-reports go to the cluster leader (learned from
+// not_leader answers and from polls); everything else, heartbeats too, to
+// the current manager, moving to another one on a transport error. A
+// follower relays heartbeats to the leader; one that cannot answers
+// not_leader naming the leader, and that heartbeat goes to the leader
+// directly. It is safe for concurrent use; many
 // simulated agents may share one fasthttp.Client.
 type AgentClient struct {
 	hc *fasthttp.Client // the settings of hosts
@@ -46,6 +49,10 @@ type AgentClient struct {
 		// fails at the transport (see failed): the poll parked there is
 		// given up.
 		gone map[string]chan struct{}
+		// beatLate is the current manager at which the last heartbeat
+		// ran out of time ("" after one that did not): the next one
+		// that runs out of time there moves the agent on (callBeat).
+		beatLate string
 	}
 }
 
@@ -90,8 +97,9 @@ func connLost(err error) bool {
 }
 
 // AgentConnsPerManager is how many connections one agent holds to each
-// manager at most: its long poll, its heartbeats (to the leader) and one
-// its short calls take turns on (AgentClient.short). With a connection for
+// manager at most: its long poll, its heartbeats (to its current manager,
+// which relays them to the leader; to the leader itself only when that
+// relay fails) and one its short calls take turns on (AgentClient.short). With a connection for
 // each of its loops and idle ones kept, 10,000 agents held about 37,000
 // connections, and after a leader kill one replica reached its cap
 // (api.Guard). Two, with heartbeats taking turns with the reports, let a
@@ -228,12 +236,38 @@ func (c *AgentClient) setLeader(addr string) {
 
 // call posts req to path and decodes every frame of the answer with fn.
 func (c *AgentClient) call(ctx context.Context, path string, toLeader bool, req wire.Message, fn func(frame []byte) error) error {
-	return c.callAs(ctx, path, toLeader, false, req, fn)
+	return c.callAs(ctx, path, toLeader, callPlain, req, fn)
 }
 
-// callAs is call; poll says the call is the assignments poll (whose own
-// failure does not abandon it).
-func (c *AgentClient) callAs(ctx context.Context, path string, toLeader, poll bool, req wire.Message, fn func(frame []byte) error) error {
+// callKind says how callAs treats a call.
+type callKind uint8
+
+const (
+	callPlain callKind = iota
+	// callPoll is the assignments poll, whose own failure does not
+	// abandon it.
+	callPoll
+	// callBeat is a heartbeat: one that runs out of time at the current
+	// manager moves the agent on only when the heartbeat before it did
+	// too. A heartbeat goes through the current manager, which relays it
+	// to the leader: a late answer there is a busy manager or a slow
+	// relay, and during a join storm the agents that moved on at every
+	// late heartbeat wandered between managers, leaving connections
+	// behind on each (kept 90 s). A manager that is gone (refused, reset)
+	// is left at once, as by every call.
+	callBeat
+	// callOnce is a rare call (a re-report) whose connection is closed
+	// after it when it went to a manager other than the current one (the
+	// leader): kept, each agent whose current manager follows held an
+	// idle connection to the leader for a minute and a half after every
+	// session start, about as many as the heartbeats held before they
+	// went to the current manager.
+	callOnce
+)
+
+// callAs is call as kind says.
+func (c *AgentClient) callAs(ctx context.Context, path string, toLeader bool, kind callKind, req wire.Message, fn func(frame []byte) error) error {
+	poll := kind == callPoll
 	bufs := callBuffers.Get().(*callBufs)
 	defer bufs.put()
 	body, err := wire.Append(bufs.body[:0], req)
@@ -244,7 +278,7 @@ func (c *AgentClient) callAs(ctx context.Context, path string, toLeader, poll bo
 	for attempt := 0; ; attempt++ {
 		base := c.current(toLeader)
 		bufs.url = append(append(bufs.url[:0], base...), path...)
-		err := c.post(ctx, base, bufs.url, body, fn)
+		err := c.post(ctx, base, bufs.url, body, kind == callOnce && base != c.current(false), fn)
 		var we *wire.Error
 		switch {
 		case err == nil:
@@ -267,9 +301,46 @@ func (c *AgentClient) callAs(ctx context.Context, path string, toLeader, poll bo
 		case errors.As(err, &we):
 			return err
 		}
+		if kind == callBeat && c.lateOnce(base, err) {
+			return err
+		}
 		c.moveOn(base, !poll)
 		return err
 	}
+}
+
+// lateOnce reports whether err is a heartbeat's first in a row to run out
+// of time at base, the current manager (then the agent stays with it).
+func (c *AgentClient) lateOnce(base string, err error) bool {
+	var late lateCall
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !errors.As(err, &late) || base != c.mu.addrs[c.mu.cur] || c.mu.beatLate == base {
+		c.mu.beatLate = ""
+		return false
+	}
+	c.mu.beatLate = base
+	return true
+}
+
+// beatOK records a heartbeat answered by base.
+func (c *AgentClient) beatOK() {
+	c.mu.Lock()
+	c.mu.beatLate = ""
+	c.mu.Unlock()
+}
+
+// lateCall is a call that ran out of time (its answer, or its connection's
+// set-up, was not there by its deadline) rather than one refused or cut.
+type lateCall struct{ error }
+
+func (l lateCall) Unwrap() error { return l.error }
+
+// ranOutOfTime reports whether err, the HTTP client's, says the call's
+// time ran out.
+func ranOutOfTime(err error) bool {
+	return errors.Is(err, fasthttp.ErrTimeout) || errors.Is(err, errSetupTimeout) ||
+		errors.Is(err, fasthttp.ErrNoFreeConns) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // callBufs are one call's request body and URL, kept between calls (the
@@ -288,8 +359,9 @@ func (b *callBufs) put() {
 }
 
 // post sends body to rawURL, on base's host client, and decodes every
-// frame of the answer with fn.
-func (c *AgentClient) post(ctx context.Context, base string, rawURL []byte, body []byte, fn func([]byte) error) error {
+// frame of the answer with fn; closeConn asks for the connection to be
+// closed after the answer.
+func (c *AgentClient) post(ctx context.Context, base string, rawURL []byte, body []byte, closeConn bool, fn func([]byte) error) error {
 	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)
@@ -298,6 +370,9 @@ func (c *AgentClient) post(ctx context.Context, base string, rawURL []byte, body
 	req.Header.SetMethod("POST")
 	req.Header.SetContentType("application/x-shoal-wire")
 	req.SetBodyRaw(body)
+	if closeConn {
+		req.SetConnectionClose()
+	}
 	hc := c.hosts.get(base)
 	var err error
 	if dl, ok := ctx.Deadline(); ok {
@@ -306,6 +381,9 @@ func (c *AgentClient) post(ctx context.Context, base string, rawURL []byte, body
 		err = hc.Do(req, resp)
 	}
 	if err != nil {
+		if ranOutOfTime(err) {
+			return lateCall{fmt.Errorf("%w at %s: %v", ErrUnreachable, url(), err)}
+		}
 		return fmt.Errorf("%w at %s: %v", ErrUnreachable, url(), err)
 	}
 	rest := resp.Body()
@@ -374,10 +452,22 @@ func (c *AgentClient) OpenSession(ctx context.Context, req *wire.SessionRequest)
 	return &s, c.shortCall(ctx, "/v1/agent/session", false, req, into(&s))
 }
 
-// Heartbeat sends a heartbeat to the leader.
+// Heartbeat sends a heartbeat to the current manager, on a connection of
+// its own (never behind a short call waiting for a commit). A follower
+// relays it to the leader and answers what the leader said; a follower
+// that could not (it knows no leader, or the relay failed) answers
+// not_leader naming the leader, and the heartbeat goes to the leader
+// directly. Each heartbeat starts at the current manager again: before
+// the relay, every agent held a connection to the leader for its
+// heartbeats, and after a leader kill the whole fleet dialled the new one
+// at once.
 func (c *AgentClient) Heartbeat(ctx context.Context, hb *wire.Heartbeat) (*wire.HeartbeatAck, error) {
 	var a wire.HeartbeatAck
-	return &a, c.call(ctx, "/v1/agent/heartbeat", true, hb, into(&a))
+	if err := c.callAs(ctx, "/v1/agent/heartbeat", false, callBeat, hb, into(&a)); err != nil {
+		return &a, err
+	}
+	c.beatOK()
+	return &a, nil
 }
 
 // Assignments long-polls for the node's assignments; a COMPLETE sent in
@@ -481,7 +571,7 @@ func (c *AgentClient) managers() int {
 }
 
 // pollTarget is the manager a poll starts at now, and a channel closed
-// when a call to it fails (a heartbeat to it, when it leads, most often):
+// when a call to it fails (a heartbeat to it, most often):
 // a poll parked on a manager cut off from the agent would otherwise wait
 // out its whole deadline (the poll's wait and the call timeout: a minute
 // by default) while new work is given out elsewhere.
@@ -503,7 +593,7 @@ func (c *AgentClient) pollTarget() (string, <-chan struct{}) {
 // assignments is one assignments poll, answered or failed.
 func (c *AgentClient) assignments(ctx context.Context, req *wire.AssignmentsRequest) (*wire.Assignments, error) {
 	var whole *wire.Assignments
-	err := c.callAs(ctx, "/v1/agent/assignments", false, true, req, func(f []byte) error {
+	err := c.callAs(ctx, "/v1/agent/assignments", false, callPoll, req, func(f []byte) error {
 		var part wire.Assignments
 		if err := wire.DecodeInto(f, &part); err != nil {
 			return err
@@ -519,18 +609,27 @@ func (c *AgentClient) assignments(ctx context.Context, req *wire.AssignmentsRequ
 		err = fmt.Errorf("%w: the assignments answer held no frame", ErrUnreachable)
 	}
 	if err == nil && whole.Leader != "" {
-		// The manager holding this poll names the cluster's leader: the
-		// next heartbeat goes there.
+		// The manager holding this poll names the cluster's leader:
+		// re-reports (and a heartbeat the current manager could not
+		// relay) go there.
 		c.setLeader(whole.Leader)
 	}
 	return whole, err
 }
 
 // ReportStatus sends a batch of task statuses (a re-report goes to the
-// leader).
+// leader, on a connection closed after it unless the leader is the
+// current manager).
 func (c *AgentClient) ReportStatus(ctx context.Context, b *wire.StatusBatch) (*wire.StatusAck, error) {
 	var a wire.StatusAck
-	return &a, c.shortCall(ctx, "/v1/agent/status", b.ReReport, b, into(&a))
+	if !b.ReReport {
+		return &a, c.shortCall(ctx, "/v1/agent/status", false, b, into(&a))
+	}
+	if err := c.turn(ctx); err != nil {
+		return &a, err
+	}
+	defer c.endTurn()
+	return &a, c.callAs(ctx, "/v1/agent/status", true, callOnce, b, into(&a))
 }
 
 // Sync reports what the node holds and learns what to destroy.

@@ -57,6 +57,13 @@ type AgentsConfig struct {
 	// Monitor is the node monitor while this replica runs it; nil: none
 	// here (heartbeats and re-reports are sent to the leader).
 	Monitor Monitor
+	// Link carries heartbeats this replica relays to the leader while it
+	// follows (relay.go). Nil: a follower refuses heartbeats (not_leader
+	// naming the leader), as the in-process agents and the simulation
+	// expect.
+	Link LeaderLink
+	// Relay tunes the relay; zero values take RelayConfig's defaults.
+	Relay RelayConfig
 	// Clock stamps heartbeats and times long polls. Default: the wall
 	// clock.
 	Clock clock.Clock
@@ -91,6 +98,7 @@ type AgentsConfig struct {
 type Agents struct {
 	cfg    AgentsConfig
 	stream *Stream
+	relay  *relay // nil without a Link
 }
 
 // NewAgents returns the agent protocol over cfg's cluster.
@@ -104,8 +112,12 @@ func NewAgents(cfg AgentsConfig) *Agents {
 	if cfg.SessionIDs == nil {
 		cfg.SessionIDs = rand.Uint64
 	}
-	return &Agents{cfg: cfg, stream: newStream(streamConfig{Reads: cfg.Cluster, Leaders: cfg.Leaders, Feed: cfg.Feed,
+	a := &Agents{cfg: cfg, stream: newStream(streamConfig{Reads: cfg.Cluster, Leaders: cfg.Leaders, Feed: cfg.Feed,
 		Clock: cfg.Clock, Logf: cfg.Logf, Sequential: cfg.Sequential, Logs: cfg.Logs, bugs: cfg.seams})}
+	if cfg.Link != nil {
+		a.relay = newRelay(a, cfg.Link, cfg.Relay)
+	}
+	return a
 }
 
 // Stream returns the assignment stream (its counts, its quorum check).
@@ -138,21 +150,58 @@ func (a *Agents) OpenSession(ctx context.Context, req *wire.SessionRequest) (*wi
 
 // Heartbeat records the node's heartbeat with the node monitor and
 // answers the node's next period and status. Where the monitor does not
-// run it answers not_leader naming the leader, or, on a leader whose
-// monitor is starting, unavailable (retry here); a node the monitor does
+// run, a replica with a Link relays the heartbeat to the leader and
+// answers what the leader answered (relay.go); when it knows no leader it
+// answers unavailable (retry), and when the relay got no answer
+// not_leader naming the leader. Without a Link it answers not_leader
+// naming the leader (if it knows one). On a leader whose monitor is
+// starting it answers unavailable (retry here); a node the monitor does
 // not know is removed (node_removed) or not applied here yet
 // (unavailable, retry).
 func (a *Agents) Heartbeat(ctx context.Context, hb *wire.Heartbeat) (*wire.HeartbeatAck, error) {
+	ack, here, err := a.monitorBeat(ctx, hb)
+	if a.relay == nil || here {
+		return ack, err
+	}
+	if a.leadsHere() {
+		return nil, Starting()
+	}
+	if a.leaderAddr() != "" {
+		if ack, err := a.relay.beat(ctx, hb); !errors.Is(err, errRelayFailed) {
+			return ack, err
+		}
+	}
+	if a.leaderAddr() == "" {
+		return nil, &wire.Error{Code: wire.CodeUnavailable, RetryAfter: int64(500 * time.Millisecond),
+			Message: "this manager does not know the cluster's leader right now; retry"}
+	}
+	return nil, a.notLeader()
+}
+
+// monitorBeat is Heartbeat on this replica's node monitor, never relayed:
+// where the monitor does not run it answers not_leader and here false.
+func (a *Agents) monitorBeat(ctx context.Context, hb *wire.Heartbeat) (ack *wire.HeartbeatAck, here bool, err error) {
+	ack, err = a.monitorBeatHere(ctx, hb)
+	if err == error(errNotHere) {
+		return nil, false, a.notLeader()
+	}
+	return ack, true, err
+}
+
+// errNotHere is monitorBeatHere's answer where the monitor does not run.
+var errNotHere = &wire.Error{Code: wire.CodeNotLeader}
+
+func (a *Agents) monitorBeatHere(ctx context.Context, hb *wire.Heartbeat) (*wire.HeartbeatAck, error) {
 	mon := a.cfg.Monitor
 	if mon == nil {
-		return nil, a.notLeader()
+		return nil, errNotHere
 	}
 	ttl, err := mon.Heartbeat(ctx, hb.NodeID, a.cfg.Clock.Now())
 	switch {
 	case errors.Is(err, cluster.ErrMonitorStarting):
 		return nil, Starting()
 	case errors.Is(err, cluster.ErrNotMonitoring):
-		return nil, a.notLeader()
+		return nil, errNotHere
 	case errors.Is(err, cluster.ErrUnknownNode):
 		removed := false
 		_ = a.cfg.Cluster.ReadLocal(route.ClusterGroup, func(st *statemachine.State) { removed = st.NodeRemoved(hb.NodeID) })
@@ -167,6 +216,12 @@ func (a *Agents) Heartbeat(ctx context.Context, hb *wire.Heartbeat) (*wire.Heart
 	}
 	st, _ := mon.NodeStatus(hb.NodeID)
 	return &wire.HeartbeatAck{Period: int64(ttl), Status: st}, nil
+}
+
+// leadsHere reports whether the cluster group's leader is this replica.
+func (a *Agents) leadsHere() bool {
+	id, ok := a.cfg.Leaders.Leader(route.ClusterGroup)
+	return ok && id == a.cfg.Self.ReplicaID()
 }
 
 // Assignments is the stream's long poll (Stream.Assignments).

@@ -42,6 +42,13 @@ func (b beat) MarkReReported(sm.NodeID) bool              { return false }
 // and 2 registered their API addresses, and where node 7 was removed.
 func agentsOver(t *testing.T, leader uint64, mon Monitor) *Agents {
 	t.Helper()
+	return agentsWith(t, AgentsConfig{Leaders: seat{leader}, Self: seat{leader}, Monitor: mon})
+}
+
+// agentsWith is agentsOver with cfg's leaders, self, monitor, link, relay
+// settings and clock.
+func agentsWith(t *testing.T, cfg AgentsConfig) *Agents {
+	t.Helper()
 	m := duty.NewMemory(1, clock.NewFake(time.Unix(1_700_000_000, 0)))
 	for i, o := range m.SubmitMany(context.Background(), []sm.Command{
 		{Kind: sm.CmdSetManager, Seq: 1, Name: "m1:7700"},
@@ -55,8 +62,8 @@ func agentsOver(t *testing.T, leader uint64, mon Monitor) *Agents {
 	if o := m.SubmitMany(context.Background(), []sm.Command{{Kind: sm.CmdRemoveNode, Node: 7}})[0]; o.Err() != nil {
 		t.Fatal(o.Err())
 	}
-	return NewAgents(AgentsConfig{Cluster: duty.NewSubmitter(m, nil), Leaders: seat{leader}, Self: seat{leader},
-		Feed: NewFeed(1, nil, 16, 16), Monitor: mon})
+	cfg.Cluster, cfg.Feed = duty.NewSubmitter(m, nil), NewFeed(1, nil, 16, 16)
+	return NewAgents(cfg)
 }
 
 // A heartbeat's answer: the monitor's period and the node's status; where

@@ -76,10 +76,14 @@
 //     ReportStatus, Sync), so a real agent runs against it without HTTP
 //     (the in-process test; the deterministic simulation), and the API's
 //     agent endpoints are its translation to HTTP. Its refusals are
-//     *wire.Error values; a heartbeat or re-report where the node monitor
-//     does not run is answered not_leader naming the leader (unavailable,
-//     retry here, on a leader whose monitor is starting); any other error
-//     is the cluster's, which the API maps through its error table.
+//     *wire.Error values; a re-report where the node monitor does not run
+//     is answered not_leader naming the leader (unavailable, retry here, on
+//     a leader whose monitor is starting); a heartbeat there too, unless
+//     the replica has a LeaderLink: then it relays the heartbeat to the
+//     leader, batched with others (relay.go), and answers the leader's
+//     answer to it, falling back to not_leader (unavailable when no
+//     leader is known) when the relay gets no answer; any other error is
+//     the cluster's, which the API maps through its error table.
 //   - OpenSession registers a session request's node when its agent
 //     opens a session: PlanSession decides from one local read of the cluster
 //     group — no hostname: bad request; a node ID this replica neither

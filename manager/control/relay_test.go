@@ -1,0 +1,288 @@
+package control
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"shoal/cluster"
+	"shoal/internal/clock"
+	sm "shoal/statemachine"
+	"shoal/wire"
+)
+
+// nodeBeats is a leader's node monitor for the relay's tests: it records
+// each heartbeat and hands node N a period of N seconds; node 7 (removed
+// in agentsOver's state) and node 9 (never created) it does not know.
+type nodeBeats struct {
+	mu    sync.Mutex
+	beats map[sm.NodeID]int
+}
+
+func (m *nodeBeats) Heartbeat(_ context.Context, node sm.NodeID, _ time.Time) (time.Duration, error) {
+	if node == 7 || node == 9 {
+		return 0, cluster.ErrUnknownNode
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.beats == nil {
+		m.beats = map[sm.NodeID]int{}
+	}
+	m.beats[node]++
+	return time.Duration(node) * time.Second, nil
+}
+func (m *nodeBeats) Period(int) time.Duration                   { return time.Second }
+func (m *nodeBeats) NodeStatus(sm.NodeID) (sm.NodeStatus, bool) { return sm.NodeReady, true }
+func (m *nodeBeats) MarkReReported(sm.NodeID) bool              { return false }
+
+func (m *nodeBeats) count(node sm.NodeID) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.beats[node]
+}
+
+// loopLink is a LeaderLink in process: each call goes to the leader's
+// RelayedHeartbeats (its errors sent as wire errors, as the API does),
+// or fails with err; it records the nodes of each call.
+type loopLink struct {
+	leader *Agents
+	err    error
+	block  bool // the call waits for its context to end
+	mu     sync.Mutex
+	calls  [][]sm.NodeID
+	addrs  []string
+}
+
+func (l *loopLink) RelayHeartbeats(ctx context.Context, leader string, beats []wire.Heartbeat) ([]BeatAnswer, error) {
+	var nodes []sm.NodeID
+	for _, b := range beats {
+		nodes = append(nodes, b.NodeID)
+	}
+	l.mu.Lock()
+	l.calls = append(l.calls, nodes)
+	l.addrs = append(l.addrs, leader)
+	l.mu.Unlock()
+	if l.block {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	if l.err != nil {
+		return nil, l.err
+	}
+	out := l.leader.RelayedHeartbeats(ctx, beats)
+	for i := range out {
+		var we *wire.Error
+		if out[i].Err != nil && !errors.As(out[i].Err, &we) {
+			out[i].Err = &wire.Error{Code: wire.CodeInternal, Message: out[i].Err.Error()}
+		}
+	}
+	return out, nil
+}
+
+func (l *loopLink) seen() ([][]sm.NodeID, []string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.calls), slices.Clone(l.addrs)
+}
+
+// relayWorld is a leader (replica 2 in the follower's eyes, at m2:7700)
+// and a follower (replica 1) that relays to it through link, on a fake
+// clock.
+type relayWorld struct {
+	clk      *clock.Fake
+	mon      *nodeBeats
+	link     *loopLink
+	follower *Agents
+}
+
+func newRelayWorld(t *testing.T, leaderKnown bool, rc RelayConfig) *relayWorld {
+	w := &relayWorld{clk: clock.NewFake(time.Unix(1_700_000_000, 0)), mon: &nodeBeats{}}
+	leader := agentsWith(t, AgentsConfig{Leaders: seat{1}, Self: seat{1}, Monitor: w.mon})
+	w.link = &loopLink{leader: leader}
+	known := seat{2}
+	if !leaderKnown {
+		known = seat{0}
+	}
+	w.follower = agentsWith(t, AgentsConfig{Leaders: known, Self: known, Clock: w.clk, Link: w.link, Relay: rc,
+		Monitor: beat{err: fmt.Errorf("node: %w", cluster.ErrNotMonitoring)}})
+	return w
+}
+
+type beatResult struct {
+	node sm.NodeID
+	ack  *wire.HeartbeatAck
+	err  error
+}
+
+// beat sends the nodes' heartbeats to the follower at once and returns
+// their answers, advancing the fake clock by step whenever the relay loop
+// waits on it beside the heartbeats themselves (its linger), or when all
+// of them wait (the relay's wait).
+func (w *relayWorld) beat(t *testing.T, step time.Duration, nodes ...sm.NodeID) map[sm.NodeID]beatResult {
+	t.Helper()
+	results := make(chan beatResult, len(nodes))
+	for _, n := range nodes {
+		go func() {
+			ack, err := w.follower.Heartbeat(context.Background(), &wire.Heartbeat{NodeID: n, SessionID: 1})
+			results <- beatResult{n, ack, err}
+		}()
+	}
+	got := map[sm.NodeID]beatResult{}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(got) < len(nodes) {
+		select {
+		case r := <-results:
+			got[r.node] = r
+			continue
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d heartbeats answered after 10s; calls %v", len(got), len(nodes), w.link.calls)
+		}
+		if w.clk.Waiters() > len(nodes)-len(got) {
+			w.clk.Advance(step)
+		}
+		runtime.Gosched()
+	}
+	return got
+}
+
+// A follower relays heartbeats to the leader, several in one call, and
+// answers each agent with the leader's answer to its own heartbeat: an ack
+// with that node's period, or the refusal of that node (removed; not
+// known yet).
+func TestRelayAnswersEachAgentItsOwn(t *testing.T) {
+	w := newRelayWorld(t, true, RelayConfig{})
+	got := w.beat(t, 20*time.Millisecond, 5, 6, 7, 8, 9)
+	for _, n := range []sm.NodeID{5, 6, 8} {
+		r := got[n]
+		if r.err != nil || r.ack.Period != int64(time.Duration(n)*time.Second) || r.ack.Status != sm.NodeReady {
+			t.Errorf("node %d: %+v, %v; want its own ack (period %ds, ready)", n, r.ack, r.err, n)
+		}
+		if c := w.mon.count(n); c != 1 {
+			t.Errorf("node %d: the leader's monitor saw %d heartbeats, want 1", n, c)
+		}
+	}
+	if r := got[7]; code(r.err) != wire.CodeNodeRemoved {
+		t.Errorf("node 7 (removed): %+v, %v; want node_removed", r.ack, r.err)
+	}
+	if r := got[9]; code(r.err) != wire.CodeUnavailable {
+		t.Errorf("node 9 (not known yet): %+v, %v; want unavailable", r.ack, r.err)
+	}
+	calls, addrs := w.link.seen()
+	if len(calls) != 1 || len(calls[0]) != 5 || addrs[0] != "m2:7700" {
+		t.Errorf("the follower called the leader %d times (%v, at %v); want once with all five heartbeats, at m2:7700", len(calls), calls, addrs)
+	}
+}
+
+func code(err error) string {
+	var we *wire.Error
+	if errors.As(err, &we) {
+		return we.Code
+	}
+	return ""
+}
+
+// A queue longer than a batch goes to the leader in several calls, none
+// longer than MaxBatch, and every agent still gets its own answer.
+func TestRelaySplitsBatches(t *testing.T) {
+	w := newRelayWorld(t, true, RelayConfig{MaxBatch: 3, InFlight: 8})
+	nodes := []sm.NodeID{10, 11, 12, 13, 14, 15, 16}
+	got := w.beat(t, 20*time.Millisecond, nodes...)
+	for _, n := range nodes {
+		if r := got[n]; r.err != nil || r.ack.Period != int64(time.Duration(n)*time.Second) {
+			t.Errorf("node %d: %+v, %v; want its own ack", n, r.ack, r.err)
+		}
+	}
+	calls, _ := w.link.seen()
+	total := 0
+	for _, c := range calls {
+		if len(c) > 3 {
+			t.Errorf("a call to the leader carried %d heartbeats (%v); the limit is 3", len(c), c)
+		}
+		total += len(c)
+	}
+	if total != len(nodes) || len(calls) < 3 {
+		t.Errorf("calls %v: %d heartbeats in %d calls; want %d in at least 3", calls, total, len(calls), len(nodes))
+	}
+}
+
+// Where the follower cannot relay it answers as a follower that does not
+// relay: knowing no leader, unavailable with a retry delay (and the leader
+// is not called); the relay failed, or got no answer within its wait,
+// not_leader naming the leader, so that the agent heartbeats it directly.
+func TestRelayFallsBack(t *testing.T) {
+	notLeader := &wire.Error{Code: wire.CodeNotLeader, Leader: "m2:7700", RetryAfter: int64(200 * time.Millisecond),
+		Message: "this manager does not lead the cluster; send heartbeats to the leader"}
+	t.Run("no leader known", func(t *testing.T) {
+		w := newRelayWorld(t, false, RelayConfig{})
+		r := w.beat(t, 20*time.Millisecond, 5)[5]
+		want := &wire.Error{Code: wire.CodeUnavailable, RetryAfter: int64(500 * time.Millisecond),
+			Message: "this manager does not know the cluster's leader right now; retry"}
+		if fmt.Sprintf("%+v", r.err) != fmt.Sprintf("%+v", want) {
+			t.Errorf("got %+v, %v; want %v", r.ack, r.err, want)
+		}
+		if calls, _ := w.link.seen(); len(calls) != 0 {
+			t.Errorf("the follower called a leader it does not know: %v", calls)
+		}
+	})
+	t.Run("relay failed", func(t *testing.T) {
+		w := newRelayWorld(t, true, RelayConfig{})
+		w.link.err = errors.New("connection refused")
+		r := w.beat(t, 20*time.Millisecond, 5, 6)
+		for _, n := range []sm.NodeID{5, 6} {
+			if fmt.Sprintf("%+v", r[n].err) != fmt.Sprintf("%+v", notLeader) {
+				t.Errorf("node %d: %+v, %v; want %v", n, r[n].ack, r[n].err, notLeader)
+			}
+		}
+	})
+	t.Run("no answer in time", func(t *testing.T) {
+		w := newRelayWorld(t, true, RelayConfig{Wait: 300 * time.Millisecond})
+		w.link.block = true
+		done := make(chan error, 1)
+		go func() {
+			_, err := w.follower.Heartbeat(context.Background(), &wire.Heartbeat{NodeID: 5, SessionID: 1})
+			done <- err
+		}()
+		if err := w.clk.BlockUntil(2, 10*time.Second); err != nil { // the heartbeat's wait, the loop's linger
+			t.Fatal(err)
+		}
+		w.clk.Advance(20 * time.Millisecond)
+		for calls, _ := w.link.seen(); len(calls) == 0; calls, _ = w.link.seen() {
+			runtime.Gosched()
+		}
+		w.clk.Advance(300 * time.Millisecond) // the relay's wait ends; the call still waits
+		select {
+		case err := <-done:
+			if fmt.Sprintf("%+v", err) != fmt.Sprintf("%+v", notLeader) {
+				t.Errorf("got %v; want %v", err, notLeader)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the heartbeat was not answered when the relay's wait ended")
+		}
+	})
+}
+
+// Without a link a follower refuses heartbeats as before the relay, and a
+// relayed heartbeat that reaches a replica which does not lead is refused
+// (never relayed again).
+func TestRelayedHeartbeatNotRelayedAgain(t *testing.T) {
+	w := newRelayWorld(t, true, RelayConfig{})
+	// On the wall clock: a relay loop started by mistake sends its batch.
+	w.follower = agentsWith(t, AgentsConfig{Leaders: seat{2}, Self: seat{2}, Link: w.link,
+		Monitor: beat{err: fmt.Errorf("node: %w", cluster.ErrNotMonitoring)}})
+	out := w.follower.RelayedHeartbeats(context.Background(), []wire.Heartbeat{{NodeID: 5}, {NodeID: 6}})
+	for i, a := range out {
+		if code(a.Err) != wire.CodeNotLeader || a.Ack != nil {
+			t.Errorf("entry %d: %+v; want not_leader", i, a)
+		}
+	}
+	if calls, _ := w.link.seen(); len(calls) != 0 {
+		t.Errorf("a relayed heartbeat was relayed again: %v", calls)
+	}
+}
