@@ -124,7 +124,7 @@ func (s *State) cloneReusing(old *State) *State {
 		for n, sl := range svc.slots.all() {
 			csl := slots.get(n)
 			if csl == nil {
-				csl = new(slot)
+				csl = newSlot()
 			}
 			csl.resize(len(sl.tasks))
 			csl.dirty, csl.live = false, sl.live

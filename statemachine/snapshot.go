@@ -454,7 +454,7 @@ func decodeCanonicalWith(b []byte, pc poolCodec) (*State, error) {
 		}
 		sl := svc.slots.get(t.Slot)
 		if sl == nil {
-			sl = &slot{}
+			sl = newSlot()
 			svc.slots.set(t.Slot, sl)
 			svc.slotOrder = nil
 		}
