@@ -159,7 +159,7 @@ func (s *State) allocateAddresses(t *Task) error {
 			return err
 		}
 	}
-	atts := make([]Attachment, 0, len(svc.Spec.Networks))
+	atts := t.attachmentsRoom(len(svc.Spec.Networks))
 	for _, name := range svc.Spec.Networks {
 		nw := s.networkByName(name)
 		if nw == nil {

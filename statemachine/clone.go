@@ -64,9 +64,13 @@ func (s *State) cloneReusing(old *State) *State {
 	for id, t := range s.tasks.all() {
 		ct := tasks.get(id)
 		if ct == nil {
-			ct = new(Task)
+			if n := len(t.Attachments); n == 1 || n == 0 && cap(t.Attachments) > 0 {
+				ct = allocTask(1, &Task{}) // with room, as t was made
+			} else {
+				ct = new(Task)
+			}
 		}
-		atts := ct.Attachments
+		atts := ct.Attachments // ct's own array (its room, or one it alone holds)
 		*ct = *t
 		ct.Attachments = sliceInto(atts, t.Attachments)
 		c.tasks.set(ct)
@@ -120,9 +124,10 @@ func (s *State) cloneReusing(old *State) *State {
 		for n, sl := range svc.slots.all() {
 			csl := slots.get(n)
 			if csl == nil {
-				csl = new(slot)
+				csl = newSlot()
 			}
-			csl.tasks, csl.dirty, csl.live = tasksFor(csl.tasks, len(sl.tasks)), false, sl.live
+			csl.resize(len(sl.tasks))
+			csl.dirty, csl.live = false, sl.live
 			for i, t := range sl.tasks {
 				csl.tasks[i] = c.tasks.get(t.ID)
 			}

@@ -68,6 +68,9 @@ func (s *State) checkInvariants(checkPool func(*ipam.Pool) error) error {
 			if len(sl.tasks) == 0 {
 				bad("service %q slot %d is empty but listed", svc.Spec.Name, n)
 			}
+			if t := sl.one[0]; t != nil && (len(sl.tasks) != 1 || &sl.tasks[0] != &sl.one[0]) {
+				bad("service %q slot %d keeps task %d in its own array but lists %d tasks elsewhere", svc.Spec.Name, n, t.ID, len(sl.tasks))
+			}
 			for i, t := range sl.tasks {
 				inSlots++
 				if s.tasks.get(t.ID) != t {

@@ -426,12 +426,14 @@ func decodeCanonicalWith(b []byte, pc poolCodec) (*State, error) {
 	var prev TaskID
 	nt := d.count(16)
 	s.tasks = newTaskTable()
+	var scratch Task
 	for range nt {
-		t := new(Task)
-		decodeTask(&d, t)
+		scratch = Task{}
+		decodeTask(&d, &scratch)
 		if d.Err() != nil {
 			break
 		}
+		t := allocTask(len(scratch.Attachments), &scratch) // a task on one network with its room
 		svc := s.services[t.Service]
 		if svc == nil || t.ID <= prev {
 			d.fail(fmt.Sprintf("task %d: unknown service %d or IDs out of order", t.ID, t.Service))
@@ -452,11 +454,11 @@ func decodeCanonicalWith(b []byte, pc poolCodec) (*State, error) {
 		}
 		sl := svc.slots.get(t.Slot)
 		if sl == nil {
-			sl = &slot{}
+			sl = newSlot()
 			svc.slots.set(t.Slot, sl)
 			svc.slotOrder = nil
 		}
-		sl.tasks = append(sl.tasks, t)
+		sl.add(t)
 		s.countTask(t, 1)
 		if !t.Desired.Stopping() {
 			s.countLive(t, 1)

@@ -232,14 +232,14 @@ func (s *State) allocateTask(t *Task) {
 // newTask creates a task in a slot (the orchestrator's only creation path).
 func (s *State) newTask(svc *Service, slotNum uint32) *Task {
 	s.nextTask++
-	t := &Task{
+	t := allocTask(len(svc.Spec.Networks), &Task{
 		ID:          TaskID(uint64(s.cfg.Group)<<48 | s.nextTask),
 		Service:     svc.ID,
 		Slot:        slotNum,
 		SpecVersion: svc.SpecVersion,
 		Desired:     DesiredRunning,
 		nodePos:     -1,
-	}
+	})
 	t.Status = TaskStatus{State: StateNew, Timestamp: s.now}
 	t.History.add(HistoryEntry{At: s.now, State: StateNew, Kind: HistTransition, By: CompOrchestrator, Desired: DesiredRunning})
 	s.tasks.set(t)
@@ -249,11 +249,11 @@ func (s *State) newTask(svc *Service, slotNum uint32) *Task {
 	}
 	sl := svc.slots.get(slotNum)
 	if sl == nil {
-		sl = &slot{}
+		sl = newSlot()
 		svc.slots.set(slotNum, sl)
 		svc.slotOrder = nil
 	}
-	sl.tasks = append(sl.tasks, t)
+	sl.add(t)
 	s.touchSlot(svc, slotNum)
 	s.countTask(t, 1)
 	s.countLive(t, 1)
@@ -312,7 +312,7 @@ func (s *State) deleteTask(t *Task, beyondRetention bool) {
 		s.touchSlot(svc, t.Slot)
 		if sl := svc.slots.get(t.Slot); sl != nil {
 			if i := indexOf(sl.tasks, t); i >= 0 {
-				sl.tasks = append(sl.tasks[:i], sl.tasks[i+1:]...)
+				sl.remove(i)
 			}
 			if len(sl.tasks) == 0 {
 				svc.slots.del(t.Slot)

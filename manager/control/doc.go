@@ -49,8 +49,10 @@
 //     every service group (a COMPLETE replaces the agent's whole set and
 //     must never be older than what it saw); a cursor the node's journal
 //     reaches back to, an INCREMENTAL of the node's changes once there
-//     are any; a cursor it does not reach, a COMPLETE marked Resync. A
-//     poll that parks with a cursor past every entry of its node's journal
+//     are any; a cursor it does not reach, a COMPLETE marked Resync (a
+//     journal begun by a poll reaches back to what the feed had applied
+//     then, one begun by an applied entry to the group's index before
+//     that entry, whose changes it holds). A poll that parks with a cursor past every entry of its node's journal
 //     empties the journal, whose floors rise to the entries dropped (an
 //     older cursor then gets the resync). A
 //     spec goes to a session once per service and version (the service

@@ -187,7 +187,13 @@ func (f *Feed) OnApply(group int, index uint64, effects []statemachine.Effect) {
 	if group >= len(f.mu.applied) || index <= f.mu.applied[group] {
 		return
 	}
-	f.mu.applied[group] = index
+	// applied moves to index once the entry's changes are recorded (at
+	// the end): a journal this entry starts knows nothing before the
+	// entry, but it holds the entry's own changes, so its floor is the
+	// group's last applied index before it (the entries between had no
+	// effects). A floor at index made a node's first change a resync:
+	// every agent's first incremental poll after its COMPLETE, on every
+	// replica it polled, was answered with a COMPLETE again.
 	for _, e := range effects {
 		if e.Kind == statemachine.EffNodeChanged {
 			f.nodeGen.Add(1)
@@ -206,6 +212,7 @@ func (f *Feed) OnApply(group int, index uint64, effects []statemachine.Effect) {
 			f.pushLocked(Change{Group: int32(group), Index: index, Kind: e.Kind, Node: e.Node, Task: e.Task, Service: e.Service})
 		}
 	}
+	f.mu.applied[group] = index
 	close(f.mu.changed)
 	f.mu.changed = make(chan struct{})
 }
