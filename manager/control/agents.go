@@ -153,7 +153,8 @@ func (a *Agents) OpenSession(ctx context.Context, req *wire.SessionRequest) (*wi
 // run, a replica with a Link relays the heartbeat to the leader and
 // answers what the leader answered (relay.go); when it knows no leader it
 // answers unavailable (retry), and when the relay got no answer
-// not_leader naming the leader. Without a Link it answers not_leader
+// unavailable (retry here) if the leader answered another batch within a
+// period, else not_leader naming the leader. Without a Link it answers not_leader
 // naming the leader (if it knows one). On a leader whose monitor is
 // starting it answers unavailable (retry here); a node the monitor does
 // not know is removed (node_removed) or not applied here yet
@@ -169,6 +170,12 @@ func (a *Agents) Heartbeat(ctx context.Context, hb *wire.Heartbeat) (*wire.Heart
 	if a.leaderAddr() != "" {
 		if ack, err := a.relay.beat(ctx, hb); !errors.Is(err, errRelayFailed) {
 			return ack, err
+		}
+		if a.relay.leaderSlow() {
+			// The leader answers relayed batches, late: sending this
+			// agent to it directly would add a connection to its load.
+			return nil, &wire.Error{Code: wire.CodeUnavailable,
+				Message: "the cluster's leader is slow to answer heartbeats; retry"}
 		}
 	}
 	if a.leaderAddr() == "" {

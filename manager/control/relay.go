@@ -18,10 +18,11 @@ import (
 // answers each one; the follower answers each waiting agent with what the
 // leader said. Heartbeats still live only in the leader's memory, and the
 // node status an ack carries is the leader's. A follower that knows no
-// leader, or whose relay failed or did not come back in time, answers as a
-// follower did before relaying existed (not_leader naming the leader when
-// it knows one, else unavailable with a retry delay): the agent's client
-// then heartbeats the leader directly.
+// leader answers unavailable with a retry delay; one whose relay failed or
+// did not come back in time answers unavailable (retry here) while the
+// leader answered another batch within a period (it is slow: leaderSlow),
+// else not_leader naming the leader, and the agent's client then
+// heartbeats the leader directly.
 //
 // Why: with every agent heartbeating the leader, the leader held a
 // connection per agent beside those of its own agents, and after a leader
@@ -58,11 +59,12 @@ type RelayConfig struct {
 	// whose entries wait for a status change to commit does not hold
 	// back the next one. Default 2.
 	InFlight int
-	// Wait is how long a relayed heartbeat waits for the leader's answer
-	// before the agent is answered as by a follower that does not relay
-	// (and heartbeats the leader itself). It stays under the agent's
-	// shortest heartbeat timeout (a second): an agent that gives up on a
-	// call closes its connection and dials again. Default 750ms.
+	// Wait is the least a relayed heartbeat waits for the leader's answer
+	// before its agent is answered without one (relay.wait: half the
+	// heartbeat period the leader last handed out, when that is longer).
+	// It stays under the agent's shortest heartbeat timeout (a second): an
+	// agent that gives up on a call closes its connection and dials
+	// again. Default 750ms.
 	Wait time.Duration
 }
 
@@ -99,7 +101,13 @@ type relay struct {
 	slots chan struct{}
 	// full is poked when the queue reaches a whole batch.
 	full chan struct{}
-	mu   struct {
+	// period is the heartbeat period of the last ack the leader
+	// answered; answered is when a batch last got the leader's answer
+	// (clock nanoseconds, 0: never). Together they tell a leader that is
+	// slow from one this replica cannot reach (Agents.Heartbeat).
+	period   atomic.Int64
+	answered atomic.Int64
+	mu       struct {
 		sync.Mutex
 		queue   []*queuedBeat
 		running bool // the loop runs
@@ -145,7 +153,7 @@ var errRelayFailed = errors.New("the leader did not answer the relayed heartbeat
 func (r *relay) beat(ctx context.Context, hb *wire.Heartbeat) (*wire.HeartbeatAck, error) {
 	q := &queuedBeat{hb: *hb, at: r.a.cfg.Clock.Now(), done: make(chan relayed, 1)}
 	r.enqueue(q)
-	t := r.a.cfg.Clock.NewTimer(r.cfg.Wait)
+	t := r.a.cfg.Clock.NewTimer(r.wait())
 	defer t.Stop()
 	select {
 	case out := <-q.done:
@@ -251,7 +259,7 @@ func (r *relay) send(batch []*queuedBeat) {
 	for i, q := range batch {
 		beats[i] = q.hb
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.Wait)
+	ctx, cancel := context.WithTimeout(context.Background(), r.wait())
 	defer cancel()
 	answers, err := r.link.RelayHeartbeats(ctx, leader, beats)
 	if err != nil || len(answers) != len(batch) {
@@ -261,9 +269,38 @@ func (r *relay) send(batch []*queuedBeat) {
 		fail()
 		return
 	}
+	r.answered.Store(r.a.cfg.Clock.Now().UnixNano())
 	for i, q := range batch {
+		if a := answers[i].Ack; a != nil && a.Period > 0 {
+			r.period.Store(a.Period)
+		}
 		q.done <- relayed{ans: answers[i]}
 	}
+}
+
+// wait is how long a relayed heartbeat waits for the leader's answer:
+// half the period the leader last handed out, at least RelayConfig.Wait.
+// An agent gives up on a heartbeat after a period at the soonest (at
+// least a second); a leader busy with a ramp or a reconnecting fleet
+// took longer than 750ms over a batch often, and every agent of a batch
+// then heartbeat it directly: a connection and a TLS handshake more on
+// the busiest replica.
+func (r *relay) wait() time.Duration {
+	return max(r.cfg.Wait, time.Duration(r.period.Load())/2)
+}
+
+// leaderSlow reports whether a relayed batch got the leader's answer
+// within the last heartbeat period (at least two waits): a heartbeat that
+// got none since is then late, not lost, and its agent retries here
+// instead of dialling the leader. A leader that answered nothing for a
+// period is taken for out of this replica's reach.
+func (r *relay) leaderSlow() bool {
+	at := r.answered.Load()
+	if at == 0 {
+		return false
+	}
+	within := max(time.Duration(r.period.Load()), 2*r.wait())
+	return r.a.cfg.Clock.Now().Sub(time.Unix(0, at)) < within
 }
 
 // logFailure logs a batch the leader did not answer, at most once per

@@ -286,3 +286,54 @@ func TestRelayedHeartbeatNotRelayedAgain(t *testing.T) {
 		t.Errorf("a relayed heartbeat was relayed again: %v", calls)
 	}
 }
+
+// A leader that answered a relayed batch within the last period is slow,
+// not gone: a heartbeat it does not answer in time is answered
+// "unavailable, retry" (the agent retries here) instead of sending the
+// agent to the leader directly, and the relay waits half the period the
+// leader handed out (node 6: 6 s, so 3 s), not the 750ms floor. Once the
+// leader has answered nothing for a whole period, the agent is sent to it
+// directly (not_leader).
+func TestRelaySlowLeaderRetriesHere(t *testing.T) {
+	w := newRelayWorld(t, true, RelayConfig{})
+	if r := w.beat(t, 20*time.Millisecond, 6)[6]; r.err != nil || r.ack.Period != int64(6*time.Second) {
+		t.Fatalf("first heartbeat: %+v, %v; want an ack with a 6s period", r.ack, r.err)
+	}
+	w.link.block = true
+	slow := func(label string) (error, time.Duration) {
+		t.Helper()
+		done := make(chan error, 1)
+		go func() {
+			_, err := w.follower.Heartbeat(context.Background(), &wire.Heartbeat{NodeID: 6, SessionID: 1})
+			done <- err
+		}()
+		start := w.clk.Now()
+		for {
+			select {
+			case err := <-done:
+				return err, w.clk.Now().Sub(start)
+			default:
+			}
+			if w.clk.Waiters() >= 1 { // the heartbeat's wait (and the loop's linger)
+				w.clk.Advance(50 * time.Millisecond)
+			}
+			if w.clk.Now().Sub(start) > time.Minute {
+				t.Fatalf("%s: no answer after a minute of the fake clock", label)
+			}
+			runtime.Gosched()
+		}
+	}
+	err, took := slow("slow leader")
+	if code(err) != wire.CodeUnavailable {
+		t.Errorf("a heartbeat the slow leader did not answer in time: %v; want unavailable (retry here)", err)
+	}
+	if took < 3*time.Second || took > 4*time.Second {
+		t.Errorf("the relay waited %s for the leader; want half the 6s period", took)
+	}
+	w.clk.Advance(6 * time.Second) // a whole period without an answer
+	notLeader := &wire.Error{Code: wire.CodeNotLeader, Leader: "m2:7700", RetryAfter: int64(200 * time.Millisecond),
+		Message: "this manager does not lead the cluster; send heartbeats to the leader"}
+	if err, _ := slow("silent leader"); fmt.Sprintf("%+v", err) != fmt.Sprintf("%+v", notLeader) {
+		t.Errorf("after a period without the leader's answer: %v; want %v", err, notLeader)
+	}
+}
