@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -37,7 +38,9 @@ func (s *Server) relayedHeartbeats(ctx *fasthttp.RequestCtx, _ []string) error {
 		if err != nil {
 			return &wire.Error{Code: wire.CodeBadRequest, Message: err.Error()}
 		}
-		answers := s.agents.RelayedHeartbeats(s.ctx, beats)
+		c, cancel := relayBudget(s.ctx, ctx.Request.Header.Peek(relayWaitHeader), time.Now())
+		defer cancel()
+		answers := s.agents.RelayedHeartbeats(c, beats)
 		msgs := make([]wire.Message, len(answers))
 		accepted := 0
 		for i, a := range answers {
@@ -51,6 +54,23 @@ func (s *Server) relayedHeartbeats(ctx *fasthttp.RequestCtx, _ []string) error {
 		s.metrics.relayed.Add(accepted)
 		return s.wireReply(ctx, msgs...)
 	})(ctx, nil)
+}
+
+// relayWaitHeader carries how long the relaying follower waits for the
+// answer, in milliseconds: the leader spends at most most of it (relayBudget).
+const relayWaitHeader = "X-Shoal-Relay-Wait"
+
+// relayBudget bounds the leader's work on a relayed batch by the wait the
+// follower sent, less a fifth (at least 100ms, at most half) for the way
+// back; without
+// one (or an unreadable one), control.LeaderBeatWait applies.
+func relayBudget(parent context.Context, wait []byte, now time.Time) (context.Context, context.CancelFunc) {
+	ms, err := strconv.ParseInt(string(wait), 10, 64)
+	if err != nil || ms <= 0 {
+		return context.WithCancel(parent)
+	}
+	w := time.Duration(ms) * time.Millisecond
+	return context.WithDeadline(parent, now.Add(max(w-max(w/5, 100*time.Millisecond), w/2)))
 }
 
 // decodeBeats reads a relayed batch: Heartbeat frames, one after another.
@@ -139,6 +159,7 @@ func (l *leaderLink) RelayHeartbeats(ctx context.Context, leader string, beats [
 	if !ok {
 		dl = time.Now().Add(5 * time.Second)
 	}
+	req.Header.Set(relayWaitHeader, strconv.FormatInt(time.Until(dl).Milliseconds(), 10))
 	if err := l.hc.DoDeadline(req, resp, dl); err != nil {
 		return nil, err
 	}

@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"shoal/route"
+	"shoal/statemachine"
 	"shoal/wire"
 )
 
@@ -84,10 +86,12 @@ func (c RelayConfig) withDefaults() RelayConfig {
 	return c
 }
 
-// LeaderBeatWait bounds the leader's work on one relayed batch: an entry
-// whose status change has not committed by then (or that reached a leader
-// whose monitor is still starting) is answered with why, so that the
-// follower hears back before its agents' wait ends.
+// LeaderBeatWait bounds the leader's work on one relayed batch when the
+// caller's context has no deadline of its own (the API gives it most of
+// the wait the follower sent): an entry whose status change has not
+// committed by then (or that reached a leader whose monitor is still
+// starting) is answered with why, so that the follower hears back before
+// its agents' wait ends.
 const LeaderBeatWait = 400 * time.Millisecond
 
 // relay is a follower's queue of heartbeats for the leader and its relay
@@ -327,15 +331,32 @@ func (r *relay) logFailure(n int, leader string, err error) {
 // heartbeat of a batch a follower relayed with the node monitor, as if the
 // agent had sent it here (Heartbeat), and answers each one in order. The
 // entries run at once, so that one waiting for its node's status change to
-// commit does not hold back the others; none waits longer than
-// LeaderBeatWait. A replica that does not run the monitor answers each
-// entry not_leader (a relayed heartbeat is never relayed again). The
-// caller checks that a manager sent the batch.
+// commit does not hold back the others; none waits past ctx's deadline
+// (LeaderBeatWait when it has none). A replica that does not run the
+// monitor answers each entry not_leader (a relayed heartbeat is never
+// relayed again). The caller checks that a manager sent the batch.
 func (a *Agents) RelayedHeartbeats(ctx context.Context, beats []wire.Heartbeat) []BeatAnswer {
-	ctx, cancel := context.WithTimeout(ctx, LeaderBeatWait)
-	defer cancel()
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, LeaderBeatWait)
+		defer cancel()
+	}
 	out := make([]BeatAnswer, len(beats))
+	// A direct heartbeat of a removed node is refused before it reaches
+	// the monitor (the API checks every agent call against this replica's
+	// state); a relayed one was checked on the follower, which may not have
+	// applied the removal yet.
+	removed := make([]bool, len(beats))
+	_ = a.cfg.Cluster.ReadLocal(route.ClusterGroup, func(st *statemachine.State) {
+		for i := range beats {
+			removed[i] = st.NodeRemoved(beats[i].NodeID)
+		}
+	})
 	one := func(i int) {
+		if removed[i] {
+			out[i] = BeatAnswer{Err: errRemoved()}
+			return
+		}
 		ack, _, err := a.monitorBeat(ctx, &beats[i])
 		out[i] = BeatAnswer{Ack: ack, Err: err}
 	}

@@ -337,3 +337,65 @@ func TestRelaySlowLeaderRetriesHere(t *testing.T) {
 		t.Errorf("after a period without the leader's answer: %v; want %v", err, notLeader)
 	}
 }
+
+// slowCommit is a leader's node monitor whose every heartbeat waits commit
+// for a status change to commit (a reconnecting node's), or fails when
+// its context ends first, as the engine's does.
+type slowCommit struct{ commit time.Duration }
+
+func (m slowCommit) Heartbeat(ctx context.Context, node sm.NodeID, _ time.Time) (time.Duration, error) {
+	select {
+	case <-time.After(m.commit):
+		return 5 * time.Second, nil
+	case <-ctx.Done():
+		return 0, fmt.Errorf("set node %d initializing: %w", node, ctx.Err())
+	}
+}
+func (slowCommit) Period(int) time.Duration                   { return 5 * time.Second }
+func (slowCommit) NodeStatus(sm.NodeID) (sm.NodeStatus, bool) { return sm.NodeInitializing, true }
+func (slowCommit) MarkReReported(sm.NodeID) bool              { return false }
+
+// A relayed heartbeat whose status change takes half a second to commit
+// is acked through a follower that waits two seconds, as it is when sent
+// to the leader directly: the leader's work on a batch is bounded by the
+// follower's wait, not by a fixed 400ms.
+func TestRelayedBeatGetsTheFollowersWait(t *testing.T) {
+	leader := agentsWith(t, AgentsConfig{Leaders: seat{1}, Self: seat{1}, Monitor: slowCommit{500 * time.Millisecond}})
+	follower := agentsWith(t, AgentsConfig{Leaders: seat{2}, Self: seat{2}, Link: &loopLink{leader: leader},
+		Relay:   RelayConfig{Wait: 2 * time.Second},
+		Monitor: beat{err: fmt.Errorf("node: %w", cluster.ErrNotMonitoring)}})
+	if _, err := leader.Heartbeat(context.Background(), &wire.Heartbeat{NodeID: 5, SessionID: 1}); err != nil {
+		t.Fatalf("direct: %v", err)
+	}
+	if ack, err := follower.Heartbeat(context.Background(), &wire.Heartbeat{NodeID: 5, SessionID: 1}); err != nil || ack.Period != int64(5*time.Second) {
+		t.Errorf("through a follower: %+v, %v; want the ack the direct heartbeat got", ack, err)
+	}
+}
+
+// ackAll is a leader's node monitor that still tracks every node (a
+// removed one until its next tick) and acks each heartbeat.
+type ackAll struct{}
+
+func (ackAll) Heartbeat(context.Context, sm.NodeID, time.Time) (time.Duration, error) {
+	return 5 * time.Second, nil
+}
+func (ackAll) Period(int) time.Duration                   { return 5 * time.Second }
+func (ackAll) NodeStatus(sm.NodeID) (sm.NodeStatus, bool) { return sm.NodeDown, true }
+func (ackAll) MarkReReported(sm.NodeID) bool              { return false }
+
+// A relayed heartbeat of a node the leader's state lists as removed is
+// refused node_removed even while the leader's monitor still tracks the
+// node (a direct one is refused by the API's check before the monitor);
+// the batch's other heartbeats are acked.
+func TestRelayedBeatOfARemovedNode(t *testing.T) {
+	leader := agentsWith(t, AgentsConfig{Leaders: seat{1}, Self: seat{1}, Monitor: ackAll{}})
+	out := leader.RelayedHeartbeats(context.Background(), []wire.Heartbeat{{NodeID: 5}, {NodeID: 7}, {NodeID: 6}})
+	if code(out[1].Err) != wire.CodeNodeRemoved || out[1].Ack != nil {
+		t.Errorf("node 7 (removed): %+v; want node_removed", out[1])
+	}
+	for _, i := range []int{0, 2} {
+		if out[i].Err != nil || out[i].Ack == nil {
+			t.Errorf("entry %d: %+v; want an ack", i, out[i])
+		}
+	}
+}
