@@ -22,9 +22,9 @@ import (
 // of managers. Re-reports go to the cluster leader (learned from
 // not_leader answers and from polls); everything else, heartbeats too, to
 // the current manager, moving to another one on a transport error. A
-// follower relays heartbeats to the leader; one that cannot answers
-// not_leader naming the leader, and that heartbeat goes to the leader
-// directly. It is safe for concurrent use; many
+// follower relays heartbeats to the leader; one that cannot reach it
+// answers not_leader naming the leader, and that heartbeat goes to the
+// leader directly. It is safe for concurrent use; many
 // simulated agents may share one fasthttp.Client.
 type AgentClient struct {
 	hc *fasthttp.Client // the settings of hosts
@@ -454,10 +454,11 @@ func (c *AgentClient) OpenSession(ctx context.Context, req *wire.SessionRequest)
 
 // Heartbeat sends a heartbeat to the current manager, on a connection of
 // its own (never behind a short call waiting for a commit). A follower
-// relays it to the leader and answers what the leader said; a follower
-// that could not (it knows no leader, or the relay failed) answers
-// not_leader naming the leader, and the heartbeat goes to the leader
-// directly. Each heartbeat starts at the current manager again: before
+// relays it to the leader and answers what the leader said; one that
+// knows no leader, or whose leader is slow to answer relays, answers
+// unavailable (the agent retries later), and one whose leader answered no
+// relay for a period answers not_leader naming the leader, and the
+// heartbeat goes to the leader directly. Each heartbeat starts at the current manager again: before
 // the relay, every agent held a connection to the leader for its
 // heartbeats, and after a leader kill the whole fleet dialled the new one
 // at once.
