@@ -24,7 +24,7 @@ type view struct {
 	desired string
 	rank    int
 	conn    int      // the stream connection of the last merged object
-	live    []string // address keys held while not terminal
+	live    []addrID // addresses held while not terminal
 	stale   bool     // a later event came without an object: the task was gone when rendered
 	// addrs are the task's addresses as last rendered (for describing
 	// it): the decoded object's own slice, not a copy of the object.
@@ -73,9 +73,10 @@ type Checker struct {
 		// views change: counting a million-task view on every progress
 		// tick was a fifth of the loadgen's CPU.
 		byState  []int
-		liveAddr map[string]uint64   // address key → task (stream view, non-terminal)
-		agentAdr map[string]holder   // address key → holder (agents)
-		held     map[uint64][]string // task → address keys it holds on an agent
+		addrs    addrTable           // numbers the addresses' networks (addrs.go)
+		liveAddr map[addrID]uint64   // address → task (stream view, non-terminal)
+		agentAdr map[addrID]holder   // address → holder (agents)
+		held     map[uint64][]addrID // task → addresses it holds on an agent
 		handed   map[uint64]uint32   // task → node an agent got it on
 		checked  [nInvariants]int64  // per invariant, as ordered in Names
 		count    map[string]int
@@ -87,7 +88,7 @@ type Checker struct {
 		// waiting to be confirmed against the replicated state (Suspects).
 		suspects []Suspect
 		// released is, per address, the last holder the agents let go of.
-		released map[string]holder
+		released map[addrID]holder
 		probe    Probe
 		// nodes is each node as the stream last rendered it, per group;
 		// aside the held-aside suspects (aside.go).
@@ -121,12 +122,12 @@ func New(start time.Time) *Checker {
 	c.mu.start = start
 	c.mu.tasks = map[uint64]*view{}
 	c.mu.byState = make([]int, len(States))
-	c.mu.liveAddr = map[string]uint64{}
-	c.mu.agentAdr = map[string]holder{}
-	c.mu.held = map[uint64][]string{}
+	c.mu.liveAddr = map[addrID]uint64{}
+	c.mu.agentAdr = map[addrID]holder{}
+	c.mu.held = map[uint64][]addrID{}
 	c.mu.handed = map[uint64]uint32{}
 	c.mu.count = map[string]int{}
-	c.mu.released = map[string]holder{}
+	c.mu.released = map[addrID]holder{}
 	c.mu.nodes = map[nodeKey]nodeSeen{}
 	c.mu.windowed = map[string]bool{}
 	return c
@@ -142,9 +143,9 @@ func (c *Checker) Expect(tasks int) {
 		return
 	}
 	c.mu.tasks = make(map[uint64]*view, tasks)
-	c.mu.liveAddr = make(map[string]uint64, tasks)
-	c.mu.agentAdr = make(map[string]holder, tasks)
-	c.mu.held = make(map[uint64][]string, tasks)
+	c.mu.liveAddr = make(map[addrID]uint64, tasks)
+	c.mu.agentAdr = make(map[addrID]holder, tasks)
+	c.mu.held = make(map[uint64][]addrID, tasks)
 	c.mu.handed = make(map[uint64]uint32, tasks)
 }
 
@@ -291,7 +292,7 @@ func (c *Checker) mergeLocked(id uint64, v *view, t *client.Task, conn int, now 
 	if t.Node != 0 {
 		v.node = t.Node
 	}
-	if recheckInPlace && rank < rankComplete && sameLive(v.live, t.Addresses) {
+	if recheckInPlace && rank < rankComplete && c.sameLiveLocked(v.live, t.Addresses) {
 		// The task holds what it held: check each address again in place
 		// instead of letting go of it and taking it anew.
 		v.addrs = t.Addresses
@@ -302,11 +303,11 @@ func (c *Checker) mergeLocked(id uint64, v *view, t *client.Task, conn int, now 
 		return v, true
 	}
 	v.addrs = t.Addresses
-	var live []string
+	var live []addrID
 	if rank < rankComplete {
 		for _, a := range t.Addresses {
 			if !a.Released {
-				live = append(live, addrKey(a.Network, a.Addr))
+				live = append(live, c.mu.addrs.id(a.Network, a.Addr))
 			}
 		}
 	}
@@ -329,7 +330,7 @@ func (c *Checker) setRankLocked(v *view, rank int) {
 }
 
 // setLiveLocked replaces the addresses task id holds in the stream's view.
-func (c *Checker) setLiveLocked(id uint64, v *view, live []string, now time.Time) {
+func (c *Checker) setLiveLocked(id uint64, v *view, live []addrID, now time.Time) {
 	for _, k := range v.live {
 		if c.mu.liveAddr[k] == id {
 			delete(c.mu.liveAddr, k)
@@ -339,7 +340,7 @@ func (c *Checker) setLiveLocked(id uint64, v *view, live []string, now time.Time
 	for _, k := range live {
 		c.mu.checked[ixAddressLive]++
 		if other, ok := c.mu.liveAddr[k]; ok && other != id {
-			c.mu.suspects = append(c.mu.suspects, Suspect{Addr: k, Tasks: [2]uint64{other, id}, At: now,
+			c.mu.suspects = append(c.mu.suspects, Suspect{Addr: c.mu.addrs.name(k), Tasks: [2]uint64{other, id}, At: now,
 				Objects: []string{describe(other, c.mu.tasks[other]), describe(id, v)}})
 			continue
 		}
@@ -351,28 +352,20 @@ func (c *Checker) setLiveLocked(id uint64, v *view, live []string, now time.Time
 // (off only in the test that holds it to the general path's outcome).
 var recheckInPlace = true
 
-// sameLive reports whether live (a view's address keys) are exactly the
-// unreleased addresses of addrs, in order.
-func sameLive(live []string, addrs []client.TaskAddress) bool {
+// sameLiveLocked reports whether live (a view's addresses) are exactly
+// the unreleased addresses of addrs, in order.
+func (c *Checker) sameLiveLocked(live []addrID, addrs []client.TaskAddress) bool {
 	i := 0
 	for _, a := range addrs {
 		if a.Released {
 			continue
 		}
-		if i == len(live) || !isAddrKey(live[i], a.Network, a.Addr) {
+		if i == len(live) || live[i] != c.mu.addrs.id(a.Network, a.Addr) {
 			return false
 		}
 		i++
 	}
 	return i == len(live) && i > 0
-}
-
-// isAddrKey reports whether k is addrKey(network, addr), without making it.
-func isAddrKey(k, network, addr string) bool {
-	if i := strings.IndexByte(addr, '/'); i >= 0 {
-		addr = addr[:i]
-	}
-	return len(k) == len(network)+1+len(addr) && k[:len(network)] == network && k[len(network)] == ' ' && k[len(network)+1:] == addr
 }
 
 // recheckLiveLocked checks the addresses task id still holds, with the
@@ -386,7 +379,7 @@ func (c *Checker) recheckLiveLocked(id uint64, v *view, now time.Time) {
 		case !ok:
 			c.mu.liveAddr[k] = id
 		case other != id:
-			c.mu.suspects = append(c.mu.suspects, Suspect{Addr: k, Tasks: [2]uint64{other, id}, At: now,
+			c.mu.suspects = append(c.mu.suspects, Suspect{Addr: c.mu.addrs.name(k), Tasks: [2]uint64{other, id}, At: now,
 				Objects: []string{describe(other, c.mu.tasks[other]), describe(id, v)}})
 		}
 	}
@@ -430,13 +423,13 @@ func (c *Checker) Hold(node uint32, id uint64, network, addrs []string, now time
 	if _, ok := c.mu.held[id]; ok {
 		return
 	}
-	keys := make([]string, 0, len(addrs))
+	keys := make([]addrID, 0, len(addrs))
 	for i := range addrs {
-		k := addrKey(network[i], addrs[i])
+		k := c.mu.addrs.id(network[i], addrs[i])
 		c.mu.checked[ixAddressAgents]++
 		if h, ok := c.mu.agentAdr[k]; ok && h.task != id {
 			c.violateLocked(now, AddressAgents, fmt.Sprintf("address %s is held on the agents by task %d (node %d) and task %d (node %d)",
-				k, h.task, h.node, id, node), c.conflictLocked(k, h, holder{node, id, now})...)
+				c.mu.addrs.name(k), h.task, h.node, id, node), c.conflictLocked(k, h, holder{node, id, now})...)
 			continue
 		}
 		c.mu.agentAdr[k] = holder{node, id, now}
@@ -494,7 +487,7 @@ func (c *Checker) Reset(tasks []client.Task, conn int, now time.Time) {
 	// node's next event may never come is let go.
 	clear(c.mu.nodes)
 	c.mu.aside = nil
-	c.mu.liveAddr = make(map[string]uint64, len(tasks))
+	c.mu.liveAddr = make(map[addrID]uint64, len(tasks))
 	for i := range tasks {
 		id, err := strconv.ParseUint(tasks[i].ID, 10, 64)
 		if err != nil {
@@ -639,7 +632,7 @@ func (c *Checker) Results() []report.Invariant {
 // conflictLocked describes an address-agents conflict: both tasks as the
 // stream's view has them, when each was taken on its agent, the address's
 // previous release, and what the first holder's agent keeps for it.
-func (c *Checker) conflictLocked(k string, first, second holder) []string {
+func (c *Checker) conflictLocked(k addrID, first, second holder) []string {
 	since := func(t time.Time) string { return t.Sub(c.mu.start).Round(time.Millisecond).String() }
 	objs := []string{
 		describe(first.task, c.mu.tasks[first.task]), describe(second.task, c.mu.tasks[second.task]),
