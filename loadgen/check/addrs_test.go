@@ -62,4 +62,3 @@ func TestAddrIDsAreTheKeys(t *testing.T) {
 		}
 	})
 }
-
