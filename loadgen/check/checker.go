@@ -55,7 +55,21 @@ type TimingFunc func(t *client.Task, tm *Timing, first bool)
 type holder struct {
 	node uint32
 	task uint64
-	at   time.Time // when the agent prepared or started it
+	at   int64 // when the agent prepared or started it (unix ns: no pointer for the collector to follow)
+}
+
+// agentRec is what the agents told of a task: whom it was handed to and
+// the addresses it holds. One table of them, with nothing in it for the
+// collector to scan (a task's second and further addresses are in
+// heldMore), instead of a table of hand-overs and one of address lists:
+// each was a cold probe per observation on a million entries, and the
+// second a million slices to scan at every collection.
+type agentRec struct {
+	first    addrID // the first address it holds, when n > 0
+	n        uint32 // how many addresses it holds (all of them in heldMore when more than one)
+	handedTo uint32 // the node whose agent got it, when handedOK
+	handedOK bool
+	holds    bool // an agent holds the task's addresses (n of them)
 }
 
 // Probe says what the agent of node keeps in its store for task: a
@@ -76,8 +90,8 @@ type Checker struct {
 		addrs    addrTable           // numbers the addresses' networks (addrs.go)
 		liveAddr map[addrID]uint64   // address → task (stream view, non-terminal)
 		agentAdr map[addrID]holder   // address → holder (agents)
-		held     map[uint64][]addrID // task → addresses it holds on an agent
-		handed   map[uint64]uint32   // task → node an agent got it on
+		agents   map[uint64]agentRec // task → what its agents told (hand-over, hold)
+		heldMore map[uint64][]addrID // task → the addresses it holds, when more than one
 		checked  [nInvariants]int64  // per invariant, as ordered in Names
 		count    map[string]int
 		kept     []report.Violation
@@ -124,8 +138,8 @@ func New(start time.Time) *Checker {
 	c.mu.byState = make([]int, len(States))
 	c.mu.liveAddr = map[addrID]uint64{}
 	c.mu.agentAdr = map[addrID]holder{}
-	c.mu.held = map[uint64][]addrID{}
-	c.mu.handed = map[uint64]uint32{}
+	c.mu.agents = map[uint64]agentRec{}
+	c.mu.heldMore = map[uint64][]addrID{}
 	c.mu.count = map[string]int{}
 	c.mu.released = map[addrID]holder{}
 	c.mu.nodes = map[nodeKey]nodeSeen{}
@@ -145,8 +159,7 @@ func (c *Checker) Expect(tasks int) {
 	c.mu.tasks = make(map[uint64]*view, tasks)
 	c.mu.liveAddr = make(map[addrID]uint64, tasks)
 	c.mu.agentAdr = make(map[addrID]holder, tasks)
-	c.mu.held = make(map[uint64][]addrID, tasks)
-	c.mu.handed = make(map[uint64]uint32, tasks)
+	c.mu.agents = make(map[uint64]agentRec, tasks)
 }
 
 // Only makes the stream's view keep the tasks of the services own accepts
@@ -254,7 +267,10 @@ func (c *Checker) deletedLocked(id uint64, now time.Time) {
 		c.setRankLocked(v, -1)
 	}
 	delete(c.mu.tasks, id)
-	delete(c.mu.handed, id)
+	if r, ok := c.mu.agents[id]; ok && r.handedOK {
+		r.handedTo, r.handedOK = 0, false
+		c.putAgentLocked(id, r)
+	}
 }
 
 // mergeLocked merges a rendered task object into the view, where task id
@@ -276,7 +292,8 @@ func (c *Checker) mergeLocked(id uint64, v *view, t *client.Task, conn int, now 
 	}
 	if v == nil {
 		v = &view{rank: -1}
-		v.handedTo, v.handedOK = c.mu.handed[id]
+		r := c.mu.agents[id]
+		v.handedTo, v.handedOK = r.handedTo, r.handedOK
 		c.mu.tasks[id] = v
 	}
 	c.mu.checked[ixMonotone]++
@@ -398,7 +415,8 @@ func (c *Checker) checkNodeLocked(id uint64, v *view, node uint32, now time.Time
 func (c *Checker) Handed(node uint32, id uint64, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if prev, ok := c.mu.handed[id]; ok && prev == node {
+	r := c.mu.agents[id]
+	if prev, ok := r.handedTo, r.handedOK; ok && prev == node {
 		return
 	} else if ok {
 		c.mu.checked[ixOwnNode]++
@@ -406,7 +424,8 @@ func (c *Checker) Handed(node uint32, id uint64, now time.Time) {
 			describe(id, c.mu.tasks[id]))
 		return
 	}
-	c.mu.handed[id] = node
+	r.handedTo, r.handedOK = node, true
+	c.mu.agents[id] = r
 	if v := c.mu.tasks[id]; v != nil {
 		v.handedTo, v.handedOK = node, true
 		if v.node != 0 {
@@ -420,35 +439,79 @@ func (c *Checker) Handed(node uint32, id uint64, now time.Time) {
 func (c *Checker) Hold(node uint32, id uint64, network, addrs []string, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, ok := c.mu.held[id]; ok {
+	r := c.mu.agents[id]
+	if r.holds {
 		return
 	}
-	keys := make([]addrID, 0, len(addrs))
+	var buf [4]addrID
+	keys := buf[:0]
 	for i := range addrs {
 		k := c.mu.addrs.id(network[i], addrs[i])
 		c.mu.checked[ixAddressAgents]++
 		if h, ok := c.mu.agentAdr[k]; ok && h.task != id {
 			c.violateLocked(now, AddressAgents, fmt.Sprintf("address %s is held on the agents by task %d (node %d) and task %d (node %d)",
-				c.mu.addrs.name(k), h.task, h.node, id, node), c.conflictLocked(k, h, holder{node, id, now})...)
+				c.mu.addrs.name(k), h.task, h.node, id, node), c.conflictLocked(k, h, holder{node, id, now.UnixNano()})...)
 			continue
 		}
-		c.mu.agentAdr[k] = holder{node, id, now}
+		c.mu.agentAdr[k] = holder{node, id, now.UnixNano()}
 		keys = append(keys, k)
 	}
-	c.mu.held[id] = keys
+	r.holds, r.n = true, uint32(len(keys))
+	if len(keys) > 0 {
+		r.first = keys[0]
+	}
+	if len(keys) > 1 {
+		c.mu.heldMore[id] = slices.Clone(keys)
+	}
+	c.mu.agents[id] = r
+}
+
+// heldLocked returns the addresses task id holds on an agent, as r (its
+// record) says.
+func (c *Checker) heldLocked(id uint64, r agentRec) []addrID {
+	switch r.n {
+	case 0:
+		return nil
+	case 1:
+		return []addrID{r.first}
+	}
+	return c.mu.heldMore[id]
+}
+
+// unholdLocked records that task id, whose record is r, holds nothing.
+func (c *Checker) unholdLocked(id uint64, r agentRec) {
+	if r.n > 1 {
+		delete(c.mu.heldMore, id)
+	}
+	r.holds, r.n, r.first = false, 0, 0
+	c.putAgentLocked(id, r)
+}
+
+// putAgentLocked stores task id's record r, or drops it when it says
+// nothing.
+func (c *Checker) putAgentLocked(id uint64, r agentRec) {
+	if !r.holds && !r.handedOK {
+		delete(c.mu.agents, id)
+		return
+	}
+	c.mu.agents[id] = r
 }
 
 // Release records that the agent let go of task id (it forgot it).
 func (c *Checker) Release(id uint64, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, k := range c.mu.held[id] {
+	r, ok := c.mu.agents[id]
+	if !ok || !r.holds {
+		return
+	}
+	for _, k := range c.heldLocked(id, r) {
 		if h := c.mu.agentAdr[k]; h.task == id {
 			delete(c.mu.agentAdr, k)
-			c.mu.released[k] = holder{h.node, id, now}
+			c.mu.released[k] = holder{h.node, id, now.UnixNano()}
 		}
 	}
-	delete(c.mu.held, id)
+	c.unholdLocked(id, r)
 }
 
 // NodesGone records that the agents of nodes died with their fleet process
@@ -467,8 +530,10 @@ func (c *Checker) NodesGone(nodes []uint32, now time.Time) {
 	for k, h := range c.mu.agentAdr {
 		if gone[h.node] {
 			delete(c.mu.agentAdr, k)
-			delete(c.mu.held, h.task)
-			c.mu.released[k] = holder{h.node, h.task, now}
+			if r := c.mu.agents[h.task]; r.holds {
+				c.unholdLocked(h.task, r)
+			}
+			c.mu.released[k] = holder{h.node, h.task, now.UnixNano()}
 		}
 	}
 }
@@ -633,7 +698,7 @@ func (c *Checker) Results() []report.Invariant {
 // stream's view has them, when each was taken on its agent, the address's
 // previous release, and what the first holder's agent keeps for it.
 func (c *Checker) conflictLocked(k addrID, first, second holder) []string {
-	since := func(t time.Time) string { return t.Sub(c.mu.start).Round(time.Millisecond).String() }
+	since := func(ns int64) string { return time.Unix(0, ns).Sub(c.mu.start).Round(time.Millisecond).String() }
 	objs := []string{
 		describe(first.task, c.mu.tasks[first.task]), describe(second.task, c.mu.tasks[second.task]),
 		fmt.Sprintf("task %d took it on node %d at %s; task %d on node %d at %s", first.task, first.node, since(first.at),

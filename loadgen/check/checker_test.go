@@ -373,7 +373,8 @@ func TestViewKeepsHandedInStep(t *testing.T) {
 			}
 			c.mu.Lock()
 			for tid, v := range c.mu.tasks {
-				n, ok := c.mu.handed[tid]
+				r := c.mu.agents[tid]
+				n, ok := r.handedTo, r.handedOK
 				if v.handedTo != n || v.handedOK != ok {
 					c.mu.Unlock()
 					t.Fatalf("seed %d step %d: task %d's view says handed (%d, %v), the table (%d, %v)", seed, step, tid, v.handedTo, v.handedOK, n, ok)
