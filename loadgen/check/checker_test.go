@@ -287,6 +287,7 @@ func BenchmarkRampEvents(b *testing.B) {
 		}
 	}
 	b.ResetTimer()
+	cpu0 := cpuNs()
 	for b.Loop() {
 		c := New(t0)
 		for _, ev := range evs {
@@ -294,6 +295,7 @@ func BenchmarkRampEvents(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(evs)), "ns/event")
+	b.ReportMetric(float64(cpuNs()-cpu0)/float64(b.N*len(evs)), "cpu-ns/event")
 }
 
 // Checking a task's unchanged addresses in place ends where letting go of
