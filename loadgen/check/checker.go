@@ -24,7 +24,7 @@ type view struct {
 	desired string
 	rank    int
 	conn    int      // the stream connection of the last merged object
-	live    []string // address keys held while not terminal
+	live    []addrID // addresses held while not terminal
 	stale   bool     // a later event came without an object: the task was gone when rendered
 	// addrs are the task's addresses as last rendered (for describing
 	// it): the decoded object's own slice, not a copy of the object.
@@ -55,7 +55,21 @@ type TimingFunc func(t *client.Task, tm *Timing, first bool)
 type holder struct {
 	node uint32
 	task uint64
-	at   time.Time // when the agent prepared or started it
+	at   int64 // when the agent prepared or started it (unix ns: no pointer for the collector to follow)
+}
+
+// agentRec is what the agents told of a task: whom it was handed to and
+// the addresses it holds. One table of them, with nothing in it for the
+// collector to scan (a task's second and further addresses are in
+// heldMore), instead of a table of hand-overs and one of address lists:
+// each was a cold probe per observation on a million entries, and the
+// second a million slices to scan at every collection.
+type agentRec struct {
+	first    addrID // the first address it holds, when n > 0
+	n        uint32 // how many addresses it holds (all of them in heldMore when more than one)
+	handedTo uint32 // the node whose agent got it, when handedOK
+	handedOK bool
+	holds    bool // an agent holds the task's addresses (n of them)
 }
 
 // Probe says what the agent of node keeps in its store for task: a
@@ -73,10 +87,11 @@ type Checker struct {
 		// views change: counting a million-task view on every progress
 		// tick was a fifth of the loadgen's CPU.
 		byState  []int
-		liveAddr map[string]uint64   // address key → task (stream view, non-terminal)
-		agentAdr map[string]holder   // address key → holder (agents)
-		held     map[uint64][]string // task → address keys it holds on an agent
-		handed   map[uint64]uint32   // task → node an agent got it on
+		addrs    addrTable           // numbers the addresses' networks (addrs.go)
+		liveAddr map[addrID]uint64   // address → task (stream view, non-terminal)
+		agentAdr map[addrID]holder   // address → holder (agents)
+		agents   map[uint64]agentRec // task → what its agents told (hand-over, hold)
+		heldMore map[uint64][]addrID // task → the addresses it holds, when more than one
 		checked  [nInvariants]int64  // per invariant, as ordered in Names
 		count    map[string]int
 		kept     []report.Violation
@@ -87,7 +102,7 @@ type Checker struct {
 		// waiting to be confirmed against the replicated state (Suspects).
 		suspects []Suspect
 		// released is, per address, the last holder the agents let go of.
-		released map[string]holder
+		released map[addrID]holder
 		probe    Probe
 		// nodes is each node as the stream last rendered it, per group;
 		// aside the held-aside suspects (aside.go).
@@ -121,12 +136,12 @@ func New(start time.Time) *Checker {
 	c.mu.start = start
 	c.mu.tasks = map[uint64]*view{}
 	c.mu.byState = make([]int, len(States))
-	c.mu.liveAddr = map[string]uint64{}
-	c.mu.agentAdr = map[string]holder{}
-	c.mu.held = map[uint64][]string{}
-	c.mu.handed = map[uint64]uint32{}
+	c.mu.liveAddr = map[addrID]uint64{}
+	c.mu.agentAdr = map[addrID]holder{}
+	c.mu.agents = map[uint64]agentRec{}
+	c.mu.heldMore = map[uint64][]addrID{}
 	c.mu.count = map[string]int{}
-	c.mu.released = map[string]holder{}
+	c.mu.released = map[addrID]holder{}
 	c.mu.nodes = map[nodeKey]nodeSeen{}
 	c.mu.windowed = map[string]bool{}
 	return c
@@ -142,10 +157,9 @@ func (c *Checker) Expect(tasks int) {
 		return
 	}
 	c.mu.tasks = make(map[uint64]*view, tasks)
-	c.mu.liveAddr = make(map[string]uint64, tasks)
-	c.mu.agentAdr = make(map[string]holder, tasks)
-	c.mu.held = make(map[uint64][]string, tasks)
-	c.mu.handed = make(map[uint64]uint32, tasks)
+	c.mu.liveAddr = make(map[addrID]uint64, tasks)
+	c.mu.agentAdr = make(map[addrID]holder, tasks)
+	c.mu.agents = make(map[uint64]agentRec, tasks)
 }
 
 // Only makes the stream's view keep the tasks of the services own accepts
@@ -253,7 +267,10 @@ func (c *Checker) deletedLocked(id uint64, now time.Time) {
 		c.setRankLocked(v, -1)
 	}
 	delete(c.mu.tasks, id)
-	delete(c.mu.handed, id)
+	if r, ok := c.mu.agents[id]; ok && r.handedOK {
+		r.handedTo, r.handedOK = 0, false
+		c.putAgentLocked(id, r)
+	}
 }
 
 // mergeLocked merges a rendered task object into the view, where task id
@@ -275,7 +292,8 @@ func (c *Checker) mergeLocked(id uint64, v *view, t *client.Task, conn int, now 
 	}
 	if v == nil {
 		v = &view{rank: -1}
-		v.handedTo, v.handedOK = c.mu.handed[id]
+		r := c.mu.agents[id]
+		v.handedTo, v.handedOK = r.handedTo, r.handedOK
 		c.mu.tasks[id] = v
 	}
 	c.mu.checked[ixMonotone]++
@@ -291,7 +309,7 @@ func (c *Checker) mergeLocked(id uint64, v *view, t *client.Task, conn int, now 
 	if t.Node != 0 {
 		v.node = t.Node
 	}
-	if recheckInPlace && rank < rankComplete && sameLive(v.live, t.Addresses) {
+	if recheckInPlace && rank < rankComplete && c.sameLiveLocked(v.live, t.Addresses) {
 		// The task holds what it held: check each address again in place
 		// instead of letting go of it and taking it anew.
 		v.addrs = t.Addresses
@@ -302,11 +320,11 @@ func (c *Checker) mergeLocked(id uint64, v *view, t *client.Task, conn int, now 
 		return v, true
 	}
 	v.addrs = t.Addresses
-	var live []string
+	var live []addrID
 	if rank < rankComplete {
 		for _, a := range t.Addresses {
 			if !a.Released {
-				live = append(live, addrKey(a.Network, a.Addr))
+				live = append(live, c.mu.addrs.id(a.Network, a.Addr))
 			}
 		}
 	}
@@ -329,7 +347,7 @@ func (c *Checker) setRankLocked(v *view, rank int) {
 }
 
 // setLiveLocked replaces the addresses task id holds in the stream's view.
-func (c *Checker) setLiveLocked(id uint64, v *view, live []string, now time.Time) {
+func (c *Checker) setLiveLocked(id uint64, v *view, live []addrID, now time.Time) {
 	for _, k := range v.live {
 		if c.mu.liveAddr[k] == id {
 			delete(c.mu.liveAddr, k)
@@ -339,7 +357,7 @@ func (c *Checker) setLiveLocked(id uint64, v *view, live []string, now time.Time
 	for _, k := range live {
 		c.mu.checked[ixAddressLive]++
 		if other, ok := c.mu.liveAddr[k]; ok && other != id {
-			c.mu.suspects = append(c.mu.suspects, Suspect{Addr: k, Tasks: [2]uint64{other, id}, At: now,
+			c.mu.suspects = append(c.mu.suspects, Suspect{Addr: c.mu.addrs.name(k), Tasks: [2]uint64{other, id}, At: now,
 				Objects: []string{describe(other, c.mu.tasks[other]), describe(id, v)}})
 			continue
 		}
@@ -351,28 +369,20 @@ func (c *Checker) setLiveLocked(id uint64, v *view, live []string, now time.Time
 // (off only in the test that holds it to the general path's outcome).
 var recheckInPlace = true
 
-// sameLive reports whether live (a view's address keys) are exactly the
-// unreleased addresses of addrs, in order.
-func sameLive(live []string, addrs []client.TaskAddress) bool {
+// sameLiveLocked reports whether live (a view's addresses) are exactly
+// the unreleased addresses of addrs, in order.
+func (c *Checker) sameLiveLocked(live []addrID, addrs []client.TaskAddress) bool {
 	i := 0
 	for _, a := range addrs {
 		if a.Released {
 			continue
 		}
-		if i == len(live) || !isAddrKey(live[i], a.Network, a.Addr) {
+		if i == len(live) || live[i] != c.mu.addrs.id(a.Network, a.Addr) {
 			return false
 		}
 		i++
 	}
 	return i == len(live) && i > 0
-}
-
-// isAddrKey reports whether k is addrKey(network, addr), without making it.
-func isAddrKey(k, network, addr string) bool {
-	if i := strings.IndexByte(addr, '/'); i >= 0 {
-		addr = addr[:i]
-	}
-	return len(k) == len(network)+1+len(addr) && k[:len(network)] == network && k[len(network)] == ' ' && k[len(network)+1:] == addr
 }
 
 // recheckLiveLocked checks the addresses task id still holds, with the
@@ -386,7 +396,7 @@ func (c *Checker) recheckLiveLocked(id uint64, v *view, now time.Time) {
 		case !ok:
 			c.mu.liveAddr[k] = id
 		case other != id:
-			c.mu.suspects = append(c.mu.suspects, Suspect{Addr: k, Tasks: [2]uint64{other, id}, At: now,
+			c.mu.suspects = append(c.mu.suspects, Suspect{Addr: c.mu.addrs.name(k), Tasks: [2]uint64{other, id}, At: now,
 				Objects: []string{describe(other, c.mu.tasks[other]), describe(id, v)}})
 		}
 	}
@@ -405,7 +415,8 @@ func (c *Checker) checkNodeLocked(id uint64, v *view, node uint32, now time.Time
 func (c *Checker) Handed(node uint32, id uint64, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if prev, ok := c.mu.handed[id]; ok && prev == node {
+	r := c.mu.agents[id]
+	if prev, ok := r.handedTo, r.handedOK; ok && prev == node {
 		return
 	} else if ok {
 		c.mu.checked[ixOwnNode]++
@@ -413,7 +424,8 @@ func (c *Checker) Handed(node uint32, id uint64, now time.Time) {
 			describe(id, c.mu.tasks[id]))
 		return
 	}
-	c.mu.handed[id] = node
+	r.handedTo, r.handedOK = node, true
+	c.mu.agents[id] = r
 	if v := c.mu.tasks[id]; v != nil {
 		v.handedTo, v.handedOK = node, true
 		if v.node != 0 {
@@ -427,35 +439,79 @@ func (c *Checker) Handed(node uint32, id uint64, now time.Time) {
 func (c *Checker) Hold(node uint32, id uint64, network, addrs []string, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, ok := c.mu.held[id]; ok {
+	r := c.mu.agents[id]
+	if r.holds {
 		return
 	}
-	keys := make([]string, 0, len(addrs))
+	var buf [4]addrID
+	keys := buf[:0]
 	for i := range addrs {
-		k := addrKey(network[i], addrs[i])
+		k := c.mu.addrs.id(network[i], addrs[i])
 		c.mu.checked[ixAddressAgents]++
 		if h, ok := c.mu.agentAdr[k]; ok && h.task != id {
 			c.violateLocked(now, AddressAgents, fmt.Sprintf("address %s is held on the agents by task %d (node %d) and task %d (node %d)",
-				k, h.task, h.node, id, node), c.conflictLocked(k, h, holder{node, id, now})...)
+				c.mu.addrs.name(k), h.task, h.node, id, node), c.conflictLocked(k, h, holder{node, id, now.UnixNano()})...)
 			continue
 		}
-		c.mu.agentAdr[k] = holder{node, id, now}
+		c.mu.agentAdr[k] = holder{node, id, now.UnixNano()}
 		keys = append(keys, k)
 	}
-	c.mu.held[id] = keys
+	r.holds, r.n = true, uint32(len(keys))
+	if len(keys) > 0 {
+		r.first = keys[0]
+	}
+	if len(keys) > 1 {
+		c.mu.heldMore[id] = slices.Clone(keys)
+	}
+	c.mu.agents[id] = r
+}
+
+// heldLocked returns the addresses task id holds on an agent, as r (its
+// record) says.
+func (c *Checker) heldLocked(id uint64, r agentRec) []addrID {
+	switch r.n {
+	case 0:
+		return nil
+	case 1:
+		return []addrID{r.first}
+	}
+	return c.mu.heldMore[id]
+}
+
+// unholdLocked records that task id, whose record is r, holds nothing.
+func (c *Checker) unholdLocked(id uint64, r agentRec) {
+	if r.n > 1 {
+		delete(c.mu.heldMore, id)
+	}
+	r.holds, r.n, r.first = false, 0, 0
+	c.putAgentLocked(id, r)
+}
+
+// putAgentLocked stores task id's record r, or drops it when it says
+// nothing.
+func (c *Checker) putAgentLocked(id uint64, r agentRec) {
+	if !r.holds && !r.handedOK {
+		delete(c.mu.agents, id)
+		return
+	}
+	c.mu.agents[id] = r
 }
 
 // Release records that the agent let go of task id (it forgot it).
 func (c *Checker) Release(id uint64, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, k := range c.mu.held[id] {
+	r, ok := c.mu.agents[id]
+	if !ok || !r.holds {
+		return
+	}
+	for _, k := range c.heldLocked(id, r) {
 		if h := c.mu.agentAdr[k]; h.task == id {
 			delete(c.mu.agentAdr, k)
-			c.mu.released[k] = holder{h.node, id, now}
+			c.mu.released[k] = holder{h.node, id, now.UnixNano()}
 		}
 	}
-	delete(c.mu.held, id)
+	c.unholdLocked(id, r)
 }
 
 // NodesGone records that the agents of nodes died with their fleet process
@@ -474,8 +530,10 @@ func (c *Checker) NodesGone(nodes []uint32, now time.Time) {
 	for k, h := range c.mu.agentAdr {
 		if gone[h.node] {
 			delete(c.mu.agentAdr, k)
-			delete(c.mu.held, h.task)
-			c.mu.released[k] = holder{h.node, h.task, now}
+			if r := c.mu.agents[h.task]; r.holds {
+				c.unholdLocked(h.task, r)
+			}
+			c.mu.released[k] = holder{h.node, h.task, now.UnixNano()}
 		}
 	}
 }
@@ -494,7 +552,7 @@ func (c *Checker) Reset(tasks []client.Task, conn int, now time.Time) {
 	// node's next event may never come is let go.
 	clear(c.mu.nodes)
 	c.mu.aside = nil
-	c.mu.liveAddr = make(map[string]uint64, len(tasks))
+	c.mu.liveAddr = make(map[addrID]uint64, len(tasks))
 	for i := range tasks {
 		id, err := strconv.ParseUint(tasks[i].ID, 10, 64)
 		if err != nil {
@@ -639,8 +697,8 @@ func (c *Checker) Results() []report.Invariant {
 // conflictLocked describes an address-agents conflict: both tasks as the
 // stream's view has them, when each was taken on its agent, the address's
 // previous release, and what the first holder's agent keeps for it.
-func (c *Checker) conflictLocked(k string, first, second holder) []string {
-	since := func(t time.Time) string { return t.Sub(c.mu.start).Round(time.Millisecond).String() }
+func (c *Checker) conflictLocked(k addrID, first, second holder) []string {
+	since := func(ns int64) string { return time.Unix(0, ns).Sub(c.mu.start).Round(time.Millisecond).String() }
 	objs := []string{
 		describe(first.task, c.mu.tasks[first.task]), describe(second.task, c.mu.tasks[second.task]),
 		fmt.Sprintf("task %d took it on node %d at %s; task %d on node %d at %s", first.task, first.node, since(first.at),

@@ -287,6 +287,7 @@ func BenchmarkRampEvents(b *testing.B) {
 		}
 	}
 	b.ResetTimer()
+	cpu0 := cpuNs()
 	for b.Loop() {
 		c := New(t0)
 		for _, ev := range evs {
@@ -294,6 +295,7 @@ func BenchmarkRampEvents(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(evs)), "ns/event")
+	b.ReportMetric(float64(cpuNs()-cpu0)/float64(b.N*len(evs)), "cpu-ns/event")
 }
 
 // Checking a task's unchanged addresses in place ends where letting go of
@@ -373,7 +375,8 @@ func TestViewKeepsHandedInStep(t *testing.T) {
 			}
 			c.mu.Lock()
 			for tid, v := range c.mu.tasks {
-				n, ok := c.mu.handed[tid]
+				r := c.mu.agents[tid]
+				n, ok := r.handedTo, r.handedOK
 				if v.handedTo != n || v.handedOK != ok {
 					c.mu.Unlock()
 					t.Fatalf("seed %d step %d: task %d's view says handed (%d, %v), the table (%d, %v)", seed, step, tid, v.handedTo, v.handedOK, n, ok)
