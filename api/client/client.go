@@ -53,6 +53,11 @@ type Client struct {
 	// busy stream may parse the lines the server writes in a fixed shape
 	// itself, and leave the rest to jsoncodec.Unmarshal).
 	DecodeEvent func(line []byte, ev *Event) error
+	// DecodeTasks, if set, decodes the body of each Tasks answer into a
+	// zero l in place of the JSON codec, with the codec's outcome (a
+	// reader of the whole task list may parse the pages the server
+	// writes in a fixed shape itself).
+	DecodeTasks func(body []byte, l *List[Task]) error
 }
 
 // BaseURL turns host:port or http(s)://host:port into a base URL (http
@@ -175,12 +180,19 @@ func (c *Client) send(ctx context.Context, method, path string, q url.Values, in
 		return idx, e
 	}
 	if out != nil {
-		if err := jsoncodec.Unmarshal(raw, out); err != nil {
+		decode := jsoncodec.Unmarshal
+		if d, ok := out.(rawDecoder); ok {
+			decode = func(raw []byte, _ any) error { return d(raw) }
+		}
+		if err := decode(raw, out); err != nil {
 			return idx, fmt.Errorf("%w at %s: answer is not valid JSON: %v", ErrUnreachable, c.base, err)
 		}
 	}
 	return idx, nil
 }
+
+// rawDecoder, passed to send as out, decodes the answer's body itself.
+type rawDecoder func(body []byte) error
 
 func unwrapURLError(err error) error {
 	var ue *url.Error
@@ -279,7 +291,11 @@ func (c *Client) RemoveService(ctx context.Context, name string) (Service, strin
 // per_page and next_token.
 func (c *Client) Tasks(ctx context.Context, q *Query) (List[Task], string, error) {
 	var l List[Task]
-	idx, err := c.do(ctx, "GET", "/v1/tasks", q.values(), nil, &l)
+	var out any = &l
+	if c.DecodeTasks != nil {
+		out = rawDecoder(func(body []byte) error { return c.DecodeTasks(body, &l) })
+	}
+	idx, err := c.do(ctx, "GET", "/v1/tasks", q.values(), nil, out)
 	return l, idx, err
 }
 
