@@ -110,6 +110,10 @@ func TestListDecoderIsTheCodecs(t *testing.T) {
 			for range rapid.IntRange(1, 3).Draw(t, "mutations") {
 				body = mutate(rng, body)
 			}
+		} else if rapid.Bool().Draw(t, "tail") && rapid.Bool().Draw(t, "tail2") {
+			// What follows the value: white space, which the codec takes,
+			// or anything else, which it refuses.
+			body = append(body, rapid.SampledFrom([]string{" ", "\r\n\t", "x", "}", "\n{}", ",", "0"}).Draw(t, "after")...)
 		} else if rapid.Bool().Draw(t, "twice") {
 			// A decoder reads the pages of one resync: the strings it
 			// shares from one page must not bend the next.
