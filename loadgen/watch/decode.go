@@ -1,6 +1,8 @@
 package watch
 
 import (
+	"time"
+
 	"shoal/api/client"
 	"shoal/internal/jsoncodec"
 )
@@ -111,7 +113,7 @@ func (d *Decoder) fast(line []byte, ev *client.Event) bool {
 		return false
 	}
 	t := &client.Task{}
-	if !d.task(&p, t, key, ev.Key) || !p.lit(`}`) || !p.end() {
+	if !d.task(&p, t, key, ev.Key, nil) || !p.lit(`}`) || !p.end() {
 		return false
 	}
 	ev.Task = t
@@ -120,8 +122,9 @@ func (d *Decoder) fast(line []byte, ev *client.Event) bool {
 
 // task reads a task object (api/eventjson.go's appendTaskEvent) into t;
 // key and keyStr are the event's key, whose string the task's equal ID
-// shares.
-func (d *Decoder) task(p *parser, t *client.Task, key []byte, keyStr string) bool {
+// shares. With ps (a list's page), the ID and the addresses' strings come
+// out of the page's strings, and the addresses out of its slab.
+func (d *Decoder) task(p *parser, t *client.Task, key []byte, keyStr string, ps *pageStrings) bool {
 	if !p.lit(`{"id":`) {
 		return false
 	}
@@ -129,9 +132,12 @@ func (d *Decoder) task(p *parser, t *client.Task, key []byte, keyStr string) boo
 	if !ok || !p.lit(`,"service":`) {
 		return false
 	}
-	if string(id) == string(key) {
+	switch {
+	case ps != nil:
+		ps.add(&t.ID, id)
+	case string(id) == string(key):
 		t.ID = keyStr
-	} else {
+	default:
 		t.ID = string(id)
 	}
 	svc, ok := p.str()
@@ -202,10 +208,37 @@ func (d *Decoder) task(p *parser, t *client.Task, key []byte, keyStr string) boo
 		return false
 	}
 	since, ok := p.quoted()
-	if !ok || t.Since.UnmarshalJSON(since) != nil {
+	if !ok || !utcTime(since[1:len(since)-1], &t.Since) && t.Since.UnmarshalJSON(since) != nil {
 		return false
 	}
-	if p.lit(`,"addresses":[`) {
+	if ps != nil && p.lit(`,"addresses":[`) {
+		first := len(ps.addrs)
+		for {
+			if !p.lit(`{"network":`) || len(ps.addrs) == cap(ps.addrs) {
+				return false // (a full slab would move the strings' targets)
+			}
+			nw, ok := p.str()
+			if !ok || !p.lit(`,"addr":`) {
+				return false
+			}
+			addr, ok := p.str()
+			if !ok {
+				return false
+			}
+			ps.addrs = append(ps.addrs, client.TaskAddress{Network: d.name(nw), Released: p.lit(`,"released":true`)})
+			ps.add(&ps.addrs[len(ps.addrs)-1].Addr, addr)
+			if !p.lit(`}`) {
+				return false
+			}
+			if p.lit(`]`) {
+				break
+			}
+			if !p.lit(`,`) {
+				return false
+			}
+		}
+		t.Addresses = ps.addrs[first:len(ps.addrs):len(ps.addrs)]
+	} else if p.lit(`,"addresses":[`) {
 		for {
 			if !p.lit(`{"network":`) {
 				return false
@@ -235,6 +268,58 @@ func (d *Decoder) task(p *parser, t *client.Task, key []byte, keyStr string) boo
 		}
 	}
 	return p.lit(`}`)
+}
+
+// utcTime reads b as the codec writes a UTC time (RFC 3339, the fraction
+// without its trailing zeros, Z) into t as time.Time.UnmarshalJSON would;
+// false for anything else. (UnmarshalJSON was a sixth of a list page's
+// decoding.)
+func utcTime(b []byte, t *time.Time) bool {
+	// 2006-01-02T15:04:05[.fffffffff]Z
+	if len(b) < 20 || len(b) > 30 || b[4] != '-' || b[7] != '-' || b[10] != 'T' || b[13] != ':' || b[16] != ':' || b[len(b)-1] != 'Z' {
+		return false
+	}
+	num := func(i, n int) (int, bool) {
+		v := 0
+		for _, c := range b[i : i+n] {
+			if c < '0' || c > '9' {
+				return 0, false
+			}
+			v = v*10 + int(c-'0')
+		}
+		return v, true
+	}
+	year, ok1 := num(0, 4)
+	month, ok2 := num(5, 2)
+	day, ok3 := num(8, 2)
+	hour, ok4 := num(11, 2)
+	minute, ok5 := num(14, 2)
+	sec, ok6 := num(17, 2)
+	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || !ok6 || month < 1 || month > 12 || day < 1 ||
+		day > daysIn(time.Month(month), year) || hour > 23 || minute > 59 || sec > 59 {
+		return false
+	}
+	nsec := 0
+	if frac := b[19 : len(b)-1]; len(frac) > 0 {
+		if len(frac) < 2 || frac[0] != '.' {
+			return false
+		}
+		n, ok := num(20, len(frac)-1)
+		if !ok {
+			return false
+		}
+		for range 10 - len(frac) {
+			n *= 10
+		}
+		nsec = n
+	}
+	*t = time.Date(year, time.Month(month), day, hour, minute, sec, nsec, time.UTC)
+	return true
+}
+
+// daysIn is the number of days of month in year.
+func daysIn(m time.Month, year int) int {
+	return time.Date(year, m+1, 0, 0, 0, 0, 0, time.UTC).Day()
 }
 
 // parser reads a line from its start; every method takes nothing and

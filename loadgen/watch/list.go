@@ -23,7 +23,38 @@ import (
 // ListDecoder decodes task list pages; one per resync (it is not safe for
 // concurrent use).
 type ListDecoder struct {
-	d Decoder
+	d  Decoder
+	ps pageStrings
+}
+
+// pageStrings gathers the bytes of a page's strings that do not repeat
+// (the tasks' IDs, the addresses) into one string made at the page's end,
+// and holds the page's addresses in one slab: a page's decoding was mostly
+// allocations, three per task.
+type pageStrings struct {
+	buf   []byte
+	refs  []strRef
+	addrs []client.TaskAddress
+}
+
+// strRef is a string to set to buf[start:end] once the page is read.
+type strRef struct {
+	to         *string
+	start, end int
+}
+
+// add sets *to to b's bytes at the page's end.
+func (ps *pageStrings) add(to *string, b []byte) {
+	ps.refs = append(ps.refs, strRef{to, len(ps.buf), len(ps.buf) + len(b)})
+	ps.buf = append(ps.buf, b...)
+}
+
+// done sets the strings added.
+func (ps *pageStrings) done() {
+	all := string(ps.buf)
+	for _, r := range ps.refs {
+		*r.to = all[r.start:r.end]
+	}
 }
 
 // NewListDecoder returns a list decoder.
@@ -40,9 +71,9 @@ func (ld *ListDecoder) Decode(body []byte, l *client.List[client.Task]) error {
 	return jsoncodec.Unmarshal(body, l)
 }
 
-// taskStart begins every task of a page (and nothing else in one of the
+// taskStart begins every task (addrStart every address) of a page (and nothing else in one of the
 // fixed shape: no string holds a quote unescaped).
-var taskStart = []byte(`{"id":`)
+var taskStart, addrStart = []byte(`{"id":`), []byte(`{"network":`)
 
 // fast decodes a page of the fixed shape into l; false (l partly set) for
 // any other body.
@@ -51,12 +82,21 @@ func (ld *ListDecoder) fast(body []byte, l *client.List[client.Task]) bool {
 	if !p.lit(`{"items":[`) {
 		return false
 	}
-	// One allocation for the page's tasks: every one starts with taskStart.
+	// One allocation for the page's tasks, one for its addresses: every
+	// task starts with taskStart, every address with addrStart. Neither
+	// grows (the page's strings point into them).
 	l.Items = make([]client.Task, 0, bytes.Count(body, taskStart))
+	ps := &ld.ps
+	ps.buf, ps.refs = ps.buf[:0], ps.refs[:0]
+	ps.addrs = make([]client.TaskAddress, 0, bytes.Count(body, addrStart))
+	defer func() { clear(ps.refs); ps.addrs = nil }() // (the page's values are the caller's)
 	if !p.lit(`]`) {
 		for {
+			if len(l.Items) == cap(l.Items) {
+				return false
+			}
 			l.Items = append(l.Items, client.Task{})
-			if !ld.d.task(&p, &l.Items[len(l.Items)-1], nil, "") {
+			if !ld.d.task(&p, &l.Items[len(l.Items)-1], nil, "", ps) {
 				return false
 			}
 			if p.lit(`]`) {
@@ -84,5 +124,6 @@ func (ld *ListDecoder) fast(body []byte, l *client.List[client.Task]) bool {
 			return false
 		}
 	}
+	ps.done()
 	return true
 }
