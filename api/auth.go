@@ -190,15 +190,27 @@ type peerOnce struct {
 // The identity is the connection's own (not to be changed), or a new one
 // on a connection that keeps none.
 func peerIdentity(ctx *fasthttp.RequestCtx, cluster string) (id *security.Identity, hasLeaf bool, err error) {
+	c, ok := ctx.Conn().(*admittedConn)
 	identify := func() (*security.Identity, bool, error) {
-		leaf := peerLeaf(ctx)
+		st := ctx.TLSConnectionState()
+		leaf := peerLeaf(st)
 		if leaf == nil {
+			if ok && st != nil && st.DidResume && len(st.PeerCertificates) == 0 {
+				// A session resumed from a ticket that carries the
+				// identity its certificate named, not the certificate.
+				if s := c.hc.session.Load(); s != nil {
+					if s.Cluster != cluster {
+						return &security.Identity{}, true, security.ErrNoIdentity
+					}
+					id := s.Identity
+					return &id, true, nil
+				}
+			}
 			return &security.Identity{}, false, nil
 		}
 		id, err := security.Identify(leaf, cluster)
 		return &id, true, err
 	}
-	c, ok := ctx.Conn().(*admittedConn)
 	if !ok {
 		return identify()
 	}
@@ -214,8 +226,7 @@ func peerIdentity(ctx *fasthttp.RequestCtx, cluster string) (id *security.Identi
 	return &p.id, p.hasLeaf, p.err
 }
 
-func peerLeaf(ctx *fasthttp.RequestCtx) *x509.Certificate {
-	st := ctx.TLSConnectionState()
+func peerLeaf(st *tls.ConnectionState) *x509.Certificate {
 	if st == nil || len(st.VerifiedChains) == 0 || len(st.VerifiedChains[0]) == 0 {
 		return nil
 	}

@@ -113,6 +113,11 @@ func heapPerAgent(tb testing.TB, agents int) (bytesPerAgent float64, conns int64
 	if err := security.ShareTickets(cfg, ca); err != nil {
 		tb.Fatal(err)
 	}
+	if os.Getenv(connMemEnv+"_CHAINS") == "" { // set: tickets carry the chain (for comparison)
+		if err := security.IdentityTickets(cfg, ca); err != nil {
+			tb.Fatal(err)
+		}
+	}
 	ln := LimitHandshakes(guard, cfg, 0, 0, nil)
 	release := make(chan struct{})
 	frame := make([]byte, 4096)

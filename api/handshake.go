@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"shoal/security"
 )
 
 // TLS handshakes are admitted a bounded number at a time, each within a
@@ -148,11 +150,18 @@ func (l *handshakeListener) Accept() (net.Conn, error) {
 }
 
 // helloConn is the connection under a server TLS connection; it notes
-// when the client's hello came.
+// when the client's hello came, and keeps the identity of a session its
+// client resumed from a ticket that carries one (security.IdentityTickets):
+// such a connection has no client certificate in its TLS state.
 type helloConn struct {
 	net.Conn
-	hello atomic.Bool
+	hello   atomic.Bool
+	session atomic.Pointer[security.SessionIdentity]
 }
+
+// KeepSessionIdentity is told, during the handshake, the identity of the
+// session the client resumes (nil: none).
+func (h *helloConn) KeepSessionIdentity(id *security.SessionIdentity) { h.session.Store(id) }
 
 // NetConn returns the connection below (TrackIdle finds the guarded one).
 func (h *helloConn) NetConn() net.Conn { return h.Conn }
