@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"slices"
+	"sync"
 	"time"
 )
 
@@ -82,10 +83,15 @@ func IdentityTickets(cfg *tls.Config, ca *CA) error {
 		if !ok || !slices.Contains(hello.Extensions, extensionPreSharedKey) {
 			return c, nil
 		}
-		if c == nil {
-			c = cfg
+		if c != nil {
+			return t.newHandshake(c).take(k), nil
 		}
-		return t.forConn(c, k), nil
+		h, _ := t.handshakes.Get().(*handshake)
+		if h == nil {
+			h = t.newHandshake(cfg)
+			h.pool = &t.handshakes
+		}
+		return h.take(k), nil
 	}
 	return nil
 }
@@ -99,27 +105,53 @@ type identityTickets struct {
 	cluster string
 	root    *x509.Certificate
 	rootSum [32]byte
+
+	handshakes sync.Pool // of *handshake, copies of cfg
 }
 
-// forConn returns a copy of c for one handshake whose client offered a
-// session: it gives k the identity of the session taken, and the tickets
-// the connection issues after carry it on.
-func (t *identityTickets) forConn(c *tls.Config, k SessionKeeper) *tls.Config {
-	c = c.Clone()
+// handshake is a copy of a configuration for handshakes whose client
+// offered a session: it gives its connection's SessionKeeper the identity
+// of the session taken, and the ticket the connection issues after
+// carries it on. A handshake's callbacks are done once it issued its
+// ticket (a TLS 1.3 server issues one, at the end of its handshake, and
+// takes a ticket only before), so the copy then serves the next one: the
+// connection keeps it as its configuration, and reads no more of it than
+// the fields every copy shares. (A copy per connection is 500 bytes kept
+// for its life.)
+type handshake struct {
+	cfg     *tls.Config
+	pool    *sync.Pool // nil: not reused
+	keep    SessionKeeper
+	resumed *SessionIdentity // the last ticket taken's
+}
+
+func (t *identityTickets) newHandshake(base *tls.Config) *handshake {
+	h := &handshake{cfg: base.Clone()}
+	c := h.cfg
 	c.GetConfigForClient = nil
 	now := time.Now
 	if c.Time != nil {
 		now = c.Time
 	}
-	var resumed *SessionIdentity // the last ticket taken's
+	keep := func(id *SessionIdentity) { h.resumed = id; h.keep.KeepSessionIdentity(id) }
 	c.UnwrapSession = func(ticket []byte, cs tls.ConnectionState) (*tls.SessionState, error) {
-		ss, err := t.unwrap(ticket, cs, func(id *SessionIdentity) { resumed = id; k.KeepSessionIdentity(id) }, now)
-		return ss, err
+		return t.unwrap(ticket, cs, keep, now)
 	}
 	c.WrapSession = func(cs tls.ConnectionState, ss *tls.SessionState) ([]byte, error) {
-		return t.wrap(cs, ss, resumed)
+		b, err := t.wrap(cs, ss, h.resumed)
+		if h.pool != nil {
+			h.keep, h.resumed = nil, nil
+			h.pool.Put(h)
+		}
+		return b, err
 	}
-	return c
+	return h
+}
+
+// take readies h for k's handshake and returns its configuration.
+func (h *handshake) take(k SessionKeeper) *tls.Config {
+	h.keep, h.resumed = k, nil
+	return h.cfg
 }
 
 // wrap issues the ticket of ss: with the identity of the verified chain,

@@ -5,7 +5,10 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"net"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 )
@@ -191,11 +194,20 @@ func TestExpiredIdentityDoesNotResume(t *testing.T) {
 		{"past the expiry", leaf.NotAfter.Add(time.Second), false},
 		{"before the certificate", leaf.NotBefore.Add(-time.Second), false},
 	} {
+		var at time.Time // zero: now
 		srv := identityServer(t, ca)
-		if _, err := connectKept(t, client, srv, true); err != nil {
-			t.Fatal(err)
+		srv.Time = func() time.Time {
+			if at.IsZero() {
+				return time.Now()
+			}
+			return at
 		}
-		srv.Time = func() time.Time { return tc.at }
+		client := client.Clone()
+		client.ClientSessionCache = tls.NewLRUClientSessionCache(1)
+		if s, err := connectKept(t, client, srv, true); err != nil || s.state.DidResume {
+			t.Fatalf("%s: the first connection resumed (%v), %v", tc.name, s.state.DidResume, err)
+		}
+		at = tc.at
 		s, err := connectKept(t, client, srv, true)
 		if tc.ok {
 			if err != nil || !s.state.DidResume || s.id == nil {
@@ -239,7 +251,7 @@ func TestIdentityEntryChecks(t *testing.T) {
 	if _, ok := tk.identityOf(tk.entry(&late), t0.Add(time.Hour+time.Second)); ok {
 		t.Error("past the leaf's NotAfter: taken")
 	}
-	other := *tk
+	other := &identityTickets{cluster: tk.cluster, root: tk.root}
 	other.rootSum[0] = 2
 	if _, ok := other.identityOf(e, t0); ok {
 		t.Error("another root's entry: taken")
@@ -258,4 +270,43 @@ func parseLeaf(t *testing.T, c *tls.Certificate) *x509.Certificate {
 		t.Fatal(err)
 	}
 	return leaf
+}
+
+// Handshakes that resume at once, each of another worker, each give their
+// own connection their own identity (the copies of the configuration a
+// resuming handshake runs with serve one handshake after another).
+func TestConcurrentResumptionsKeepTheirOwnIdentity(t *testing.T) {
+	ca := newCA(t)
+	srv := identityServer(t, ca)
+	const workers, rounds = 16, 4
+	clients := make([]*tls.Config, workers)
+	for i := range clients {
+		w := pair(t, ca, RoleWorker, strconv.Itoa(i+1))
+		clients[i] = ClientTLS(ca.RootPool(), func() *tls.Certificate { return w })
+		if _, err := connectKept(t, clients[i], srv, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, workers*rounds)
+	for i, c := range clients {
+		wg.Go(func() {
+			for range rounds {
+				s, err := connectKept(t, c, srv, true)
+				switch {
+				case err != nil:
+					errs <- err
+				case !s.state.DidResume || s.id == nil:
+					errs <- fmt.Errorf("worker %d: resumed %v, identity %+v", i+1, s.state.DidResume, s.id)
+				case s.id.Name != strconv.Itoa(i+1):
+					errs <- fmt.Errorf("worker %d's connection was given worker %s's identity", i+1, s.id.Name)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
 }
