@@ -99,6 +99,7 @@ func benchHandshakes(b *testing.B, resume bool, curves []tls.CurveID, identity .
 
 func BenchmarkHandshakeFull(b *testing.B)            { benchHandshakes(b, false, nil) }
 func BenchmarkHandshakeResumed(b *testing.B)         { benchHandshakes(b, true, nil) }
+func BenchmarkHandshakeFullIdentity(b *testing.B)    { benchHandshakes(b, false, nil, true) }
 func BenchmarkHandshakeResumedIdentity(b *testing.B) { benchHandshakes(b, true, nil, true) }
 func BenchmarkHandshakeFullX25519(b *testing.B) {
 	benchHandshakes(b, false, []tls.CurveID{tls.X25519})
