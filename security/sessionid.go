@@ -49,7 +49,11 @@ var sessionIDTag = []byte("shoal-session-identity-v1\x00")
 // IdentityTickets makes the session tickets cfg (a manager's server
 // configuration, after ShareTickets) issues to clients whose verified
 // certificate names an identity of ca's cluster carry that identity
-// instead of the certificate chain. Such a ticket resumes only on a
+// instead of the certificate chain. Such a ticket is encrypted with a key
+// of its own (derived from the root key as ShareTickets' is, under another
+// name), so that only a manager that reads the identity takes it: to
+// crypto/tls alone it would be a session without a client certificate.
+// It resumes only on a
 // connection that keeps its identity (the connection under TLS is a
 // SessionKeeper; elsewhere the client makes a full handshake), and only
 // while the chain it was issued for is valid: each of its certificates
@@ -63,7 +67,12 @@ func IdentityTickets(cfg *tls.Config, ca *CA) error {
 	if ca == nil || ca.Root == nil {
 		return errors.New("keeping identities in session tickets needs the cluster's root certificate")
 	}
-	t := &identityTickets{cfg: cfg, cluster: ca.ClusterID, root: ca.Root, rootSum: sha256.Sum256(ca.Root.Raw)}
+	k, err := ticketKey(ca, "shoal manager identity tickets v1")
+	if err != nil {
+		return err
+	}
+	t := &identityTickets{cfg: cfg, keys: &tls.Config{}, cluster: ca.ClusterID, root: ca.Root, rootSum: sha256.Sum256(ca.Root.Raw)}
+	t.keys.SetSessionTicketKeys([][32]byte{k})
 	cfg.WrapSession = func(cs tls.ConnectionState, ss *tls.SessionState) ([]byte, error) {
 		return t.wrap(cs, ss, nil)
 	}
@@ -101,7 +110,8 @@ func IdentityTickets(cfg *tls.Config, ca *CA) error {
 const extensionPreSharedKey = 41
 
 type identityTickets struct {
-	cfg     *tls.Config // holds the ticket keys
+	cfg     *tls.Config // holds the keys of crypto/tls's own tickets
+	keys    *tls.Config // holds the key of the tickets that carry an identity
 	cluster string
 	root    *x509.Certificate
 	rootSum [32]byte
@@ -181,16 +191,29 @@ func (t *identityTickets) wrap(cs tls.ConnectionState, ss *tls.SessionState, res
 		return t.cfg.EncryptTicket(cs, ss)
 	}
 	compact.Extra = append(compact.Extra, entry)
-	return t.cfg.EncryptTicket(cs, compact)
+	return t.keys.EncryptTicket(cs, compact)
 }
 
 // unwrap takes a ticket: crypto/tls's own as crypto/tls would, one that
 // carries an identity only with keep (told the identity) and while its
 // chain is valid at now; nil (a full handshake) otherwise.
 func (t *identityTickets) unwrap(ticket []byte, cs tls.ConnectionState, keep func(*SessionIdentity), now func() time.Time) (*tls.SessionState, error) {
-	ss, err := t.cfg.DecryptTicket(ticket, cs)
-	if err != nil || ss == nil {
-		return ss, err
+	ss, err := t.keys.DecryptTicket(ticket, cs)
+	if err != nil {
+		return nil, err
+	}
+	if ss == nil { // not one of ours: crypto/tls's own, if any
+		ss, err = t.cfg.DecryptTicket(ticket, cs)
+		if err != nil || ss == nil {
+			return ss, err
+		}
+		if keep != nil {
+			keep(nil)
+		}
+		return ss, nil
+	}
+	if keep == nil {
+		return nil, nil
 	}
 	var entry []byte
 	for _, e := range ss.Extra {
@@ -199,12 +222,6 @@ func (t *identityTickets) unwrap(ticket []byte, cs tls.ConnectionState, keep fun
 		}
 	}
 	if entry == nil {
-		if keep != nil {
-			keep(nil)
-		}
-		return ss, nil
-	}
-	if keep == nil {
 		return nil, nil
 	}
 	id, ok := t.identityOf(entry, now())

@@ -149,6 +149,25 @@ func TestResumedSessionCarriesTheIdentity(t *testing.T) {
 		t.Errorf("a connection that keeps no identity resumed (%v) with %d certificates", plain.state.DidResume, len(plain.state.PeerCertificates))
 	}
 
+	// A manager that does not read identities (one that only shares the
+	// cluster's ticket key, as before) takes none of these tickets: to
+	// crypto/tls alone it would be a session without a certificate.
+	shared := ServerTLS(func() *tls.Certificate { return pair(t, ca, RoleManager, "2") }, ca.RootPool())
+	if err := ShareTickets(shared, ca); err != nil {
+		t.Fatal(err)
+	}
+	old, err := connectKept(t, client, shared, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if old.state.DidResume || len(old.state.PeerCertificates) != 1 {
+		t.Errorf("a manager without identity tickets resumed (%v) with %d certificates", old.state.DidResume, len(old.state.PeerCertificates))
+	}
+	// And its tickets (carrying the chain) still resume here.
+	if s, err := connectKept(t, client, srv, true); err != nil || !s.state.DidResume || len(s.state.PeerCertificates) != 1 || !s.told || s.id != nil {
+		t.Errorf("a ticket carrying the chain: resumed %v with %d certificates, told %v, identity %+v, %v", s.state.DidResume, len(s.state.PeerCertificates), s.told, s.id, err)
+	}
+
 	// A client without a certificate keeps crypto/tls's tickets, and a
 	// connection that resumes one is told there is no identity.
 	anon := ClientTLS(ca.RootPool(), nil)
