@@ -114,7 +114,7 @@ func heapPerAgent(tb testing.TB, agents int) (bytesPerAgent float64, conns int64
 		tb.Fatal(err)
 	}
 	if os.Getenv(connMemEnv+"_CHAINS") == "" { // set: tickets carry the chain (for comparison)
-		if err := security.IdentityTickets(cfg, ca); err != nil {
+		if err := security.IdentityTickets(cfg, ca, time.Now); err != nil {
 			tb.Fatal(err)
 		}
 	}

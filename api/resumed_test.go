@@ -41,7 +41,7 @@ func TestResumedConnectionKeepsItsIdentity(t *testing.T) {
 	if err := security.ShareTickets(cfg, ca); err != nil {
 		t.Fatal(err)
 	}
-	if err := security.IdentityTickets(cfg, ca); err != nil {
+	if err := security.IdentityTickets(cfg, ca, time.Now); err != nil {
 		t.Fatal(err)
 	}
 	raw, err := net.Listen("tcp", "127.0.0.1:0")

@@ -121,7 +121,7 @@ func Start(o Options) (*Manager, error) {
 		if err := security.ShareTickets(stc, t.CA); err != nil {
 			o.Logf("TLS sessions of other managers will not resume here: %v", err)
 		}
-		if err := security.IdentityTickets(stc, t.CA); err != nil {
+		if err := security.IdentityTickets(stc, t.CA, time.Now); err != nil {
 			return nil, err
 		}
 		serverTLS = stc

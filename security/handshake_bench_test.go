@@ -31,7 +31,7 @@ func benchHandshakes(b *testing.B, resume bool, curves []tls.CurveID, identity .
 	}
 	keep := len(identity) > 0 && identity[0]
 	if keep {
-		if err := IdentityTickets(srv, ca); err != nil {
+		if err := IdentityTickets(srv, ca, time.Now); err != nil {
 			b.Fatal(err)
 		}
 	}

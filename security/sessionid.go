@@ -8,7 +8,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"slices"
-	"sync"
 	"time"
 )
 
@@ -63,7 +62,10 @@ var sessionIDTag = []byte("shoal-session-identity-v1\x00")
 // state: its identity is the one its SessionKeeper was given. Other
 // sessions (no client certificate, or one that names no identity here)
 // keep crypto/tls's own tickets.
-func IdentityTickets(cfg *tls.Config, ca *CA) error {
+//
+// now is the clock those checks read when cfg has none (Config.Time): the
+// one crypto/tls reads then, time.Now.
+func IdentityTickets(cfg *tls.Config, ca *CA, now func() time.Time) error {
 	if ca == nil || ca.Root == nil {
 		return errors.New("keeping identities in session tickets needs the cluster's root certificate")
 	}
@@ -71,13 +73,20 @@ func IdentityTickets(cfg *tls.Config, ca *CA) error {
 	if err != nil {
 		return err
 	}
-	t := &identityTickets{cfg: cfg, keys: &tls.Config{}, cluster: ca.ClusterID, root: ca.Root, rootSum: sha256.Sum256(ca.Root.Raw)}
+	if cfg.Time != nil {
+		now = cfg.Time
+	}
+	if now == nil {
+		return errors.New("keeping identities in session tickets needs a clock")
+	}
+	t := &identityTickets{cfg: cfg, keys: &tls.Config{}, cluster: ca.ClusterID, root: ca.Root, rootSum: sha256.Sum256(ca.Root.Raw),
+		now: now, handshakes: make(chan *handshake, spareHandshakes)}
 	t.keys.SetSessionTicketKeys([][32]byte{k})
 	cfg.WrapSession = func(cs tls.ConnectionState, ss *tls.SessionState) ([]byte, error) {
 		return t.wrap(cs, ss, nil)
 	}
 	cfg.UnwrapSession = func(ticket []byte, cs tls.ConnectionState) (*tls.SessionState, error) {
-		return t.unwrap(ticket, cs, nil, time.Now)
+		return t.unwrap(ticket, cs, nil, now)
 	}
 	next := cfg.GetConfigForClient
 	cfg.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
@@ -95,10 +104,12 @@ func IdentityTickets(cfg *tls.Config, ca *CA) error {
 		if c != nil {
 			return t.newHandshake(c).take(k), nil
 		}
-		h, _ := t.handshakes.Get().(*handshake)
-		if h == nil {
+		var h *handshake
+		select {
+		case h = <-t.handshakes:
+		default:
 			h = t.newHandshake(cfg)
-			h.pool = &t.handshakes
+			h.spares = t.handshakes
 		}
 		return h.take(k), nil
 	}
@@ -116,21 +127,28 @@ type identityTickets struct {
 	root    *x509.Certificate
 	rootSum [32]byte
 
-	handshakes sync.Pool // of *handshake, copies of cfg
+	now func() time.Time
+
+	handshakes chan *handshake // spare copies of cfg, for handshakes to come
 }
+
+// spareHandshakes is how many copies of the configuration are kept for
+// handshakes to come: about as many as run at once.
+const spareHandshakes = 256
 
 // handshake is a copy of a configuration for handshakes whose client
 // offered a session: it gives its connection's SessionKeeper the identity
 // of the session taken, and the ticket the connection issues after
 // carries it on. A handshake's callbacks are done once it issued its
 // ticket (a TLS 1.3 server issues one, at the end of its handshake, and
-// takes a ticket only before), so the copy then serves the next one: the
-// connection keeps it as its configuration, and reads no more of it than
-// the fields every copy shares. (A copy per connection is 500 bytes kept
-// for its life.)
+// takes a ticket only before), so the copy then serves the next one (the
+// spares are a buffered channel: this package starts nothing and locks
+// nothing): the connection keeps it as its configuration, and reads no
+// more of it than the fields every copy shares. (A copy per connection is
+// 500 bytes kept for its life.)
 type handshake struct {
 	cfg     *tls.Config
-	pool    *sync.Pool // nil: not reused
+	spares  chan *handshake // where it goes once done; nil: not reused
 	keep    SessionKeeper
 	resumed *SessionIdentity // the last ticket taken's
 }
@@ -139,7 +157,7 @@ func (t *identityTickets) newHandshake(base *tls.Config) *handshake {
 	h := &handshake{cfg: base.Clone()}
 	c := h.cfg
 	c.GetConfigForClient = nil
-	now := time.Now
+	now := t.now
 	if c.Time != nil {
 		now = c.Time
 	}
@@ -149,9 +167,12 @@ func (t *identityTickets) newHandshake(base *tls.Config) *handshake {
 	}
 	c.WrapSession = func(cs tls.ConnectionState, ss *tls.SessionState) ([]byte, error) {
 		b, err := t.wrap(cs, ss, h.resumed)
-		if h.pool != nil {
+		if h.spares != nil {
 			h.keep, h.resumed = nil, nil
-			h.pool.Put(h)
+			select {
+			case h.spares <- h:
+			default: // enough spares: h goes with its connection
+			}
 		}
 		return b, err
 	}

@@ -88,7 +88,7 @@ func identityServer(t *testing.T, ca *CA) *tls.Config {
 	if err := ShareTickets(cfg, ca); err != nil {
 		t.Fatal(err)
 	}
-	if err := IdentityTickets(cfg, ca); err != nil {
+	if err := IdentityTickets(cfg, ca, time.Now); err != nil {
 		t.Fatal(err)
 	}
 	return cfg
