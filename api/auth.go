@@ -22,7 +22,9 @@ import (
 
 // Security turns on authentication and authorization. The listener given
 // to Serve must then be a TLS listener built with security.ServerTLS (the
-// server reads each request's verified client certificate from it).
+// server reads each request's verified client certificate from it, or,
+// through LimitHandshakes, the identity a session resumed from a ticket of
+// security.IdentityTickets carries).
 type Security struct {
 	// CA is the cluster's authority: it verifies identities and issues
 	// certificates to joiners. Required.
