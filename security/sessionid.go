@@ -52,16 +52,15 @@ var sessionIDTag = []byte("shoal-session-identity-v1\x00")
 // of its own (derived from the root key as ShareTickets' is, under another
 // name), so that only a manager that reads the identity takes it: to
 // crypto/tls alone it would be a session without a client certificate.
-// It resumes only on a
-// connection that keeps its identity (the connection under TLS is a
-// SessionKeeper; elsewhere the client makes a full handshake), and only
-// while the chain it was issued for is valid: each of its certificates
-// within its validity period, at the configuration's time, and its root
-// still the cluster's, as crypto/tls checks a ticket that carries the chain.
-// A resumed connection then has no peer certificates in its connection
-// state: its identity is the one its SessionKeeper was given. Other
-// sessions (no client certificate, or one that names no identity here)
-// keep crypto/tls's own tickets.
+// It resumes only on a connection that keeps its identity (the connection
+// under TLS is a SessionKeeper; elsewhere the client makes a full
+// handshake), and only while the chain it was issued for is valid: each
+// of its certificates within its validity period, at the configuration's
+// time, and its root still the cluster's, as crypto/tls checks a ticket
+// that carries the chain. A resumed connection then has no peer
+// certificates in its connection state: its identity is the one its
+// SessionKeeper was given. Other sessions (no client certificate, or one
+// that names no identity here) keep crypto/tls's own tickets.
 //
 // now is the clock those checks read when cfg has none (Config.Time): the
 // one crypto/tls reads then, time.Now.
