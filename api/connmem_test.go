@@ -34,7 +34,10 @@ import (
 // on them. The agents run in a process of their own (this test binary
 // again, TestHeapPerAgentClients), so the heap measured is the server's
 // alone: the listener stack of a manager (Guard, LimitHandshakes over
-// ServerTLS with shared tickets) and the HTTP server with connSettings.
+// ServerTLS with shared tickets that carry identities) and the HTTP server
+// with connSettings. For comparison: SHOAL_CONNMEM_CHAINS=1, tickets that
+// carry the certificate chain (crypto/tls's own); SHOAL_CONNMEM_X25519=1,
+// agents that offer a classical key share only.
 
 const (
 	connMemEnv    = "SHOAL_CONNMEM" // the clients' mode: address, directory, agents, calls
