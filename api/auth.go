@@ -184,6 +184,7 @@ type peerOnce struct {
 	cluster string
 	id      security.Identity
 	hasLeaf bool
+	session bool // id is a resumed session's (of cluster), taken from the connection below
 	err     error
 }
 
@@ -193,7 +194,9 @@ type peerOnce struct {
 // on a connection that keeps none.
 func peerIdentity(ctx *fasthttp.RequestCtx, cluster string) (id *security.Identity, hasLeaf bool, err error) {
 	c, ok := ctx.Conn().(*admittedConn)
-	identify := func() (*security.Identity, bool, error) {
+	// identify reads the identity; session: it is the one a resumed
+	// session carries, of cluster.
+	identify := func() (_ *security.Identity, hasLeaf, session bool, _ error) {
 		st := ctx.TLSConnectionState()
 		leaf := peerLeaf(st)
 		if leaf == nil {
@@ -202,28 +205,36 @@ func peerIdentity(ctx *fasthttp.RequestCtx, cluster string) (id *security.Identi
 				// identity its certificate named, not the certificate.
 				if s := c.hc.session.Load(); s != nil {
 					if s.Cluster != cluster {
-						return &security.Identity{}, true, security.ErrNoIdentity
+						return &security.Identity{}, true, false, security.ErrNoIdentity
 					}
 					id := s.Identity
-					return &id, true, nil
+					return &id, true, true, nil
 				}
 			}
-			return &security.Identity{}, false, nil
+			return &security.Identity{}, false, false, nil
 		}
 		id, err := security.Identify(leaf, cluster)
-		return &id, true, err
+		return &id, true, false, err
 	}
 	if !ok {
-		return identify()
+		id, hasLeaf, _, err := identify()
+		return id, hasLeaf, err
 	}
 	p := &c.peer
 	p.once.Do(func() {
 		var id *security.Identity
-		id, p.hasLeaf, p.err = identify()
+		id, p.hasLeaf, p.session, p.err = identify()
 		p.id, p.cluster = *id, cluster
+		if p.session {
+			c.hc.session.Store(nil) // p keeps it from now on
+		}
 	})
 	if p.cluster != cluster {
-		return identify()
+		if p.session { // the session's identity is p.cluster's only
+			return &security.Identity{}, true, security.ErrNoIdentity
+		}
+		id, hasLeaf, _, err := identify()
+		return id, hasLeaf, err
 	}
 	return &p.id, p.hasLeaf, p.err
 }
