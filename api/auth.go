@@ -22,7 +22,9 @@ import (
 
 // Security turns on authentication and authorization. The listener given
 // to Serve must then be a TLS listener built with security.ServerTLS (the
-// server reads each request's verified client certificate from it).
+// server reads each request's verified client certificate from it, or,
+// through LimitHandshakes, the identity a session resumed from a ticket of
+// security.IdentityTickets carries).
 type Security struct {
 	// CA is the cluster's authority: it verifies identities and issues
 	// certificates to joiners. Required.
@@ -182,6 +184,7 @@ type peerOnce struct {
 	cluster string
 	id      security.Identity
 	hasLeaf bool
+	session bool // id is a resumed session's (of cluster), taken from the connection below
 	err     error
 }
 
@@ -190,32 +193,53 @@ type peerOnce struct {
 // The identity is the connection's own (not to be changed), or a new one
 // on a connection that keeps none.
 func peerIdentity(ctx *fasthttp.RequestCtx, cluster string) (id *security.Identity, hasLeaf bool, err error) {
-	identify := func() (*security.Identity, bool, error) {
-		leaf := peerLeaf(ctx)
+	c, ok := ctx.Conn().(*admittedConn)
+	// identify reads the identity; session: it is the one a resumed
+	// session carries, of cluster.
+	identify := func() (_ *security.Identity, hasLeaf, session bool, _ error) {
+		st := ctx.TLSConnectionState()
+		leaf := peerLeaf(st)
 		if leaf == nil {
-			return &security.Identity{}, false, nil
+			if ok && st != nil && st.DidResume && len(st.PeerCertificates) == 0 {
+				// A session resumed from a ticket that carries the
+				// identity its certificate named, not the certificate.
+				if s := c.hc.session.Load(); s != nil {
+					if s.Cluster != cluster {
+						return &security.Identity{}, true, false, security.ErrNoIdentity
+					}
+					id := s.Identity
+					return &id, true, true, nil
+				}
+			}
+			return &security.Identity{}, false, false, nil
 		}
 		id, err := security.Identify(leaf, cluster)
-		return &id, true, err
+		return &id, true, false, err
 	}
-	c, ok := ctx.Conn().(*admittedConn)
 	if !ok {
-		return identify()
+		id, hasLeaf, _, err := identify()
+		return id, hasLeaf, err
 	}
 	p := &c.peer
 	p.once.Do(func() {
 		var id *security.Identity
-		id, p.hasLeaf, p.err = identify()
+		id, p.hasLeaf, p.session, p.err = identify()
 		p.id, p.cluster = *id, cluster
+		if p.session {
+			c.hc.session.Store(nil) // p keeps it from now on
+		}
 	})
 	if p.cluster != cluster {
-		return identify()
+		if p.session { // the session's identity is p.cluster's only
+			return &security.Identity{}, true, security.ErrNoIdentity
+		}
+		id, hasLeaf, _, err := identify()
+		return id, hasLeaf, err
 	}
 	return &p.id, p.hasLeaf, p.err
 }
 
-func peerLeaf(ctx *fasthttp.RequestCtx) *x509.Certificate {
-	st := ctx.TLSConnectionState()
+func peerLeaf(st *tls.ConnectionState) *x509.Certificate {
 	if st == nil || len(st.VerifiedChains) == 0 || len(st.VerifiedChains[0]) == 0 {
 		return nil
 	}

@@ -34,7 +34,10 @@ import (
 // on them. The agents run in a process of their own (this test binary
 // again, TestHeapPerAgentClients), so the heap measured is the server's
 // alone: the listener stack of a manager (Guard, LimitHandshakes over
-// ServerTLS with shared tickets) and the HTTP server with connSettings.
+// ServerTLS with shared tickets that carry identities) and the HTTP server
+// with connSettings. For comparison: SHOAL_CONNMEM_CHAINS=1, tickets that
+// carry the certificate chain (crypto/tls's own); SHOAL_CONNMEM_X25519=1,
+// agents that offer a classical key share only.
 
 const (
 	connMemEnv    = "SHOAL_CONNMEM" // the clients' mode: address, directory, agents, calls
@@ -112,6 +115,11 @@ func heapPerAgent(tb testing.TB, agents int) (bytesPerAgent float64, conns int64
 	cfg := security.ServerTLS(func() *tls.Certificate { return srvCert }, ca.RootPool())
 	if err := security.ShareTickets(cfg, ca); err != nil {
 		tb.Fatal(err)
+	}
+	if os.Getenv(connMemEnv+"_CHAINS") == "" { // set: tickets carry the chain (for comparison)
+		if err := security.IdentityTickets(cfg, ca, time.Now); err != nil {
+			tb.Fatal(err)
+		}
 	}
 	ln := LimitHandshakes(guard, cfg, 0, 0, nil)
 	release := make(chan struct{})
@@ -273,7 +281,11 @@ func TestHeapPerAgentClients(t *testing.T) {
 	errs := make(chan error, 4*agents)
 	turns := make(chan struct{}, 32)
 	for i, c := range certs {
-		hcs[i] = client.AgentHTTPS(security.ClientTLS(roots, func() *tls.Certificate { return c }), 0)
+		ctls := security.ClientTLS(roots, func() *tls.Certificate { return c })
+		if os.Getenv(connMemEnv+"_X25519") != "" { // set: a classical key share only (a hello 1.2 kB shorter), for comparison
+			ctls.CurvePreferences = []tls.CurveID{tls.X25519}
+		}
+		hcs[i] = client.AgentHTTPS(ctls, 0)
 		wg.Add(1)
 		go func(hc *fasthttp.Client) {
 			defer wg.Done()

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"shoal/security"
 )
 
 // TLS handshakes are admitted a bounded number at a time, each within a
@@ -144,15 +146,22 @@ func (l *handshakeListener) Accept() (net.Conn, error) {
 		return nil, err
 	}
 	h := &helloConn{Conn: c}
-	return &admittedConn{Conn: tls.Server(h, l.cfg), l: l, hc: h, closed: make(chan struct{})}, nil
+	return &admittedConn{Conn: tls.Server(h, l.cfg), l: l, hc: h}, nil
 }
 
 // helloConn is the connection under a server TLS connection; it notes
-// when the client's hello came.
+// when the client's hello came, and keeps the identity of a session its
+// client resumed from a ticket that carries one (security.IdentityTickets):
+// such a connection has no client certificate in its TLS state.
 type helloConn struct {
 	net.Conn
-	hello atomic.Bool
+	hello   atomic.Bool
+	session atomic.Pointer[security.SessionIdentity]
 }
+
+// KeepSessionIdentity is told, during the handshake, the identity of the
+// session the client resumes (nil: none).
+func (h *helloConn) KeepSessionIdentity(id *security.SessionIdentity) { h.session.Store(id) }
 
 // NetConn returns the connection below (TrackIdle finds the guarded one).
 func (h *helloConn) NetConn() net.Conn { return h.Conn }
@@ -164,18 +173,19 @@ func (h *helloConn) NetConn() net.Conn { return h.Conn }
 // that runs the handshake anyway).
 type admittedConn struct {
 	*tls.Conn
-	l      *handshakeListener
-	hc     *helloConn
-	once   sync.Once
-	err    error
-	closed chan struct{} // closed by Close: a wait for a turn ends
-	shut   sync.Once
-	shook  atomic.Bool // the handshake succeeded
-	read   atomic.Bool // a byte after the handshake was read
+	l     *handshakeListener
+	hc    *helloConn
+	once  sync.Once
+	err   error
+	shut  sync.Once
+	shook atomic.Bool // the handshake succeeded
+	read  atomic.Bool // a byte after the handshake was read
 
 	mu              sync.Mutex
-	readDL, writeDL time.Time // what the server asked for
-	shaking         bool      // the handshake's own deadline is on
+	readDL, writeDL time.Time     // what the server asked for
+	shaking         bool          // the handshake's own deadline is on
+	isClosed        bool          // Close was called
+	closed          chan struct{} // made when a wait for a turn begins; Close closes it
 
 	peer    peerOnce     // the client certificate's identity (auth.go)
 	removed removedCheck // whether its node was removed (auth.go)
@@ -193,7 +203,12 @@ func (c *admittedConn) HandshakeContext(context.Context) error { return c.Handsh
 // Close closes the connection, ending a wait for a turn.
 func (c *admittedConn) Close() error {
 	c.shut.Do(func() {
-		close(c.closed)
+		c.mu.Lock()
+		c.isClosed = true
+		if c.closed != nil {
+			close(c.closed)
+		}
+		c.mu.Unlock()
 		if c.shook.Load() && !c.read.Load() {
 			c.l.observe(Handshake{Unused: true})
 		}
@@ -204,15 +219,27 @@ func (c *admittedConn) Close() error {
 func (c *admittedConn) admitted() (err error) {
 	start := time.Now()
 	end := start.Add(c.l.timeout)
-	t := time.NewTimer(c.l.timeout)
-	defer t.Stop()
 	select {
 	case c.l.turns <- struct{}{}:
-	case <-t.C:
-		c.l.observe(Handshake{Wait: c.l.timeout, Err: errHandshakeWait})
-		return errHandshakeWait
-	case <-c.closed:
-		return errClosedWaiting
+	default: // wait for a turn (a channel and a timer for those that wait only)
+		c.mu.Lock()
+		if c.isClosed {
+			c.mu.Unlock()
+			return errClosedWaiting
+		}
+		c.closed = make(chan struct{})
+		closed := c.closed
+		c.mu.Unlock()
+		t := time.NewTimer(c.l.timeout)
+		defer t.Stop()
+		select {
+		case c.l.turns <- struct{}{}:
+		case <-t.C:
+			c.l.observe(Handshake{Wait: c.l.timeout, Err: errHandshakeWait})
+			return errHandshakeWait
+		case <-closed:
+			return errClosedWaiting
+		}
 	}
 	defer func() { <-c.l.turns }()
 	begun := time.Now()

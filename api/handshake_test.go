@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"errors"
 	"math/big"
 	"net"
 	"sync/atomic"
@@ -107,6 +108,78 @@ func TestHandshakesAreAdmittedAFewAtATime(t *testing.T) {
 	}
 	if err := dial(10 * time.Second); err != nil {
 		t.Fatalf("a handshake after the first ended: %v", err)
+	}
+}
+
+// A connection closed while it waits for a turn stops waiting at once.
+func TestCloseEndsTheWaitForATurn(t *testing.T) {
+	first, release := make(chan struct{}), make(chan struct{})
+	defer close(release)
+	var entered atomic.Int32
+	cfg := &tls.Config{Certificates: []tls.Certificate{selfSigned(t)},
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			if entered.Add(1) == 1 {
+				close(first)
+				<-release // the first handshake holds the only turn
+			}
+			return nil, nil
+		}}
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := LimitHandshakes(raw, cfg, 1, 10*time.Second, nil)
+	defer ln.Close()
+	go func() {
+		if c, err := tls.Dial("tcp", raw.Addr().String(), &tls.Config{InsecureSkipVerify: true}); err == nil {
+			c.Close()
+		}
+	}()
+	c1, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c1.Close()
+	go func() { _ = c1.(*admittedConn).Handshake() }()
+	<-first
+	for _, closeFirst := range []bool{false, true} {
+		d, err := net.Dial("tcp", raw.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Close()
+		c2, err := ln.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if closeFirst {
+			c2.Close()
+		}
+		ac := c2.(*admittedConn)
+		done := make(chan error, 1)
+		go func() { done <- ac.Handshake() }()
+		if !closeFirst { // close it once it waits
+			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+				ac.mu.Lock()
+				waiting := ac.closed != nil
+				ac.mu.Unlock()
+				if waiting {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the second connection did not wait for a turn")
+				}
+			}
+		}
+		c2.Close()
+		select {
+		case err := <-done:
+			if !errors.Is(err, errClosedWaiting) {
+				t.Errorf("closed before its wait %v: %v, want %v", closeFirst, err, errClosedWaiting)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("closed before its wait %v: still waiting for a turn 5 s after its connection was closed", closeFirst)
+		}
 	}
 }
 

@@ -121,6 +121,9 @@ func Start(o Options) (*Manager, error) {
 		if err := security.ShareTickets(stc, t.CA); err != nil {
 			o.Logf("TLS sessions of other managers will not resume here: %v", err)
 		}
+		if err := security.IdentityTickets(stc, t.CA, time.Now); err != nil {
+			return nil, err
+		}
 		serverTLS = stc
 		sec = &api.Security{CA: t.CA, Tokens: t.Tokens, WorkerLifetime: t.WorkerLifetime,
 			PeerTLS: security.ClientTLS(t.CA.RootPool(), func() *tls.Certificate { return &cert })}

@@ -23,5 +23,7 @@
 //
 // The package is pure: time and randomness come in as arguments, nothing
 // touches the disk or the network, and nothing runs in the background.
+// (The callbacks it sets in a TLS configuration read that configuration's
+// clock, Config.Time or the wall clock, as crypto/tls's own checks do.)
 // Loading and storing PEM files is the callers' job (cmd/shoal).
 package security

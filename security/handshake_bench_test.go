@@ -20,12 +20,20 @@ func cpuNow() time.Duration {
 // benchHandshakes runs b.N mutual-TLS handshakes of a worker with a
 // manager over loopback, resuming a session or not, with the key
 // exchanges curves (nil: crypto/tls's default, X25519MLKEM768 first).
-func benchHandshakes(b *testing.B, resume bool, curves []tls.CurveID) {
+// With identity the manager's tickets carry the identity (IdentityTickets,
+// over connections that keep it) instead of the chain.
+func benchHandshakes(b *testing.B, resume bool, curves []tls.CurveID, identity ...bool) {
 	ca := newCA(b)
 	cert := pair(b, ca, RoleManager, "1")
 	srv := ServerTLS(func() *tls.Certificate { return cert }, ca.RootPool())
 	if err := ShareTickets(srv, ca); err != nil {
 		b.Fatal(err)
+	}
+	keep := len(identity) > 0 && identity[0]
+	if keep {
+		if err := IdentityTickets(srv, ca, time.Now); err != nil {
+			b.Fatal(err)
+		}
 	}
 	srv.CurvePreferences = curves
 	worker := pair(b, ca, RoleWorker, "7")
@@ -39,6 +47,9 @@ func benchHandshakes(b *testing.B, resume bool, curves []tls.CurveID) {
 			c, err := ln.Accept()
 			if err != nil {
 				return
+			}
+			if keep {
+				c = &keeperConn{Conn: c}
 			}
 			go func() {
 				s := tls.Server(c, srv)
@@ -86,8 +97,10 @@ func benchHandshakes(b *testing.B, resume bool, curves []tls.CurveID) {
 	b.ReportMetric(float64(resumed)/float64(b.N), "resumed")
 }
 
-func BenchmarkHandshakeFull(b *testing.B)    { benchHandshakes(b, false, nil) }
-func BenchmarkHandshakeResumed(b *testing.B) { benchHandshakes(b, true, nil) }
+func BenchmarkHandshakeFull(b *testing.B)            { benchHandshakes(b, false, nil) }
+func BenchmarkHandshakeResumed(b *testing.B)         { benchHandshakes(b, true, nil) }
+func BenchmarkHandshakeFullIdentity(b *testing.B)    { benchHandshakes(b, false, nil, true) }
+func BenchmarkHandshakeResumedIdentity(b *testing.B) { benchHandshakes(b, true, nil, true) }
 func BenchmarkHandshakeFullX25519(b *testing.B) {
 	benchHandshakes(b, false, []tls.CurveID{tls.X25519})
 }

@@ -105,17 +105,27 @@ func VerifyPinned(raw [][]byte, pin Digest) (*x509.Certificate, error) {
 // mint certificates anyway. A resumed client certificate that expired is
 // not accepted (crypto/tls checks it).
 func ShareTickets(cfg *tls.Config, ca *CA) error {
-	if ca == nil || ca.RootKey == nil {
-		return errors.New("sharing session tickets needs the cluster's root key")
-	}
-	der, err := x509.MarshalECPrivateKey(ca.RootKey)
-	if err != nil {
-		return fmt.Errorf("reading the root key: %w", err)
-	}
-	k, err := hkdf.Key(sha256.New, der, []byte(ca.ClusterID), "shoal manager session tickets v1", 32)
+	k, err := ticketKey(ca, "shoal manager session tickets v1")
 	if err != nil {
 		return err
 	}
-	cfg.SetSessionTicketKeys([][32]byte{[32]byte(k)})
+	cfg.SetSessionTicketKeys([][32]byte{k})
 	return nil
+}
+
+// ticketKey derives the session ticket key named label from the cluster's
+// root key.
+func ticketKey(ca *CA, label string) ([32]byte, error) {
+	if ca == nil || ca.RootKey == nil {
+		return [32]byte{}, errors.New("sharing session tickets needs the cluster's root key")
+	}
+	der, err := x509.MarshalECPrivateKey(ca.RootKey)
+	if err != nil {
+		return [32]byte{}, fmt.Errorf("reading the root key: %w", err)
+	}
+	k, err := hkdf.Key(sha256.New, der, []byte(ca.ClusterID), label, 32)
+	if err != nil {
+		return [32]byte{}, err
+	}
+	return [32]byte(k), nil
 }
