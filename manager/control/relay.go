@@ -323,7 +323,7 @@ func (r *relay) logFailure(n int, leader string, err error) {
 	others := r.mu.unlogged
 	r.mu.logged, r.mu.unlogged = now, 0
 	r.mu.Unlock()
-	r.a.cfg.Logf("heartbeat relay: %d heartbeats got no answer from the leader at %s (their agents send them to it directly): %v (%d other batches failed since the last line)",
+	r.a.cfg.Logf("heartbeat relay: %d heartbeats got no answer from the leader at %s (their agents retry here, or send them to it directly once it has answered nothing for a heartbeat period): %v (%d other batches failed since the last line)",
 		n, leader, err, others)
 }
 
