@@ -22,10 +22,28 @@ const otherAddr = 1 << 31 // in the network part: the low half numbers a string
 // addrTable numbers networks and non-IPv4 addresses (kept by the checker,
 // under its lock).
 type addrTable struct {
-	nets     map[string]uint32
-	netNames []string
-	others   map[string]uint32
-	otherStr []string
+	nets   names // networks
+	others names // addresses that are not canonical IPv4
+}
+
+// names numbers strings in the order they are first seen.
+type names struct {
+	ids  map[string]uint32
+	strs []string
+}
+
+// id returns s's number, giving it the next one if it has none yet.
+func (t *names) id(s string) uint32 {
+	n, ok := t.ids[s]
+	if !ok {
+		if t.ids == nil {
+			t.ids = map[string]uint32{}
+		}
+		n = uint32(len(t.strs))
+		t.ids[s] = n
+		t.strs = append(t.strs, s)
+	}
+	return n
 }
 
 // id returns the addrID of addr (a prefix length is cut) on network.
@@ -33,38 +51,21 @@ func (t *addrTable) id(network, addr string) addrID {
 	if i := strings.IndexByte(addr, '/'); i >= 0 {
 		addr = addr[:i]
 	}
-	n, ok := t.nets[network]
-	if !ok {
-		if t.nets == nil {
-			t.nets = map[string]uint32{}
-		}
-		n = uint32(len(t.netNames))
-		t.nets[network] = n
-		t.netNames = append(t.netNames, network)
-	}
+	n := t.nets.id(network)
 	if ip, ok := parseIPv4(addr); ok {
 		return addrID(uint64(n)<<32 | uint64(ip))
 	}
-	o, ok := t.others[addr]
-	if !ok {
-		if t.others == nil {
-			t.others = map[string]uint32{}
-		}
-		o = uint32(len(t.otherStr))
-		t.others[addr] = o
-		t.otherStr = append(t.otherStr, addr)
-	}
-	return addrID(uint64(n|otherAddr)<<32 | uint64(o))
+	return addrID(uint64(n|otherAddr)<<32 | uint64(t.others.id(addr)))
 }
 
 // name returns the addrKey string of id.
 func (t *addrTable) name(id addrID) string {
 	n, lo := uint32(id>>32), uint32(id)
 	if n&otherAddr != 0 {
-		return t.netNames[n&^otherAddr] + " " + t.otherStr[lo]
+		return t.nets.strs[n&^otherAddr] + " " + t.others.strs[lo]
 	}
-	b := make([]byte, 0, len(t.netNames[n])+16)
-	b = append(b, t.netNames[n]...)
+	b := make([]byte, 0, len(t.nets.strs[n])+16)
+	b = append(b, t.nets.strs[n]...)
 	b = append(b, ' ')
 	for i := 3; i >= 0; i-- {
 		b = appendUint8(b, byte(lo>>(8*i)))
