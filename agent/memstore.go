@@ -59,6 +59,14 @@ func (s *MemStore) Task(id sm.TaskID) (TaskRecord, bool) {
 	return cloneRecord(r), true
 }
 
+// Cursor returns the assignments cursor the store keeps (what the agent
+// asks from after a restart).
+func (s *MemStore) Cursor() wire.Cursor {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.mu.meta.Cursor)
+}
+
 // Apply applies w.
 func (s *MemStore) Apply(w *Writes) error {
 	s.mu.Lock()

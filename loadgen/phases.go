@@ -194,7 +194,7 @@ func (r *run) doQuiesce(ctx context.Context) (bool, float64) {
 		// One liveness violation, not one per service from a view that may
 		// lag as far as the cluster does.
 		lctx, lcancel := context.WithTimeout(ctx, 20*time.Second)
-		lagging := r.driver.Lagging(lctx, 5)
+		lagging := r.driver.Lagging(lctx, 5, r.fleet.Probe)
 		lcancel()
 		r.checker.NotConverged(fmt.Sprintf("the cluster did not converge within %v of the quiesce phase: %d running, %d desired, want %d",
 			r.cfg.QuiesceTimeout, running, desired, r.cfg.Tasks), time.Now(), lagging...)

@@ -355,7 +355,8 @@ func (f *Fleet) Probe(node uint32, task uint64) (text string, found bool) {
 		case r.Released:
 			return fmt.Sprintf("%s; its store keeps task %d as released (%s)", conn, task, r.Status.State), true
 		default:
-			return fmt.Sprintf("%s; its store still holds task %d (%s, removed=%t, destroy=%t)", conn, task, r.Status.State, r.Removed, r.Destroy), true
+			return fmt.Sprintf("%s; its store still holds task %d (%s, desired=%s, removed=%t, destroy=%t; cursor %s)",
+				conn, task, r.Status.State, r.Assignment.Desired, r.Removed, r.Destroy, a.store.Cursor().Token()), true
 		}
 	}
 	return fmt.Sprintf("no agent runs as node %d", node), false

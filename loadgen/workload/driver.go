@@ -381,8 +381,9 @@ func tally(items []client.Service, want map[string]int) (running, desired int, o
 
 // Lagging describes, for a run that did not converge, the services off the
 // plan (at most max of them) and their tasks that are not running: state,
-// desired state, node and message, as the managers have them.
-func (d *Driver) Lagging(ctx context.Context, max int) []string {
+// desired state, node and message, as the managers have them, and, from
+// probe when it is set, what the agent of the task's node keeps of it.
+func (d *Driver) Lagging(ctx context.Context, max int, probe func(node uint32, task uint64) string) []string {
 	want := d.Desired()
 	var out []string
 	l, err := d.services(ctx)
@@ -413,6 +414,9 @@ func (d *Driver) Lagging(ctx context.Context, max int) []string {
 				break
 			}
 			out = append(out, fmt.Sprintf("  task %s %s.%d %s desired=%s node=%d %s", t.ID, t.Service, t.Slot, t.State, t.Desired, t.Node, t.Message))
+			if id, err := strconv.ParseUint(t.ID, 10, 64); probe != nil && t.Node != 0 && err == nil {
+				out = append(out, fmt.Sprintf("    the agent of node %d: %s", t.Node, probe(uint32(t.Node), id)))
+			}
 		}
 	}
 	return out
