@@ -451,6 +451,10 @@ func (s *Stream) complete(ss *session, node statemachine.NodeID, resync bool) (*
 // cursor, its tasks and its specs were made anew for each.
 var frames = sync.Pool{New: func() any { return new(wire.Assignments) }}
 
+// maxPooledTasks bounds the room a released frame keeps: one that carried
+// more tasks (a node's burst after a long wait) is left to the collector.
+const maxPooledTasks = 1024
+
 // newFrame returns an empty INCREMENTAL (Last) for groups 0..groups, its
 // ResultsIn and Seqs zero.
 func newFrame(groups int) *wire.Assignments {
@@ -473,7 +477,7 @@ func newFrame(groups int) *wire.Assignments {
 // nil, or a frame the caller keeps is never released. The frame's
 // AppliesTo, the request's cursor, is the caller's and is not reused.
 func (s *Stream) Release(a *wire.Assignments) {
-	if a == nil || a.Kind != wire.FrameIncremental {
+	if a == nil || a.Kind != wire.FrameIncremental || cap(a.Tasks) > maxPooledTasks {
 		return
 	}
 	clear(a.Tasks) // the tasks' addresses are the frame's own
