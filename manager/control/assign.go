@@ -447,7 +447,7 @@ func (s *Stream) complete(ss *session, node statemachine.NodeID, resync bool) (*
 }
 
 // frames holds INCREMENTAL frames handed back by Release, with their
-// lists' room: a poll in a ramp carries a task or two, and the frame, its
+// lists' room: a poll in a ramp carries a few tasks, and the frame, its
 // cursor, its tasks and its specs were made anew for each.
 var frames = sync.Pool{New: func() any { return new(wire.Assignments) }}
 
