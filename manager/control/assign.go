@@ -210,7 +210,7 @@ func (s *Stream) Assignments(ctx context.Context, req *wire.AssignmentsRequest) 
 		// the same place, told the leader as known now.
 		ss.mu.Lock()
 		ss.renderingLocked(req.Cursor) // an answer lost before this one took its specs along
-		ss.given = req.Cursor
+		ss.give(req.Cursor)
 		ss.mu.Unlock()
 		now, _ := s.leaders.LeaderNotice(route.ClusterGroup)
 		if now == 0 && leader != 0 && leader != started {
@@ -219,9 +219,11 @@ func (s *Stream) Assignments(ctx context.Context, req *wire.AssignmentsRequest) 
 			// sent the agent's next heartbeat to the old leader.
 			now = leader
 		}
-		return &wire.Assignments{Kind: wire.FrameIncremental, Last: true,
-			AppliesTo: req.Cursor, ResultsIn: req.Cursor, Leader: s.managerAddr(now),
-			Logs: s.logs.TakeNotices(req.NodeID, s.clock.Now())}, nil
+		a := newFrame(len(req.Cursor) - 1)
+		a.AppliesTo, a.Leader, a.Logs = req.Cursor, s.managerAddr(now), s.logs.TakeNotices(req.NodeID, s.clock.Now())
+		copy(a.ResultsIn, req.Cursor)
+		a.Seqs = a.Seqs[:0] // none moved (kept empty, not nil, for Release)
+		return a, nil
 	}
 	// The scratch is taken only now: thousands of parked polls would each
 	// hold one.
@@ -343,6 +345,14 @@ func (ss *session) renderingLocked(cursor wire.Cursor) {
 	}
 }
 
+// give records c as the cursor the answer being rendered brings the
+// agent to (nil: none), in the session's own room: the cursor it is
+// given lives in a frame or a request, which are reused once the answer
+// is written (Release). The caller holds ss.mu.
+func (ss *session) give(c wire.Cursor) {
+	ss.given = append(ss.given[:0], c...)
+}
+
 // specKey names a spec as sent: by the service's group and ID (IDs are
 // numbered per group) and version, not by name, since a service removed
 // and created again under the same name starts again at version 1 with
@@ -377,9 +387,16 @@ func addSpec(ss *session, st *statemachine.State, t *statemachine.Task, a *wire.
 	}
 	ss.sent = slices.Insert(ss.sent, i, k)
 	sp, _ := svc.SpecAt(t.SpecVersion) // the scheduler reserved this spec's resources
-	a.Specs = append(a.Specs, wire.Spec{Service: svc.Spec.Name, Version: k.version, Command: slices.Clone(sp.Command),
-		Env: slices.Clone(sp.Env), Dir: sp.Dir, StopGrace: sp.StopGrace})
+	// The spec's argv and env are the state's own, shared and not copied:
+	// a spec's lists are never written in place once applied (an update
+	// is a new version), and they are handed out without spare capacity,
+	// so a reader that appends to one copies it.
+	a.Specs = append(a.Specs, wire.Spec{Service: svc.Spec.Name, Version: k.version, Command: full(sp.Command),
+		Env: full(sp.Env), Dir: sp.Dir, StopGrace: sp.StopGrace})
 }
+
+// full returns s without room past its length (nil stays nil).
+func full[T any](s []T) []T { return s[:len(s):len(s)] }
 
 // complete answers with every task at or past assigned on node.
 //
@@ -419,14 +436,55 @@ func (s *Stream) complete(ss *session, node statemachine.NodeID, resync bool) (*
 	}
 	for g = 1; g <= groups; g++ {
 		if err := s.reads.ReadLocal(g, read); err != nil {
-			ss.given = nil // the specs rendered so far go nowhere
+			ss.give(nil) // the specs rendered so far go nowhere
 			return nil, err
 		}
 	}
 	sc.r.finish(a)
-	ss.given = a.ResultsIn
+	ss.give(a.ResultsIn)
 	s.frames.complete.Add(1)
 	return a, nil
+}
+
+// frames holds INCREMENTAL frames handed back by Release, with their
+// lists' room: a poll in a ramp carries a few tasks, and the frame, its
+// cursor, its tasks and its specs were made anew for each.
+var frames = sync.Pool{New: func() any { return new(wire.Assignments) }}
+
+// maxPooledTasks bounds the room a released frame keeps: one that carried
+// more tasks (a node's burst after a long wait) is left to the collector.
+const maxPooledTasks = 1024
+
+// newFrame returns an empty INCREMENTAL (Last) for groups 0..groups, its
+// ResultsIn and Seqs zero.
+func newFrame(groups int) *wire.Assignments {
+	a := frames.Get().(*wire.Assignments)
+	a.Kind, a.Last = wire.FrameIncremental, true
+	n := groups + 1
+	if cap(a.ResultsIn) < n || cap(a.Seqs) < n {
+		a.ResultsIn, a.Seqs = cursorAndSeqs(groups)
+		return a
+	}
+	a.ResultsIn, a.Seqs = a.ResultsIn[:n], a.Seqs[:n]
+	clear(a.ResultsIn)
+	clear(a.Seqs)
+	return a
+}
+
+// Release hands back an INCREMENTAL frame this stream answered with, once
+// it is written and nothing refers to it or to its lists any more (the
+// API, after encoding it); the next answers reuse its room. A COMPLETE,
+// nil, or a frame the caller keeps is never released. The frame's
+// AppliesTo, the request's cursor, is the caller's and is not reused.
+func (s *Stream) Release(a *wire.Assignments) {
+	if a == nil || a.Kind != wire.FrameIncremental || cap(a.Tasks) > maxPooledTasks {
+		return
+	}
+	clear(a.Tasks) // the tasks' addresses are the frame's own
+	clear(a.Specs)
+	*a = wire.Assignments{ResultsIn: a.ResultsIn[:0], Seqs: a.Seqs[:0], Tasks: a.Tasks[:0], Specs: a.Specs[:0],
+		Removed: a.Removed[:0]}
+	frames.Put(a)
 }
 
 // cursorAndSeqs returns a frame's cursor and sequences for groups
@@ -454,8 +512,8 @@ func (s *Stream) caughtUp(groups int) error {
 // (resync) if this manager's journal does not reach back that far.
 func (s *Stream) incremental(ss *session, node statemachine.NodeID, cursor wire.Cursor, sc *scratch) (*wire.Assignments, error) {
 	groups := s.reads.Groups()
-	a := &wire.Assignments{Kind: wire.FrameIncremental, Last: true, AppliesTo: cursor}
-	a.ResultsIn, a.Seqs = cursorAndSeqs(groups)
+	a := newFrame(groups)
+	a.AppliesTo = cursor
 	copy(a.ResultsIn, cursor)
 	sc.quiet = slices.Grow(sc.quiet[:0], groups+1)[:groups+1]
 	sc.changed = slices.Grow(sc.changed[:0], groups+1)[:groups+1]
@@ -477,17 +535,18 @@ func (s *Stream) incremental(ss *session, node statemachine.NodeID, cursor wire.
 		if err := s.reads.ReadLocal(g, sc.read); err != nil {
 			// The specs rendered so far go nowhere: the next answer
 			// sends its specs again.
-			ss.given = nil
+			ss.give(nil)
 			ss.mu.Unlock()
 			return nil, err
 		}
 	}
 	resync := sc.inc.resync
 	if !resync {
-		ss.given = a.ResultsIn
+		ss.give(a.ResultsIn)
 	}
 	ss.mu.Unlock()
 	if resync {
+		s.Release(a)
 		return s.complete(ss, node, true) // a fresh start: every spec again
 
 	}

@@ -36,6 +36,11 @@ type callsWorld struct {
 }
 
 func newCallsWorld(tb testing.TB, groups, nodes, perNode, batch, journal int) *callsWorld {
+	return newCallsWorldOf(tb, []string{"web", "api", "cache", "db"}, groups, nodes, perNode, batch, journal)
+}
+
+// newCallsWorldOf is newCallsWorld with the services named.
+func newCallsWorldOf(tb testing.TB, names []string, groups, nodes, perNode, batch, journal int) *callsWorld {
 	tb.Helper()
 	ctx := context.Background()
 	m := duty.NewMemory(groups, clock.NewFake(time.Unix(1_700_000_000, 0)))
@@ -49,7 +54,6 @@ func newCallsWorld(tb testing.TB, groups, nodes, perNode, batch, journal int) *c
 	}
 	w.submit(sm.Command{Kind: sm.CmdCreateNetwork, NetworkSpec: &sm.Network{ID: 1, Name: "front", Subnet: "10.1.0.0/16"}})
 	w.submit(sm.Command{Kind: sm.CmdCreateNetwork, NetworkSpec: &sm.Network{ID: 2, Name: "back", Subnet: "10.2.0.0/16"}})
-	names := []string{"web", "api", "cache", "db"}
 	for _, name := range names {
 		w.submit(sm.Command{Kind: sm.CmdCreateService, Spec: &sm.ServiceSpec{Name: name, Replicas: uint32(nodes * perNode / len(names)),
 			Networks: []string{"front", "back"}, Command: []string{"/bin/" + name, "--port", "8080"},
@@ -129,19 +133,35 @@ func itoa(n int) string {
 // given since (two addresses each; 100 per node in all, 50 nodes, four
 // service groups).
 func BenchmarkAssignmentsIncremental(b *testing.B) {
-	benchIncremental(b, false)
+	benchIncremental(b, false, 4, 10)
+}
+
+// BenchmarkAssignmentsRampPoll is a 1M/10k ramp's poll: the cluster's
+// default eight service groups, one task new on the node since its last
+// answer (the node is given 100 in all), so what every poll costs
+// whatever it carries dominates. The tasks are of 100 services, so, as
+// in that ramp, most polls carry a spec the session was not sent yet.
+func BenchmarkAssignmentsRampPoll(b *testing.B) {
+	benchIncremental(b, false, 8, 1)
 }
 
 // BenchmarkAssignmentsIncrementalResent is that poll from a cursor the
 // session's last answer did not give (that answer was lost): the specs
 // are sent again.
 func BenchmarkAssignmentsIncrementalResent(b *testing.B) {
-	benchIncremental(b, true)
+	benchIncremental(b, true, 4, 10)
 }
 
-func benchIncremental(b *testing.B, lost bool) {
+func benchIncremental(b *testing.B, lost bool, groups, batch int) {
+	names := []string{"web", "api", "cache", "db"}
+	if batch == 1 {
+		names = names[:0]
+		for i := range 100 {
+			names = append(names, "svc-"+itoa(i))
+		}
+	}
 	b.ReportAllocs()
-	tasks := 0
+	tasks, specs := 0, 0
 	var w *callsWorld
 	var cpu time.Duration
 	cursors := map[int]wire.Cursor{}
@@ -150,7 +170,7 @@ func benchIncremental(b *testing.B, lost bool) {
 		if node == 0 {
 			b.StopTimer()
 			if w == nil || !w.nextBatch() {
-				w = newCallsWorld(b, 4, 50, 100, 10, 512)
+				w = newCallsWorldOf(b, names, groups, 50, 100, batch, 512)
 				for n := 1; n <= w.nodes; n++ {
 					cursors[n] = w.poll(b, n, nil).ResultsIn
 				}
@@ -165,11 +185,14 @@ func benchIncremental(b *testing.B, lost bool) {
 		}
 		c0 := cpuTime()
 		a := w.poll(b, n, cursors[n])
-		cpu += cpuTime() - c0
-		cursors[n] = a.ResultsIn
+		cursors[n] = append(cursors[n][:0], a.ResultsIn...)
 		tasks += len(a.Tasks)
+		specs += len(a.Specs)
+		w.stream.Release(a) // as the API does once the answer is written
+		cpu += cpuTime() - c0
 	}
 	b.ReportMetric(float64(tasks)/float64(b.N), "tasks/op")
+	b.ReportMetric(float64(specs)/float64(b.N), "specs/op")
 	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
 }
 
@@ -242,7 +265,7 @@ func TestAssignmentFramesUnchanged(t *testing.T) {
 	poll := func(step, n int, cursor wire.Cursor, how string) {
 		a := w.poll(t, n, cursor)
 		if len(a.ResultsIn) > 0 {
-			cursors[n] = append(cursors[n], a.ResultsIn)
+			cursors[n] = append(cursors[n], slices.Clone(a.ResultsIn))
 		}
 		enc, err := wire.Append(nil, a)
 		if err != nil {
@@ -250,6 +273,9 @@ func TestAssignmentFramesUnchanged(t *testing.T) {
 		}
 		fmt.Fprintf(&out, "%d node %d %s: %s resync=%v tasks=%d removed=%d specs=%d seqs=%v %x\n", step, n, how, a.Kind,
 			a.Resync, len(a.Tasks), len(a.Removed), len(a.Specs), a.Seqs, sha256.Sum256(enc))
+		// Handed back as the API does once it wrote the answer: the
+		// next frames reuse its room, and must not carry any of it.
+		w.stream.Release(a)
 	}
 	tasksOn := func(n int, state sm.TaskState) []sm.TaskID {
 		var ids []sm.TaskID

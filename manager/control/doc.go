@@ -65,7 +65,11 @@
 //     group's leader to one this replica can name, or at its context's
 //     end, with an INCREMENTAL without changes naming the leader; without
 //     contact with the cluster group's quorum (CheckQuorum) polls are
-//     refused and parked ones end, with no_quorum.
+//     refused and parked ones end, with no_quorum. A caller done with an
+//     INCREMENTAL answer (written, nothing of it kept) hands it back with
+//     Release, and the next answers reuse its room; the stream keeps no
+//     part of a request or of a frame it answered with (a session copies
+//     the cursor it gave).
 //   - The Feed is fed by the cluster's apply hook (OnApply) under the
 //     group's write lock; the stream reads a node's journal under the
 //     group's read lock (Reader.ReadLocal), so it sees the journal
