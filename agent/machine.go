@@ -443,12 +443,16 @@ func (m *Machine) Attached() int {
 // Held returns every task the agent still holds something for, in ID order:
 // what a sync and a re-report list.
 func (m *Machine) Held() []sm.TaskID {
-	var out []sm.TaskID
-	for _, id := range m.sortedIDs() {
-		if !m.tasks[id].released {
+	var out []sm.TaskID // one slice, sorted, rather than every ID sorted and then filtered
+	for id, t := range m.tasks {
+		if !t.released {
+			if out == nil {
+				out = make([]sm.TaskID, 0, len(m.tasks))
+			}
 			out = append(out, id)
 		}
 	}
+	slices.Sort(out)
 	return out
 }
 

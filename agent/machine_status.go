@@ -16,6 +16,9 @@ type statusState struct {
 	inflight   bool      // a batch is out and unanswered
 	lastEnd    time.Time // when the last batch was answered (or failed)
 	lastFailed bool      // the last batch failed: wait a full routine interval
+	// batch is BeginBatch's buffer of the tasks it takes, kept between
+	// batches (one allocation per batch otherwise).
+	batch []*task
 }
 
 // noteStatus keeps the set of owed statuses in step with t. Only tasks in
@@ -106,7 +109,10 @@ func (m *Machine) EarliestDue() time.Time {
 // batch; the caller must answer with EndBatch, even for an empty batch.
 func (m *Machine) BeginBatch(limit int) []wire.StatusReport {
 	m.st.inflight = true
-	ts := make([]*task, 0, m.nOwed)
+	ts := m.st.batch[:0] // the machine's own, never handed out
+	if cap(ts) < m.nOwed {
+		ts = make([]*task, 0, m.nOwed)
+	}
 	for _, t := range m.owedTasks() {
 		if !t.sending {
 			ts = append(ts, t)
@@ -120,6 +126,10 @@ func (m *Machine) BeginBatch(limit int) []wire.StatusReport {
 	for i, t := range ts {
 		t.sending, t.urgent = true, false
 		out[i] = t.status
+	}
+	clear(ts[:cap(ts)]) // keep no tasks for the collector
+	if m.st.batch = ts[:0]; cap(ts) > 1024 {
+		m.st.batch = nil // a re-report's room is not kept for good
 	}
 	return out
 }

@@ -32,6 +32,10 @@ type Agent struct {
 	mu struct {
 		sync.Mutex
 		m *Machine
+		// writes is what withMachine hands the store: a field rather
+		// than a local, whose address given to the store's Apply put a
+		// Ready on the heap at every turn of every loop.
+		writes Writes
 	}
 	// ss guards the session, apart from the machine: a heartbeat never
 	// waits for the machine's work (a simulated fleet's agents waiting in
@@ -198,7 +202,10 @@ func (a *Agent) withMachine(f func(m *Machine, now time.Time)) {
 	f(a.mu.m, a.cfg.Clock.Now())
 	rd := a.mu.m.Ready()
 	if !rd.Writes.Empty() {
-		if err := a.cfg.Store.Apply(&rd.Writes); err != nil {
+		a.mu.writes = rd.Writes
+		err := a.cfg.Store.Apply(&a.mu.writes)
+		a.mu.writes = Writes{}
+		if err != nil {
 			a.fail(fmt.Errorf("agent: cannot keep the local state, stopping: %w", err))
 			return
 		}

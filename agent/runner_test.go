@@ -588,3 +588,20 @@ func TestRunnerDropsAnAnswerToAnEndedSessionsPoll(t *testing.T) {
 		t.Fatalf("task 2 is %v, want running (%+v)", st, h.mgr.latest[2])
 	}
 }
+
+// A turn of the runner on the machine that writes to the store allocates
+// nothing of its own: the writes handed to the store's Apply were a Ready
+// on the heap at every turn (its address escaped through the Store
+// interface).
+func TestWithMachineAllocatesNothing(t *testing.T) {
+	a, err := New(Config{Manager: newFakeManager(clock.NewFake(t0)), Store: NewMemStore(), Clock: clock.NewFake(t0),
+		Executor: NewSimExecutor(clock.NewFake(t0), SimConfig{}), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	turn := func() { a.withMachine(func(m *Machine, _ time.Time) { m.metaDirty = true }) }
+	turn() // the store's own slices
+	if n := testing.AllocsPerRun(100, turn); n != 0 {
+		t.Errorf("a turn that writes the position allocates %v times, want 0", n)
+	}
+}

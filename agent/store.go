@@ -10,7 +10,8 @@ import (
 type Store interface {
 	// Load returns everything stored; an empty store gives a zero State.
 	Load() (*State, error)
-	// Apply writes one batch atomically.
+	// Apply writes one batch atomically. w and the slices it holds are
+	// the caller's (the machine's buffers): valid until Apply returns.
 	Apply(w *Writes) error
 	// SaveNodeID stores the node's ID durably before it returns.
 	SaveNodeID(id sm.NodeID) error

@@ -234,9 +234,9 @@ func (c *AgentClient) setLeader(addr string) {
 	c.mu.Unlock()
 }
 
-// call posts req to path and decodes every frame of the answer with fn.
-func (c *AgentClient) call(ctx context.Context, path string, toLeader bool, req wire.Message, fn func(frame []byte) error) error {
-	return c.callAs(ctx, path, toLeader, callPlain, req, fn)
+// call posts req to path and decodes the answer's frame into ans.
+func (c *AgentClient) call(ctx context.Context, path string, toLeader bool, req, ans wire.Message) error {
+	return c.callAs(ctx, path, toLeader, callPlain, req, ans, nil)
 }
 
 // callKind says how callAs treats a call.
@@ -265,8 +265,11 @@ const (
 	callOnce
 )
 
-// callAs is call as kind says.
-func (c *AgentClient) callAs(ctx context.Context, path string, toLeader bool, kind callKind, req wire.Message, fn func(frame []byte) error) error {
+// callAs is call as kind says; with ans nil, each frame of the answer goes
+// to fn instead (an assignments answer, whose frames are joined). A
+// message to decode into rather than a closure that does it: that closure
+// was one more allocation at every agent call.
+func (c *AgentClient) callAs(ctx context.Context, path string, toLeader bool, kind callKind, req, ans wire.Message, fn func(frame []byte) error) error {
 	poll := kind == callPoll
 	bufs := callBuffers.Get().(*callBufs)
 	defer bufs.put()
@@ -278,11 +281,14 @@ func (c *AgentClient) callAs(ctx context.Context, path string, toLeader bool, ki
 	for attempt := 0; ; attempt++ {
 		base := c.current(toLeader)
 		bufs.url = append(append(bufs.url[:0], base...), path...)
-		err := c.post(ctx, base, bufs.url, body, kind == callOnce && base != c.current(false), fn)
+		err := c.post(ctx, base, bufs.url, body, kind == callOnce && base != c.current(false), ans, fn)
+		if err == nil {
+			return nil
+		}
+		// Declared past the answered case: errors.As takes its address,
+		// which put it on the heap at every call.
 		var we *wire.Error
 		switch {
-		case err == nil:
-			return nil
 		case errors.As(err, &we) && we.Code == wire.CodeNotLeader && we.Leader != "" && attempt < 2:
 			c.setLeader(we.Leader)
 			toLeader = true
@@ -359,9 +365,9 @@ func (b *callBufs) put() {
 }
 
 // post sends body to rawURL, on base's host client, and decodes every
-// frame of the answer with fn; closeConn asks for the connection to be
-// closed after the answer.
-func (c *AgentClient) post(ctx context.Context, base string, rawURL []byte, body []byte, closeConn bool, fn func([]byte) error) error {
+// frame of the answer into ans (nil: hands each to fn); closeConn asks for
+// the connection to be closed after the answer.
+func (c *AgentClient) post(ctx context.Context, base string, rawURL []byte, body []byte, closeConn bool, ans wire.Message, fn func([]byte) error) error {
 	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)
@@ -402,7 +408,12 @@ func (c *AgentClient) post(ctx context.Context, base string, rawURL []byte, body
 			}
 			return &we
 		}
-		if err := fn(frame); err != nil {
+		if ans != nil {
+			err = wire.DecodeInto(frame, ans)
+		} else {
+			err = fn(frame)
+		}
+		if err != nil {
 			return fmt.Errorf("%w at %s: %v", ErrUnreachable, url(), err)
 		}
 	}
@@ -413,10 +424,6 @@ func (c *AgentClient) post(ctx context.Context, base string, rawURL []byte, body
 // every AgentClient sharing its HTTP client); connections in use are left
 // alone.
 func (c *AgentClient) CloseIdleConnections() { c.hosts.closeIdle() }
-
-func into(m wire.Message) func([]byte) error {
-	return func(f []byte) error { return wire.DecodeInto(f, m) }
-}
 
 // turn waits for the agent's turn at a short call; call endTurn when the
 // call is done. A turn that is free is taken without asking ctx for its
@@ -438,18 +445,18 @@ func (c *AgentClient) turn(ctx context.Context) error {
 func (c *AgentClient) endTurn() { <-c.short }
 
 // shortCall is call for a short call: one at a time per agent.
-func (c *AgentClient) shortCall(ctx context.Context, path string, toLeader bool, req wire.Message, fn func(frame []byte) error) error {
+func (c *AgentClient) shortCall(ctx context.Context, path string, toLeader bool, req, ans wire.Message) error {
 	if err := c.turn(ctx); err != nil {
 		return err
 	}
 	defer c.endTurn()
-	return c.call(ctx, path, toLeader, req, fn)
+	return c.call(ctx, path, toLeader, req, ans)
 }
 
 // OpenSession opens a session with any manager.
 func (c *AgentClient) OpenSession(ctx context.Context, req *wire.SessionRequest) (*wire.Session, error) {
 	var s wire.Session
-	return &s, c.shortCall(ctx, "/v1/agent/session", false, req, into(&s))
+	return &s, c.shortCall(ctx, "/v1/agent/session", false, req, &s)
 }
 
 // Heartbeat sends a heartbeat to the current manager, on a connection of
@@ -464,7 +471,7 @@ func (c *AgentClient) OpenSession(ctx context.Context, req *wire.SessionRequest)
 // at once.
 func (c *AgentClient) Heartbeat(ctx context.Context, hb *wire.Heartbeat) (*wire.HeartbeatAck, error) {
 	var a wire.HeartbeatAck
-	if err := c.callAs(ctx, "/v1/agent/heartbeat", false, callBeat, hb, into(&a)); err != nil {
+	if err := c.callAs(ctx, "/v1/agent/heartbeat", false, callBeat, hb, &a, nil); err != nil {
 		return &a, err
 	}
 	c.beatOK()
@@ -594,7 +601,7 @@ func (c *AgentClient) pollTarget() (string, <-chan struct{}) {
 // assignments is one assignments poll, answered or failed.
 func (c *AgentClient) assignments(ctx context.Context, req *wire.AssignmentsRequest) (*wire.Assignments, error) {
 	var whole *wire.Assignments
-	err := c.callAs(ctx, "/v1/agent/assignments", false, callPoll, req, func(f []byte) error {
+	err := c.callAs(ctx, "/v1/agent/assignments", false, callPoll, req, nil, func(f []byte) error {
 		var part wire.Assignments
 		if err := wire.DecodeInto(f, &part); err != nil {
 			return err
@@ -624,17 +631,17 @@ func (c *AgentClient) assignments(ctx context.Context, req *wire.AssignmentsRequ
 func (c *AgentClient) ReportStatus(ctx context.Context, b *wire.StatusBatch) (*wire.StatusAck, error) {
 	var a wire.StatusAck
 	if !b.ReReport {
-		return &a, c.shortCall(ctx, "/v1/agent/status", false, b, into(&a))
+		return &a, c.shortCall(ctx, "/v1/agent/status", false, b, &a)
 	}
 	if err := c.turn(ctx); err != nil {
 		return &a, err
 	}
 	defer c.endTurn()
-	return &a, c.callAs(ctx, "/v1/agent/status", true, callOnce, b, into(&a))
+	return &a, c.callAs(ctx, "/v1/agent/status", true, callOnce, b, &a, nil)
 }
 
 // Sync reports what the node holds and learns what to destroy.
 func (c *AgentClient) Sync(ctx context.Context, req *wire.SyncRequest) (*wire.SyncAnswer, error) {
 	var a wire.SyncAnswer
-	return &a, c.shortCall(ctx, "/v1/agent/sync", false, req, into(&a))
+	return &a, c.shortCall(ctx, "/v1/agent/sync", false, req, &a)
 }

@@ -98,5 +98,5 @@ func (c *AgentClient) PublishLogs(ctx context.Context, addr string, b *wire.LogB
 		return nil, err
 	}
 	var a wire.LogAck
-	return &a, c.post(ctx, base, []byte(base+"/v1/agent/logs"), body, false, into(&a))
+	return &a, c.post(ctx, base, []byte(base+"/v1/agent/logs"), body, false, &a, nil)
 }

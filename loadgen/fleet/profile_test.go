@@ -36,6 +36,17 @@ func TestProfileWindows(t *testing.T) {
 			}
 		}
 	}
+	// Each window's counts (collector cycles, allocations, TLS set-ups)
+	// go beside its allocations.
+	for _, w := range []string{"setup", "ramp", "rest"} {
+		b, err := os.ReadFile(filepath.Join(dir, "agents1."+w+".counts.txt"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Contains(b, []byte("gc-cycles ")) || !bytes.Contains(b, []byte("dials-started ")) {
+			t.Errorf("%s counts: %q", w, b)
+		}
+	}
 	// A child that profiles nothing takes the call and writes nothing.
 	none := &Service{prof: &cpuProfile{}}
 	if err := none.Profile("ramp", new(bool)); err != nil {

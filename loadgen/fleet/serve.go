@@ -12,7 +12,9 @@ import (
 	"net/rpc"
 	"os"
 	"runtime"
+	"runtime/metrics"
 	"runtime/pprof"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -374,8 +376,33 @@ func (p *cpuProfile) stopLocked() error {
 			return errors.Join(err, cerr)
 		}
 		err = errors.Join(err, pprof.Lookup("allocs").WriteTo(f, 0), f.Close())
+		if name, ok := strings.CutSuffix(p.allocs, ".allocs.prof"); ok {
+			err = errors.Join(err, os.WriteFile(fmt.Sprintf(name+".counts.txt", p.window), windowCounts(), 0o644))
+		}
 	}
 	return err
+}
+
+// windowCounts is what the process did since its start that a profile
+// does not count: collector cycles, heap allocations, and what the
+// agents' TLS dialers did (client.Dials), one "name value" per line; a
+// window's own are the difference with the window before.
+func windowCounts() []byte {
+	s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}, {Name: "/gc/heap/allocs:bytes"}, {Name: "/gc/heap/allocs:objects"}}
+	metrics.Read(s)
+	d := &client.Dials
+	var b []byte
+	for _, kv := range []struct {
+		k string
+		v uint64
+	}{
+		{"gc-cycles", s[0].Value.Uint64()}, {"alloc-bytes", s[1].Value.Uint64()}, {"alloc-objects", s[2].Value.Uint64()},
+		{"dials-started", uint64(d.Started.Load())}, {"dials-resuming", uint64(d.Resuming.Load())},
+		{"dials-given-up", uint64(d.GivenUp.Load())}, {"dials-taken-over", uint64(d.TakenOver.Load())}, {"dials-dropped", uint64(d.Dropped.Load())},
+	} {
+		b = fmt.Appendf(b, "%s %d\n", kv.k, kv.v)
+	}
+	return b
 }
 
 // PartitionArgs cuts agent I off for D.
