@@ -160,51 +160,87 @@ func (svc *Service) slotKeys() []uint32 {
 }
 
 // slot holds the tasks of one slot, oldest first (task IDs ascend).
+//
+// A slot nearly always holds one task, so it keeps that one in place and
+// reaches an array only past one: 24 bytes a slot, where a slice header
+// beside the one-task array took 48 (the allocator's classes). Exactly
+// one of these holds: the slot is empty and both are nil; it holds one
+// task, in one[0]; it holds more, in *many (at least two), and one[0] is
+// nil (a deleted task is not kept alive by a stale pointer).
 type slot struct {
-	tasks []*Task
-	// one is tasks' array while the slot holds at most one task, nearly
-	// always: a slot made by newSlot starts with tasks = one[:0], so the
-	// collector marks one object per slot, not two (a million-task
-	// replica marked a million 8-byte arrays at every collection).
 	one   [1]*Task
-	dirty bool  // listed in its service's dirtySlots
+	many  *[]*Task
 	live  int32 // tasks not being stopped (counts.go)
+	dirty bool  // listed in its service's dirtySlots
 }
 
-// newSlot returns an empty slot whose first task goes in its own array.
-func newSlot() *slot {
-	sl := &slot{}
-	sl.tasks = sl.one[:0]
-	return sl
+// newSlot returns an empty slot.
+func newSlot() *slot { return &slot{} }
+
+// tasks lists the slot's tasks, oldest first. The slice is the slot's own
+// space: change the slot through add, remove and cloneTasks only.
+func (sl *slot) tasks() []*Task {
+	if sl.many != nil {
+		return *sl.many
+	}
+	if sl.one[0] != nil {
+		return sl.one[:]
+	}
+	return nil
 }
 
 // add appends t to the slot's tasks. Past one they move to an array of
-// their own, and the slot's stops pointing at the first (which the slot
-// would otherwise keep alive once it is deleted).
+// their own.
 func (sl *slot) add(t *Task) {
-	sl.tasks = append(sl.tasks, t)
-	if len(sl.tasks) > 1 {
-		sl.one[0] = nil
+	switch {
+	case sl.many != nil:
+		*sl.many = append(*sl.many, t)
+	case sl.one[0] == nil:
+		sl.one[0] = t
+	default:
+		l := []*Task{sl.one[0], t}
+		sl.many, sl.one[0] = &l, nil
 	}
 }
 
-// remove drops the task at i, clearing the place it leaves.
-func (sl *slot) remove(i int) { sl.tasks = slices.Delete(sl.tasks, i, i+1) }
+// remove drops the task at i, clearing the place it leaves; a slot left
+// with one task keeps it in place again.
+func (sl *slot) remove(i int) {
+	if sl.many == nil {
+		if i == 0 {
+			sl.one[0] = nil
+		}
+		return
+	}
+	l := slices.Delete(*sl.many, i, i+1)
+	if len(l) == 1 {
+		sl.one[0], sl.many = l[0], nil
+		return
+	}
+	*sl.many = l
+}
 
-// resize makes tasks n long (contents to be set) in the slot's space, as a
-// slot that had n tasks added holds them: its own array for one, another
-// for more.
-func (sl *slot) resize(n int) {
-	if n <= 1 {
-		sl.tasks = sl.one[:n]
+// cloneTasks sets the slot's tasks to those of src, each found by get
+// (the clone's copy of it), in the slot's space where it has room.
+func (sl *slot) cloneTasks(src []*Task, get func(TaskID) *Task) {
+	if len(src) <= 1 {
+		sl.one[0], sl.many = nil, nil
+		if len(src) == 1 {
+			sl.one[0] = get(src[0].ID)
+		}
 		return
 	}
 	sl.one[0] = nil
-	if cap(sl.tasks) < n { // (the slot's own array holds one)
-		sl.tasks = make([]*Task, n)
-		return
+	if sl.many == nil || cap(*sl.many) < len(src) {
+		l := make([]*Task, len(src))
+		sl.many = &l
+	} else {
+		clear((*sl.many)[len(src):cap(*sl.many)])
+		*sl.many = (*sl.many)[:len(src)]
 	}
-	sl.tasks = sl.tasks[:n]
+	for i, t := range src {
+		(*sl.many)[i] = get(t.ID)
+	}
 }
 
 // TaskStatus is what was last observed of a task.

@@ -43,7 +43,7 @@ func (s *State) pendingReason(c *Command) Result {
 		return Result{ID: uint64(svc.ID)}
 	}
 	for _, n := range svc.slotKeys() {
-		for _, t := range svc.slots.get(n).tasks {
+		for _, t := range svc.slots.get(n).tasks() {
 			set(t)
 		}
 	}

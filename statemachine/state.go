@@ -284,7 +284,7 @@ func (s *State) SlotTasks(id ServiceID) (slots []uint32, tasks [][]*Task) {
 	}
 	slots = svc.slots.keys()
 	for _, n := range slots {
-		tasks = append(tasks, slices.Clone(svc.slots.get(n).tasks))
+		tasks = append(tasks, slices.Clone(svc.slots.get(n).tasks()))
 	}
 	return slots, tasks
 }
@@ -294,7 +294,7 @@ func (s *State) SlotTasks(id ServiceID) (slots []uint32, tasks [][]*Task) {
 func (s *State) AppendServiceTasks(ts []*Task, id ServiceID) []*Task {
 	if svc := s.services[id]; svc != nil {
 		for _, sl := range svc.slots.all() {
-			ts = append(ts, sl.tasks...)
+			ts = append(ts, sl.tasks()...)
 		}
 	}
 	return ts

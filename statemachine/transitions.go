@@ -311,10 +311,10 @@ func (s *State) deleteTask(t *Task, beyondRetention bool) {
 	if svc != nil {
 		s.touchSlot(svc, t.Slot)
 		if sl := svc.slots.get(t.Slot); sl != nil {
-			if i := indexOf(sl.tasks, t); i >= 0 {
+			if i := indexOf(sl.tasks(), t); i >= 0 {
 				sl.remove(i)
 			}
-			if len(sl.tasks) == 0 {
+			if len(sl.tasks()) == 0 {
 				svc.slots.del(t.Slot)
 				svc.walk.dropSlot(t.Slot)
 				svc.slotOrder = nil
