@@ -259,7 +259,7 @@ func (s *State) reconcileSlot(svc *Service, sl *slot, mode slotMode) {
 			if newest.Status.State == StateRejected && svc.Spec.Restart.Delay > 0 {
 				s.keepTask(t)
 				t.setHold(0, 0, true) // delayStart sets its times
-				t.Status.Message = rejectedMessage(svc, newest)
+				t.setMessage(rejectedMessage(svc, newest), nil)
 				s.noteWaitMsg(t)
 			}
 			s.delayStart(t, svc.Spec.Restart.Delay)
