@@ -24,7 +24,7 @@ import (
 func appendTaskEvent(b []byte, group int, raft uint64, typ string, st *statemachine.State, t *statemachine.Task) (_ []byte, ok bool) {
 	start := len(b)
 	desired, state := t.Desired.String(), t.Status.State.String() // plain: names of the enums' tables, or Kind(n)
-	if !plainJSON(t.Status.Message) {
+	if !plainJSON(t.Message()) {
 		return b, false
 	}
 	b = append(b, emptyIndex...)
@@ -70,9 +70,9 @@ func appendTaskEvent(b []byte, group int, raft uint64, typ string, st *statemach
 		b = append(b, `,"exit_code":`...)
 		b = strconv.AppendInt(b, int64(t.Status.ExitCode), 10)
 	}
-	if t.Status.Message != "" {
+	if t.Message() != "" {
 		b = append(b, `,"message":"`...)
-		b = append(b, t.Status.Message...)
+		b = append(b, t.Message()...)
 		b = append(b, '"')
 	}
 	b = append(b, `,"since":"`...)

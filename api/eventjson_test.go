@@ -73,7 +73,7 @@ func TestTaskEventLinesAreTheCodecs(t *testing.T) {
 			// Fields the applies rarely set, drawn over what the state has.
 			task.Node = statemachine.NodeID(rapid.SampledFrom([]uint32{0, 1, 2, 3, 9, uint32(task.Node)}).Draw(rt, "node"))
 			task.Status.ExitCode = rapid.SampledFrom([]int32{0, 0, 1, -1, 137, -2147483648}).Draw(rt, "exit")
-			task.Status.Message = name(rt, "message")
+			task.SetMessage(name(rt, "message"))
 			task.Status.Timestamp = rapid.SampledFrom([]int64{0, 1, 1_700_000_000_123_456_789, 1_700_000_000e9, -1e18, 1<<63 - 1}).Draw(rt, "at")
 			task.Desired = statemachine.DesiredState(rapid.IntRange(0, 3).Draw(rt, "desired"))
 			task.Status.State = statemachine.TaskState(rapid.IntRange(0, 12).Draw(rt, "state"))

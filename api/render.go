@@ -94,7 +94,7 @@ func renderTask(st *statemachine.State, t *statemachine.Task, withHistory bool) 
 func renderTaskTo(out *client.Task, st *statemachine.State, t *statemachine.Task, withHistory bool) {
 	*out = client.Task{ID: strconv.FormatUint(uint64(t.ID), 10), Slot: t.Slot, SpecVersion: t.SpecVersion,
 		Node: uint32(t.Node), Desired: t.Desired.String(), State: t.Status.State.String(),
-		ExitCode: t.Status.ExitCode, Message: t.Status.Message, Since: unixTime(t.Status.Timestamp),
+		ExitCode: t.Status.ExitCode, Message: t.Message(), Since: unixTime(t.Status.Timestamp),
 		Addresses: out.Addresses[:0]}
 	if svc := st.Service(t.Service); svc != nil {
 		out.Service = svc.Spec.Name

@@ -124,8 +124,8 @@ func TestExhaustedPoolTasksWait(t *testing.T) {
 	for _, x := range ts {
 		if x.Status.State == StateNew {
 			waiting++
-			if !bytes.Contains([]byte(x.Status.Message), []byte("pool exhausted")) {
-				t.Fatalf("waiting task says %q", x.Status.Message)
+			if !bytes.Contains([]byte(x.Message()), []byte("pool exhausted")) {
+				t.Fatalf("waiting task says %q", x.Message())
 			}
 		}
 	}

@@ -126,11 +126,8 @@ func (s *State) cloneReusing(old *State) *State {
 			if csl == nil {
 				csl = newSlot()
 			}
-			csl.resize(len(sl.tasks))
+			csl.cloneTasks(sl.tasks(), c.tasks.get)
 			csl.dirty, csl.live = false, sl.live
-			for i, t := range sl.tasks {
-				csl.tasks[i] = c.tasks.get(t.ID)
-			}
 			cs.slots.set(n, csl)
 		}
 		c.services[id] = cs

@@ -70,7 +70,7 @@ func (s *State) countLive(t *Task, d int) {
 func (s *State) recountRunning(svc *Service) {
 	svc.counts.Running = 0
 	for _, sl := range svc.slots.all() {
-		for _, t := range sl.tasks {
+		for _, t := range sl.tasks() {
 			if runningCounted(t, svc) {
 				svc.counts.Running++
 			}
@@ -84,7 +84,7 @@ func countServiceTasks(svc *Service) ServiceCounts {
 	var c ServiceCounts
 	for _, sl := range svc.slots.all() {
 		active := false
-		for _, t := range sl.tasks {
+		for _, t := range sl.tasks() {
 			c.ByState[t.Status.State]++
 			if runningCounted(t, svc) {
 				c.Running++

@@ -54,7 +54,7 @@ func DiffDerived(a, b *State, limit int) []string {
 		}
 		for _, n := range sa.slots.keys() {
 			x, y := sa.slots.get(n), sb.slots.get(n)
-			if y == nil || !slices.EqualFunc(x.tasks, y.tasks, func(p, q *Task) bool { return p.ID == q.ID }) {
+			if y == nil || !slices.EqualFunc(x.tasks(), y.tasks(), func(p, q *Task) bool { return p.ID == q.ID }) {
 				add("service %d slot %d lists its tasks in another order", id, n)
 			}
 		}

@@ -65,13 +65,16 @@ func (s *State) checkInvariants(checkPool func(*ipam.Pool) error) error {
 		}
 		for _, n := range svc.slots.keys() {
 			sl := svc.slots.get(n)
-			if len(sl.tasks) == 0 {
+			if len(sl.tasks()) == 0 {
 				bad("service %q slot %d is empty but listed", svc.Spec.Name, n)
 			}
-			if t := sl.one[0]; t != nil && (len(sl.tasks) != 1 || &sl.tasks[0] != &sl.one[0]) {
-				bad("service %q slot %d keeps task %d in its own array but lists %d tasks elsewhere", svc.Spec.Name, n, t.ID, len(sl.tasks))
+			if t := sl.one[0]; t != nil && sl.many != nil {
+				bad("service %q slot %d keeps task %d in place but lists %d tasks elsewhere", svc.Spec.Name, n, t.ID, len(*sl.many))
 			}
-			for i, t := range sl.tasks {
+			if sl.many != nil && len(*sl.many) < 2 {
+				bad("service %q slot %d keeps %d tasks in an array of its own, not in place", svc.Spec.Name, n, len(*sl.many))
+			}
+			for i, t := range sl.tasks() {
 				inSlots++
 				if s.tasks.get(t.ID) != t {
 					bad("service %q slot %d lists task %d that the store does not hold", svc.Spec.Name, n, t.ID)
@@ -79,7 +82,7 @@ func (s *State) checkInvariants(checkPool func(*ipam.Pool) error) error {
 				if t.Service != sid || t.Slot != n {
 					bad("task %d listed in %q slot %d but says service %d slot %d", t.ID, svc.Spec.Name, n, t.Service, t.Slot)
 				}
-				if i > 0 && sl.tasks[i-1].ID >= t.ID {
+				if i > 0 && sl.tasks()[i-1].ID >= t.ID {
 					bad("service %q slot %d tasks out of order", svc.Spec.Name, n)
 				}
 			}

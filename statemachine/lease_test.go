@@ -160,8 +160,8 @@ func TestGrantThenRefuseWhenFull(t *testing.T) {
 	for _, id := range w.st[1].TaskIDs() {
 		if tk := w.st[1].Task(id); tk.Status.State == StateNew {
 			waiting++
-			if !strings.Contains(tk.Status.Message, `network "net" is full`) {
-				t.Fatalf("a task waiting on a full network says %q", tk.Status.Message)
+			if !strings.Contains(tk.Message(), `network "net" is full`) {
+				t.Fatalf("a task waiting on a full network says %q", tk.Message())
 			}
 		}
 	}
@@ -224,7 +224,7 @@ func TestGrantsOfSeveralNetworksInOneRound(t *testing.T) {
 	w.redrive(run)
 	for _, id := range w.st[1].TaskIDs() {
 		if tk := w.st[1].Task(id); tk.Status.State != StatePending {
-			t.Fatalf("task %d is %s after the grants, want pending (%s)", id, tk.Status.State, tk.Status.Message)
+			t.Fatalf("task %d is %s after the grants, want pending (%s)", id, tk.Status.State, tk.Message())
 		}
 	}
 }

@@ -13,7 +13,7 @@ func TestWaitingMessageIsCurrentAndForUsers(t *testing.T) {
 	ts := h.tasksIn("web")
 	h.ok(Command{Kind: CmdTaskStatus, Task: ts[0].ID, Node: 1, State: StateFailed})
 	waiting := h.tasksIn("web")[4]
-	msg := waiting.Status.Message
+	msg := waiting.Message()
 	if waiting.Status.State != StateNew || !strings.Contains(msg, "4 held, 1 quarantined") {
 		t.Fatalf("waiting task: %s %q, want new with 4 held, 1 quarantined", waiting.Status.State, msg)
 	}
@@ -22,7 +22,7 @@ func TestWaitingMessageIsCurrentAndForUsers(t *testing.T) {
 	var msgs []string
 	for _, tk := range h.tasksIn("web") {
 		if tk.Status.State == StateNew {
-			msgs = append(msgs, tk.Status.Message)
+			msgs = append(msgs, tk.Message())
 		}
 	}
 	for _, m := range msgs {
@@ -50,14 +50,14 @@ func TestWaitingForBlockMessageIsForUsers(t *testing.T) {
 	run(step{1, []Command{{Kind: CmdCreateService, Spec: &ServiceSpec{Name: "web", Replicas: 2, Networks: []string{"net"}}}}})
 	want := `waiting for an address: network "net" has no free address leased to this service's group yet; the cluster group is asked for one`
 	for _, id := range w.st[1].TaskIDs() {
-		if m := w.st[1].Task(id).Status.Message; m != want {
+		if m := w.st[1].Task(id).Message(); m != want {
 			t.Fatalf("a task waiting for a block says %q, want %q", m, want)
 		}
 	}
 	w.redrive(run)
 	for _, id := range w.st[1].TaskIDs() {
-		if tk := w.st[1].Task(id); tk.Status.State != StatePending || tk.Status.Message != "" {
-			t.Fatalf("after the grant a task is %s saying %q, want pending with no message", tk.Status.State, tk.Status.Message)
+		if tk := w.st[1].Task(id); tk.Status.State != StatePending || tk.Message() != "" {
+			t.Fatalf("after the grant a task is %s saying %q, want pending with no message", tk.Status.State, tk.Message())
 		}
 	}
 }

@@ -119,7 +119,7 @@ func (w *mcWatcher) deleted(t *Task, beyond bool) {
 		(ts == StateOrphaned && t.Desired.Stopping())
 	if !ok && beyond && ts.Terminal() && t.Desired.Stopping() {
 		sl := st.services[t.Service].slots.get(t.Slot)
-		ok = sl != nil && len(sl.tasks) > w.retention
+		ok = sl != nil && len(sl.tasks()) > w.retention
 	}
 	if !w.acting(CompReaper) {
 		w.fail("task %s deleted during a %s step; only the reaper deletes", st.taskName(t), w.a.by)
@@ -251,8 +251,8 @@ func mcScaleCheck(before, after *State) error {
 // mcHolder is the newest task of a slot that is wanted and not finished
 // (written out again here, independently of the code under test).
 func mcHolder(sl *slot) *Task {
-	for i := len(sl.tasks) - 1; i >= 0; i-- {
-		if t := sl.tasks[i]; !t.Desired.Stopping() && !t.Status.State.Terminal() {
+	for i := len(sl.tasks()) - 1; i >= 0; i-- {
+		if t := sl.tasks()[i]; !t.Desired.Stopping() && !t.Status.State.Terminal() {
 			return t
 		}
 	}
@@ -261,7 +261,7 @@ func mcHolder(sl *slot) *Task {
 
 // mcGivenUp reports whether every task of a slot is flagged remove.
 func mcGivenUp(sl *slot) bool {
-	for _, t := range sl.tasks {
+	for _, t := range sl.tasks() {
 		if t.Desired != DesiredRemove {
 			return false
 		}
@@ -283,7 +283,7 @@ func mcUnreported(st *State, t *Task) *Task {
 	if sl == nil {
 		return nil
 	}
-	for _, u := range sl.tasks {
+	for _, u := range sl.tasks() {
 		n := st.nodes[u.Node]
 		if n != nil && n.Status == NodeInitializing && NeedsReconnect(u) && u.SpecVersion == t.SpecVersion && !u.Status.State.Terminal() {
 			return u

@@ -189,7 +189,7 @@ func mcKeyPerm(s *State, sc *mcScratch) uint64 {
 		}
 		slices.SortFunc(sc.slots, func(a, b uint32) int { return cmp.Compare(name(a), name(b)) })
 		for _, n := range sc.slots {
-			tasks := svc.slots.get(n).tasks
+			tasks := svc.slots.get(n).tasks()
 			e.u(uint64(name(n)))
 			e.u(uint64(len(tasks)))
 			for _, t := range tasks {

@@ -86,7 +86,7 @@ func mcTaskNames(s *State, names map[TaskID]mcTaskName) {
 	clear(names)
 	for sid, svc := range s.services {
 		for n, sl := range svc.slots.all() {
-			for pos, t := range sl.tasks {
+			for pos, t := range sl.tasks() {
 				names[t.ID] = mcTaskName{service: sid, slot: n, pos: uint32(pos), global: svc.Spec.Mode == ModeGlobal}
 			}
 		}

@@ -121,7 +121,7 @@ func mcKeyRefPools(s *State, e *encoder, mapNode func(NodeID) NodeID) {
 			if svc.Spec.Mode == ModeGlobal {
 				n = uint32(mapNode(NodeID(n)))
 			}
-			for pos, t := range sl.tasks {
+			for pos, t := range sl.tasks() {
 				names[t.ID] = uint64(sid)<<40 | uint64(n)<<8 | uint64(pos) + 1
 			}
 		}

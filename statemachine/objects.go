@@ -160,59 +160,96 @@ func (svc *Service) slotKeys() []uint32 {
 }
 
 // slot holds the tasks of one slot, oldest first (task IDs ascend).
+//
+// A slot nearly always holds one task, so it keeps that one in place and
+// reaches an array only past one: 24 bytes a slot, where a slice header
+// beside the one-task array took 48 (the allocator's classes). Exactly
+// one of these holds: the slot is empty and both are nil; it holds one
+// task, in one[0]; it holds more, in *many (at least two), and one[0] is
+// nil (a deleted task is not kept alive by a stale pointer).
 type slot struct {
-	tasks []*Task
-	// one is tasks' array while the slot holds at most one task, nearly
-	// always: a slot made by newSlot starts with tasks = one[:0], so the
-	// collector marks one object per slot, not two (a million-task
-	// replica marked a million 8-byte arrays at every collection).
 	one   [1]*Task
-	dirty bool  // listed in its service's dirtySlots
+	many  *[]*Task
 	live  int32 // tasks not being stopped (counts.go)
+	dirty bool  // listed in its service's dirtySlots
 }
 
-// newSlot returns an empty slot whose first task goes in its own array.
-func newSlot() *slot {
-	sl := &slot{}
-	sl.tasks = sl.one[:0]
-	return sl
+// newSlot returns an empty slot.
+func newSlot() *slot { return &slot{} }
+
+// tasks lists the slot's tasks, oldest first. The slice is the slot's own
+// space: change the slot through add, remove and cloneTasks only.
+func (sl *slot) tasks() []*Task {
+	if sl.many != nil {
+		return *sl.many
+	}
+	if sl.one[0] != nil {
+		return sl.one[:]
+	}
+	return nil
 }
 
 // add appends t to the slot's tasks. Past one they move to an array of
-// their own, and the slot's stops pointing at the first (which the slot
-// would otherwise keep alive once it is deleted).
+// their own.
 func (sl *slot) add(t *Task) {
-	sl.tasks = append(sl.tasks, t)
-	if len(sl.tasks) > 1 {
-		sl.one[0] = nil
+	switch {
+	case sl.many != nil:
+		*sl.many = append(*sl.many, t)
+	case sl.one[0] == nil:
+		sl.one[0] = t
+	default:
+		l := []*Task{sl.one[0], t}
+		sl.many, sl.one[0] = &l, nil
 	}
 }
 
-// remove drops the task at i, clearing the place it leaves.
-func (sl *slot) remove(i int) { sl.tasks = slices.Delete(sl.tasks, i, i+1) }
+// remove drops the task at i, clearing the place it leaves; a slot left
+// with one task keeps it in place again.
+func (sl *slot) remove(i int) {
+	if sl.many == nil {
+		if i == 0 {
+			sl.one[0] = nil
+		}
+		return
+	}
+	l := slices.Delete(*sl.many, i, i+1)
+	if len(l) == 1 {
+		sl.one[0], sl.many = l[0], nil
+		return
+	}
+	*sl.many = l
+}
 
-// resize makes tasks n long (contents to be set) in the slot's space, as a
-// slot that had n tasks added holds them: its own array for one, another
-// for more.
-func (sl *slot) resize(n int) {
-	if n <= 1 {
-		sl.tasks = sl.one[:n]
+// cloneTasks sets the slot's tasks to those of src, each found by get
+// (the clone's copy of it), in the slot's space where it has room.
+func (sl *slot) cloneTasks(src []*Task, get func(TaskID) *Task) {
+	if len(src) <= 1 {
+		sl.one[0], sl.many = nil, nil
+		if len(src) == 1 {
+			sl.one[0] = get(src[0].ID)
+		}
 		return
 	}
 	sl.one[0] = nil
-	if cap(sl.tasks) < n { // (the slot's own array holds one)
-		sl.tasks = make([]*Task, n)
-		return
+	if sl.many == nil || cap(*sl.many) < len(src) {
+		l := make([]*Task, len(src))
+		sl.many = &l
+	} else {
+		clear((*sl.many)[len(src):cap(*sl.many)])
+		*sl.many = (*sl.many)[:len(src)]
 	}
-	sl.tasks = sl.tasks[:n]
+	for i, t := range src {
+		(*sl.many)[i] = get(t.ID)
+	}
 }
 
 // TaskStatus is what was last observed of a task.
 type TaskStatus struct {
 	State     TaskState
 	ExitCode  int32
-	Message   string
 	Timestamp int64 // unix nanoseconds of the entry that set it
+	// (The message that goes with it is Task.Message: few tasks have
+	// one, so it lives beside the other rare fields, in Task.extra.)
 }
 
 // HistoryEntry records one change to a task: a state transition (with the
@@ -332,12 +369,14 @@ type Task struct {
 	Status      TaskStatus
 	History     History
 	Attachments []Attachment
-	// hold is when a replacement held back at desired ready may start
-	// (see StartAt); nil for every other task. It is set anew, never
-	// changed in place: clones share it. Two times and a flag on every
-	// task kept it in the allocator's 192-byte class; a task takes 176
-	// bytes with them aside (16 MB less per million tasks and replica).
-	hold *taskHold
+	// extra holds what few tasks have: the status message (why a task
+	// waits, what its agent said when it failed) and, for a replacement
+	// held back at desired ready, when it may start (see StartAt); nil
+	// for a running task. It is set anew, never changed in place: clones
+	// share it. With the message and the two times on every task, a task
+	// with its attachment took the allocator's 192-byte class; it takes
+	// 176 with them aside (16 MB less per million tasks and replica).
+	extra *taskExtra
 	// StopReason says why the orchestrator stopped the task (StopNone while
 	// it is wanted): it decides whether the slot gets a replacement.
 	StopReason StopReason
@@ -380,44 +419,94 @@ func (t *Task) attachmentsRoom(n int) []Attachment {
 	return make([]Attachment, 0, n)
 }
 
-// taskHold is what a replacement held back by its restart delay (or a
-// stop-first update) keeps: see Task.StartAt, StartBy and AfterReject.
-type taskHold struct {
+// taskExtra is a task's rare part (Task.extra): its status message and,
+// for a replacement held back by its restart delay (or a stop-first
+// update), its start times: see Task.StartAt, StartBy and AfterReject.
+type taskExtra struct {
+	message          string
 	startAt, startBy int64
 	afterReject      bool
+}
+
+// Message says why the task is where it is: why it waits to be placed or
+// for addresses, or what its agent reported with its last state.
+func (t *Task) Message() string {
+	if t.extra == nil {
+		return ""
+	}
+	return t.extra.message
+}
+
+// SetMessage sets the message of a task the caller owns (a copy, never a
+// task a State holds: the state machine sets its own tasks' messages).
+func (t *Task) SetMessage(m string) { t.setMessage(m, nil) }
+
+// setMessage sets t's message. last, when not nil, is a message-only
+// record to share when it says the same (the waiting tasks of a service
+// are told one message each: one record, not one per task); a new
+// message-only record is left there.
+func (t *Task) setMessage(m string, last **taskExtra) {
+	var x taskExtra
+	if t.extra != nil {
+		x = *t.extra
+	}
+	if x.message == m {
+		return
+	}
+	x.message = m
+	if last != nil && x.startAt == 0 && x.startBy == 0 && !x.afterReject && m != "" {
+		if *last == nil || (*last).message != m {
+			*last = &taskExtra{message: m}
+		}
+		t.extra = *last
+		return
+	}
+	t.setExtra(x)
+}
+
+// setExtra sets t's rare part to x (none when x is empty).
+func (t *Task) setExtra(x taskExtra) {
+	if x == (taskExtra{}) {
+		t.extra = nil
+		return
+	}
+	p := new(taskExtra) // (not &x: x would move to the heap on every call)
+	*p = x
+	t.extra = p
 }
 
 // StartAt, for a replacement held back by its restart delay, is the
 // earliest it may start (unix nanoseconds; 0: not delayed).
 func (t *Task) StartAt() int64 {
-	if t.hold == nil {
+	if t.extra == nil {
 		return 0
 	}
-	return t.hold.startAt
+	return t.extra.startAt
 }
 
 // StartBy, for a held-back replacement, is when it starts even if the
 // task it replaces has not stopped.
 func (t *Task) StartBy() int64 {
-	if t.hold == nil {
+	if t.extra == nil {
 		return 0
 	}
-	return t.hold.startBy
+	return t.extra.startBy
 }
 
 // AfterReject marks a replacement for a task that was rejected (it never
 // ran): it is not placed before StartAt, so a task its nodes keep
 // refusing is retried once per restart delay, not as fast as a node can
 // refuse it.
-func (t *Task) AfterReject() bool { return t.hold != nil && t.hold.afterReject }
+func (t *Task) AfterReject() bool { return t.extra != nil && t.extra.afterReject }
 
-// setHold sets t's start times and AfterReject mark (all zero: none).
+// setHold sets t's start times and AfterReject mark (all zero: none),
+// keeping its message.
 func (t *Task) setHold(startAt, startBy int64, afterReject bool) {
-	if startAt == 0 && startBy == 0 && !afterReject {
-		t.hold = nil
-		return
+	x := taskExtra{startAt: startAt, startBy: startBy, afterReject: afterReject}
+	if t.extra != nil {
+		x.message = t.extra.message
 	}
-	t.hold = &taskHold{startAt: startAt, startBy: startBy, afterReject: afterReject}
+	t.setExtra(x)
 }
 
 // Node is a machine that runs tasks. Service groups hold a mirror of every

@@ -20,7 +20,7 @@ func (s *State) reconcileSlots(svc *Service) []uint32 {
 	if svc.Remove {
 		for _, n := range slots {
 			if sl := svc.slots.get(n); sl != nil {
-				for _, t := range sl.tasks {
+				for _, t := range sl.tasks() {
 					s.setDesired(t, DesiredRemove)
 				}
 			}
@@ -63,7 +63,7 @@ func (s *State) withOutdated(svc *Service, slots []uint32) []uint32 {
 		return slices.Compact(slots)
 	}
 	for _, n := range svc.slotKeys() {
-		for _, t := range svc.slots.get(n).tasks {
+		for _, t := range svc.slots.get(n).tasks() {
 			if t.SpecVersion < svc.SpecVersion && !t.Desired.Stopping() && !t.Status.State.Terminal() {
 				slots = append(slots, n)
 				break
@@ -99,7 +99,7 @@ func (s *State) reconcileGlobal(svc *Service) []uint32 {
 	slots := svc.slots.keys()
 	for _, n := range slots {
 		if s.nodes[NodeID(n)] == nil {
-			for _, t := range svc.slots.get(n).tasks {
+			for _, t := range svc.slots.get(n).tasks() {
 				s.stopTask(t, StopMoved)
 			}
 		}
@@ -177,7 +177,7 @@ func (s *State) reconcileSlot(svc *Service, sl *slot, mode slotMode) {
 	var survivor, failed *Task
 	var runnable []*Task
 	aside := false
-	for _, t := range sl.tasks {
+	for _, t := range sl.tasks() {
 		switch {
 		case t.Desired.Stopping():
 		case s.heldAside(t):
@@ -237,7 +237,7 @@ func (s *State) reconcileSlot(svc *Service, sl *slot, mode slotMode) {
 		}
 		return
 	}
-	newest := sl.tasks[len(sl.tasks)-1]
+	newest := sl.tasks()[len(sl.tasks())-1]
 	if failed != nil {
 		// The restart policy applies to the task that actually failed (an
 		// original reporting after a reconnect), not to a newer one the
@@ -259,7 +259,7 @@ func (s *State) reconcileSlot(svc *Service, sl *slot, mode slotMode) {
 			if newest.Status.State == StateRejected && svc.Spec.Restart.Delay > 0 {
 				s.keepTask(t)
 				t.setHold(0, 0, true) // delayStart sets its times
-				t.Status.Message = rejectedMessage(svc, newest)
+				t.setMessage(rejectedMessage(svc, newest), nil)
 				s.noteWaitMsg(t)
 			}
 			s.delayStart(t, svc.Spec.Restart.Delay)
@@ -269,7 +269,7 @@ func (s *State) reconcileSlot(svc *Service, sl *slot, mode slotMode) {
 	}
 }
 
-func slotNumber(sl *slot) uint32 { return sl.tasks[0].Slot }
+func slotNumber(sl *slot) uint32 { return sl.tasks()[0].Slot }
 
 // prefer reports whether a should survive over b in one slot: on a
 // reconnect the service's reconcile mode decides, otherwise the newer task.

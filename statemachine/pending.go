@@ -29,11 +29,11 @@ func (s *State) pendingReason(c *Command) Result {
 	}
 	set := func(t *Task) {
 		if t == nil || t.Service != svc.ID || t.Status.State != StatePending || t.Desired.Stopping() ||
-			uint64(t.SpecVersion) != c.Seq || t.Status.Message == c.Message {
+			uint64(t.SpecVersion) != c.Seq || t.Message() == c.Message {
 			return
 		}
 		s.keepTask(t)
-		t.Status.Message = c.Message
+		t.setMessage(c.Message, &s.lastMsg)
 		s.emit(Effect{Kind: EffTaskState, Task: t.ID, Service: t.Service})
 	}
 	if len(c.Tasks) > 0 {
@@ -43,7 +43,7 @@ func (s *State) pendingReason(c *Command) Result {
 		return Result{ID: uint64(svc.ID)}
 	}
 	for _, n := range svc.slotKeys() {
-		for _, t := range svc.slots.get(n).tasks {
+		for _, t := range svc.slots.get(n).tasks() {
 			set(t)
 		}
 	}
@@ -58,7 +58,7 @@ const waitingPrefix = "waiting for an address: "
 // waits for its restart delay before it may be placed.
 func rejectedMessage(svc *Service, rejected *Task) string {
 	why := ""
-	if m := rejected.Status.Message; m != "" {
+	if m := rejected.Message(); m != "" {
 		why = ": " + m
 	}
 	return fmt.Sprintf("held for the restart delay (%s) because the task before it was rejected%s",

@@ -19,13 +19,13 @@ func TestPendingReason(t *testing.T) {
 		if i == 0 {
 			want = "" // assigned: past its reason
 		}
-		if tk.Status.Message != want {
-			t.Errorf("task %d (%s) says %q, want %q", i, tk.Status.State, tk.Status.Message, want)
+		if tk.Message() != want {
+			t.Errorf("task %d (%s) says %q, want %q", i, tk.Status.State, tk.Message(), want)
 		}
 	}
 	h.ok(Command{Kind: CmdPendingReason, Name: "web", Seq: 1, Message: "listed", Tasks: []TaskID{ts[2].ID, ts[0].ID, 12345}})
-	if ts[1].Status.Message != "no suitable node: 1 node paused" || ts[2].Status.Message != "listed" || ts[0].Status.Message != "" {
-		t.Fatalf("a listed reason: %q %q %q", ts[0].Status.Message, ts[1].Status.Message, ts[2].Status.Message)
+	if ts[1].Message() != "no suitable node: 1 node paused" || ts[2].Message() != "listed" || ts[0].Message() != "" {
+		t.Fatalf("a listed reason: %q %q %q", ts[0].Message(), ts[1].Message(), ts[2].Message())
 	}
 
 	// An unchanged reason changes nothing: no effect, so no event.
@@ -35,13 +35,13 @@ func TestPendingReason(t *testing.T) {
 	}
 
 	back := saveLoad(t, h.s)
-	if m := back.Task(ts[2].ID).Status.Message; m != "listed" {
+	if m := back.Task(ts[2].ID).Message(); m != "listed" {
 		t.Fatalf("after a snapshot the reason is %q", m)
 	}
 
 	h.ok(Command{Kind: CmdAssign, Task: ts[2].ID, Node: 1})
-	if ts[2].Status.Message != "" {
-		t.Fatalf("an assigned task still says %q", ts[2].Status.Message)
+	if ts[2].Message() != "" {
+		t.Fatalf("an assigned task still says %q", ts[2].Message())
 	}
 	if r := h.apply(Command{Kind: CmdPendingReason, Name: "gone", Seq: 1, Message: "x"}); r[0].Code != CodeNotFound {
 		t.Fatalf("a reason for a missing service: %+v", r[0])

@@ -33,8 +33,8 @@ func (s *State) reapSlot(svc *Service, n uint32) {
 	if sl == nil {
 		return
 	}
-	for i := 0; i < len(sl.tasks); {
-		t := sl.tasks[i]
+	for i := 0; i < len(sl.tasks()); {
+		t := sl.tasks()[i]
 		if s.reapable(t) {
 			s.deleteTask(t, false)
 			if svc.slots.get(n) == nil {
@@ -44,8 +44,8 @@ func (s *State) reapSlot(svc *Service, n uint32) {
 		}
 		i++
 	}
-	for i := 0; len(sl.tasks) > s.settings.TaskHistoryLimit && i < len(sl.tasks); {
-		t := sl.tasks[i]
+	for i := 0; len(sl.tasks()) > s.settings.TaskHistoryLimit && i < len(sl.tasks()); {
+		t := sl.tasks()[i]
 		if t.Status.State.Terminal() && t.Desired.Stopping() {
 			s.deleteTask(t, true)
 			if svc.slots.get(n) == nil {
@@ -82,10 +82,10 @@ func (s *State) beyondRetention(svc *Service, t *Task) bool {
 		return false
 	}
 	sl := svc.slots.get(t.Slot)
-	if sl == nil || len(sl.tasks) <= s.settings.TaskHistoryLimit {
+	if sl == nil || len(sl.tasks()) <= s.settings.TaskHistoryLimit {
 		return false
 	}
-	for _, x := range sl.tasks {
+	for _, x := range sl.tasks() {
 		if x.Status.State.Terminal() && x.Desired.Stopping() {
 			return x == t
 		}

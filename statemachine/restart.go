@@ -122,7 +122,7 @@ func (s *State) promotable(t *Task) bool {
 		return false
 	}
 	if sl := svc.slots.get(t.Slot); sl != nil {
-		for _, x := range sl.tasks {
+		for _, x := range sl.tasks() {
 			if x != t && !x.Status.State.Terminal() && !s.onDownNode(x) {
 				return false
 			}

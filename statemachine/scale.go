@@ -29,8 +29,8 @@ import (
 // removedSlot reports whether every task of sl is flagged remove: the slot
 // was scaled away (or its service removed) and waits for its tasks to go.
 func removedSlot(sl *slot) bool {
-	for i := len(sl.tasks) - 1; i >= 0; i-- {
-		if sl.tasks[i].Desired != DesiredRemove {
+	for i := len(sl.tasks()) - 1; i >= 0; i-- {
+		if sl.tasks()[i].Desired != DesiredRemove {
 			return false
 		}
 	}
@@ -40,8 +40,8 @@ func removedSlot(sl *slot) bool {
 // holder is the task a live slot counts on: its newest runnable task, or
 // nil when nothing in it can run (dead, or waiting to be replaced).
 func (s *State) holder(sl *slot) *Task {
-	for i := len(sl.tasks) - 1; i >= 0; i-- {
-		if t := sl.tasks[i]; s.runnable(t) {
+	for i := len(sl.tasks()) - 1; i >= 0; i-- {
+		if t := sl.tasks()[i]; s.runnable(t) {
 			return t
 		}
 	}
@@ -62,7 +62,7 @@ func (s *State) scale(svc *Service) []uint32 {
 	if len(live) > want {
 		victims := s.scaleDownVictims(svc, live, len(live)-want)
 		for _, n := range victims {
-			for _, t := range svc.slots.get(n).tasks {
+			for _, t := range svc.slots.get(n).tasks() {
 				s.setDesired(t, DesiredRemove)
 			}
 			delete(svc.restarts, n) // a later slot of that number starts afresh

@@ -20,18 +20,18 @@ func (s *State) Settled(id ServiceID) (settled, failed int) {
 		return svc.counts.Running, 0
 	}
 	for n, sl := range svc.slots.all() {
-		if len(sl.tasks) == 0 {
+		if len(sl.tasks()) == 0 {
 			continue
 		}
 		running := false
-		for _, t := range sl.tasks {
+		for _, t := range sl.tasks() {
 			running = running || runningCounted(t, svc)
 		}
 		if running {
 			settled++
 			continue
 		}
-		t := sl.tasks[len(sl.tasks)-1]
+		t := sl.tasks()[len(sl.tasks())-1]
 		if t.SpecVersion != svc.SpecVersion || t.Desired == DesiredRemove {
 			continue
 		}

@@ -227,7 +227,7 @@ func encodeTask(e *encoder, t *Task) {
 	e.byte1(uint8(t.Desired))
 	e.byte1(uint8(t.Status.State))
 	e.i(int64(t.Status.ExitCode))
-	e.str(t.Status.Message)
+	e.str(t.Message())
 	e.i(t.Status.Timestamp)
 	e.byte1(uint8(t.History.Len()))
 	for i := 0; i < t.History.Len(); i++ {
@@ -259,7 +259,7 @@ func decodeTask(d *decoder, t *Task) {
 	t.Desired = DesiredState(d.un(uint64(numDesiredStates)-1, "desired state"))
 	t.Status.State = TaskState(d.un(uint64(numTaskStates)-1, "task state"))
 	t.Status.ExitCode = int32(d.i())
-	t.Status.Message = d.str()
+	t.setMessage(d.str(), nil)
 	t.Status.Timestamp = d.i()
 	n := int(d.un(historyCap, "history length"))
 	for range n {

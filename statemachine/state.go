@@ -46,6 +46,10 @@ type State struct {
 	// full network all say the same, and share one string instead of a
 	// copy each (not state: a cache of a pure function's last value).
 	lastWaitMsg string
+	// lastMsg is the last message-only rare part given to a task
+	// (Task.extra): the waiting tasks of a service are told one message,
+	// and share one record (not state: never changed, only shared).
+	lastMsg *taskExtra
 	// nodeGen counts the nodes added, removed and changing status: a
 	// service's kept rolling-update walk is void once it moved
 	// (keptwalk.go; not state, so not in snapshots).
@@ -284,7 +288,7 @@ func (s *State) SlotTasks(id ServiceID) (slots []uint32, tasks [][]*Task) {
 	}
 	slots = svc.slots.keys()
 	for _, n := range slots {
-		tasks = append(tasks, slices.Clone(svc.slots.get(n).tasks))
+		tasks = append(tasks, slices.Clone(svc.slots.get(n).tasks()))
 	}
 	return slots, tasks
 }
@@ -294,7 +298,7 @@ func (s *State) SlotTasks(id ServiceID) (slots []uint32, tasks [][]*Task) {
 func (s *State) AppendServiceTasks(ts []*Task, id ServiceID) []*Task {
 	if svc := s.services[id]; svc != nil {
 		for _, sl := range svc.slots.all() {
-			ts = append(ts, sl.tasks...)
+			ts = append(ts, sl.tasks()...)
 		}
 	}
 	return ts

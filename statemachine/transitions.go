@@ -112,7 +112,7 @@ func (s *State) assign(id TaskID, node NodeID) Result {
 	}
 	s.attach(t, n)
 	s.keepTask(t)
-	t.Status.Message = "" // it said why the task was not placed
+	t.setMessage("", nil) // it said why the task was not placed
 	s.transition(t, StateAssigned, CompScheduler)
 	s.nodeChanged(t, EffAssignments)
 	return Result{ID: uint64(id)}
@@ -149,7 +149,7 @@ func (s *State) agentStatus(c *Command) Result {
 	}
 	s.keepTask(t)
 	t.Status.ExitCode = c.ExitCode
-	t.Status.Message = c.Message
+	t.setMessage(c.Message, nil)
 	s.transition(t, c.State, CompAgent)
 	return Result{ID: uint64(c.Task)}
 }
@@ -217,13 +217,13 @@ func (s *State) allocateTask(t *Task) {
 	}
 	if err := s.allocateAddresses(t); err != nil {
 		s.keepTask(t)
-		t.Status.Message = s.allocationMessage(err)
+		t.setMessage(s.allocationMessage(err), &s.lastMsg)
 		s.noteWaitMsg(t)
 		return // stays new; retried when addresses are freed
 	}
-	if strings.HasPrefix(t.Status.Message, waitingPrefix) {
+	if strings.HasPrefix(t.Message(), waitingPrefix) {
 		s.keepTask(t)
-		t.Status.Message = ""
+		t.setMessage("", nil)
 	}
 	s.transition(t, StatePending, CompAllocator)
 	s.emit(Effect{Kind: EffPending, Task: t.ID, Service: t.Service})
@@ -311,10 +311,10 @@ func (s *State) deleteTask(t *Task, beyondRetention bool) {
 	if svc != nil {
 		s.touchSlot(svc, t.Slot)
 		if sl := svc.slots.get(t.Slot); sl != nil {
-			if i := indexOf(sl.tasks, t); i >= 0 {
+			if i := indexOf(sl.tasks(), t); i >= 0 {
 				sl.remove(i)
 			}
-			if len(sl.tasks) == 0 {
+			if len(sl.tasks()) == 0 {
 				svc.slots.del(t.Slot)
 				svc.walk.dropSlot(t.Slot)
 				svc.slotOrder = nil

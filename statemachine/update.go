@@ -176,7 +176,7 @@ func (s *State) countFailure(svc *Service, t *Task) {
 	svc.Update.Failures++
 	updated := 0
 	for _, sl := range svc.slots.all() {
-		if !removedSlot(sl) && sl.tasks[len(sl.tasks)-1].SpecVersion == svc.SpecVersion {
+		if !removedSlot(sl) && sl.tasks()[len(sl.tasks())-1].SpecVersion == svc.SpecVersion {
 			updated++
 		}
 	}
@@ -296,7 +296,7 @@ func (s *State) walkSlot(svc *Service, sl *slot, u UpdateConfig) slotWalk {
 	// A slot's tasks come oldest first, so its older versions' tasks
 	// come before the current version's.
 	var old, cur, failed bool
-	for _, t := range sl.tasks {
+	for _, t := range sl.tasks() {
 		if t.SpecVersion < svc.SpecVersion {
 			old = old || !t.Desired.Stopping() && !t.Status.State.Terminal()
 			continue

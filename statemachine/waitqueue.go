@@ -154,9 +154,9 @@ func (s *State) retryAllocation() {
 			// Refused: so would the service's later tasks be. Their
 			// messages say so too (walked only when one of them may say
 			// something else).
-			if svc := c.svc; svc.waitMixed || t.Status.Message != svc.waitMsg {
-				s.tellWaiting(svc, c.pos+1, t.Status.Message)
-				svc.waitMsg, svc.waitMixed = t.Status.Message, false
+			if svc := c.svc; svc.waitMixed || t.Message() != svc.waitMsg {
+				s.tellWaiting(svc, c.pos+1, t.Message())
+				svc.waitMsg, svc.waitMixed = t.Message(), false
 			}
 			heap.Pop(&h)
 			continue
@@ -179,7 +179,7 @@ func (s *State) retryAllocation() {
 // nothing and is left out (a new task is tried in the batch that made it:
 // noting it would make every pass of a ramp walk every queue).
 func (s *State) noteWaitMsg(t *Task) {
-	if svc := s.services[t.Service]; svc != nil && t.Status.Message != "" && t.Status.Message != svc.waitMsg && !t.Desired.Stopping() {
+	if svc := s.services[t.Service]; svc != nil && t.Message() != "" && t.Message() != svc.waitMsg && !t.Desired.Stopping() {
 		svc.waitMixed = true
 	}
 }
@@ -190,7 +190,7 @@ func (s *State) tellWaiting(svc *Service, pos int, msg string) {
 	for _, id := range svc.waitQ[pos:] {
 		if t := s.waitingTask(id); t != nil && !t.Desired.Stopping() {
 			s.keepTask(t)
-			t.Status.Message = msg
+			t.setMessage(msg, &s.lastMsg)
 		}
 	}
 }
@@ -217,8 +217,8 @@ func (s *State) checkWaitQueues() []error {
 			if t.Service != id {
 				bad("task %d of service %d is queued as waiting in service %d", tid, t.Service, id)
 			}
-			if !svc.waitMixed && !t.Desired.Stopping() && t.Status.Message != "" && t.Status.Message != svc.waitMsg {
-				bad("service %d's waiting task %d says %q, not what its service's waiting tasks say (%q)", id, tid, t.Status.Message, svc.waitMsg)
+			if !svc.waitMixed && !t.Desired.Stopping() && t.Message() != "" && t.Message() != svc.waitMsg {
+				bad("service %d's waiting task %d says %q, not what its service's waiting tasks say (%q)", id, tid, t.Message(), svc.waitMsg)
 			}
 			queued[tid] = true
 			n++

@@ -81,9 +81,9 @@ func TestWaitPassServesLikeTheFullWalk(t *testing.T) {
 			for _, id := range h.s.services[sid].waitQ {
 				if tk := h.s.waitingTask(id); tk != nil && !tk.Desired.Stopping() {
 					if first == "" {
-						first = tk.Status.Message
-					} else if tk.Status.Message != first {
-						t.Fatalf("seed %d: service %d's waiting task %d says %q, its first waiting task %q", seed, sid, id, tk.Status.Message, first)
+						first = tk.Message()
+					} else if tk.Message() != first {
+						t.Fatalf("seed %d: service %d's waiting task %d says %q, its first waiting task %q", seed, sid, id, tk.Message(), first)
 					}
 				}
 			}
@@ -122,10 +122,10 @@ func TestWaitingTasksSayWhyTheirServiceWaits(t *testing.T) {
 	scale("c", 0)  // x has room again; a.1 still waits for y
 	var msgs []string
 	for _, tk := range h.tasksIn("a") {
-		if tk.Status.State != StateNew || !strings.Contains(tk.Status.Message, `"y"`) {
-			t.Fatalf("task %d of a is %s and says %q; want new, waiting for network y", tk.ID, tk.Status.State, tk.Status.Message)
+		if tk.Status.State != StateNew || !strings.Contains(tk.Message(), `"y"`) {
+			t.Fatalf("task %d of a is %s and says %q; want new, waiting for network y", tk.ID, tk.Status.State, tk.Message())
 		}
-		msgs = append(msgs, tk.Status.Message)
+		msgs = append(msgs, tk.Message())
 	}
 	if len(msgs) != 2 {
 		t.Fatalf("a has %d tasks waiting, want 2", len(msgs))

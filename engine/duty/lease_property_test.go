@@ -155,10 +155,10 @@ func checkFullOnlyWhenFull(t interface{ Fatalf(string, ...any) }, m *Memory) {
 				continue
 			}
 			if used < size {
-				t.Fatalf("group %d task %d waits (%q) while %d of %d addresses are free", g, id, tk.Status.Message, size-used, size)
+				t.Fatalf("group %d task %d waits (%q) while %d of %d addresses are free", g, id, tk.Message(), size-used, size)
 			}
-			if !strings.Contains(tk.Status.Message, "is full") {
-				t.Fatalf("group %d task %d waits on a full network but says %q", g, id, tk.Status.Message)
+			if !strings.Contains(tk.Message(), "is full") {
+				t.Fatalf("group %d task %d waits on a full network but says %q", g, id, tk.Message())
 			}
 		}
 	}

@@ -152,7 +152,7 @@ func addressed(m *Memory, name string) (n int, waiting []string) {
 			if len(tk.Attachments) > 0 {
 				n++
 			} else {
-				waiting = append(waiting, tk.Status.Message)
+				waiting = append(waiting, tk.Message())
 			}
 		}
 	})

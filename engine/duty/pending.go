@@ -413,7 +413,7 @@ func (in *incremental) batches(c Cluster, now int64, cons *consCache) ([]*batch,
 					out = append(out, b)
 				}
 				b.tasks = append(b.tasks, t.ID)
-				b.msgs = append(b.msgs, t.Status.Message)
+				b.msgs = append(b.msgs, t.Message())
 				if b.global {
 					b.slots = append(b.slots, t.Slot)
 				}

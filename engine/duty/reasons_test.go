@@ -17,7 +17,7 @@ func messages(t testing.TB, e *Memory, name string) map[string]int {
 	out := map[string]int{}
 	for _, tk := range tasksWhere(t, e, func(tk *statemachine.Task) bool { return tk.Status.State == statemachine.StatePending }) {
 		if svcName(t, e, tk) == name {
-			out[tk.Status.Message]++
+			out[tk.Message()]++
 		}
 	}
 	return out
@@ -100,8 +100,8 @@ func TestPendingReasonsReplicated(t *testing.T) {
 		t.Fatalf("after a partial placement: %v", got)
 	}
 	for _, tk := range tasksWhere(t, e, func(tk *statemachine.Task) bool { return tk.Status.State == statemachine.StateAssigned }) {
-		if tk.Status.Message != "" {
-			t.Errorf("assigned task %d still says %q", tk.ID, tk.Status.Message)
+		if tk.Message() != "" {
+			t.Errorf("assigned task %d still says %q", tk.ID, tk.Message())
 		}
 	}
 

@@ -181,7 +181,7 @@ func (sc *scanner) scanGroup(g int, s *statemachine.State) {
 			sc.batches = append(sc.batches, b)
 		}
 		b.tasks = append(b.tasks, t.ID)
-		b.msgs = append(b.msgs, t.Status.Message)
+		b.msgs = append(b.msgs, t.Message())
 		if b.global {
 			b.slots = append(b.slots, t.Slot)
 		}

@@ -36,9 +36,9 @@ func TestScanBatchesListTasksInIDOrder(t *testing.T) {
 				}
 				for i, id := range b.tasks {
 					tk := s.Task(id)
-					if b.msgs[i] != tk.Status.Message || (b.global && b.slots[i] != tk.Slot) {
+					if b.msgs[i] != tk.Message() || (b.global && b.slots[i] != tk.Slot) {
 						t.Fatalf("batch %s: task %d listed with message %q slot %v, its own are %q slot %d",
-							b.name, id, b.msgs[i], b.slots, tk.Status.Message, tk.Slot)
+							b.name, id, b.msgs[i], b.slots, tk.Message(), tk.Slot)
 					}
 				}
 			}

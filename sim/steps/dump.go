@@ -128,8 +128,8 @@ func (r *runner) taskLine(t *sm.Task) string {
 		}
 		fmt.Fprintf(&b, " %s=%s:%s", r.netName(at.Network), a, state)
 	}
-	if t.Status.Message != "" {
-		fmt.Fprintf(&b, " msg=%q", t.Status.Message)
+	if t.Message() != "" {
+		fmt.Fprintf(&b, " msg=%q", t.Message())
 	}
 	return b.String()
 }

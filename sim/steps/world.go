@@ -309,8 +309,8 @@ func (r *runner) cmdSchedule(ctx context.Context) (string, error) {
 			continue
 		}
 		msg := "(no reason given)"
-		if t := r.s.Task(id); t != nil && t.Status.Message != "" {
-			msg = t.Status.Message
+		if t := r.s.Task(id); t != nil && t.Message() != "" {
+			msg = t.Message()
 		}
 		fmt.Fprintf(&b, "%s %s: stays pending: %s\n", shortID(id), names[id], msg)
 	}
