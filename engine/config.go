@@ -133,6 +133,15 @@ type Config struct {
 	// Logf receives the engine's own rare notices (a data directory that
 	// never started is reset). Default: discard.
 	Logf func(format string, args ...any)
+	// OnOpen, if set (default: none), is called once by Open with the
+	// number of service groups (from Groups or, on a restart, from the
+	// data directory), before any group starts: no OnApply or OnRecover
+	// comes before it, so what is set up there to follow the groups
+	// misses nothing a replica applies. (Open returns before the groups
+	// have recovered their state: a follower set up after it missed what
+	// they recovered meanwhile, and could not always read how far that
+	// went.)
+	OnOpen func(groups int)
 	// OnApply, if set (default: none), is called on this replica after each
 	// applied entry that has effects, on dragonboat's apply goroutine and
 	// under the group's write lock: it must be quick, must not block and

@@ -84,6 +84,9 @@ func Open(cfg Config) (*Engine, error) {
 			return nil, err
 		}
 	}
+	if cfg.OnOpen != nil {
+		cfg.OnOpen(cfg.Groups)
+	}
 	e, err := start(cfg)
 	if err != nil {
 		if fresh {

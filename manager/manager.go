@@ -131,6 +131,16 @@ func Start(o Options) (*Manager, error) {
 	if cfg.Logf == nil {
 		cfg.Logf = o.Logf
 	}
+	// The feed is made before any group starts (OnOpen): it sees every
+	// entry each group applies and every snapshot it recovers, from the
+	// replica's start, so its journals never claim changes they missed.
+	// (Made after Open, it missed what the groups recovered meanwhile, and
+	// read how far that went from states that could not always be read
+	// yet: a group whose read failed counted as known from index 0, and a
+	// restarted replica answered an agent's poll from before its snapshot
+	// with an INCREMENTAL that lacked the changes up to it: a task whose
+	// desired state changed there was never started.)
+	cfg.OnOpen = func(groups int) { feed.Store(control.NewFeed(groups, nil, o.EventHistory, 512)) }
 	cfg.OnApply = func(g int, index uint64, effects []statemachine.Effect) {
 		sig.OnApply(g, index, effects)
 		obSig.OnApply(g, index, effects)
@@ -163,14 +173,7 @@ func Start(o Options) (*Manager, error) {
 	if serverTLS != nil {
 		ln = api.LimitHandshakes(ln, serverTLS, o.MaxHandshakes, 0, func(h api.Handshake) { srv.ObserveHandshake(h) })
 	}
-	f := control.NewFeed(e.Groups(), nil, o.EventHistory, 512)
-	feed.Store(f)
-	// What was applied before the feed existed is unknown to it.
-	for g := 0; g <= e.Groups(); g++ {
-		var last uint64
-		_ = e.ReadLocal(g, func(st *statemachine.State) { last = st.LastIndex() })
-		f.Raise(g, last)
-	}
+	f := feed.Load()
 	// The duties and the API submit through sub: removals checked with
 	// every service group first, node and network changes delivered to
 	// the service groups before a submission returns. The duties keep the
