@@ -268,6 +268,9 @@ func (in *incremental) update(g int, s *statemachine.State, id statemachine.Task
 	}
 	gr := &in.groups[g]
 	old, had := gr.get(id)
+	if had && t != nil && in.unchanged(s, old, t) {
+		return
+	}
 	var now record
 	var has bool
 	if t != nil && (liveTask(t) || candidate(t)) {
@@ -313,6 +316,25 @@ func (in *incremental) update(g int, s *statemachine.State, id statemachine.Task
 		}
 		gr.set(id, now)
 	}
+}
+
+// unchanged reports whether t's record old is what update would make of t
+// again, without its look-ups: most touches of a task in a ramp (its
+// assignment's own entry, then preparing, starting, running) leave a live
+// task live on the same node. The record's key and reservation follow from
+// the task's service and spec version, which a task keeps; while the kept
+// scan is valid the service's spec version has not moved since the record
+// was made (a move rebuilds) and the record's node is in the table (a node
+// removed rebuilds), so only the service's presence is looked up again.
+func (in *incremental) unchanged(s *statemachine.State, old record, t *statemachine.Task) bool {
+	if old.live() {
+		if !liveTask(t) || uint32(t.Node) != old.node {
+			return false
+		}
+	} else if !candidate(t) {
+		return false
+	}
+	return s.Service(t.Service) != nil
 }
 
 // refresh applies what the tracker collected; false when a full scan is
