@@ -142,8 +142,14 @@ type resources struct{ cpu, mem int64 }
 
 // groupRecords are one service group's tracked tasks.
 type groupRecords struct {
-	chunks  map[uint64]*recChunk // by task ID >> recChunkBits
-	pending map[statemachine.TaskID]struct{}
+	chunks map[uint64]*recChunk // by task ID >> recChunkBits
+	// pending lists the tasks whose record says pending, and maybe some
+	// that no longer are (a placed or removed task stays until the next
+	// run's compact): a task is appended as its record becomes pending,
+	// never looked up or deleted. sorted says whether it ascends strictly
+	// (no duplicates): a group's new tasks come in ID order.
+	pending []statemachine.TaskID
+	sorted  bool
 	// version is each service's spec version when it was last looked at:
 	// a task two versions behind reserves the current spec (SpecAt), so
 	// a move of the version changes reservations no task effect names.
@@ -186,6 +192,37 @@ func (gr *groupRecords) del(id statemachine.TaskID) {
 			delete(gr.chunks, k)
 		}
 	}
+}
+
+// addPending lists id as pending (its record just became so).
+func (gr *groupRecords) addPending(id statemachine.TaskID) {
+	if n := len(gr.pending); n > 0 && gr.pending[n-1] >= id {
+		gr.sorted = false
+	}
+	gr.pending = append(gr.pending, id)
+}
+
+// compact drops from the pending list the tasks whose record no longer
+// says pending and returns the list in ascending ID order, without
+// duplicates. A list that shrank to a quarter of its array moves to a
+// smaller one, so a ramp's burst is not held for good.
+func (gr *groupRecords) compact() []statemachine.TaskID {
+	ids := gr.pending[:0]
+	for _, id := range gr.pending {
+		if r, ok := gr.get(id); ok && !r.live() {
+			ids = append(ids, id)
+		}
+	}
+	if !gr.sorted {
+		slices.Sort(ids)
+		ids = slices.Compact(ids)
+		gr.sorted = true
+	}
+	if cap(ids) > 1<<12 && len(ids) < cap(ids)/4 {
+		ids = slices.Clone(ids)
+	}
+	gr.pending = ids
+	return ids
 }
 
 // incremental is the driver's kept scan. The driver's run lock owns it.
@@ -245,7 +282,7 @@ func (in *incremental) rebuild(c Cluster) error {
 	in.groups = make([]groupRecords, groups+1)
 	for g := 1; g <= groups; g++ {
 		gr := &in.groups[g]
-		*gr = groupRecords{chunks: make(map[uint64]*recChunk), pending: make(map[statemachine.TaskID]struct{}),
+		*gr = groupRecords{chunks: make(map[uint64]*recChunk), sorted: true,
 			version: make(map[statemachine.ServiceID]uint32)}
 		err := c.ReadLocal(g, func(s *statemachine.State) {
 			for t := range s.TasksInOrder() {
@@ -304,15 +341,14 @@ func (in *incremental) update(g int, s *statemachine.State, id statemachine.Task
 			in.live--
 		}
 		gr.del(id)
-		delete(gr.pending, id)
 	}
 	if has {
 		if now.live() {
 			r := in.res[now.res]
 			_ = in.table.AddTask(now.node, now.key, r.cpu, r.mem)
 			in.live++
-		} else {
-			gr.pending[id] = struct{}{}
+		} else if !had || old.live() {
+			gr.addPending(id)
 		}
 		gr.set(id, now)
 	}
@@ -398,17 +434,12 @@ func (in *incremental) batches(c Cluster, now int64, cons *consCache) ([]*batch,
 	var out []*batch
 	var stats RunStats
 	stats.Nodes, stats.Live = in.table.Len(), in.live
-	var ids []statemachine.TaskID
 	for g := 1; g < len(in.groups); g++ {
 		gr := &in.groups[g]
-		if len(gr.pending) == 0 {
+		ids := gr.compact()
+		if len(ids) == 0 {
 			continue
 		}
-		ids = ids[:0]
-		for id := range gr.pending {
-			ids = append(ids, id)
-		}
-		slices.Sort(ids)
 		err := c.ReadLocal(g, func(s *statemachine.State) {
 			infos := make(map[statemachine.ServiceID]*svcInfo)
 			for _, id := range ids {
@@ -464,7 +495,6 @@ func (in *incremental) placed(a assignment) {
 		in.valid = false // not pending when scanned: cannot happen
 		return
 	}
-	delete(gr.pending, task)
 	gr.set(task, record{node: a.node, key: a.service, res: in.resIndex(resources{a.cpu, a.mem})})
 	in.live++
 }
