@@ -236,6 +236,12 @@ type incremental struct {
 	// resIdx their indexes: a handful of distinct specs.
 	res    []resources
 	resIdx map[resources]uint32
+	// lastRes and lastRef/lastKey are the last reservation and service
+	// key looked up: a run's assignments and an entry's tasks come a
+	// batch, a service at a time (0: none).
+	lastRes uint32
+	lastRef svcRef
+	lastKey uint32
 	// fails notes the failed tasks update meets (nil: none), at now (unix
 	// nanoseconds, the run's start).
 	fails *failureLog
@@ -244,13 +250,31 @@ type incremental struct {
 
 // resIndex returns r's index in in.res, adding it if new.
 func (in *incremental) resIndex(r resources) uint32 {
+	if i := in.lastRes; i != 0 && in.res[i] == r {
+		return i
+	}
 	i, ok := in.resIdx[r]
 	if !ok {
 		i = uint32(len(in.res))
 		in.res = append(in.res, r)
 		in.resIdx[r] = i
 	}
+	in.lastRes = i
 	return i
+}
+
+// key returns the service's key in the table, numbering it if new.
+func (in *incremental) key(ref svcRef) uint32 {
+	if in.lastKey != 0 && in.lastRef == ref {
+		return in.lastKey
+	}
+	key := in.keys[ref]
+	if key == 0 {
+		key = uint32(len(in.keys) + 1)
+		in.keys[ref] = key
+	}
+	in.lastRef, in.lastKey = ref, key
+	return key
 }
 
 // candidate reports whether t is a pending task the scheduler places once
@@ -270,6 +294,7 @@ func (in *incremental) rebuild(c Cluster) error {
 	in.valid = false
 	in.table, in.keys, in.live = sched.NewTable(), make(map[svcRef]uint32), 0
 	in.res, in.resIdx = []resources{{}}, make(map[resources]uint32)
+	in.lastRes, in.lastKey = 0, 0
 	err := c.ReadLocal(route.ClusterGroup, func(s *statemachine.State) {
 		for _, id := range s.NodeIDs() {
 			in.table.UpsertNode(schedNode(s.Node(id)))
@@ -312,12 +337,7 @@ func (in *incremental) update(g int, s *statemachine.State, id statemachine.Task
 	var has bool
 	if t != nil && (liveTask(t) || candidate(t)) {
 		if svc := s.Service(t.Service); svc != nil {
-			ref := svcRef{g, svc.ID}
-			key := in.keys[ref]
-			if key == 0 {
-				key = uint32(len(in.keys) + 1)
-				in.keys[ref] = key
-			}
+			key := in.key(svcRef{g, svc.ID})
 			if _, seen := gr.version[svc.ID]; !seen {
 				gr.version[svc.ID] = svc.SpecVersion
 			}
