@@ -130,3 +130,11 @@ func TestPlaceAllocations(t *testing.T) {
 		t.Errorf("allocations per Place for 1k and 20k nodes: %v; want ≤ 10 whatever the node count", allocs)
 	}
 }
+
+// BenchmarkPlace1kTasksOfANewService10kNodes: a ramp's usual batch: 1,000
+// tasks of a service with none placed yet, on 10,000 nodes, no
+// preferences: every filtered node has room and the same count of the
+// service's tasks (none), so the tasks go to the first 1,000 in tie order.
+func BenchmarkPlace1kTasksOfANewService10kNodes(b *testing.B) {
+	benchPlaceRequest(b, Request{Service: 1, Count: 1000, CPU: 100, Mem: 128 << 20})
+}

@@ -59,7 +59,7 @@ func cmpUint(a, b uint64) int {
 // order) still at W-1 with room. It returns how many tasks it gave (fewer
 // than n only if the items' room runs out) and may reorder items.
 func waterFill(items []fillItem, n int64) int64 {
-	var total int64
+	var total, atLo int64
 	lo, hi := int64(math.MaxInt64), int64(0)
 	for i := range items {
 		it := &items[i]
@@ -69,7 +69,12 @@ func waterFill(items []fillItem, n int64) int64 {
 			continue
 		}
 		total += it.room
-		lo = min(lo, it.base)
+		if it.base < lo {
+			lo, atLo = it.base, 0
+		}
+		if it.base == lo {
+			atLo++
+		}
 		hi = max(hi, it.base+it.room)
 	}
 	if total <= n {
@@ -82,7 +87,12 @@ func waterFill(items []fillItem, n int64) int64 {
 		return 0
 	}
 	// filled(lo) = 0 < n ≤ filled(hi) = total: find the smallest W with
-	// filled(W) ≥ n.
+	// filled(W) ≥ n. filled(lo+1) is the number of items at the lowest
+	// level (each has room for one): when that is n or more, W is lo+1
+	// without a search (a new service's tasks on nodes that have none).
+	if atLo >= n {
+		hi = lo + 1
+	}
 	for hi-lo > 1 {
 		mid := lo + (hi-lo)/2
 		if filled(items, mid) >= n {

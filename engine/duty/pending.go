@@ -142,8 +142,14 @@ type resources struct{ cpu, mem int64 }
 
 // groupRecords are one service group's tracked tasks.
 type groupRecords struct {
-	chunks  map[uint64]*recChunk // by task ID >> recChunkBits
-	pending map[statemachine.TaskID]struct{}
+	chunks map[uint64]*recChunk // by task ID >> recChunkBits
+	// pending lists the tasks whose record says pending, and maybe some
+	// that no longer are (a placed or removed task stays until the next
+	// run's compact): a task is appended as its record becomes pending,
+	// never looked up or deleted. sorted says whether it ascends strictly
+	// (no duplicates): a group's new tasks come in ID order.
+	pending []statemachine.TaskID
+	sorted  bool
 	// version is each service's spec version when it was last looked at:
 	// a task two versions behind reserves the current spec (SpecAt), so
 	// a move of the version changes reservations no task effect names.
@@ -188,6 +194,37 @@ func (gr *groupRecords) del(id statemachine.TaskID) {
 	}
 }
 
+// addPending lists id as pending (its record just became so).
+func (gr *groupRecords) addPending(id statemachine.TaskID) {
+	if n := len(gr.pending); n > 0 && gr.pending[n-1] >= id {
+		gr.sorted = false
+	}
+	gr.pending = append(gr.pending, id)
+}
+
+// compact drops from the pending list the tasks whose record no longer
+// says pending and returns the list in ascending ID order, without
+// duplicates. A list that shrank to a quarter of its array moves to a
+// smaller one, so a ramp's burst is not held for good.
+func (gr *groupRecords) compact() []statemachine.TaskID {
+	ids := gr.pending[:0]
+	for _, id := range gr.pending {
+		if r, ok := gr.get(id); ok && !r.live() {
+			ids = append(ids, id)
+		}
+	}
+	if !gr.sorted {
+		slices.Sort(ids)
+		ids = slices.Compact(ids)
+		gr.sorted = true
+	}
+	if cap(ids) > 1<<12 && len(ids) < cap(ids)/4 {
+		ids = slices.Clone(ids)
+	}
+	gr.pending = ids
+	return ids
+}
+
 // incremental is the driver's kept scan. The driver's run lock owns it.
 type incremental struct {
 	valid  bool
@@ -199,6 +236,12 @@ type incremental struct {
 	// resIdx their indexes: a handful of distinct specs.
 	res    []resources
 	resIdx map[resources]uint32
+	// lastRes and lastRef/lastKey are the last reservation and service
+	// key looked up: a run's assignments and an entry's tasks come a
+	// batch, a service at a time (0: none).
+	lastRes uint32
+	lastRef svcRef
+	lastKey uint32
 	// fails notes the failed tasks update meets (nil: none), at now (unix
 	// nanoseconds, the run's start).
 	fails *failureLog
@@ -207,13 +250,31 @@ type incremental struct {
 
 // resIndex returns r's index in in.res, adding it if new.
 func (in *incremental) resIndex(r resources) uint32 {
+	if i := in.lastRes; i != 0 && in.res[i] == r {
+		return i
+	}
 	i, ok := in.resIdx[r]
 	if !ok {
 		i = uint32(len(in.res))
 		in.res = append(in.res, r)
 		in.resIdx[r] = i
 	}
+	in.lastRes = i
 	return i
+}
+
+// key returns the service's key in the table, numbering it if new.
+func (in *incremental) key(ref svcRef) uint32 {
+	if in.lastKey != 0 && in.lastRef == ref {
+		return in.lastKey
+	}
+	key := in.keys[ref]
+	if key == 0 {
+		key = uint32(len(in.keys) + 1)
+		in.keys[ref] = key
+	}
+	in.lastRef, in.lastKey = ref, key
+	return key
 }
 
 // candidate reports whether t is a pending task the scheduler places once
@@ -233,6 +294,7 @@ func (in *incremental) rebuild(c Cluster) error {
 	in.valid = false
 	in.table, in.keys, in.live = sched.NewTable(), make(map[svcRef]uint32), 0
 	in.res, in.resIdx = []resources{{}}, make(map[resources]uint32)
+	in.lastRes, in.lastKey = 0, 0
 	err := c.ReadLocal(route.ClusterGroup, func(s *statemachine.State) {
 		for _, id := range s.NodeIDs() {
 			in.table.UpsertNode(schedNode(s.Node(id)))
@@ -245,7 +307,7 @@ func (in *incremental) rebuild(c Cluster) error {
 	in.groups = make([]groupRecords, groups+1)
 	for g := 1; g <= groups; g++ {
 		gr := &in.groups[g]
-		*gr = groupRecords{chunks: make(map[uint64]*recChunk), pending: make(map[statemachine.TaskID]struct{}),
+		*gr = groupRecords{chunks: make(map[uint64]*recChunk), sorted: true,
 			version: make(map[statemachine.ServiceID]uint32)}
 		err := c.ReadLocal(g, func(s *statemachine.State) {
 			for t := range s.TasksInOrder() {
@@ -268,16 +330,14 @@ func (in *incremental) update(g int, s *statemachine.State, id statemachine.Task
 	}
 	gr := &in.groups[g]
 	old, had := gr.get(id)
+	if had && t != nil && in.unchanged(s, old, t) {
+		return
+	}
 	var now record
 	var has bool
 	if t != nil && (liveTask(t) || candidate(t)) {
 		if svc := s.Service(t.Service); svc != nil {
-			ref := svcRef{g, svc.ID}
-			key := in.keys[ref]
-			if key == 0 {
-				key = uint32(len(in.keys) + 1)
-				in.keys[ref] = key
-			}
+			key := in.key(svcRef{g, svc.ID})
 			if _, seen := gr.version[svc.ID]; !seen {
 				gr.version[svc.ID] = svc.SpecVersion
 			}
@@ -301,18 +361,36 @@ func (in *incremental) update(g int, s *statemachine.State, id statemachine.Task
 			in.live--
 		}
 		gr.del(id)
-		delete(gr.pending, id)
 	}
 	if has {
 		if now.live() {
 			r := in.res[now.res]
 			_ = in.table.AddTask(now.node, now.key, r.cpu, r.mem)
 			in.live++
-		} else {
-			gr.pending[id] = struct{}{}
+		} else if !had || old.live() {
+			gr.addPending(id)
 		}
 		gr.set(id, now)
 	}
+}
+
+// unchanged reports whether t's record old is what update would make of t
+// again, without its look-ups: most touches of a task in a ramp (its
+// assignment's own entry, then preparing, starting, running) leave a live
+// task live on the same node. The record's key and reservation follow from
+// the task's service and spec version, which a task keeps; while the kept
+// scan is valid the service's spec version has not moved since the record
+// was made (a move rebuilds) and the record's node is in the table (a node
+// removed rebuilds), so only the service's presence is looked up again.
+func (in *incremental) unchanged(s *statemachine.State, old record, t *statemachine.Task) bool {
+	if old.live() {
+		if !liveTask(t) || uint32(t.Node) != old.node {
+			return false
+		}
+	} else if !candidate(t) {
+		return false
+	}
+	return s.Service(t.Service) != nil
 }
 
 // refresh applies what the tracker collected; false when a full scan is
@@ -376,17 +454,12 @@ func (in *incremental) batches(c Cluster, now int64, cons *consCache) ([]*batch,
 	var out []*batch
 	var stats RunStats
 	stats.Nodes, stats.Live = in.table.Len(), in.live
-	var ids []statemachine.TaskID
 	for g := 1; g < len(in.groups); g++ {
 		gr := &in.groups[g]
-		if len(gr.pending) == 0 {
+		ids := gr.compact()
+		if len(ids) == 0 {
 			continue
 		}
-		ids = ids[:0]
-		for id := range gr.pending {
-			ids = append(ids, id)
-		}
-		slices.Sort(ids)
 		err := c.ReadLocal(g, func(s *statemachine.State) {
 			infos := make(map[statemachine.ServiceID]*svcInfo)
 			for _, id := range ids {
@@ -442,7 +515,6 @@ func (in *incremental) placed(a assignment) {
 		in.valid = false // not pending when scanned: cannot happen
 		return
 	}
-	delete(gr.pending, task)
 	gr.set(task, record{node: a.node, key: a.service, res: in.resIndex(resources{a.cpu, a.mem})})
 	in.live++
 }
