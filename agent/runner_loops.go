@@ -13,6 +13,7 @@ import (
 // machine's cursor. Right after a restart it asks with no wait, so tasks
 // held back until the manager speaks do not wait a whole poll.
 func (a *Agent) assignmentsLoop(ctx context.Context) {
+	var leader string // the cluster leader the last poll answer named
 	for {
 		s, err := a.waitLive(ctx)
 		if err != nil {
@@ -38,6 +39,7 @@ func (a *Agent) assignmentsLoop(ctx context.Context) {
 			}
 			continue
 		}
+		a.leaderNamed(&leader, f.Leader)
 		var aerr error
 		stale := false
 		a.withMachine(func(m *Machine, now time.Time) {

@@ -143,6 +143,35 @@ func (a *Agent) heartbeat(ctx context.Context, s *liveSession, period time.Durat
 	}
 }
 
+// leaderNamed notes the cluster leader a poll answer named (named; ""
+// names none) after the one named before (*last). When the leader
+// changed, the heartbeat goes now, after beatWait's jitter of up to a
+// tenth of the period, instead of at its next period: a manager answers
+// its parked polls when the leadership moves, so this is how most of a
+// fleet learns of a new leader, and until its first beat there the new
+// leader does not hear the node. Left to their period, a fleet of 10,000
+// agents (a 5 s period) came back to a new leader over a whole period
+// after the election (half of it 2.5-5.4 s after the kill, 90 % by
+// 4.7-6.8 s: the period's uniform spread), and those whose beat fell
+// late in it were the failover's last. The beat goes to the agent's
+// current manager, on the connection it already holds there, and a
+// follower relays it to the leader in a batch: bringing it forward costs
+// no connection. (Before the relay every brought-forward beat went to the
+// new leader directly, a TLS handshake each at once, and this was taken
+// back after it slowed 1M/10k ramps that had elections in them.)
+func (a *Agent) leaderNamed(last *string, named string) {
+	if named == "" {
+		return
+	}
+	if *last != "" && named != *last {
+		select {
+		case a.nudge <- struct{}{}:
+		default:
+		}
+	}
+	*last = named
+}
+
 // beatWait waits d before the next heartbeat, or less if another call
 // lost its connection meanwhile (a nudge): then the beat goes after a
 // jitter of up to a tenth of the period, so a fleet that lost its leader
