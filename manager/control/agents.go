@@ -283,6 +283,9 @@ func (a *Agents) notLeader() *wire.Error {
 // Starting answers a call that reached the cluster's new leader before
 // its leader duties started: retry here shortly.
 func Starting() *wire.Error {
-	return &wire.Error{Code: wire.CodeUnavailable, RetryAfter: int64(100 * time.Millisecond),
-		Message: "this manager was just elected leader and is starting to monitor nodes; retry shortly"}
+	return &wire.Error{Code: wire.CodeUnavailable, RetryAfter: int64(100 * time.Millisecond), Message: startingMessage}
 }
+
+// startingMessage is Starting's text, by which a follower tells that
+// answer of a new leader to a relayed heartbeat from the others.
+const startingMessage = "this manager was just elected leader and is starting to monitor nodes; retry shortly"

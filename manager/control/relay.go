@@ -337,7 +337,9 @@ func (r *relay) logFailure(n int, leader string, err error) {
 // back after its retry delay, which grows with each failure (0.25-0.5 s,
 // then 0.5-1 s, 1-2 s, ...): a fleet that heartbeat in the seconds of an
 // election or of a new leader's start reached it seconds after it could
-// have. A relayed heartbeat that is still unanswered when the wait ends
+// have. Likewise a leader's "retry shortly" (its monitor is starting) is
+// retried from here within the wait. A relayed heartbeat that is still
+// unanswered when the wait ends
 // is answered as before: unavailable when no leader is known or the
 // leader is slow (the agent retries here), not_leader naming the leader
 // when it has answered nothing for a period (the agent's client sends the
@@ -358,10 +360,14 @@ func (a *Agents) relayBeat(ctx context.Context, hb *wire.Heartbeat) (*wire.Heart
 		case leader == self:
 			// Elected here meanwhile: the monitor answers (or asks for
 			// a retry while it starts).
-			if ack, here, err := a.monitorBeat(ctx, hb); here {
-				return ack, err
+			ack, here, err := a.monitorBeat(ctx, hb)
+			if !here {
+				err = Starting()
 			}
-			return nil, Starting()
+			if a.retryWithin(ctx, err, deadline) {
+				continue
+			}
+			return ack, err
 		case leader != 0 && a.stream.managerAddr(leader) != "":
 			left := deadline.Sub(a.cfg.Clock.Now())
 			if left <= 0 {
@@ -369,6 +375,9 @@ func (a *Agents) relayBeat(ctx context.Context, hb *wire.Heartbeat) (*wire.Heart
 			}
 			ack, err := r.beat(ctx, hb, left)
 			if !errors.Is(err, errRelayFailed) {
+				if a.retryWithin(ctx, err, deadline) {
+					continue
+				}
 				return ack, err
 			}
 			if !r.leaderSlow() {
@@ -391,6 +400,29 @@ func (a *Agents) relayBeat(ctx context.Context, hb *wire.Heartbeat) (*wire.Heart
 			hold.Stop()
 		}
 		return a.unrelayed()
+	}
+}
+
+// retryWithin waits out the retry delay of a new leader's answer that it
+// is starting (Starting) when that ends before deadline, and reports
+// whether it did: the heartbeat is then sent again from here, not by its
+// agent after the agent's own, longer, retry delay.
+func (a *Agents) retryWithin(ctx context.Context, err error, deadline time.Time) bool {
+	var we *wire.Error
+	if !errors.As(err, &we) || we.Code != wire.CodeUnavailable || we.Message != startingMessage || we.RetryAfter <= 0 {
+		return false
+	}
+	d := time.Duration(we.RetryAfter)
+	if a.cfg.Clock.Now().Add(d).After(deadline) {
+		return false
+	}
+	t := a.cfg.Clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C():
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 

@@ -544,3 +544,75 @@ func TestRelayHoldsHeartbeatsThroughALeaderChange(t *testing.T) {
 		t.Errorf("the fake clock ran %s: a heartbeat waited out its hold", took)
 	}
 }
+
+// startingMonitor is a new leader's node monitor that is still starting
+// for its first `starting` heartbeats, then acks with a 5s period.
+type startingMonitor struct {
+	mu       sync.Mutex
+	starting int
+	calls    int
+}
+
+func (m *startingMonitor) Heartbeat(context.Context, sm.NodeID, time.Time) (time.Duration, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.calls++
+	if m.calls <= m.starting {
+		return 0, cluster.ErrMonitorStarting
+	}
+	return 5 * time.Second, nil
+}
+func (m *startingMonitor) Period(int) time.Duration                   { return 5 * time.Second }
+func (m *startingMonitor) NodeStatus(sm.NodeID) (sm.NodeStatus, bool) { return sm.NodeReady, true }
+func (m *startingMonitor) MarkReReported(sm.NodeID) bool              { return false }
+
+// A relayed heartbeat that a new leader answers "starting, retry shortly"
+// is sent again by the follower after that delay, within the relay's
+// wait, and its agent gets the ack: answered "retry", the agent came back
+// after its own retry delay (0.25-0.5 s at a 5 s period, longer after
+// each failure).
+func TestRelayRetriesAStartingLeader(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+	mon := &startingMonitor{starting: 2}
+	leader := agentsWith(t, AgentsConfig{Leaders: seat{1}, Self: seat{1}, Monitor: mon})
+	w := &relayWorld{clk: clk, link: &loopLink{leader: leader}}
+	// A long wait: the loop below runs the fake clock on while the relay
+	// works in real time.
+	w.follower = agentsWith(t, AgentsConfig{Leaders: seat{2}, Self: seat{2}, Clock: clk, Link: w.link,
+		Relay: RelayConfig{Wait: time.Minute}, Monitor: beat{err: fmt.Errorf("node: %w", cluster.ErrNotMonitoring)}})
+	start := clk.Now()
+	done := make(chan beatResult, 1)
+	go func() {
+		ack, err := w.follower.Heartbeat(context.Background(), &wire.Heartbeat{NodeID: 5, SessionID: 1})
+		done <- beatResult{5, ack, err}
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	var r beatResult
+	for {
+		select {
+		case r = <-done:
+		default:
+			if time.Now().After(deadline) {
+				t.Fatal("no answer after 10s")
+			}
+			if clk.Waiters() >= 1 { // the linger, the relay's wait, or the retry's delay
+				clk.Advance(20 * time.Millisecond)
+			}
+			runtime.Gosched()
+			continue
+		}
+		break
+	}
+	if r.err != nil || r.ack == nil || r.ack.Period != int64(5*time.Second) {
+		t.Fatalf("got %+v, %v; want the ack the leader gave once started", r.ack, r.err)
+	}
+	mon.mu.Lock()
+	calls := mon.calls
+	mon.mu.Unlock()
+	if calls != 3 {
+		t.Errorf("the leader's monitor saw %d heartbeats; want 3 (two while starting, then the ack)", calls)
+	}
+	if took := clk.Now().Sub(start); took >= time.Minute {
+		t.Errorf("answered after %s of the fake clock: the relay's wait ran out", took)
+	}
+}
