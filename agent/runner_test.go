@@ -553,8 +553,9 @@ func TestRunnerKeepsItsJoinKeyUntilItHasANode(t *testing.T) {
 // A poll answer naming a new cluster leader (the managers answer parked
 // polls when the leadership moves) brings the heartbeat forward, within
 // a tenth of the period, so the new leader hears the node without
-// waiting out the period; the first answer to name a leader, and answers
-// naming the same one, do not. Each answer comes right after a beat.
+// waiting out the period; so does the session's first answer to name a
+// leader when it came before the poll's wait ran out; answers naming
+// the same one do not. Each answer comes right after a beat.
 func TestRunnerBeatsWhenAPollNamesANewLeader(t *testing.T) {
 	h := newHarness(t, SimConfig{})
 	h.mgr.period = 5 * time.Second
@@ -577,6 +578,16 @@ func TestRunnerBeatsWhenAPollNamesANewLeader(t *testing.T) {
 		var d time.Duration
 		h.mgr.do(func() { d = h.mgr.hbAt[beats].Sub(at) })
 		return d
+	}
+	// The first poll after a start asks with no wait; its answer names
+	// no leader (a ramp's answers carry changes, no leader).
+	if d := answerAfterBeat(""); d < 4*time.Second {
+		t.Fatalf("an answer naming no leader brought the heartbeat forward: it came %v after, period 5s", d)
+	}
+	// The session's first answer to name a leader came before the
+	// poll's wait ran out: the leadership moved while it waited.
+	if d := answerAfterBeat("m1:7700"); d > 500*time.Millisecond {
+		t.Fatalf("the heartbeat came %v after the first poll answer, early, named a leader, want within a tenth of the 5s period", d)
 	}
 	for _, leader := range []string{"m1:7700", "m1:7700"} {
 		if d := answerAfterBeat(leader); d < 4*time.Second {
