@@ -21,7 +21,8 @@
 //
 // Contract with the managers (shared/DESIGN.md): heartbeats at the period
 // the manager returns ±10 %, brought forward to within a tenth of it when
-// another call lost its connection; after a lost session the first reconnect is
+// another call lost its connection or a poll answer names a new cluster
+// leader; after a lost session the first reconnect is
 // spread uniformly over one period, later ones back off exponentially with
 // full jitter and a floor of one period, never sooner than Retry-After;
 // after every (re)connect the agent heartbeats first, then sends the

@@ -13,6 +13,7 @@ import (
 // machine's cursor. Right after a restart it asks with no wait, so tasks
 // held back until the manager speaks do not wait a whole poll.
 func (a *Agent) assignmentsLoop(ctx context.Context) {
+	var leader string // the cluster leader the last poll answer named
 	for {
 		s, err := a.waitLive(ctx)
 		if err != nil {
@@ -29,6 +30,7 @@ func (a *Agent) assignmentsLoop(ctx context.Context) {
 		// fleet losing its sessions at once would hold a second poll
 		// each meanwhile, against managers' connection caps.
 		c, cancel := a.callCtx(ctx, time.Duration(req.Wait)+a.cfg.CallTimeout)
+		asked := a.cfg.Clock.Now()
 		f, err := a.cfg.Manager.Assignments(c, req)
 		cancel()
 		if err != nil {
@@ -38,6 +40,7 @@ func (a *Agent) assignmentsLoop(ctx context.Context) {
 			}
 			continue
 		}
+		a.leaderNamed(&leader, f.Leader, req.Wait > 0 && a.cfg.Clock.Now().Sub(asked) < time.Duration(req.Wait))
 		var aerr error
 		stale := false
 		a.withMachine(func(m *Machine, now time.Time) {

@@ -550,6 +550,55 @@ func TestRunnerKeepsItsJoinKeyUntilItHasANode(t *testing.T) {
 	}
 }
 
+// A poll answer naming a new cluster leader (the managers answer parked
+// polls when the leadership moves) brings the heartbeat forward, within
+// a tenth of the period, so the new leader hears the node without
+// waiting out the period; so does the session's first answer to name a
+// leader when it came before the poll's wait ran out; answers naming
+// the same one do not. Each answer comes right after a beat.
+func TestRunnerBeatsWhenAPollNamesANewLeader(t *testing.T) {
+	h := newHarness(t, SimConfig{})
+	h.mgr.period = 5 * time.Second
+	h.start()
+	h.mgr.until(t, "a heartbeat and a waiting poll", func() bool { return len(h.mgr.hbAt) >= 1 && len(h.mgr.polls) >= 1 })
+	// answerAfterBeat answers the waiting poll naming leader as soon as a
+	// heartbeat came, and returns how long after the answer the next
+	// heartbeat came.
+	answerAfterBeat := func(leader string) time.Duration {
+		var beats int
+		h.mgr.do(func() { beats = len(h.mgr.hbAt) })
+		h.mgr.until(t, "a heartbeat", func() bool { return len(h.mgr.hbAt) > beats })
+		var at time.Time
+		h.mgr.do(func() {
+			c := h.mgr.polls[len(h.mgr.polls)-1].Cursor
+			h.mgr.frames = append(h.mgr.frames, &wire.Assignments{Kind: wire.FrameIncremental, Last: true, AppliesTo: c, ResultsIn: c, Leader: leader})
+			at, beats = h.mgr.clk.Now(), len(h.mgr.hbAt)
+		})
+		h.mgr.until(t, "the answer taken and the next heartbeat", func() bool { return len(h.mgr.frames) == 0 && len(h.mgr.hbAt) > beats })
+		var d time.Duration
+		h.mgr.do(func() { d = h.mgr.hbAt[beats].Sub(at) })
+		return d
+	}
+	// The first poll after a start asks with no wait; its answer names
+	// no leader (a ramp's answers carry changes, no leader).
+	if d := answerAfterBeat(""); d < 4*time.Second {
+		t.Fatalf("an answer naming no leader brought the heartbeat forward: it came %v after, period 5s", d)
+	}
+	// The session's first answer to name a leader came before the
+	// poll's wait ran out: the leadership moved while it waited.
+	if d := answerAfterBeat("m1:7700"); d > 500*time.Millisecond {
+		t.Fatalf("the heartbeat came %v after the first poll answer, early, named a leader, want within a tenth of the 5s period", d)
+	}
+	for _, leader := range []string{"m1:7700", "m1:7700"} {
+		if d := answerAfterBeat(leader); d < 4*time.Second {
+			t.Fatalf("an answer naming %s (not a change) brought the heartbeat forward: it came %v after, period 5s", leader, d)
+		}
+	}
+	if d := answerAfterBeat("m2:7700"); d > 500*time.Millisecond {
+		t.Fatalf("the heartbeat came %v after a poll answer named a new leader, want within a tenth of the 5s period", d)
+	}
+}
+
 // A poll asked in a session that ended meanwhile is not applied: the new
 // session dropped the specs no task used, and the old session's answer
 // leaves out the specs that session sent before, so its task found no

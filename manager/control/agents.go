@@ -154,8 +154,11 @@ func (a *Agents) OpenSession(ctx context.Context, req *wire.SessionRequest) (*wi
 // answers what the leader answered (relay.go); when it knows no leader it
 // answers unavailable (retry), and when the relay got no answer
 // unavailable (retry here) if the leader answered another batch within a
-// period, else not_leader naming the leader. Without a Link it answers not_leader
-// naming the leader (if it knows one). On a leader whose monitor is
+// period, else not_leader naming the leader; while the leadership moves
+// (no leader known, or a leader that was answering stopped) it holds the
+// heartbeat for the relay's wait until a leader is known and answers
+// (relayBeat). Without a Link it answers not_leader naming the leader (if
+// it knows one). On a leader whose monitor is
 // starting it answers unavailable (retry here); a node the monitor does
 // not know is removed (node_removed) or not applied here yet
 // (unavailable, retry).
@@ -164,25 +167,7 @@ func (a *Agents) Heartbeat(ctx context.Context, hb *wire.Heartbeat) (*wire.Heart
 	if a.relay == nil || here {
 		return ack, err
 	}
-	if a.leadsHere() {
-		return nil, Starting()
-	}
-	if a.leaderAddr() != "" {
-		if ack, err := a.relay.beat(ctx, hb); !errors.Is(err, errRelayFailed) {
-			return ack, err
-		}
-		if a.relay.leaderSlow() {
-			// The leader answers relayed batches, late: sending this
-			// agent to it directly would add a connection to its load.
-			return nil, &wire.Error{Code: wire.CodeUnavailable,
-				Message: "the cluster's leader is slow to answer heartbeats; retry"}
-		}
-	}
-	if a.leaderAddr() == "" {
-		return nil, &wire.Error{Code: wire.CodeUnavailable, RetryAfter: int64(500 * time.Millisecond),
-			Message: "this manager does not know the cluster's leader right now; retry"}
-	}
-	return nil, a.notLeader()
+	return a.relayBeat(ctx, hb)
 }
 
 // monitorBeat is Heartbeat on this replica's node monitor, never relayed:
@@ -298,6 +283,9 @@ func (a *Agents) notLeader() *wire.Error {
 // Starting answers a call that reached the cluster's new leader before
 // its leader duties started: retry here shortly.
 func Starting() *wire.Error {
-	return &wire.Error{Code: wire.CodeUnavailable, RetryAfter: int64(100 * time.Millisecond),
-		Message: "this manager was just elected leader and is starting to monitor nodes; retry shortly"}
+	return &wire.Error{Code: wire.CodeUnavailable, RetryAfter: int64(100 * time.Millisecond), Message: startingMessage}
 }
+
+// startingMessage is Starting's text, by which a follower tells that
+// answer of a new leader to a relayed heartbeat from the others.
+const startingMessage = "this manager was just elected leader and is starting to monitor nodes; retry shortly"

@@ -87,8 +87,11 @@
 //     a leader whose monitor is starting); a heartbeat there too, unless
 //     the replica has a LeaderLink: then it relays the heartbeat to the
 //     leader, batched with others (relay.go), and answers the leader's
-//     answer to it, falling back to not_leader (unavailable when no
-//     leader is known) when the relay gets no answer; any other error is
+//     answer to it; while the leadership moves (no leader known, or the
+//     leader stopped answering) it holds the heartbeat for the relay's
+//     wait and relays it to the next leader it hears of, falling back to
+//     not_leader (unavailable when no leader is known or the leader is
+//     only slow) when the relay gets no answer; any other error is
 //     the cluster's, which the API maps through its error table.
 //   - OpenSession registers a session request's node when its agent
 //     opens a session: PlanSession decides from one local read of the cluster

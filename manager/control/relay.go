@@ -153,11 +153,11 @@ func newRelay(a *Agents, link LeaderLink, cfg RelayConfig) *relay {
 var errRelayFailed = errors.New("the leader did not answer the relayed heartbeat")
 
 // beat relays hb to the leader and returns the leader's answer, or
-// errRelayFailed when there was none within the relay's wait (or ctx's).
-func (r *relay) beat(ctx context.Context, hb *wire.Heartbeat) (*wire.HeartbeatAck, error) {
+// errRelayFailed when there was none within wait (or ctx's).
+func (r *relay) beat(ctx context.Context, hb *wire.Heartbeat, wait time.Duration) (*wire.HeartbeatAck, error) {
 	q := &queuedBeat{hb: *hb, at: r.a.cfg.Clock.Now(), done: make(chan relayed, 1)}
 	r.enqueue(q)
-	t := r.a.cfg.Clock.NewTimer(r.wait())
+	t := r.a.cfg.Clock.NewTimer(wait)
 	defer t.Stop()
 	select {
 	case out := <-q.done:
@@ -325,6 +325,124 @@ func (r *relay) logFailure(n int, leader string, err error) {
 	r.mu.Unlock()
 	r.a.cfg.Logf("heartbeat relay: %d heartbeats got no answer from the leader at %s (their agents retry here, or send them to it directly once it has answered nothing for a heartbeat period): %v (%d other batches failed since the last line)",
 		n, leader, err, others)
+}
+
+// relayBeat is a follower's Heartbeat: it relays hb to the leader and
+// answers what the leader said. While the leadership moves it holds the
+// heartbeat, within the relay's wait from its arrival, instead of
+// answering at once: when no leader is known (an election), and when the
+// relay failed while the leader had answered a batch within the last
+// period (it died, or is slow), it waits for the next leader this replica
+// hears of and relays to it. Answered "retry" at once, the agent came
+// back after its retry delay, which grows with each failure (0.25-0.5 s,
+// then 0.5-1 s, 1-2 s, ...): a fleet that heartbeat in the seconds of an
+// election or of a new leader's start reached it seconds after it could
+// have. Likewise a leader's "retry shortly" (its monitor is starting) is
+// retried from here within the wait. A relayed heartbeat that is still
+// unanswered when the wait ends
+// is answered as before: unavailable when no leader is known or the
+// leader is slow (the agent retries here), not_leader naming the leader
+// when it has answered nothing for a period (the agent's client sends the
+// heartbeat to it directly). The wait stays under the agent's heartbeat
+// timeout (RelayConfig.Wait).
+func (a *Agents) relayBeat(ctx context.Context, hb *wire.Heartbeat) (*wire.HeartbeatAck, error) {
+	r := a.relay
+	wait := r.wait()
+	deadline := a.cfg.Clock.Now().Add(wait)
+	self := a.cfg.Self.ReplicaID()
+	for {
+		leader, next := a.cfg.Leaders.LeaderNotice(route.ClusterGroup)
+		if leader == 0 {
+			// The engine's notice may lag its own view by a hop.
+			leader, _ = a.cfg.Leaders.Leader(route.ClusterGroup)
+		}
+		switch {
+		case leader == self:
+			// Elected here meanwhile: the monitor answers (or asks for
+			// a retry while it starts).
+			ack, here, err := a.monitorBeat(ctx, hb)
+			if !here {
+				err = Starting()
+			}
+			if a.retryWithin(ctx, err, deadline) {
+				continue
+			}
+			return ack, err
+		case leader != 0 && a.stream.managerAddr(leader) != "":
+			left := deadline.Sub(a.cfg.Clock.Now())
+			if left <= 0 {
+				return a.unrelayed()
+			}
+			ack, err := r.beat(ctx, hb, left)
+			if !errors.Is(err, errRelayFailed) {
+				if a.retryWithin(ctx, err, deadline) {
+					continue
+				}
+				return ack, err
+			}
+			if !r.leaderSlow() {
+				// Silent for a whole period: out of this replica's
+				// reach, not in a hand-over.
+				return a.unrelayed()
+			}
+		}
+		left := deadline.Sub(a.cfg.Clock.Now())
+		if left <= 0 {
+			return a.unrelayed()
+		}
+		hold := a.cfg.Clock.NewTimer(left)
+		select {
+		case <-next:
+			hold.Stop()
+			continue
+		case <-hold.C():
+		case <-ctx.Done():
+			hold.Stop()
+		}
+		return a.unrelayed()
+	}
+}
+
+// retryWithin waits out the retry delay of a new leader's answer that it
+// is starting (Starting) when that ends before deadline, and reports
+// whether it did: the heartbeat is then sent again from here, not by its
+// agent after the agent's own, longer, retry delay.
+func (a *Agents) retryWithin(ctx context.Context, err error, deadline time.Time) bool {
+	var we *wire.Error
+	if !errors.As(err, &we) || we.Code != wire.CodeUnavailable || we.Message != startingMessage || we.RetryAfter <= 0 {
+		return false
+	}
+	d := time.Duration(we.RetryAfter)
+	if a.cfg.Clock.Now().Add(d).After(deadline) {
+		return false
+	}
+	t := a.cfg.Clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C():
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// unrelayed answers a heartbeat the relay got no answer for: retry here
+// while no leader is known or the leader answers relays (late), else
+// not_leader naming the leader.
+func (a *Agents) unrelayed() (*wire.HeartbeatAck, error) {
+	switch {
+	case a.leadsHere():
+		return nil, Starting()
+	case a.leaderAddr() == "":
+		return nil, &wire.Error{Code: wire.CodeUnavailable, RetryAfter: int64(500 * time.Millisecond),
+			Message: "this manager does not know the cluster's leader right now; retry"}
+	case a.relay.leaderSlow():
+		// The leader answers relayed batches, late: sending this agent
+		// to it directly would add a connection to its load.
+		return nil, &wire.Error{Code: wire.CodeUnavailable,
+			Message: "the cluster's leader is slow to answer heartbeats; retry"}
+	}
+	return nil, a.notLeader()
 }
 
 // RelayedHeartbeats is the leader's side of the relay: it records each

@@ -220,12 +220,28 @@ func TestRelayFallsBack(t *testing.T) {
 	notLeader := &wire.Error{Code: wire.CodeNotLeader, Leader: "m2:7700", RetryAfter: int64(200 * time.Millisecond),
 		Message: "this manager does not lead the cluster; send heartbeats to the leader"}
 	t.Run("no leader known", func(t *testing.T) {
+		// Held for the relay's wait (a leader may be elected meanwhile:
+		// TestRelayHoldsHeartbeatsThroughALeaderChange), then answered.
 		w := newRelayWorld(t, false, RelayConfig{})
-		r := w.beat(t, 20*time.Millisecond, 5)[5]
+		done := make(chan error, 1)
+		go func() {
+			_, err := w.follower.Heartbeat(context.Background(), &wire.Heartbeat{NodeID: 5, SessionID: 1})
+			done <- err
+		}()
+		if err := w.clk.BlockUntil(1, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		w.clk.Advance(750 * time.Millisecond)
+		var err error
+		select {
+		case err = <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatal("no answer when the relay's wait ended")
+		}
 		want := &wire.Error{Code: wire.CodeUnavailable, RetryAfter: int64(500 * time.Millisecond),
 			Message: "this manager does not know the cluster's leader right now; retry"}
-		if fmt.Sprintf("%+v", r.err) != fmt.Sprintf("%+v", want) {
-			t.Errorf("got %+v, %v; want %v", r.ack, r.err, want)
+		if fmt.Sprintf("%+v", err) != fmt.Sprintf("%+v", want) {
+			t.Errorf("got %v; want %v", err, want)
 		}
 		if calls, _ := w.link.seen(); len(calls) != 0 {
 			t.Errorf("the follower called a leader it does not know: %v", calls)
@@ -397,5 +413,206 @@ func TestRelayedBeatOfARemovedNode(t *testing.T) {
 		if out[i].Err != nil || out[i].Ack == nil {
 			t.Errorf("entry %d: %+v; want an ack", i, out[i])
 		}
+	}
+}
+
+// movingLeader is the cluster's leadership as a follower (replica 1) sees
+// it while it moves: set names a new leader (0: none, an election under
+// way) and closes the notice channel handed out before.
+type movingLeader struct {
+	mu sync.Mutex
+	id uint64
+	ch chan struct{}
+}
+
+func newMovingLeader(id uint64) *movingLeader { return &movingLeader{id: id, ch: make(chan struct{})} }
+
+func (m *movingLeader) set(id uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.id = id
+	close(m.ch)
+	m.ch = make(chan struct{})
+}
+func (m *movingLeader) Leader(int) (uint64, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.id, m.id != 0
+}
+func (m *movingLeader) LeaderNotice(int) (uint64, <-chan struct{}) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.id, m.ch
+}
+func (m *movingLeader) Contact(int) cluster.Contact { return cluster.Contact{OK: true} }
+
+// A heartbeat that reaches a follower while the leadership moves is held
+// there, within the relay's wait, and relayed to the next leader once the
+// follower hears of it: when the leader it was relaying to stops
+// answering (killed), and while no leader is known (the election).
+// Answered "retry" at once instead, each agent came back after a retry
+// delay that grows with every failure, seconds after the new leader could
+// have taken its heartbeat.
+func TestRelayHoldsHeartbeatsThroughALeaderChange(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+	mon := &nodeBeats{}
+	leader := agentsWith(t, AgentsConfig{Leaders: seat{1}, Self: seat{1}, Monitor: mon})
+	link := &loopLink{leader: leader}
+	moving := newMovingLeader(2)
+	follower := agentsWith(t, AgentsConfig{Leaders: moving, Self: seat{2}, Clock: clk, Link: link,
+		Monitor: beat{err: fmt.Errorf("node: %w", cluster.ErrNotMonitoring)}})
+	if _, err := follower.cfg.Cluster.Submit(context.Background(), sm.Command{Kind: sm.CmdSetManager, Seq: 3, Name: "m3:7700"}); err != nil {
+		t.Fatal(err)
+	}
+	// heartbeat sends node's heartbeat to the follower; step runs the
+	// fake clock on by 20ms (the relay's linger) while more than the
+	// heartbeat's own wait waits on it.
+	heartbeat := func(node sm.NodeID) <-chan beatResult {
+		out := make(chan beatResult, 1)
+		go func() {
+			ack, err := follower.Heartbeat(context.Background(), &wire.Heartbeat{NodeID: node, SessionID: 1})
+			out <- beatResult{node, ack, err}
+		}()
+		return out
+	}
+	await := func(label string, out <-chan beatResult, until func()) beatResult {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			select {
+			case r := <-out:
+				return r
+			default:
+			}
+			if until != nil {
+				until()
+			}
+			if clk.Waiters() > 1 {
+				clk.Advance(20 * time.Millisecond)
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: no answer after 10s", label)
+			}
+			runtime.Gosched()
+		}
+	}
+	start := clk.Now()
+	if r := await("first heartbeat", heartbeat(5), nil); r.err != nil || r.ack.Period != int64(5*time.Second) {
+		t.Fatalf("first heartbeat: %+v, %v; want node 5's ack", r.ack, r.err)
+	}
+
+	// The leader is killed: the relay to it fails at once.
+	link.mu.Lock()
+	link.err = errors.New("connection refused")
+	link.mu.Unlock()
+	out := heartbeat(6)
+	for calls, _ := link.seen(); len(calls) < 2; calls, _ = link.seen() {
+		if clk.Waiters() > 1 {
+			clk.Advance(20 * time.Millisecond)
+		}
+		runtime.Gosched()
+	}
+	select {
+	case r := <-out:
+		t.Fatalf("the relay to a leader that stopped answering failed, and the heartbeat was answered at once: %+v, %v; want it held for the next leader", r.ack, r.err)
+	default:
+	}
+	moving.set(0) // the election
+	link.mu.Lock()
+	link.err = nil
+	link.mu.Unlock()
+	moving.set(3) // replica 3, at m3:7700, leads
+	r := await("held heartbeat", out, nil)
+	if r.err != nil || r.ack == nil || r.ack.Period != int64(6*time.Second) {
+		t.Fatalf("held heartbeat: %+v, %v; want node 6's ack from the new leader", r.ack, r.err)
+	}
+	if _, addrs := link.seen(); addrs[len(addrs)-1] != "m3:7700" {
+		t.Errorf("the held heartbeat went to %s; want the new leader at m3:7700", addrs[len(addrs)-1])
+	}
+
+	// A heartbeat that arrives during an election waits for its end.
+	moving.set(0)
+	out = heartbeat(8)
+	if err := clk.BlockUntil(1, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	moving.set(2)
+	if r := await("heartbeat during the election", out, nil); r.err != nil || r.ack.Period != int64(8*time.Second) {
+		t.Fatalf("heartbeat during the election: %+v, %v; want node 8's ack from the elected leader", r.ack, r.err)
+	}
+	if took := clk.Now().Sub(start); took >= 2500*time.Millisecond {
+		t.Errorf("the fake clock ran %s: a heartbeat waited out its hold", took)
+	}
+}
+
+// startingMonitor is a new leader's node monitor that is still starting
+// for its first `starting` heartbeats, then acks with a 5s period.
+type startingMonitor struct {
+	mu       sync.Mutex
+	starting int
+	calls    int
+}
+
+func (m *startingMonitor) Heartbeat(context.Context, sm.NodeID, time.Time) (time.Duration, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.calls++
+	if m.calls <= m.starting {
+		return 0, cluster.ErrMonitorStarting
+	}
+	return 5 * time.Second, nil
+}
+func (m *startingMonitor) Period(int) time.Duration                   { return 5 * time.Second }
+func (m *startingMonitor) NodeStatus(sm.NodeID) (sm.NodeStatus, bool) { return sm.NodeReady, true }
+func (m *startingMonitor) MarkReReported(sm.NodeID) bool              { return false }
+
+// A relayed heartbeat that a new leader answers "starting, retry shortly"
+// is sent again by the follower after that delay, within the relay's
+// wait, and its agent gets the ack: answered "retry", the agent came back
+// after its own retry delay (0.25-0.5 s at a 5 s period, longer after
+// each failure).
+func TestRelayRetriesAStartingLeader(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+	mon := &startingMonitor{starting: 2}
+	leader := agentsWith(t, AgentsConfig{Leaders: seat{1}, Self: seat{1}, Monitor: mon})
+	w := &relayWorld{clk: clk, link: &loopLink{leader: leader}}
+	// A long wait: the loop below runs the fake clock on while the relay
+	// works in real time.
+	w.follower = agentsWith(t, AgentsConfig{Leaders: seat{2}, Self: seat{2}, Clock: clk, Link: w.link,
+		Relay: RelayConfig{Wait: time.Minute}, Monitor: beat{err: fmt.Errorf("node: %w", cluster.ErrNotMonitoring)}})
+	start := clk.Now()
+	done := make(chan beatResult, 1)
+	go func() {
+		ack, err := w.follower.Heartbeat(context.Background(), &wire.Heartbeat{NodeID: 5, SessionID: 1})
+		done <- beatResult{5, ack, err}
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	var r beatResult
+	for {
+		select {
+		case r = <-done:
+		default:
+			if time.Now().After(deadline) {
+				t.Fatal("no answer after 10s")
+			}
+			if clk.Waiters() >= 1 { // the linger, the relay's wait, or the retry's delay
+				clk.Advance(20 * time.Millisecond)
+			}
+			runtime.Gosched()
+			continue
+		}
+		break
+	}
+	if r.err != nil || r.ack == nil || r.ack.Period != int64(5*time.Second) {
+		t.Fatalf("got %+v, %v; want the ack the leader gave once started", r.ack, r.err)
+	}
+	mon.mu.Lock()
+	calls := mon.calls
+	mon.mu.Unlock()
+	if calls != 3 {
+		t.Errorf("the leader's monitor saw %d heartbeats; want 3 (two while starting, then the ack)", calls)
+	}
+	if took := clk.Now().Sub(start); took >= time.Minute {
+		t.Errorf("answered after %s of the fake clock: the relay's wait ran out", took)
 	}
 }
