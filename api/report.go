@@ -6,6 +6,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"shoal/manager/control"
 	"shoal/statemachine"
 	"shoal/wire"
 )
@@ -68,4 +69,21 @@ type agentCluster struct {
 	Reader
 	GroupSubmitter
 	Submitter
+}
+
+// statusCluster is an agentCluster whose submitter takes status reports
+// as they are (control.StatusSubmitter: duty.Submitter).
+type statusCluster struct {
+	agentCluster
+	control.StatusSubmitter
+}
+
+// newAgentCluster is cfg's agentCluster, a statusCluster when its
+// submitter takes status reports as they are.
+func newAgentCluster(cfg Config) control.Cluster {
+	c := agentCluster{cfg.Reads, cfg.ToGroup, cfg.Submitter}
+	if st, ok := cfg.Submitter.(control.StatusSubmitter); ok {
+		return statusCluster{c, st}
+	}
+	return c
 }

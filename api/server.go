@@ -182,7 +182,7 @@ func New(cfg Config) (*Server, error) {
 		mon = cfg.Monitor
 	}
 	link := relayLink(cfg) // nil: no relay
-	s.agents = control.NewAgents(control.AgentsConfig{Cluster: agentCluster{cfg.Reads, cfg.ToGroup, cfg.Submitter},
+	s.agents = control.NewAgents(control.AgentsConfig{Cluster: newAgentCluster(cfg),
 		Leaders: cfg.Leaders, Self: cfg.Self, Feed: cfg.Feed, Monitor: mon, Logs: s.logs, Clock: cfg.Clock,
 		SyncInterval: cfg.SyncInterval, Logf: cfg.Logf, Link: link, Relay: cfg.Relay})
 	s.stream = s.agents.Stream()

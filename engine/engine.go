@@ -286,6 +286,20 @@ func (e *Engine) SubmitAssigns(ctx context.Context, n int, at func(i int) (state
 	})
 }
 
+// SubmitStatuses is SubmitMany of n CmdTaskStatus commands from node, the
+// i-th reporting at(i) (task, state, exit code, message), for a caller that
+// holds an agent's reports rather than commands (a status batch: no
+// 184-byte command per report built, or kept, only to be encoded).
+func (e *Engine) SubmitStatuses(ctx context.Context, node statemachine.NodeID, n int,
+	at func(i int) (statemachine.TaskID, statemachine.TaskState, int32, string)) []route.Outcome {
+	var c statemachine.Command
+	return e.submit(ctx, n, func(i int) *statemachine.Command {
+		task, state, exit, msg := at(i)
+		c = statemachine.Command{Kind: statemachine.CmdTaskStatus, Task: task, Node: node, State: state, ExitCode: exit, Message: msg}
+		return &c
+	})
+}
+
 // submit is SubmitMany of the n commands cmd returns (each read once, in
 // order, and not kept past the next call).
 func (e *Engine) submit(ctx context.Context, n int, cmd func(i int) *statemachine.Command) []route.Outcome {

@@ -105,6 +105,30 @@ func submitAssigns(ctx context.Context, c Cluster, n int, at func(i int) (statem
 	return c.SubmitMany(ctx, cmds)
 }
 
+// statuser is a Cluster that takes an agent's status reports without a
+// command per report (*engine.Engine, and a Submitter over one).
+type statuser interface {
+	SubmitStatuses(ctx context.Context, node statemachine.NodeID, n int,
+		at func(i int) (statemachine.TaskID, statemachine.TaskState, int32, string)) []route.Outcome
+}
+
+// SubmitStatuses is SubmitMany of n CmdTaskStatus commands from node, the
+// i-th reporting at(i) (task, state, exit code, message; nothing to check
+// first, nothing to deliver): handed to the cluster as they are when it
+// takes them so, built into commands when not.
+func (s *Submitter) SubmitStatuses(ctx context.Context, node statemachine.NodeID, n int,
+	at func(i int) (statemachine.TaskID, statemachine.TaskState, int32, string)) []route.Outcome {
+	if st, ok := s.c.(statuser); ok {
+		return st.SubmitStatuses(ctx, node, n, at)
+	}
+	cmds := make([]statemachine.Command, n)
+	for i := range cmds {
+		task, state, exit, msg := at(i)
+		cmds[i] = statemachine.Command{Kind: statemachine.CmdTaskStatus, Task: task, Node: node, State: state, ExitCode: exit, Message: msg}
+	}
+	return s.c.SubmitMany(ctx, cmds)
+}
+
 // SubmitBeforeFanout is Submit for a node or network command whose caller
 // needs only the cluster group to have applied it (a worker joining: no
 // service group places a task on a node before it knows the node). It

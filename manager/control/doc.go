@@ -34,7 +34,9 @@
 //   - Any other error of any group is returned (the first in group order)
 //     and no answer is given: the agent sends the sync again.
 //   - SubmitStatus, status submission: a batch's reports become one
-//     CmdTaskStatus each (StatusCommands), submitted together; each
+//     CmdTaskStatus each (StatusCommands), submitted together (to a
+//     StatusSubmitter as the reports themselves, read one at a time as
+//     they are encoded: no command array is made or kept); each
 //     outcome maps to the agent's verdict (ReportResult): applied or a
 //     lower-rank resend is accepted, a node not ready or an entry past its
 //     deadline (CodeExpired) or a command not applied is retried, any

@@ -256,12 +256,27 @@ func (c *copySubmitter) SubmitMany(_ context.Context, cmds []sm.Command) []route
 	return make([]route.Outcome, len(cmds))
 }
 
-// SubmitStatus reuses its command arrays between batches: each batch
-// still submits exactly its own reports' commands, whatever the batches
-// before it held (longer, shorter, with messages).
+// copyStatuses is a copySubmitter that takes reports as they are
+// (StatusSubmitter), building each command as the engine does.
+type copyStatuses struct{ copySubmitter }
+
+func (c *copyStatuses) SubmitStatuses(_ context.Context, node sm.NodeID, n int,
+	at func(i int) (sm.TaskID, sm.TaskState, int32, string)) []route.Outcome {
+	cmds := make([]sm.Command, n)
+	for i := range cmds {
+		task, state, exit, msg := at(i)
+		cmds[i] = sm.Command{Kind: sm.CmdTaskStatus, Task: task, Node: node, State: state, ExitCode: exit, Message: msg}
+	}
+	c.got = append(c.got, cmds)
+	return make([]route.Outcome, n)
+}
+
+// Each batch submits exactly its own reports' commands (StatusCommands),
+// in order, whatever the batches before it held (longer, shorter, with
+// messages), to a submitter of commands and to one of reports.
 func TestSubmitStatusCommandsAreTheBatchs(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		sub := &copySubmitter{}
+		plain, reports := &copySubmitter{}, &copyStatuses{}
 		var want [][]sm.Command
 		for i := range rapid.IntRange(1, 12).Draw(t, "batches") {
 			b := &wire.StatusBatch{NodeID: sm.NodeID(1 + i%3)}
@@ -272,14 +287,18 @@ func TestSubmitStatusCommandsAreTheBatchs(t *testing.T) {
 					ExitCode: rapid.Int32Range(-2, 2).Draw(t, "exit"),
 					Message:  rapid.SampledFrom([]string{"", "oom", "exit 1"}).Draw(t, "message")})
 			}
-			if _, err := SubmitStatus(context.Background(), sub, nil, b); err != nil {
-				t.Fatal(err)
+			for _, sub := range []Submitter{plain, reports} {
+				if _, err := SubmitStatus(context.Background(), sub, nil, b); err != nil {
+					t.Fatal(err)
+				}
 			}
 			want = append(want, StatusCommands(b))
 		}
-		for i := range want {
-			if !reflect.DeepEqual(sub.got[i], want[i]) && (len(sub.got[i]) > 0 || len(want[i]) > 0) {
-				t.Fatalf("batch %d submitted\n%+v\nwant\n%+v", i, sub.got[i], want[i])
+		for name, got := range map[string][][]sm.Command{"commands": plain.got, "reports": reports.got} {
+			for i := range want {
+				if !reflect.DeepEqual(got[i], want[i]) && (len(got[i]) > 0 || len(want[i]) > 0) {
+					t.Fatalf("as %s, batch %d submitted\n%+v\nwant\n%+v", name, i, got[i], want[i])
+				}
 			}
 		}
 	})
