@@ -162,20 +162,7 @@ func BenchmarkDecodeEntry(b *testing.B) {
 func TestSubmitAssignsIsSubmitMany(t *testing.T) {
 	tasks := []statemachine.TaskID{1<<48 | 7, 2<<48 | 8, 9<<48 | 1, 1<<48 | 9} // no group 9
 	nodes := []statemachine.NodeID{3, 4, 5, 6}
-	entries := func(submit func(e *Engine) []route.Outcome) (map[int][]byte, []route.Outcome) {
-		e := unproposedEngine(2)
-		done := make(chan []route.Outcome)
-		go func() { done <- submit(e) }()
-		ents := map[int][]byte{}
-		for g := 1; g <= 2; g++ {
-			p := e.props[g]
-			<-p.kick
-			calls, size, _ := p.take()
-			ents[g] = p.entry(calls, size, time.Unix(0, 1), time.Unix(0, 2))
-			p.finish(calls, size, func(i int) route.Outcome { return route.Outcome{Result: statemachine.Result{ID: uint64(10*g + i)}} })
-		}
-		return ents, <-done
-	}
+	entries := twoGroupEntries
 	ctx := context.Background()
 	wantEnts, wantOut := entries(func(e *Engine) []route.Outcome {
 		cmds := make([]statemachine.Command, len(tasks))
@@ -200,4 +187,22 @@ func TestSubmitAssignsIsSubmitMany(t *testing.T) {
 	if wantOut[2].Result.Code != statemachine.CodeNotFound || wantOut[3].Result.ID != 11 {
 		t.Fatalf("outcomes %+v", wantOut)
 	}
+}
+
+// twoGroupEntries runs submit on an engine of two service groups whose
+// proposers are stepped by hand, and returns the entry each group wrote
+// and the outcomes submit returned (group g's i-th call answered ID 10g+i).
+func twoGroupEntries(submit func(e *Engine) []route.Outcome) (map[int][]byte, []route.Outcome) {
+	e := unproposedEngine(2)
+	done := make(chan []route.Outcome)
+	go func() { done <- submit(e) }()
+	ents := map[int][]byte{}
+	for g := 1; g <= 2; g++ {
+		p := e.props[g]
+		<-p.kick
+		calls, size, _ := p.take()
+		ents[g] = p.entry(calls, size, time.Unix(0, 1), time.Unix(0, 2))
+		p.finish(calls, size, func(i int) route.Outcome { return route.Outcome{Result: statemachine.Result{ID: uint64(10*g + i)}} })
+	}
+	return ents, <-done
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"testing"
-	"time"
 
 	"shoal/route"
 	"shoal/statemachine"
@@ -18,20 +17,7 @@ func TestSubmitStatusesIsSubmitMany(t *testing.T) {
 	states := []statemachine.TaskState{statemachine.StateRunning, statemachine.StateFailed, statemachine.StateRunning, statemachine.StateComplete}
 	exits := []int32{0, 137, 0, 0}
 	msgs := []string{"", "oom", "", "done"}
-	entries := func(submit func(e *Engine) []route.Outcome) (map[int][]byte, []route.Outcome) {
-		e := unproposedEngine(2)
-		done := make(chan []route.Outcome)
-		go func() { done <- submit(e) }()
-		ents := map[int][]byte{}
-		for g := 1; g <= 2; g++ {
-			p := e.props[g]
-			<-p.kick
-			calls, size, _ := p.take()
-			ents[g] = p.entry(calls, size, time.Unix(0, 1), time.Unix(0, 2))
-			p.finish(calls, size, func(i int) route.Outcome { return route.Outcome{Result: statemachine.Result{ID: uint64(10*g + i)}} })
-		}
-		return ents, <-done
-	}
+	entries := twoGroupEntries
 	ctx := context.Background()
 	wantEnts, wantOut := entries(func(e *Engine) []route.Outcome {
 		cmds := make([]statemachine.Command, len(tasks))

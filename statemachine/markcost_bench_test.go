@@ -90,12 +90,7 @@ func TestTaskObjectsPerRunningTask(t *testing.T) {
 		s := New(Config{Group: 1})
 		var out Output
 		apply := func(cmds ...Command) {
-			s.Apply(cmds, s.LastIndex()+1, s.LastTime()+1e6, &out)
-			for i, r := range out.Results {
-				if r.Code != CodeOK {
-					t.Fatalf("command %d (%s): %v", i, cmds[i].Kind, r.Err())
-				}
-			}
+			mustApply(t, s, &out, cmds...)
 		}
 		for i := 1; i <= nodes; i++ {
 			apply(Command{Kind: CmdUpsertNode, NodeSpec: &Node{ID: NodeID(i), Name: fmt.Sprintf("node-%d", i)}})

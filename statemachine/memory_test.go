@@ -126,12 +126,7 @@ func TestWaitingTasksShareTheirMessage(t *testing.T) {
 	s := New(Config{Group: 1})
 	var out Output
 	apply := func(cmds ...Command) {
-		s.Apply(cmds, s.LastIndex()+1, s.LastTime()+1e6, &out)
-		for i, r := range out.Results {
-			if r.Code != CodeOK {
-				t.Fatalf("command %d (%s): %v", i, cmds[i].Kind, r.Err())
-			}
-		}
+		mustApply(t, s, &out, cmds...)
 	}
 	apply(Command{Kind: CmdUpsertNode, NodeSpec: &Node{ID: 1, Name: "node-1"}})
 	apply(Command{Kind: CmdCreateNetwork, NetworkSpec: &Network{ID: 1, Name: "net", Subnet: "10.1.0.0/28"}})
@@ -158,5 +153,17 @@ func TestWaitingTasksShareTheirMessage(t *testing.T) {
 	c := s.Clone()
 	if !bytes.Equal(c.Canonical(), s.Canonical()) {
 		t.Fatal("a clone encodes differently")
+	}
+}
+
+// mustApply applies cmds as s's next entry, a millisecond after its last,
+// and fails t on any command refused.
+func mustApply(t testing.TB, s *State, out *Output, cmds ...Command) {
+	t.Helper()
+	s.Apply(cmds, s.LastIndex()+1, s.LastTime()+1e6, out)
+	for i, r := range out.Results {
+		if r.Code != CodeOK {
+			t.Fatalf("command %d (%s): %v", i, cmds[i].Kind, r.Err())
+		}
 	}
 }
